@@ -1,0 +1,214 @@
+"""Sources of randomness for privacy mechanisms.
+
+Two modes, explicit everywhere:
+
+* **release** — random bits come from the operating system's cryptographically secure generator
+  (``os.urandom``, i.e. ``getrandom(2)`` on Linux). It cannot be seeded, so nobody can reproduce
+  the noise. Use it for anything that will be published.
+* **simulation** — random bits come from a seeded ``numpy.random.Generator`` (PCG64). Runs are
+  reproducible, which is what experiments need, and for the same reason the output is **not safe
+  to release**: every output made in this mode carries :data:`UNSAFE_LABEL` in its provenance.
+
+Every sampler in :mod:`hierarchy.mechanisms` draws its randomness through
+:meth:`Randomness.random_raw` (64-bit words), so release and simulation run exactly the same
+sampling code and differ only in where the bits come from: simulations exercise the release path.
+
+Examples
+--------
+>>> rng = Randomness.simulation(7)
+>>> rng.mode, rng.safe_for_release
+('simulation', False)
+>>> bool(np.array_equal(rng.child(1).random_raw(3), Randomness.simulation(7).child(1).random_raw(3)))
+True
+>>> as_randomness(None).mode
+'release'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from hierarchy.errors import HierarchyError
+
+__all__ = ["Randomness", "as_randomness", "UNSAFE_LABEL", "RELEASE_LABEL"]
+
+UNSAFE_LABEL = (
+    "SIMULATION MODE - seeded, reproducible randomness: anyone with the seed can recompute the "
+    "noise. NOT SAFE FOR A REAL RELEASE."
+)
+RELEASE_LABEL = "release mode - noise from the operating system's cryptographically secure generator"
+
+_URANDOM_CHUNK_WORDS = 1 << 22  # 32 MiB of random bytes per os.urandom call
+
+
+class Randomness:
+    """A source of random 64-bit words in *release* or *simulation* mode.
+
+    Construct with :meth:`release` or :meth:`simulation`; :func:`as_randomness` normalises the
+    ``rng`` argument every public function accepts.
+
+    Parameters
+    ----------
+    mode : {'release', 'simulation'}
+    seed : int or None
+        The simulation seed (``None`` in release mode, or when a caller's own generator was wrapped).
+    generator : numpy.random.Generator or None
+        The simulation generator; ``None`` in release mode.
+    key : tuple of int
+        The spawn key of a child stream (see :meth:`child`).
+    """
+
+    __slots__ = ("mode", "seed", "key", "_generator")
+
+    def __init__(self, mode: str, seed: int | None = None,
+                 generator: np.random.Generator | None = None, key: tuple[int, ...] = ()):
+        if mode not in ("release", "simulation"):
+            raise HierarchyError(f"randomness mode must be 'release' or 'simulation', not {mode!r}")
+        if mode == "release" and (seed is not None or generator is not None):
+            raise HierarchyError("release mode cannot be seeded; use Randomness.simulation(seed) "
+                                 "for reproducible (unsafe) runs")
+        if mode == "simulation" and generator is None:
+            raise HierarchyError("simulation mode needs a seed or a numpy Generator")
+        self.mode = mode
+        self.seed = seed
+        self.key = tuple(key)
+        self._generator = generator
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def release(cls) -> "Randomness":
+        """Cryptographically secure, unseedable randomness for real releases."""
+        return cls("release")
+
+    @classmethod
+    def simulation(cls, seed: int) -> "Randomness":
+        """Seeded, reproducible randomness for experiments. Unsafe for releases."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise HierarchyError(f"a simulation seed must be a non-negative integer, not {seed!r}")
+        seed = int(seed)
+        return cls("simulation", seed=seed, generator=np.random.Generator(np.random.PCG64(seed)))
+
+    # -- properties ---------------------------------------------------------------------------
+    @property
+    def safe_for_release(self) -> bool:
+        """True only in release mode."""
+        return self.mode == "release"
+
+    @property
+    def label(self) -> str:
+        """The line every output made with this randomness carries."""
+        return RELEASE_LABEL if self.safe_for_release else UNSAFE_LABEL
+
+    def provenance(self) -> dict[str, Any]:
+        """A JSON-ready description for output metadata."""
+        return {"mode": self.mode, "seed": self.seed, "stream": list(self.key),
+                "safe_for_release": self.safe_for_release, "label": self.label}
+
+    def __repr__(self) -> str:
+        if self.mode == "release":
+            return "Randomness.release()"
+        return f"Randomness.simulation(seed={self.seed}, stream={self.key})"
+
+    # -- streams ------------------------------------------------------------------------------
+    def child(self, *key: int) -> "Randomness":
+        """An independent stream identified by ``key``.
+
+        In simulation mode the child depends only on the seed and the key (not on how much this
+        stream has been used), so a level or a batch can be re-drawn identically on resume or on
+        another worker. In release mode every child is a fresh secure source.
+        """
+        if self.mode == "release":
+            return Randomness.release()
+        if self.seed is None:
+            # A caller-supplied generator has no seed to derive from: spawn from its state.
+            seq = self._generator.bit_generator.seed_seq.spawn(1)[0]
+            return Randomness("simulation", None, np.random.Generator(np.random.PCG64(seq)),
+                              self.key + tuple(key))
+        full = self.key + tuple(int(k) for k in key)
+        seq = np.random.SeedSequence(self.seed, spawn_key=full)
+        return Randomness("simulation", self.seed, np.random.Generator(np.random.PCG64(seq)), full)
+
+    @property
+    def generator(self) -> np.random.Generator:
+        """A numpy Generator for work that is *not* a privacy mechanism (e.g. a bootstrap).
+
+        In release mode it is seeded from the secure source, so it is unpredictable, but its
+        output must still not be used as privacy noise.
+        """
+        if self._generator is not None:
+            return self._generator
+        seed = int.from_bytes(os.urandom(32), "little")
+        return np.random.Generator(np.random.PCG64(seed))
+
+    # -- bits ---------------------------------------------------------------------------------
+    def random_raw(self, n: int) -> np.ndarray:
+        """``n`` independent uniformly random 64-bit words (``uint64``)."""
+        n = int(n)
+        if n < 0:
+            raise HierarchyError(f"cannot draw a negative number ({n}) of random words")
+        if self._generator is not None:
+            return self._generator.bit_generator.random_raw(n)
+        if n <= _URANDOM_CHUNK_WORDS:
+            return np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+        out = np.empty(n, dtype=np.uint64)
+        for start in range(0, n, _URANDOM_CHUNK_WORDS):
+            stop = min(n, start + _URANDOM_CHUNK_WORDS)
+            out[start:stop] = np.frombuffer(os.urandom(8 * (stop - start)), dtype=np.uint64)
+        return out
+
+    def uniform(self, n: int) -> np.ndarray:
+        """``n`` uniform doubles on the open-closed interval (0, 1], with 53 random bits each.
+
+        Zero is excluded so that ``log(u)`` is always finite.
+        """
+        words = self.random_raw(n)
+        return ((words >> np.uint64(11)).astype(np.float64) + 1.0) * (1.0 / 9007199254740992.0)
+
+    def integers_below(self, bound) -> np.ndarray:
+        """Exactly uniform integers in ``[0, bound)`` for each element of ``bound`` (int64, ≥ 1).
+
+        Uses masked rejection on 64-bit words, so it is exact for every bound up to 2**62.
+        """
+        bound = np.asarray(bound, dtype=np.int64)
+        if bound.size and (bound.min() < 1 or bound.max() > (1 << 62)):
+            raise HierarchyError("integers_below needs bounds in [1, 2**62]")
+        flat = bound.ravel()
+        # smallest all-ones mask >= bound - 1
+        bits = np.zeros(flat.shape, dtype=np.int64)
+        m = flat - 1
+        while np.any(m > 0):
+            nz = m > 0
+            bits[nz] += 1
+            m = m >> 1
+        mask = ((np.uint64(1) << bits.astype(np.uint64)) - np.uint64(1))
+        out = np.empty(flat.shape, dtype=np.int64)
+        todo = np.arange(flat.size)
+        while todo.size:
+            draw = (self.random_raw(todo.size) & mask[todo]).astype(np.int64)
+            ok = draw < flat[todo]
+            out[todo[ok]] = draw[ok]
+            todo = todo[~ok]
+        return out.reshape(bound.shape)
+
+
+def as_randomness(rng: Any) -> Randomness:
+    """Normalise an ``rng`` argument to a :class:`Randomness`.
+
+    ``None`` means **release** mode (secure by default); an ``int`` is a simulation seed; a
+    ``numpy.random.Generator`` is wrapped as simulation randomness; a :class:`Randomness` is
+    returned unchanged.
+    """
+    if rng is None:
+        return Randomness.release()
+    if isinstance(rng, Randomness):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return Randomness("simulation", None, rng)
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return Randomness.simulation(int(rng))
+    raise HierarchyError(
+        f"rng must be None (release mode), an integer seed, a numpy Generator or a Randomness, "
+        f"not {type(rng).__name__}")

@@ -1,0 +1,5 @@
+import sys
+
+from postproc.cli import main
+
+sys.exit(main())
