@@ -1,0 +1,400 @@
+"""Linear queries on a schema's histogram, as sparse 0/1 matrices built by Kronecker products.
+
+A query is described attribute by attribute: each attribute is *kept* (identity block), *summed
+out* (a row of ones) or *recoded* into groups (a groups × levels 0/1 block). The query matrix is
+the Kronecker product of the blocks, first attribute outermost, so it matches the row-major cell
+order of :class:`~hierarchy.schema.Schema`. Products of queries on disjoint attributes combine
+their blocks.
+
+A small text syntax names queries in configs and on the command line::
+
+    detailed                       every cell
+    total                          one row of ones
+    marginal(votingage, cenrace)   keep these attributes, sum out the rest
+    recode(hhgq: household=0; gq=1-7)   groups of one attribute's levels (codes, ranges, labels)
+    marginal(sex) * recode(age: child=0-3; adult=4-22)   products on disjoint attributes
+
+Examples
+--------
+>>> from hierarchy.schema import E2E_1940
+>>> q = parse_query("marginal(votingage, hispanic, cenrace)", E2E_1940)
+>>> q.matrix.shape, q.matrix.nnz
+((24, 192), 192)
+>>> parse_query("recode(hhgq: household=0; gq=1-7)", E2E_1940).answer_labels
+[('household',), ('gq',)]
+>>> w = e2e_workload(E2E_1940)
+>>> w.names
+('detailed', 'hhgq', 'va_hisp_race')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from hierarchy.errors import HierarchyError
+from hierarchy.schema import Schema
+
+__all__ = ["Query", "Workload", "detailed", "total", "marginal", "recode", "product",
+           "parse_query", "e2e_workload"]
+
+# Per-attribute block kinds.
+_SUM, _KEEP, _RECODE = "sum", "keep", "recode"
+
+
+@dataclass(frozen=True)
+class _Block:
+    kind: str
+    groups: tuple[tuple[int, ...], ...] = ()
+    group_labels: tuple[str, ...] = ()
+
+    def matrix(self, size: int) -> sp.csr_matrix:
+        if self.kind == _KEEP:
+            return sp.identity(size, dtype=np.int8, format="csr")
+        if self.kind == _SUM:
+            return sp.csr_matrix(np.ones((1, size), dtype=np.int8))
+        rows = np.repeat(np.arange(len(self.groups)), [len(g) for g in self.groups])
+        cols = np.fromiter((c for g in self.groups for c in g), dtype=np.int64)
+        return sp.csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)),
+                             shape=(len(self.groups), size))
+
+    def labels(self, attribute) -> list[str]:
+        if self.kind == _KEEP:
+            return list(attribute.labels)
+        if self.kind == _RECODE:
+            return list(self.group_labels)
+        return []
+
+
+@dataclass(frozen=True)
+class Query:
+    """A linear query: one block per schema attribute (kept, summed out or recoded).
+
+    Build queries with :func:`detailed`, :func:`total`, :func:`marginal`, :func:`recode`,
+    :func:`product` or :func:`parse_query`, not by hand.
+
+    Attributes
+    ----------
+    name : str
+        The query's name in a workload (defaults to its canonical expression).
+    schema : Schema
+    blocks : tuple
+        One block per attribute.
+    """
+
+    name: str
+    schema: Schema
+    blocks: tuple[_Block, ...] = field(repr=False)
+
+    def __post_init__(self):
+        if len(self.blocks) != len(self.schema.attributes):
+            raise HierarchyError("a query needs one block per schema attribute")
+        if not isinstance(self.name, str) or not self.name:
+            raise HierarchyError("a query needs a non-empty name")
+
+    @cached_property
+    def matrix(self) -> sp.csr_matrix:
+        """The (answers × cells) sparse 0/1 matrix, built by Kronecker products."""
+        out = None
+        for block, attr in zip(self.blocks, self.schema.attributes):
+            m = block.matrix(attr.size)
+            out = m if out is None else sp.kron(out, m, format="csr")
+        out = out.astype(np.int8)
+        out.sort_indices()
+        return out
+
+    @property
+    def n_answers(self) -> int:
+        return int(np.prod([len(b.groups) if b.kind == _RECODE else
+                            (a.size if b.kind == _KEEP else 1)
+                            for b, a in zip(self.blocks, self.schema.attributes)]))
+
+    @cached_property
+    def answer_labels(self) -> list[tuple[str, ...]]:
+        """One tuple of labels per answer (empty tuple for ``total``)."""
+        per = [b.labels(a) for b, a in zip(self.blocks, self.schema.attributes)
+               if b.kind != _SUM]
+        if not per:
+            return [()]
+        grids = np.meshgrid(*[np.arange(len(p)) for p in per], indexing="ij")
+        flat = [g.ravel() for g in grids]
+        return [tuple(per[j][flat[j][i]] for j in range(len(per))) for i in range(flat[0].size)]
+
+    @property
+    def answer_attributes(self) -> tuple[str, ...]:
+        """Attributes that index the answers (kept or recoded), in schema order."""
+        return tuple(a.name for b, a in zip(self.blocks, self.schema.attributes) if b.kind != _SUM)
+
+    @property
+    def expression(self) -> str:
+        """Canonical text of the query (parseable by :func:`parse_query`)."""
+        kept = [a.name for b, a in zip(self.blocks, self.schema.attributes) if b.kind == _KEEP]
+        parts = []
+        if all(b.kind == _KEEP for b in self.blocks):
+            return "detailed"
+        if kept:
+            parts.append(f"marginal({', '.join(kept)})")
+        for b, a in zip(self.blocks, self.schema.attributes):
+            if b.kind == _RECODE:
+                groups = "; ".join(f"{lab}={','.join(map(str, g))}"
+                                   for lab, g in zip(b.group_labels, b.groups))
+                parts.append(f"recode({a.name}: {groups})")
+        return " * ".join(parts) if parts else "total"
+
+    def answer(self, histograms: np.ndarray) -> np.ndarray:
+        """Answers for histograms of shape (..., cells) → (..., answers)."""
+        h = np.asarray(histograms)
+        if h.shape[-1] != self.schema.size:
+            raise HierarchyError(f"query {self.name!r} expects histograms with {self.schema.size} "
+                                 f"cells, got shape {h.shape}")
+        flat = h.reshape(-1, self.schema.size)
+        out = (self.matrix @ flat.T).T
+        return np.asarray(out).reshape(h.shape[:-1] + (self.n_answers,))
+
+    def renamed(self, name: str) -> "Query":
+        return Query(name, self.schema, self.blocks)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "expression": self.expression}
+
+
+# -- builders ---------------------------------------------------------------------------------
+
+def detailed(schema: Schema, *, name: str = "detailed") -> Query:
+    """The identity query: every cell of the detailed histogram."""
+    return Query(name, schema, tuple(_Block(_KEEP) for _ in schema.attributes))
+
+
+def total(schema: Schema, *, name: str = "total") -> Query:
+    """The total count: one row of ones."""
+    return Query(name, schema, tuple(_Block(_SUM) for _ in schema.attributes))
+
+
+def marginal(schema: Schema, *attributes: str, name: str | None = None) -> Query:
+    """Keep ``attributes``, sum out every other one.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> marginal(E2E_1940, "hhgq").matrix.sum(axis=1).A.ravel().tolist()
+    [24, 24, 24, 24, 24, 24, 24, 24]
+    """
+    for a in attributes:
+        schema.position(a)
+    if len(set(attributes)) != len(attributes):
+        raise HierarchyError(f"marginal repeats an attribute: {list(attributes)}")
+    blocks = tuple(_Block(_KEEP if a.name in attributes else _SUM) for a in schema.attributes)
+    q = Query("q", schema, blocks)
+    return q.renamed(name or q.expression)
+
+
+def recode(schema: Schema, attribute: str, groups: Mapping[str, Iterable[Any]], *,
+           name: str | None = None) -> Query:
+    """Counts of groups of one attribute's levels (other attributes summed out).
+
+    Groups may overlap and need not cover every level. Levels are codes or labels.
+    """
+    attr = schema.attribute(attribute)
+    if not groups:
+        raise HierarchyError(f"recode of {attribute!r} needs at least one group")
+    labels, members = [], []
+    for label, levels in groups.items():
+        codes = tuple(sorted({attr.code(v) for v in levels}))
+        if not codes:
+            raise HierarchyError(f"recode group {label!r} of {attribute!r} is empty")
+        labels.append(str(label))
+        members.append(codes)
+    blocks = tuple(_Block(_RECODE, tuple(members), tuple(labels)) if a.name == attribute
+                   else _Block(_SUM) for a in schema.attributes)
+    q = Query("q", schema, blocks)
+    return q.renamed(name or q.expression)
+
+
+def product(*queries: Query, name: str | None = None) -> Query:
+    """The product (cross-tabulation) of queries on disjoint attributes."""
+    if not queries:
+        raise HierarchyError("product needs at least one query")
+    schema = queries[0].schema
+    blocks = [_Block(_SUM) for _ in schema.attributes]
+    for q in queries:
+        if q.schema != schema:
+            raise HierarchyError("product of queries on different schemas")
+        for i, b in enumerate(q.blocks):
+            if b.kind == _SUM:
+                continue
+            if blocks[i].kind != _SUM:
+                raise HierarchyError(
+                    f"product uses attribute {schema.attributes[i].name!r} twice "
+                    f"(in {q.expression!r}); a product needs disjoint attributes")
+            blocks[i] = b
+    q = Query("q", schema, tuple(blocks))
+    return q.renamed(name or q.expression)
+
+
+_TERM = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def _parse_levels(attr, text: str, expression: str) -> list[int]:
+    codes: list[int] = []
+    for piece in text.split(","):
+        piece = piece.strip()
+        if not piece:
+            continue
+        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", piece)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise HierarchyError(f"empty range {piece!r} in {expression!r}")
+            codes.extend(attr.code(v) for v in range(lo, hi + 1))
+        else:
+            codes.append(attr.code(piece))
+    return codes
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` outside parentheses."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_query(expression: str, schema: Schema, *, name: str | None = None) -> Query:
+    """Build a query from its text form (see the module docstring).
+
+    Raises
+    ------
+    HierarchyError
+        With the offending part of the expression and the valid forms.
+    """
+    if not isinstance(expression, str) or not expression.strip():
+        raise HierarchyError("a query expression must be a non-empty string")
+    terms = []
+    for part in _split_top(expression, "*"):
+        m = _TERM.match(part)
+        if not m:
+            raise HierarchyError(f"cannot parse query term {part.strip()!r} in {expression!r}; "
+                                 "use detailed, total, marginal(a, b), recode(a: g1=0,1; g2=2-5)")
+        kind, args = m.group(1), m.group(2)
+        if kind in ("detailed", "total") and args is None:
+            terms.append(detailed(schema) if kind == "detailed" else total(schema))
+        elif kind == "marginal" and args is not None:
+            attrs = [a.strip() for a in args.split(",") if a.strip()]
+            if not attrs:
+                raise HierarchyError(f"marginal() needs attributes in {expression!r}")
+            terms.append(marginal(schema, *attrs))
+        elif kind == "recode" and args is not None:
+            if ":" not in args:
+                raise HierarchyError(f"recode needs 'attribute: group=levels; ...' in "
+                                     f"{expression!r}")
+            attr_name, body = args.split(":", 1)
+            attr = schema.attribute(attr_name.strip())
+            groups: dict[str, list[int]] = {}
+            for g in body.split(";"):
+                if not g.strip():
+                    continue
+                if "=" not in g:
+                    raise HierarchyError(f"recode group {g.strip()!r} needs 'label=levels' in "
+                                         f"{expression!r}")
+                label, levels = g.split("=", 1)
+                if label.strip() in groups:
+                    raise HierarchyError(f"recode group {label.strip()!r} appears twice in "
+                                         f"{expression!r}")
+                groups[label.strip()] = _parse_levels(attr, levels, expression)
+            terms.append(recode(schema, attr.name, groups))
+        else:
+            raise HierarchyError(f"unknown query term {part.strip()!r} in {expression!r}; "
+                                 "use detailed, total, marginal(a, b), recode(a: g1=0,1; g2=2-5)")
+    if len(terms) == 1:
+        q = terms[0]
+    elif any(t.expression == "detailed" for t in terms):
+        raise HierarchyError(f"'detailed' cannot be multiplied with other terms in {expression!r}")
+    else:
+        q = product(*[t for t in terms if t.expression != "total"] or [terms[0]])
+    return q.renamed(name or q.expression)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An ordered collection of uniquely named queries on one schema.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> w = Workload.from_expressions(E2E_1940, {"total": "total", "race": "marginal(cenrace)"})
+    >>> [q.n_answers for q in w]
+    [1, 6]
+    """
+
+    queries: tuple[Query, ...]
+
+    def __post_init__(self):
+        qs = tuple(self.queries)
+        object.__setattr__(self, "queries", qs)
+        if not qs:
+            raise HierarchyError("a workload needs at least one query")
+        names = [q.name for q in qs]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise HierarchyError(f"workload query names must be unique; repeated: {dup}")
+        if len({q.schema for q in qs}) != 1:
+            raise HierarchyError("all queries of a workload must use the same schema")
+
+    @property
+    def schema(self) -> Schema:
+        return self.queries[0].schema
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queries)
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self.queries)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __getitem__(self, name: str) -> Query:
+        for q in self.queries:
+            if q.name == name:
+                return q
+        raise HierarchyError(f"workload has no query {name!r}; queries are {list(self.names)}")
+
+    @classmethod
+    def from_expressions(cls, schema: Schema, expressions: Mapping[str, str]) -> "Workload":
+        """Build from ``{name: expression}``, e.g. a TOML ``[workload]`` table."""
+        return cls(tuple(parse_query(expr, schema, name=name)
+                         for name, expr in expressions.items()))
+
+    def to_dict(self) -> dict[str, str]:
+        return {q.name: q.expression for q in self.queries}
+
+
+def e2e_workload(schema: Schema) -> Workload:
+    """The E2E workload: ``detailed``, ``hhgq`` = marginal(hhgq), ``va_hisp_race``."""
+    return Workload((detailed(schema),
+                     marginal(schema, "hhgq", name="hhgq"),
+                     marginal(schema, "votingage", "hispanic", "cenrace", name="va_hisp_race")))
+
+
+def queries_from(schema: Schema, spec: Sequence[str] | Mapping[str, str] | Workload) -> Workload:
+    """A workload from a list of expressions, a name → expression mapping, or a Workload."""
+    if isinstance(spec, Workload):
+        return spec
+    if isinstance(spec, Mapping):
+        return Workload.from_expressions(schema, spec)
+    return Workload(tuple(parse_query(e, schema) for e in spec))
