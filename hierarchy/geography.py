@@ -1,0 +1,338 @@
+"""The geographic tree: named levels, unit geocodes, parent and child index arrays.
+
+Units of every level are stored so that the children of each parent are **contiguous** and in
+parent order: the children of unit ``p`` of level ``l`` are units ``offsets[p]:offsets[p + 1]`` of
+level ``l + 1``. Aggregating a level to its parent level is then one ``np.add.reduceat``, and a
+post-processor handles one parent's children as a slice.
+
+Examples
+--------
+>>> geo, (leaf,) = Geography.from_columns(
+...     ["nation", "state", "county"],
+...     [[["01", "01", "02"], ["01001", "01003", "02001"]]])
+>>> geo.n_units("county"), geo.geocodes[2].tolist(), leaf.tolist()
+(3, ['01001', '01003', '02001'], [0, 1, 2])
+>>> geo.child_offsets("state").tolist()
+[0, 2, 3]
+>>> geo.aggregate(np.array([5, 1, 2]), "county", "state").tolist()
+[6, 2]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from hierarchy.errors import HierarchyError
+
+__all__ = ["Geography", "encode_column"]
+
+ROOT_GEOCODE = "0"
+
+
+def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np.ndarray]:
+    """Dictionary-encode a column of geocodes: (int64 index per record, array of codes as str).
+
+    Accepts pyarrow (dictionary or plain) arrays and chunked arrays, pandas Series or
+    Categorical, numpy arrays and lists. Dictionary encodings are used as they are (no sort of
+    the records), which is what makes building the geography of 100M+ records fast.
+    Missing values raise with the offending rows.
+    """
+    if isinstance(column, pd.Series):
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            column = column.array
+        else:
+            column = column.to_numpy()
+    if isinstance(column, pd.Categorical):
+        codes = np.asarray(column.codes, dtype=np.int64)
+        dictionary = np.asarray(column.categories.astype(str), dtype=object)
+        _check_missing(codes < 0, name)
+        return codes, dictionary
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+        if chunked.null_count:
+            nulls = np.asarray(chunked.is_null().to_numpy(zero_copy_only=False))
+            _check_missing(nulls, name)
+        if not pa.types.is_dictionary(chunked.type):
+            chunked = chunked.dictionary_encode()
+        chunked = chunked.unify_dictionaries()
+        if chunked.num_chunks == 0:
+            return np.zeros(0, np.int64), np.zeros(0, dtype=object)
+        dictionary = np.asarray(chunked.chunk(0).dictionary.cast(pa.string())
+                                .to_numpy(zero_copy_only=False), dtype=object)
+        parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunked.chunks]
+        codes = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return codes.astype(np.int64, copy=False), dictionary
+    arr = np.asarray(column)
+    if arr.dtype == object:
+        missing = pd.isna(arr)
+        _check_missing(np.asarray(missing), name)
+    dictionary, codes = np.unique(arr.astype(str), return_inverse=True)
+    if (dictionary == "").any():
+        _check_missing(codes == np.flatnonzero(dictionary == "")[0], name)
+    return codes.astype(np.int64), dictionary.astype(object)
+
+
+def _check_missing(mask: np.ndarray, name: str) -> None:
+    if mask.any():
+        rows = np.flatnonzero(mask)
+        raise HierarchyError(
+            f"column {name!r} has {rows.size} missing geocode(s), at rows "
+            f"{rows[:10].tolist()}{' …' if rows.size > 10 else ''}; every record needs a geocode "
+            "at every level — fill them in or drop those records before tabulating")
+
+
+@dataclass(frozen=True, eq=False)
+class Geography:
+    """A tree of geographic units with named levels, root first.
+
+    Parameters
+    ----------
+    levels : tuple of str
+        Level names, root first (e.g. ``("nation", "state", "county", "enum_dist")``).
+    geocodes : tuple of numpy arrays of str
+        Geocodes of each level's units, in storage order (children contiguous per parent).
+    parents : tuple of int64 arrays
+        For each level, the index of each unit's parent in the previous level (the root level's
+        entry is an array of ``-1``).
+    """
+
+    levels: tuple[str, ...]
+    geocodes: tuple[np.ndarray, ...]
+    parents: tuple[np.ndarray, ...]
+
+    def __post_init__(self):
+        levels = tuple(str(x) for x in self.levels)
+        object.__setattr__(self, "levels", levels)
+        geocodes = tuple(np.asarray(g, dtype=object) for g in self.geocodes)
+        parents = tuple(np.asarray(p, dtype=np.int64) for p in self.parents)
+        object.__setattr__(self, "geocodes", geocodes)
+        object.__setattr__(self, "parents", parents)
+        if not levels:
+            raise HierarchyError("a geography needs at least one level")
+        if len(set(levels)) != len(levels):
+            raise HierarchyError(f"geography level names must be unique: {list(levels)}")
+        if not (len(geocodes) == len(parents) == len(levels)):
+            raise HierarchyError("a geography needs geocodes and parents for every level")
+        if geocodes[0].size != 1:
+            raise HierarchyError(f"the root level {levels[0]!r} must have exactly one unit")
+        for i, (name, codes, par) in enumerate(zip(levels, geocodes, parents)):
+            if codes.shape != par.shape or codes.ndim != 1:
+                raise HierarchyError(f"level {name!r}: geocodes and parents must be 1-d and of "
+                                     "equal length")
+            if pd.Index(codes).has_duplicates:
+                dup = pd.Index(codes)[pd.Index(codes).duplicated()].unique()[:5].tolist()
+                raise HierarchyError(f"level {name!r} repeats geocodes {dup}; geocodes must be "
+                                     "unique within a level")
+            if i == 0:
+                continue
+            if codes.size == 0:
+                raise HierarchyError(f"level {name!r} has no units")
+            n_up = geocodes[i - 1].size
+            if par.min() < 0 or par.max() >= n_up:
+                raise HierarchyError(f"level {name!r}: parent index out of range")
+            if np.any(np.diff(par) < 0):
+                raise HierarchyError(f"level {name!r}: units must be stored with the children of "
+                                     "each parent contiguous and in parent order")
+            childless = np.setdiff1d(np.arange(n_up), par)
+            if childless.size:
+                raise HierarchyError(
+                    f"{levels[i - 1]} unit(s) {geocodes[i - 1][childless[:5]].tolist()} have no "
+                    f"{name} units below them; every unit above the bottom level needs at least "
+                    "one child (add an empty child unit if the unit has no population)")
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_columns(cls, levels: Sequence[str], record_sets: Sequence[Sequence[Any]], *,
+                     root_geocode: str = ROOT_GEOCODE) -> tuple["Geography", list[np.ndarray]]:
+        """Build the tree from geocode columns of one or more record sets (e.g. persons, units).
+
+        Parameters
+        ----------
+        levels : sequence of str
+            Level names, root first. The root has no column.
+        record_sets : sequence of sequences of columns
+            For each record set, one geocode column per non-root level, top down.
+        root_geocode : str
+            Geocode of the root unit.
+
+        Returns
+        -------
+        geography : Geography
+        leaf_indices : list of int64 arrays
+            For each record set, the bottom-level unit index of every record.
+
+        Raises
+        ------
+        HierarchyError
+            If a geocode is missing, or a unit's code appears under two different parents.
+        """
+        levels = tuple(levels)
+        depth = len(levels) - 1
+        sets = [list(cols) for cols in record_sets]
+        for k, cols in enumerate(sets):
+            if len(cols) != depth:
+                raise HierarchyError(f"record set {k} has {len(cols)} geocode columns; the "
+                                     f"levels {list(levels[1:])} need {depth}")
+        if depth == 0:
+            geo = cls(levels, (np.array([root_geocode], dtype=object),),
+                      (np.array([-1], dtype=np.int64),))
+            return geo, [np.zeros(_n_rows(cols), np.int64) if cols else
+                         np.zeros(0, np.int64) for cols in record_sets]
+        # Encode each level's column in each set against one union dictionary per level.
+        codes: list[list[np.ndarray]] = [[None] * depth for _ in sets]  # type: ignore
+        dicts: list[np.ndarray] = []
+        for lv in range(depth):
+            encoded = [encode_column(cols[lv], name=levels[lv + 1]) for cols in sets]
+            union = pd.Index(np.concatenate([d for _, d in encoded])).unique()
+            for k, (c, d) in enumerate(encoded):
+                remap = union.get_indexer(d).astype(np.int64)
+                codes[k][lv] = remap[c] if c.size else c
+            dicts.append(np.asarray(union, dtype=object))
+        # Parent of each dictionary entry, checked for consistency over every record.
+        parent_of: list[np.ndarray] = []
+        for lv in range(depth):
+            par = np.full(dicts[lv].size, -1, dtype=np.int64)
+            for k in range(len(sets)):
+                c = codes[k][lv]
+                up = codes[k][lv - 1] if lv > 0 else np.zeros(c.size, np.int64)
+                par[c] = up
+            for k in range(len(sets)):
+                c = codes[k][lv]
+                up = codes[k][lv - 1] if lv > 0 else np.zeros(c.size, np.int64)
+                bad = par[c] != up
+                if bad.any():
+                    row = int(np.flatnonzero(bad)[0])
+                    code = dicts[lv][c[row]]
+                    p1, p2 = dicts[lv - 1][up[row]], dicts[lv - 1][par[c[row]]]
+                    raise HierarchyError(
+                        f"{levels[lv + 1]} {code!r} appears under {levels[lv]} {p1!r} (row {row}) "
+                        f"and under {p2!r}; a geocode must identify its parent — make codes "
+                        f"unique, e.g. by prefixing the {levels[lv]} code")
+            parent_of.append(par)
+        # Order: units sorted by (new parent position, geocode); drop unused dictionary entries.
+        geocodes = [np.array([root_geocode], dtype=object)]
+        parents = [np.array([-1], dtype=np.int64)]
+        new_pos_prev = np.zeros(1, dtype=np.int64)
+        remaps = []
+        for lv in range(depth):
+            used = np.flatnonzero(parent_of[lv] >= 0)
+            parent_new = new_pos_prev[parent_of[lv][used]]
+            order = np.lexsort((dicts[lv][used].astype(str), parent_new))
+            new_pos = np.full(dicts[lv].size, -1, dtype=np.int64)
+            new_pos[used[order]] = np.arange(used.size)
+            geocodes.append(dicts[lv][used[order]])
+            parents.append(parent_new[order])
+            remaps.append(new_pos)
+            new_pos_prev = new_pos
+        geo = cls(levels, tuple(geocodes), tuple(parents))
+        leaf = [remaps[-1][codes[k][depth - 1]] for k in range(len(sets))]
+        return geo, leaf
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, levels: Sequence[str]) -> "Geography":
+        """Inverse of :meth:`to_frame` (columns ``level``, ``geocode``, ``parent``)."""
+        levels = tuple(levels)
+        missing = {"level", "geocode", "parent"} - set(frame.columns)
+        if missing:
+            raise HierarchyError(f"a geography table needs columns level, geocode, parent; "
+                                 f"missing {sorted(missing)}")
+        geocodes, parents = [], []
+        prev = None
+        for name in levels:
+            part = frame[frame["level"] == name]
+            codes = part["geocode"].astype(str).to_numpy(dtype=object)
+            if prev is None:
+                par = np.full(codes.size, -1, dtype=np.int64)
+            else:
+                idx = pd.Index(prev).get_indexer(part["parent"].astype(str))
+                if (idx < 0).any():
+                    bad = part["geocode"].to_numpy()[idx < 0][:5].tolist()
+                    raise HierarchyError(f"level {name!r}: units {bad} name a parent that is not "
+                                         f"a unit of the level above")
+                par = idx.astype(np.int64)
+            geocodes.append(codes)
+            parents.append(par)
+            prev = codes
+        return cls(levels, tuple(geocodes), tuple(parents))
+
+    def to_frame(self) -> pd.DataFrame:
+        """All units as a table: ``level``, ``geocode``, ``parent`` (parent geocode; "" at root)."""
+        parts = []
+        for i, name in enumerate(self.levels):
+            parent = (np.array([""] * self.geocodes[i].size, dtype=object) if i == 0
+                      else self.geocodes[i - 1][self.parents[i]])
+            parts.append(pd.DataFrame({"level": name, "geocode": self.geocodes[i],
+                                       "parent": parent}))
+        return pd.concat(parts, ignore_index=True)
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        return len(self.levels)
+
+    def level_index(self, level: str | int) -> int:
+        if isinstance(level, (int, np.integer)) and not isinstance(level, bool):
+            if -self.depth <= level < self.depth:
+                return int(level) % self.depth
+            raise HierarchyError(f"level index {level} out of range for {list(self.levels)}")
+        try:
+            return self.levels.index(level)
+        except ValueError:
+            raise HierarchyError(f"unknown geography level {level!r}; levels are "
+                                 f"{list(self.levels)}") from None
+
+    def n_units(self, level: str | int) -> int:
+        return int(self.geocodes[self.level_index(level)].size)
+
+    def child_offsets(self, level: str | int) -> np.ndarray:
+        """For parent level ``level``: offsets such that the children of unit ``p`` in the next
+        level are ``offsets[p]:offsets[p + 1]``."""
+        i = self.level_index(level)
+        if i == self.depth - 1:
+            raise HierarchyError(f"level {self.levels[i]!r} is the bottom level: no children")
+        return np.searchsorted(self.parents[i + 1], np.arange(self.geocodes[i].size + 1))
+
+    def n_children(self, level: str | int) -> np.ndarray:
+        return np.diff(self.child_offsets(level))
+
+    def aggregate(self, values: np.ndarray, from_level: str | int, to_level: str | int
+                  ) -> np.ndarray:
+        """Sum per-unit values (first axis = units of ``from_level``) up to ``to_level``."""
+        i, j = self.level_index(from_level), self.level_index(to_level)
+        if j > i:
+            raise HierarchyError(f"cannot aggregate down from {self.levels[i]!r} to "
+                                 f"{self.levels[j]!r}")
+        out = np.asarray(values)
+        if out.shape[0] != self.geocodes[i].size:
+            raise HierarchyError(f"expected {self.geocodes[i].size} rows for level "
+                                 f"{self.levels[i]!r}, got {out.shape[0]}")
+        for lv in range(i, j, -1):
+            out = np.add.reduceat(out, self.child_offsets(lv - 1)[:-1], axis=0)
+        return out
+
+    def index_of(self, level: str | int, geocodes: Sequence[str]) -> np.ndarray:
+        """Positions of geocodes within a level; raises naming unknown ones."""
+        i = self.level_index(level)
+        idx = pd.Index(self.geocodes[i]).get_indexer(np.asarray(geocodes, dtype=object))
+        if (idx < 0).any():
+            bad = np.asarray(geocodes, dtype=object)[idx < 0][:5].tolist()
+            raise HierarchyError(f"unknown {self.levels[i]} geocode(s) {bad}")
+        return idx.astype(np.int64)
+
+    def equals(self, other: "Geography") -> bool:
+        return (isinstance(other, Geography) and self.levels == other.levels
+                and all(np.array_equal(a, b) for a, b in zip(self.geocodes, other.geocodes))
+                and all(np.array_equal(a, b) for a, b in zip(self.parents, other.parents)))
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{n}={g.size}" for n, g in zip(self.levels, self.geocodes))
+        return f"Geography({sizes})"
+
+
+def _n_rows(cols: Sequence[Any]) -> int:
+    return len(cols[0]) if cols else 0

@@ -1,0 +1,89 @@
+"""The confidential hierarchy: exact detailed histograms (and unit counts) of every unit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hierarchy.errors import HierarchyError
+from hierarchy.geography import Geography
+from hierarchy.queries import Query
+from hierarchy.schema import Schema
+
+__all__ = ["Hierarchy"]
+
+
+@dataclass(frozen=True, eq=False)
+class Hierarchy:
+    """Exact histograms of every unit at every level — the confidential truth.
+
+    Build it with :func:`hierarchy.tabulate.tabulate`. Nothing in this object is ever written to
+    an output unless the user asks for it explicitly.
+
+    Parameters
+    ----------
+    schema : Schema
+    geography : Geography
+    counts : tuple of int64 arrays
+        ``counts[l]`` has shape (units of level ``l``, ``schema.size``).
+    units : tuple of int64 arrays or None
+        ``units[l]`` has shape (units of level ``l``, levels of ``unit_attribute``): the number of
+        housing units / facilities of each type (occupied households are type 0 in the E2E
+        schema). ``None`` when no units table was tabulated.
+    unit_attribute : str or None
+        The schema attribute that types the units (``"hhgq"``).
+    """
+
+    schema: Schema
+    geography: Geography
+    counts: tuple[np.ndarray, ...]
+    units: tuple[np.ndarray, ...] | None = None
+    unit_attribute: str | None = None
+
+    def __post_init__(self):
+        counts = tuple(np.asarray(c) for c in self.counts)
+        object.__setattr__(self, "counts", counts)
+        if len(counts) != self.geography.depth:
+            raise HierarchyError("one count array per geography level is needed")
+        for name, c, g in zip(self.geography.levels, counts, self.geography.geocodes):
+            if c.shape != (g.size, self.schema.size):
+                raise HierarchyError(f"level {name!r}: counts have shape {c.shape}, expected "
+                                     f"({g.size}, {self.schema.size})")
+        if self.units is not None:
+            if self.unit_attribute is None:
+                raise HierarchyError("units given without the attribute that types them")
+            k = self.schema.attribute(self.unit_attribute).size
+            units = tuple(np.asarray(u) for u in self.units)
+            object.__setattr__(self, "units", units)
+            for name, u, g in zip(self.geography.levels, units, self.geography.geocodes):
+                if u.shape != (g.size, k):
+                    raise HierarchyError(f"level {name!r}: units have shape {u.shape}, "
+                                         f"expected ({g.size}, {k})")
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return self.geography.levels
+
+    def level_counts(self, level: str | int) -> np.ndarray:
+        """Detailed histograms of one level, shape (units, cells)."""
+        return self.counts[self.geography.level_index(level)]
+
+    def level_units(self, level: str | int) -> np.ndarray:
+        if self.units is None:
+            raise HierarchyError("this hierarchy has no units table; tabulate one with "
+                                 "tabulate(..., units=...)")
+        return self.units[self.geography.level_index(level)]
+
+    def answers(self, level: str | int, query: Query) -> np.ndarray:
+        """Exact answers of ``query`` for every unit of ``level``, shape (units, answers)."""
+        return query.answer(self.level_counts(level))
+
+    def totals(self, level: str | int) -> np.ndarray:
+        return self.level_counts(level).sum(axis=1)
+
+    def summary(self) -> dict[str, Any]:
+        """Units and persons per level (JSON-ready)."""
+        return {name: {"units": int(g.size), "persons": int(c.sum())}
+                for name, g, c in zip(self.levels, self.geography.geocodes, self.counts)}
