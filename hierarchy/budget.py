@@ -1,0 +1,253 @@
+"""Privacy budgets: a total ε (pure DP) or ρ (zCDP) split over levels and queries.
+
+Splits are exact rationals (:class:`fractions.Fraction`), so "fractions sum to 1" is checked
+exactly, never up to float drift. Decimal strings and floats are read as the decimal they print
+as (``0.225`` is 9/40).
+
+**Composition.** Within a level, every person is in exactly one unit, so the level's queries
+compose sequentially and the units in parallel; levels compose sequentially. The total loss is the
+sum over levels and queries of each query's share.
+
+**Sensitivity** is computed from each query's matrix for the neighbour relation:
+
+* ``"change"`` (default; the E2E's): one person's record changes, possibly moving to another unit
+  of the level. The level's answer vector moves by at most twice the largest column of the query:
+  ``Δ₁ = 2·max_j Σ_i |Q_ij|`` and ``Δ₂ = sqrt(2·max_j Σ_i Q_ij²)``. For the E2E queries ``Δ₁ = 2``.
+* ``"add_remove"``: a person is added or removed: ``Δ₁ = max_j Σ_i |Q_ij|``,
+  ``Δ₂ = sqrt(max_j Σ_i Q_ij²)``.
+
+Examples
+--------
+>>> from hierarchy.schema import E2E_1940
+>>> from hierarchy.queries import e2e_workload
+>>> b = Budget.e2e(1, ["nation", "state", "county", "enum_dist"])
+>>> b.query_budget("county", "va_hisp_race")
+Fraction(27, 160)
+>>> b.sensitivity(e2e_workload(E2E_1940)["hhgq"])
+(2.0, 1.4142135623730951)
+>>> Budget("pure", 1, {"a": "1/2", "b": "1/4"}, {"detailed": 1})
+Traceback (most recent call last):
+...
+hierarchy.errors.HierarchyError: level fractions must sum to 1 exactly; they sum to 3/4 (a=1/2, b=1/4)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hierarchy.errors import HierarchyError
+from hierarchy.queries import Query, Workload
+
+__all__ = ["Budget", "as_fraction", "E2E_QUERY_FRACTIONS"]
+
+#: The E2E split of each level's budget over its three queries (SPEC §3).
+E2E_QUERY_FRACTIONS = {"detailed": Fraction(1, 10), "hhgq": Fraction(9, 40),
+                       "va_hisp_race": Fraction(27, 40)}
+
+
+def as_fraction(value: Any, *, what: str = "value") -> Fraction:
+    """An exact rational from an int, a decimal or ``a/b`` string, a Fraction or a float.
+
+    Floats are read through their shortest decimal representation (``0.1`` → 1/10).
+    """
+    if isinstance(value, bool):
+        raise HierarchyError(f"{what} must be a number, not {value!r}")
+    try:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError
+            return Fraction(repr(value))
+        if isinstance(value, (int, np.integer)):
+            return Fraction(int(value))
+        if isinstance(value, np.floating):
+            return as_fraction(float(value), what=what)
+        if isinstance(value, Fraction):
+            return value
+        if isinstance(value, str):
+            return Fraction(value.strip())
+    except (ValueError, ZeroDivisionError):
+        pass
+    raise HierarchyError(f"{what} must be a finite number or a fraction like '9/40', "
+                         f"not {value!r}")
+
+
+def _fractions(mapping: Mapping[str, Any], what: str) -> tuple[tuple[str, Fraction], ...]:
+    if not isinstance(mapping, Mapping) or not mapping:
+        raise HierarchyError(f"{what} must be a non-empty mapping of name → fraction")
+    items = tuple((str(k), as_fraction(v, what=f"{what} {k!r}")) for k, v in mapping.items())
+    bad = [f"{k}={v}" for k, v in items if v <= 0]
+    if bad:
+        raise HierarchyError(f"{what} must be positive; got {', '.join(bad)} (drop a query or "
+                             "level from the mapping instead of giving it zero)")
+    total = sum((v for _, v in items), Fraction(0))
+    if total != 1:
+        parts = ", ".join(f"{k}={v}" for k, v in items)
+        raise HierarchyError(f"{what} must sum to 1 exactly; they sum to {total} ({parts})")
+    return items
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy budget split over geography levels and the queries measured at each level.
+
+    Parameters
+    ----------
+    kind : {'pure', 'zcdp'}
+        ``'pure'``: ``total`` is ε; ``'zcdp'``: ``total`` is ρ.
+    total : number or str
+        The whole budget, positive.
+    level_fractions : mapping level → fraction
+        Must be positive and sum to 1 exactly.
+    query_fractions : mapping query → fraction, or mapping level → (mapping query → fraction)
+        The split of each level's budget; the same for every level when not keyed by level.
+        Queries not listed at a level are not measured there.
+    neighbours : {'change', 'add_remove'}
+        The neighbour relation, which fixes the sensitivities.
+    """
+
+    kind: str
+    total: Fraction
+    level_fractions: tuple[tuple[str, Fraction], ...]
+    query_fractions: tuple[tuple[str, tuple[tuple[str, Fraction], ...]], ...]
+    neighbours: str = "change"
+
+    def __init__(self, kind: str, total: Any, level_fractions: Mapping[str, Any],
+                 query_fractions: Mapping[str, Any], neighbours: str = "change"):
+        if kind not in ("pure", "zcdp"):
+            raise HierarchyError(f"budget kind must be 'pure' (ε) or 'zcdp' (ρ), not {kind!r}")
+        if neighbours not in ("change", "add_remove"):
+            raise HierarchyError(f"neighbours must be 'change' or 'add_remove', not "
+                                 f"{neighbours!r}")
+        total_f = as_fraction(total, what="the total budget")
+        if total_f <= 0:
+            raise HierarchyError(f"the total budget must be positive, got {total_f}")
+        levels = _fractions(level_fractions, "level fractions")
+        if all(isinstance(v, Mapping) for v in query_fractions.values()) and query_fractions:
+            unknown = set(query_fractions) - {k for k, _ in levels}
+            if unknown:
+                raise HierarchyError(f"query fractions name unknown levels {sorted(unknown)}; "
+                                     f"levels are {[k for k, _ in levels]}")
+            missing = [k for k, _ in levels if k not in query_fractions]
+            if missing:
+                raise HierarchyError(f"query fractions are missing for levels {missing}")
+            per_level = tuple((k, _fractions(query_fractions[k], f"query fractions of level {k!r}"))
+                              for k, _ in levels)
+        else:
+            shared = _fractions(query_fractions, "query fractions")
+            per_level = tuple((k, shared) for k, _ in levels)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "total", total_f)
+        object.__setattr__(self, "level_fractions", levels)
+        object.__setattr__(self, "query_fractions", per_level)
+        object.__setattr__(self, "neighbours", neighbours)
+
+    # -- presets -------------------------------------------------------------------------------
+    @classmethod
+    def e2e(cls, epsilon: Any, levels: Sequence[str], *, kind: str = "pure") -> "Budget":
+        """The E2E split: equal levels; 0.1 / 0.225 / 0.675 to detailed / hhgq / va_hisp_race."""
+        levels = list(levels)
+        if not levels:
+            raise HierarchyError("the E2E budget needs at least one level")
+        return cls(kind, epsilon, {lv: Fraction(1, len(levels)) for lv in levels},
+                   dict(E2E_QUERY_FRACTIONS))
+
+    # -- lookups -------------------------------------------------------------------------------
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.level_fractions)
+
+    @property
+    def symbol(self) -> str:
+        return "ε" if self.kind == "pure" else "ρ"
+
+    def queries(self, level: str) -> tuple[str, ...]:
+        """Queries measured at ``level``."""
+        return tuple(q for q, _ in self._level_queries(level))
+
+    def _level_queries(self, level: str) -> tuple[tuple[str, Fraction], ...]:
+        for k, qs in self.query_fractions:
+            if k == level:
+                return qs
+        raise HierarchyError(f"the budget has no level {level!r}; its levels are "
+                             f"{list(self.levels)}")
+
+    def level_budget(self, level: str) -> Fraction:
+        for k, f in self.level_fractions:
+            if k == level:
+                return self.total * f
+        raise HierarchyError(f"the budget has no level {level!r}; its levels are "
+                             f"{list(self.levels)}")
+
+    def query_budget(self, level: str, query: str) -> Fraction:
+        """The exact share of the total given to ``query`` at ``level``."""
+        for q, f in self._level_queries(level):
+            if q == query:
+                return self.level_budget(level) * f
+        raise HierarchyError(f"query {query!r} is not measured at level {level!r}; measured "
+                             f"there: {list(self.queries(level))}")
+
+    def check_against(self, workload: Workload, levels: Sequence[str]) -> None:
+        """Raise unless every budget level and query exists in the geography and workload."""
+        unknown_levels = [lv for lv in self.levels if lv not in levels]
+        if unknown_levels:
+            raise HierarchyError(f"the budget names levels {unknown_levels} that the geography "
+                                 f"does not have; levels are {list(levels)}")
+        for lv in self.levels:
+            unknown = [q for q in self.queries(lv) if q not in workload]
+            if unknown:
+                raise HierarchyError(f"the budget of level {lv!r} names queries {unknown} that "
+                                     f"are not in the workload {list(workload.names)}")
+
+    # -- noise ---------------------------------------------------------------------------------
+    def sensitivity(self, query: Query) -> tuple[float, float]:
+        """(L1, L2) sensitivity of a query's answers at one level for this neighbour relation."""
+        m = query.matrix
+        l1 = float(abs(m).sum(axis=0).max())
+        l2sq = float(m.multiply(m).sum(axis=0).max())
+        factor = 2.0 if self.neighbours == "change" else 1.0
+        return factor * l1, math.sqrt(factor * l2sq)
+
+    def noise_parameter(self, level: str, query: Query, mechanism) -> float:
+        """The mechanism's parameter for ``query`` at ``level`` (z, scale or σ²).
+
+        Pure-DP mechanisms under a zCDP budget use ε = sqrt(2ρ) (ε-DP implies ε²/2-zCDP).
+        """
+        share = self.query_budget(level, query.name)
+        l1, l2 = self.sensitivity(query)
+        if mechanism.accounting == "pure":
+            eps = float(share) if self.kind == "pure" else math.sqrt(2 * float(share))
+            return mechanism.parameter(eps, l1)
+        if self.kind == "pure":
+            raise HierarchyError(f"the {mechanism.name} mechanism needs a zCDP budget (ρ); this "
+                                 f"budget is pure ε — use kind='zcdp' or a pure-DP mechanism "
+                                 "(geometric, laplace)")
+        return mechanism.parameter(float(share), l2)
+
+    # -- serialization -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "total": str(self.total), "neighbours": self.neighbours,
+                "level_fractions": {k: str(v) for k, v in self.level_fractions},
+                "query_fractions": {k: {q: str(f) for q, f in qs}
+                                    for k, qs in self.query_fractions}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Budget":
+        try:
+            return cls(data["kind"], data["total"], data["level_fractions"],
+                       data["query_fractions"], data.get("neighbours", "change"))
+        except KeyError as exc:
+            raise HierarchyError(f"a budget needs kind, total, level_fractions and "
+                                 f"query_fractions; missing {exc}") from None
+
+    def describe(self) -> str:
+        """One line per level and query: the exact share."""
+        lines = [f"{self.kind} budget {self.symbol} = {self.total} ({self.neighbours} neighbours)"]
+        for lv in self.levels:
+            parts = ", ".join(f"{q} {self.query_budget(lv, q)}" for q in self.queries(lv))
+            lines.append(f"  {lv}: {self.level_budget(lv)} = {parts}")
+        return "\n".join(lines)
