@@ -1,0 +1,123 @@
+"""Measurement: exact hierarchy + workload + budget + mechanism → :class:`NoisyHierarchy`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hierarchy.budget import Budget
+from hierarchy.errors import HierarchyError
+from hierarchy.histograms import Hierarchy
+from hierarchy.noisy import Measurement, NoisyHierarchy
+from hierarchy.queries import Workload
+from hierarchy.randomness import as_randomness
+
+__all__ = ["measure", "published_statistics", "PUBLISHABLE"]
+
+#: Exact statistics that can be published as invariants: name → description.
+PUBLISHABLE = {
+    "tot": "persons per unit (shape: units)",
+    "gqhh": "housing units / group-quarters facilities of each type per unit (shape: units × types)",
+}
+
+
+def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
+                         ) -> dict[str, dict[str, np.ndarray]]:
+    """Exact statistics to publish as invariants: ``{statistic: [levels]}`` → per-level arrays.
+
+    Only what is asked for is copied: a unit's exact total is confidential unless the user
+    declares it invariant.
+    """
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for stat, levels in publish.items():
+        if stat not in PUBLISHABLE:
+            raise HierarchyError(f"cannot publish {stat!r}; publishable statistics are "
+                                 f"{sorted(PUBLISHABLE)}")
+        if isinstance(levels, str):
+            levels = [levels]
+        for lv in levels:
+            i = truth.geography.level_index(lv)
+            value = truth.counts[i].sum(axis=1) if stat == "tot" else truth.level_units(lv)
+            out.setdefault(truth.levels[i], {})[stat] = np.array(value, dtype=np.int64)
+    return out
+
+
+def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any = "geometric",
+            rng: Any = None, *, publish: Mapping[str, Sequence[str]] | None = None
+            ) -> NoisyHierarchy:
+    """Answer every query of the budget at every level with noise: a :class:`NoisyHierarchy`.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+        Exact histograms (from :func:`hierarchy.tabulate.tabulate`).
+    workload : Workload
+        Queries that may be measured; the budget says which are measured at which level.
+    budget : Budget
+        Total budget and its split; its levels and queries are validated against the geography
+        and the workload.
+    mechanism : str or mechanism object
+        ``"geometric"`` (default), ``"discrete_gaussian"``, ``"laplace"`` or ``"gaussian"``.
+    rng : None, int, numpy Generator or Randomness
+        ``None`` = release mode (cryptographically secure); an int seed = simulation mode
+        (reproducible, labelled unsafe in the output's provenance).
+    publish : mapping statistic → levels, optional
+        Exact statistics to carry along as invariants (see :data:`PUBLISHABLE`).
+
+    Returns
+    -------
+    NoisyHierarchy
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.tabulate import tabulate
+    >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
+    ...                         "hispanic": [0, 0], "cenrace": [0, 1]})
+    >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]),
+    ...                 "geometric", rng=42, publish={"tot": ["nation"]})
+    >>> noisy.get("state", "va_hisp_race").values.shape
+    (2, 24)
+    >>> noisy.provenance["randomness"]["safe_for_release"]
+    False
+    """
+    from hierarchy.mechanisms import get_mechanism
+
+    rnd = as_randomness(rng)
+    mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
+    if workload.schema != truth.schema:
+        raise HierarchyError("the workload's schema differs from the tabulated schema")
+    budget.check_against(workload, truth.levels)
+    measurements: dict[str, dict[str, Measurement]] = {}
+    parameters: dict[str, dict[str, Any]] = {}
+    for li, level in enumerate(truth.levels):
+        if level not in budget.levels:
+            continue
+        counts = truth.counts[li]
+        for qi, qname in enumerate(budget.queries(level)):
+            query = workload[qname]
+            param = float(budget.noise_parameter(level, query, mech))
+            variance = float(mech.variance(param))
+            exact = counts if query.expression == "detailed" else query.answer(counts)
+            noise = mech.sample(param, exact.shape, rnd.child(li, qi))
+            values = exact + noise
+            measurements.setdefault(level, {})[qname] = Measurement(
+                qname, values, np.broadcast_to(np.float64(variance), values.shape))
+            parameters.setdefault(level, {})[qname] = {
+                "budget": str(budget.query_budget(level, qname)), mech.parameter_name: param,
+                "variance": variance, "sensitivity": list(budget.sensitivity(query))}
+    provenance = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "budget": budget.to_dict(), "mechanism": mech.to_dict(), "parameters": parameters,
+        "randomness": rnd.provenance(),
+        "invariants_published": {k: list(v) if not isinstance(v, str) else [v]
+                                 for k, v in (publish or {}).items()},
+    }
+    invariants = published_statistics(truth, publish or {})
+    return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
+                          provenance)

@@ -1,0 +1,420 @@
+"""The ``NoisyHierarchy``: noisy query answers with variances for every unit of every level.
+
+This is what every post-processor consumes. It holds no confidential data: only noisy answers,
+their variances, the geography, and the exact statistics the user chose to publish as invariants.
+
+On disk it is a directory::
+
+    metadata.json              schema, workload, levels, budget, mechanism, noise parameters,
+                               provenance (randomness mode and its label), versions
+    geography.parquet          level, geocode, parent
+    measurements/<level>.parquet   geocode, then per query: <query> and <query>.variance as
+                               fixed-size lists (one entry per answer)
+    invariants/<level>.parquet     geocode and the published exact statistics of that level
+
+Never pickle. :meth:`NoisyHierarchy.to_measurements` gives the long form
+(``level, geocode, query, index, value, variance``) that :meth:`NoisyHierarchy.from_measurements`
+reads back, for measurements made elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hierarchy.errors import HierarchyError
+from hierarchy.geography import Geography
+from hierarchy.queries import Workload
+from hierarchy.schema import Schema
+from hierarchy.storage import (atomic_directory, package_versions, read_json, write_json,
+                               write_parquet)
+
+__all__ = ["Measurement", "NoisyHierarchy", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Measurement:
+    """Noisy answers of one query for every unit of one level.
+
+    Attributes
+    ----------
+    values : array (units, answers)
+        int64 for discrete mechanisms, float64 otherwise.
+    variances : float64 array (units, answers)
+        Noise variance of each answer (may be a broadcast view when constant).
+    """
+
+    query: str
+    values: np.ndarray
+    variances: np.ndarray
+
+    def __post_init__(self):
+        values = np.asarray(self.values)
+        if values.dtype.kind not in "iuf":
+            raise HierarchyError(f"measurements of {self.query!r} must be numeric")
+        if values.ndim != 2:
+            raise HierarchyError(f"measurements of {self.query!r} must be 2-d (units, answers)")
+        variances = np.broadcast_to(np.asarray(self.variances, dtype=np.float64), values.shape)
+        if not np.all(np.isfinite(values)):
+            raise HierarchyError(f"measurements of {self.query!r} contain NaN or infinite values")
+        if not (np.all(np.isfinite(variances)) and np.all(variances > 0)):
+            raise HierarchyError(f"variances of {self.query!r} must be positive and finite")
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "variances", variances)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Inverse variances: the weights of a least-squares fit."""
+        return 1.0 / self.variances
+
+
+@dataclass(frozen=True, eq=False)
+class NoisyHierarchy:
+    """Noisy measurements of a workload for every unit of every measured level.
+
+    Parameters
+    ----------
+    schema, geography, workload
+        The data model the measurements refer to.
+    measurements : mapping level → (mapping query → Measurement)
+        Levels may be missing (nothing measured there).
+    invariants : mapping level → (mapping statistic → array)
+        Exact statistics published as invariants, e.g. ``"tot"`` (persons per unit, shape
+        (units,)) and ``"gqhh"`` (units of each type per unit, shape (units, types)).
+    provenance : dict
+        JSON-ready description: budget, mechanism, parameters, randomness (with its label).
+    """
+
+    schema: Schema
+    geography: Geography
+    workload: Workload
+    measurements: Mapping[str, Mapping[str, Measurement]]
+    invariants: Mapping[str, Mapping[str, np.ndarray]] = field(default_factory=dict)
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.workload.schema != self.schema:
+            raise HierarchyError("the workload's schema differs from the hierarchy's schema")
+        meas = {lv: dict(qs) for lv, qs in self.measurements.items()}
+        for lv, qs in meas.items():
+            n = self.geography.n_units(lv)
+            for qname, m in qs.items():
+                q = self.workload[qname]
+                if m.query != qname:
+                    raise HierarchyError(f"measurement stored under {qname!r} is of {m.query!r}")
+                if m.values.shape != (n, q.n_answers):
+                    raise HierarchyError(f"level {lv!r}, query {qname!r}: values have shape "
+                                         f"{m.values.shape}, expected ({n}, {q.n_answers})")
+        inv = {lv: {k: np.asarray(v) for k, v in stats.items()}
+               for lv, stats in self.invariants.items()}
+        for lv, stats in inv.items():
+            n = self.geography.n_units(lv)
+            for k, v in stats.items():
+                if v.shape[:1] != (n,):
+                    raise HierarchyError(f"invariant {k!r} at level {lv!r} has {v.shape[0]} rows, "
+                                         f"the level has {n} units")
+        object.__setattr__(self, "measurements", meas)
+        object.__setattr__(self, "invariants", inv)
+        object.__setattr__(self, "provenance", dict(self.provenance))
+
+    # -- access --------------------------------------------------------------------------------
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return self.geography.levels
+
+    def queries(self, level: str) -> tuple[str, ...]:
+        """Names of the queries measured at ``level`` (workload order)."""
+        self.geography.level_index(level)
+        measured = self.measurements.get(level, {})
+        return tuple(q for q in self.workload.names if q in measured)
+
+    def get(self, level: str, query: str) -> Measurement:
+        try:
+            return self.measurements[level][query]
+        except KeyError:
+            raise HierarchyError(f"no measurement of {query!r} at level {level!r}; measured "
+                                 f"there: {list(self.queries(level))}") from None
+
+    def invariant(self, level: str, statistic: str) -> np.ndarray:
+        try:
+            return self.invariants[level][statistic]
+        except KeyError:
+            have = sorted(self.invariants.get(level, {}))
+            raise HierarchyError(f"no published invariant {statistic!r} at level {level!r} "
+                                 f"(published there: {have}); publish it when measuring "
+                                 f"(measure(..., publish={{{statistic!r}: [{level!r}, ...]}}))"
+                                 ) from None
+
+    @property
+    def safe_for_release(self) -> bool:
+        return bool(self.provenance.get("randomness", {}).get("safe_for_release", False))
+
+    def equals(self, other: "NoisyHierarchy") -> bool:
+        """Exact equality of everything (arrays compared element by element, dtypes included)."""
+        if not isinstance(other, NoisyHierarchy):
+            return False
+        if (self.schema != other.schema or not self.geography.equals(other.geography)
+                or self.workload.to_dict() != other.workload.to_dict()
+                or dict(self.provenance) != dict(other.provenance)):
+            return False
+        if {lv: set(q) for lv, q in self.measurements.items()} != \
+                {lv: set(q) for lv, q in other.measurements.items()}:
+            return False
+        for lv, qs in self.measurements.items():
+            for qn, m in qs.items():
+                o = other.measurements[lv][qn]
+                if m.values.dtype != o.values.dtype or not np.array_equal(m.values, o.values) \
+                        or not np.array_equal(m.variances, o.variances):
+                    return False
+        if {lv: set(s) for lv, s in self.invariants.items()} != \
+                {lv: set(s) for lv, s in other.invariants.items()}:
+            return False
+        return all(np.array_equal(v, other.invariants[lv][k])
+                   for lv, s in self.invariants.items() for k, v in s.items())
+
+    def __repr__(self) -> str:
+        parts = [f"{lv}[{', '.join(self.queries(lv))}]" for lv in self.levels
+                 if lv in self.measurements]
+        mode = self.provenance.get("randomness", {}).get("mode", "unknown")
+        return f"NoisyHierarchy({'; '.join(parts)}; randomness={mode})"
+
+    # -- long form -----------------------------------------------------------------------------
+    def to_measurements(self) -> pd.DataFrame:
+        """Long table: ``level, geocode, query, index, value, variance`` (one row per answer)."""
+        frames = []
+        for lv in self.levels:
+            codes = self.geography.geocodes[self.geography.level_index(lv)]
+            for qn in self.queries(lv):
+                m = self.measurements[lv][qn]
+                n, k = m.values.shape
+                frames.append(pd.DataFrame({
+                    "level": lv, "geocode": np.repeat(codes, k), "query": qn,
+                    "index": np.tile(np.arange(k), n),
+                    "value": m.values.ravel().astype(np.float64),
+                    "variance": np.ascontiguousarray(m.variances).ravel()}))
+        if not frames:
+            return pd.DataFrame(columns=["level", "geocode", "query", "index", "value",
+                                         "variance"])
+        return pd.concat(frames, ignore_index=True)
+
+    @classmethod
+    def from_measurements(cls, table: pd.DataFrame, *, schema: Schema, geography: Geography,
+                          workload: Workload, invariants: Mapping[str, Mapping[str, Any]] | None
+                          = None, provenance: Mapping[str, Any] | None = None,
+                          source: str = "table") -> "NoisyHierarchy":
+        """Build from a long table of measurements made elsewhere, validating every row.
+
+        Parameters
+        ----------
+        table : DataFrame
+            Columns ``level, geocode, query, index, value, variance``. Every unit of a
+            (level, query) that appears must have every answer exactly once.
+        source : str
+            Name of the file the table came from, used in error messages.
+
+        Raises
+        ------
+        HierarchyError
+            Naming the row(s), level, geocode or query that is wrong and how to fix it.
+
+        Examples
+        --------
+        >>> from hierarchy.schema import Schema, Attribute
+        >>> from hierarchy.queries import Workload, total
+        >>> s = Schema((Attribute("sex", ("f", "m")),))
+        >>> geo, _ = Geography.from_columns(["nation", "county"], [[["a", "b"]]])
+        >>> t = pd.DataFrame({"level": ["county"] * 2, "geocode": ["a", "b"],
+        ...                   "query": "total", "index": 0, "value": [3.0, 4.5],
+        ...                   "variance": 2.0})
+        >>> nh = NoisyHierarchy.from_measurements(t, schema=s, geography=geo,
+        ...                                       workload=Workload((total(s),)))
+        >>> nh.get("county", "total").values.ravel().tolist()
+        [3.0, 4.5]
+        """
+        needed = ["level", "geocode", "query", "index", "value", "variance"]
+        missing = [c for c in needed if c not in table.columns]
+        if missing:
+            raise HierarchyError(f"{source}: missing column(s) {missing}; a measurements table "
+                                 f"needs columns {needed}")
+        t = table.reset_index(drop=True)
+
+        def fail(mask: np.ndarray, what: str) -> None:
+            rows = np.flatnonzero(np.asarray(mask))
+            if rows.size:
+                raise HierarchyError(f"{source}: {what} at row(s) {rows[:10].tolist()}"
+                                     f"{' …' if rows.size > 10 else ''}")
+
+        value = pd.to_numeric(t["value"], errors="coerce").to_numpy(dtype=np.float64)
+        variance = pd.to_numeric(t["variance"], errors="coerce").to_numpy(dtype=np.float64)
+        index = pd.to_numeric(t["index"], errors="coerce").to_numpy(dtype=np.float64)
+        fail(~np.isfinite(value), "value is missing or not a finite number")
+        fail(~np.isfinite(variance) | (variance <= 0), "variance must be a positive finite number")
+        fail(~np.isfinite(index) | (index != np.round(index)) | (index < 0),
+             "answer index must be a non-negative integer")
+        level = t["level"].astype(str).to_numpy()
+        query = t["query"].astype(str).to_numpy()
+        geocode = t["geocode"].astype(str).to_numpy()
+        fail(~np.isin(level, geography.levels),
+             f"unknown level (levels are {list(geography.levels)})")
+        fail(~np.isin(query, workload.names),
+             f"unknown query (the workload has {list(workload.names)})")
+        integral = bool(np.all(value == np.round(value)))
+        measurements: dict[str, dict[str, Measurement]] = {}
+        for (lv, qn), rows in pd.Series(np.arange(len(t))).groupby([level, query]).groups.items():
+            rows = np.asarray(rows)
+            q = workload[qn]
+            n = geography.n_units(lv)
+            unit = pd.Index(geography.geocodes[geography.level_index(lv)]).get_indexer(
+                geocode[rows])
+            fail(np.isin(np.arange(len(t)), rows[unit < 0]),
+                 f"geocode is not a {lv} unit of the geography")
+            idx = index[rows].astype(np.int64)
+            fail(np.isin(np.arange(len(t)), rows[idx >= q.n_answers]),
+                 f"answer index out of range for {qn!r} (it has {q.n_answers} answers)")
+            flat = unit * q.n_answers + idx
+            seen = np.bincount(flat, minlength=n * q.n_answers)
+            dup = seen[flat] > 1
+            fail(np.isin(np.arange(len(t)), rows[dup]),
+                 f"duplicate answer for ({lv}, {qn}): each unit and index must appear once")
+            if (seen == 0).any():
+                gaps = np.flatnonzero(seen == 0)
+                units = geography.geocodes[geography.level_index(lv)][
+                    np.unique(gaps // q.n_answers)][:5].tolist()
+                raise HierarchyError(
+                    f"{source}: level {lv!r}, query {qn!r}: {gaps.size} answer(s) missing, e.g. "
+                    f"for units {units}; a measured query needs every answer of every unit of "
+                    "the level (measure it everywhere or drop it at that level)")
+            vals = np.empty(n * q.n_answers)
+            vars_ = np.empty(n * q.n_answers)
+            vals[flat] = value[rows]
+            vars_[flat] = variance[rows]
+            vals2 = vals.reshape(n, q.n_answers)
+            measurements.setdefault(lv, {})[qn] = Measurement(
+                qn, vals2.astype(np.int64) if integral else vals2, vars_.reshape(n, q.n_answers))
+        prov = dict(provenance or {})
+        prov.setdefault("source", source)
+        prov.setdefault("randomness", {"mode": "external", "safe_for_release": None,
+                                       "label": "measurements made outside this toolkit"})
+        return cls(schema, geography, workload, measurements, invariants or {}, prov)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write the hierarchy to ``directory`` atomically (parquet + JSON, never pickle).
+
+        Examples
+        --------
+        See the README's worked example; :meth:`load` reads it back and ``equals`` compares.
+        """
+        directory = Path(directory)
+        label = self.provenance.get("randomness", {}).get("label")
+        file_meta = {"randomness_label": label} if label else None
+        with atomic_directory(directory, overwrite=overwrite) as tmp:
+            write_parquet(pa.Table.from_pandas(self.geography.to_frame(), preserve_index=False),
+                          tmp / "geography.parquet", metadata=file_meta)
+            (tmp / "measurements").mkdir()
+            files = {}
+            for lv in self.levels:
+                if lv not in self.measurements:
+                    continue
+                codes = self.geography.geocodes[self.geography.level_index(lv)]
+                cols = {"geocode": pa.array(codes.astype(str))}
+                for qn in self.queries(lv):
+                    m = self.measurements[lv][qn]
+                    cols[qn] = _fixed_list(m.values)
+                    cols[f"{qn}.variance"] = _fixed_list(np.ascontiguousarray(m.variances))
+                fname = f"measurements/{_safe(lv)}.parquet"
+                write_parquet(pa.table(cols), tmp / fname, metadata=file_meta)
+                files[lv] = fname
+            inv_files = {}
+            if self.invariants:
+                (tmp / "invariants").mkdir()
+                for lv, stats in self.invariants.items():
+                    codes = self.geography.geocodes[self.geography.level_index(lv)]
+                    cols = {"geocode": pa.array(codes.astype(str))}
+                    for k, v in stats.items():
+                        cols[k] = _fixed_list(v) if v.ndim == 2 else pa.array(v)
+                    fname = f"invariants/{_safe(lv)}.parquet"
+                    write_parquet(pa.table(cols), tmp / fname)
+                    inv_files[lv] = fname
+            meta = {
+                "format": "dapp.NoisyHierarchy", "format_version": FORMAT_VERSION,
+                "schema": self.schema.to_dict(), "workload": self.workload.to_dict(),
+                "levels": list(self.levels), "measurements": files,
+                "measured_queries": {lv: list(self.queries(lv)) for lv in files},
+                "dtypes": {lv: {qn: str(self.measurements[lv][qn].values.dtype)
+                                for qn in self.queries(lv)} for lv in files},
+                "invariants": inv_files,
+                "invariant_statistics": {lv: {k: {"ndim": int(v.ndim), "dtype": str(v.dtype)}
+                                              for k, v in s.items()}
+                                         for lv, s in self.invariants.items()},
+                "provenance": dict(self.provenance), "versions": package_versions()}
+            write_json(meta, tmp / "metadata.json")
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "NoisyHierarchy":
+        """Read a hierarchy written by :meth:`save`."""
+        directory = Path(directory)
+        if not (directory / "metadata.json").exists():
+            raise HierarchyError(f"{directory} is not a saved NoisyHierarchy (no metadata.json)")
+        meta = read_json(directory / "metadata.json")
+        if meta.get("format") != "dapp.NoisyHierarchy":
+            raise HierarchyError(f"{directory}/metadata.json does not describe a NoisyHierarchy")
+        if meta.get("format_version", 0) > FORMAT_VERSION:
+            raise HierarchyError(f"{directory} was written by a newer version (format "
+                                 f"{meta['format_version']}); upgrade the toolkit")
+        schema = Schema.from_dict(meta["schema"])
+        workload = Workload.from_expressions(schema, meta["workload"])
+        geo_frame = pq.read_table(directory / "geography.parquet").to_pandas()
+        geography = Geography.from_frame(geo_frame, meta["levels"])
+        measurements = {}
+        for lv, fname in meta["measurements"].items():
+            t = pq.read_table(directory / fname)
+            codes = np.asarray(t.column("geocode").to_pylist(), dtype=object)
+            expected = geography.geocodes[geography.level_index(lv)]
+            if not np.array_equal(codes, expected):
+                raise HierarchyError(f"{directory / fname}: units differ from geography.parquet")
+            measurements[lv] = {}
+            for qn in meta["measured_queries"][lv]:
+                dtype = np.dtype(meta["dtypes"][lv][qn])
+                vals = _from_fixed_list(t.column(qn)).astype(dtype, copy=False)
+                var = _from_fixed_list(t.column(f"{qn}.variance")).astype(np.float64, copy=False)
+                measurements[lv][qn] = Measurement(qn, vals, var)
+        invariants = {}
+        for lv, fname in meta.get("invariants", {}).items():
+            t = pq.read_table(directory / fname)
+            info = meta["invariant_statistics"][lv]
+            invariants[lv] = {}
+            for k, desc in info.items():
+                col = t.column(k)
+                arr = _from_fixed_list(col) if desc["ndim"] == 2 else col.to_numpy()
+                invariants[lv][k] = arr.astype(np.dtype(desc["dtype"]), copy=False)
+        return cls(schema, geography, workload, measurements, invariants, meta["provenance"])
+
+
+def _fixed_list(arr: np.ndarray) -> pa.FixedSizeListArray:
+    arr = np.ascontiguousarray(arr)
+    n, k = arr.shape
+    return pa.FixedSizeListArray.from_arrays(pa.array(arr.ravel()), k)
+
+
+def _from_fixed_list(col: pa.ChunkedArray) -> np.ndarray:
+    col = col.combine_chunks()
+    k = col.type.list_size
+    return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), k)
+
+
+def _safe(name: str) -> str:
+    bad = set('/\\:*?"<>|') | {"\0"}
+    if any(c in bad for c in name) or name.startswith("."):
+        raise HierarchyError(f"level name {name!r} cannot be used as a file name")
+    return name
