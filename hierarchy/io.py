@@ -1,0 +1,271 @@
+"""Reading real microdata: CSV or parquet, a column mapping, and validation that names rows.
+
+Nothing is silently dropped: a record with a missing geocode, an unknown attribute value, or a
+person in a unit with no housing unit / facility of their type stops the read with an error that
+names the file, the rows and the fix.
+
+Examples
+--------
+>>> import tempfile, os
+>>> from hierarchy.schema import E2E_1940
+>>> d = tempfile.mkdtemp()
+>>> path = os.path.join(d, "people.csv")
+>>> _ = open(path, "w").write("st,co,gq,age18,hisp,race\\n01,01001,0,1,0,white\\n"
+...                           "01,01001,0,0,0,2\\n")
+>>> data = read_microdata(path, schema=E2E_1940, levels=["nation", "state", "county"],
+...                       columns={"state": "st", "county": "co", "hhgq": "gq",
+...                                "votingage": "age18", "hispanic": "hisp", "cenrace": "race"})
+>>> data.persons.column("cenrace").to_pylist()
+[0, 2]
+>>> bad = os.path.join(d, "bad.csv")
+>>> _ = open(bad, "w").write("st,co,gq,age18,hisp,race\\n01,01001,0,1,0,purple\\n")
+>>> read_microdata(bad, schema=E2E_1940, levels=["nation", "state", "county"],
+...                columns={"state": "st", "county": "co", "hhgq": "gq", "votingage": "age18",
+...                         "hispanic": "hisp", "cenrace": "race"})
+Traceback (most recent call last):
+...
+hierarchy.errors.HierarchyError: .../bad.csv: column 'race' (attribute 'cenrace'): 1 value(s) are not levels of the attribute: 'purple' (row 0 (CSV line 2)). Levels are ['white', 'black', 'American Indian', 'Chinese', 'Japanese', 'other'] or codes 0..5; fix the data or map the values with values={'cenrace': {...}}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from hierarchy.errors import HierarchyError
+from hierarchy.schema import Schema
+
+__all__ = ["read_table", "read_microdata", "Microdata", "check_units"]
+
+
+def read_table(path: str | os.PathLike) -> pa.Table:
+    """Read a CSV (``.csv``, ``.csv.gz``) or parquet (``.parquet``, ``.pq``) file.
+
+    Geocode-like text columns stay text (leading zeros are kept): CSV columns are read as
+    strings and converted per attribute later.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise HierarchyError(f"{path} does not exist")
+    name = path.name.lower()
+    try:
+        if name.endswith((".parquet", ".pq")):
+            return pq.read_table(path)
+        if name.endswith((".csv", ".csv.gz", ".txt")):
+            first = pacsv.open_csv(path).schema
+            opts = pacsv.ConvertOptions(column_types={f.name: pa.string() for f in first},
+                                        strings_can_be_null=True, auto_dict_encode=False)
+            return pacsv.read_csv(path, convert_options=opts)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise HierarchyError(f"{path}: cannot be read: {exc}") from None
+    raise HierarchyError(f"{path}: unknown file type; use .csv, .csv.gz, .parquet or .pq")
+
+
+def _where(rows: np.ndarray, csv: bool) -> str:
+    """'row 3 (CSV line 5)' or 'rows 3, 8, … (CSV lines 5, 10, …)': rows are 0-based data rows."""
+    more = " …" if rows.size > 5 else ""
+    shown = ", ".join(str(int(r)) for r in rows[:5]) + more
+    text = f"row {shown}" if rows.size == 1 else f"rows {shown}"
+    if csv:
+        lines = ", ".join(str(int(r) + 2) for r in rows[:5]) + more
+        text += f" (CSV line{'s' if rows.size > 1 else ''} {lines})"
+    return text
+
+
+def _attribute_codes(column: pa.ChunkedArray, attr, value_map: Mapping[Any, Any] | None,
+                     where: str, source_name: str, csv: bool) -> pa.Array:
+    """int8/int16 codes of an attribute column given as codes, digit strings or labels."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if col.null_count:
+        rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+        raise HierarchyError(f"{where}: column {source_name!r} (attribute {attr.name!r}) has "
+                             f"{rows.size} missing value(s) at {_where(rows, csv)}; every "
+                             "person needs a value for every attribute")
+    dtype = np.int8 if attr.size <= 127 else np.int32
+    if pa.types.is_integer(col.type) and not value_map:
+        arr = col.to_numpy()
+        bad = (arr < 0) | (arr >= attr.size)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            raise HierarchyError(
+                f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} "
+                f"value(s) outside 0..{attr.size - 1}, e.g. {arr[rows[0]]} at "
+                f"{_where(rows, csv)}; fix the data or map the values with "
+                f"values={{{attr.name!r}: {{...}}}}")
+        return pa.array(arr.astype(dtype))
+    encoded = pc.dictionary_encode(col.cast(pa.string()) if not pa.types.is_dictionary(col.type)
+                                   else col)
+    dictionary = encoded.dictionary.cast(pa.string()).to_pylist()
+    lookup = np.empty(len(dictionary), dtype=np.int64)
+    unknown = []
+    for i, value in enumerate(dictionary):
+        v = value.strip()
+        if value_map:
+            mapped = value_map.get(v, value_map.get(_maybe_int(v)))
+            if mapped is None:
+                unknown.append(i)
+                continue
+            v = mapped
+        try:
+            lookup[i] = attr.code(v)
+        except HierarchyError:
+            unknown.append(i)
+    if unknown:
+        idx = encoded.indices.to_numpy()
+        rows = np.flatnonzero(np.isin(idx, unknown))
+        vals = ", ".join(f"{dictionary[u]!r}" for u in unknown[:5])
+        raise HierarchyError(
+            f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} value(s) are "
+            f"not levels of the attribute: {vals} ({_where(rows, csv)}). Levels are "
+            f"{list(attr.labels)} or codes 0..{attr.size - 1}; fix the data or map the values "
+            f"with values={{{attr.name!r}: {{...}}}}")
+    return pa.array(lookup[encoded.indices.to_numpy()].astype(dtype))
+
+
+def _maybe_int(v: str) -> Any:
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence[str],
+               schema: Schema, columns: Mapping[str, str], values: Mapping[str, Mapping],
+               where: str, csv: bool) -> pa.Table:
+    out = {}
+    available = table.column_names
+    for name in names:
+        source = columns.get(name, name)
+        if source not in available:
+            raise HierarchyError(f"{where}: no column {source!r} for {name!r}; columns are "
+                                 f"{available}. Map it with columns={{{name!r}: 'your_column'}}")
+        col = table.column(source)
+        if name in geocode_names:
+            if col.null_count:
+                rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+                raise HierarchyError(f"{where}: column {source!r} ({name} geocode) is missing at "
+                                     f"{_where(rows, csv)}; every record needs a geocode "
+                                     "at every level")
+            if not pa.types.is_dictionary(col.type):
+                col = pc.dictionary_encode(col.cast(pa.string()))
+            empty = pc.equal(pc.utf8_length(col.cast(pa.string())), 0)
+            if pc.any(empty).as_py():
+                rows = np.flatnonzero(empty.to_numpy(zero_copy_only=False))
+                raise HierarchyError(f"{where}: column {source!r} ({name} geocode) is empty at "
+                                     f"{_where(rows, csv)}")
+            out[name] = col
+        else:
+            out[name] = _attribute_codes(col, schema.attribute(name), values.get(name), where,
+                                         source, csv)
+    return pa.table(out)
+
+
+@dataclass(frozen=True)
+class Microdata:
+    """Normalised microdata: columns renamed to level and attribute names, codes as integers."""
+
+    persons: pa.Table
+    units: pa.Table | None
+    levels: tuple[str, ...]
+    unit_attribute: str | None
+
+
+def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
+                   levels: Sequence[str], columns: Mapping[str, str] | None = None,
+                   values: Mapping[str, Mapping[Any, Any]] | None = None,
+                   units: str | os.PathLike | pa.Table | None = None,
+                   unit_attribute: str = "hhgq") -> Microdata:
+    """Read and validate persons (and optionally units) microdata.
+
+    Parameters
+    ----------
+    persons, units : path or pyarrow.Table
+        CSV or parquet. Units: one row per occupied housing unit or group-quarters facility.
+    schema : Schema
+    levels : sequence of str
+        Geography levels, root first; each non-root level needs a geocode column.
+    columns : mapping, optional
+        Level or attribute name → column name in the files (default: the same name).
+    values : mapping, optional
+        Attribute → {value in the file: code or label}, for files with their own coding.
+    unit_attribute : str
+        The attribute typing units (``hhgq``).
+
+    Raises
+    ------
+    HierarchyError
+        Naming the file, column, rows and fix: missing columns, missing geocodes, unknown
+        attribute values, persons in a unit with no housing unit or facility of their type, or
+        units without a person of their type.
+    """
+    columns = dict(columns or {})
+    values = dict(values or {})
+    geocode_names = list(levels[1:])
+    unknown = set(columns) - set(geocode_names) - set(schema.names)
+    if unknown:
+        raise HierarchyError(f"column mapping names {sorted(unknown)}, which are neither levels "
+                             f"{geocode_names} nor attributes {list(schema.names)}")
+
+    def load(src, names):
+        where = str(src) if not isinstance(src, pa.Table) else "table"
+        csv = not isinstance(src, pa.Table) and ".csv" in str(src).lower()
+        table = src if isinstance(src, pa.Table) else read_table(src)
+        return _normalise(table, names=names, geocode_names=geocode_names, schema=schema,
+                          columns=columns, values=values, where=where, csv=csv), where
+
+    p_table, p_where = load(persons, geocode_names + list(schema.names))
+    u_table = None
+    if units is not None:
+        u_table, u_where = load(units, geocode_names + [unit_attribute])
+        check_units(p_table, u_table, geocode_names, unit_attribute,
+                    schema.attribute(unit_attribute).size, p_where, u_where)
+    return Microdata(p_table, u_table, tuple(levels), unit_attribute if units is not None
+                     else None)
+
+
+def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str],
+                unit_attribute: str, n_types: int, persons_where: str = "persons",
+                units_where: str = "units") -> None:
+    """Every person lives in a bottom-level unit with ≥ 1 unit of their type, and every unit
+    type present has at least as many persons as units (each occupied unit holds ≥ 1 person).
+    """
+    from hierarchy.geography import Geography
+    from hierarchy.tabulate import count_cells
+
+    levels = ["root"] + list(geocode_names)
+    p_cols = [persons.column(c) for c in geocode_names]
+    u_cols = [units.column(c) for c in geocode_names]
+    geo, (p_leaf, u_leaf) = Geography.from_columns(levels, [p_cols, u_cols])
+    n = geo.n_units(-1)
+    p_type = persons.column(unit_attribute).to_numpy()
+    u_type = units.column(unit_attribute).to_numpy()
+    people = count_cells(p_leaf, [p_type], [n_types], n)
+    housing = count_cells(u_leaf, [u_type], [n_types], n)
+    homeless = (people > 0) & (housing == 0)
+    if homeless.any():
+        leaf, typ = np.argwhere(homeless)[0]
+        rows = np.flatnonzero((p_leaf == leaf) & (p_type == typ))
+        n_bad = int(people[homeless].sum())
+        raise HierarchyError(
+            f"{persons_where}: {n_bad} person(s) live in a {geocode_names[-1]} with no unit of "
+            f"their {unit_attribute} type in {units_where}; e.g. {geocode_names[-1]} "
+            f"{geo.geocodes[-1][leaf]!r}, {unit_attribute} {typ}, {_where(rows, False)}. "
+            f"Add the missing housing units / facilities to the units table or correct the "
+            f"persons' {unit_attribute} or geocodes")
+    empty = housing > people
+    if empty.any():
+        leaf, typ = np.argwhere(empty)[0]
+        raise HierarchyError(
+            f"{units_where}: {geocode_names[-1]} {geo.geocodes[-1][leaf]!r} has "
+            f"{housing[leaf, typ]} unit(s) of {unit_attribute} type {typ} but only "
+            f"{people[leaf, typ]} person(s) of that type; every occupied unit holds at least one "
+            f"person — remove vacant units from the units table ({int(empty.sum())} "
+            f"{geocode_names[-1]}/type pair(s) affected)")
