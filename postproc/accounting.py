@@ -297,17 +297,34 @@ def _log_geometric_shift(alpha: np.ndarray, z: float, shift: int) -> np.ndarray:
 
     With P[k] = c e^{−z|k|}, c = tanh(z/2), summing P[k]^α P[k − d]^{1−α} over k ≤ 0, k ≥ d and
     0 < k < d gives
-    ``(e^{z(α−1)d} + e^{−zαd}) / (1 + e^{−z}) + c e^{z(α−1)d} Σ_{k=1}^{d−1} e^{−z(2α−1)k}``.
+    ``S = (e^{z(α−1)d} + e^{−zαd}) / (1 + e^{−z}) + c e^{z(α−1)d} Σ_{k=1}^{d−1} e^{−z(2α−1)k}``.
+    Near α = 1 the logarithm of S ≈ 1 loses digits, so where z(α−1)d ≤ 1 we use instead, with
+    t = α − 1, ``S − 1 = [expm1(ztd) + e^{−zd} expm1(−ztd)]/(1 + e^{−z})
+    + c Σ_k e^{−zk} expm1(zt(d − 2k))`` (the terms at t = 0 cancel exactly) and ``log1p``.
     """
     d = float(shift)
-    outer = (np.logaddexp(z * (alpha - 1.0) * d, -z * alpha * d)
-             - math.log1p(math.exp(-z)))
-    if shift == 1:
-        return outer
+    t = alpha - 1.0
+    out = np.empty(alpha.shape, dtype=float)
+    near = z * t * d <= 1.0
     k = np.arange(1, shift, dtype=float)
-    inner_sum = logsumexp(-z * (2.0 * alpha[..., None] - 1.0) * k, axis=-1)
-    inner = math.log(math.tanh(z / 2.0)) + z * (alpha - 1.0) * d + inner_sum
-    return np.logaddexp(outer, inner)
+    c = math.tanh(z / 2.0)
+    if np.any(near):
+        tn = t[near]
+        s_minus_1 = (np.expm1(z * tn * d) + math.exp(-z * d) * np.expm1(-z * tn * d)) \
+            / (1.0 + math.exp(-z))
+        if shift > 1:
+            s_minus_1 = s_minus_1 + c * np.sum(
+                np.exp(-z * k) * np.expm1(z * tn[..., None] * (d - 2.0 * k)), axis=-1)
+        out[near] = np.log1p(s_minus_1)
+    far = ~near
+    if np.any(far):
+        af = alpha[far]
+        outer = np.logaddexp(z * t[far] * d, -z * af * d) - math.log1p(math.exp(-z))
+        if shift > 1:
+            inner_sum = logsumexp(-z * (2.0 * af[..., None] - 1.0) * k, axis=-1)
+            outer = np.logaddexp(outer, math.log(c) + z * t[far] * d + inner_sum)
+        out[far] = outer
+    return out
 
 
 def rdp_geometric(alpha: Any, epsilon: Any, *, sensitivity: int = 1) -> np.ndarray | float:
