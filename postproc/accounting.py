@@ -966,6 +966,45 @@ class PrivacyLoss:
                    zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
                    zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
 
+    @classmethod
+    def of(cls, *, epsilon: Any = None, rho: Any = None, delta: Any = 1e-10,
+           sensitivity: int = 1) -> "PrivacyLoss":
+        """All notions for one geometric mechanism with budget ε, or one ρ-zCDP mechanism.
+
+        Parameters
+        ----------
+        epsilon : float, optional
+            Pure-DP budget of a geometric mechanism (give exactly one of ε and ρ).
+        rho : float, optional
+            zCDP budget (e.g. of a discrete Gaussian mechanism).
+        delta : float, optional
+            Default 1e−10.
+        sensitivity : int, optional
+            Δ of the geometric mechanism's query (shapes its RDP curve). Default 1.
+
+        Returns
+        -------
+        PrivacyLoss
+
+        Raises
+        ------
+        PostprocError
+            Unless exactly one of ε and ρ is given, or on invalid values.
+
+        Examples
+        --------
+        >>> round(PrivacyLoss.of(rho=0.5, delta=1e-10).zcdp_epsilon_numeric, 4)
+        6.8393
+        """
+        if (epsilon is None) == (rho is None):
+            raise PostprocError("give exactly one of epsilon (pure DP, geometric mechanism) "
+                                "and rho (zCDP)")
+        if epsilon is not None:
+            curve = RDPCurve.geometric(epsilon, sensitivity=sensitivity)
+        else:
+            curve = RDPCurve.zcdp(rho)
+        return cls.from_curve(curve, delta=delta)
+
     def to_dict(self) -> dict[str, float | None]:
         """JSON-ready: the five numbers (``delta`` is reported once by the enclosing report)."""
         return {"pure_epsilon": self.pure_epsilon, "rho": self.rho,

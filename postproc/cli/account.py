@@ -1,0 +1,114 @@
+"""``postproc account``: what a configuration costs in privacy.
+
+Sub-commands:
+
+* ``postproc account moe --moe 6 6 11 11 50 50 50 --stability 9 --gamma 0.1 --delta 1e-10
+  [--json]`` — SafeTab-style levels calibrated to target MOEs (:func:`postproc.accounting.
+  account_moe`): per level the ε and ρ of one Step-2 count and of the level, and the total loss
+  under pure DP, RDP → (ε, δ) and zCDP → (ε, δ) analytic and numeric.
+* ``postproc account convert (--epsilon E | --rho R) [--delta D] [--sensitivity S] [--json]``
+  — one mechanism's loss in every notion (:meth:`postproc.accounting.PrivacyLoss.of`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from postproc.accounting import PrivacyLoss, account_moe
+
+ORDER = 60
+
+
+def register(subparsers: Any) -> None:
+    """Add ``account`` and its sub-commands to the ``postproc`` parser."""
+    parser = subparsers.add_parser(
+        "account", help="privacy accounting: MOE-calibrated budgets, (epsilon, delta) conversions",
+        description="Privacy accounting: pure DP, zCDP and Renyi DP, and (epsilon, delta).")
+    sub = parser.add_subparsers(dest="account_command", metavar="WHAT")
+    sub.required = True
+
+    moe = sub.add_parser(
+        "moe", help="budgets and total loss of SafeTab-style levels with target MOEs",
+        description="For each population-group level with a target 95%% MOE for its released "
+                    "(Step 2) counts: the epsilon (geometric) and rho (discrete Gaussian) of one "
+                    "count and of the level (stability s, a fraction gamma of each group's budget "
+                    "for the noisy total: level = s * step2 / (1 - gamma)); then the total loss "
+                    "under pure DP, RDP -> (epsilon, delta) and zCDP -> (epsilon, delta).")
+    moe.add_argument("--moe", type=int, nargs="+", required=True, metavar="M",
+                     help="target MOE of each level (integers >= 1)")
+    moe.add_argument("--stability", type=int, required=True, metavar="S",
+                     help="the most groups of one level a record can belong to")
+    moe.add_argument("--gamma", default="0.1", metavar="G",
+                     help="share of a group's budget for the noisy total (default 0.1; exact "
+                          "decimals or ratios such as 1/10)")
+    moe.add_argument("--delta", type=float, default=1e-10, metavar="D",
+                     help="delta of the (epsilon, delta) conversions (default 1e-10)")
+    moe.add_argument("--json", action="store_true", help="print one JSON object")
+    moe.set_defaults(func=run)
+
+    convert = sub.add_parser(
+        "convert", help="one mechanism's loss in every notion",
+        description="Pure epsilon (geometric mechanism) or zCDP rho to (epsilon, delta) via RDP "
+                    "and via zCDP (analytic and numeric).")
+    budget = convert.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--epsilon", type=float, metavar="E",
+                        help="pure-DP budget of a geometric mechanism")
+    budget.add_argument("--rho", type=float, metavar="R", help="zCDP budget")
+    convert.add_argument("--delta", type=float, default=1e-10, metavar="D",
+                         help="delta (default 1e-10)")
+    convert.add_argument("--sensitivity", type=int, default=1, metavar="S",
+                         help="L1 sensitivity of the geometric mechanism's query (default 1)")
+    convert.add_argument("--json", action="store_true", help="print one JSON object")
+    convert.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``postproc account moe`` or ``postproc account convert``."""
+    if args.account_command == "moe":
+        result = account_moe(args.moe, stability=args.stability, gamma=args.gamma,
+                             delta=args.delta)
+        print(json.dumps(result.to_dict(), indent=2) if args.json else _moe_table(result))
+    else:
+        loss = PrivacyLoss.of(epsilon=args.epsilon, rho=args.rho, delta=args.delta,
+                              sensitivity=args.sensitivity)
+        if args.json:
+            print(json.dumps({**loss.to_dict(), "delta": loss.delta}, indent=2))
+        else:
+            print(_loss_table(loss))
+    return 0
+
+
+def _moe_table(result) -> str:
+    header = (f"{'level':>5}  {'MOE':>5}  {'eps step2':>10}  {'eps level':>10}  "
+              f"{'rho step2':>10}  {'rho level':>10}")
+    lines = [f"SafeTab-style levels calibrated to 95% MOEs: stability s = {result.stability}, "
+             f"gamma = {result.gamma}, delta = {result.delta:g}",
+             "(level = s * step2 / (1 - gamma); eps: geometric noise, rho: discrete Gaussian)",
+             "", header, "-" * len(header)]
+    for i, level in enumerate(result.levels, start=1):
+        lines.append(f"{i:>5}  {level.moe:>5}  {level.epsilon_step2:>10.6f}  "
+                     f"{level.epsilon_total:>10.6f}  {level.rho_step2:>10.6f}  "
+                     f"{level.rho_total:>10.6f}")
+    lines.append("-" * len(header))
+    lines.append(f"{'total':>5}  {'':>5}  {'':>10}  {result.pure_dp_epsilon:>10.6f}  {'':>10}  "
+                 f"{result.rho:>10.6f}")
+    lines += ["", f"total privacy loss (delta = {result.delta:g}):",
+              f"  {'pure DP (geometric)':<36} epsilon = {result.pure_dp_epsilon:.4f}",
+              f"  {'RDP -> (eps, delta) (geometric)':<36} epsilon = {result.rdp_epsilon:.4f}",
+              f"  {'zCDP -> (eps, delta), analytic':<36} epsilon = "
+              f"{result.zcdp_epsilon_analytic:.4f}   (discrete Gaussian, rho = {result.rho:.4f})",
+              f"  {'zCDP -> (eps, delta), numeric':<36} epsilon = "
+              f"{result.zcdp_epsilon_numeric:.4f}"]
+    return "\n".join(lines)
+
+
+def _loss_table(loss: PrivacyLoss) -> str:
+    pure = "-" if loss.pure_epsilon is None else f"{loss.pure_epsilon:.6f}"
+    rows = [("pure DP epsilon", pure), ("zCDP rho", f"{loss.rho:.6f}"),
+            (f"RDP -> (eps, delta={loss.delta:g})", f"{loss.rdp_epsilon:.6f}"),
+            (f"zCDP -> (eps, delta={loss.delta:g}), analytic", f"{loss.zcdp_epsilon_analytic:.6f}"),
+            (f"zCDP -> (eps, delta={loss.delta:g}), numeric", f"{loss.zcdp_epsilon_numeric:.6f}")]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value:>12}" for name, value in rows)
