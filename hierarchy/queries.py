@@ -11,7 +11,8 @@ A small text syntax names queries in configs and on the command line::
     detailed                       every cell
     total                          one row of ones
     marginal(votingage, cenrace)   keep these attributes, sum out the rest
-    recode(hhgq: household=0; gq=1-7)   groups of one attribute's levels (codes, ranges, labels)
+    recode(hhgq: household=0; gq=1-7)   groups of one attribute's levels (codes, ranges, labels;
+                                        a bare number is always a code)
     marginal(sex) * recode(age: child=0-3; adult=4-22)   products on disjoint attributes
 
 Examples
@@ -204,6 +205,7 @@ def recode(schema: Schema, attribute: str, groups: Mapping[str, Iterable[Any]], 
         raise HierarchyError(f"recode of {attribute!r} needs at least one group")
     labels, members = [], []
     for label, levels in groups.items():
+        _check_group_label(str(label), attribute)
         codes = tuple(sorted({attr.code(v) for v in levels}))
         if not codes:
             raise HierarchyError(f"recode group {label!r} of {attribute!r} is empty")
@@ -213,6 +215,20 @@ def recode(schema: Schema, attribute: str, groups: Mapping[str, Iterable[Any]], 
                    else _Block(_SUM) for a in schema.attributes)
     q = Query("q", schema, blocks)
     return q.renamed(name or q.expression)
+
+
+def _check_group_label(label: str, attribute: str) -> None:
+    """Refuse group labels that the text syntax cannot carry, so that every query's
+    ``expression`` parses back to the same query (workloads are saved as expressions)."""
+    depth = 0
+    for ch in label:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            break
+    if (";" in label or "=" in label or label != label.strip() or depth != 0):
+        raise HierarchyError(f"recode group label {label!r} of {attribute!r} cannot be written "
+                             "in a query expression: labels may not contain ';' or '=', "
+                             "unbalanced parentheses, or leading/trailing spaces")
 
 
 def product(*queries: Query, name: str | None = None) -> Query:
@@ -251,6 +267,11 @@ def _parse_levels(attr, text: str, expression: str) -> list[int]:
             if lo > hi:
                 raise HierarchyError(f"empty range {piece!r} in {expression!r}")
             codes.extend(attr.code(v) for v in range(lo, hi + 1))
+        elif piece.isdigit():
+            # A number is a code, as in a range and in the canonical expression (which writes
+            # codes): reading it as a label would silently change the query when an
+            # attribute's labels are digit strings of other codes (labels "1", "2", ...).
+            codes.append(attr.code(int(piece)))
         else:
             codes.append(attr.code(piece))
     return codes
