@@ -51,6 +51,7 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
         codes = np.asarray(column.codes, dtype=np.int64)
         dictionary = np.asarray(column.categories.astype(str), dtype=object)
         _check_missing(codes < 0, name)
+        _check_empty(codes, dictionary, name)
         return codes, dictionary
     if isinstance(column, (pa.Array, pa.ChunkedArray)):
         chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
@@ -66,15 +67,26 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
                                 .to_numpy(zero_copy_only=False), dtype=object)
         parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunked.chunks]
         codes = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        return codes.astype(np.int64, copy=False), dictionary
+        codes = codes.astype(np.int64, copy=False)
+        _check_empty(codes, dictionary, name)
+        return codes, dictionary
     arr = np.asarray(column)
-    if arr.dtype == object:
+    if arr.dtype.kind in "Of":
+        # NaN in a float column (numeric geocodes read with gaps) is missing, not a unit "nan"
         missing = pd.isna(arr)
         _check_missing(np.asarray(missing), name)
     dictionary, codes = np.unique(arr.astype(str), return_inverse=True)
-    if (dictionary == "").any():
-        _check_missing(codes == np.flatnonzero(dictionary == "")[0], name)
-    return codes.astype(np.int64), dictionary.astype(object)
+    codes = codes.astype(np.int64).reshape(-1)
+    dictionary = dictionary.astype(object)
+    _check_empty(codes, dictionary, name)
+    return codes, dictionary
+
+
+def _check_empty(codes: np.ndarray, dictionary: np.ndarray, name: str) -> None:
+    """An empty-string geocode is missing, whatever the column type it came in."""
+    empty = np.flatnonzero(dictionary == "")
+    if empty.size:
+        _check_missing(np.isin(codes, empty), name)
 
 
 def _check_missing(mask: np.ndarray, name: str) -> None:
