@@ -1,0 +1,546 @@
+"""Compiling a :class:`~invariants.spec.Spec` into constraint data, level by level.
+
+For each level the spec compiles once into a :class:`LevelConstraints`: one sparse integer matrix
+``C`` (rows = constraint rows over the schema's cells, shared by every unit of the level), per-unit
+bounds ``lower ≤ C x_u ≤ upper`` and per-unit zero cells. Everything a post-processor needs for one
+parent's problem is then a slice of the children's rows:
+
+* :func:`node_cvxpy_constraints` — CVXPY constraints vectorized over the children (a handful of
+  constraint objects per node, never one per child per cell);
+* :func:`node_matrices` — ``(A, a, B, b)`` meaning ``A s = a, B s ≥ b`` for samplers;
+* :func:`violations` — exact integer verification of a result against every promise.
+
+This module never calls a solver (CVXPY is imported only to build expressions).
+
+Examples
+--------
+>>> import numpy as np
+>>> from hierarchy.schema import E2E_1940
+>>> from hierarchy.geography import Geography
+>>> from invariants.spec import Spec
+>>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
+>>> gqhh = np.zeros((2, 8), np.int64); gqhh[:, 0] = [3, 4]
+>>> published = {"nation": {"tot": np.array([20])}, "state": {"tot": np.array([9, 11]),
+...              "gqhh": gqhh}}
+>>> compiled = compile_spec(Spec.e2e(["nation", "state"]), E2E_1940, geo, published)
+>>> lc = compiled["state"]
+>>> lc.matrix.shape[1], int(lc.zero[0].sum())      # hhgq types 1-7 have no units: zero cells
+(192, 168)
+>>> x = np.zeros((2, 192), np.int64); x[0, 0] = 9; x[1, 5] = 11
+>>> violations(lc, x)
+[]
+>>> x[1, 5] = 10; violations(lc, x)[0]
+"state '02': tot & total_ge_households: total = 10, must be == 11"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from hierarchy.geography import Geography
+from hierarchy.queries import marginal, parse_query, total
+from hierarchy.schema import Schema
+from invariants.errors import SpecError
+from invariants.spec import Constraint, Spec
+
+__all__ = ["LevelConstraints", "compile_spec", "resolve_statistics", "node_cvxpy_constraints",
+           "node_matrices", "violations", "check_violations"]
+
+
+@dataclass(frozen=True, eq=False)
+class LevelConstraints:
+    """The compiled constraints of one level.
+
+    Attributes
+    ----------
+    level : str
+    geocodes : array of str
+        Units of the level (for messages).
+    matrix : scipy.sparse.csr_matrix, int64, shape (rows, cells)
+        Constraint rows, shared by every unit of the level.
+    lower, upper : float64 arrays, shape (units, rows)
+        Bounds per unit; ``-inf`` / ``+inf`` where a side is free; equal for equalities. Finite
+        bounds are integers.
+    labels : tuple of str
+        What each row is (constraint name and answer), for messages and manifests.
+    zero : bool array, shape (units, cells)
+        Cells that must be 0 in each unit (structural zeros, and rows bounded above by 0).
+    """
+
+    level: str
+    geocodes: np.ndarray
+    matrix: sp.csr_matrix
+    lower: np.ndarray
+    upper: np.ndarray
+    labels: tuple[str, ...]
+    zero: np.ndarray
+
+    @property
+    def n_units(self) -> int:
+        return int(self.lower.shape[0])
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.matrix.shape[0])
+
+    def rows_of(self, units: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(lower, upper, zero)`` of a set of units (e.g. a parent's children)."""
+        return self.lower[units], self.upper[units], self.zero[units]
+
+    def describe(self) -> list[str]:
+        return [f"{lab}" for lab in self.labels]
+
+
+# -- statistics ---------------------------------------------------------------------------------
+
+def _needed_statistics(spec: Spec, schema: Schema, levels: Sequence[str]
+                       ) -> dict[str, set[str]]:
+    need: dict[str, set[str]] = {lv: set() for lv in levels}
+    for lv in spec.invariant_levels("tot", levels):
+        need[lv].add("tot")
+    for c in spec.constraints:
+        for lv in spec.levels_of(c, levels):
+            if c.type == "catalogue":
+                need[lv].add("gqhh")
+            elif c.type == "linear" and c.statistic_reference():
+                need[lv].add(c.statistic_reference()[0])
+    return need
+
+
+def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
+                       published: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The exact statistics each level's constraints need, validated and consistent.
+
+    ``tot`` must be published at every level where the ``tot`` invariant is declared. Units data
+    (``gqhh``) at a level comes from that level if published there, otherwise it is the sum of
+    the nearest lower level where ``gqhh_vect`` is declared and published.
+
+    Raises
+    ------
+    SpecError
+        If data is missing, malformed (negative, not integral, wrong shape), or inconsistent
+        across levels (a parent's value is not the sum of its children's), naming the unit.
+    """
+    levels = geography.levels
+    spec.check_levels(levels)
+    need = _needed_statistics(spec, schema, levels)
+    n_types = schema.attribute(spec.unit_attribute).size if any(
+        "gqhh" in s for s in need.values()) else None
+    declared = {stat: spec.invariant_levels(stat, levels) for stat in ("tot", "gqhh")}
+    data: dict[str, dict[str, np.ndarray]] = {}
+    for stat in ("tot", "gqhh"):
+        for lv in declared[stat]:
+            value = published.get(lv, {}).get(stat)
+            if value is None:
+                if stat == "tot" or not any(
+                        published.get(low, {}).get("gqhh") is not None
+                        for low in levels[levels.index(lv):]):
+                    name = "tot" if stat == "tot" else "gqhh_vect"
+                    raise SpecError(
+                        f"invariant {name!r} is declared at level {lv!r} but no {stat!r} data was "
+                        f"published there; publish it when measuring (measure(..., publish="
+                        f"{{{stat!r}: [{lv!r}, ...]}})) or drop {lv!r} from the invariant's levels")
+                continue
+            arr = _check_statistic(np.asarray(value), stat, lv, geography, n_types)
+            data.setdefault(lv, {})[stat] = arr
+    # Consistency across declared levels: each declared level equals the sum of the next one.
+    for stat in ("tot", "gqhh"):
+        have = [lv for lv in levels if stat in data.get(lv, {})]
+        for upper_lv, lower_lv in zip(have, have[1:]):
+            summed = geography.aggregate(data[lower_lv][stat], lower_lv, upper_lv)
+            bad = np.flatnonzero(np.any((summed != data[upper_lv][stat]).reshape(
+                summed.shape[0], -1), axis=1))
+            if bad.size:
+                u = bad[0]
+                name = "tot" if stat == "tot" else "gqhh_vect"
+                raise SpecError(
+                    f"invariant {name!r} is inconsistent across levels: {upper_lv} "
+                    f"{geography.geocodes[levels.index(upper_lv)][u]!r} has "
+                    f"{_show(data[upper_lv][stat][u])} but its {lower_lv} units sum to "
+                    f"{_show(summed[u])} ({bad.size} {upper_lv} unit(s) differ); the published "
+                    "statistics must come from the same confidential data")
+    resolved: dict[str, dict[str, np.ndarray]] = {lv: {} for lv in levels}
+    for lv in levels:
+        for stat in need[lv]:
+            if stat in data.get(lv, {}):
+                resolved[lv][stat] = data[lv][stat]
+                continue
+            if stat == "tot":
+                raise SpecError(
+                    f"a constraint at level {lv!r} uses the total ('tot') but the 'tot' invariant "
+                    f"is not declared at {lv!r}; declare it or remove the constraint there")
+            below = [low for low in levels[levels.index(lv) + 1:] if "gqhh" in data.get(low, {})]
+            if not below:
+                users = sorted({c.name for c in spec.constraints
+                                if lv in spec.levels_of(c, levels)
+                                and (c.type == "catalogue" or (c.statistic_reference() or
+                                                               ("",))[0] == "gqhh")})
+                raise SpecError(
+                    f"constraint(s) {users} at level {lv!r} need units by type (gqhh) at {lv!r} "
+                    "or a level below, but 'gqhh_vect' is not declared and published at any of "
+                    "them; declare gqhh_vect (e.g. at the bottom level) and publish 'gqhh'")
+            resolved[lv][stat] = geography.aggregate(data[below[0]]["gqhh"], below[0], lv)
+    return resolved
+
+
+def _show(v: np.ndarray) -> str:
+    v = np.asarray(v)
+    return str(int(v)) if v.ndim == 0 else str(v.tolist())
+
+
+def _check_statistic(arr: np.ndarray, stat: str, level: str, geography: Geography,
+                     n_types: int | None) -> np.ndarray:
+    n = geography.n_units(level)
+    shape = (n,) if stat == "tot" else (n, n_types)
+    if arr.shape != shape:
+        raise SpecError(f"published {stat!r} at level {level!r} has shape {arr.shape}, expected "
+                        f"{shape}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise SpecError(f"published {stat!r} at level {level!r} must hold whole numbers")
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise SpecError(f"published {stat!r} at level {level!r} must be integers")
+    if np.any(arr < 0):
+        u = int(np.flatnonzero(np.any(arr.reshape(n, -1) < 0, axis=1))[0])
+        raise SpecError(f"published {stat!r} at {level} "
+                        f"{geography.geocodes[geography.level_index(level)][u]!r} is negative")
+    return arr.astype(np.int64)
+
+
+# -- row blocks ---------------------------------------------------------------------------------
+
+@dataclass
+class _Block:
+    matrix: sp.csr_matrix      # r × n
+    lower: np.ndarray          # units × r
+    upper: np.ndarray
+    labels: list[str]
+
+
+def _answers(q, answers: tuple[int, ...] | None, c: Constraint, where: str):
+    m = q.matrix
+    labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
+    if answers is None:
+        return m, labels, np.arange(q.n_answers)
+    bad = [a for a in answers if a >= q.n_answers]
+    if bad:
+        raise SpecError(f"{where}constraint {c.name!r}: answers {bad} out of range; its query "
+                        f"{c.query!r} has {q.n_answers} answers (0..{q.n_answers - 1})")
+    idx = np.asarray(answers)
+    return m[idx], [labels[i] for i in idx], idx
+
+
+def _catalogue_block(c: Constraint, spec: Spec, schema: Schema, stats: Mapping[str, np.ndarray],
+                     n_units: int) -> _Block:
+    gqhh = stats["gqhh"]
+    if c.name == "total_ge_households":
+        q = total(schema)
+        lower = gqhh[:, spec.household_level:spec.household_level + 1].astype(np.float64)
+        return _Block(q.matrix, lower, np.full_like(lower, np.inf), [f"{c.name}: total"])
+    q = marginal(schema, spec.unit_attribute)
+    labels = [f"{c.name}: {spec.unit_attribute}={lab[0]}" for lab in q.answer_labels]
+    if c.name == "hhgq_total_lb":
+        lower = gqhh.astype(np.float64)
+        return _Block(q.matrix, lower, np.full_like(lower, np.inf), labels)
+    # hhgq_total_ub
+    upper = np.full(gqhh.shape, np.inf)
+    if "tot" in stats:
+        others = gqhh.sum(axis=1, keepdims=True) - gqhh
+        upper = (stats["tot"][:, None] - others).astype(np.float64)
+    upper[gqhh == 0] = 0.0
+    return _Block(q.matrix, np.full_like(upper, -np.inf), upper, labels)
+
+
+def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], n_units: int
+                ) -> _Block:
+    where = f"{c.source}, line {c.line}: " if c.source and c.line else ""
+    try:
+        q = parse_query(c.query, schema)
+    except Exception as exc:  # HierarchyError: re-raise naming the constraint
+        raise SpecError(f"{where}constraint {c.name!r}: bad query {c.query!r}: {exc}") from None
+    m, labels, idx = _answers(q, c.answers, c, where)
+    labels = [f"{c.name}: {lab}" for lab in labels]
+    r = m.shape[0]
+    if c.type == "structural_zero":
+        z = np.zeros((n_units, r))
+        return _Block(m, z, z.copy(), labels)
+    ref = c.statistic_reference()
+    if ref is None:
+        rhs = np.broadcast_to(np.asarray(c.rhs, dtype=np.float64), (r,)) if not isinstance(
+            c.rhs, tuple) or len(c.rhs) == r else None
+        if rhs is None:
+            raise SpecError(f"{where}constraint {c.name!r}: rhs has {len(c.rhs)} values for {r} "
+                            "answers")
+        rhs = np.broadcast_to(rhs, (n_units, r)).astype(np.float64)
+    else:
+        stat, index = ref
+        value = stats[stat]
+        if stat == "tot":
+            rhs = np.repeat(value[:, None].astype(np.float64), r, axis=1)
+        elif index is not None:
+            if index >= value.shape[1]:
+                raise SpecError(f"{where}constraint {c.name!r}: gqhh[{index}] is out of range "
+                                f"(gqhh has {value.shape[1]} types)")
+            rhs = np.repeat(value[:, index:index + 1].astype(np.float64), r, axis=1)
+        else:
+            if value.shape[1] != r:
+                raise SpecError(f"{where}constraint {c.name!r}: rhs 'gqhh' has {value.shape[1]} "
+                                f"values per unit but the constraint has {r} answers")
+            rhs = value.astype(np.float64)
+    lower = rhs if c.sense in ("==", ">=") else np.full_like(rhs, -np.inf)
+    upper = rhs if c.sense in ("==", "<=") else np.full_like(rhs, np.inf)
+    return _Block(m, np.array(lower), np.array(upper), labels)
+
+
+def _merge(blocks: Sequence[_Block], n_units: int, n_cells: int
+           ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Stack blocks; identical rows become one row with the intersection of their bounds."""
+    if not blocks:
+        return (sp.csr_matrix((0, n_cells), dtype=np.int64), np.zeros((n_units, 0)),
+                np.zeros((n_units, 0)), ())
+    rows: dict[tuple, int] = {}
+    mats, lowers, uppers, labels = [], [], [], []
+    for b in blocks:
+        mat = sp.csr_matrix(b.matrix, dtype=np.int64)
+        for i in range(mat.shape[0]):
+            start, stop = mat.indptr[i], mat.indptr[i + 1]
+            key = (tuple(mat.indices[start:stop]), tuple(mat.data[start:stop]))
+            if key in rows:
+                j = rows[key]
+                lowers[j] = np.maximum(lowers[j], b.lower[:, i])
+                uppers[j] = np.minimum(uppers[j], b.upper[:, i])
+                labels[j] = _merge_label(labels[j], b.labels[i])
+            else:
+                rows[key] = len(mats)
+                mats.append(mat[i])
+                lowers.append(b.lower[:, i].astype(np.float64))
+                uppers.append(b.upper[:, i].astype(np.float64))
+                labels.append(b.labels[i])
+    return (sp.vstack(mats, format="csr").astype(np.int64), np.stack(lowers, axis=1),
+            np.stack(uppers, axis=1), tuple(labels))
+
+
+def _merge_label(a: str, b: str) -> str:
+    """'x: total' + 'y: total' → 'x & y: total' (the part after ': ' names the answer)."""
+    names_a, _, what_a = a.rpartition(": ")
+    names_b, _, what_b = b.rpartition(": ")
+    if what_a == what_b and names_a and names_b:
+        return f"{names_a} & {names_b}: {what_a}"
+    return f"{a} & {b}"
+
+
+def _zero_cells(matrix: sp.csr_matrix, upper: np.ndarray) -> np.ndarray:
+    """Cells forced to 0: covered by a row with nonnegative coefficients bounded above by 0."""
+    nonneg = np.asarray((matrix.minimum(0) != 0).sum(axis=1)).ravel() == 0
+    capped = (upper <= 0) & nonneg[None, :]
+    support = (matrix != 0).astype(np.int64)
+    return (sp.csr_matrix(capped.astype(np.int64)) @ support).toarray() > 0
+
+
+def compile_spec(spec: Spec, schema: Schema, geography: Geography,
+                 published: Mapping[str, Mapping[str, Any]]) -> dict[str, LevelConstraints]:
+    """Compile a spec for every level of the geography, after validating it and its data.
+
+    Parameters
+    ----------
+    spec : Spec
+    schema : Schema
+    geography : Geography
+    published : mapping level → (mapping statistic → array)
+        Exact statistics published as invariants (``NoisyHierarchy.invariants``).
+
+    Returns
+    -------
+    dict level → LevelConstraints
+
+    Raises
+    ------
+    SpecError
+        Unknown levels or names, missing or inconsistent invariant data, bad queries, or a unit
+        whose constraints contradict each other (naming the unit and the constraints).
+    """
+    levels = geography.levels
+    if spec.unit_attribute not in schema.names and any(
+            c.type == "catalogue" for c in spec.constraints):
+        raise SpecError(f"the spec's unit attribute {spec.unit_attribute!r} is not in the schema "
+                        f"{list(schema.names)}")
+    stats = resolve_statistics(spec, schema, geography, published)
+    compiled: dict[str, LevelConstraints] = {}
+    raw: dict[str, tuple] = {}
+    for li, lv in enumerate(levels):
+        n = geography.n_units(lv)
+        blocks = []
+        if lv in spec.invariant_levels("tot", levels):
+            t = stats[lv]["tot"].astype(np.float64)[:, None]
+            blocks.append(_Block(total(schema).matrix, t, t.copy(), ["tot: total"]))
+        for c in spec.constraints:
+            if lv not in spec.levels_of(c, levels):
+                continue
+            if c.type == "catalogue":
+                blocks.append(_catalogue_block(c, spec, schema, stats[lv], n))
+            else:
+                blocks.append(_user_block(c, schema, stats[lv], n))
+        raw[lv] = (blocks, n)
+    # Implied constraints: bottom-up, each parent gets the sums of its children's rows.
+    merged: dict[str, tuple] = {}
+    for li in range(len(levels) - 1, -1, -1):
+        lv = levels[li]
+        blocks, n = raw[lv]
+        if spec.imply_upward and li + 1 < len(levels):
+            child = levels[li + 1]
+            cm, clo, chi, clab = merged[child]
+            if cm.shape[0]:
+                lo = geography.aggregate(np.where(np.isinf(clo), np.nan, clo), child, lv)
+                hi = geography.aggregate(np.where(np.isinf(chi), np.nan, chi), child, lv)
+                lo = np.where(np.isnan(lo), -np.inf, lo)
+                hi = np.where(np.isnan(hi), np.inf, hi)
+                labels = [lab if lab.startswith("implied") else f"implied by {child}: {lab}"
+                          for lab in clab]
+                blocks = list(blocks) + [_Block(cm, lo, hi, labels)]
+        merged[lv] = _merge(blocks, n, schema.size)
+    for li, lv in enumerate(levels):
+        matrix, lower, upper, labels = merged[lv]
+        codes = geography.geocodes[li]
+        bad = lower > upper
+        if bad.any():
+            u, r = np.argwhere(bad)[0]
+            raise SpecError(
+                f"{lv} {codes[u]!r}: constraints contradict each other: {labels[r]} needs "
+                f"{lower[u, r]:g} ≤ value ≤ {upper[u, r]:g}; check the invariant data of this "
+                "unit (e.g. more housing units than persons allowed by the total)")
+        zero = _zero_cells(matrix, upper)
+        positive_lower = (lower > 0)
+        if positive_lower.any():
+            support = (matrix > 0).astype(np.int64)
+            open_cells = (sp.csr_matrix((~zero).astype(np.int64)) @ support.T).toarray()
+            dead = positive_lower & (open_cells == 0)
+            if dead.any():
+                u, r = np.argwhere(dead)[0]
+                raise SpecError(f"{lv} {codes[u]!r}: {labels[r]} needs at least "
+                                f"{lower[u, r]:g} but every cell it counts is forced to 0")
+        compiled[lv] = LevelConstraints(lv, codes, matrix, lower, upper, labels, zero)
+    return compiled
+
+
+# -- consumers ----------------------------------------------------------------------------------
+
+def node_cvxpy_constraints(X, lc: LevelConstraints, children: slice | np.ndarray,
+                           parent: np.ndarray | None = None) -> list:
+    """CVXPY constraints for a node problem with variable ``X`` (children × cells).
+
+    Vectorized over the children: parent consistency, equality rows, lower rows, upper rows,
+    nonnegativity and zero cells are each one constraint object.
+    """
+    import cvxpy as cp
+
+    lower, upper, zero = lc.rows_of(children)
+    cons = [X >= 0]
+    if zero.any():
+        cons.append(cp.multiply(zero.astype(float), X) == 0)
+    if parent is not None:
+        cons.append(cp.sum(X, axis=0) == np.asarray(parent, dtype=float))
+    if lc.n_rows:
+        CX = X @ lc.matrix.T.astype(float)
+        eq = np.isfinite(lower) & (lower == upper)
+        lo = np.isfinite(lower) & ~eq
+        hi = np.isfinite(upper) & ~eq
+        if eq.any():
+            cons.append(cp.multiply(eq.astype(float), CX) == np.where(eq, lower, 0.0))
+        if lo.any():
+            cons.append(cp.multiply(lo.astype(float), CX) >= np.where(lo, lower, 0.0))
+        if hi.any():
+            cons.append(cp.multiply(hi.astype(float), CX) <= np.where(hi, upper, 0.0))
+    return cons
+
+
+def node_matrices(lc: LevelConstraints, children: slice | np.ndarray,
+                  parent: np.ndarray | None = None
+                  ) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
+    """``(A, a, B, b)`` with ``A s = a`` and ``B s ≥ b`` for ``s`` = the children's histograms
+    stacked row-major (child 0's cells, then child 1's, …).
+
+    Equalities: parent consistency (if ``parent`` is given), equality rows, zero cells.
+    Inequalities: finite lower rows, negated finite upper rows, nonnegativity.
+    """
+    lower, upper, zero = lc.rows_of(children)
+    k, n = zero.shape
+    eye_k = sp.identity(k, format="csr", dtype=np.int64)
+    big_c = sp.kron(eye_k, lc.matrix, format="csr")
+    lo, hi = lower.ravel(), upper.ravel()
+    eq = np.isfinite(lo) & (lo == hi)
+    A_parts, a_parts = [], []
+    if parent is not None:
+        A_parts.append(sp.kron(np.ones((1, k), dtype=np.int64),
+                               sp.identity(n, dtype=np.int64), format="csr"))
+        a_parts.append(np.asarray(parent, dtype=np.int64))
+    if eq.any():
+        A_parts.append(big_c[np.flatnonzero(eq)])
+        a_parts.append(lo[eq].astype(np.int64))
+    zflat = np.flatnonzero(zero.ravel())
+    if zflat.size:
+        A_parts.append(sp.identity(k * n, format="csr", dtype=np.int64)[zflat])
+        a_parts.append(np.zeros(zflat.size, dtype=np.int64))
+    B_parts = [sp.identity(k * n, format="csr", dtype=np.int64)]
+    b_parts = [np.zeros(k * n, dtype=np.int64)]
+    lo_rows = np.flatnonzero(np.isfinite(lo) & ~eq)
+    hi_rows = np.flatnonzero(np.isfinite(hi) & ~eq)
+    if lo_rows.size:
+        B_parts.append(big_c[lo_rows])
+        b_parts.append(lo[lo_rows].astype(np.int64))
+    if hi_rows.size:
+        B_parts.append(-big_c[hi_rows])
+        b_parts.append(-hi[hi_rows].astype(np.int64))
+    A = (sp.vstack(A_parts, format="csr") if A_parts
+         else sp.csr_matrix((0, k * n), dtype=np.int64))
+    a = np.concatenate(a_parts) if a_parts else np.zeros(0, dtype=np.int64)
+    return A, a, sp.vstack(B_parts, format="csr"), np.concatenate(b_parts)
+
+
+def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.ndarray
+               | None = None, *, limit: int = 10) -> list[str]:
+    """Every broken promise of integer ``histograms`` (units × cells), in exact integer
+    arithmetic: negative cells, nonzero zero-cells, rows outside their bounds."""
+    x = np.asarray(histograms)
+    if x.dtype.kind not in "iu":
+        raise SpecError("verification needs integer histograms")
+    x = x.astype(np.int64)
+    units = slice(None) if units is None else units
+    lower, upper, zero = lc.rows_of(units)
+    codes = lc.geocodes[units]
+    out: list[str] = []
+    neg = np.argwhere(x < 0)
+    for u, j in neg[:limit]:
+        out.append(f"{lc.level} {codes[u]!r}: cell {j} is negative ({x[u, j]})")
+    nz = np.argwhere(zero & (x != 0))
+    for u, j in nz[:limit]:
+        out.append(f"{lc.level} {codes[u]!r}: cell {j} must be 0, is {x[u, j]}")
+    if lc.n_rows:
+        vals = (lc.matrix @ x.T).T  # exact: int64 sparse × int64 dense
+        # Finite bounds are integral; compare in int64 where finite.
+        lo_bad = np.isfinite(lower) & (vals < np.where(np.isfinite(lower), lower, 0).astype(
+            np.int64))
+        hi_bad = np.isfinite(upper) & (vals > np.where(np.isfinite(upper), upper, 0).astype(
+            np.int64))
+        for u, r in np.argwhere(lo_bad | hi_bad)[:limit]:
+            if lower[u, r] == upper[u, r]:
+                need = f"must be == {int(lower[u, r])}"
+            elif lo_bad[u, r]:
+                need = f"must be >= {int(lower[u, r])}"
+            else:
+                need = f"must be <= {int(upper[u, r])}"
+            name, _, what = lc.labels[r].rpartition(": ")
+            out.append(f"{lc.level} {codes[u]!r}: {name}: {what} = {int(vals[u, r])}, {need}")
+    return out[:limit]
+
+
+def check_violations(lc: LevelConstraints, histograms: np.ndarray,
+                     units: slice | np.ndarray | None = None) -> None:
+    """Raise :class:`SpecError` listing violations, if any (see :func:`violations`)."""
+    found = violations(lc, histograms, units)
+    if found:
+        raise SpecError("result violates its constraints:\n  " + "\n  ".join(found))

@@ -1,0 +1,9 @@
+"""The base exception of the ``invariants`` package."""
+
+
+class SpecError(ValueError):
+    """A bad invariant/constraint spec, or invariant data that cannot satisfy it.
+
+    Messages name the offending invariant or constraint, the level and unit (geocode) and, for
+    specs read from a file, the file and line — and say how to fix it.
+    """

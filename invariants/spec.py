@@ -1,0 +1,408 @@
+"""A declarative spec of invariants and constraints, from TOML or Python.
+
+An **invariant** declares that an exact statistic of the confidential data is published at some
+levels (``tot``: persons per unit; ``gqhh_vect``: housing units / facilities by type;
+``gqhh_tot``: their total). A **constraint** restricts post-processed histograms: catalogue
+constraints (``hhgq_total_lb``, ``hhgq_total_ub``, ``total_ge_households``), structural zeros,
+and arbitrary linear equalities or inequalities over named queries. Every item lists the levels
+it applies to (or ``"all"``). See :mod:`invariants.catalogue` for the meanings.
+
+TOML form::
+
+    [[invariant]]
+    name = "tot"
+    levels = ["nation", "state"]
+
+    [[constraint]]
+    name = "hhgq_total_lb"
+    levels = ["enum_dist", "state"]
+
+    [[constraint]]
+    name = "no_correctional_or_college"
+    type = "structural_zero"
+    query = "recode(hhgq: correctional=1; college=5)"
+    levels = "all"
+
+    [[constraint]]
+    name = "nursing_adults_only"
+    type = "linear"
+    query = "recode(hhgq: nursing=3) * marginal(votingage)"
+    answers = [0]                # under-18 residents of nursing facilities
+    sense = "=="
+    rhs = 0
+    levels = "all"
+
+``rhs`` is a number, a list (one per answer), or a published statistic: ``"tot"``, ``"gqhh"``
+(one per answer of a marginal of the unit attribute) or ``"gqhh[3]"``.
+
+Examples
+--------
+>>> spec = Spec.e2e(["nation", "state", "county", "enum_dist"])
+>>> [c.name for c in spec.constraints]
+['hhgq_total_lb', 'hhgq_total_ub', 'total_ge_households', 'structural_zeros']
+>>> spec.levels_of(spec.invariants[0], ["nation", "state", "county", "enum_dist"])
+('nation', 'state')
+>>> Spec.from_toml_string('[[invariant]]\\nname = "tots"\\nlevels = "all"\\n', source="x.toml")
+Traceback (most recent call last):
+...
+invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known invariants are ['gqhh_tot', 'gqhh_vect', 'tot']
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from invariants.errors import SpecError
+
+__all__ = ["Invariant", "Constraint", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAINTS", "SENSES"]
+
+#: Invariant name → (statistic it publishes, meaning).
+INVARIANTS = {
+    "tot": ("tot", "total persons of the unit is exact"),
+    "gqhh_vect": ("gqhh", "numbers of occupied households and group-quarters facilities of each "
+                          "type are exact data"),
+    "gqhh_tot": ("gqhh", "total number of occupied housing units and facilities is exact data"),
+}
+
+#: Catalogue constraint name → meaning (SPEC §4).
+CATALOGUE_CONSTRAINTS = {
+    "hhgq_total_lb": "persons of each unit type ≥ units of that type (each occupied unit holds at "
+                     "least one person)",
+    "hhgq_total_ub": "persons of type g ≤ total − units of every other type where the total is "
+                     "invariant; 0 where there is no unit of type g",
+    "total_ge_households": "total persons ≥ occupied households",
+}
+
+SENSES = ("==", ">=", "<=")
+_KINDS = ("catalogue", "structural_zero", "linear")
+_STAT_REF = re.compile(r"^\s*(tot|gqhh)\s*(?:\[\s*(\d+)\s*\])?\s*$")
+
+
+def _where(source: str | None, line: int | None) -> str:
+    if source and line:
+        return f"{source}, line {line}: "
+    if source:
+        return f"{source}: "
+    return ""
+
+
+def _levels(value: Any, where: str, name: str) -> tuple[str, ...] | str:
+    if value == "all":
+        return "all"
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Sequence) and value and all(isinstance(v, str) for v in value):
+        if len(set(value)) != len(value):
+            raise SpecError(f"{where}{name!r} lists a level twice: {list(value)}")
+        return tuple(value)
+    raise SpecError(f"{where}{name!r} needs levels: a list of level names or \"all\", not "
+                    f"{value!r}")
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """An exact statistic published at some levels (see :data:`INVARIANTS`)."""
+
+    name: str
+    levels: tuple[str, ...] | str = "all"
+    source: str | None = field(default=None, compare=False, repr=False)
+    line: int | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        where = _where(self.source, self.line)
+        if self.name not in INVARIANTS:
+            raise SpecError(f"{where}unknown invariant {self.name!r}; known invariants are "
+                            f"{sorted(INVARIANTS)}")
+        object.__setattr__(self, "levels", _levels(self.levels, where, self.name))
+
+    @property
+    def statistic(self) -> str:
+        return INVARIANTS[self.name][0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "levels": self.levels if self.levels == "all"
+                else list(self.levels)}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A constraint on post-processed histograms.
+
+    Parameters
+    ----------
+    name : str
+        A catalogue name (:data:`CATALOGUE_CONSTRAINTS`) or, for ``type`` structural_zero and
+        linear, the user's own name.
+    levels : tuple of str or "all"
+    type : {'catalogue', 'structural_zero', 'linear'}
+        Defaults to 'catalogue' for catalogue names.
+    query : str
+        Query expression (structural_zero, linear).
+    answers : tuple of int, optional
+        Which answers of the query (default: all).
+    sense : {'==', '>=', '<='}
+        For linear constraints.
+    rhs : number, list of numbers, or statistic reference
+        For linear constraints.
+    """
+
+    name: str
+    levels: tuple[str, ...] | str = "all"
+    type: str = "catalogue"
+    query: str | None = None
+    answers: tuple[int, ...] | None = None
+    sense: str | None = None
+    rhs: Any = None
+    source: str | None = field(default=None, compare=False, repr=False)
+    line: int | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        where = _where(self.source, self.line)
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecError(f"{where}every constraint needs a name")
+        if self.type not in _KINDS:
+            raise SpecError(f"{where}constraint {self.name!r} has unknown type {self.type!r}; "
+                            f"types are {list(_KINDS)}")
+        object.__setattr__(self, "levels", _levels(self.levels, where, self.name))
+        if self.type == "catalogue":
+            if self.name not in CATALOGUE_CONSTRAINTS:
+                raise SpecError(
+                    f"{where}unknown constraint {self.name!r}; catalogue constraints are "
+                    f"{sorted(CATALOGUE_CONSTRAINTS)} — for your own constraint set type = "
+                    "\"linear\" or \"structural_zero\" with a query")
+            if any(v is not None for v in (self.query, self.answers, self.sense, self.rhs)):
+                raise SpecError(f"{where}catalogue constraint {self.name!r} takes only levels")
+            return
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise SpecError(f"{where}constraint {self.name!r} ({self.type}) needs a query "
+                            "expression, e.g. query = \"marginal(hhgq)\"")
+        if self.answers is not None:
+            answers = (self.answers,) if isinstance(self.answers, int) else tuple(self.answers)
+            if not answers or not all(isinstance(a, int) and a >= 0 for a in answers):
+                raise SpecError(f"{where}constraint {self.name!r}: answers must be a list of "
+                                f"answer indices (non-negative integers), not {self.answers!r}")
+            object.__setattr__(self, "answers", answers)
+        if self.type == "structural_zero":
+            if self.sense is not None or self.rhs is not None:
+                raise SpecError(f"{where}structural zero {self.name!r} takes no sense or rhs")
+            return
+        if self.sense not in SENSES:
+            raise SpecError(f"{where}linear constraint {self.name!r} needs sense in {SENSES}, "
+                            f"not {self.sense!r}")
+        rhs = self.rhs
+        if isinstance(rhs, bool) or rhs is None:
+            raise SpecError(f"{where}linear constraint {self.name!r} needs rhs: a number, a list "
+                            "of numbers, or a statistic such as \"tot\" or \"gqhh[0]\"")
+        if isinstance(rhs, str):
+            if not _STAT_REF.match(rhs):
+                raise SpecError(f"{where}linear constraint {self.name!r}: rhs {rhs!r} is not a "
+                                "number or a statistic reference (tot, gqhh, gqhh[i])")
+        elif isinstance(rhs, (list, tuple)):
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rhs):
+                raise SpecError(f"{where}linear constraint {self.name!r}: rhs list must hold "
+                                "numbers")
+            object.__setattr__(self, "rhs", tuple(rhs))
+        elif not isinstance(rhs, (int, float)):
+            raise SpecError(f"{where}linear constraint {self.name!r}: bad rhs {rhs!r}")
+
+    def statistic_reference(self) -> tuple[str, int | None] | None:
+        """``(statistic, index)`` when ``rhs`` names a published statistic."""
+        if isinstance(self.rhs, str):
+            m = _STAT_REF.match(self.rhs)
+            return m.group(1), (int(m.group(2)) if m.group(2) is not None else None)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name,
+                               "levels": self.levels if self.levels == "all" else list(self.levels)}
+        if self.type != "catalogue":
+            out["type"] = self.type
+            out["query"] = self.query
+            if self.answers is not None:
+                out["answers"] = list(self.answers)
+        if self.type == "linear":
+            out["sense"] = self.sense
+            out["rhs"] = list(self.rhs) if isinstance(self.rhs, tuple) else self.rhs
+        return out
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Invariants and constraints, each with its levels.
+
+    Parameters
+    ----------
+    invariants, constraints : sequences
+    unit_attribute : str
+        The schema attribute typing housing units (``hhgq``) for the catalogue constraints.
+    household_level : int
+        Code of occupied households in ``unit_attribute`` (0).
+    imply_upward : bool
+        Also impose, at every parent level, the sums of its children's constraints (valid for the
+        truth, so nothing feasible is lost). This keeps a rounded parent splittable among its
+        children, so the failsafe is rarely needed. On by default.
+    """
+
+    invariants: tuple[Invariant, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    unit_attribute: str = "hhgq"
+    household_level: int = 0
+    imply_upward: bool = True
+    source: str | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "invariants", tuple(self.invariants))
+        object.__setattr__(self, "constraints", tuple(self.constraints))
+        names = [c.name for c in self.constraints]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise SpecError(f"{_where(self.source, None)}constraint names must be unique; "
+                            f"repeated: {dup}")
+        inv = [i.name for i in self.invariants]
+        dup = sorted({n for n in inv if inv.count(n) > 1})
+        if dup:
+            raise SpecError(f"{_where(self.source, None)}invariant {dup[0]!r} is declared twice; "
+                            "list all its levels in one entry")
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def e2e(cls, levels: Sequence[str]) -> "Spec":
+        """The 2018 E2E spec (SPEC §4) for levels ``[nation, state, …, ED]`` (≥ 2 levels):
+        ``tot`` at the top two levels, units data at the bottom, ``hhgq_total_lb/ub`` at the
+        bottom and second levels, ``total ≥ households`` everywhere, hhgq types 1 and 5
+        (correctional, college) structural zeros."""
+        levels = list(levels)
+        if len(levels) < 2:
+            raise SpecError("the E2E spec needs at least two levels (nation and below)")
+        lb_levels = tuple(dict.fromkeys([levels[-1], levels[1]]))
+        return cls(
+            invariants=(Invariant("tot", tuple(levels[:2])),
+                        Invariant("gqhh_vect", (levels[-1],)),
+                        Invariant("gqhh_tot", (levels[-1],))),
+            constraints=(Constraint("hhgq_total_lb", lb_levels),
+                         Constraint("hhgq_total_ub", lb_levels),
+                         Constraint("total_ge_households", "all"),
+                         Constraint("structural_zeros", "all", type="structural_zero",
+                                    query="recode(hhgq: correctional=1; college=5)")))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
+                  text: str | None = None) -> "Spec":
+        """From a mapping shaped like the TOML form (``invariant``/``constraint`` lists)."""
+        known = {"invariant", "constraint", "unit_attribute", "household_level", "imply_upward"}
+        unknown = set(data) - known
+        if unknown:
+            raise SpecError(f"{_where(source, None)}unknown spec key(s) {sorted(unknown)}; a spec "
+                            f"has {sorted(known)}")
+        lines = _LineFinder(text)
+        invariants, constraints = [], []
+        for item in _as_list(data.get("invariant", []), "invariant", source):
+            line = lines.find("name", item.get("name"))
+            _only(item, {"name", "levels"}, "invariant", source, line)
+            invariants.append(Invariant(item.get("name"), item.get("levels", "all"),
+                                        source=source, line=line))
+        for item in _as_list(data.get("constraint", []), "constraint", source):
+            line = lines.find("name", item.get("name"))
+            _only(item, {"name", "levels", "type", "query", "answers", "sense", "rhs"},
+                  "constraint", source, line)
+            kind = item.get("type", "catalogue")
+            constraints.append(Constraint(
+                item.get("name"), item.get("levels", "all"), kind, item.get("query"),
+                item.get("answers"), item.get("sense"), item.get("rhs"), source=source,
+                line=line))
+        return cls(tuple(invariants), tuple(constraints),
+                   unit_attribute=str(data.get("unit_attribute", "hhgq")),
+                   household_level=int(data.get("household_level", 0)),
+                   imply_upward=bool(data.get("imply_upward", True)), source=source)
+
+    @classmethod
+    def from_toml_string(cls, text: str, *, source: str = "<spec>") -> "Spec":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"{source}: invalid TOML: {exc}") from None
+        return cls.from_dict(data, source=source, text=text)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Spec":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpecError(f"spec file {path} does not exist") from None
+        return cls.from_toml_string(text, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit_attribute": self.unit_attribute, "household_level": self.household_level,
+                "imply_upward": self.imply_upward,
+                "invariant": [i.to_dict() for i in self.invariants],
+                "constraint": [c.to_dict() for c in self.constraints]}
+
+    # -- levels --------------------------------------------------------------------------------
+    @staticmethod
+    def levels_of(item: Invariant | Constraint, all_levels: Sequence[str]) -> tuple[str, ...]:
+        """The levels an item applies to, in geography order."""
+        if item.levels == "all":
+            return tuple(all_levels)
+        return tuple(lv for lv in all_levels if lv in item.levels)
+
+    def invariant_levels(self, statistic: str, all_levels: Sequence[str]) -> tuple[str, ...]:
+        """Levels where ``statistic`` (tot or gqhh) is declared exact."""
+        out = set()
+        for inv in self.invariants:
+            if inv.statistic == statistic:
+                out.update(self.levels_of(inv, all_levels))
+        return tuple(lv for lv in all_levels if lv in out)
+
+    def check_levels(self, all_levels: Sequence[str]) -> None:
+        """Raise naming any item that lists a level the geography does not have."""
+        for item in (*self.invariants, *self.constraints):
+            if item.levels == "all":
+                continue
+            unknown = [lv for lv in item.levels if lv not in all_levels]
+            if unknown:
+                kind = "invariant" if isinstance(item, Invariant) else "constraint"
+                raise SpecError(f"{_where(item.source, item.line)}{kind} {item.name!r} names "
+                                f"unknown level(s) {unknown}; the geography's levels are "
+                                f"{list(all_levels)}")
+
+
+class _LineFinder:
+    """Line numbers of ``key = "value"`` in the TOML text, for error messages."""
+
+    def __init__(self, text: str | None):
+        self.lines = text.splitlines() if text else []
+        self.used: set[int] = set()
+
+    def find(self, key: str, value: Any) -> int | None:
+        if not self.lines or value is None:
+            return None
+        pat = re.compile(rf"^\s*{re.escape(key)}\s*=\s*[\"']{re.escape(str(value))}[\"']")
+        for i, line in enumerate(self.lines, start=1):
+            if i not in self.used and pat.match(line):
+                self.used.add(i)
+                return i
+        return None
+
+
+def _as_list(value: Any, what: str, source: str | None) -> Iterable[Mapping[str, Any]]:
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise SpecError(f"{_where(source, None)}{what} entries must be tables ([[{what}]] in "
+                        "TOML)")
+    return value
+
+
+def _only(item: Mapping[str, Any], allowed: set[str], what: str, source: str | None,
+          line: int | None) -> None:
+    extra = set(item) - allowed
+    if extra:
+        raise SpecError(f"{_where(source, line)}{what} {item.get('name')!r} has unknown key(s) "
+                        f"{sorted(extra)}; allowed: {sorted(allowed)}")
+    if "name" not in item:
+        raise SpecError(f"{_where(source, line)}every {what} needs a name")
