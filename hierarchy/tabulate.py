@@ -103,6 +103,10 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     [[0, 2], [1, 0]]
     """
     n = int(np.asarray(leaf).shape[0])
+    lengths = [int(np.asarray(c).shape[0]) for c in columns]
+    if any(m != n for m in lengths):
+        raise HierarchyError(f"attribute columns have {lengths} rows but there are {n} leaf "
+                             "indices; every record needs a unit and a code for every attribute")
     n_cells = int(np.prod(shape))
     strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
     if n_leaves * n_cells >= 2 ** 62:
@@ -182,12 +186,18 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
         leaves = [_leaf_in(geography, cols) for cols in record_sets]
     n_leaves = geography.n_units(-1)
     columns = [_integer_column(persons, a.name, a.size) for a in schema.attributes]
+    if geography.depth == 1:
+        # No geocode columns: the number of records comes from the attribute columns (the
+        # geography cannot know it), and every record is in the root.
+        leaves[0] = np.zeros(len(columns[0]), dtype=np.int64)
     leaf_counts = count_cells(leaves[0], columns, schema.shape, n_leaves, chunk=chunk)
     counts = _all_levels(geography, leaf_counts)
     unit_counts = None
     if units is not None:
         attr = schema.attribute(unit_attribute)
         types = _integer_column(units, unit_attribute, attr.size)
+        if geography.depth == 1:
+            leaves[1] = np.zeros(len(types), dtype=np.int64)
         leaf_units = count_cells(leaves[1], [types], [attr.size], n_leaves, chunk=chunk)
         unit_counts = _all_levels(geography, leaf_units)
     return Hierarchy(schema, geography, counts, unit_counts,
