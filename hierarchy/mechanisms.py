@@ -493,7 +493,9 @@ def sample_discrete_laplace_exact(scale: Any, size: int | tuple[int, ...], rng: 
     max_denominator : int, optional
         Denominator bound for rounding a float ``scale`` up.
     arithmetic : {'auto', 'object'}, optional
-        ``'object'`` forces Python-int arithmetic (slow; for testing the fallback).
+        ``'object'`` forces Python-int arithmetic and multi-word uniform integers for every
+        quantity that depends on the parameter (slower; for testing the fallback). The
+        Bernoulli(1/K) trials inside Bernoulli(exp(-1)) always use small int64 bounds.
 
     Returns
     -------
@@ -572,7 +574,9 @@ def sample_discrete_gaussian(sigma2: Any, size: int | tuple[int, ...], rng: Any 
     max_denominator : int, optional
         Denominator bound for rounding a float ``sigma2`` up.
     arithmetic : {'auto', 'object'}, optional
-        ``'object'`` forces Python-int arithmetic (slow; for testing the fallback).
+        ``'object'`` forces Python-int arithmetic and multi-word uniform integers for every
+        quantity that depends on the parameter (slower; for testing the fallback). The
+        Bernoulli(1/K) trials inside Bernoulli(exp(-1)) always use small int64 bounds.
 
     Returns
     -------
