@@ -58,10 +58,11 @@ def as_fraction(value: Any, *, what: str = "value") -> Fraction:
     if isinstance(value, bool):
         raise HierarchyError(f"{what} must be a number, not {value!r}")
     try:
-        if isinstance(value, float):
+        if isinstance(value, float):   # also numpy.float64, a float subclass
             if not math.isfinite(value):
                 raise ValueError
-            return Fraction(repr(value))
+            # repr(float(...)): numpy 2 prints np.float64 as 'np.float64(0.1)'
+            return Fraction(repr(float(value)))
         if isinstance(value, (int, np.integer)):
             return Fraction(int(value))
         if isinstance(value, np.floating):
