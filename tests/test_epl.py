@@ -1,0 +1,455 @@
+"""Empirical privacy loss: the published recipe line by line, the improved estimator against the
+geometric mechanism's true ``z`` within the derived tolerance, the direct D / D′ estimator, the
+Gaussian-sum engine against brute force, degenerate inputs, and ``postproc epl``.
+
+Statistical tolerances. Every usable log ratio of the improved and direct estimators has a
+standard error at most ``τ = max_se``; the estimate is within ``β + 4.5 τ`` of ``z``, where ``β``
+(computed here, independently, from the exact pmf) is the kernel-smoothing shortfall of the
+smoothed log ratio over the usable region. A failure needs one of ``|R| + 1`` normal deviations
+beyond 4.5 sd: probability ``≤ (|R| + 1) · 3.4e-6 < 3e-4`` per case with ``|R| ≤ 70``; the seeds are
+fixed, so the suite is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.special import log_ndtr
+from scipy.stats import gaussian_kde
+
+import postproc.epl as epl_module
+from hierarchy.mechanisms import (sample_laplace, sample_two_sided_geometric,
+                                  two_sided_geometric_pmf)
+from postproc.cli import main
+from postproc.epl import (EPLResult, default_bandwidth, default_max_se, direct_epl,
+                          estimate_epl, improved_epl, published_epl)
+from postproc.errors import PostprocError
+
+K_SD = 4.5
+
+
+# --------------------------------------------------------------------------------------------------
+# references written from SPEC §7 and from the exact distributions
+# --------------------------------------------------------------------------------------------------
+def published_reference(e, percentile=95, multiplier=1, bandwidth=0.1):
+    """SPEC §7's published recipe, line by line."""
+    lo, hi = np.percentile(e, [100 - percentile, percentile])
+    b = multiplier * max(abs(lo), abs(hi))
+    edges = np.arange(-b, b, 1)
+    midpoints = (edges[:-1] + edges[1:]) / 2
+    f = len(e) * gaussian_kde(e, bw_method=bandwidth)(midpoints)
+    epl_x = np.log(f[:-1] / f[1:])
+    return np.max(np.abs(epl_x)), midpoints[:-1], epl_x
+
+
+def geometric_smoothed_log_ratio(z, h, x):
+    """``log p_h(x)/p_h(x+1)`` of the geometric pmf smoothed by a Gaussian of sd ``h``."""
+    support = np.arange(-int(60 / z) - 200, int(60 / z) + 201)
+    pmf = two_sided_geometric_pmf(support, z)
+
+    def smoothed(points):
+        return np.exp(-0.5 * ((points[:, None] - support[None, :]) / h) ** 2) @ pmf
+    return np.log(smoothed(x)) - np.log(smoothed(x + 1))
+
+
+def laplace_smoothed_log_ratio(z, h, x):
+    """``log f_h(x)/f_h(x+1)``, ``f_h`` = Laplace(scale 1/z) density * N(0, h²), in closed form."""
+    def log_density(t):
+        return np.logaddexp(-z * t + log_ndtr((t - z * h * h) / h),
+                            z * t + log_ndtr(-(t + z * h * h) / h))
+    return log_density(x) - log_density(x + 1)
+
+
+def tolerance(result, z, smoothed_log_ratio):
+    """``β + 4.5 τ`` over the usable region of ``result`` (see the module docstring)."""
+    h = result.parameters["bandwidth"]
+    beta = z - np.max(np.abs(smoothed_log_ratio(z, h, result.x)))
+    return beta, beta + K_SD * result.parameters["max_se"]
+
+
+# --------------------------------------------------------------------------------------------------
+# the result type
+# --------------------------------------------------------------------------------------------------
+def test_result_validates_itself():
+    ok = dict(epl=0.5, ci_low=0.4, ci_high=0.6, n=10, method="improved", parameters={})
+    EPLResult(**ok)
+    for bad in [dict(method="kde"), dict(epl=float("inf")), dict(epl=float("nan")),
+                dict(epl=-1.0), dict(reason="why"), dict(n=-1), dict(n=True),
+                dict(x=[1.0, 2.0], epl_x=[0.1])]:
+        with pytest.raises(PostprocError):
+            EPLResult(**{**ok, **bad})
+
+
+def test_result_is_immutable_and_json_ready():
+    r = EPLResult(epl=float("inf"), ci_low=float("nan"), ci_high=float("nan"), n=np.int64(3),
+                  method="published", parameters={"window": [np.float64(1.0)]},
+                  reason="all errors equal", x=[0.5], epl_x=[np.inf])
+    with pytest.raises(AttributeError):
+        r.epl = 1.0
+    with pytest.raises(ValueError):
+        r.x[0] = 2.0
+    data = json.loads(json.dumps(r.to_dict(curve=True), allow_nan=False))
+    assert data == {"epl": None, "ci_low": None, "ci_high": None, "n": 3, "method": "published",
+                    "parameters": {"window": [1.0]}, "reason": "all errors equal",
+                    "x": [0.5], "epl_x": [None]}
+
+
+# --------------------------------------------------------------------------------------------------
+# the Gaussian-sum engine
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("start, step, size, sigma", [
+    (-20.0, 1.0, 41, 0.5),            # on the grid (integer data): bincount + convolution
+    (-20.0, 0.5, 81, 0.35),           # half-integer grid, as for the improved estimator's se
+    (-20.3, 1.0, 41, 0.01),           # off the grid, tiny kernel: Taylor-corrected binning
+    (-7.7, 1.0, 16, 0.3),
+    (-300.0, 1.0, 601, 60.0),         # wide kernel: FFT correlation
+])
+@pytest.mark.parametrize("kind", ["integer", "continuous"])
+def test_gaussian_sums_match_brute_force(monkeypatch, kind, start, step, size, sigma):
+    rng = np.random.default_rng(11)
+    e = rng.normal(0, 8, 20_000)
+    if kind == "integer":
+        e = np.round(e)
+    values, weights = epl_module._compress(e)
+    monkeypatch.setattr(epl_module, "_DIRECT_LIMIT", 0)        # force the binned paths
+    sums = epl_module._gaussian_sums(values, weights, start=start, step=step, size=size,
+                                     sigma=sigma)
+    x = start + step * np.arange(size)
+    brute = np.exp(-0.5 * ((x[:, None] - e[None, :]) / sigma) ** 2).sum(axis=1)
+    relevant = brute > (1e-3 * brute.max() if sigma > 50 else 0)   # FFT: relative to the peak
+    np.testing.assert_allclose(sums[relevant], brute[relevant], rtol=1e-10)
+    assert np.all(sums[brute == 0] == 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# the published estimator
+# --------------------------------------------------------------------------------------------------
+def _samples():
+    rng = np.random.default_rng(5)
+    return {"integer laplace": np.round(rng.laplace(0, 3, 4000)),
+            "continuous normal": rng.normal(0.3, 4, 3000),
+            "skewed": rng.exponential(5, 3000) - 2,
+            "geometric": sample_two_sided_geometric(0.5, 5000, 9).astype(float)}
+
+
+@pytest.mark.parametrize("name", sorted(_samples()))
+@pytest.mark.parametrize("settings", [{}, dict(percentile=90, multiplier=1.5, bandwidth=0.2)])
+def test_published_equals_the_recipe_line_by_line(name, settings):
+    e = _samples()[name]
+    expected, x, epl_x = published_reference(e, **settings)
+    r = published_epl(e, fast=False, **settings)
+    assert r.epl == pytest.approx(expected, rel=1e-12, abs=0)
+    np.testing.assert_allclose(r.x, x, rtol=0, atol=0)
+    np.testing.assert_allclose(r.epl_x, epl_x, rtol=1e-12, atol=1e-12)
+    assert (r.n, r.method, r.reason) == (e.size, "published", None)
+    assert math.isnan(r.ci_low) and math.isnan(r.ci_high)
+
+
+@pytest.mark.parametrize("name", sorted(_samples()))
+@pytest.mark.parametrize("binned", [False, True])
+def test_published_fast_agrees_with_scipy(monkeypatch, name, binned):
+    e = _samples()[name]
+    if binned:
+        monkeypatch.setattr(epl_module, "_DIRECT_LIMIT", 0)
+    exact = published_epl(e, fast=False)
+    fast = published_epl(e, fast=True)
+    assert fast.epl == pytest.approx(exact.epl, rel=1e-10)
+    np.testing.assert_allclose(fast.epl_x, exact.epl_x, rtol=1e-9, atol=1e-10)
+    assert fast.parameters["fast"] and not exact.parameters["fast"]
+
+
+def test_published_fast_with_a_narrow_kernel_between_integers():
+    # kernel sd 0.027: the midpoints sit 18 sd away from every (integer) error
+    e = sample_two_sided_geometric(1.0, 20_000, 4).astype(float)
+    exact, fast = published_epl(e, bandwidth=0.02, fast=False), published_epl(e, bandwidth=0.02,
+                                                                              fast=True)
+    assert fast.epl == pytest.approx(exact.epl, rel=1e-10)
+
+
+def test_published_picks_the_fast_path_for_large_inputs():
+    e = np.round(np.random.default_rng(2).laplace(0, 3, 400_000))
+    r = published_epl(e)
+    assert r.parameters["fast"]
+    assert r.epl == pytest.approx(published_reference(e)[0], rel=1e-10)
+
+
+@pytest.mark.parametrize("errors, fragment", [
+    ([], "0 error(s)"),
+    ([4.0], "1 error(s)"),
+    ([2, 2, 2], "all 3 errors equal 2"),
+    (np.r_[np.zeros(97), [5, -5, 5]], "holds 0 midpoint(s)"),
+    (np.r_[np.zeros(80), np.ones(10), -np.ones(10)], "holds 1 midpoint(s)"),
+])
+def test_published_degenerate_inputs_are_infinite_with_a_reason(errors, fragment):
+    r = published_epl(errors)
+    assert r.epl == math.inf and fragment in r.reason
+
+
+def test_published_underflow_is_infinite_with_a_reason():
+    e = np.round(np.random.default_rng(0).laplace(0, 3, 1000))
+    r = published_epl(e, bandwidth=0.001)
+    assert r.epl == math.inf and "underflows to 0" in r.reason
+
+
+@pytest.mark.parametrize("kwargs", [dict(percentile=50), dict(percentile=101),
+                                    dict(multiplier=0), dict(bandwidth=-0.1),
+                                    dict(bandwidth="wide")])
+def test_published_rejects_bad_parameters(kwargs):
+    with pytest.raises(PostprocError):
+        published_epl(np.arange(10.0), **kwargs)
+
+
+@pytest.mark.parametrize("errors, fragment", [
+    ([1.0, np.nan, 2.0], "element 1 is nan"),
+    (np.zeros((3, 2)), "1-D"),
+    (["a", "b"], "must be numbers"),
+])
+def test_bad_errors_are_rejected_by_every_method(errors, fragment):
+    for estimate in (published_epl, improved_epl):
+        with pytest.raises(PostprocError, match=fragment):
+            estimate(errors)
+
+
+# --------------------------------------------------------------------------------------------------
+# the improved estimator
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, z, seed", [(100_000, 0.25, 1), (100_000, 0.5, 2), (100_000, 1.0, 3),
+                                        (100_000, 2.0, 4), (1_000_000, 0.5, 5),
+                                        (1_000_000, 1.0, 6)])
+def test_improved_recovers_z_of_the_geometric_mechanism(n, z, seed):
+    e = sample_two_sided_geometric(z, n, seed)
+    r = improved_epl(e, n_boot=0)
+    beta, tol = tolerance(r, z, geometric_smoothed_log_ratio)
+    assert -1e-12 <= beta < 0.01, "the usable region must clear the kink at 0"
+    assert tol < 0.15
+    assert abs(r.epl - z) <= tol
+    assert r.n == n and r.method == "improved" and r.reason is None
+    assert r.parameters["max_se"] == pytest.approx(default_max_se(n))
+    assert r.parameters["bandwidth"] == pytest.approx(default_bandwidth(e))
+    assert np.all(np.abs(r.epl_x) <= r.epl) and r.x.size == r.epl_x.size > 2
+
+
+@pytest.mark.parametrize("z, seed", [(0.25, 7), (1.0, 8)])
+def test_improved_recovers_z_from_non_integer_errors(z, seed):
+    e = sample_laplace(1 / z, 300_000, seed)          # continuous Laplace: log ratio z in the tails
+    r = improved_epl(e, n_boot=0)
+    beta, tol = tolerance(r, z, laplace_smoothed_log_ratio)
+    assert -1e-12 <= beta < 0.01 and tol < 0.15
+    assert abs(r.epl - z) <= tol
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("z", [0.1, 0.5, 2.0])
+def test_improved_converges_as_n_grows(z):
+    tolerances = []
+    for i, n in enumerate([10_000, 100_000, 1_000_000, 10_000_000]):
+        r = improved_epl(sample_two_sided_geometric(z, n, 100 + i), n_boot=0)
+        beta, tol = tolerance(r, z, geometric_smoothed_log_ratio)
+        assert abs(r.epl - z) <= tol
+        tolerances.append(tol)
+    assert tolerances[-1] < 0.05 and np.all(np.diff(tolerances[1:]) < 0)
+
+
+@pytest.mark.slow
+def test_improved_interval_coverage():
+    # measured coverage of the basic bootstrap interval; nominal 95 %, observed 70-100 %
+    z, covered = 0.5, 0
+    for seed in range(40):
+        r = improved_epl(sample_two_sided_geometric(z, 100_000, 1000 + seed), n_boot=100,
+                         rng=seed)
+        covered += r.ci_low <= z <= r.ci_high
+    assert covered >= 24    # P[Binomial(40, 0.75) < 24] ≈ 0.03
+
+
+def test_improved_bootstrap_interval_is_reproducible():
+    e = sample_two_sided_geometric(0.5, 50_000, 21)
+    r1, r2 = improved_epl(e, n_boot=50, rng=3), improved_epl(e, n_boot=50, rng=3)
+    assert (r1.ci_low, r1.ci_high) == (r2.ci_low, r2.ci_high)
+    assert 0 < r1.ci_low < r1.ci_high
+    assert r1.ci_high - r1.ci_low < 10 * r1.parameters["max_se"]
+    none = improved_epl(e, n_boot=0)
+    assert math.isnan(none.ci_low) and none.epl == r1.epl
+
+
+def test_improved_bootstrap_of_many_distinct_values():
+    e = sample_laplace(2.0, 150_000, 22)              # > 100 000 distinct values: rounded support
+    r = improved_epl(e, n_boot=20, rng=1)
+    assert math.isfinite(r.ci_low) and math.isfinite(r.ci_high)
+    assert abs(r.epl - 0.5) <= tolerance(r, 0.5, laplace_smoothed_log_ratio)[1]
+
+
+def test_improved_records_its_settings():
+    e = sample_two_sided_geometric(1.0, 20_000, 3)
+    r = improved_epl(e, bandwidth=0.7, max_se=0.08, floor=20, n_boot=0)
+    p = r.parameters
+    assert (p["bandwidth"], p["max_se"], p["floor"], p["n_boot"]) == (0.7, 0.08, 20.0, 0)
+    assert p["grid"][0] == -p["grid"][1]
+    assert p["usable"] == [r.x[0], r.x[-1]] and p["argmax"] in r.x
+
+
+@pytest.mark.parametrize("errors, kwargs, fragment", [
+    (np.zeros(50), {}, "all 50 errors equal 0"),
+    ([1.0], {}, "1 error(s)"),
+    (np.arange(30.0), dict(max_se=1e-3), "max_se = 0.001"),
+])
+def test_improved_degenerate_inputs_are_infinite_with_a_reason(errors, kwargs, fragment):
+    r = improved_epl(errors, **kwargs)
+    assert r.epl == math.inf and fragment in r.reason
+
+
+@pytest.mark.parametrize("kwargs", [dict(bandwidth=0), dict(max_se=-1), dict(floor=0),
+                                    dict(level=1.0), dict(n_boot=-1), dict(n_boot=2.5)])
+def test_improved_rejects_bad_parameters(kwargs):
+    with pytest.raises(PostprocError):
+        improved_epl(np.arange(100.0), **kwargs)
+
+
+def test_improved_refuses_a_huge_grid():
+    with pytest.raises(PostprocError, match="too large"):
+        improved_epl(np.r_[np.zeros(100), np.full(100, 1e9)])
+
+
+# --------------------------------------------------------------------------------------------------
+# the direct estimator
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("z, seed", [(0.5, 31), (1.0, 32)])
+def test_direct_recovers_z_on_neighbouring_datasets(z, seed):
+    runs = 200_000
+    on_d = 10 + sample_two_sided_geometric(z, runs, seed)
+    on_neighbour = 11 + sample_two_sided_geometric(z, runs, seed + 100)   # one more person
+    r = direct_epl(on_d, on_neighbour, rng=0)
+    tau = r.parameters["max_se"]
+    assert tau == pytest.approx(default_max_se(runs))
+    assert abs(r.epl - z) <= K_SD * tau        # every point event has log ratio exactly ±z
+    assert r.n == runs and r.method == "direct"
+    assert r.ci_low < r.ci_high and abs(r.ci_low - z) < 10 * tau
+    assert r.parameters["argmax"].startswith("P[X ")
+    np.testing.assert_allclose(np.abs(r.epl_x), z, atol=K_SD * tau)
+
+
+def test_direct_bins_non_integer_outputs():
+    z, runs = 0.5, 200_000
+    on_d = 10 + sample_laplace(1 / z, runs, 41)
+    on_neighbour = 11 + sample_laplace(1 / z, runs, 42)
+    r = direct_epl(on_d, on_neighbour, bin_width=1.0, n_boot=0)
+    # a unit bin in either tail has probability ratio exactly e^{±z}; central bins less
+    assert abs(r.epl - z) <= K_SD * r.parameters["max_se"]
+
+
+def test_direct_with_too_few_runs_is_infinite_with_a_reason():
+    r = direct_epl([1, 2, 3], [2, 3, 4])
+    assert r.epl == math.inf and "run the mechanism more times" in r.reason
+    assert direct_epl([], [1.0]).epl == math.inf
+
+
+# --------------------------------------------------------------------------------------------------
+# one entry point
+# --------------------------------------------------------------------------------------------------
+def test_estimate_epl_dispatches_and_checks_options():
+    e = sample_two_sided_geometric(0.5, 20_000, 51)
+    assert estimate_epl(e, n_boot=0).method == "improved"
+    assert estimate_epl(e, method="published").epl == published_epl(e).epl
+    on_d, on_neighbour = e[:10_000], e[10_000:] + 1
+    assert estimate_epl(on_d, method="direct", neighbour=on_neighbour, n_boot=0).method == "direct"
+    with pytest.raises(PostprocError, match="unknown EPL method"):
+        estimate_epl(e, method="kde")
+    with pytest.raises(PostprocError, match="takes no option 'percentile'"):
+        estimate_epl(e, percentile=90)
+    with pytest.raises(PostprocError, match="needs neighbour="):
+        estimate_epl(e, method="direct")
+
+
+# --------------------------------------------------------------------------------------------------
+# postproc epl
+# --------------------------------------------------------------------------------------------------
+def run_cli(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def geometric_errors():
+    return sample_two_sided_geometric(0.5, 30_000, 61)
+
+
+def test_cli_json_keys_and_values(tmp_path, capsys, geometric_errors):
+    path = tmp_path / "errors.npy"
+    np.save(path, geometric_errors)
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--json", "--seed", "1",
+                                    "--n-boot", "20"])
+    assert code == 0
+    data = json.loads(out)
+    assert set(data) == {"epl", "ci_low", "ci_high", "n", "method", "parameters", "reason"}
+    expected = improved_epl(geometric_errors, n_boot=20, rng=1)
+    assert data["epl"] == pytest.approx(expected.epl, rel=1e-12)
+    assert data["ci_low"] == pytest.approx(expected.ci_low, rel=1e-12)
+    assert (data["n"], data["method"], data["reason"]) == (30_000, "improved", None)
+    assert data["parameters"]["n_boot"] == 20
+
+
+@pytest.mark.parametrize("header", ["", "error\n"])
+def test_cli_published_from_csv(tmp_path, capsys, geometric_errors, header):
+    path = tmp_path / "errors.csv"
+    path.write_text(header + "\n".join(str(v) for v in geometric_errors) + "\n")
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--method", "published",
+                                    "--percentile", "90", "--multiplier", "1.5",
+                                    "--bandwidth", "0.2", "--json"])
+    assert code == 0
+    data = json.loads(out)
+    expected = published_epl(geometric_errors, percentile=90, multiplier=1.5, bandwidth=0.2)
+    assert data["epl"] == pytest.approx(expected.epl, rel=1e-12)
+    assert data["ci_low"] is None and data["n"] == 30_000
+    assert data["parameters"]["percentile"] == 90
+
+
+def test_cli_summary_and_undefined_epl(tmp_path, capsys, geometric_errors):
+    path = tmp_path / "errors.npy"
+    np.save(path, geometric_errors.reshape(-1, 1))      # one column is fine
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--n-boot", "0"])
+    assert code == 0 and out.startswith("EPL (improved): ") and "n = 30000 errors" in out
+    np.save(path, np.zeros(20))
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--json"])
+    data = json.loads(out)
+    assert code == 0 and data["epl"] is None and "all 20 errors equal 0" in data["reason"]
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--method", "published"])
+    assert code == 0 and "EPL (published): inf" in out and "undefined: all 20" in out
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("missing.csv", None, "missing.csv: no such file"),
+    ("wide.npy", np.zeros((4, 2)), "wide.npy: an array of shape (4, 2)"),
+    ("text.npy", np.array(["a", "b"]), "text.npy: holds <U1 values, not numbers"),
+    ("nan.npy", np.array([1.0, np.nan]), "nan.npy: element 1 is nan"),
+    ("two.csv", "1,2\n3,4\n", "two.csv: 2 columns in line 1"),
+    ("ragged.csv", "1\n2\n3,4\n", "ragged.csv, line 3: 2 columns"),
+    ("word.csv", "error\n1\n2\nthree\n", "word.csv, line 4 'three' is not a number"),
+    ("inf.csv", "1\ninf\n", "inf.csv, line 2 'inf' is not finite"),
+    ("blank.csv", "1\n\n3\n", "blank.csv, line 2 is empty"),
+    ("empty.csv", "", "empty.csv: the file is empty"),
+    ("header.csv", "error\n", "header.csv: no errors after the header line"),
+])
+def test_cli_bad_files_name_the_file_and_exit_1(tmp_path, capsys, name, content, fragment):
+    path = tmp_path / name
+    if isinstance(content, np.ndarray):
+        np.save(path, content)
+    elif content is not None:
+        path.write_text(content)
+    code, out, err = run_cli(capsys, ["epl", "--errors", str(path)])
+    assert code == 1 and out == ""
+    assert err.startswith("postproc epl: error: ") and fragment in err, err
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (["--percentile", "90"], "apply to --method published only"),
+    (["--method", "published", "--seed", "1"], "apply to --method improved only"),
+    (["--bandwidth", "-1"], "bandwidth must be a positive number"),
+])
+def test_cli_rejects_options_of_the_other_method(tmp_path, capsys, options, fragment):
+    path = tmp_path / "errors.npy"
+    np.save(path, np.arange(-50.0, 50.0))
+    code, _, err = run_cli(capsys, ["epl", "--errors", str(path), *options])
+    assert code == 1 and fragment in err
