@@ -87,6 +87,9 @@ def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False) -> Ite
     With ``overwrite=False`` an existing non-empty ``path`` is an error (nothing is lost).
     """
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise HierarchyError(f"{path} exists and is not a directory; choose another name "
+                             "(it is never replaced, even with overwrite=True)")
     if path.exists() and any(path.iterdir()) and not overwrite:
         raise HierarchyError(f"{path} already exists and is not empty; choose another directory "
                              "or pass overwrite=True")
