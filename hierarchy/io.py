@@ -257,15 +257,23 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
         raise HierarchyError(
             f"{persons_where}: {n_bad} person(s) live in a {geocode_names[-1]} with no unit of "
             f"their {unit_attribute} type in {units_where}; e.g. {geocode_names[-1]} "
-            f"{geo.geocodes[-1][leaf]!r}, {unit_attribute} {typ}, {_where(rows, False)}. "
+            f"{geo.geocodes[-1][leaf]!r}, {unit_attribute} {typ}, "
+            f"{_where(rows, _is_csv(persons_where))}. "
             f"Add the missing housing units / facilities to the units table or correct the "
             f"persons' {unit_attribute} or geocodes")
     empty = housing > people
     if empty.any():
         leaf, typ = np.argwhere(empty)[0]
+        rows = np.flatnonzero((u_leaf == leaf) & (u_type == typ))
         raise HierarchyError(
             f"{units_where}: {geocode_names[-1]} {geo.geocodes[-1][leaf]!r} has "
-            f"{housing[leaf, typ]} unit(s) of {unit_attribute} type {typ} but only "
+            f"{housing[leaf, typ]} unit(s) of {unit_attribute} type {typ} "
+            f"({_where(rows, _is_csv(units_where))}) but only "
             f"{people[leaf, typ]} person(s) of that type; every occupied unit holds at least one "
             f"person — remove vacant units from the units table ({int(empty.sum())} "
             f"{geocode_names[-1]}/type pair(s) affected)")
+
+
+def _is_csv(where: str) -> bool:
+    """Whether a source named ``where`` is a CSV file (so rows also get CSV line numbers)."""
+    return ".csv" in where.lower()
