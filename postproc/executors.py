@@ -1,0 +1,107 @@
+"""Executors: how a level's independent parent problems are mapped over workers.
+
+An executor is anything with ``map(fn, items) -> iterator of results in order`` and
+``close()``. The serial and process-pool executors live here; a distributed one (Dask) implements
+the same two methods. Work items must be picklable (plain arrays and dataclasses).
+
+Examples
+--------
+>>> with get_executor("serial") as ex:
+...     list(ex.map(abs, [-1, 2, -3]))
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+from typing import Any, Callable, Iterable, Iterator
+
+from postproc.errors import PostprocError
+
+__all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
+
+
+class Executor:
+    """The interface: ``map`` (ordered results) and ``close``; usable as a context manager."""
+
+    name = "base"
+    workers = 1
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"executor": self.name, "workers": self.workers}
+
+
+class SerialExecutor(Executor):
+    """Run items one after another in this process."""
+
+    name = "serial"
+
+    def map(self, fn, items):
+        for item in items:
+            yield fn(item)
+
+
+class ProcessExecutor(Executor):
+    """A pool of worker processes (``spawn``, so workers start clean); results in order."""
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = int(workers or os.cpu_count() or 1)
+        if self.workers < 1:
+            raise PostprocError(f"workers must be ≥ 1, not {workers}")
+        self._pool = cf.ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def map(self, fn, items):
+        futures = [self._pool.submit(fn, item) for item in items]
+        try:
+            for fut in futures:
+                yield fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dask(workers: int | None = None, scheduler: str | None = None) -> Executor:
+    from postproc.dask_executor import DaskExecutor  # optional, imports dask lazily
+
+    return DaskExecutor(workers=workers, scheduler=scheduler)
+
+
+EXECUTORS: dict[str, Callable[..., Executor]] = {
+    "serial": lambda workers=None, scheduler=None: SerialExecutor(),
+    "process": lambda workers=None, scheduler=None: ProcessExecutor(workers),
+    "dask": _dask,
+}
+
+
+def get_executor(spec: str | Executor | None = "serial", *, workers: int | None = None,
+                 scheduler: str | None = None) -> Executor:
+    """An executor by name (``serial``, ``process``, ``dask``) or an existing one."""
+    if isinstance(spec, Executor):
+        return spec
+    if spec is None:
+        spec = "serial"
+    try:
+        factory = EXECUTORS[spec]
+    except KeyError:
+        raise PostprocError(f"unknown executor {spec!r}; choose from {sorted(EXECUTORS)}") from None
+    return factory(workers=workers, scheduler=scheduler)

@@ -1,0 +1,526 @@
+"""One parent's problem: weighted least-squares fit, constraint-preserving rounding, verification.
+
+A :class:`NodeTask` holds everything about one parent and its ``K`` children: the parent's
+rounded histogram (``None`` at the root), the children's noisy answers and weights for each
+measured query, and the children's compiled constraint rows. :func:`solve_node` turns it into
+integer child histograms.
+
+**Fit** (SPEC §4). Variables are only the cells a child may hold: cells that are 0 in the parent
+and a child's zero cells (structural zeros, unit types the child has no unit of) are fixed at 0
+and dropped. Non-identity queries get auxiliary variables ``z = Q x`` so the objective is
+diagonal. Rows: ``Q x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C x_k ≤ upper`` per child,
+``x ≥ 0``. Weights are divided by their maximum before solving (better conditioning) and the
+objective is reported in the original units.
+
+**Rounding.** ``X̃ = ⌊X*⌋ + B`` with ``B ∈ [0, 1]``: ``Σ_k B_kj = x̂_pj − Σ_k ⌊X*_kj⌋``,
+``lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋``, minimizing ``Σ (1 − 2·frac) B`` (= ``Σ |X̃ − X*|`` up to
+a constant). The constraint matrix is totally unimodular for the usual nested constraints, so the
+LP's vertex optimum is integral: it is solved as an LP, integrality is *verified*, and a MILP is
+solved when it is not.
+
+**Failsafe.** When the fit is infeasible, parent consistency is relaxed with slacks: first the
+least total slack (LP), then the fit with total slack held at that minimum; the rounding then
+allows integer slacks at a large cost. The cells and constraints involved are reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from postproc.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, Status, solve_lp,
+                              solve_qp)
+from postproc.solvers.base import SolverError
+
+__all__ = ["QueryData", "NodeTask", "NodeResult", "solve_node", "assemble_fit", "VerificationError"]
+
+_FRAC_TOL = 1e-7      # X* within this of an integer counts as that integer
+_INT_TOL = 1e-6       # LP solution within this of an integer is integral
+
+
+class VerificationError(InfeasibleError):
+    """A result broke a promise in exact integer arithmetic (a bug, never silently passed)."""
+
+
+@dataclass(frozen=True, eq=False)
+class QueryData:
+    """One measured query of the children: matrix (answers × cells), values and weights
+    (children × answers)."""
+
+    name: str
+    matrix: sp.csr_matrix
+    values: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def is_identity(self) -> bool:
+        m = self.matrix
+        return (m.shape[0] == m.shape[1] and m.nnz == m.shape[0]
+                and np.array_equal(m.indices, np.arange(m.shape[0]))
+                and np.array_equal(m.indptr, np.arange(m.shape[0] + 1)))
+
+
+@dataclass(frozen=True, eq=False)
+class NodeTask:
+    """Everything needed to solve one parent's problem (picklable; no references to the level).
+
+    Attributes
+    ----------
+    level : str
+        The children's level.
+    parent : str
+        The parent's geocode ("" at the root).
+    parent_hist : int64 array (cells,) or None
+        The parent's rounded histogram; ``None`` for the root problem.
+    children : array of str
+        The children's geocodes.
+    queries : tuple of QueryData
+    matrix : csr (rows × cells), int64
+        Constraint rows shared by the level.
+    lower, upper : float arrays (children × rows)
+    zero : bool array (children × cells)
+    labels : tuple of str
+        Row labels (for failsafe reports).
+    passes : tuple of tuples of query names, optional
+        Multipass order; each pass fits its queries, then holds their answers within
+        ``pass_tolerance`` for later passes.
+    """
+
+    level: str
+    parent: str
+    parent_hist: np.ndarray | None
+    children: np.ndarray
+    queries: tuple[QueryData, ...]
+    matrix: sp.csr_matrix
+    lower: np.ndarray
+    upper: np.ndarray
+    zero: np.ndarray
+    labels: tuple[str, ...] = ()
+    passes: tuple[tuple[str, ...], ...] | None = None
+    pass_tolerance: float = 0.5
+
+    @property
+    def k(self) -> int:
+        return int(self.zero.shape[0])
+
+    @property
+    def n(self) -> int:
+        return int(self.zero.shape[1])
+
+
+@dataclass(frozen=True, eq=False)
+class NodeResult:
+    """Integer child histograms and what it took to get them."""
+
+    histograms: np.ndarray
+    stats: dict[str, Any]
+    failsafe: dict[str, Any] | None = None
+    continuous: np.ndarray | None = field(default=None, repr=False)
+
+
+# -- fit ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    allowed: np.ndarray        # (K, n) bool: variable exists
+    var_index: np.ndarray      # (K, n) int: position in x, -1 where fixed at 0
+    active: np.ndarray         # (n,) bool: parent cell > 0 (all True at the root)
+    rows: np.ndarray           # constraint rows kept, as (child, row) pairs flattened index
+    n_x: int
+
+
+def _layout(task: NodeTask) -> _Layout:
+    k, n = task.k, task.n
+    active = np.ones(n, bool) if task.parent_hist is None else task.parent_hist > 0
+    allowed = active[None, :] & ~task.zero
+    var_index = np.full((k, n), -1, dtype=np.int64)
+    var_index[allowed] = np.arange(int(allowed.sum()))
+    return _Layout(allowed, var_index, active, np.zeros(0, np.int64), int(allowed.sum()))
+
+
+def _select(block: sp.spmatrix, columns: np.ndarray) -> sp.csr_matrix:
+    return sp.csc_matrix(block)[:, columns].tocsr()
+
+
+def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
+                 hold: Sequence[tuple[QueryData, np.ndarray]] = (),
+                 slack: float | None = None) -> tuple[QP, _Layout, float, dict[str, Any]]:
+    """Build the fit QP of a node (see the module docstring).
+
+    Parameters
+    ----------
+    queries : the queries in the objective (default: all of the task's).
+    hold : (query, answers K × m) pairs held within ``task.pass_tolerance`` (multipass).
+    slack : if not None, parent consistency is relaxed with slack variables whose total is at
+        most ``slack`` (failsafe stage 2); ``slack=np.inf`` builds the slack variables unbounded.
+
+    Returns
+    -------
+    qp, layout, scale, info
+        The objective of ``qp`` is the original objective times ``scale``.
+    """
+    queries = task.queries if queries is None else tuple(queries)
+    lay = _layout(task)
+    k, n = task.k, task.n
+    cols = np.flatnonzero(lay.allowed.ravel())
+    eye_k = sp.identity(k, format="csr")
+    # objective pieces --------------------------------------------------------------------
+    diag_parts, lin_parts, const = [], [], 0.0
+    rows_A, l_parts, u_parts = [], [], []
+    n_aux = 0
+    aux_blocks = []
+    w_max = max((float(np.max(q.weights)) for q in queries if q.weights.size), default=1.0)
+    scale = 1.0 / w_max if w_max > 0 else 1.0
+    x_diag = np.zeros(lay.n_x)
+    x_lin = np.zeros(lay.n_x)
+    for q in queries:
+        w = q.weights * scale
+        y = q.values.astype(np.float64)
+        const += float(np.sum(w * y * y))
+        if q.is_identity:
+            wa, ya = w[lay.allowed], y[lay.allowed]
+            x_diag += 2 * wa
+            x_lin += -2 * wa * ya
+            continue
+        big = _select(sp.kron(eye_k, q.matrix, format="csr"), cols)
+        m = big.shape[0]
+        aux_blocks.append((big, n_aux, m))
+        diag_parts.append(2 * w.ravel())
+        lin_parts.append(-2 * w.ravel() * y.ravel())
+        n_aux += m
+    n_slack = 0
+    if slack is not None and task.parent_hist is not None:
+        n_slack = 2 * int(lay.active.sum())
+    n_var = lay.n_x + n_aux + n_slack
+    P = sp.diags(np.concatenate([x_diag] + diag_parts + [np.zeros(n_slack)]), format="csc")
+    q_vec = np.concatenate([x_lin] + lin_parts + [np.zeros(n_slack)])
+    # rows --------------------------------------------------------------------------------
+    for big, offset, m in aux_blocks:  # Q x − z = 0
+        z = sp.csr_matrix((-np.ones(m), (np.arange(m), lay.n_x + offset + np.arange(m))),
+                          shape=(m, n_var))
+        rows_A.append(sp.hstack([big, sp.csr_matrix((m, n_var - lay.n_x))]).tocsr() + z)
+        l_parts.append(np.zeros(m))
+        u_parts.append(np.zeros(m))
+    if task.parent_hist is not None:  # Σ_k x_k = parent on active cells
+        act = np.flatnonzero(lay.active)
+        cons = _select(sp.kron(np.ones((1, k)), sp.identity(n), format="csr")[act], cols)
+        block = sp.hstack([cons, sp.csr_matrix((act.size, n_var - lay.n_x))]).tocsr()
+        p = task.parent_hist[act].astype(np.float64)
+        if n_slack:
+            s = act.size
+            sl = sp.hstack([sp.csr_matrix((s, lay.n_x + n_aux)), sp.identity(s),
+                            -sp.identity(s)]).tocsr()
+            block = block + sl
+        rows_A.append(block)
+        l_parts.append(p)
+        u_parts.append(p)
+        if n_slack and np.isfinite(slack):
+            total = sp.hstack([sp.csr_matrix((1, lay.n_x + n_aux)),
+                               sp.csr_matrix(np.ones((1, n_slack)))]).tocsr()
+            rows_A.append(total)
+            l_parts.append(np.array([0.0]))
+            u_parts.append(np.array([float(slack)]))
+    infeasible_rows: list[tuple[int, int]] = []
+    if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
+        big_c = sp.kron(eye_k, task.matrix, format="csr")
+        lo, hi = task.lower.ravel(), task.upper.ravel()
+        sub = _select(big_c, cols)
+        has_var = np.diff(sub.indptr) > 0
+        bounded = np.isfinite(lo) | np.isfinite(hi)
+        keep = has_var & bounded
+        empty = ~has_var & bounded & ((lo > 0) | (hi < 0))
+        infeasible_rows = [divmod(int(i), task.matrix.shape[0]) for i in np.flatnonzero(empty)]
+        sel = np.flatnonzero(keep)
+        if sel.size:
+            rows_A.append(sp.hstack([sub[sel], sp.csr_matrix((sel.size, n_var - lay.n_x))])
+                          .tocsr())
+            l_parts.append(lo[sel])
+            u_parts.append(hi[sel])
+    for hq, answers in hold:  # multipass: earlier answers held within the tolerance
+        big = _select(sp.kron(eye_k, hq.matrix, format="csr"), cols)
+        rows_A.append(sp.hstack([big, sp.csr_matrix((big.shape[0], n_var - lay.n_x))]).tocsr())
+        a = np.asarray(answers, dtype=np.float64).ravel()
+        l_parts.append(a - task.pass_tolerance)
+        u_parts.append(a + task.pass_tolerance)
+    # x ≥ 0 (and slacks ≥ 0)
+    nonneg = np.r_[np.arange(lay.n_x), lay.n_x + n_aux + np.arange(n_slack)]
+    rows_A.append(sp.csr_matrix((np.ones(nonneg.size), (np.arange(nonneg.size), nonneg)),
+                                shape=(nonneg.size, n_var)))
+    l_parts.append(np.zeros(nonneg.size))
+    u_parts.append(np.full(nonneg.size, np.inf))
+    A = sp.vstack(rows_A, format="csc")
+    qp = QP(P, q_vec, A, np.concatenate(l_parts), np.concatenate(u_parts), const)
+    info = {"variables": lay.n_x, "aux": n_aux, "rows": int(A.shape[0]),
+            "infeasible_rows": infeasible_rows, "n_slack": n_slack}
+    return qp, lay, scale, info
+
+
+def _scatter(task: NodeTask, lay: _Layout, x: np.ndarray) -> np.ndarray:
+    out = np.zeros((task.k, task.n))
+    out[lay.allowed] = x[:lay.n_x]
+    return out
+
+
+def _fit(task: NodeTask, chain: Sequence[str]) -> tuple[np.ndarray, dict[str, Any],
+                                                        dict[str, Any] | None]:
+    stats: dict[str, Any] = {"fit_seconds": 0.0, "iterations": 0, "backends": []}
+    passes = task.passes or (tuple(q.name for q in task.queries),)
+    done: set[str] = set()
+    hold: list[tuple[QueryData, np.ndarray]] = []
+    x_star = None
+    objective = float("nan")
+    for i, names in enumerate(passes):
+        last = i == len(passes) - 1
+        use = [q for q in task.queries if (q.name in names or (last and q.name not in done))]
+        if not use:
+            continue
+        qp, lay, scale, info = assemble_fit(task, queries=use, hold=hold)
+        stats.update(variables=info["variables"], rows=info["rows"])
+        if info["infeasible_rows"]:
+            sol = None
+        else:
+            sol = solve_qp(qp, chain)
+            stats["fit_seconds"] += sol.seconds
+            stats["iterations"] += sol.iterations
+            stats["backends"].append(sol.backend)
+            stats["attempts"] = [f"{b}:{s}" for b, s in sol.attempts]
+        if sol is None or sol.status == Status.INFEASIBLE:
+            if task.passes and i > 0:
+                raise InfeasibleError(
+                    f"{task.level} children of {task.parent!r}: multipass pass {i + 1} is "
+                    f"infeasible with earlier answers held within ±{task.pass_tolerance}; "
+                    "increase the pass tolerance")
+            x_star, report = _failsafe_fit(task, chain, use, stats)
+            return x_star, stats, report
+        x_star = _scatter(task, lay, sol.x)
+        objective = sol.objective / scale
+        for q in use:
+            if q.name in names:
+                hold.append((q, (q.matrix @ x_star.T).T))
+                done.add(q.name)
+    stats["objective"] = objective
+    return x_star, stats, None
+
+
+def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData],
+                  stats: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    """Relax parent consistency with slacks: least total slack, then the fit within it."""
+    if task.parent_hist is None:
+        raise InfeasibleError(
+            f"the {task.level} (root) problem is infeasible: its invariants and constraints "
+            f"contradict each other; rows: {list(task.labels)}")
+    qp, lay, scale, info = assemble_fit(task, queries=queries, slack=np.inf)
+    if info["infeasible_rows"]:
+        child, row = info["infeasible_rows"][0]
+        raise InfeasibleError(
+            f"{task.level} {task.children[child]!r}: constraint {task.labels[row]!r} cannot hold "
+            "because every cell it counts is forced to 0 (by the parent or zero cells)")
+    n_var = qp.n
+    slack_cols = np.arange(n_var - info["n_slack"], n_var)
+    c = np.zeros(n_var)
+    c[slack_cols] = 1.0
+    lp = LP(c, sp.csr_matrix(qp.A), qp.l, qp.u, np.full(n_var, -np.inf), np.full(n_var, np.inf))
+    lp_sol = solve_lp(lp)
+    if not lp_sol.status.ok:
+        raise InfeasibleError(
+            f"{task.level} children of {task.parent!r}: infeasible even with parent consistency "
+            "relaxed — the children's own constraints contradict each other; check their "
+            f"invariant data. Rows: {list(task.labels)}")
+    min_slack = float(lp_sol.objective)
+    qp2, lay2, scale2, _ = assemble_fit(task, queries=queries,
+                                        slack=min_slack * (1 + 1e-6) + 1e-6)
+    sol = solve_qp(qp2, chain)
+    if not sol.status.ok:
+        raise InfeasibleError(f"{task.level} children of {task.parent!r}: failsafe fit failed "
+                              f"({sol.status.value})")
+    stats["fit_seconds"] += sol.seconds + lp_sol.seconds
+    stats["backends"].append(sol.backend)
+    stats["objective"] = sol.objective / scale2
+    x_star = _scatter(task, lay2, sol.x)
+    act = np.flatnonzero(lay2.active)
+    s = act.size
+    slack = sol.x[n_var - 2 * s:n_var - s] - sol.x[n_var - s:]
+    cells = act[np.abs(slack) > 1e-6]
+    binding = _binding_rows(task, x_star)
+    report = {"level": task.level, "parent": task.parent, "total_slack": min_slack,
+              "cells": cells.tolist(), "binding_constraints": binding}
+    return x_star, report
+
+
+def _binding_rows(task: NodeTask, x: np.ndarray, tol: float = 1e-6) -> list[str]:
+    if not task.matrix.shape[0]:
+        return []
+    vals = (task.matrix @ x.T).T
+    tight = (np.isfinite(task.lower) & (vals <= task.lower + tol)) | (
+        np.isfinite(task.upper) & (vals >= task.upper - tol))
+    out = []
+    for child, row in np.argwhere(tight)[:20]:
+        out.append(f"{task.level} {task.children[child]!r}: {task.labels[row]}")
+    return out
+
+
+# -- rounding -----------------------------------------------------------------------------------
+
+def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarray,
+                                                                          dict[str, Any]]:
+    k, n = task.k, task.n
+    lay = _layout(task)
+    x = np.where(lay.allowed, np.maximum(x_star, 0.0), 0.0)
+    floor = np.floor(x + _FRAC_TOL)
+    frac = np.clip(x - floor, 0.0, 1.0)
+    floor = floor.astype(np.int64)
+    cols = np.flatnonzero(lay.allowed.ravel())
+    nb = cols.size
+    eye_k = sp.identity(k, format="csr")
+    rows, lo_parts, hi_parts = [], [], []
+    n_slack = 0
+    if task.parent_hist is not None:
+        act = np.flatnonzero(lay.active)
+        need = task.parent_hist[act] - floor[:, act].sum(axis=0)
+        cons = _select(sp.kron(np.ones((1, k)), sp.identity(n), format="csr")[act], cols)
+        if failsafe:
+            n_slack = 2 * act.size
+            cons = sp.hstack([cons, sp.identity(act.size), -sp.identity(act.size)]).tocsr()
+        rows.append(cons)
+        lo_parts.append(need.astype(np.float64))
+        hi_parts.append(need.astype(np.float64))
+    if task.matrix.shape[0]:
+        big_c = sp.kron(eye_k, task.matrix, format="csr")
+        sub = _select(big_c, cols)
+        base = (task.matrix @ floor.T).T.ravel().astype(np.float64)
+        lo, hi = task.lower.ravel() - base, task.upper.ravel() - base
+        keep = np.flatnonzero((np.diff(sub.indptr) > 0) & (np.isfinite(lo) | np.isfinite(hi)))
+        if keep.size:
+            block = sub[keep]
+            if n_slack:
+                block = sp.hstack([block, sp.csr_matrix((keep.size, n_slack))]).tocsr()
+            rows.append(block)
+            lo_parts.append(lo[keep])
+            hi_parts.append(hi[keep])
+    c = np.concatenate([1.0 - 2.0 * frac.ravel()[cols], np.full(n_slack, 1e4)])
+    lb = np.zeros(nb + n_slack)
+    ub = np.concatenate([np.ones(nb), np.full(n_slack, np.inf)])
+    A = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, nb + n_slack))
+    l = np.concatenate(lo_parts) if lo_parts else np.zeros(0)
+    u = np.concatenate(hi_parts) if hi_parts else np.zeros(0)
+    stats: dict[str, Any] = {"round_seconds": 0.0}
+    sol = solve_lp(LP(c, A, l, u, lb, ub))
+    stats["round_seconds"] += sol.seconds
+    method = "lp"
+    b = None
+    if sol.status.ok:
+        if np.all(np.abs(sol.x - np.round(sol.x)) <= _INT_TOL):
+            b = np.round(sol.x)
+    if b is None:
+        method = "milp"
+        sol = solve_lp(LP(c, A, l, u, lb, ub, integer=np.ones(c.size)))
+        stats["round_seconds"] += sol.seconds
+        if not sol.status.ok:
+            raise InfeasibleError(
+                f"{task.level} children of {task.parent!r}: no integer rounding within ±1 of "
+                f"the fit satisfies the constraints ({sol.status.value})")
+        b = np.round(sol.x)
+    out = floor.copy()
+    flat = out.ravel()
+    flat[cols] += b[:nb].astype(np.int64)
+    stats["rounding"] = method
+    if n_slack:
+        s = n_slack // 2
+        stats["round_slack_cells"] = np.flatnonzero(lay.active)[
+            np.abs(b[nb:nb + s] - b[nb + s:]) > 0].tolist()
+    return out, stats
+
+
+# -- verification -------------------------------------------------------------------------------
+
+def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] = ()) -> None:
+    """Check every promise in exact integer arithmetic; raise :class:`VerificationError`."""
+    problems: list[str] = []
+    if hist.dtype != np.int64:
+        problems.append(f"histograms are {hist.dtype}, not int64")
+    if np.any(hist < 0):
+        k, j = np.argwhere(hist < 0)[0]
+        problems.append(f"{task.children[k]!r} cell {j} is negative ({hist[k, j]})")
+    if np.any(hist[task.zero] != 0):
+        k, j = np.argwhere(task.zero & (hist != 0))[0]
+        problems.append(f"{task.children[k]!r} cell {j} must be 0, is {hist[k, j]}")
+    if task.parent_hist is not None:
+        diff = hist.sum(axis=0) - task.parent_hist
+        diff[np.asarray(allow_cells, dtype=np.int64)] = 0
+        if np.any(diff != 0):
+            j = int(np.flatnonzero(diff)[0])
+            problems.append(f"children do not sum to the parent in cell {j}: "
+                            f"{int(hist[:, j].sum())} ≠ {int(task.parent_hist[j])}")
+    if task.matrix.shape[0]:
+        vals = (task.matrix @ hist.T).T
+        lo_bad = np.isfinite(task.lower) & (vals < np.where(np.isfinite(task.lower),
+                                                             task.lower, 0).astype(np.int64))
+        hi_bad = np.isfinite(task.upper) & (vals > np.where(np.isfinite(task.upper),
+                                                             task.upper, 0).astype(np.int64))
+        for k, r in np.argwhere(lo_bad | hi_bad)[:5]:
+            problems.append(f"{task.children[k]!r}: {task.labels[r] if task.labels else r} = "
+                            f"{int(vals[k, r])} outside [{task.lower[k, r]:g}, "
+                            f"{task.upper[k, r]:g}]")
+    if problems:
+        raise VerificationError(f"{task.level} children of {task.parent!r} fail verification: "
+                                + "; ".join(problems))
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
+               failsafe: bool = True, keep_continuous: bool = False) -> NodeResult:
+    """Fit, round and verify one node. A single child copies its parent (then is verified).
+
+    Raises
+    ------
+    InfeasibleError
+        When the problem is infeasible and ``failsafe`` is off, or even the failsafe fails.
+    VerificationError
+        If the result breaks a promise (never expected; it would be a bug).
+    """
+    t0 = time.perf_counter()
+    if task.parent_hist is not None and task.k == 1:
+        hist = task.parent_hist[None, :].astype(np.int64).copy()
+        verify_node(task, hist)
+        return NodeResult(hist, {"level": task.level, "parent": task.parent, "children": 1,
+                                 "variables": 0, "rounding": "copy", "backend": "copy",
+                                 "fit_seconds": 0.0, "round_seconds": 0.0,
+                                 "seconds": time.perf_counter() - t0, "objective": float("nan"),
+                                 "iterations": 0, "failsafe": False})
+    x_star, fit_stats, report = _fit(task, chain)
+    if report is not None and not failsafe:
+        raise InfeasibleError(
+            f"{task.level} children of {task.parent!r} are infeasible: the rounded parent cannot "
+            f"be split among them under their constraints (cells {report['cells']}; binding: "
+            f"{report['binding_constraints'][:3]}). Run with failsafe on to relax parent "
+            "consistency and report it")
+    hist, round_stats = _round(task, x_star, failsafe=report is not None)
+    allow = round_stats.get("round_slack_cells", [])
+    if report is not None:
+        report["cells"] = sorted(set(report["cells"]) | set(allow))
+        report["parent_minus_children"] = {
+            int(j): int(task.parent_hist[j] - hist[:, j].sum()) for j in report["cells"]}
+    verify_node(task, hist, allow_cells=allow if report is not None else ())
+    stats = {"level": task.level, "parent": task.parent, "children": task.k,
+             "variables": fit_stats.get("variables", 0),
+             "backend": "+".join(dict.fromkeys(fit_stats["backends"])),
+             "attempts": ";".join(fit_stats.get("attempts", [])),
+             "fit_seconds": fit_stats["fit_seconds"], "iterations": fit_stats["iterations"],
+             "objective": fit_stats.get("objective", float("nan")),
+             "rounding": round_stats["rounding"], "round_seconds": round_stats["round_seconds"],
+             "failsafe": report is not None, "seconds": time.perf_counter() - t0}
+    return NodeResult(hist, stats, report, x_star if keep_continuous else None)
+
+
+def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool
+                ) -> list[NodeResult]:
+    """Solve a batch of nodes (the unit of work an executor runs)."""
+    try:
+        return [solve_node(t, chain=chain, failsafe=failsafe) for t in tasks]
+    except SolverError as exc:
+        raise SolverError(f"{exc}") from None
