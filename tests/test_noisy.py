@@ -275,11 +275,13 @@ def test_save_load_round_trip_is_exact(noisy, tmp_path):
 def test_save_load_float_measurements_and_partial_levels(truth, tmp_path):
     budget = Budget("zcdp", 1, {"nation": "0.25", "county": "0.75"},
                     {"nation": {"hhgq": 1}, "county": {"detailed": "0.5", "va_hisp_race": "0.5"}})
-    nh = measure(truth, W, budget, "gaussian", rng=5)
+    nh = measure(truth, W, budget, "gaussian", rng=5, publish={"tot": ["state"]})
     back = NoisyHierarchy.load(nh.save(tmp_path / "g"))
     assert back.equals(nh)
     assert back.get("county", "detailed").values.dtype == np.float64
-    assert back.queries("state") == () and back.invariants == {}
+    # an invariant at a level where nothing was measured survives too
+    assert back.queries("state") == () and list(back.invariants) == ["state"]
+    np.testing.assert_array_equal(back.invariant("state", "tot"), truth.totals("state"))
 
 
 def test_equals_detects_differences(noisy, truth):
