@@ -44,8 +44,9 @@ __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_ep
 
 METHODS = ("improved", "published", "direct")
 
-_TAIL = 40.0            # kernel truncated at 40 sd: exp(-800) underflows to 0.0 in float64 (as scipy's)
+_TAIL = 40.0            # kernel cut at 40 sd: exp(-800) underflows to 0 in float64, as in scipy
 _TAYLOR_TOL = 1e-14     # relative error of each kernel term in the binned path
+_SUB = 256              # fine-grid nodes per kernel sd in the binned path
 _DIRECT_LIMIT = 2 ** 24  # distinct values × grid points summed directly (exactly)
 _BLOCK = 2 ** 22        # elements per temporary matrix
 _MAX_GRID = 10_000_000  # grid points the improved estimator may use
@@ -178,7 +179,7 @@ def _undefined(method: str, n: int, parameters: dict, reason: str) -> EPLResult:
 
 
 def _as_errors(errors: Any, name: str = "errors") -> np.ndarray:
-    """``errors`` as a 1-D float array of finite numbers, or a PostprocError saying what is wrong."""
+    """``errors`` as a 1-D float array of finite numbers, or a PostprocError saying why not."""
     try:
         e = np.asarray(errors, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -243,9 +244,9 @@ def _direct_sums(values, weights, x, sigma):
 def _gaussian_sums(values, weights, *, start, step, size, sigma):
     """``S[j] = Σ_i w_i exp(−(x_j − v_i)² / (2σ²))`` at ``x_j = start + j·step``, ``j < size``.
 
-    Direct (exact) sums when ``distinct values × size`` is small. Otherwise each value ``v`` goes to
-    its nearest node ``g`` of a grid of spacing ``δ = step / sub`` (``δ ≤ σ/64``, or ``sub = 1`` when
-    the values already lie on the evaluation grid) and, with ``r = v − g`` and ``t = x − g``,
+    Direct (exact) sums when ``distinct values × size`` is small. Otherwise each value ``v`` goes
+    to its nearest node ``g`` of a grid of spacing ``δ = step / sub`` (``δ ≤ σ/256``, or
+    ``sub = 1`` when the values lie on the evaluation grid) and, with ``r = v − g``, ``t = x − g``,
     ``exp(−(t − r)²/2σ²) = exp(−t²/2σ²) · exp(−r²/2σ²) · Σ_p (t/σ)^p (r/σ)^p / p!``: the node
     moments ``Σ w exp(−r²/2σ²) (r/σ)^p/p!`` are bincounts, each convolved with the kernel
     ``(t/σ)^p exp(−t²/2σ²)``; enough terms are kept for a relative error below 1e-14 over the
@@ -258,7 +259,8 @@ def _gaussian_sums(values, weights, *, start, step, size, sigma):
     if values.size * size <= _DIRECT_LIMIT:
         return _direct_sums(values, weights, start + step * np.arange(size), sigma)
     offsets = (values - start) / step
-    sub = 1 if np.array_equal(offsets, np.rint(offsets)) else max(1, math.ceil(64 * step / sigma))
+    on_grid = np.array_equal(offsets, np.rint(offsets))
+    sub = 1 if on_grid else max(1, math.ceil(_SUB * step / sigma))
     delta = step / sub
     half = math.ceil(_TAIL * sigma / delta)
     n_nodes = (size - 1) * sub + 2 * half + 1
@@ -467,9 +469,9 @@ def default_max_se(n: int) -> float:
 def _improved_grid(e: np.ndarray, bandwidth: float, floor: float) -> np.ndarray:
     """The symmetric integer grid outside of which the KDE cannot reach ``floor`` counts.
 
-    ``f(x) ≥ floor`` needs ``k = ⌈floor·h·√(2π)/2⌉`` errors within ``m·h`` of ``x``, where ``m`` makes
-    the kernel tails of all ``n`` errors beyond ``m·h`` add less than ``floor/2``; so ``x`` lies
-    within ``m·h`` of the ``k``-th smallest and ``k``-th largest errors.
+    ``f(x) ≥ floor`` needs ``k = ⌈floor·h·√(2π)/2⌉`` errors within ``m·h`` of ``x``, where ``m``
+    makes the kernel tails of all ``n`` errors beyond ``m·h`` add less than ``floor/2``; so ``x``
+    lies within ``m·h`` of the ``k``-th smallest and ``k``-th largest errors.
     """
     n = e.size
     k = min(n, max(1, math.ceil(floor * bandwidth * _SQRT_2PI / 2)))
@@ -484,17 +486,38 @@ def _improved_grid(e: np.ndarray, bandwidth: float, floor: float) -> np.ndarray:
     return np.arange(-half, half + 1, dtype=float)
 
 
-def _log_ratio_curve(values, weights, grid, bandwidth):
+def _kernel_sums(values, weights, grid, bandwidth):
+    """Kernel sums ``S_h`` at the grid and ``S_{h/√2}`` at the half-integer grid.
+
+    ``weights`` is ``(U,)`` for the estimate (any number of values, through the fast engine) or
+    ``(U, B)`` for ``B`` bootstrap replicates over a small support, done as matrix products.
+    """
+    half_grid = grid[0] + 0.5 * np.arange(2 * grid.size - 1)
+    if weights.ndim == 1:
+        return (_gaussian_sums(values, weights, start=grid[0], step=1.0, size=grid.size,
+                               sigma=bandwidth),
+                _gaussian_sums(values, weights, start=grid[0], step=0.5, size=half_grid.size,
+                               sigma=bandwidth / math.sqrt(2)))
+    reach = (values >= grid[0] - _TAIL * bandwidth) & (values <= grid[-1] + _TAIL * bandwidth)
+    values, weights = values[reach], weights[reach]
+    sums = np.zeros((grid.size, weights.shape[1]))
+    squares = np.zeros((half_grid.size, weights.shape[1]))
+    chunk = max(1, _BLOCK // half_grid.size)
+    for u0 in range(0, values.size, chunk):
+        v, w = values[u0:u0 + chunk], weights[u0:u0 + chunk]
+        sums += np.exp(-0.5 * ((grid[:, None] - v) / bandwidth) ** 2) @ w
+        squares += np.exp(-(((half_grid[:, None] - v) / bandwidth) ** 2)) @ w
+    return sums, squares
+
+
+def _log_ratio_curve(sums, squares, bandwidth):
     """Counts ``f`` at the grid, log ratios ``L(x) = log f(x)/f(x+1)`` and their standard errors.
 
     With ``a_i = K(x − e_i)``, ``b_i = K(x + 1 − e_i)``, ``A = Σa``, ``B = Σb``, the delta method
     under multinomial sampling gives ``Var L = Σ (a_i/A − b_i/B)²``. Its three sums are Gaussian
-    sums with sd ``h/√2``: ``Σa² = S'(x)``, ``Σb² = S'(x+1)``, ``Σab = e^{−1/(4h²)} S'(x + ½)``.
+    sums with sd ``h/√2`` (``squares``): ``Σa² = S'(x)``, ``Σb² = S'(x+1)``,
+    ``Σab = e^{−1/(4h²)} S'(x + ½)``. Works along axis 0 (trailing axes are replicates).
     """
-    size = grid.size
-    sums = _gaussian_sums(values, weights, start=grid[0], step=1.0, size=size, sigma=bandwidth)
-    squares = _gaussian_sums(values, weights, start=grid[0], step=0.5, size=2 * size - 1,
-                             sigma=bandwidth / math.sqrt(2))
     counts = sums / (bandwidth * _SQRT_2PI)
     a, b = sums[:-1], sums[1:]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -507,9 +530,8 @@ def _log_ratio_curve(values, weights, grid, bandwidth):
 def _largest_usable(counts, ratio, se, floor, max_se):
     """Which log ratios pass the floor, and the largest |ratio| among them (inf if none)."""
     usable = (counts[:-1] >= floor) & (counts[1:] >= floor) & (se <= max_se)
-    if not usable.any():
-        return usable, float("inf")
-    return usable, float(np.max(np.abs(ratio[usable])))
+    largest = np.max(np.where(usable, np.abs(ratio), -np.inf), axis=0)
+    return usable, np.where(np.isfinite(largest), largest, np.inf)
 
 
 def _bootstrap_support(e: np.ndarray, values, weights, bandwidth: float):
@@ -518,7 +540,7 @@ def _bootstrap_support(e: np.ndarray, values, weights, bandwidth: float):
     Rounding moves each error by at most ``h/32``, which widens the kernel by a relative
     ``< 1/6000``: invisible next to the sampling noise the bootstrap measures.
     """
-    if values.size <= 100_000:
+    if values.size <= 10_000:
         return values, weights
     resolution = 1.0 / math.ceil(16.0 / bandwidth)
     steps, counts = _compress(np.rint(e / resolution))
@@ -631,8 +653,9 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     grid = _improved_grid(e, h, floor)
     parameters["grid"] = [float(grid[0]), float(grid[-1])]
     values, weights = _compress(e)
-    counts, ratio, se = _log_ratio_curve(values, weights, grid, h)
+    counts, ratio, se = _log_ratio_curve(*_kernel_sums(values, weights, grid, h), h)
     usable, epl = _largest_usable(counts, ratio, se, floor, tau)
+    epl = float(epl)
     if not usable.any():
         return _undefined("improved", n, parameters,
                           f"no x has f(x), f(x+1) >= floor = {floor:g} expected counts with a log "
@@ -645,9 +668,8 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     if n_boot:
         support, support_counts = _bootstrap_support(e, values, weights, h)
         draws = as_randomness(rng).generator.multinomial(n, support_counts / n, size=n_boot)
-        replicates = np.array([
-            _largest_usable(*_log_ratio_curve(support, draw.astype(float), grid, h), floor, tau)[1]
-            for draw in draws])
+        curves = _log_ratio_curve(*_kernel_sums(support, draws.T.astype(float), grid, h), h)
+        replicates = _largest_usable(*curves, floor, tau)[1]
         ci_low, ci_high = _basic_interval(epl, replicates, level)
     return EPLResult(epl=epl, ci_low=ci_low, ci_high=ci_high, n=n, method="improved",
                      parameters=parameters, x=x, epl_x=ratio[usable])
