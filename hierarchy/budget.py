@@ -149,13 +149,14 @@ class Budget:
 
     # -- presets -------------------------------------------------------------------------------
     @classmethod
-    def e2e(cls, epsilon: Any, levels: Sequence[str], *, kind: str = "pure") -> "Budget":
+    def e2e(cls, epsilon: Any, levels: Sequence[str], *, kind: str = "pure",
+            neighbours: str = "change") -> "Budget":
         """The E2E split: equal levels; 0.1 / 0.225 / 0.675 to detailed / hhgq / va_hisp_race."""
         levels = list(levels)
         if not levels:
             raise HierarchyError("the E2E budget needs at least one level")
         return cls(kind, epsilon, {lv: Fraction(1, len(levels)) for lv in levels},
-                   dict(E2E_QUERY_FRACTIONS))
+                   dict(E2E_QUERY_FRACTIONS), neighbours)
 
     # -- lookups -------------------------------------------------------------------------------
     @property

@@ -91,8 +91,14 @@ class LevelConstraints:
         """``(lower, upper, zero)`` of a set of units (e.g. a parent's children)."""
         return self.lower[units], self.upper[units], self.zero[units]
 
-    def describe(self) -> list[str]:
-        return [f"{lab}" for lab in self.labels]
+    def constraint_names(self) -> list[str]:
+        """The invariants and constraints behind the rows, e.g. ``['tot', 'hhgq_total_lb (implied
+        by enum_dist)']``."""
+        names: dict[str, None] = {}
+        for lab in self.labels:
+            for part in _split_label(lab)[0]:
+                names[part] = None
+        return list(names)
 
 
 # -- statistics ---------------------------------------------------------------------------------
@@ -325,13 +331,25 @@ def _merge(blocks: Sequence[_Block], n_units: int, n_cells: int
             np.stack(uppers, axis=1), tuple(labels))
 
 
+def _split_label(label: str) -> tuple[list[str], str]:
+    """Row labels read 'name & name (implied by level): answer'; names never contain ': '."""
+    names, _, what = label.partition(": ")
+    return names.split(" & "), what
+
+
+def _implied_label(label: str, child: str) -> str:
+    """'c: what' → 'c (implied by child): what' (kept as is when already implied)."""
+    names, what = _split_label(label)
+    parts = [n if "(implied by" in n else f"{n} (implied by {child})" for n in names]
+    return f"{' & '.join(parts)}: {what}"
+
+
 def _merge_label(a: str, b: str) -> str:
-    """'x: total' + 'y: total' → 'x & y: total' (the part after ': ' names the answer)."""
-    names_a, _, what_a = a.rpartition(": ")
-    names_b, _, what_b = b.rpartition(": ")
-    if what_a == what_b and names_a and names_b:
-        return f"{names_a} & {names_b}: {what_a}"
-    return f"{a} & {b}"
+    """'x: total' + 'y: total' → 'x & y: total'; differing answers are both kept."""
+    names_a, what_a = _split_label(a)
+    names_b, what_b = _split_label(b)
+    what = what_a if what_a == what_b else f"{what_a} (= {what_b})"
+    return f"{' & '.join(dict.fromkeys(names_a + names_b))}: {what}"
 
 
 def _zero_cells(matrix: sp.csr_matrix, upper: np.ndarray) -> np.ndarray:
@@ -399,8 +417,7 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
                 hi = geography.aggregate(np.where(np.isinf(chi), np.nan, chi), child, lv)
                 lo = np.where(np.isnan(lo), -np.inf, lo)
                 hi = np.where(np.isnan(hi), np.inf, hi)
-                labels = [lab if lab.startswith("implied") else f"implied by {child}: {lab}"
-                          for lab in clab]
+                labels = [_implied_label(lab, child) for lab in clab]
                 blocks = list(blocks) + [_Block(cm, lo, hi, labels)]
         merged[lv] = _merge(blocks, n, schema.size)
     for li, lv in enumerate(levels):
@@ -533,7 +550,7 @@ def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.n
                 need = f"must be >= {int(lower[u, r])}"
             else:
                 need = f"must be <= {int(upper[u, r])}"
-            name, _, what = lc.labels[r].rpartition(": ")
+            name, _, what = lc.labels[r].partition(": ")
             out.append(f"{lc.level} {codes[u]!r}: {name}: {what} = {int(vals[u, r])}, {need}")
     return out[:limit]
 

@@ -1,0 +1,306 @@
+"""The run configuration: one TOML file, parsed into one typed :class:`RunConfig`.
+
+See ``examples/e2e1940.toml`` for a complete, commented example. Relative paths are relative to
+the config file's directory. Every error names the file, the line where it could be found, the
+key, and what would be valid.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from hierarchy.budget import Budget
+from hierarchy.errors import HierarchyError
+from hierarchy.mechanisms import get_mechanism
+from hierarchy.queries import Workload, e2e_workload
+from hierarchy.schema import Schema, get_schema
+from invariants.errors import SpecError
+from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.executors import EXECUTORS
+from postproc.solvers import DEFAULT_QP_CHAIN, check_chain
+
+__all__ = ["RunConfig", "load_config", "config_from_dict"]
+
+_SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
+             "spec", "solver", "output"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything ``postproc run`` needs, validated."""
+
+    persons: Path
+    units: Path | None
+    columns: Mapping[str, str]
+    values: Mapping[str, Mapping[Any, Any]]
+    schema: Schema
+    levels: tuple[str, ...]
+    workload: Workload
+    budget: Budget
+    mechanism: Any
+    randomness_mode: str
+    seed: int | None
+    spec: Spec
+    solver_chain: tuple[str, ...] = DEFAULT_QP_CHAIN
+    executor: str = "serial"
+    workers: int | None = None
+    scheduler: str | None = None
+    failsafe: bool = True
+    passes: tuple[tuple[str, ...], ...] | None = None
+    output: Path = Path("out")
+    microdata: bool = False
+    source: str = "<config>"
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def rng(self):
+        """The ``rng`` argument: ``None`` (release) or the simulation seed."""
+        return None if self.randomness_mode == "release" else self.seed
+
+    def publish(self) -> dict[str, list[str]]:
+        """Exact statistics the spec's invariants need published, by level."""
+        out = {}
+        tot = self.spec.invariant_levels("tot", self.levels)
+        gqhh = self.spec.invariant_levels("gqhh", self.levels)
+        if tot:
+            out["tot"] = list(tot)
+        if gqhh:
+            out["gqhh"] = list(gqhh)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy for manifests (the parsed TOML plus resolved paths)."""
+        out = {k: v for k, v in self.raw.items()}
+        out["resolved"] = {"persons": str(self.persons),
+                           "units": str(self.units) if self.units else None,
+                           "output": str(self.output), "source": self.source}
+        return out
+
+
+class _Where:
+    """Locate ``key`` inside ``[section]`` of the TOML text for messages."""
+
+    def __init__(self, text: str, source: str):
+        self.lines = text.splitlines()
+        self.source = source
+
+    def __call__(self, section: str, key: str | None = None) -> str:
+        line = None
+        in_section = False
+        for i, raw in enumerate(self.lines, start=1):
+            s = raw.strip()
+            m = re.match(r"^\[+([^\]]+)\]+", s)
+            if m:
+                in_section = m.group(1).strip() == section or m.group(1).strip().startswith(
+                    section + ".")
+                if in_section and key is None:
+                    line = i
+                    break
+                continue
+            if in_section and key is not None and re.match(rf"^{re.escape(key)}\s*=", s):
+                line = i
+                break
+        return f"{self.source}, line {line}" if line else f"{self.source} [{section}]"
+
+
+def _fail(where: str, message: str) -> PostprocError:
+    return PostprocError(f"{where}: {message}")
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a run configuration file.
+
+    Raises
+    ------
+    PostprocError
+        With the file, line and key of the problem and what would be valid.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PostprocError(f"config file {path} does not exist") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PostprocError(f"{path}: invalid TOML: {exc}") from None
+    return config_from_dict(data, base=path.parent, source=str(path), text=text)
+
+
+def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
+                     source: str = "<config>", text: str = "") -> RunConfig:
+    """Build a :class:`RunConfig` from a parsed TOML mapping (see :func:`load_config`)."""
+    base = Path(base)
+    where = _Where(text, source)
+    unknown = set(data) - _SECTIONS
+    if unknown:
+        raise _fail(source, f"unknown section(s) {sorted(unknown)}; sections are "
+                            f"{sorted(_SECTIONS)}")
+
+    def section(name: str, required: bool = True) -> Mapping[str, Any]:
+        value = data.get(name)
+        if value is None:
+            if required:
+                raise _fail(source, f"missing section [{name}]")
+            return {}
+        if not isinstance(value, Mapping):
+            raise _fail(where(name), f"[{name}] must be a table")
+        return value
+
+    def check_keys(name: str, sec: Mapping[str, Any], allowed: set[str]) -> None:
+        extra = set(sec) - allowed
+        if extra:
+            key = sorted(extra)[0]
+            raise _fail(where(name, key), f"unknown key {key!r} in [{name}]; allowed: "
+                                          f"{sorted(allowed)}")
+
+    # [data]
+    d = section("data")
+    check_keys("data", d, {"persons", "units", "columns", "values"})
+    if "persons" not in d:
+        raise _fail(where("data"), "[data] needs persons = \"path/to/persons.parquet\"")
+    persons = (base / d["persons"]).resolve()
+    units = (base / d["units"]).resolve() if d.get("units") else None
+    columns = dict(d.get("columns", {}))
+    values = {k: dict(v) for k, v in d.get("values", {}).items()}
+    # [schema]
+    s = section("schema")
+    try:
+        if "preset" in s:
+            check_keys("schema", s, {"preset"})
+            schema = get_schema(s["preset"])
+        else:
+            check_keys("schema", s, {"name", "attributes"})
+            schema = Schema.from_dict(s)
+    except HierarchyError as exc:
+        raise _fail(where("schema"), str(exc)) from None
+    # [geography]
+    g = section("geography")
+    check_keys("geography", g, {"levels"})
+    levels = g.get("levels")
+    if not (isinstance(levels, list) and levels and all(isinstance(x, str) for x in levels)):
+        raise _fail(where("geography", "levels"), "levels must be a list of level names, root "
+                                                  "first, e.g. [\"nation\", \"state\", \"county\"]")
+    levels = tuple(levels)
+    if len(set(levels)) != len(levels):
+        raise _fail(where("geography", "levels"), f"levels repeat a name: {list(levels)}")
+    # [workload]
+    w = section("workload")
+    try:
+        if w.get("preset") == "e2e":
+            check_keys("workload", w, {"preset"})
+            workload = e2e_workload(schema)
+        elif "preset" in w:
+            raise _fail(where("workload", "preset"), f"unknown workload preset {w['preset']!r}; "
+                                                     "the preset is \"e2e\"")
+        else:
+            check_keys("workload", w, {"queries"})
+            queries = w.get("queries")
+            if not isinstance(queries, Mapping) or not queries:
+                raise _fail(where("workload"), "[workload] needs preset = \"e2e\" or a "
+                                               "[workload.queries] table of name = expression")
+            workload = Workload.from_expressions(schema, queries)
+    except HierarchyError as exc:
+        raise _fail(where("workload"), str(exc)) from None
+    # [budget]
+    b = section("budget")
+    check_keys("budget", b, {"kind", "total", "preset", "neighbours", "level_fractions",
+                             "query_fractions"})
+    try:
+        kind = b.get("kind", "pure")
+        if "total" not in b:
+            raise _fail(where("budget"), "[budget] needs total = <epsilon or rho>")
+        if b.get("preset") == "e2e":
+            budget = Budget.e2e(b["total"], levels, kind=kind,
+                                neighbours=b.get("neighbours", "change"))
+        elif "preset" in b:
+            raise _fail(where("budget", "preset"), f"unknown budget preset {b['preset']!r}; the "
+                                                   "preset is \"e2e\"")
+        else:
+            if "level_fractions" not in b or "query_fractions" not in b:
+                raise _fail(where("budget"), "[budget] needs preset = \"e2e\" or both "
+                                             "level_fractions and query_fractions")
+            budget = Budget(kind, b["total"], b["level_fractions"], b["query_fractions"],
+                            b.get("neighbours", "change"))
+        budget.check_against(workload, levels)
+    except HierarchyError as exc:
+        raise _fail(where("budget"), str(exc)) from None
+    # [mechanism]
+    m = section("mechanism")
+    check_keys("mechanism", m, {"name", "exact", "max_denominator"})
+    try:
+        options = {k: v for k, v in m.items() if k != "name"}
+        mechanism = get_mechanism(m.get("name", "geometric"), **options)
+    except HierarchyError as exc:
+        raise _fail(where("mechanism", "name"), str(exc)) from None
+    if mechanism.accounting == "zcdp" and budget.kind == "pure":
+        raise _fail(where("mechanism", "name"), f"the {mechanism.name} mechanism needs a zCDP "
+                                                "budget: set kind = \"zcdp\" in [budget]")
+    # [randomness]
+    r = section("randomness")
+    check_keys("randomness", r, {"mode", "seed"})
+    mode = r.get("mode")
+    if mode not in ("release", "simulation"):
+        raise _fail(where("randomness", "mode"), "mode must be \"release\" (cryptographically "
+                                                 "secure, unseedable) or \"simulation\" (seeded, "
+                                                 "NOT safe for releases)")
+    seed = r.get("seed")
+    if mode == "release" and seed is not None:
+        raise _fail(where("randomness", "seed"), "release mode cannot be seeded; remove seed or "
+                                                 "use mode = \"simulation\"")
+    if mode == "simulation" and (not isinstance(seed, int) or isinstance(seed, bool)
+                                 or seed < 0):
+        raise _fail(where("randomness", "seed"), "simulation mode needs seed = <non-negative "
+                                                 "integer>")
+    # [spec]
+    sp_ = section("spec", required=False)
+    try:
+        if sp_.get("preset") == "e2e":
+            check_keys("spec", sp_, {"preset"})
+            spec = Spec.e2e(levels)
+        elif "preset" in sp_:
+            raise _fail(where("spec", "preset"), f"unknown spec preset {sp_['preset']!r}; the "
+                                                 "preset is \"e2e\"")
+        elif "file" in sp_:
+            check_keys("spec", sp_, {"file"})
+            spec = Spec.from_toml(base / sp_["file"])
+        else:
+            spec = Spec.from_dict(sp_, source=source, text=text)
+        spec.check_levels(levels)
+    except SpecError as exc:
+        raise _fail(where("spec"), str(exc)) from None
+    # [solver]
+    sv = section("solver", required=False)
+    check_keys("solver", sv, {"chain", "executor", "workers", "scheduler", "failsafe",
+                              "passes"})
+    chain = check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN)))
+    executor = sv.get("executor", "serial")
+    if executor not in EXECUTORS:
+        raise _fail(where("solver", "executor"), f"unknown executor {executor!r}; choose from "
+                                                 f"{sorted(EXECUTORS)}")
+    workers = sv.get("workers")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise _fail(where("solver", "workers"), "workers must be a positive integer")
+    passes = sv.get("passes")
+    if passes is not None:
+        if not (isinstance(passes, list) and all(isinstance(p, list) for p in passes)):
+            raise _fail(where("solver", "passes"), "passes must be a list of lists of query "
+                                                   "names, e.g. [[\"total\"]]")
+        bad = [q for p in passes for q in p if q not in workload]
+        if bad:
+            raise _fail(where("solver", "passes"), f"passes name queries {bad} that are not in "
+                                                   f"the workload {list(workload.names)}")
+        passes = tuple(tuple(p) for p in passes)
+    # [output]
+    o = section("output", required=False)
+    check_keys("output", o, {"directory", "microdata"})
+    output = (base / o.get("directory", "out")).resolve()
+    return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
+                     mechanism, mode, seed, spec, chain, executor, workers,
+                     sv.get("scheduler"), bool(sv.get("failsafe", True)), passes, output,
+                     bool(o.get("microdata", False)), source, dict(data))
