@@ -76,7 +76,8 @@ UNITS_SCHEMA = pa.schema([(name, _GEOCODE) for name in UNIT_COLUMNS[:3]] + [("hh
 N_GROUPS = 12                       # hispanic (0/1) x cenrace (0..5); group = 6 * hispanic + race
 COUNTY_CONCENTRATION = 20.0         # Dirichlet concentration of a county's mix around its state's
 ED_CONCENTRATION = (0.3, 300.0)     # log-uniform range of an ED's concentration around its county
-COSMOPOLITAN_SHARE = 0.02           # chance an ED of an average-size county is cosmopolitan
+COSMOPOLITAN_SHARE = 0.02           # chance an ED in a county of 42,601 persons (the 1940
+                                    # mean) is cosmopolitan; grows as sqrt(county size), <= 5 %
 COSMOPOLITAN_BLEND = (0.01, 0.8)    # log-uniform range of the diverse share of its mix
 COSMOPOLITAN_FLATTEN = 0.3          # the diverse part is the national mix ** this, renormalised
 COSMOPOLITAN_CONCENTRATION = 50.0   # Dirichlet concentration of the evenly spread part
@@ -539,8 +540,9 @@ def _ed_mixes(state_index: int, ed_persons: np.ndarray, ed_county: np.ndarray,
     state_mix = _state_mix(state_index)
     county_mix = _dirichlet(COUNTY_CONCENTRATION * state_mix, county_persons.size, rng)
     county_mix = _rake(county_mix, county_persons, np.array([0]), state_mix[None, :])
-    relative_size = (county_persons / county_persons.mean())[ed_county]
-    cosmopolitan = rng.random(n_eds) < np.minimum(COSMOPOLITAN_SHARE * relative_size, 0.1)
+    relative_size = (county_persons / 42_601.0)[ed_county]
+    chance = np.minimum(COSMOPOLITAN_SHARE * np.sqrt(relative_size), 0.05)
+    cosmopolitan = rng.random(n_eds) < chance
     blend = np.where(cosmopolitan, np.exp(rng.uniform(*np.log(COSMOPOLITAN_BLEND), n_eds)), 0.0)
     concentration = np.exp(rng.uniform(*np.log(ED_CONCENTRATION), n_eds))
     ed_mix = _dirichlet(concentration[:, None] * county_mix[ed_county], n_eds, rng)
