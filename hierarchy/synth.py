@@ -40,6 +40,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass
@@ -504,9 +505,14 @@ def _county_count(state_index: int, persons: int) -> int:
 def _diverse_mix() -> np.ndarray:
     """The national mix flattened (``share ** COSMOPOLITAN_FLATTEN``, renormalised): what the
     diverse part of a cosmopolitan ED looks like."""
+    return np.array(_diverse_mix_cached(COSMOPOLITAN_FLATTEN))
+
+
+@functools.cache
+def _diverse_mix_cached(flatten: float) -> tuple[float, ...]:
     national = sum(_state_mix(s) * STATE_POPULATION_1940[s] for s in range(len(STATE_FIPS)))
-    flat = national ** COSMOPOLITAN_FLATTEN
-    return flat / flat.sum()
+    flat = national ** flatten
+    return tuple(flat / flat.sum())
 
 
 def _state_mix(state_index: int) -> np.ndarray:
@@ -645,10 +651,12 @@ def _households(household_persons: np.ndarray, rng: np.random.Generator):
     draws = np.searchsorted(cdf, rng.random(n_draw), side="right") + 1
     while draws.sum() < total:
         draws = np.concatenate([draws, np.searchsorted(cdf, rng.random(n_draw), side="right") + 1])
+    is_start = np.zeros(total, dtype=bool)           # a household starts at this person
     ends = np.cumsum(draws)
-    ends = ends[ends < total]
-    cuts = np.union1d(ends, boundaries[(boundaries > 0) & (boundaries < total)])
-    starts = np.concatenate([[0], cuts])
+    is_start[ends[ends < total]] = True
+    is_start[boundaries[boundaries < total]] = True   # and at every ED boundary
+    is_start[0] = True
+    starts = np.flatnonzero(is_start)
     sizes = np.diff(np.concatenate([starts, [total]]))
     ed = np.searchsorted(boundaries, starts, side="right")
     return ed.astype(np.int32), sizes.astype(np.int64)
