@@ -260,13 +260,15 @@ class Spec:
         names = [c.name for c in self.constraints]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise SpecError(f"{_where(self.source, None)}constraint names must be unique; "
-                            f"repeated: {dup}")
+            again = _second(self.constraints, dup[0])
+            raise SpecError(f"{_where(again.source or self.source, again.line)}constraint names "
+                            f"must be unique; repeated: {dup}")
         inv = [i.name for i in self.invariants]
         dup = sorted({n for n in inv if inv.count(n) > 1})
         if dup:
-            raise SpecError(f"{_where(self.source, None)}invariant {dup[0]!r} is declared twice; "
-                            "list all its levels in one entry")
+            again = _second(self.invariants, dup[0])
+            raise SpecError(f"{_where(again.source or self.source, again.line)}invariant "
+                            f"{dup[0]!r} is declared twice; list all its levels in one entry")
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -294,19 +296,29 @@ class Spec:
                   text: str | None = None) -> "Spec":
         """From a mapping shaped like the TOML form (``invariant``/``constraint`` lists)."""
         known = {"invariant", "constraint", "unit_attribute", "household_level", "imply_upward"}
+        lines = _LineFinder(text)
         unknown = set(data) - known
         if unknown:
-            raise SpecError(f"{_where(source, None)}unknown spec key(s) {sorted(unknown)}; a spec "
-                            f"has {sorted(known)}")
-        lines = _LineFinder(text)
+            first = sorted(unknown)[0]
+            raise SpecError(f"{_where(source, lines.key(first))}unknown spec key(s) "
+                            f"{sorted(unknown)}; a spec has {sorted(known)}")
+        for key, kind, ok in (("unit_attribute", "a string (an attribute name)",
+                               lambda v: isinstance(v, str)),
+                              ("household_level", "a non-negative integer code",
+                               lambda v: isinstance(v, int) and not isinstance(v, bool)
+                               and v >= 0),
+                              ("imply_upward", "true or false", lambda v: isinstance(v, bool))):
+            if key in data and not ok(data[key]):
+                raise SpecError(f"{_where(source, lines.key(key))}{key} must be {kind}, not "
+                                f"{data[key]!r}")
         invariants, constraints = [], []
-        for item in _as_list(data.get("invariant", []), "invariant", source):
-            line = lines.find("name", item.get("name"))
+        for i, item in enumerate(_as_list(data.get("invariant", []), "invariant", source)):
+            line = lines.find("name", item.get("name")) or lines.header("invariant", i)
             _only(item, {"name", "levels"}, "invariant", source, line)
             invariants.append(Invariant(item.get("name"), item.get("levels", "all"),
                                         source=source, line=line))
-        for item in _as_list(data.get("constraint", []), "constraint", source):
-            line = lines.find("name", item.get("name"))
+        for i, item in enumerate(_as_list(data.get("constraint", []), "constraint", source)):
+            line = lines.find("name", item.get("name")) or lines.header("constraint", i)
             _only(item, {"name", "levels", "type", "query", "answers", "sense", "rhs"},
                   "constraint", source, line)
             kind = item.get("type", "catalogue")
@@ -315,9 +327,9 @@ class Spec:
                 item.get("answers"), item.get("sense"), item.get("rhs"), source=source,
                 line=line))
         return cls(tuple(invariants), tuple(constraints),
-                   unit_attribute=str(data.get("unit_attribute", "hhgq")),
-                   household_level=int(data.get("household_level", 0)),
-                   imply_upward=bool(data.get("imply_upward", True)), source=source)
+                   unit_attribute=data.get("unit_attribute", "hhgq"),
+                   household_level=data.get("household_level", 0),
+                   imply_upward=data.get("imply_upward", True), source=source)
 
     @classmethod
     def from_toml_string(cls, text: str, *, source: str = "<spec>") -> "Spec":
@@ -387,6 +399,27 @@ class _LineFinder:
                 self.used.add(i)
                 return i
         return None
+
+    def header(self, kind: str, ordinal: int) -> int | None:
+        """Line of the ``ordinal``-th (0-based) ``[[kind]]`` (or ``[[spec.kind]]``) header, for
+        entries without a findable name."""
+        pat = re.compile(rf"^\s*\[\[\s*(?:[\w.]+\.)?{re.escape(kind)}\s*\]\]")
+        hits = [i for i, line in enumerate(self.lines, start=1) if pat.match(line)]
+        return hits[ordinal] if ordinal < len(hits) else None
+
+    def key(self, key: str) -> int | None:
+        """Line of a top-level ``key = …``, ``[key]`` or ``[[key]]``."""
+        pat = re.compile(rf"^\s*(?:{re.escape(key)}\s*=|\[\[?\s*(?:[\w.]+\.)?"
+                         rf"{re.escape(key)}\s*\]\]?)")
+        for i, line in enumerate(self.lines, start=1):
+            if pat.match(line):
+                return i
+        return None
+
+
+def _second(items: Sequence[Invariant | Constraint], name: str) -> Invariant | Constraint:
+    """The second item called ``name`` (where a duplicate is reported)."""
+    return [it for it in items if it.name == name][1]
 
 
 def _as_list(value: Any, what: str, source: str | None) -> Iterable[Mapping[str, Any]]:
