@@ -11,7 +11,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
@@ -89,22 +89,34 @@ class _Where:
         self.lines = text.splitlines()
         self.source = source
 
-    def __call__(self, section: str, key: str | None = None) -> str:
-        line = None
+    def line(self, section: str, key: str | None = None) -> int | None:
+        """The line of ``key = …`` in ``[section]``, or (no key) of the section's header or of
+        a top-level ``section = …``; None if absent."""
         in_section = False
+        top_level = True
         for i, raw in enumerate(self.lines, start=1):
             s = raw.strip()
             m = re.match(r"^\[+([^\]]+)\]+", s)
             if m:
+                top_level = False
                 in_section = m.group(1).strip() == section or m.group(1).strip().startswith(
                     section + ".")
                 if in_section and key is None:
-                    line = i
-                    break
+                    return i
                 continue
-            if in_section and key is not None and re.match(rf"^{re.escape(key)}\s*=", s):
-                line = i
-                break
+            if key is None:
+                if top_level and re.match(rf"^{re.escape(section)}\s*[=.]", s):
+                    return i
+            elif in_section and re.match(rf"^{re.escape(key)}\s*=", s):
+                return i
+        return None
+
+    def __call__(self, section: str, key: str | None = None) -> str:
+        # The key's line; a key written as its own table ([section.key]); else the section.
+        line = None
+        if key is not None:
+            line = self.line(section, key) or self.line(f"{section}.{key}")
+        line = line or self.line(section)
         return f"{self.source}, line {line}" if line else f"{self.source} [{section}]"
 
 
@@ -125,6 +137,9 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PostprocError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PostprocError(f"config file {path} cannot be read as UTF-8 text: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -139,8 +154,8 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     where = _Where(text, source)
     unknown = set(data) - _SECTIONS
     if unknown:
-        raise _fail(source, f"unknown section(s) {sorted(unknown)}; sections are "
-                            f"{sorted(_SECTIONS)}")
+        raise _fail(where(sorted(unknown)[0]), f"unknown section(s) {sorted(unknown)}; sections "
+                                               f"are {sorted(_SECTIONS)}")
 
     def section(name: str, required: bool = True) -> Mapping[str, Any]:
         value = data.get(name)
@@ -178,7 +193,7 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
             check_keys("schema", s, {"name", "attributes"})
             schema = Schema.from_dict(s)
     except HierarchyError as exc:
-        raise _fail(where("schema"), str(exc)) from None
+        raise _fail(where("schema", "preset" if "preset" in s else None), str(exc)) from None
     # [geography]
     g = section("geography")
     check_keys("geography", g, {"levels"})
@@ -211,25 +226,7 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     b = section("budget")
     check_keys("budget", b, {"kind", "total", "preset", "neighbours", "level_fractions",
                              "query_fractions"})
-    try:
-        kind = b.get("kind", "pure")
-        if "total" not in b:
-            raise _fail(where("budget"), "[budget] needs total = <epsilon or rho>")
-        if b.get("preset") == "e2e":
-            budget = Budget.e2e(b["total"], levels, kind=kind,
-                                neighbours=b.get("neighbours", "change"))
-        elif "preset" in b:
-            raise _fail(where("budget", "preset"), f"unknown budget preset {b['preset']!r}; the "
-                                                   "preset is \"e2e\"")
-        else:
-            if "level_fractions" not in b or "query_fractions" not in b:
-                raise _fail(where("budget"), "[budget] needs preset = \"e2e\" or both "
-                                             "level_fractions and query_fractions")
-            budget = Budget(kind, b["total"], b["level_fractions"], b["query_fractions"],
-                            b.get("neighbours", "change"))
-        budget.check_against(workload, levels)
-    except HierarchyError as exc:
-        raise _fail(where("budget"), str(exc)) from None
+    budget = _budget(b, levels, workload, where)
     # [mechanism]
     m = section("mechanism")
     check_keys("mechanism", m, {"name", "exact", "max_denominator"})
@@ -273,12 +270,19 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
             spec = Spec.from_dict(sp_, source=source, text=text)
         spec.check_levels(levels)
     except SpecError as exc:
-        raise _fail(where("spec"), str(exc)) from None
+        message = str(exc)
+        if message.startswith(f"{source}, line "):  # an inline spec: located in this file
+            raise PostprocError(message) from None
+        key = next((k for k in ("file", "preset") if k in sp_), None)
+        raise _fail(where("spec", key), message.removeprefix(f"{source}: ")) from None
     # [solver]
     sv = section("solver", required=False)
     check_keys("solver", sv, {"chain", "executor", "workers", "scheduler", "failsafe",
                               "passes"})
-    chain = check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN)))
+    try:
+        chain = check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN)))
+    except PostprocError as exc:
+        raise _fail(where("solver", "chain"), str(exc)) from None
     executor = sv.get("executor", "serial")
     if executor not in EXECUTORS:
         raise _fail(where("solver", "executor"), f"unknown executor {executor!r}; choose from "
@@ -304,3 +308,55 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
                      mechanism, mode, seed, spec, chain, executor, workers,
                      sv.get("scheduler"), bool(sv.get("failsafe", True)), passes, output,
                      bool(o.get("microdata", False)), source, dict(data))
+
+
+def _budget(b: Mapping[str, Any], levels: tuple[str, ...], workload: Workload,
+            where: _Where) -> Budget:
+    """The [budget] section as a Budget, each error located at the key that causes it.
+
+    Budget validates kind, neighbours, total, level fractions and query fractions in turn; each
+    step below adds one of them to otherwise valid arguments, so a failure belongs to its key.
+    """
+    if "total" not in b:
+        raise _fail(where("budget"), "[budget] needs total = <epsilon or rho>")
+    kind = b.get("kind", "pure")
+    neighbours = b.get("neighbours", "change")
+    one = {"_": 1}
+    steps: list[tuple[str, Callable[[], Budget]]] = [
+        ("kind", lambda: Budget(kind, 1, one, one)),
+        ("neighbours", lambda: Budget("pure", 1, one, one, neighbours)),
+        ("total", lambda: Budget(kind, b["total"], one, one)),
+    ]
+    if b.get("preset") == "e2e":
+        steps.append(("preset", lambda: Budget.e2e(b["total"], levels, kind=kind,
+                                                   neighbours=neighbours)))
+    elif "preset" in b:
+        raise _fail(where("budget", "preset"), f"unknown budget preset {b['preset']!r}; the "
+                                               "preset is \"e2e\"")
+    elif "level_fractions" not in b or "query_fractions" not in b:
+        raise _fail(where("budget"), "[budget] needs preset = \"e2e\" or both "
+                                     "level_fractions and query_fractions")
+    elif not isinstance(b["query_fractions"], Mapping):
+        raise _fail(where("budget", "query_fractions"), "query_fractions must be a table of "
+                    "query = fraction (or of level = {query = fraction, …})")
+    else:
+        steps.append(("level_fractions", lambda: Budget(kind, 1, b["level_fractions"], one)))
+        steps.append(("query_fractions", lambda: Budget(kind, b["total"], b["level_fractions"],
+                                                        b["query_fractions"], neighbours)))
+    budget = None
+    for key, build in steps:
+        try:
+            budget = build()
+        except HierarchyError as exc:
+            raise _fail(where("budget", key), str(exc)) from None
+    if "preset" in b:
+        key = "preset"
+    elif any(lv not in levels for lv in budget.levels):
+        key = "level_fractions"
+    else:
+        key = "query_fractions"
+    try:
+        budget.check_against(workload, levels)
+    except HierarchyError as exc:
+        raise _fail(where("budget", key), str(exc)) from None
+    return budget
