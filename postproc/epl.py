@@ -40,7 +40,7 @@ from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 
 __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_epl", "direct_epl",
-           "default_bandwidth", "default_max_se"]
+           "default_bandwidth", "max_se_ladder"]
 
 METHODS = ("improved", "published", "direct")
 
@@ -50,7 +50,6 @@ _SUB = 256              # fine-grid nodes per kernel sd in the binned path
 _DIRECT_LIMIT = 2 ** 24  # distinct values × grid points summed directly (exactly)
 _BLOCK = 2 ** 22        # elements per temporary matrix
 _MAX_GRID = 10_000_000  # grid points the improved estimator may use
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -406,17 +405,23 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
 # --------------------------------------------------------------------------------------------------
 # The improved estimator
 # --------------------------------------------------------------------------------------------------
+def _is_integer(e: np.ndarray) -> bool:
+    return bool(np.array_equal(e, np.rint(e)))
+
+
 def default_bandwidth(errors: Any) -> float:
     """The improved estimator's default kernel sd, in count units.
 
     Silverman's robust rule of thumb ``0.9 · min(sd, IQR/1.349) · n^(−1/5)`` (the sd alone when
-    the IQR is 0), but never below half a count: residuals of counts live on the integers, where a
-    narrower kernel only reproduces the raw frequencies.
+    the IQR is 0). For integer errors it may be as small as the rule says: on the integer grid a
+    narrow kernel reproduces the raw frequencies, whose log ratios are unbiased even at the cusp
+    of ``e^{−z|k|}``. For non-integer errors it is at least 0.5, so that each grid point's kernel
+    covers its unit cell.
 
     Parameters
     ----------
     errors : array_like, 1-D
-        The errors, at least two.
+        The errors, at least two, not all equal.
 
     Returns
     -------
@@ -425,57 +430,74 @@ def default_bandwidth(errors: Any) -> float:
     Raises
     ------
     PostprocError
-        Fewer than two errors, or bad input.
+        Fewer than two errors, all equal, or bad input.
 
     Examples
     --------
-    >>> default_bandwidth([-1, 0, 0, 1])
+    >>> round(default_bandwidth([-2, -1, 0, 0, 1, 3]), 3)
+    0.699
+    >>> default_bandwidth([-0.2, 0.0, 0.1, 0.3])
     0.5
-    >>> round(default_bandwidth(np.arange(-500, 501)), 2)
-    65.35
     """
     e = _as_errors(errors)
-    if e.size < 2:
-        raise PostprocError("a bandwidth needs at least two errors")
+    reason = _degenerate(e)
+    if reason:
+        raise PostprocError(f"no bandwidth: {reason}")
     sd = float(np.std(e, ddof=1))
     q1, q3 = np.percentile(e, [25, 75])
     spread = min(sd, (q3 - q1) / 1.349) if q3 > q1 else sd
-    return max(0.5, 0.9 * spread * e.size ** -0.2)
+    rule = float(0.9 * spread * e.size ** -0.2)
+    return rule if _is_integer(e) else max(0.5, rule)
 
 
-def default_max_se(n: int) -> float:
-    """The improved estimator's default largest standard error of a log ratio: ``n^(−1/4) / 2``.
+def max_se_ladder(n: int) -> np.ndarray:
+    """The standard-error thresholds the improved and direct estimators try, smallest first.
 
-    It shrinks as ``n`` grows, so the estimate converges, but slower than ``n^(−1/2)``, so the
-    region it may use (where counts reach ``≈ 2/max_se²``) keeps growing.
+    ``c · n^(−1/4)`` for ``c = 0.25, 0.35, 0.5, 0.71, 1``. They shrink as ``n`` grows, so the
+    estimates converge, but slower than ``n^(−1/2)``, so the usable region (where counts reach
+    about ``2 / max_se²``) keeps growing.
 
     Parameters
     ----------
     n : int
-        Number of errors.
+        Number of errors (or runs).
 
     Returns
     -------
-    float
+    numpy.ndarray
 
     Examples
     --------
-    >>> default_max_se(10_000)
-    0.05
+    >>> max_se_ladder(10_000).round(4)
+    array([0.025 , 0.0354, 0.05  , 0.0707, 0.1   ])
     """
-    return 0.5 * float(n) ** -0.25
+    return 0.25 * math.sqrt(2.0) ** np.arange(5) * float(max(n, 1)) ** -0.25
+
+
+def _lattice_mass(bandwidth: float) -> float:
+    """``Σ_k exp(−k²/2h²)`` over the integers: the kernel's mass on a unit grid (→ 1 as h → 0).
+
+    By Poisson summation it is ``h√(2π) (1 + 2 Σ_m e^{−2π²h²m²})``, i.e. ``h√(2π)`` to double
+    precision once ``h ≥ 2``.
+    """
+    if bandwidth >= 2:
+        return bandwidth * math.sqrt(2 * math.pi)
+    k = np.arange(-math.ceil(_TAIL * bandwidth), math.ceil(_TAIL * bandwidth) + 1)
+    return float(np.sum(np.exp(-0.5 * (k / bandwidth) ** 2)))
 
 
 def _improved_grid(e: np.ndarray, bandwidth: float, floor: float) -> np.ndarray:
     """The symmetric integer grid outside of which the KDE cannot reach ``floor`` counts.
 
-    ``f(x) ≥ floor`` needs ``k = ⌈floor·h·√(2π)/2⌉`` errors within ``m·h`` of ``x``, where ``m``
-    makes the kernel tails of all ``n`` errors beyond ``m·h`` add less than ``floor/2``; so ``x``
-    lies within ``m·h`` of the ``k``-th smallest and ``k``-th largest errors.
+    With kernel mass ``Z`` on the integers (so each error adds at most ``1/Z`` to ``f``),
+    ``f(x) ≥ floor`` needs ``k = ⌈floor·Z/2⌉`` errors within ``m·h`` of ``x``, where ``m`` makes
+    the kernel tails of all ``n`` errors beyond ``m·h`` add less than ``floor/2``; so ``x`` lies
+    within ``m·h`` of the ``k``-th smallest and ``k``-th largest errors.
     """
     n = e.size
-    k = min(n, max(1, math.ceil(floor * bandwidth * _SQRT_2PI / 2)))
-    ratio = 2 * n / (floor * bandwidth * _SQRT_2PI)
+    mass = _lattice_mass(bandwidth)
+    k = min(n, max(1, math.ceil(floor * mass / 2)))
+    ratio = 2 * n / (floor * mass)
     reach = bandwidth * math.sqrt(2 * math.log(ratio)) if ratio > 1 else 0.0
     low, high = np.partition(e, [k - 1, n - k])[[k - 1, n - k]]
     half = math.ceil(max(abs(low - reach), abs(high + reach)))
@@ -518,20 +540,13 @@ def _log_ratio_curve(sums, squares, bandwidth):
     sums with sd ``h/√2`` (``squares``): ``Σa² = S'(x)``, ``Σb² = S'(x+1)``,
     ``Σab = e^{−1/(4h²)} S'(x + ½)``. Works along axis 0 (trailing axes are replicates).
     """
-    counts = sums / (bandwidth * _SQRT_2PI)
+    counts = sums / _lattice_mass(bandwidth)
     a, b = sums[:-1], sums[1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.log(a) - np.log(b)
         var = (squares[0:-1:2] / (a * a) + squares[2::2] / (b * b)
                - 2 * math.exp(-0.25 / bandwidth ** 2) * squares[1::2] / (a * b))
     return counts, ratio, np.sqrt(np.maximum(var, 0.0))
-
-
-def _largest_usable(counts, ratio, se, floor, max_se):
-    """Which log ratios pass the floor, and the largest |ratio| among them (inf if none)."""
-    usable = (counts[:-1] >= floor) & (counts[1:] >= floor) & (se <= max_se)
-    largest = np.max(np.where(usable, np.abs(ratio), -np.inf), axis=0)
-    return usable, np.where(np.isfinite(largest), largest, np.inf)
 
 
 def _bootstrap_support(e: np.ndarray, values, weights, bandwidth: float):
@@ -565,33 +580,70 @@ def _basic_interval(estimate: float, replicates: np.ndarray,
         return max(0.0, float(2 * estimate - q_hi)), max(0.0, float(2 * estimate - q_lo))
 
 
+def _usable(counts, se, floor, max_se):
+    return (counts[:-1] >= floor) & (counts[1:] >= floor) & (se <= max_se)
+
+
+def _choose_max_se(x, counts, se, floor, ladder, margin, window):
+    """The first threshold whose usable region clears the cusp and spans ``window``.
+
+    Clearing the cusp: a usable pair ``(x, x+1)`` beyond ``margin`` on either side of 0. Spanning
+    the window ``(lo, hi)``: usable pairs at or below ``lo`` and at or above ``hi``. If no
+    threshold of the ladder does both, the last (largest). Returns the threshold and the two tests.
+    """
+    clear = (x >= margin) | (x + 1 <= -margin)
+    for max_se in ladder:
+        usable = _usable(counts, se, floor, max_se)
+        clears, spans = bool(np.any(usable & clear)), _spans(x[usable], window)
+        if clears and spans:
+            break
+    return float(max_se), clears, spans
+
+
+def _spans(x, window):
+    return window is None or bool(x.size and x.min() <= window[0] and x.max() + 1 >= window[1])
+
+
 def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float | None = None,
-                 floor: float = 10.0, n_boot: int = 200, level: float = 0.95,
-                 rng: Any = None) -> EPLResult:
+                 reach: float | None = 95.0, floor: float = 10.0, n_boot: int = 200,
+                 level: float = 0.95, rng: Any = None) -> EPLResult:
     r"""Our default EPL estimator: integer grid, bandwidth in counts, noise floor, bootstrap.
 
-    ``f(x) = Σ_i φ_h(x − e_i)`` is the Gaussian KDE of the errors in expected counts per unit
-    interval, with a kernel sd ``h`` in count units, at every integer ``x`` of a symmetric grid.
-    ``L(x) = log f(x) / f(x + 1)`` is used only where both ``f(x)`` and ``f(x + 1)`` reach ``floor``
-    counts and the delta-method standard error of ``L(x)`` is at most ``max_se``; the estimate is
-    the largest ``|L(x)|`` so used. The interval is the basic bootstrap interval of the whole
-    procedure (``h`` and the thresholds held fixed); as a maximum of noisy ratios the estimate is
-    biased upwards, so the interval may lie mostly below it. Its coverage of ``z`` in our geometric
-    trials (``n`` = 1e4–1e6, ``z`` = 0.1–2) was 70–100 % at the nominal 95 %.
+    ``f(x) = Σ_i K_h(x − e_i)`` is a Gaussian KDE of the errors with kernel sd ``h`` in count
+    units, normalised to unit mass on the integers, so ``f(x)`` is a smoothed count at ``x``
+    (exactly the count when the errors are integers and ``h`` is small). It is evaluated at every
+    integer ``x`` of a symmetric grid spanning the errors. ``L(x) = log f(x) / f(x + 1)`` is
+    *usable* where ``f(x)`` and ``f(x + 1)`` both reach ``floor`` and the delta-method standard
+    error of ``L(x)`` is at most ``max_se``; the estimate is the largest usable ``|L(x)|``.
 
-    **Tolerance for a two-sided geometric mechanism** ``p(k) ∝ e^{−z|k|}``. The smoothed pmf
-    ``p_h = p * φ_h`` is log-concave, and exactly exponential away from 0, so its log ratio
-    ``L_h(x)`` lies in ``[−z, z]`` and equals ``±z`` up to ``O(Φ̄((|x| − z h²)/h))`` once ``|x|``
-    clears the kink at 0. Hence, with the usable region ``R``,
+    By default ``max_se`` is the first threshold of :func:`max_se_ladder` (``0.25 n^(−1/4)`` up to
+    ``n^(−1/4)``) whose usable region (a) holds a pair clear of the cusp that additive noise has
+    at 0: ``x ≥ m`` or ``x + 1 ≤ −m``, with ``m = 3h − 1`` for integer errors and ``3h`` otherwise
+    (the kernel's reach; inside it smoothing flattens the cusp and biases ``L`` low), and (b)
+    spans the ``(100 − reach)``-th to ``reach``-th percentiles of the errors, the published
+    estimator's window: where the log ratio grows with ``|x|`` (Gaussian-like errors, as after
+    TopDown) a region narrower than that would understate the loss. If no threshold does both,
+    the largest; ``parameters`` says which tests passed.
+
+    The interval is the basic bootstrap interval of the whole procedure (``h`` and ``max_se``
+    held fixed). The maximum of noisy ratios is biased upwards, and the basic interval corrects
+    for that, so it may lie mostly below the estimate; its coverage of ``z`` in our geometric
+    trials (``n`` = 1e4–1e6, ``z`` = 0.1–2) was 60–95 % at the nominal 95 %.
+
+    **Tolerance for the two-sided geometric mechanism** ``p(k) ∝ e^{−z|k|}``. The smoothed pmf
+    ``p_h(x) = Σ_k p(k) K_h(x − k)`` is log-concave, so its log ratio ``L_h(x)`` increases from
+    ``−z`` to ``z``; it is exactly ``±z`` wherever the kernel does not reach across 0 and
+    ``z − O(Φ̄((x − z h²)/h))`` beyond. With ``R`` the usable region,
 
     .. math:: |\widehat{\mathrm{EPL}} - z| \le \beta + k\,\tau, \qquad
-              \beta = z - \max_{x \in R} |L_h(x)|,
+              \beta = z - \max_{x \in R} |L_h(x)| \ge 0,
 
     where ``τ = max_se`` bounds the standard error of every usable ``L(x)`` (``≈ √(2/(n p(x)))``
-    unsmoothed, smaller with smoothing) and ``k`` covers the maximum of ``|R| + 1`` normal
-    deviations: ``P[fail] ≤ (|R| + 1) Φ̄(k)``, below 1e-4 with ``k = 4.5`` and ``|R| ≤ 30``. With
-    the defaults ``τ = n^(−1/4)/2 → 0`` and ``R`` grows past the kink, so ``β → 0``: the estimate is
-    consistent. In practice the error is ``+1``–``2 τ`` (the maximum of noisy ratios is biased up).
+    for raw counts, smaller with smoothing). The estimate falls below ``z − β − kτ`` only if the
+    best usable ratio does, and exceeds ``z + kτ`` only if some usable ratio does: probability
+    ``≤ (|R| + 1) Φ̄(k)``, below 3e-4 for ``k = 4.5`` and ``|R| ≤ 70``. As ``n`` grows, ``τ ∝
+    n^(−1/4) → 0``, the region clears the cusp (``β → 0``), and the estimate converges to ``z``;
+    in practice it is ``+0``–``2 τ`` high (a maximum of noisy ratios). See ``docs/epl.md``.
 
     Parameters
     ----------
@@ -600,9 +652,13 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     bandwidth : float, optional
         Kernel sd ``h`` in count units; default :func:`default_bandwidth`.
     max_se : float, optional
-        Largest standard error of a usable log ratio; default :func:`default_max_se` of ``n``.
+        Largest standard error of a usable log ratio; default: chosen from
+        :func:`max_se_ladder` as above.
+    reach : float or None
+        Percentile the usable region should reach on each side when ``max_se`` is chosen;
+        ``None`` for precision first (the smallest threshold that clears the cusp).
     floor : float
-        Fewest expected counts ``f(x)`` at each end of a usable ratio.
+        Fewest smoothed counts ``f(x)`` at each end of a usable ratio.
     n_boot : int
         Bootstrap replicates (0 for no interval).
     level : float
@@ -614,8 +670,10 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     -------
     EPLResult
         The curve holds the usable ``x`` and ``L(x)``; ``parameters`` records ``bandwidth``,
-        ``max_se``, ``floor``, ``n_boot``, ``level``, the ``grid`` ends, the ``usable`` range and
-        ``argmax``. ``+inf`` with a reason if fewer than two errors, all equal, or no usable ratio.
+        ``max_se``, ``reach``, ``floor``, ``n_boot``, ``level``, the ``grid`` ends, the reach
+        ``window``, ``clear_of_cusp``, ``spans_window``, the ``usable`` range and ``argmax``.
+        ``+inf`` with a reason if there are fewer than two errors, all are equal, or no ratio is
+        usable.
 
     Raises
     ------
@@ -641,38 +699,51 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
         raise PostprocError(f"level must be in (0, 1), not {level}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
         raise PostprocError(f"n_boot must be a non-negative integer, not {n_boot!r}")
-    parameters: dict[str, Any] = {"bandwidth": None if bandwidth is None else
-                                  _positive(bandwidth, "bandwidth"),
-                                  "max_se": None if max_se is None else _positive(max_se, "max_se"),
-                                  "floor": floor, "n_boot": int(n_boot), "level": level}
+    parameters: dict[str, Any] = {
+        "bandwidth": None if bandwidth is None else _positive(bandwidth, "bandwidth"),
+        "max_se": None if max_se is None else _positive(max_se, "max_se"),
+        "reach": None if reach is None else _positive(reach, "reach"),
+        "floor": floor, "n_boot": int(n_boot), "level": level}
+    if reach is not None and not 50 < parameters["reach"] <= 100:
+        raise PostprocError(f"reach must be a percentile in (50, 100] or None, not {reach}")
     reason = _degenerate(e)
     if reason:
         return _undefined("improved", n, parameters, reason)
     h = parameters["bandwidth"] = parameters["bandwidth"] or default_bandwidth(e)
-    tau = parameters["max_se"] = parameters["max_se"] or default_max_se(n)
     grid = _improved_grid(e, h, floor)
     parameters["grid"] = [float(grid[0]), float(grid[-1])]
     values, weights = _compress(e)
     counts, ratio, se = _log_ratio_curve(*_kernel_sums(values, weights, grid, h), h)
-    usable, epl = _largest_usable(counts, ratio, se, floor, tau)
-    epl = float(epl)
+    ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
+    margin = 3 * h - (1 if _is_integer(values) else 0)
+    window = None if reach is None else np.percentile(e, [100 - parameters["reach"],
+                                                          parameters["reach"]])
+    parameters["window"] = None if window is None else [float(window[0]), float(window[1])]
+    tau, parameters["clear_of_cusp"], parameters["spans_window"] = _choose_max_se(
+        grid[:-1], counts, se, floor, ladder, margin, window)
+    parameters["max_se"] = tau
+    usable = _usable(counts, se, floor, tau)
     if not usable.any():
         return _undefined("improved", n, parameters,
-                          f"no x has f(x), f(x+1) >= floor = {floor:g} expected counts with a log "
+                          f"no x has f(x), f(x+1) >= floor = {floor:g} smoothed counts with a log "
                           f"ratio standard error <= max_se = {tau:.3g}: too few errors for this "
                           f"precision; pass more errors, a larger max_se or a smaller floor")
-    x = grid[:-1][usable]
+    x, epl_x = grid[:-1][usable], ratio[usable]
+    epl = float(np.max(np.abs(epl_x)))
     parameters["usable"] = [float(x[0]), float(x[-1])]
-    parameters["argmax"] = float(x[np.argmax(np.abs(ratio[usable]))])
+    parameters["argmax"] = float(x[np.argmax(np.abs(epl_x))])
     ci_low = ci_high = float("nan")
     if n_boot:
         support, support_counts = _bootstrap_support(e, values, weights, h)
         draws = as_randomness(rng).generator.multinomial(n, support_counts / n, size=n_boot)
-        curves = _log_ratio_curve(*_kernel_sums(support, draws.T.astype(float), grid, h), h)
-        replicates = _largest_usable(*curves, floor, tau)[1]
+        boot_counts, boot_ratio, boot_se = _log_ratio_curve(
+            *_kernel_sums(support, draws.T.astype(float), grid, h), h)
+        boot_usable = _usable(boot_counts, boot_se, floor, tau)
+        largest = np.max(np.where(boot_usable, np.abs(boot_ratio), -np.inf), axis=0)
+        replicates = np.where(np.isfinite(largest), largest, np.inf)
         ci_low, ci_high = _basic_interval(epl, replicates, level)
     return EPLResult(epl=epl, ci_low=ci_low, ci_high=ci_high, n=n, method="improved",
-                     parameters=parameters, x=x, epl_x=ratio[usable])
+                     parameters=parameters, x=x, epl_x=epl_x)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -709,11 +780,12 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     ``{X ≤ k}``, the log ratio of the two empirical probabilities is
     ``log (c_D/R_D) / (c_D′/R_D′)``, with binomial delta-method standard error
     ``√(1/c_D − 1/R_D + 1/c_D′ − 1/R_D′)``. **Rule:** an event counts only if it occurred at least
-    ``floor`` times in each run set and its standard error is at most ``max_se``; the EPL is the
-    largest absolute log ratio of the events that count. The interval is the basic bootstrap
-    interval (each run set resampled on its own). For the geometric mechanism with parameter
-    ``z`` and ``D′`` one person away, every point event has log ratio exactly ``±z``, so the
-    tolerance is ``k·max_se`` as for :func:`improved_epl`, with no smoothing term.
+    ``floor`` times in each run set and its standard error is at most ``max_se`` (by default the
+    first threshold of :func:`max_se_ladder` of ``min(R_D, R_D′)`` that admits an event); the EPL
+    is the largest absolute log ratio of the events that count. The interval is the basic
+    bootstrap interval (each run set resampled on its own). For the geometric mechanism with
+    parameter ``z`` and ``D′`` one person away, every point event has log ratio exactly ``±z``,
+    so the tolerance is ``4.5 · max_se`` as for :func:`improved_epl`, with no smoothing term.
 
     Parameters
     ----------
@@ -722,8 +794,7 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     bin_width : float
         Width of the output bins (1 for counts).
     max_se : float, optional
-        Largest standard error of a usable log ratio; default
-        :func:`default_max_se` of the smaller number of runs.
+        Largest standard error of a usable log ratio; default from :func:`max_se_ladder`.
     floor : float
         Fewest occurrences of a usable event on each side.
     n_boot : int
@@ -766,10 +837,9 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
         raise PostprocError(f"n_boot must be a non-negative integer, not {n_boot!r}")
     n = int(min(a.size, b.size))
-    tau = default_max_se(max(n, 1)) if max_se is None else _positive(max_se, "max_se")
-    parameters: dict[str, Any] = {"bin_width": bin_width, "max_se": tau, "floor": floor,
-                                  "n_boot": int(n_boot), "level": level,
-                                  "runs": [int(a.size), int(b.size)]}
+    parameters: dict[str, Any] = {
+        "bin_width": bin_width, "max_se": None if max_se is None else _positive(max_se, "max_se"),
+        "floor": floor, "n_boot": int(n_boot), "level": level, "runs": [int(a.size), int(b.size)]}
     if n == 0:
         return _undefined("direct", n, parameters, "no runs on one of the two datasets")
     bins_a = np.floor(a / bin_width + 0.5).astype(np.int64)
@@ -779,6 +849,9 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     counts_a = np.bincount(bins_a - low, minlength=size).astype(float)
     counts_b = np.bincount(bins_b - low, minlength=size).astype(float)
     ratio, se, fewest = _event_log_ratios(counts_a, counts_b, a.size, b.size)
+    ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
+    tau = parameters["max_se"] = next(
+        (float(t) for t in ladder if np.any((fewest >= floor) & (se <= t))), float(ladder[-1]))
     usable, epl = _largest_event_ratio(ratio, se, fewest, floor, tau)
     if not usable.any():
         return _undefined("direct", n, parameters,
@@ -837,7 +910,7 @@ def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPL
     >>> estimate_epl(errors, method="improved", percentile=90)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: method 'improved' takes no option 'percentile'; its options are bandwidth, max_se, floor, n_boot, level, rng
+    postproc.errors.PostprocError: method 'improved' takes no option 'percentile'; its options are bandwidth, max_se, reach, floor, n_boot, level, rng
     """
     estimators = {"improved": improved_epl, "published": published_epl, "direct": direct_epl}
     if method not in estimators:

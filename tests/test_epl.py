@@ -24,7 +24,7 @@ import postproc.epl as epl_module
 from hierarchy.mechanisms import (sample_laplace, sample_two_sided_geometric,
                                   two_sided_geometric_pmf)
 from postproc.cli import main
-from postproc.epl import (EPLResult, default_bandwidth, default_max_se, direct_epl,
+from postproc.epl import (EPLResult, default_bandwidth, direct_epl, max_se_ladder,
                           estimate_epl, improved_epl, published_epl)
 from postproc.errors import PostprocError
 
@@ -216,20 +216,36 @@ def test_bad_errors_are_rejected_by_every_method(errors, fragment):
 # --------------------------------------------------------------------------------------------------
 # the improved estimator
 # --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n, z, seed", [(100_000, 0.25, 1), (100_000, 0.5, 2), (100_000, 1.0, 3),
-                                        (100_000, 2.0, 4), (1_000_000, 0.5, 5),
-                                        (1_000_000, 1.0, 6)])
+@pytest.mark.parametrize("n, z, seed", [(100_000, 0.1, 1), (100_000, 0.25, 1), (100_000, 0.5, 2),
+                                        (100_000, 1.0, 3), (100_000, 2.0, 4), (100_000, 3.0, 4),
+                                        (1_000_000, 0.5, 5), (1_000_000, 1.0, 6)])
 def test_improved_recovers_z_of_the_geometric_mechanism(n, z, seed):
     e = sample_two_sided_geometric(z, n, seed)
     r = improved_epl(e, n_boot=0)
     beta, tol = tolerance(r, z, geometric_smoothed_log_ratio)
     assert -1e-12 <= beta < 0.01, "the usable region must clear the kink at 0"
-    assert tol < 0.15
+    assert tol <= K_SD * max_se_ladder(n)[-1] + 0.01          # 4.5 n^(-1/4) + 0.01
     assert abs(r.epl - z) <= tol
     assert r.n == n and r.method == "improved" and r.reason is None
-    assert r.parameters["max_se"] == pytest.approx(default_max_se(n))
+    assert r.parameters["max_se"] in max_se_ladder(n)
+    assert r.parameters["clear_of_cusp"] and r.parameters["spans_window"]
     assert r.parameters["bandwidth"] == pytest.approx(default_bandwidth(e))
-    assert np.all(np.abs(r.epl_x) <= r.epl) and r.x.size == r.epl_x.size > 2
+    assert np.all(np.abs(r.epl_x) <= r.epl) and r.x.size == r.epl_x.size >= 2
+
+
+def test_default_bandwidth_and_thresholds():
+    integers = np.array([-2, -1, 0, 0, 1, 3])
+    # Silverman: 0.9 · min(sd = 1.722, IQR/1.349 = 1.5/1.349) · 6^(-1/5)
+    assert default_bandwidth(integers) == pytest.approx(0.9 * 1.5 / 1.349 * 6 ** -0.2)
+    assert default_bandwidth(integers + 0.1) == default_bandwidth(integers)
+    assert default_bandwidth(integers * 4) == pytest.approx(default_bandwidth(integers) * 4)
+    assert default_bandwidth(integers / 4) == 0.5            # non-integer errors: at least 0.5
+    assert default_bandwidth(np.r_[np.zeros(97), [-1, 1, 2]]) == pytest.approx(
+        0.9 * np.std(np.r_[np.zeros(97), [-1, 1, 2]], ddof=1) * 100 ** -0.2)   # IQR 0: the sd
+    with pytest.raises(PostprocError, match="all 3 errors equal"):
+        default_bandwidth([1, 1, 1])
+    np.testing.assert_allclose(max_se_ladder(10_000), 0.1 * np.array([0.25, 0.5 ** 0.5 / 2, 0.5,
+                                                                       0.5 ** 0.5, 1.0]))
 
 
 @pytest.mark.parametrize("z, seed", [(0.25, 7), (1.0, 8)])
@@ -237,7 +253,7 @@ def test_improved_recovers_z_from_non_integer_errors(z, seed):
     e = sample_laplace(1 / z, 300_000, seed)          # continuous Laplace: log ratio z in the tails
     r = improved_epl(e, n_boot=0)
     beta, tol = tolerance(r, z, laplace_smoothed_log_ratio)
-    assert -1e-12 <= beta < 0.01 and tol < 0.15
+    assert -1e-12 <= beta < 0.01 and tol <= K_SD * max_se_ladder(e.size)[-1] + 0.01
     assert abs(r.epl - z) <= tol
 
 
@@ -322,7 +338,7 @@ def test_direct_recovers_z_on_neighbouring_datasets(z, seed):
     on_neighbour = 11 + sample_two_sided_geometric(z, runs, seed + 100)   # one more person
     r = direct_epl(on_d, on_neighbour, rng=0)
     tau = r.parameters["max_se"]
-    assert tau == pytest.approx(default_max_se(runs))
+    assert tau == max_se_ladder(runs)[0]
     assert abs(r.epl - z) <= K_SD * tau        # every point event has log ratio exactly ±z
     assert r.n == runs and r.method == "direct"
     assert r.ci_low < r.ci_high and abs(r.ci_low - z) < 10 * tau
