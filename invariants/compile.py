@@ -134,9 +134,15 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
     levels = geography.levels
     spec.check_levels(levels)
     need = _needed_statistics(spec, schema, levels)
-    n_types = schema.attribute(spec.unit_attribute).size if any(
-        "gqhh" in s for s in need.values()) else None
     declared = {stat: spec.invariant_levels(stat, levels) for stat in ("tot", "gqhh")}
+    # Units data is shaped (units, types) wherever it is declared or needed.
+    n_types = None
+    if declared["gqhh"] or any("gqhh" in s for s in need.values()):
+        if spec.unit_attribute not in schema.names:
+            raise SpecError(f"units data (gqhh) is typed by the spec's unit attribute "
+                            f"{spec.unit_attribute!r}, which is not in the schema "
+                            f"{list(schema.names)}")
+        n_types = schema.attribute(spec.unit_attribute).size
     data: dict[str, dict[str, np.ndarray]] = {}
     for stat in ("tot", "gqhh"):
         for lv in declared[stat]:
