@@ -304,8 +304,11 @@ def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], 
                 raise SpecError(f"{where}constraint {c.name!r}: rhs 'gqhh' has {value.shape[1]} "
                                 f"values per unit but the constraint has {r} answers")
             rhs = value.astype(np.float64)
-    lower = rhs if c.sense in ("==", ">=") else np.full_like(rhs, -np.inf)
-    upper = rhs if c.sense in ("==", "<=") else np.full_like(rhs, np.inf)
+    # Query rows have integer coefficients and histograms are integers, so a fractional bound
+    # tightens to the integer inside it (total ≥ 2.5 means total ≥ 3). Finite bounds must be
+    # integers: verification compares them in int64.
+    lower = np.ceil(rhs) if c.sense in ("==", ">=") else np.full_like(rhs, -np.inf)
+    upper = np.floor(rhs) if c.sense in ("==", "<=") else np.full_like(rhs, np.inf)
     return _Block(m, np.array(lower), np.array(upper), labels)
 
 
