@@ -432,12 +432,15 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
     for li, lv in enumerate(levels):
         matrix, lower, upper, labels = merged[lv]
         codes = geography.geocodes[li]
-        bad = lower > upper
+        # Rows with nonnegative coefficients count persons: they are never below 0.
+        nonneg = np.asarray((matrix.minimum(0) != 0).sum(axis=1)).ravel() == 0
+        floor = np.where(nonneg[None, :], np.maximum(lower, 0.0), lower)
+        bad = floor > upper
         if bad.any():
             u, r = np.argwhere(bad)[0]
             raise SpecError(
                 f"{lv} {codes[u]!r}: constraints contradict each other: {labels[r]} needs "
-                f"{lower[u, r]:g} ≤ value ≤ {upper[u, r]:g}; check the invariant data of this "
+                f"{floor[u, r]:g} ≤ value ≤ {upper[u, r]:g}; check the invariant data of this "
                 "unit (e.g. more housing units than persons allowed by the total)")
         zero = _zero_cells(matrix, upper)
         positive_lower = (lower > 0)
