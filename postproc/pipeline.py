@@ -12,7 +12,8 @@ Output directory::
 
 Every file is written atomically; the checkpoint is updated only after its level's parquet is in
 place, so an interrupted run resumes from the last complete level and, because measurements are
-reloaded and every solver is deterministic, finishes with identical results.
+reloaded and every solver is deterministic, finishes with identical results. The node statistics
+are saved with each level too, so a resumed run's manifest still counts the earlier levels' work.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.histograms import Hierarchy
@@ -125,6 +128,8 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     checkpoint_path = directory / "checkpoint.json"
     fingerprint = _fingerprint(config)
     completed: list[str] = []
+    if directory.exists() and not directory.is_dir():
+        raise PostprocError(f"{directory} exists and is not a directory; choose another --out")
     if directory.exists() and any(directory.iterdir()):
         if not resume:
             raise PostprocError(f"{directory} already holds outputs; use --resume to finish an "
@@ -161,8 +166,13 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
         table = pq.read_table(directory / f"{lv}.parquet")
         hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
                                            source=str(directory / f"{lv}.parquet")))
+    stats_path = directory / "node_stats.parquet"
+    earlier_stats = pd.DataFrame()
     if completed:
         log(f"resume: levels {completed} already done")
+        if stats_path.exists():  # solver statistics of the levels done before the interruption
+            earlier = pq.read_table(stats_path).to_pandas()
+            earlier_stats = earlier[earlier["level"].isin(completed)]
     label = noisy.provenance.get("randomness", {}).get("label")
     meta = {"randomness_label": label, "schema": config.schema.to_dict()}
 
@@ -170,6 +180,10 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
         lv = noisy.levels[li]
         write_parquet(level_table(config.schema, noisy.geography, lv, hist),
                       directory / f"{lv}.parquet", metadata=meta)
+        stats = _join_stats(earlier_stats, partial.node_stats)
+        if len(stats):
+            write_parquet(pa.Table.from_pandas(stats, preserve_index=False), stats_path,
+                          metadata=meta)
         done = list(noisy.levels[:li + 1])
         write_json({"config": fingerprint, "completed": done}, checkpoint_path)
 
@@ -179,6 +193,7 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
                          failsafe=config.failsafe, passes=config.passes, progress=progress,
                          start=(len(hists), hists) if hists else None, on_level=on_level)
     timings["topdown"] = time.perf_counter() - t
+    result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats))
     t = time.perf_counter()
     extra = {"config": config.to_dict(), "accounting": accounting(config),
              "pipeline_timings": timings, "resumed_levels": completed}
@@ -190,6 +205,12 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
                checkpoint_path)
     timings["write"] = time.perf_counter() - t
     return PipelineResult(result, noisy, truth, directory, timings)
+
+
+def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Node statistics of the levels done before a resume followed by this run's."""
+    frames = [f for f in (earlier, new) if len(f)]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames or [new])[0]
 
 
 def _executor(config: RunConfig):
