@@ -13,12 +13,15 @@ The model, per state (populations and mixes in :mod:`hierarchy._synth_1940_table
 1. **EDs** — sizes drawn from a quantile function piecewise linear in log size (median 865,
    95th percentile 2,342, mean 982) until they reach the state's population, then rescaled to add
    up exactly. A small state has *fewer* EDs, never smaller ones.
-2. **Counties** — targets drawn from a county-size quantile function (median 18,679, mean
-   42,601); a county ends at the ED boundary nearest its cumulative target, so counties are whole
-   EDs. Every state has at least one county and one ED.
+2. **Counties** — the state's 1940 number of counties, scaled to the total (at least 1), with
+   log-normal shares of its population (national median about 18,679; the mean, 42,601, follows
+   from the counts); a county ends at the ED boundary nearest its cumulative target, so counties
+   are whole EDs. Every state has at least one county and one ED.
 3. **Composition** — 12 groups (Hispanic × race). County mix ~ Dirichlet(``COUNTY_CONCENTRATION``
    × state mix); ED mix ~ Dirichlet(a × county mix) with a log-uniform concentration ``a``, so EDs
-   range from mixed to single-race.
+   range from mixed to single-race; both raked so that state and county mixes hold at every
+   scale. A few EDs in large counties are "cosmopolitan" (part of their mix spread over all 12
+   groups), which makes the homogeneity index of SPEC §7 span 0-23.
 4. **Group quarters** — facilities of types 2, 3, 4, 6, 7 in a minority of EDs (log-normal sizes;
    never more persons than the ED has, so a military-base ED can be all group quarters).
 5. **Households** — the rest of each ED is cut into households of 1940-like sizes (mean ≈ 3.8).
@@ -81,7 +84,7 @@ COSMOPOLITAN_SHARE = 0.02           # chance an ED in a county of 42,601 persons
                                     # mean) is cosmopolitan; grows as sqrt(county size), <= 5 %
 COSMOPOLITAN_BLEND = (0.01, 0.8)    # log-uniform range of the diverse share of its mix
 COSMOPOLITAN_FLATTEN = 0.3          # the diverse part is the national mix ** this, renormalised
-COSMOPOLITAN_CONCENTRATION = 50.0   # Dirichlet concentration of the evenly spread part
+COSMOPOLITAN_CONCENTRATION = 50.0   # Dirichlet concentration of the diverse part
 HOUSEHOLD_MIXING = 0.03             # chance a household member is drawn afresh from the ED mix
 SECOND_MEMBER_ADULT = 0.90          # chance the 2nd member of a household is 18+ (the head always is)
 LATER_MEMBER_ADULT = 0.43           # chance the 3rd, 4th, ... member is 18+
@@ -265,7 +268,8 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     Raises
     ------
     HierarchyError
-        If an argument is out of range or ``out_dir`` cannot be created or written.
+        If an argument is out of range, ``out_dir`` is not a path, or it cannot be created or
+        written.
 
     Examples
     --------
@@ -280,6 +284,9 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     True
     """
     persons, seed = _check_arguments(persons, seed)
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise HierarchyError(f"out_dir must be a directory path (str or path-like), got "
+                             f"{type(out_dir).__name__}")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
