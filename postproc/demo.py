@@ -70,6 +70,8 @@ def run_demo(out: str | Path = "postproc-demo", *, persons: int = 1_000_000, see
     from postproc.pipeline import run_pipeline
 
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise PostprocError(f"{out} exists and is not a directory; choose another --out")
     if out.exists() and any(out.iterdir()):
         if not (out / _MARKER).exists():
             raise PostprocError(f"{out} exists and was not made by `postproc demo`; choose "
