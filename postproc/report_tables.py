@@ -9,6 +9,7 @@ import pandas as pd
 
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
+from hierarchy.storage import atomic_path
 from postproc.metrics import error_metrics
 
 __all__ = ["level_error_table", "format_error_table", "print_level_summary"]
@@ -72,6 +73,7 @@ def format_error_table(table: pd.DataFrame) -> str:
 def print_level_summary(out) -> None:
     """Print the per-level error table of a finished pipeline (and save it next to the outputs)."""
     table = level_error_table(out.truth, out.noisy, out.result.histograms, out.noisy.workload)
-    table.to_csv(out.directory / "error_table.csv", index=False)
+    with atomic_path(out.directory / "error_table.csv") as tmp:
+        table.to_csv(tmp, index=False)
     print("Error against the confidential data (MAE = median absolute error):")
     print(format_error_table(table))
