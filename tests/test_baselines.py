@@ -1,0 +1,315 @@
+"""Baselines: each one's defining property.
+
+Raking sums to parents, ADPC is the mean of its runs, bottom-up margins are sums of noisy cells,
+the closed-form least squares is consistent and equals an independent ``numpy.linalg.lstsq`` of
+the stacked system (and Hay et al.'s published formulas on a regular tree), clipping leaves no
+negatives, calibration hits the published totals, SRS is unbiased.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hierarchy.budget import Budget
+from hierarchy.mechanisms import two_sided_geometric_variance
+from hierarchy.measure import measure
+from hierarchy.queries import e2e_workload
+from hierarchy.randomness import Randomness
+from hierarchy.schema import E2E_1940
+from hierarchy.synth import synthesize_1940
+from hierarchy.tabulate import tabulate
+from postproc.baselines import (Estimate, TreeCounts, adpc, bottom_up, calibrate_to_totals,
+                                children_per_node, clip_negative, clip_tree, flaxman_population,
+                                gdpc, hay, hay_consistency, rdpc, srs, sample_counts,
+                                tree_least_squares)
+from postproc.errors import PostprocError
+
+LEVELS = ["nation", "state", "county", "enum_dist"]
+
+
+@pytest.fixture(scope="module")
+def truth():
+    data = synthesize_1940(30_000, seed=5)
+    return tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
+
+
+@pytest.fixture(scope="module")
+def population():
+    return flaxman_population(300_000, levels=3, mean_leaf=20, rng=0)
+
+
+# -- the population -------------------------------------------------------------------------------
+def test_flaxman_population_shape_and_totals(population):
+    c = children_per_node(300_000, 3, 20)
+    assert population.children == c == 24                       # ⌊15000^(1/3)⌋ = ⌊24.66⌋
+    assert [x.size for x in population.counts] == [1, c, c ** 2, c ** 3]
+    assert all(int(x.sum()) == 300_000 for x in population.counts)
+    assert abs(population.leaves.mean() - 300_000 / c ** 3) < 1e-9
+
+
+def test_children_per_node_is_exact_at_powers():
+    assert children_per_node(1000, 3, 1) == 10
+    assert children_per_node(999, 3, 1) == 9
+    with pytest.raises(PostprocError, match="fill no level"):
+        children_per_node(10, 3, 20)
+
+
+# -- GDPC, ADPC, RDPC -----------------------------------------------------------------------------
+def test_gdpc_margins_are_sums_and_noise_has_the_geometric_variance(population):
+    noisy = gdpc(population, 0.5, rng=1)
+    c = population.children
+    for j in range(population.depth):
+        assert np.array_equal(noisy.counts[j], noisy.counts[j + 1].reshape(-1, c).sum(axis=1))
+    error = noisy.leaves - population.leaves
+    variance = two_sided_geometric_variance(0.5)
+    # 13,824 leaves: the sample variance's sd is ≈ var·sqrt(kurtosis−1)/sqrt(n) < 0.03·var;
+    # 0.1·var is > 3 sd (false-failure rate < 0.3 %).
+    assert abs(error.var() - variance) < 0.1 * variance
+    assert abs(error.mean()) < 5 * np.sqrt(variance / error.size)
+
+
+def test_adpc_is_the_mean_of_p_gdpc_runs_with_the_same_seeds(population):
+    runs = 4
+    mean = adpc(population, 1.0, rng=7, runs=runs)
+    parts = [gdpc(population, 1.0 / runs, Randomness.simulation(7).child(p))
+             for p in range(runs)]
+    for j in range(population.depth + 1):
+        expected = np.mean([part.counts[j] for part in parts], axis=0)
+        assert np.allclose(mean.counts[j], expected, rtol=0, atol=1e-9)
+    assert mean.method == "adpc" and mean.provenance["runs"] == runs
+
+
+def _raking_gap(tree: TreeCounts):
+    """Largest |Σ children − parent| over all sibling groups, and the float bound it must meet."""
+    c = tree.children
+    gaps, bounds = [], []
+    for j in range(tree.depth):
+        groups = tree.counts[j + 1].reshape(-1, c)
+        gaps.append(np.abs(groups.sum(axis=1) - tree.counts[j]))
+        # C products and C − 1 additions, each ≤ 2^-53 relative: 4·C·2^-52 · Σ|child| is ample.
+        bounds.append(4 * c * 2.0 ** -52 * np.abs(groups).sum(axis=1) + 1e-300)
+    return np.concatenate(gaps), np.concatenate(bounds)
+
+
+def test_raking_sums_to_parents_exactly_up_to_float_rounding(population):
+    raked = rdpc(population, 1.0, rng=3)
+    gap, bound = _raking_gap(raked)
+    assert np.all(gap <= bound)
+    assert raked.provenance["equal_splits"] == [0, 0, 0]
+    assert raked.provenance["z_per_level"] == pytest.approx(1.0 / 4)
+
+
+def test_raking_splits_equally_when_the_siblings_noisy_sum_is_not_positive():
+    empty = TreeCounts.from_leaves(np.zeros(4 ** 3, dtype=np.int64), 4)
+    raked = rdpc(empty, 0.05, rng=11)                 # noise sd ≈ 113 on counts of 0
+    assert sum(raked.provenance["equal_splits"]) > 0
+    gap, bound = _raking_gap(raked)
+    assert np.all(gap <= bound)
+    assert np.all(np.isfinite(raked.leaves))
+
+
+def test_rdpc_on_a_chain_copies_the_root():
+    chain = TreeCounts.from_leaves(np.array([50]), 1, depth=3)
+    raked = rdpc(chain, 1.0, rng=2)
+    assert all(np.allclose(level, raked.counts[0]) for level in raked.counts)
+
+
+def test_clip_tree_has_no_negatives(population):
+    clipped = clip_tree(gdpc(population, 0.05, rng=4))
+    assert all((level >= 0).all() for level in clipped.counts)
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda p: gdpc(p, 0), "epsilon must be positive"),
+    (lambda p: adpc(p, 1, runs=0), "runs must be a positive integer"),
+    (lambda p: rdpc(p, float("inf")), "positive and finite"),
+    (lambda p: TreeCounts(2, (np.array([1]), np.array([1, 2, 3]))), "has 2 units"),
+    (lambda p: TreeCounts(0, (np.array([1]),)), "children must be a positive integer"),
+    (lambda p: srs(p, 1.5), r"fraction must be in \(0, 1\]"),
+])
+def test_bad_arguments_are_rejected(population, call, fragment):
+    with pytest.raises(PostprocError, match=fragment):
+        call(population)
+
+
+# -- closed-form least squares --------------------------------------------------------------------
+def _stacked_lstsq(parents, terms, cells):
+    """Independent solve: the leaves' histograms by lstsq of √w·Q·(Σ leaves under u) = √w·y."""
+    depth = len(parents)
+    n_leaves = len(parents[-1])
+    owner = [None] * depth
+    owner[-1] = np.arange(n_leaves)
+    for li in range(depth - 1, 0, -1):
+        owner[li - 1] = np.asarray(parents[li])[owner[li]]
+    rows, rhs = [], []
+    for li, level_terms in enumerate(terms):
+        for q, values, weights in level_terms:
+            q = np.asarray(q.todense() if hasattr(q, "todense") else q, dtype=float)
+            for u in range(values.shape[0]):
+                member = (owner[li] == u).astype(float)
+                block = np.kron(member, q)                     # answers × (leaves·cells)
+                root_w = np.sqrt(np.broadcast_to(weights, values.shape)[u])
+                rows.append(root_w[:, None] * block)
+                rhs.append(root_w * values[u])
+    theta = np.linalg.lstsq(np.vstack(rows), np.concatenate(rhs), rcond=None)[0]
+    leaves = theta.reshape(n_leaves, cells)
+    return [np.array([leaves[owner[li] == u].sum(axis=0) for u in range(len(parents[li]))])
+            for li in range(depth)]
+
+
+TREES = {
+    "unbalanced": [[-1], [0, 0, 0], [0, 0, 1, 2, 2, 2, 2]],
+    "deep chain": [[-1], [0], [0], [0], [0, 0]],
+    "single unit": [[-1]],
+    "wide": [[-1], [0] * 9],
+}
+
+
+@pytest.mark.parametrize("name", TREES)
+def test_tree_least_squares_equals_an_independent_lstsq(name):
+    rng = np.random.default_rng(len(name))
+    parents = [np.array(p) for p in TREES[name]]
+    queries = [np.eye(3), np.ones((1, 3)), np.array([[1.0, 1, 0], [0, 0, 1]])]
+    terms = []
+    for li, p in enumerate(parents):
+        level_terms = []
+        for qi, q in enumerate(queries):
+            if li == 1 and qi == 0 and len(parents) > 2:
+                continue                       # a level without the detailed query is fine
+            values = rng.normal(20, 5, (p.size, q.shape[0]))
+            weights = rng.uniform(0.2, 3.0, (p.size, q.shape[0]))
+            level_terms.append((q, values, weights))
+        terms.append(level_terms)
+    x = tree_least_squares(parents, terms, 3)
+    expected = _stacked_lstsq(parents, terms, 3)
+    for li in range(len(parents)):
+        assert np.allclose(x[li], expected[li], rtol=0, atol=1e-9)
+    for li in range(1, len(parents)):                          # children sum to parents
+        summed = np.zeros_like(x[li - 1])
+        np.add.at(summed, parents[li], x[li])
+        assert np.allclose(summed, x[li - 1], rtol=0, atol=1e-9)
+
+
+def _hay_published(noisy_levels, k):
+    """Hay et al. (2010) §4: the two-pass closed form for a k-ary tree, equal variances."""
+    depth = len(noisy_levels)
+    z = [None] * depth
+    z[-1] = noisy_levels[-1].astype(float)
+    for li in range(depth - 2, -1, -1):
+        ell = depth - li                                        # height: leaves have 1
+        a = (k ** ell - k ** (ell - 1)) / (k ** ell - 1)
+        b = (k ** (ell - 1) - 1) / (k ** ell - 1)
+        z[li] = a * noisy_levels[li] + b * z[li + 1].reshape(-1, k).sum(axis=1)
+    h = [z[0]]
+    for li in range(1, depth):
+        parent_gap = h[-1] - z[li].reshape(-1, k).sum(axis=1)
+        h.append(z[li] + np.repeat(parent_gap / k, k))
+    return h
+
+
+def test_hay_equals_the_published_two_pass_formulas():
+    pop = TreeCounts.from_leaves(np.random.default_rng(2).integers(0, 40, 3 ** 4), 3)
+    est = hay(pop, 2.0, rng=9)
+    rnd = Randomness.simulation(9)
+    from hierarchy.mechanisms import sample_two_sided_geometric
+    z = 2.0 / 5
+    noisy = [c + sample_two_sided_geometric(z, c.size, rnd.child(j))
+             for j, c in enumerate(pop.counts)]
+    for mine, theirs in zip(est.counts, _hay_published(noisy, 3)):
+        assert np.allclose(mine, theirs, rtol=0, atol=1e-9)
+
+
+def test_hay_consistency_of_e2e_measurements_equals_lstsq():
+    # nation → 2 states → 3 counties, 192 cells: 576 unknowns, small enough for dense lstsq
+    rng = np.random.default_rng(4)
+    n = 2_000
+    county = rng.integers(0, 3, n)
+    persons = pd.DataFrame({"state": (county // 2).astype(str), "county": county.astype(str),
+                            "hhgq": rng.choice([0, 2, 3], n), "votingage": rng.integers(0, 2, n),
+                            "hispanic": rng.integers(0, 2, n), "cenrace": rng.integers(0, 6, n)})
+    levels = ["nation", "state", "county"]
+    small = tabulate(persons, schema=E2E_1940, levels=levels)
+    noisy = measure(small, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=5)
+    est = hay_consistency(noisy)
+    terms = [[(noisy.workload[q].matrix, noisy.get(lv, q).values.astype(float),
+               noisy.get(lv, q).weights) for q in noisy.queries(lv)] for lv in levels]
+    expected = _stacked_lstsq(small.geography.parents, terms, 192)
+    for li in range(3):
+        assert np.allclose(est.histograms[li], expected[li], rtol=0, atol=1e-7)
+    assert np.allclose(small.geography.aggregate(est.histograms[2], 2, 1), est.histograms[1],
+                       atol=1e-8)
+    assert est.method == "hay"
+
+
+# -- clipping, bottom-up, calibration -------------------------------------------------------------
+def test_clip_negative_of_noisy_measurements(truth):
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(0.5, LEVELS), rng=6)
+    clipped = clip_negative(noisy)
+    for li, level in enumerate(LEVELS):
+        values = noisy.get(level, "detailed").values
+        assert (values < 0).any() and (clipped.histograms[li] >= 0).all()
+        assert np.array_equal(clipped.histograms[li], np.maximum(values, 0))
+
+
+def test_bottom_up_margins_are_sums_of_the_noisy_cells(truth):
+    est = bottom_up(truth, 1.0, rng=8)
+    geo = truth.geography
+    for li in range(len(LEVELS) - 1):
+        summed = geo.aggregate(est.histograms[-1], len(LEVELS) - 1, li)
+        assert np.array_equal(est.histograms[li], summed)             # exact integers
+    assert np.array_equal(est.answers("county", "va_hisp_race"),
+                          e2e_workload(E2E_1940)["va_hisp_race"].answer(est.histograms[2]))
+    error = est.histograms[-1] - truth.counts[-1]
+    variance = two_sided_geometric_variance(0.5)                      # z = ε / Δ, Δ = 2
+    assert abs(error.var() - variance) < 0.1 * variance               # > 10 sd of 40k cells
+
+
+def test_calibration_hits_the_published_totals(truth):
+    est = calibrate_to_totals(bottom_up(truth, 0.2, rng=1), "state", truth.totals("state"))
+    assert np.allclose(est.histograms[1].sum(axis=1), truth.totals("state"), atol=1e-6)
+    assert np.allclose(est.histograms[0].sum(), truth.totals("nation")[0])
+    assert all((h >= 0).all() for h in est.histograms)
+    with pytest.raises(PostprocError, match="3 totals for the 49 units"):
+        calibrate_to_totals(est, "state", [1, 2, 3])
+
+
+def test_estimate_validates_shapes(truth):
+    with pytest.raises(PostprocError, match="expected"):
+        Estimate("x", E2E_1940, truth.geography, e2e_workload(E2E_1940),
+                 tuple(np.zeros((1, 192)) for _ in LEVELS))
+
+
+# -- simple random sampling -----------------------------------------------------------------------
+def test_sample_is_without_replacement_and_of_the_right_size():
+    counts = np.array([[5, 0, 7], [100, 3, 0]])
+    for seed in range(20):
+        s = sample_counts(counts, 0.4, rng=seed)
+        assert s.sum() == round(0.4 * counts.sum()) and (0 <= s).all() and (s <= counts).all()
+    assert np.array_equal(sample_counts(counts, 1.0, rng=0), counts)
+
+
+def test_srs_is_unbiased():
+    # 20 leaves, N = 1000, f = 0.3 (fN = 300 exactly): E[ĉ] = c. Over R = 2000 samples the mean's
+    # sd is sqrt(Var ĉ / R) with the hypergeometric variance; |z| < 4.5 for all 20 cells fails by
+    # chance with probability < 20 · 6.8e-6 ≈ 1.4e-4.
+    leaves = np.random.default_rng(0).multinomial(1000, np.full(20, 0.05))
+    pop = TreeCounts.from_leaves(leaves, 20)
+    f, n_total, reps = 0.3, 1000, 2000
+    generator = np.random.default_rng(1)
+    draws = np.array([srs(pop, f, rng=generator).leaves for _ in range(reps)])
+    n = f * n_total
+    var = leaves * (n_total - leaves) / n_total * (n_total - n) / (n_total - 1) * n / n_total
+    var = var / f ** 2
+    z = (draws.mean(axis=0) - leaves) / np.sqrt(var / reps)
+    assert np.all(np.abs(z[var > 0]) < 4.5)
+    assert np.allclose(draws.sum(axis=1), n_total)        # the weighted total is exact
+
+
+def test_srs_on_the_hierarchy_sums_up(truth):
+    est = srs(truth, 0.25, rng=2)
+    assert est.method == "srs f=0.25"
+    assert np.allclose(est.histograms[0].sum(), truth.totals("nation")[0])
+    geo = truth.geography
+    assert np.allclose(est.histograms[2], geo.aggregate(est.histograms[3], 3, 2))
