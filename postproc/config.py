@@ -181,8 +181,18 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
         raise _fail(where("data"), "[data] needs persons = \"path/to/persons.parquet\"")
     persons = (base / d["persons"]).resolve()
     units = (base / d["units"]).resolve() if d.get("units") else None
-    columns = dict(d.get("columns", {}))
-    values = {k: dict(v) for k, v in d.get("values", {}).items()}
+    columns = d.get("columns", {})
+    if not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
+        raise _fail(where("data", "columns"), "columns must be a table of level or attribute "
+                                              "= \"column in the file\", e.g. "
+                                              "{ state = \"STATEFIP\" }")
+    values = d.get("values", {})
+    if not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
+        raise _fail(where("data", "values"), "values must be a table of attribute = { \"value in "
+                                             "the file\" = label or code }, e.g. { cenrace = "
+                                             "{ \"1\" = \"white\" } }")
+    columns = dict(columns)
+    values = {k: dict(v) for k, v in values.items()}
     # [schema]
     s = section("schema")
     try:
@@ -204,6 +214,15 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     levels = tuple(levels)
     if len(set(levels)) != len(levels):
         raise _fail(where("geography", "levels"), f"levels repeat a name: {list(levels)}")
+    # [data] columns and values name levels and attributes (a misspelt values key would
+    # otherwise be ignored and the file's codes read unmapped)
+    mappable = {"columns": list(levels[1:]) + list(schema.names), "values": list(schema.names)}
+    for key, mapping in (("columns", columns), ("values", values)):
+        unknown_names = [k for k in mapping if k not in mappable[key]]
+        if unknown_names:
+            raise _fail(where("data", key), f"{key} names {unknown_names}, which are not "
+                                            f"{'levels or ' if key == 'columns' else ''}"
+                                            f"attributes; valid: {mappable[key]}")
     # [workload]
     w = section("workload")
     try:
