@@ -243,7 +243,8 @@ def test_zcdp_release_and_level_keyed_fractions(tmp_path):
     config = load_config(_write(tmp_path, text))
     assert config.budget.kind == "zcdp" and config.budget.neighbours == "add_remove"
     assert config.budget.queries("nation") == ("detailed",)
-    assert config.budget.query_budget("county", "va_hisp_race") == Fraction(1, 2) / 8 * Fraction(3, 4)
+    assert config.budget.query_budget("county", "va_hisp_race") == \
+        Fraction(1, 2) * Fraction(1, 8) * Fraction(3, 4)
     assert config.mechanism.name == "discrete_gaussian"
     assert (config.randomness_mode, config.seed, config.rng) == ("release", None, None)
 
@@ -275,7 +276,8 @@ def test_config_from_dict_without_text():
     assert config.persons == Path("/srv/job/data/persons.parquet").resolve()
     data = tomllib.loads(PRESETS)
     del data["randomness"]["seed"]
-    with pytest.raises(PostprocError, match=r"^<config> \[randomness\]: simulation mode needs seed"):
+    with pytest.raises(PostprocError,
+                       match=r"^<config> \[randomness\]: simulation mode needs seed"):
         config_from_dict(data)
 
 
@@ -295,6 +297,17 @@ ERRORS = [
      ["'threads'", "'workers'"]),
     ("missing persons", 'persons = "data/persons.parquet"\n', "", r"\[data\]",
      ["persons ="]),
+    ("columns for an unknown name", 'units = "data/units.parquet"',
+     'units = "data/units.parquet"\ncolumns = { stat = "ST", hhgq = "GQ" }', r"columns\s*=",
+     ["['stat']", "'state'", "'cenrace'"]),
+    ("values for an unknown attribute", 'units = "data/units.parquet"',
+     'units = "data/units.parquet"\nvalues = { cenrac = { "1" = "white" } }', r"values\s*=",
+     ["['cenrac']", "'cenrace'"]),
+    ("columns not a table", 'units = "data/units.parquet"',
+     'units = "data/units.parquet"\ncolumns = "ST"', r"columns\s*=", ["must be a table"]),
+    ("values not tables", 'units = "data/units.parquet"',
+     'units = "data/units.parquet"\nvalues = { cenrace = 3 }', r"values\s*=",
+     ["must be a table"]),
     ("levels not a list", 'levels = ["nation", "state", "county", "enum_dist"]',
      'levels = "nation"', r"levels\s*=", ["list of level names"]),
     ("levels repeat", 'levels = ["nation", "state", "county", "enum_dist"]',
