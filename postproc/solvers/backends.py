@@ -106,9 +106,20 @@ def _cvxpy(name: str) -> Callable[[QP], Solution]:
         P = sp.csc_matrix(qp.P)
         d = P.diagonal()
         if (P - sp.diags(d)).count_nonzero() == 0:
-            quad = 0.5 * cp.sum(cp.multiply(d, cp.square(x)))
+            # Diagonal P (our fits): complete the square, ½ d (x − c)² with c = −q/d, so the
+            # objective is near 0 at the optimum instead of −Σ w y² (≈ −1e8 on state counts).
+            # With the expanded form ECOS's relative gap test failed ("numerical problems") on
+            # state-scale nodes and on unbounded problems; the constant is restored by
+            # qp.objective below.
+            pos = d > 0
+            c = np.zeros(qp.n)
+            c[pos] = -qp.q[pos] / d[pos]
+            objective = 0.5 * cp.sum(cp.multiply(d[pos], cp.square(x[pos] - c[pos]))) \
+                if pos.any() else cp.Constant(0.0)
+            if (~pos).any():
+                objective = objective + qp.q[~pos] @ x[~pos]
         else:
-            quad = 0.5 * cp.quad_form(x, cp.psd_wrap(P))
+            objective = 0.5 * cp.quad_form(x, cp.psd_wrap(P)) + qp.q @ x
         A = sp.csr_matrix(qp.A)
         eq = np.isfinite(qp.l) & (qp.l == qp.u)
         lo = np.isfinite(qp.l) & ~eq
@@ -120,7 +131,7 @@ def _cvxpy(name: str) -> Callable[[QP], Solution]:
             cons.append(A[lo] @ x >= qp.l[lo])
         if hi.any():
             cons.append(A[hi] @ x <= qp.u[hi])
-        prob = cp.Problem(cp.Minimize(quad + qp.q @ x), cons)
+        prob = cp.Problem(cp.Minimize(objective), cons)
         opts = {"OSQP": dict(eps_abs=1e-7, eps_rel=1e-7, polishing=True, max_iter=50000),
                 "ECOS": dict(abstol=1e-8, reltol=1e-8, feastol=1e-8, max_iters=500),
                 "SCS": dict(eps_abs=1e-7, eps_rel=1e-7, max_iters=100000),
