@@ -469,3 +469,12 @@ def test_cli_rejects_options_of_the_other_method(tmp_path, capsys, options, frag
     np.save(path, np.arange(-50.0, 50.0))
     code, _, err = run_cli(capsys, ["epl", "--errors", str(path), *options])
     assert code == 1 and fragment in err
+
+
+def test_the_documented_example_runs():
+    import doctest
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "docs" / "epl.md"
+    result = doctest.testfile(str(path), module_relative=False,
+                              optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted >= 10
