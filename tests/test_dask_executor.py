@@ -1,0 +1,247 @@
+"""DaskExecutor on a LocalCluster on loopback: identical TopDown results, order, errors, lost
+workers, an external scheduler, and ``postproc run --executor dask``.
+
+One two-worker cluster (one thread each) is shared by the module; tests that need a cluster of
+their own (a scheduler that fails a task on its first lost worker, the CLI's own local cluster)
+start a one-worker cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import cloudpickle
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from hierarchy.budget import Budget  # noqa: E402
+from hierarchy.measure import measure  # noqa: E402
+from hierarchy.queries import e2e_workload  # noqa: E402
+from hierarchy.schema import E2E_1940  # noqa: E402
+from hierarchy.synth import synthesize_1940, write_synthetic_1940  # noqa: E402
+from hierarchy.tabulate import tabulate  # noqa: E402
+from invariants.spec import Spec  # noqa: E402
+from postproc.cli import main  # noqa: E402
+from postproc.dask_executor import DaskExecutor  # noqa: E402
+from postproc.demo import DEMO_CONFIG  # noqa: E402
+from postproc.errors import PostprocError  # noqa: E402
+from postproc.executors import get_executor  # noqa: E402
+from postproc.solvers import SolverError  # noqa: E402
+from postproc.topdown import topdown  # noqa: E402
+
+# Workers cannot import this test module (it is not on their path): ship its functions by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+LEVELS = ["nation", "state", "county", "enum_dist"]
+
+
+def _local_cluster(n_workers: int, **scheduler_kwargs):
+    return distributed.LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None, silence_logs=logging.WARNING,
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0", **scheduler_kwargs})
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with _local_cluster(2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def ex(cluster):
+    with DaskExecutor(workers=2, scheduler=cluster.scheduler_address) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    data = synthesize_1940(20_000, seed=1)
+    truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
+    return measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), "geometric", rng=7,
+                   publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]})
+
+
+# --- task functions (run on the workers) ----------------------------------------------------
+
+def _slow_identity(x):
+    time.sleep(0.02 * (8 - x % 8))  # earlier items finish later
+    return x
+
+
+def _record_run(directory: Path, i: int) -> None:
+    with open(directory / f"run-{i}", "a") as f:
+        f.write("x")
+
+
+def _runs(directory: Path, i: int) -> int:
+    path = directory / f"run-{i}"
+    return len(path.read_text()) if path.exists() else 0
+
+
+def _fail_on_two(args):
+    directory, i = args
+    _record_run(directory, i)
+    if i == 2:
+        raise SolverError("every backend failed on parent '02' (clarabel: infeasible)")
+    if i == 4:
+        raise PostprocError("parent '04' has no children")
+    return i
+
+
+def _kill_worker_once(args):
+    """Item ``killer`` kills its worker process the first time it runs, once told to proceed."""
+    directory, i, killer = args
+    _record_run(directory, i)
+    if i == killer and not (directory / "killed").exists():
+        deadline = time.monotonic() + 30
+        while not (directory / "proceed").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (directory / "killed").touch()
+        os._exit(1)
+    time.sleep(0.05)
+    return i * i
+
+
+def _kill_worker_always(i):
+    os._exit(1)
+
+
+# --- tests ----------------------------------------------------------------------------------
+
+def test_topdown_identical_to_serial(ex, noisy):
+    spec = Spec.e2e(LEVELS)
+    serial = topdown(noisy, spec, executor="serial", batch_children=8)
+    dask = topdown(noisy, spec, executor=ex, batch_children=8)
+    assert len(dask.histograms) == len(serial.histograms) == len(LEVELS)
+    for level, a, b in zip(LEVELS, serial.histograms, dask.histograms):
+        assert a.shape == b.shape, level
+        assert a.dtype == b.dtype, level
+        assert np.array_equal(a, b), level
+    assert dask.provenance["solver"]["executor"] == "dask"
+    assert dask.provenance["solver"]["scheduler"] == ex.scheduler
+
+
+def test_results_in_input_order(ex):
+    items = list(range(16))
+    assert list(ex.map(_slow_identity, items)) == items
+    assert list(ex.map(_slow_identity, [])) == []
+
+
+def test_chunksize_groups_items_and_keeps_order(cluster):
+    with DaskExecutor(scheduler=cluster.scheduler_address, chunksize=3) as chunked:
+        assert list(chunked.map(_slow_identity, range(10))) == list(range(10))
+        assert list(chunked.map(abs, [])) == []
+
+
+def test_task_exceptions_propagate_once_with_type_and_message(ex, tmp_path):
+    with pytest.raises(SolverError, match=r"every backend failed on parent '02' \(clarabel"):
+        list(ex.map(_fail_on_two, [(tmp_path, i) for i in range(4)]))
+    assert _runs(tmp_path, 2) == 1  # a raising task is not retried
+    with pytest.raises(PostprocError, match="parent '04' has no children") as info:
+        list(ex.map(_fail_on_two, [(tmp_path, 4)]))
+    assert type(info.value) is PostprocError
+    # the cluster is still usable after an error
+    assert list(ex.map(abs, [-1, -2])) == [1, 2]
+
+
+def test_lost_worker_is_retried_and_finished_work_kept(ex, tmp_path):
+    killer, n = 5, 12
+    got = []
+    for i, value in enumerate(ex.map(_kill_worker_once, [(tmp_path, i, killer)
+                                                          for i in range(n)])):
+        got.append(value)
+        if i == killer - 1:
+            (tmp_path / "proceed").touch()  # items before the killer are in and released
+    assert got == [i * i for i in range(n)]
+    assert (tmp_path / "killed").exists()
+    assert _runs(tmp_path, killer) == 2  # killed once, rerun on a live worker
+    assert [_runs(tmp_path, i) for i in range(killer)] == [1] * killer  # not recomputed
+    assert all(_runs(tmp_path, i) >= 1 for i in range(killer + 1, n))
+
+
+def test_killed_worker_resubmitted_then_reported(tmp_path):
+    # allowed_failures=0: the scheduler fails a task at its first lost worker (KilledWorker);
+    # the executor resubmits it `retries` times, then raises a PostprocError.
+    (tmp_path / "proceed").touch()
+    with DaskExecutor(workers=1, allowed_failures=0, retries=1) as own:
+        assert list(own.map(_kill_worker_once, [(tmp_path, 0, 0), (tmp_path, 1, 0)])) == [0, 1]
+        assert _runs(tmp_path, 0) == 2
+        given_up = r"item 0 of this map was given up: the Dask workers running it kept dying \(2"
+        with pytest.raises(PostprocError, match=given_up) as info:
+            list(own.map(_kill_worker_always, [0]))
+        assert isinstance(info.value.__cause__, distributed.KilledWorker)
+
+
+def test_external_scheduler(cluster, ex):
+    info = ex.describe()
+    assert info == {"executor": "dask", "workers": 2, "threads": 2,
+                    "scheduler": cluster.scheduler_address, "local_cluster": False}
+    other = get_executor("dask", scheduler=cluster.scheduler_address)
+    assert isinstance(other, DaskExecutor)
+    assert list(other.map(abs, [-3, 4])) == [3, 4]
+    other.close()
+    other.close()  # idempotent
+    with pytest.raises(PostprocError, match="closed"):
+        other.map(abs, [1])
+    # closing a client of an external scheduler leaves the cluster running
+    assert len(cluster.scheduler_info["workers"]) == 2
+    assert list(ex.map(abs, [-5])) == [5]
+
+
+def test_unreachable_scheduler():
+    t0 = time.perf_counter()
+    with pytest.raises(PostprocError, match=r"cannot connect to the Dask scheduler at "
+                                            r"'tcp://127.0.0.1:9'.*dask scheduler"):
+        DaskExecutor(scheduler="tcp://127.0.0.1:9", timeout=1)
+    assert time.perf_counter() - t0 < 15
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"workers": 0}, "workers must be a positive integer"),
+    ({"threads_per_worker": 1.5}, "threads_per_worker must be a positive integer"),
+    ({"chunksize": 0}, "chunksize must be a positive integer"),
+    ({"retries": -1}, "retries must be a non-negative integer"),
+    ({"allowed_failures": -1}, "allowed_failures must be a non-negative integer"),
+    ({"allowed_failures": 2, "scheduler": "tcp://127.0.0.1:9"},
+     "allowed_failures applies to a local cluster only"),
+])
+def test_invalid_arguments(kwargs, message):
+    with pytest.raises(PostprocError, match=message):
+        DaskExecutor(**kwargs)
+
+
+def _outputs(directory: Path) -> dict[str, object]:
+    return {lv: pq.read_table(directory / f"{lv}.parquet").to_pandas() for lv in LEVELS}
+
+
+def test_cli_run_with_dask_matches_serial(cluster, tmp_path, capsys):
+    write_synthetic_1940(tmp_path / "data", 20_000, seed=3)
+    config = tmp_path / "config.toml"
+    config.write_text(DEMO_CONFIG.format(epsilon=1.0, seed=11, dir=tmp_path, executor="serial"))
+    base = ["run", str(config), "--no-progress", "--out"]
+    assert main(base + [str(tmp_path / "serial")]) == 0
+    assert main(base + [str(tmp_path / "local"), "--executor", "dask", "--workers", "1"]) == 0
+    assert main(base + [str(tmp_path / "remote"), "--executor", "dask",
+                        "--scheduler", cluster.scheduler_address]) == 0
+    capsys.readouterr()
+    serial = _outputs(tmp_path / "serial")
+    for run in ("local", "remote"):
+        other = _outputs(tmp_path / run)
+        for lv in LEVELS:
+            assert serial[lv].equals(other[lv]), (run, lv)
+    solver = json.loads((tmp_path / "remote" / "manifest.json").read_text())["provenance"][
+        "solver"]
+    assert solver["executor"] == "dask"
+    assert solver["scheduler"] == cluster.scheduler_address
+    local = json.loads((tmp_path / "local" / "manifest.json").read_text())["provenance"][
+        "solver"]
+    assert local["local_cluster"] is True and local["workers"] == 1
