@@ -12,8 +12,8 @@ the largest absolute log ratio. For the two-sided geometric mechanism of paramet
     95 % percentile window. Exact scipy evaluation is O(n × grid); for large inputs an exact
     binned evaluation gives the same numbers to ~1e-12 in a fraction of the time.
 ``improved`` (:func:`improved_epl`, the default)
-    An integer-aligned grid, a bandwidth in count units, a density floor tied to the KDE's own
-    sampling noise instead of the percentile window, a bootstrap interval. It recovers ``z`` of a
+    An integer-aligned grid, a bandwidth in count units, a floor on counts and on the standard
+    error of each log ratio instead of the percentile window, a bootstrap interval. It recovers ``z`` of a
     geometric mechanism as ``n`` grows, within the tolerance derived in its docstring and in
     ``docs/epl.md``.
 ``direct`` (:func:`direct_epl`)
@@ -23,8 +23,8 @@ the largest absolute log ratio. For the two-sided geometric mechanism of paramet
 
 Every Gaussian kernel sum goes through one engine, ``_gaussian_sums``: exact direct sums when the
 data have few distinct values (integer residuals do), otherwise binning onto a fine grid with a
-Taylor correction for each point's offset from its node, then a short convolution. It never forms an
-``n × grid`` matrix, so 10 million residuals take about a second (``benchmarks/bench_epl.py``).
+Taylor correction for each point's offset from its node, then a short convolution. It never forms
+an ``n × grid`` matrix, so 10 million residuals take seconds (``benchmarks/bench_epl.py``).
 """
 
 from __future__ import annotations
@@ -217,9 +217,13 @@ def _degenerate(e: np.ndarray) -> str | None:
 # --------------------------------------------------------------------------------------------------
 # Gaussian kernel sums on a regular grid
 # --------------------------------------------------------------------------------------------------
+def _is_integer(e: np.ndarray) -> bool:
+    return bool(np.array_equal(e, np.rint(e)))
+
+
 def _compress(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct values and their counts when ``e`` is integer-valued, else ``(e, ones)``."""
-    if np.array_equal(e, np.rint(e)):
+    if _is_integer(e):
         low = e.min()
         span = e.max() - low
         if span < 4 * e.size + 1_000_000:
@@ -405,10 +409,6 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
 # --------------------------------------------------------------------------------------------------
 # The improved estimator
 # --------------------------------------------------------------------------------------------------
-def _is_integer(e: np.ndarray) -> bool:
-    return bool(np.array_equal(e, np.rint(e)))
-
-
 def default_bandwidth(errors: Any) -> float:
     """The improved estimator's default kernel sd, in count units.
 
@@ -443,11 +443,15 @@ def default_bandwidth(errors: Any) -> float:
     reason = _degenerate(e)
     if reason:
         raise PostprocError(f"no bandwidth: {reason}")
+    return _bandwidth_rule(e, integer=_is_integer(e))
+
+
+def _bandwidth_rule(e: np.ndarray, *, integer: bool) -> float:
     sd = float(np.std(e, ddof=1))
     q1, q3 = np.percentile(e, [25, 75])
     spread = min(sd, (q3 - q1) / 1.349) if q3 > q1 else sd
     rule = float(0.9 * spread * e.size ** -0.2)
-    return rule if _is_integer(e) else max(0.5, rule)
+    return rule if integer else max(0.5, rule)
 
 
 def max_se_ladder(n: int) -> np.ndarray:
@@ -498,9 +502,9 @@ def _improved_grid(e: np.ndarray, bandwidth: float, floor: float) -> np.ndarray:
     mass = _lattice_mass(bandwidth)
     k = min(n, max(1, math.ceil(floor * mass / 2)))
     ratio = 2 * n / (floor * mass)
-    reach = bandwidth * math.sqrt(2 * math.log(ratio)) if ratio > 1 else 0.0
+    spill = bandwidth * math.sqrt(2 * math.log(ratio)) if ratio > 1 else 0.0
     low, high = np.partition(e, [k - 1, n - k])[[k - 1, n - k]]
-    half = math.ceil(max(abs(low - reach), abs(high + reach)))
+    half = math.ceil(max(abs(low - spill), abs(high + spill)))
     if 2 * half + 1 > _MAX_GRID:
         raise PostprocError(
             f"the errors reach ±{half}: an integer grid of {2 * half + 1} points is too large; "
@@ -520,8 +524,8 @@ def _kernel_sums(values, weights, grid, bandwidth):
                                sigma=bandwidth),
                 _gaussian_sums(values, weights, start=grid[0], step=0.5, size=half_grid.size,
                                sigma=bandwidth / math.sqrt(2)))
-    reach = (values >= grid[0] - _TAIL * bandwidth) & (values <= grid[-1] + _TAIL * bandwidth)
-    values, weights = values[reach], weights[reach]
+    near = (values >= grid[0] - _TAIL * bandwidth) & (values <= grid[-1] + _TAIL * bandwidth)
+    values, weights = values[near], weights[near]
     sums = np.zeros((grid.size, weights.shape[1]))
     squares = np.zeros((half_grid.size, weights.shape[1]))
     chunk = max(1, _BLOCK // half_grid.size)
@@ -560,6 +564,21 @@ def _bootstrap_support(e: np.ndarray, values, weights, bandwidth: float):
     resolution = 1.0 / math.ceil(16.0 / bandwidth)
     steps, counts = _compress(np.rint(e / resolution))
     return steps * resolution, counts
+
+
+def _bootstrap_options(n_boot: Any, level: Any) -> tuple[int, float]:
+    level = _positive(level, "level")
+    if not level < 1:
+        raise PostprocError(f"level must be in (0, 1), not {level}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
+        raise PostprocError(f"n_boot must be a non-negative integer, not {n_boot!r}")
+    return int(n_boot), level
+
+
+def _largest_abs(ratio: np.ndarray, usable: np.ndarray, axis) -> np.ndarray:
+    """``max |ratio|`` over the usable entries along ``axis``; ``+inf`` where none is usable."""
+    largest = np.max(np.where(usable, np.abs(ratio), -np.inf), axis=axis)
+    return np.where(np.isfinite(largest), largest, np.inf)
 
 
 def _basic_interval(estimate: float, replicates: np.ndarray,
@@ -694,28 +713,26 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     e = _as_errors(errors)
     n = int(e.size)
     floor = _positive(floor, "floor")
-    level = _positive(level, "level")
-    if not level < 1:
-        raise PostprocError(f"level must be in (0, 1), not {level}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise PostprocError(f"n_boot must be a non-negative integer, not {n_boot!r}")
+    n_boot, level = _bootstrap_options(n_boot, level)
     parameters: dict[str, Any] = {
         "bandwidth": None if bandwidth is None else _positive(bandwidth, "bandwidth"),
         "max_se": None if max_se is None else _positive(max_se, "max_se"),
         "reach": None if reach is None else _positive(reach, "reach"),
-        "floor": floor, "n_boot": int(n_boot), "level": level}
+        "floor": floor, "n_boot": n_boot, "level": level}
     if reach is not None and not 50 < parameters["reach"] <= 100:
         raise PostprocError(f"reach must be a percentile in (50, 100] or None, not {reach}")
     reason = _degenerate(e)
     if reason:
         return _undefined("improved", n, parameters, reason)
-    h = parameters["bandwidth"] = parameters["bandwidth"] or default_bandwidth(e)
+    integer = _is_integer(e)
+    h = parameters["bandwidth"] = (parameters["bandwidth"]
+                                   or _bandwidth_rule(e, integer=integer))
     grid = _improved_grid(e, h, floor)
     parameters["grid"] = [float(grid[0]), float(grid[-1])]
     values, weights = _compress(e)
     counts, ratio, se = _log_ratio_curve(*_kernel_sums(values, weights, grid, h), h)
     ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
-    margin = 3 * h - (1 if _is_integer(values) else 0)
+    margin = 3 * h - (1 if integer else 0)
     window = None if reach is None else np.percentile(e, [100 - parameters["reach"],
                                                           parameters["reach"]])
     parameters["window"] = None if window is None else [float(window[0]), float(window[1])]
@@ -738,9 +755,7 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
         draws = as_randomness(rng).generator.multinomial(n, support_counts / n, size=n_boot)
         boot_counts, boot_ratio, boot_se = _log_ratio_curve(
             *_kernel_sums(support, draws.T.astype(float), grid, h), h)
-        boot_usable = _usable(boot_counts, boot_se, floor, tau)
-        largest = np.max(np.where(boot_usable, np.abs(boot_ratio), -np.inf), axis=0)
-        replicates = np.where(np.isfinite(largest), largest, np.inf)
+        replicates = _largest_abs(boot_ratio, _usable(boot_counts, boot_se, floor, tau), axis=0)
         ci_low, ci_high = _basic_interval(epl, replicates, level)
     return EPLResult(epl=epl, ci_low=ci_low, ci_high=ci_high, n=n, method="improved",
                      parameters=parameters, x=x, epl_x=epl_x)
@@ -765,9 +780,8 @@ def _event_log_ratios(counts_d, counts_n, runs_d, runs_n):
     return ratio, se, np.minimum(a, b)
 
 
-def _largest_event_ratio(ratio, se, fewest, floor, max_se):
-    usable = (fewest >= floor) & (se <= max_se)
-    return usable, np.max(np.where(usable, np.abs(ratio), -np.inf), axis=(-2, -1))
+def _usable_events(se, fewest, floor, max_se):
+    return (fewest >= floor) & (se <= max_se)
 
 
 def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
@@ -831,15 +845,11 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     b = _as_errors(on_neighbour, "on_neighbour")
     bin_width = _positive(bin_width, "bin_width")
     floor = _positive(floor, "floor")
-    level = _positive(level, "level")
-    if not level < 1:
-        raise PostprocError(f"level must be in (0, 1), not {level}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise PostprocError(f"n_boot must be a non-negative integer, not {n_boot!r}")
+    n_boot, level = _bootstrap_options(n_boot, level)
     n = int(min(a.size, b.size))
     parameters: dict[str, Any] = {
         "bin_width": bin_width, "max_se": None if max_se is None else _positive(max_se, "max_se"),
-        "floor": floor, "n_boot": int(n_boot), "level": level, "runs": [int(a.size), int(b.size)]}
+        "floor": floor, "n_boot": n_boot, "level": level, "runs": [int(a.size), int(b.size)]}
     if n == 0:
         return _undefined("direct", n, parameters, "no runs on one of the two datasets")
     bins_a = np.floor(a / bin_width + 0.5).astype(np.int64)
@@ -851,13 +861,15 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     ratio, se, fewest = _event_log_ratios(counts_a, counts_b, a.size, b.size)
     ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
     tau = parameters["max_se"] = next(
-        (float(t) for t in ladder if np.any((fewest >= floor) & (se <= t))), float(ladder[-1]))
-    usable, epl = _largest_event_ratio(ratio, se, fewest, floor, tau)
+        (float(t) for t in ladder if np.any(_usable_events(se, fewest, floor, t))),
+        float(ladder[-1]))
+    usable = _usable_events(se, fewest, floor, tau)
     if not usable.any():
         return _undefined("direct", n, parameters,
                           f"no event occurred >= floor = {floor:g} times on both sides with a log "
                           f"ratio standard error <= max_se = {tau:.3g}: run the mechanism more "
                           f"times, or pass a larger max_se or a smaller floor")
+    epl = float(_largest_abs(ratio, usable, axis=None))
     family, k = np.unravel_index(np.argmax(np.where(usable, np.abs(ratio), -np.inf)), ratio.shape)
     value = (low + k) * bin_width
     parameters["argmax"] = f"P[X {('=', '>=', '<=')[family]} {value:g}]"
@@ -866,13 +878,13 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
         generator = as_randomness(rng).generator
         boot_a = generator.multinomial(a.size, counts_a / a.size, size=n_boot).astype(float)
         boot_b = generator.multinomial(b.size, counts_b / b.size, size=n_boot).astype(float)
-        replicates = _largest_event_ratio(*_event_log_ratios(boot_a, boot_b, a.size, b.size),
-                                          floor, tau)[1]
-        replicates = np.where(np.isfinite(replicates), replicates, np.inf)
-        ci_low, ci_high = _basic_interval(float(epl), replicates, level)
+        boot_ratio, boot_se, boot_fewest = _event_log_ratios(boot_a, boot_b, a.size, b.size)
+        replicates = _largest_abs(boot_ratio, _usable_events(boot_se, boot_fewest, floor, tau),
+                                  axis=(-2, -1))
+        ci_low, ci_high = _basic_interval(epl, replicates, level)
     points = usable[0]
     x = (low + np.flatnonzero(points)) * bin_width
-    return EPLResult(epl=float(epl), ci_low=ci_low, ci_high=ci_high, n=n, method="direct",
+    return EPLResult(epl=epl, ci_low=ci_low, ci_high=ci_high, n=n, method="direct",
                      parameters=parameters, x=x, epl_x=ratio[0][points])
 
 
