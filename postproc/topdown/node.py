@@ -486,12 +486,21 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
     t0 = time.perf_counter()
     if task.parent_hist is not None and task.k == 1:
         hist = task.parent_hist[None, :].astype(np.int64).copy()
-        verify_node(task, hist)
-        return NodeResult(hist, {"level": task.level, "parent": task.parent, "children": 1,
-                                 "variables": 0, "rounding": "copy", "backend": "copy",
-                                 "fit_seconds": 0.0, "round_seconds": 0.0,
-                                 "seconds": time.perf_counter() - t0, "objective": float("nan"),
-                                 "iterations": 0, "failsafe": False})
+        try:
+            verify_node(task, hist)
+        except VerificationError:
+            # The parent breaks its only child's constraints (possible when they are not
+            # implied upward): solve it like any node, so the failsafe or a clear
+            # InfeasibleError applies.
+            pass
+        else:
+            return NodeResult(hist, {"level": task.level, "parent": task.parent,
+                                     "children": 1, "variables": 0, "rounding": "copy",
+                                     "backend": "copy", "fit_seconds": 0.0,
+                                     "round_seconds": 0.0,
+                                     "seconds": time.perf_counter() - t0,
+                                     "objective": float("nan"), "iterations": 0,
+                                     "failsafe": False})
     x_star, fit_stats, report = _fit(task, chain)
     if report is not None and not failsafe:
         raise InfeasibleError(
