@@ -170,6 +170,11 @@ def _summary(result: EPLResult) -> str:
                      f"max_se {p['max_se']:.3g}, floor {p['floor']:g} counts"
                      + (f"; usable x in [{p['usable'][0]:g}, {p['usable'][1]:g}], maximum at "
                         f"x = {p['argmax']:g}" if "usable" in p else ""))
+        if p.get("spans_window") is False or p.get("clear_of_cusp") is False:
+            lines.append("note: even at the largest max_se the usable region "
+                         + ("does not reach the errors' percentile window" if
+                            p.get("spans_window") is False else "stays near 0")
+                         + "; more errors would give a more reliable estimate")
     return "\n".join(lines)
 
 
