@@ -269,6 +269,12 @@ def _fit(task: NodeTask, chain: Sequence[str]) -> tuple[np.ndarray, dict[str, An
                                                         dict[str, Any] | None]:
     stats: dict[str, Any] = {"fit_seconds": 0.0, "iterations": 0, "backends": []}
     passes = task.passes or (tuple(q.name for q in task.queries),)
+    # Queries no pass names are fitted in a final pass of their own ("total first, then the
+    # rest", SPEC §4); without it passes=[["total"]] fitted everything at once.
+    listed = {name for p in passes for name in p}
+    rest = tuple(q.name for q in task.queries if q.name not in listed)
+    if rest:
+        passes = tuple(passes) + (rest,)
     done: set[str] = set()
     hold: list[tuple[QueryData, np.ndarray]] = []
     x_star = None
