@@ -741,10 +741,14 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     parameters["max_se"] = tau
     usable = _usable(counts, se, floor, tau)
     if not usable.any():
-        return _undefined("improved", n, parameters,
-                          f"no x has f(x), f(x+1) >= floor = {floor:g} smoothed counts with a log "
-                          f"ratio standard error <= max_se = {tau:.3g}: too few errors for this "
-                          f"precision; pass more errors, a larger max_se or a smaller floor")
+        if counts.max() < floor:
+            why = (f"the KDE never reaches floor = {floor:g} smoothed counts (at most "
+                   f"{counts.max():.3g} with bandwidth {h:.3g}): pass a smaller bandwidth or floor")
+        else:
+            why = (f"no x has f(x), f(x+1) >= floor = {floor:g} smoothed counts with a log ratio "
+                   f"standard error <= max_se = {tau:.3g}: too few errors for this precision; "
+                   f"pass more errors, a larger max_se or a smaller floor")
+        return _undefined("improved", n, parameters, why)
     x, epl_x = grid[:-1][usable], ratio[usable]
     epl = float(np.max(np.abs(epl_x)))
     parameters["usable"] = [float(x[0]), float(x[-1])]

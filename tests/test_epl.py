@@ -309,7 +309,8 @@ def test_improved_records_its_settings():
 @pytest.mark.parametrize("errors, kwargs, fragment", [
     (np.zeros(50), {}, "all 50 errors equal 0"),
     ([1.0], {}, "1 error(s)"),
-    (np.arange(30.0), dict(max_se=1e-3), "max_se = 0.001"),
+    (sample_two_sided_geometric(0.5, 2000, 1), dict(max_se=1e-3), "max_se = 0.001"),
+    (np.arange(30.0), dict(bandwidth=100.0), "the KDE never reaches floor = 10"),
 ])
 def test_improved_degenerate_inputs_are_infinite_with_a_reason(errors, kwargs, fragment):
     r = improved_epl(errors, **kwargs)
