@@ -1,0 +1,372 @@
+"""Top-down conditional sampling of a :class:`~hierarchy.noisy.NoisyHierarchy`.
+
+An alternative to TopDown's optimization (SPEC §4) in the spirit of Gong & Meng (SPEC §6): at every
+level, each parent's children are *drawn*, not fitted.
+
+What is sampled
+---------------
+Let ``y_k`` be child ``k``'s noisy detailed histogram, ``f`` the per-cell noise law of the
+mechanism that produced it (two-sided geometric with the level's ``z``; discrete Gaussian with the
+level's ``σ²``; Laplace and Gaussian measurements are treated as their integer analogues, the
+two-sided geometric with ``z = 1/b`` and the discrete Gaussian with the same ``σ²``). For a parent
+``p`` with released histogram ``x̂_p`` and children ``1..K`` the children are one draw of
+
+    ``π_p(X) ∝ ∏_k ∏_j f(X_kj − y_kj) · 1{Σ_k X_k = x̂_p} · 1{X_k ∈ S_k for every k}``
+
+over integer ``X`` (``S_k``: child ``k``'s invariants and constraints, nonnegativity and zero
+cells, from :func:`invariants.compile.compile_spec`). The root is one draw of
+``∏_j f(X_j − y_j) · 1{X ∈ S_root}``.
+
+Why this is the conditional mechanism, level by level
+------------------------------------------------------
+Gong & Meng's conditional mechanism releases ``M(x) | M(x) ∈ S*``: the mechanism's law around the
+confidential ``x``, restricted to the invariant set. ``π_p`` is exactly that construction with the
+noisy measurement in the role of the centre (``f`` is symmetric, so ``f(X − y) = f(y − X)``) and
+``S*`` = the set of children tables consistent with the already released parent and with the
+children's own invariants — the invariant set that the top-down release must respect at that
+node. Two consequences, stated plainly:
+
+* the output is a function of the noisy measurements, the published invariants and fresh
+  randomness only, so it is post-processing: it spends no privacy budget beyond the measurements
+  (unlike Gong & Meng's mechanism applied to ``x``, whose cost is ``(1 + γ) k ε``);
+* the centre is ``y`` = ``x`` + noise, so a draw carries the measurement's noise *and* a second
+  draw's worth of spread before the invariants shrink it. Expect errors above TopDown's, which
+  returns (near) the mode; the sampled release is unbiased-in-spirit rather than optimal.
+
+Only the ``detailed`` measurements enter ``π_p`` (the other queries' measurements are not used).
+
+How it is sampled
+-----------------
+A feasible integer start per level is the L1-closest point to ``y`` (the mode for the geometric
+law) by one HiGHS LP for all parents of the level (block diagonal; integrality verified, MILP as
+a fallback). Then :class:`~postproc.sampling.lattice.LatticeEngine` runs ``sweeps`` sweeps of
+Metropolis lattice moves for all parents at once: children are paired at random within their
+parent; a cell moves ``+k``/``−k`` between paired children (the parent's sum holds) or, where
+children have equality invariants such as ``tot``, a swap ``(+k, −k, −k, +k)`` on two cells keeps
+them; coupled constraint rows are checked exactly. The step's mean size is
+``max(1, min(0.8 σ, x̂_pj / K_p))`` — it depends on the parent (fixed during the level), never
+on the state, so the proposal stays symmetric. Every level is verified in exact integer
+arithmetic (children sum to the parent; every invariant and constraint holds).
+
+Examples
+--------
+>>> from hierarchy.synth import synthesize_1940
+>>> from hierarchy.tabulate import tabulate
+>>> from hierarchy.measure import measure
+>>> from hierarchy.budget import Budget
+>>> from hierarchy.queries import e2e_workload
+>>> from hierarchy.schema import E2E_1940
+>>> from invariants.spec import Spec
+>>> levels = ["nation", "state", "county", "enum_dist"]
+>>> data = synthesize_1940(5_000, seed=1)
+>>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
+>>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), "geometric",
+...                 rng=3, publish={"tot": levels[:2], "gqhh": levels[-1:]})
+>>> result = sample_topdown(noisy, Spec.e2e(levels), rng=4, sweeps=20)
+>>> [int(h.sum()) for h in result.histograms] == [int(truth.counts[0].sum())] * 4
+True
+>>> bool((result.histograms[-1] >= 0).all()), result.provenance["sampler"]["name"]
+(True, 'lattice')
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.randomness import as_randomness
+from invariants.compile import LevelConstraints, compile_spec, node_matrices, violations
+from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.sampling.lattice import LatticeEngine, default_step, move_structure
+from postproc.topdown.result import TopDownResult
+
+__all__ = ["sample_topdown", "SampledResult", "level_noise"]
+
+#: How a measurement mechanism's law is used for integer histograms.
+_INTEGER_LAW = {"geometric": ("geometric", "z", lambda v: v),
+                "discrete_gaussian": ("discrete_gaussian", "sigma2", lambda v: v),
+                "laplace": ("geometric", "scale", lambda v: 1.0 / v),
+                "gaussian": ("discrete_gaussian", "sigma2", lambda v: v)}
+
+
+@dataclass(frozen=True, eq=False)
+class SampledResult(TopDownResult):
+    """A :class:`~postproc.topdown.TopDownResult` made by conditional sampling.
+
+    ``node_stats`` has one row per parent (sampler acceptance instead of solver statistics).
+    It is safe for release only if both the measurements and the sampling used release-mode
+    randomness.
+    """
+
+    @property
+    def safe_for_release(self) -> bool:
+        sampling = self.provenance.get("sampler", {}).get("randomness", {})
+        return super().safe_for_release and bool(sampling.get("safe_for_release", False))
+
+
+def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None
+                ) -> tuple[str, float]:
+    """``(law, parameter)`` of a level's detailed measurements for the sampler.
+
+    Raises
+    ------
+    PostprocError
+        No detailed measurement at ``level``, or no mechanism/parameter in the provenance.
+    """
+    if "detailed" not in noisy.queries(level):
+        raise PostprocError(f"conditional sampling needs the 'detailed' query measured at every "
+                            f"level; level {level!r} has {list(noisy.queries(level))}. Give "
+                            "'detailed' a share of the budget at every level")
+    name = mechanism or noisy.provenance.get("mechanism", {}).get("name")
+    if name not in _INTEGER_LAW:
+        raise PostprocError(f"unknown measurement mechanism {name!r}; pass mechanism= one of "
+                            f"{sorted(_INTEGER_LAW)}")
+    law, key, convert = _INTEGER_LAW[name]
+    try:
+        value = float(noisy.provenance["parameters"][level]["detailed"][key])
+    except (KeyError, TypeError, ValueError):
+        raise PostprocError(f"the noisy hierarchy's provenance has no {key!r} for the detailed "
+                            f"query at level {level!r}; it must come from measure()") from None
+    return law, convert(value)
+
+
+def _node_blocks(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | None):
+    """Stacked (A, a, B, b) of several node problems (block diagonal), nonnegativity removed."""
+    A_blocks, a_parts, B_blocks, b_parts = [], [], [], []
+    for i, sl in enumerate(groups):
+        A, a, B, b = node_matrices(lc, sl, None if parents is None else parents[i])
+        k = sl.stop - sl.start
+        nonneg = k * lc.zero.shape[1]      # node_matrices puts the identity rows first
+        A_blocks.append(A)
+        a_parts.append(a)
+        B_blocks.append(B[nonneg:])
+        b_parts.append(b[nonneg:])
+    return (sp.block_diag(A_blocks, format="csr"), np.concatenate(a_parts),
+            sp.block_diag(B_blocks, format="csr"), np.concatenate(b_parts))
+
+
+def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | None,
+              centre: np.ndarray, upper: np.ndarray, level: str, parent_codes) -> np.ndarray:
+    """Integer ``X`` closest to ``centre`` in L1 satisfying every node's constraints."""
+    from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+    A, a, B, b = _node_blocks(lc, groups, parents)
+    V = centre.size
+    y = np.rint(centre.ravel())
+    eye = sp.identity(V, format="csr")
+    zeros_a = sp.csr_matrix((A.shape[0], V))
+    A_ub = sp.vstack([sp.hstack([-B, sp.csr_matrix((B.shape[0], V))]),
+                      sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])], format="csr")
+    b_ub = np.concatenate([-b.astype(float), y, -y])
+    A_eq = sp.hstack([A, zeros_a], format="csr")
+    bounds = np.stack([np.zeros(2 * V), np.concatenate([upper.ravel(), np.full(V, np.inf)])], 1)
+    cost = np.concatenate([np.zeros(V), np.ones(V)])
+    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=a.astype(float), bounds=bounds,
+                  method="highs")
+    if res.status == 2:
+        _name_infeasible(lc, groups, parents, level, parent_codes)
+    if res.status != 0:
+        raise PostprocError(f"level {level!r}: no starting point for the sampler: {res.message}")
+    x = res.x[:V]
+    xi = np.rint(x)
+    if np.max(np.abs(x - xi), initial=0.0) > 1e-6 or not _exact_ok(A, a, B, b, xi):
+        cons = [LinearConstraint(sp.vstack([A_ub, A_eq]), np.concatenate(
+            [np.full(A_ub.shape[0], -np.inf), a]), np.concatenate([b_ub, a]))]
+        integrality = np.concatenate([np.ones(V), np.zeros(V)])
+        res = milp(cost, constraints=cons, integrality=integrality,
+                   bounds=Bounds(bounds[:, 0], bounds[:, 1]))
+        if res.x is None:
+            _name_infeasible(lc, groups, parents, level, parent_codes)
+        xi = np.rint(res.x[:V])
+    return xi.astype(np.int64).reshape(centre.shape)
+
+
+def _exact_ok(A, a, B, b, x) -> bool:
+    xi = x.astype(np.int64)
+    return bool(np.array_equal(A @ xi, a) and np.all(B @ xi >= b) and np.all(xi >= 0))
+
+
+def _name_infeasible(lc, groups, parents, level, parent_codes):
+    """Find the first node whose constraints cannot hold and raise naming it."""
+    from scipy.optimize import linprog
+
+    for i, sl in enumerate(groups):
+        A, a, B, b = node_matrices(lc, sl, None if parents is None else parents[i])
+        n = A.shape[1]
+        res = linprog(np.zeros(n), A_ub=-B, b_ub=-b.astype(float), A_eq=A, b_eq=a.astype(float),
+                      bounds=(0, None), method="highs")
+        if res.status == 2:
+            where = (f"the children of {parent_codes[i]!r}" if parents is not None
+                     else f"{level} {lc.geocodes[sl.start]!r}")
+            raise PostprocError(
+                f"level {level!r}: the invariants are unsatisfiable for {where}: no nonnegative "
+                f"histograms satisfy {', '.join(lc.constraint_names()) or 'the constraints'}"
+                + (" together with summing to the released parent" if parents is not None
+                   else "") + "; check the published invariant data")
+    raise PostprocError(f"level {level!r}: the invariants are unsatisfiable (jointly)")
+
+
+def _structure(lc: LevelConstraints, units: np.ndarray):
+    """Equality rows to preserve, coupled rows to check, and the move structure."""
+    lower, upper, zero = lc.rows_of(units)
+    M = lc.matrix.toarray()
+    support = M != 0
+    eq = np.isfinite(lower) & (lower == upper)
+    # an equality is trivial for a unit when every cell it counts is a zero cell there
+    live = (~zero).astype(np.int64) @ support.T.astype(np.int64) > 0
+    eq_any = np.any(eq & live, axis=0)
+    fixed = zero.all(axis=0)
+    structure = move_structure(M[eq_any], fixed)
+    bounded = np.any(np.isfinite(lower) | np.isfinite(upper), axis=0) & ~eq_any
+    rows = M[bounded]
+    return structure, rows, lower[:, bounded], upper[:, bounded], eq_any
+
+
+def _verify(lc, hist, parent_hist, geo, li) -> None:
+    found = violations(lc, hist)
+    if parent_hist is not None:
+        summed = geo.aggregate(hist, li, li - 1)
+        for p, j in np.argwhere(summed != parent_hist)[:5]:
+            found.append(f"{geo.levels[li]} units of {geo.levels[li - 1]} "
+                         f"{geo.geocodes[li - 1][p]!r} sum to {int(summed[p, j])} in cell {j}, "
+                         f"the parent has {int(parent_hist[p, j])}")
+    if found:
+        raise PostprocError("conditional sampling result fails verification:\n  "
+                            + "\n  ".join(found))
+
+
+def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any = None,
+                   sweeps: int = 100, mechanism: str | None = None,
+                   step_factor: float = 0.8) -> SampledResult:
+    """Post-process a noisy hierarchy by top-down conditional sampling (see the module docs).
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+        Must have the ``detailed`` query measured at every level.
+    spec : Spec, optional
+        Invariants and constraints (default none: nonnegativity and consistency only).
+    rng : None, int, numpy.random.Generator or Randomness
+        ``None`` is release mode; an int seed is simulation mode (labelled unsafe).
+    sweeps : int
+        Metropolis sweeps per level, started from the L1-closest feasible point; the final state
+        is released.
+    mechanism : str, optional
+        Override the measurement mechanism named in the provenance.
+    step_factor : float
+        Mean step = ``max(1, min(step_factor · σ, x̂_pj / K_p))``.
+
+    Returns
+    -------
+    SampledResult
+        A :class:`~postproc.topdown.TopDownResult`: int64 histograms per level, root first;
+        ``node_stats`` per parent (children, moves proposed and accepted, acceptance rate);
+        ``provenance['sampler']`` with the law, parameters, sweeps, timings and randomness.
+
+    Raises
+    ------
+    PostprocError
+        Missing measurements or provenance, unsatisfiable invariants at a node (naming it), or a
+        failed exact verification.
+    """
+    from postproc.sampling.mis import _positive_int
+
+    t_start = time.perf_counter()
+    sweeps = _positive_int(sweeps, "sweeps", zero=True)
+    source = as_randomness(rng)
+    spec = spec or Spec()
+    geo = noisy.geography
+    laws = [level_noise(noisy, lv, mechanism) for lv in geo.levels]
+    compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    hists: list[np.ndarray] = []
+    stats: list[dict[str, Any]] = []
+    timings: dict[str, float] = {}
+    acceptance: dict[str, float] = {}
+    n = noisy.schema.size
+    for li, level in enumerate(geo.levels):
+        t0 = time.perf_counter()
+        lc = compiled[level]
+        law, param = laws[li]
+        y = np.asarray(noisy.get(level, "detailed").values, dtype=np.float64)
+        sd_step = default_step(law, param) / 0.8 * step_factor
+        hist = np.zeros((geo.n_units(li), n), dtype=np.int64)
+        if li == 0:
+            units = np.arange(geo.n_units(0))
+            groups = [slice(int(u), int(u) + 1) for u in units]
+            parent_hist = None
+            upper = np.where(lc.zero, 0.0, np.inf)
+            start = _l1_start(lc, groups, None, y, upper, level, None)
+            step = np.full((units.size, n), float(max(1.0, sd_step)))
+            group_of = units
+            cross = False
+            parent_codes = None
+        else:
+            parent_hist = hists[li - 1]
+            offsets = geo.child_offsets(li - 1)
+            k = np.diff(offsets)
+            single = np.flatnonzero(k == 1)
+            hist[offsets[single]] = parent_hist[single]
+            multi = np.flatnonzero(k >= 2)
+            groups = [slice(int(offsets[p]), int(offsets[p + 1])) for p in multi]
+            units = (np.concatenate([np.arange(g.start, g.stop) for g in groups])
+                     if groups else np.zeros(0, np.int64))
+            group_of = np.repeat(np.arange(multi.size), k[multi])
+            cap = parent_hist[multi][group_of].astype(np.float64)
+            upper = np.where(lc.zero[units], 0.0, cap)
+            parent_codes = geo.geocodes[li - 1][multi]
+            start = (_l1_start(lc, groups, parent_hist[multi], y[units], upper, level,
+                               parent_codes) if units.size else np.zeros((0, n), np.int64))
+            share = cap / k[multi][group_of][:, None]
+            step = np.maximum(1.0, np.minimum(sd_step, share))
+            cross = True
+        t_start_level = time.perf_counter() - t0
+        accepted = proposed = 0
+        if units.size:
+            structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units)
+            engine = LatticeEngine(start, y[units], law, param, 0.0, upper, structure,
+                                   groups=group_of, cross=cross, rows=rows if rows.size else None,
+                                   row_lower=row_lo, row_upper=row_hi, step=step, integer=True)
+            engine.track_units = True
+            engine.run(sweeps, source.child(li))
+            hist[units] = engine.X
+            accepted, proposed = engine.accepted, engine.proposed
+            per_group_prop = np.bincount(group_of, engine.unit_proposed, minlength=len(groups))
+            per_group_acc = np.bincount(group_of, engine.unit_accepted, minlength=len(groups))
+            for i, g in enumerate(groups):
+                stats.append({
+                    "level": level,
+                    "parent": "" if parent_codes is None else str(parent_codes[i]),
+                    "children": int(g.stop - g.start), "variables": int((g.stop - g.start) * n),
+                    "proposed": int(per_group_prop[i]), "accepted": int(per_group_acc[i]),
+                    "acceptance": float(per_group_acc[i] / per_group_prop[i])
+                    if per_group_prop[i] else float("nan"),
+                    "copied": False})
+        if li > 0:
+            for p in np.flatnonzero(np.diff(geo.child_offsets(li - 1)) == 1):
+                stats.append({"level": level, "parent": str(geo.geocodes[li - 1][p]),
+                              "children": 1, "variables": n, "proposed": 0, "accepted": 0,
+                              "acceptance": float("nan"), "copied": True})
+        _verify(lc, hist, parent_hist, geo, li)
+        hists.append(hist)
+        acceptance[level] = accepted / proposed if proposed else float("nan")
+        timings[level] = time.perf_counter() - t0
+        timings[f"{level} start"] = t_start_level
+    provenance = {
+        "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
+        "sampler": {"name": "lattice", "method": "top-down conditional sampling",
+                    "sweeps": sweeps, "step_factor": step_factor,
+                    "laws": {lv: {"law": law, "parameter": p} for lv, (law, p) in
+                             zip(geo.levels, laws)},
+                    "acceptance": acceptance, "randomness": source.provenance()},
+        "timings": {"levels": timings, "total": time.perf_counter() - t_start},
+        "failsafe_reports": [],
+    }
+    return SampledResult(noisy.schema, geo, noisy.workload, tuple(hists), pd.DataFrame(stats),
+                         provenance)

@@ -1,0 +1,600 @@
+"""A sampler that moves *within* ``A s = a``: Metropolis moves along integer kernel vectors.
+
+Every move adds ``k · v`` to the state, where ``v`` is an integer vector with ``A v = 0`` and
+``k`` a random nonzero step with a symmetric law, so the equalities hold exactly at every step
+and the proposal is symmetric; a move is accepted with probability
+``min{1, p(s + k v) / p(s)} · 1(B (s + k v) ≥ b)``. The move set comes from the structure of
+``A``:
+
+* cells whose columns of ``A`` are identical form a **class**: ``e_i − e_j`` for two cells of a
+  class never changes ``A s`` (a pair move); cells in no equality move alone;
+* the class-level matrix ``A_c`` (one column per class) has an integer kernel basis
+  (:func:`~postproc.sampling.exact.integer_kernel_basis`); each basis vector ``u`` is *lifted* to a
+  move by putting ``u_c`` on one random cell of each class ``c``;
+* in a hierarchy, children of one parent are paired at random; a cell moves between paired
+  children (``+k`` in one, ``−k`` in the other, so the parent's sum holds), and swaps
+  ``(+, −, −, +)`` on two cells of a class keep the children's own equalities.
+
+For the invariants of Gong & Meng's table (total, female total, voting-age total) the classes are
+the four sex × voting-age groups and ``A_c`` has one kernel vector, the 2 × 2 swap
+``(+1, −1, −1, +1)``: pair moves and the swap connect every table of ``S*`` (the swap fixes the
+class totals, pair moves reach every nonnegative split within a class).
+
+Vectorization. A *sweep* is a fixed-order sequence of moves, drawn (pairings, steps, uniforms)
+before it touches the state. Moves of one *stage* never share a cell, and the target factorizes
+over cells, so their acceptance decisions are independent — except through coupled rows of ``B``
+(rows with several cells). Those are handled exactly: a row whose slack exceeds the largest total
+decrease the stage's candidate moves could cause is safe for every subset; moves touching an
+unsafe row are decided in sub-rounds in move order. The result equals processing the moves one by
+one. Many independent problems (chains, or all parents of a hierarchy level) run in the same
+arrays.
+
+Examples
+--------
+>>> from postproc.sampling.target import conditional_target
+>>> t = conditional_target([[1, 1, 1, 1]], [10], centre=[4, 3, 2, 1], epsilon=0.5)
+>>> res = sample_lattice(t, draws=2000, rng=7)
+>>> int(res.released.sum()), bool(res.invariants_hold), res.mode
+(10, True, 'simulation')
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hierarchy.randomness import Randomness, as_randomness
+from postproc.errors import PostprocError
+from postproc.sampling.diagnostics import effective_sample_size
+from postproc.sampling.exact import integer_kernel_basis
+from postproc.sampling.result import SamplingResult
+from postproc.sampling.target import ConditionalTarget, log_noise_density
+
+__all__ = ["LatticeEngine", "MoveStructure", "move_structure", "sample_lattice",
+           "default_step"]
+
+_TWO_POW_53_INV = 1.0 / 9007199254740992.0
+FREE = -1    # class id of a cell in no equality: it moves alone
+FIXED = -2   # class id of a cell fixed in every unit (lower == upper): never moved
+
+
+@dataclass(frozen=True, eq=False)
+class MoveStructure:
+    """Which cells move together.
+
+    Attributes
+    ----------
+    cell_class : int array (n,)
+        Class of each cell: ``FREE`` (-1), ``FIXED`` (-2) or ``0..classes-1``.
+    class_kernel : int array (classes, q)
+        Integer kernel basis of the class-level equality matrix (``q`` may be 0).
+    """
+
+    cell_class: np.ndarray
+    class_kernel: np.ndarray
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.class_kernel.shape[0])
+
+    def describe(self) -> dict[str, Any]:
+        sizes = np.bincount(self.cell_class[self.cell_class >= 0], minlength=self.n_classes)
+        return {"classes": sizes.tolist(), "free_cells": int(np.sum(self.cell_class == FREE)),
+                "fixed_cells": int(np.sum(self.cell_class == FIXED)),
+                "class_kernel": self.class_kernel.T.tolist()}
+
+
+def move_structure(equalities: Any, fixed: Any = None) -> MoveStructure:
+    """Classes of cells with identical equality columns, and the class-level kernel basis.
+
+    Parameters
+    ----------
+    equalities : array_like (m, n), integer
+        The equality rows that moves must preserve (per unit).
+    fixed : bool array (n,), optional
+        Cells that never move.
+
+    Returns
+    -------
+    MoveStructure
+
+    Raises
+    ------
+    PostprocError
+        If the class-level matrix has no unimodular block (no lattice basis by this route).
+
+    Examples
+    --------
+    >>> ms = move_structure(np.array([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0]]))
+    >>> ms.cell_class.tolist(), ms.class_kernel.shape          # two classes, no class-level move
+    ([0, 0, 1, 1, -1], (2, 0))
+    >>> move_structure(np.array([[1, 1, 1, 1], [1, 0, 1, 0], [1, 1, 0, 0]])).class_kernel.T.tolist()
+    [[1, -1, -1, 1]]
+    """
+    E = np.asarray(equalities)
+    if E.ndim != 2:
+        raise PostprocError("the equality matrix must be 2-D")
+    n = E.shape[1]
+    fixed = np.zeros(n, bool) if fixed is None else np.asarray(fixed, dtype=bool)
+    cell_class = np.full(n, FREE, dtype=np.int64)
+    cell_class[fixed] = FIXED
+    moving = np.flatnonzero(~fixed & np.any(E != 0, axis=0))
+    if moving.size == 0:
+        return MoveStructure(cell_class, np.zeros((0, 0), dtype=np.int64))
+    cols, first, inverse = np.unique(E[:, moving].T, axis=0, return_index=True,
+                                     return_inverse=True)
+    # number classes in order of their first cell
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    cell_class[moving] = rank[np.asarray(inverse).ravel()]
+    A_c = cols[order].T                                     # (m, classes)
+    kernel = integer_kernel_basis(A_c) if A_c.shape[1] else np.zeros((0, 0), np.int64)
+    return MoveStructure(cell_class, kernel)
+
+
+def default_step(mechanism: str, parameter: Any) -> np.ndarray:
+    """Mean absolute step of a move: ``max(1, 0.8 σ)`` with ``σ`` the per-cell noise sd.
+
+    Examples
+    --------
+    >>> float(default_step("geometric", 0.5))
+    2.23...
+    """
+    from postproc.sampling.target import _noise_sd
+
+    p = np.asarray(parameter, dtype=np.float64)
+    sd = np.vectorize(lambda v: _noise_sd(mechanism, float(v)))(p) if p.ndim else \
+        _noise_sd(mechanism, float(p))
+    return np.maximum(1.0, 0.8 * np.asarray(sd, dtype=np.float64))
+
+
+class LatticeEngine:
+    """Metropolis lattice moves for many independent problems at once.
+
+    Each *unit* is one histogram (a chain of a table, or a child of a parent); *groups* are
+    independent problems (a unit per group for chains; the children of one parent in a
+    hierarchy, with ``cross=True``).
+
+    Parameters
+    ----------
+    state : array (U, n)
+        A feasible start (int64 for integer data).
+    centre : array (U, n)
+    mechanism : str
+    parameter : float or array broadcastable to (U, n)
+    lower, upper : arrays (U, n)
+        Per-cell bounds.
+    structure : MoveStructure
+    groups : int array (U,), optional
+        Group of each unit, nondecreasing (default: every unit its own group).
+    cross : bool
+        Moves between paired units of a group (parent consistency) instead of within units.
+    rows : int array (r, n), optional
+        Coupled inequality rows; with ``row_lower``/``row_upper`` (U, r) (``±inf`` = free).
+    step : float or array (U, n)
+        Mean absolute step (integer data: ``1 + geometric``; continuous: Laplace scale).
+    integer : bool
+    """
+
+    def __init__(self, state, centre, mechanism, parameter, lower, upper, structure, *,
+                 groups=None, cross=False, rows=None, row_lower=None, row_upper=None, step=1.0,
+                 integer=True):
+        self.X = np.array(state, dtype=np.int64 if integer else np.float64)
+        U, n = self.X.shape
+        self.U, self.n = U, n
+        self.centre = np.asarray(centre, dtype=np.float64)
+        self.mechanism = mechanism
+        param = np.asarray(parameter, dtype=np.float64)
+        self.param = float(param) if param.ndim == 0 else np.broadcast_to(param, (U, n))
+        self.lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (U, n))
+        self.upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (U, n))
+        st = np.asarray(step, dtype=np.float64)
+        self.step = float(st) if st.ndim == 0 else np.broadcast_to(st, (U, n))
+        self.integer = integer
+        self.structure = structure
+        self.groups = np.arange(U) if groups is None else np.asarray(groups, dtype=np.int64)
+        if np.any(np.diff(self.groups) < 0):
+            raise PostprocError("units must be ordered by group")
+        self.cross = cross
+        cc = structure.cell_class
+        self.free_cells = np.flatnonzero(cc == FREE)
+        self.class_cells = np.flatnonzero(cc >= 0)
+        order = np.argsort(cc[self.class_cells], kind="stable")
+        self.cells_by_class = self.class_cells[order]
+        sizes = np.bincount(cc[self.class_cells], minlength=structure.n_classes)
+        self.class_size = sizes
+        self.class_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        if rows is not None and np.asarray(rows).shape[0]:
+            self.rows = np.asarray(rows, dtype=np.int64)
+            self.row_lower = np.asarray(row_lower, dtype=np.float64).reshape(U, -1)
+            self.row_upper = np.asarray(row_upper, dtype=np.float64).reshape(U, -1)
+            self.RX = (self.X @ self.rows.T).astype(np.float64)
+        else:
+            self.rows = None
+        self.proposed = 0
+        self.accepted = 0
+        self.track_units = cross
+        self.unit_proposed = np.zeros(U, dtype=np.int64)
+        self.unit_accepted = np.zeros(U, dtype=np.int64)
+        if cross:
+            counts = np.bincount(self.groups)
+            self.pairable = counts[self.groups] >= 2
+        self._check_start()
+
+    def _check_start(self):
+        bad = (self.X < self.lower) | (self.X > self.upper)
+        if bad.any():
+            u, j = np.argwhere(bad)[0]
+            raise PostprocError(f"the start is outside the bounds at unit {u}, cell {j}")
+        if self.rows is not None:
+            bad = (self.RX < self.row_lower - 1e-9) | (self.RX > self.row_upper + 1e-9)
+            if bad.any():
+                u, r = np.argwhere(bad)[0]
+                raise PostprocError(f"the start violates coupled row {r} of unit {u}")
+
+    # -- randomness helpers -------------------------------------------------------------------
+    def _uniform(self, shape, source: Randomness) -> np.ndarray:
+        n = int(np.prod(shape))
+        words = source.random_raw(n)
+        return (((words >> np.uint64(11)).astype(np.float64) + 1.0) * _TWO_POW_53_INV
+                ).reshape(shape), words.reshape(shape)
+
+    def _steps(self, scale, shape, source: Randomness) -> np.ndarray:
+        """Symmetric nonzero steps with mean |step| = ``scale`` (broadcast to ``shape``)."""
+        u, words = self._uniform(shape, source)
+        negative = (words & np.uint64(1)).astype(bool)
+        scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), shape)
+        if not self.integer:
+            out = -scale * np.log(u)
+        else:
+            # 1 + Geometric on {0, 1, ...} with P[g] = (1 - ρ) ρ^g and mean ρ/(1 - ρ) = scale - 1
+            rho = np.clip((scale - 1.0) / np.maximum(scale, 1.0), 0.0, 1.0 - 1e-12)
+            log_rho = np.log(np.where(rho > 0, rho, 0.5))
+            out = 1.0 + np.where(rho > 0, np.floor(np.log(u) / log_rho), 0.0)
+        np.negative(out, out=out, where=negative)
+        return out
+
+    def _matching(self, group: np.ndarray, S: int, source: Randomness):
+        """``S`` independent uniformly random pairings of items within each group.
+
+        ``group`` (items,) is nondecreasing. Returns ``(left, right)`` item indices, shape
+        (S, pairs); the pairs per group are the same number every time.
+        """
+        m = group.size
+        if m < 2:
+            return np.zeros((S, 0), np.int64), np.zeros((S, 0), np.int64)
+        start = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+        first = np.repeat(start, np.diff(np.concatenate([start, [m]])))
+        rank = np.arange(m) - first
+        pos = np.flatnonzero((rank % 2 == 0) & (np.arange(m) + 1 < m))
+        pos = pos[group[np.minimum(pos + 1, m - 1)] == group[pos]]
+        # shuffle within groups: sort by (group, random key)
+        keys = source.random_raw(S * m).reshape(S, m) >> np.uint64(24)
+        gbits = np.uint64(max(1, int(group.max()).bit_length()))
+        combined = (group.astype(np.uint64) << np.uint64(40)) | keys
+        if int(group.max()).bit_length() > 23:
+            order = np.stack([np.lexsort((keys[s], group)) for s in range(S)])
+        else:
+            order = np.argsort(combined, axis=1, kind="stable")
+        del gbits
+        return order[:, pos], order[:, pos + 1]
+
+    def _random_cells(self, classes: np.ndarray, source: Randomness) -> np.ndarray:
+        """One uniformly random cell of each given class (any shape)."""
+        size = self.class_size[classes]
+        pick = source.integers_below(size)
+        return self.cells_by_class[self.class_start[classes] + pick]
+
+    # -- plans --------------------------------------------------------------------------------
+    def _plans(self, S: int, source: Randomness) -> list[dict]:
+        """The stages of ``S`` sweeps, with every random choice drawn now (state-free)."""
+        ms = self.structure
+        kernel = ms.class_kernel
+        stages: list[tuple] = []   # (unit (S,m,w), cell (S,m,w), coef (w,) or (S,m,w), slots)
+        if not self.cross:
+            units = np.arange(self.U)
+            if self.free_cells.size:
+                f = self.free_cells.size
+                u = np.broadcast_to(np.repeat(units, f)[None, :, None], (S, self.U * f, 1))
+                c = np.broadcast_to(np.tile(self.free_cells, self.U)[None, :, None], u.shape)
+                stages.append((u, c, np.ones(1), u[:, :, :1], np.zeros(1, np.int64)))
+            if self.class_cells.size >= 2:
+                cls = ms.cell_class[self.cells_by_class]
+                left, right = self._matching(cls, S, source)
+                if left.shape[1]:
+                    j, k = self.cells_by_class[left], self.cells_by_class[right]   # (S, P)
+                    P = j.shape[1]
+                    u = np.broadcast_to(np.repeat(units, P)[None, :, None], (S, self.U * P, 2))
+                    c = np.stack([np.tile(j, (1, self.U)), np.tile(k, (1, self.U))], axis=2)
+                    stages.append((u, c, np.array([1.0, -1.0]), u[:, :, :1],
+                                   np.zeros(2, np.int64)))
+            for q in range(kernel.shape[1]):
+                support = np.flatnonzero(kernel[:, q])
+                cells = self._random_cells(np.broadcast_to(support, (S, self.U, support.size)),
+                                           source)
+                u = np.broadcast_to(units[None, :, None], cells.shape)
+                stages.append((u, cells, kernel[support, q].astype(np.float64), u[:, :, :1],
+                               np.zeros(support.size, np.int64)))
+        else:
+            eligible = np.flatnonzero(self.pairable)
+            left, right = self._matching(self.groups[eligible], S, source)
+            a, b = eligible[left], eligible[right]                   # (S, p)
+            p = a.shape[1]
+            if p:
+                slots = np.stack([a, b], axis=2)                      # (S, p, 2)
+                if self.free_cells.size:
+                    f = self.free_cells.size
+                    ua, ub = np.repeat(a, f, axis=1), np.repeat(b, f, axis=1)
+                    cells = np.broadcast_to(np.tile(self.free_cells, p), ua.shape)
+                    stages.append((np.stack([ua, ub], 2), np.stack([cells, cells], 2),
+                                   np.array([1.0, -1.0]), np.stack([ua, ub], 2),
+                                   np.array([0, 1])))
+                if self.class_cells.size >= 2:
+                    cls = ms.cell_class[self.cells_by_class]
+                    cl, cr = self._matching(cls, S, source)
+                    if cl.shape[1]:
+                        j, k = self.cells_by_class[cl], self.cells_by_class[cr]   # (S, P)
+                        P = j.shape[1]
+                        ua, ub = np.repeat(a, P, axis=1), np.repeat(b, P, axis=1)
+                        jj, kk = np.tile(j, (1, p)), np.tile(k, (1, p))
+                        stages.append((np.stack([ua, ub, ua, ub], 2), np.stack([jj, jj, kk, kk], 2),
+                                       np.array([1.0, -1.0, -1.0, 1.0]), np.stack([ua, ub], 2),
+                                       np.array([0, 1, 0, 1])))
+                for q in range(kernel.shape[1]):
+                    support = np.flatnonzero(kernel[:, q])
+                    s_ = support.size
+                    cells = self._random_cells(np.broadcast_to(support, (S, p, s_)), source)
+                    coef = kernel[support, q].astype(np.float64)
+                    stages.append((np.concatenate([np.repeat(a[:, :, None], s_, 2),
+                                                   np.repeat(b[:, :, None], s_, 2)], 2),
+                                   np.concatenate([cells, cells], 2), np.concatenate([coef, -coef]),
+                                   slots, np.concatenate([np.zeros(s_, np.int64),
+                                                          np.ones(s_, np.int64)])))
+        plans = []
+        for unit, cell, coef, slot_units, slot_of in stages:
+            unit = np.ascontiguousarray(unit)
+            cell = np.ascontiguousarray(cell)
+            m = unit.shape[1]
+            if isinstance(self.step, float):
+                scale = self.step
+            else:
+                scale = self.step[unit, cell].min(axis=2)
+            steps = self._steps(scale, (S, m), source)
+            change = steps[:, :, None] * coef
+            if self.integer:
+                change = np.rint(change).astype(np.int64)
+            logu = np.log(self._uniform((S, m), source)[0])
+            plan = {"unit": unit, "cell": cell, "change": change, "logu": logu,
+                    "lower": self.lower[unit, cell], "upper": self.upper[unit, cell],
+                    "centre": self.centre[unit, cell],
+                    "param": self.param if isinstance(self.param, float)
+                    else self.param[unit, cell],
+                    "slot_units": np.ascontiguousarray(np.broadcast_to(
+                        slot_units, (S, m, slot_units.shape[2]))), "slot_of": slot_of,
+                    "bounded_above": bool(np.isfinite(self.upper).any())}
+            plans.append(plan)
+        return plans
+
+    def _batch(self) -> int:
+        """Sweeps planned at once: about a million move-cells per plan."""
+        per_sweep = max(1, self.U * max(1, self.n))
+        return int(max(1, min(256, (1 << 20) // per_sweep)))
+
+    def run(self, sweeps: int, source: Randomness, on_sweep=None) -> None:
+        """``sweeps`` sweeps; ``on_sweep(i)`` after each."""
+        done = 0
+        while done < sweeps:
+            S = min(self._batch(), sweeps - done)
+            plans = self._plans(S, source)
+            for s in range(S):
+                for plan in plans:
+                    self._apply(plan, s)
+                if on_sweep is not None:
+                    on_sweep(done + s)
+            done += S
+
+    def sweep(self, source: Randomness) -> None:
+        """One sweep: every stage of moves once (new random pairings and steps)."""
+        self.run(1, source)
+
+    def _apply(self, plan: dict, s: int) -> None:
+        """Decide every move of one stage of sweep ``s`` as a one-by-one scan would."""
+        unit, cell = plan["unit"][s], plan["cell"][s]
+        m = unit.shape[0]
+        if m == 0:
+            return
+        change = plan["change"][s]
+        old = self.X[unit, cell]
+        new = old + change
+        ok = (new >= plan["lower"][s]).all(axis=1)
+        if plan["bounded_above"]:
+            ok &= (new <= plan["upper"][s]).all(axis=1)
+        centre = plan["centre"][s]
+        par = plan["param"] if isinstance(plan["param"], float) else plan["param"][s]
+        if self.mechanism == "geometric":
+            dlogp = (np.abs(old - centre) - np.abs(new - centre)) * par
+        else:
+            dlogp = (log_noise_density(self.mechanism, new - centre, par)
+                     - log_noise_density(self.mechanism, old - centre, par))
+        ok &= plan["logu"][s] < dlogp.sum(axis=1)
+        self.proposed += m
+        slot_units = plan["slot_units"][s]
+        if self.track_units:
+            np.add.at(self.unit_proposed, slot_units[:, 0], 1)
+        cand = np.flatnonzero(ok)
+        if cand.size == 0:
+            return
+        if self.rows is not None:
+            cand = self._row_scan(cand, unit, cell, change, slot_units, plan["slot_of"], new)
+        else:
+            self.X[unit[cand], cell[cand]] = new[cand]
+        self.accepted += cand.size
+        if self.track_units:
+            np.add.at(self.unit_accepted, slot_units[cand, 0], 1)
+
+    def _row_scan(self, cand, unit, cell, change, slot_units, slot_of, new) -> np.ndarray:
+        """Apply candidate moves subject to coupled rows, exactly as a sequential scan."""
+        r = self.rows.shape[0]
+        h = slot_units.shape[1]
+        # net change of each slot's rows: (c, h, r)
+        contrib = change[cand][:, :, None] * self.rows[:, cell[cand]].transpose(1, 2, 0)
+        delta = np.zeros((cand.size, h, r))
+        for s in range(h):
+            delta[:, s, :] = contrib[:, slot_of == s, :].sum(axis=1)
+        ids = slot_units[cand][:, :, None] * r + np.arange(r)            # (c, h, r)
+        nz = delta != 0
+        flat_ids, flat_delta = ids[nz], delta[nz]
+        move_of = np.broadcast_to(np.arange(cand.size)[:, None, None], delta.shape)[nz]
+        size = self.U * r
+        dec = np.bincount(flat_ids, np.maximum(0.0, -flat_delta), minlength=size)
+        inc = np.bincount(flat_ids, np.maximum(0.0, flat_delta), minlength=size)
+        RX = self.RX.reshape(-1)
+        lo, hi = self.row_lower.reshape(-1), self.row_upper.reshape(-1)
+        unsafe = (dec > RX - lo + 1e-9) | (inc > hi - RX + 1e-9)
+        touches = unsafe[flat_ids]
+        blocked = np.zeros(cand.size, bool)
+        blocked[move_of[touches]] = True
+        first_done = np.flatnonzero(~blocked)
+        done = [first_done]
+        self._commit(cand[first_done], unit, cell, new, flat_ids, flat_delta, ~blocked[move_of])
+        pending = np.flatnonzero(blocked)
+        while pending.size:
+            in_pending = blocked[move_of]
+            sel = in_pending & touches
+            e_move, e_id = move_of[sel], flat_ids[sel]
+            first = np.full(size, np.iinfo(np.int64).max)
+            np.minimum.at(first, e_id, e_move)
+            late = np.unique(e_move[first[e_id] != e_move])
+            ready_mask = np.zeros(cand.size, bool)
+            ready_mask[pending] = True
+            ready_mask[late] = False
+            in_ready = ready_mask[move_of]
+            after = RX[flat_ids[in_ready]] + flat_delta[in_ready]
+            bad_entry = (after < lo[flat_ids[in_ready]] - 1e-9) | \
+                (after > hi[flat_ids[in_ready]] + 1e-9)
+            ready_mask[move_of[in_ready][bad_entry]] = False
+            good = np.flatnonzero(ready_mask)
+            self._commit(cand[good], unit, cell, new, flat_ids, flat_delta, ready_mask[move_of])
+            done.append(good)
+            blocked[:] = False
+            blocked[late] = True
+            pending = late
+        return cand[np.concatenate(done)]
+
+    def _commit(self, moves, unit, cell, new, flat_ids, flat_delta, entries) -> None:
+        if moves.size == 0:
+            return
+        self.X[unit[moves], cell[moves]] = new[moves]
+        np.add.at(self.RX.reshape(-1), flat_ids[entries], flat_delta[entries])
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else float("nan")
+
+
+def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, chains: int = 4,
+                   burn_in: int | None = None, thin: int = 1, step: float | None = None,
+                   start: Any = None, diagnostics: bool = True) -> SamplingResult:
+    """Draw from the conditional mechanism with Metropolis lattice moves inside ``A s = a``.
+
+    Parameters
+    ----------
+    target : ConditionalTarget
+    draws : int
+        Sweeps after burn-in (a sweep proposes one move for every pair of cells of a class, every
+        free cell, and one lifted move per class-level kernel vector).
+    rng : None, int, numpy.random.Generator or Randomness
+        ``None`` is release mode; an int seed is simulation mode (labelled unsafe).
+    chains : int
+        Independent chains run in the same arrays (all start at ``start``); the released draw
+        is chain 0's final state. The others cost little (the work is vectorized) and make the
+        ESS a multi-chain estimate, which notices a chain that has not mixed. Default 4.
+    burn_in : int, optional
+        Sweeps discarded first (default ``draws // 10``).
+    thin : int
+        Keep every ``thin``-th sweep.
+    step : float, optional
+        Mean absolute step of a move (default :func:`default_step`).
+    start : array_like, optional
+        A state in ``S*`` (default :meth:`ConditionalTarget.start`).
+    diagnostics : bool
+        Compute the multi-chain ESS per cell.
+
+    Returns
+    -------
+    SamplingResult
+
+    Raises
+    ------
+    PostprocError
+        Unsatisfiable invariants, a start outside ``S*``, bad options, or an equality structure
+        without an integer lattice basis.
+
+    Examples
+    --------
+    >>> from postproc.sampling.target import conditional_target
+    >>> A = [[1, 1, 1, 1], [1, 0, 1, 0], [1, 1, 0, 0]]          # total and two 2-level margins
+    >>> t = conditional_target(A, [10, 5, 6], centre=[3, 3, 2, 2], epsilon=0.5)
+    >>> res = sample_lattice(t, draws=500, rng=2, chains=4)
+    >>> res.chain.shape, bool(res.invariants_hold)
+    ((4, 500, 4), True)
+    """
+    from postproc.sampling.mis import _positive_int, _to_counts
+
+    source = as_randomness(rng)
+    draws = _positive_int(draws, "draws")
+    chains = _positive_int(chains, "chains")
+    thin = _positive_int(thin, "thin")
+    burn_in = draws // 10 if burn_in is None else _positive_int(burn_in, "burn_in", zero=True)
+    if start is None:
+        start_state = target.start()
+    else:
+        start_state = np.asarray(start)
+        if not bool(target.feasible(start_state)):
+            raise PostprocError("the start is not in S*: " + "; ".join(target.violations(
+                start_state)))
+    fixed = target.lower == target.upper
+    structure = move_structure(target.A, fixed)
+    step = float(default_step(target.mechanism, target.parameter)) if step is None else step
+    least = 1.0 if target.integer else 0.0
+    if isinstance(step, bool) or not isinstance(step, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(step) or step < least or step <= 0:
+        raise PostprocError(f"step must be a finite number {'≥ 1' if target.integer else '> 0'}"
+                            f", not {step!r}")
+    Bc, bc = target.coupled
+    rows = Bc.toarray() if Bc.shape[0] else None
+    engine = LatticeEngine(
+        np.repeat(start_state[None], chains, axis=0), np.repeat(target.centre[None], chains, 0),
+        target.mechanism, target.parameter, target.lower[None], target.upper[None], structure,
+        rows=rows, row_lower=np.repeat(bc[None].astype(float), chains, 0) if rows is not None
+        else None, row_upper=np.full((chains, bc.size), np.inf) if rows is not None else None,
+        step=float(np.asarray(step)), integer=target.integer)
+    chain_source = source.child(2)
+    kept = []
+    t0 = time.perf_counter()
+    engine.run(burn_in, chain_source)
+    engine.proposed = engine.accepted = 0
+
+    def keep(i: int) -> None:
+        if i % thin == 0:
+            kept.append(engine.X.copy())
+
+    engine.run(draws, chain_source, keep)
+    seconds = time.perf_counter() - t0
+    chain = np.stack(kept, axis=1) if kept else np.zeros((chains, 0, target.n))
+    if not target.integer:
+        chain = chain.astype(np.float64)
+    released = engine.X[0].copy()
+    ess = effective_sample_size(chain) if diagnostics and chain.shape[1] >= 4 else \
+        np.full(target.n, np.nan)
+    proposals_total = engine.proposed * (burn_in + draws) // max(draws, 1)
+    settings = {"draws": draws, "burn_in": burn_in, "thin": thin, "chains": chains,
+                "step": float(np.asarray(step)), "moves": structure.describe(),
+                "moves_per_sweep": engine.proposed // max(draws, 1)}
+    return SamplingResult("lattice", released, chain, engine.acceptance_rate, proposals_total,
+                          seconds, ess, source.provenance(), settings, target)

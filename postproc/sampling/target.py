@@ -1,0 +1,460 @@
+"""The law a conditional sampler draws from: a noise mechanism around a centre, restricted to
+``S* = {s : A s = a, B s ≥ b}`` (SPEC §6).
+
+For a mechanism with per-cell noise law ``f`` (two-sided geometric, discrete Gaussian or
+continuous Laplace) and centre ``c`` (Gong & Meng's confidential ``s*``), the target is
+
+    ``π(s) ∝ ∏_j f(s_j − c_j) · 1(A s = a) · 1(B s ≥ b)``.
+
+Samplers only need ratios of ``π``, so :meth:`ConditionalTarget.log_density` omits the
+normalizing constants. Rows of ``B`` with a single nonzero entry become per-cell bounds
+(:attr:`ConditionalTarget.lower`, :attr:`~ConditionalTarget.upper`); the others are *coupled* rows.
+
+Examples
+--------
+>>> t = conditional_target([[1, 1, 1]], [6], centre=[1, 2, 3], epsilon=0.5)
+>>> t.mechanism, t.parameter, t.integer
+('geometric', 0.5, True)
+>>> t.feasible(np.array([[1, 2, 3], [7, 0, -1], [0, 0, 6]])).tolist()
+[True, False, True]
+>>> float(t.log_density(np.array([0, 0, 6])))     # -0.5 * (1 + 2 + 3)
+-3.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from hierarchy.mechanisms import (discrete_gaussian_variance, get_mechanism,
+                                  laplace_variance, two_sided_geometric_variance)
+from postproc.errors import PostprocError
+from postproc.sampling.exact import row_basis
+
+__all__ = ["ConditionalTarget", "conditional_target", "MECHANISMS", "log_noise_density"]
+
+#: Mechanisms a conditional sampler supports: name → (integer data?, parameter name).
+MECHANISMS = {"geometric": (True, "z"), "discrete_gaussian": (True, "sigma2"),
+              "laplace": (False, "scale")}
+
+
+def log_noise_density(mechanism: str, deviation: Any, parameter: Any) -> np.ndarray:
+    """Unnormalized log density of a mechanism's noise at ``deviation`` (elementwise).
+
+    ``-z |d|`` (geometric), ``-d² / (2 σ²)`` (discrete Gaussian), ``-|d| / b`` (Laplace).
+
+    Parameters
+    ----------
+    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    deviation : array_like
+    parameter : float or array broadcastable to ``deviation``
+
+    Returns
+    -------
+    numpy.ndarray of float64
+
+    Examples
+    --------
+    >>> log_noise_density("geometric", [-2, 0, 3], 0.5).tolist()
+    [-1.0, -0.0, -1.5]
+    >>> log_noise_density("discrete_gaussian", [2], 2.0).tolist()
+    [-1.0]
+    """
+    d = np.asarray(deviation, dtype=np.float64)
+    if mechanism == "geometric":
+        return -parameter * np.abs(d)
+    if mechanism == "discrete_gaussian":
+        return -(d * d) / (2.0 * parameter)
+    if mechanism == "laplace":
+        return -np.abs(d) / parameter
+    raise PostprocError(f"unknown mechanism {mechanism!r}; conditional sampling supports "
+                        f"{', '.join(MECHANISMS)}")
+
+
+def _noise_sd(mechanism: str, parameter: float) -> float:
+    if mechanism == "geometric":
+        return math.sqrt(two_sided_geometric_variance(parameter))
+    if mechanism == "discrete_gaussian":
+        return math.sqrt(discrete_gaussian_variance(parameter))
+    return math.sqrt(laplace_variance(parameter))
+
+
+@dataclass(frozen=True, eq=False)
+class ConditionalTarget:
+    """``π(s) ∝ ∏_j f(s_j − centre_j) · 1(A s = a, B s ≥ b)``; validated on construction.
+
+    Build it with :func:`conditional_target` (which also adds nonnegativity rows).
+
+    Attributes
+    ----------
+    A : array (m, n)
+        Equality rows (int64 for integer mechanisms, float64 for Laplace).
+    a : array (m,)
+    B : scipy.sparse.csr_matrix (p, n)
+        Inequality rows ``B s ≥ b``.
+    b : array (p,)
+    centre : array (n,)
+        The mechanism's centre (``s*``).
+    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    parameter : float
+        ``z`` (geometric: pmf ∝ e^{−z|k|}), ``σ²`` (discrete Gaussian) or the Laplace scale ``b``.
+    cell_labels, row_labels : tuple of str, optional
+        Names of the cells and of the rows of ``A`` (for messages and outputs).
+    """
+
+    A: np.ndarray
+    a: np.ndarray
+    B: sp.csr_matrix
+    b: np.ndarray
+    centre: np.ndarray
+    mechanism: str = "geometric"
+    parameter: float = 1.0
+    cell_labels: tuple[str, ...] | None = field(default=None, repr=False)
+    row_labels: tuple[str, ...] | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.mechanism not in MECHANISMS:
+            raise PostprocError(f"unknown mechanism {self.mechanism!r}; conditional sampling "
+                                f"supports {', '.join(MECHANISMS)}")
+        integer = MECHANISMS[self.mechanism][0]
+        parameter = self.parameter
+        if isinstance(parameter, bool) or not isinstance(parameter, (int, float, np.integer,
+                                                                      np.floating)) \
+                or not math.isfinite(parameter) or parameter <= 0:
+            raise PostprocError(f"the {MECHANISMS[self.mechanism][1]} of the {self.mechanism} "
+                                f"mechanism must be a positive finite number, not {parameter!r}")
+        object.__setattr__(self, "parameter", float(parameter))
+        centre = _vector(self.centre, "centre", integer)
+        n = centre.size
+        A = self.A.toarray() if sp.issparse(self.A) else np.asarray(self.A)
+        if A.size == 0:
+            A = np.zeros((0, n))
+        if A.ndim != 2 or A.shape[1] != n:
+            raise PostprocError(f"A has shape {A.shape}; expected (rows, {n}) for {n} cells")
+        A = _matrix(A, "A", integer)
+        a = _vector(self.a, "a", integer) if A.shape[0] else np.zeros(0, A.dtype)
+        if a.shape != (A.shape[0],):
+            raise PostprocError(f"a has {a.size} values for {A.shape[0]} rows of A")
+        B = sp.csr_matrix(self.B) if self.B is not None else sp.csr_matrix((0, n))
+        if B.shape[1] != n:
+            raise PostprocError(f"B has {B.shape[1]} columns; expected {n}")
+        B = sp.csr_matrix(_matrix(B.toarray(), "B", integer)) if B.shape[0] else \
+            sp.csr_matrix((0, n), dtype=A.dtype)
+        b = _vector(self.b, "b", integer) if B.shape[0] else np.zeros(0, A.dtype)
+        if b.shape != (B.shape[0],):
+            raise PostprocError(f"b has {b.size} values for {B.shape[0]} rows of B")
+        for name, labels, size in (("cell_labels", self.cell_labels, n),
+                                   ("row_labels", self.row_labels, A.shape[0])):
+            if labels is not None and len(labels) != size:
+                raise PostprocError(f"{name} has {len(labels)} names for {size} entries")
+        for key, value in (("A", A), ("a", a), ("B", B), ("b", b), ("centre", centre)):
+            object.__setattr__(self, key, value)
+        if self.cell_labels is not None:
+            object.__setattr__(self, "cell_labels", tuple(map(str, self.cell_labels)))
+        if self.row_labels is not None:
+            object.__setattr__(self, "row_labels", tuple(map(str, self.row_labels)))
+        self.lower  # noqa: B018 - validates the singleton rows now
+
+    # -- basic properties ---------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        """Number of cells."""
+        return int(self.centre.size)
+
+    @property
+    def integer(self) -> bool:
+        """Integer data (geometric, discrete Gaussian) or continuous (Laplace)."""
+        return MECHANISMS[self.mechanism][0]
+
+    @property
+    def noise_sd(self) -> float:
+        """Standard deviation of one cell's unconstrained noise."""
+        return _noise_sd(self.mechanism, self.parameter)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description (mechanism, parameter, sizes)."""
+        return {"mechanism": self.mechanism, MECHANISMS[self.mechanism][1]: self.parameter,
+                "cells": self.n, "equalities": int(self.A.shape[0]),
+                "inequalities": int(self.B.shape[0])}
+
+    # -- bounds -------------------------------------------------------------------------------
+    @cached_property
+    def _split(self) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix, np.ndarray]:
+        B, b = self.B, self.b
+        lower = np.full(self.n, -np.inf)
+        upper = np.full(self.n, np.inf)
+        counts = np.diff(B.indptr)
+        empty = np.flatnonzero(counts == 0)
+        bad = empty[b[empty] > 0] if empty.size else empty
+        if bad.size:
+            raise PostprocError(f"the constraints are unsatisfiable: row {int(bad[0])} of B is "
+                                f"0 ≥ {b[bad[0]]}")
+        single = np.flatnonzero(counts == 1)
+        if single.size:
+            cols = B.indices[B.indptr[single]]
+            coef = B.data[B.indptr[single]].astype(np.float64)
+            bound = b[single] / coef
+            if self.integer:
+                bound = np.where(coef > 0, np.ceil(bound - 1e-9), np.floor(bound + 1e-9))
+            pos = coef > 0
+            np.maximum.at(lower, cols[pos], bound[pos])
+            np.minimum.at(upper, cols[~pos], bound[~pos])
+        bad = np.flatnonzero(lower > upper)
+        if bad.size:
+            raise PostprocError(f"the constraints are unsatisfiable: cell {self._cell(bad[0])} "
+                                f"must be ≥ {lower[bad[0]]:g} and ≤ {upper[bad[0]]:g}")
+        coupled = np.flatnonzero(counts > 1)
+        return lower, upper, B[coupled], b[coupled]
+
+    @property
+    def lower(self) -> np.ndarray:
+        """Per-cell lower bounds from the single-cell rows of ``B`` (``-inf`` if none)."""
+        return self._split[0]
+
+    @property
+    def upper(self) -> np.ndarray:
+        """Per-cell upper bounds from the single-cell rows of ``B`` (``+inf`` if none)."""
+        return self._split[1]
+
+    @property
+    def coupled(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The rows of ``(B, b)`` with two or more cells."""
+        return self._split[2], self._split[3]
+
+    def _cell(self, j: int) -> str:
+        return repr(self.cell_labels[j]) if self.cell_labels is not None else str(int(j))
+
+    # -- densities and checks -----------------------------------------------------------------
+    def log_density(self, s: Any) -> np.ndarray:
+        """``Σ_j log f(s_j − centre_j)`` up to a constant, over the last axis of ``s``.
+
+        The indicator of ``S*`` is not included; see :meth:`feasible`.
+        """
+        s = np.asarray(s)
+        return log_noise_density(self.mechanism, s - self.centre, self.parameter).sum(axis=-1)
+
+    def feasible(self, s: Any) -> np.ndarray:
+        """Whether each ``s`` (last axis = cells) is in ``S*``; exact for integer data.
+
+        Integer data is compared in int64 (Python ints if it could overflow); continuous data
+        with a relative tolerance of 1e-9 on the equalities.
+        """
+        s = np.asarray(s)
+        if s.shape[-1] != self.n:
+            raise PostprocError(f"states have {s.shape[-1]} cells; the target has {self.n}")
+        flat = s.reshape(-1, self.n)
+        if self.integer:
+            if flat.dtype.kind == "f":
+                whole = np.all(flat == np.round(flat), axis=1)
+                flat = np.where(np.isfinite(flat), flat, 0).astype(np.int64)
+            else:
+                whole = np.ones(flat.shape[0], bool)
+            flat = flat.astype(np.int64)
+            coef = max(int(np.abs(self.A).max(initial=0)),
+                       int(abs(self.B).max()) if self.B.nnz else 0)
+            big = coef * int(np.abs(flat).max(initial=0)) * self.n >= 1 << 62
+            if big:
+                obj = flat.astype(object)
+                eq = np.all((obj @ self.A.T.astype(object)) == self.a.astype(object), axis=1)
+                ge = np.all((obj @ self.B.toarray().T.astype(object)) >= self.b.astype(object),
+                            axis=1)
+            else:
+                eq = np.all(flat @ self.A.T == self.a, axis=1)
+                ge = np.all((self.B @ flat.T).T >= self.b, axis=1)
+            ok = whole & eq & ge
+        else:
+            scale = 1.0 + np.abs(self.a)
+            eq = np.all(np.abs(flat @ self.A.T - self.a) <= 1e-9 * scale, axis=1)
+            ge = np.all((self.B @ flat.T).T >= self.b - 1e-9 * (1.0 + np.abs(self.b)), axis=1)
+            ok = eq & ge
+        return ok.reshape(s.shape[:-1])
+
+    def violations(self, s: Any, *, limit: int = 5) -> list[str]:
+        """What ``s`` (one state) breaks, in words (empty if feasible)."""
+        s = np.asarray(s)
+        out = []
+        Asr = s @ self.A.T if self.A.shape[0] else np.zeros(0)
+        for i in np.flatnonzero(Asr != self.a)[:limit]:
+            name = self.row_labels[i] if self.row_labels is not None else f"row {i}"
+            out.append(f"{name} = {Asr[i]:g}, must be {self.a[i]:g}")
+        Bs = self.B @ s
+        for i in np.flatnonzero(Bs < self.b)[:limit]:
+            out.append(f"inequality row {i}: {Bs[i]:g} < {self.b[i]:g}")
+        return out
+
+    def start(self) -> np.ndarray:
+        """A point of ``S*`` to start a chain: the centre if it is in ``S*``, otherwise the
+        point of ``S*`` closest to it in L1 (the mode of the geometric target), by a MILP.
+
+        Raises
+        ------
+        PostprocError
+            If ``S*`` is empty: the invariants are unsatisfiable (naming the contradicting
+            invariant when the equalities alone contradict each other).
+        """
+        if bool(self.feasible(self.centre)):
+            return self.centre.copy()
+        if self.A.shape[0]:
+            row_basis(self.A, self.a, integer=self.integer, labels=self.row_labels)
+        return _l1_closest(self)
+
+
+def _vector(values: Any, name: str, integer: bool) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise PostprocError(f"{name} must be 1-D, not shape {arr.shape}")
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise PostprocError(f"{name} must hold numbers")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise PostprocError(f"{name} must be finite")
+    if integer:
+        if arr.dtype.kind == "f" and np.any(arr != np.round(arr)):
+            i = int(np.flatnonzero(arr != np.round(arr))[0])
+            raise PostprocError(f"{name} must hold integers for an integer mechanism; entry {i} "
+                                f"is {arr[i]}")
+        return arr.astype(np.int64)
+    return arr.astype(np.float64)
+
+
+def _matrix(values: np.ndarray, name: str, integer: bool) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and not np.all(np.isfinite(arr))):
+        raise PostprocError(f"{name} must hold finite numbers")
+    if integer:
+        if arr.dtype.kind == "f" and np.any(arr != np.round(arr)):
+            raise PostprocError(f"{name} must hold integers for an integer mechanism")
+        return arr.astype(np.int64)
+    return arr.astype(np.float64)
+
+
+def _l1_closest(target: ConditionalTarget) -> np.ndarray:
+    """``argmin Σ|s − centre|`` over ``S*`` (integer for integer data) by HiGHS."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    n = target.n
+    c = np.concatenate([np.zeros(n), np.ones(n)])
+    eye = sp.identity(n, format="csr")
+    rows = [sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
+    lo = [np.full(n, -np.inf), np.full(n, -np.inf)]
+    hi = [target.centre.astype(float), -target.centre.astype(float)]
+    if target.A.shape[0]:
+        rows.append(sp.hstack([sp.csr_matrix(target.A.astype(float)), sp.csr_matrix((target.A.shape[0], n))]))
+        lo.append(target.a.astype(float))
+        hi.append(target.a.astype(float))
+        pass
+    Bc, bc = target.coupled
+    if Bc.shape[0]:
+        rows.append(sp.hstack([Bc.astype(float), sp.csr_matrix((Bc.shape[0], n))]))
+        lo.append(bc.astype(float))
+        hi.append(np.full(Bc.shape[0], np.inf))
+    constraints = LinearConstraint(sp.vstack(rows, format="csr"), np.concatenate(lo),
+                                   np.concatenate(hi))
+    bounds = Bounds(np.concatenate([target.lower, np.zeros(n)]),
+                    np.concatenate([target.upper, np.full(n, np.inf)]))
+    integrality = np.concatenate([np.full(n, 1 if target.integer else 0), np.zeros(n)])
+    res = milp(c, constraints=constraints, bounds=bounds, integrality=integrality)
+    if res.status == 2 or res.x is None:
+        raise PostprocError(
+            "the invariants are unsatisfiable: no " + ("integer " if target.integer else "")
+            + "s satisfies A s = a and B s ≥ b together (e.g. nonnegativity with the published "
+            "totals); check the invariant values")
+    if res.status != 0:
+        raise PostprocError(f"could not find a starting point in S*: {res.message}")
+    s = res.x[:n]
+    if target.integer:
+        s = np.round(s).astype(np.int64)
+    if not bool(target.feasible(s)):
+        raise PostprocError("could not find a starting point in S*: the solver's point violates "
+                            + "; ".join(target.violations(s)))
+    return s
+
+
+def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = None,
+                       nonnegative: bool = True, mechanism: str = "geometric",
+                       epsilon: float | None = None, rho: float | None = None,
+                       parameter: float | None = None,
+                       cell_labels: Sequence[str] | None = None,
+                       row_labels: Sequence[str] | None = None) -> ConditionalTarget:
+    """Build a :class:`ConditionalTarget` from invariants, constraints and a budget.
+
+    Parameters
+    ----------
+    A, a : array_like
+        Equalities ``A s = a`` (the invariants, computed from the confidential data).
+    centre : array_like
+        The mechanism's centre: the confidential ``s*`` (or a noisy measurement).
+    B, b : array_like, optional
+        Extra inequalities ``B s ≥ b``.
+    nonnegative : bool
+        Add ``s ≥ 0`` (default).
+    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    epsilon : float, optional
+        Per-cell budget (sensitivity 1 per cell, as in Gong & Meng): geometric ``z = ε``,
+        Laplace scale ``1/ε``.
+    rho : float, optional
+        zCDP budget per cell for the discrete Gaussian: ``σ² = 1/(2ρ)``.
+    parameter : float, optional
+        The noise parameter itself (``z``, ``σ²`` or the Laplace scale) instead of a budget.
+    cell_labels, row_labels : sequence of str, optional
+
+    Returns
+    -------
+    ConditionalTarget
+
+    Raises
+    ------
+    PostprocError
+        Bad shapes or values, or not exactly one of ``epsilon``, ``rho``, ``parameter`` fitting
+        the mechanism.
+
+    Examples
+    --------
+    >>> t = conditional_target([[1, 1]], [4], centre=[2, 2], mechanism="discrete_gaussian", rho=0.5)
+    >>> t.parameter, t.lower.tolist()
+    (1.0, [0.0, 0.0])
+    >>> conditional_target([[1, 1]], [4], centre=[2, 2], mechanism="laplace", rho=0.5)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: the laplace mechanism takes epsilon (or parameter=), not rho
+    """
+    if mechanism not in MECHANISMS:
+        raise PostprocError(f"unknown mechanism {mechanism!r}; conditional sampling supports "
+                            f"{', '.join(MECHANISMS)}")
+    given = [k for k, v in (("epsilon", epsilon), ("rho", rho), ("parameter", parameter))
+             if v is not None]
+    if len(given) != 1:
+        raise PostprocError("give exactly one of epsilon, rho or parameter (the noise "
+                            f"parameter); got {given or 'none'}")
+    accounting = "zcdp" if mechanism == "discrete_gaussian" else "pure"
+    if given[0] == "epsilon" and accounting != "pure" or given[0] == "rho" and accounting != "zcdp":
+        want = "rho" if accounting == "zcdp" else "epsilon"
+        raise PostprocError(f"the {mechanism} mechanism takes {want} (or parameter=), not "
+                            f"{given[0]}")
+    if parameter is None:
+        budget = epsilon if epsilon is not None else rho
+        try:
+            parameter = get_mechanism(mechanism).parameter(budget, 1)
+        except ValueError as exc:
+            raise PostprocError(str(exc)) from None
+    centre_arr = np.asarray(centre)
+    n = centre_arr.size
+    B_parts, b_parts = [], []
+    if B is not None:
+        B_parts.append(sp.csr_matrix(np.asarray(B) if not sp.issparse(B) else B))
+        b_parts.append(np.asarray(b))
+    elif b is not None:
+        raise PostprocError("b was given without B")
+    if nonnegative:
+        B_parts.append(sp.identity(n, format="csr", dtype=np.int64))
+        b_parts.append(np.zeros(n, dtype=np.int64))
+    Bm = sp.vstack(B_parts, format="csr") if B_parts else None
+    bv = np.concatenate(b_parts) if b_parts else None
+    return ConditionalTarget(np.asarray(A) if not sp.issparse(A) else A.toarray(), np.asarray(a),
+                             Bm, bv, centre_arr, mechanism, parameter,
+                             tuple(cell_labels) if cell_labels is not None else None,
+                             tuple(row_labels) if row_labels is not None else None)
