@@ -277,7 +277,8 @@ class MCEMResult:
     observed_information : numpy.ndarray
         Observed Fisher information at θ̂ by Louis' method, ``(p, p)``.
     covariance : numpy.ndarray
-        Its inverse (NaN if singular).
+        Its inverse, or NaN (with a ``RuntimeWarning``) when the information is not positive
+        definite.
     standard_errors : numpy.ndarray
         Square roots of the covariance's diagonal.
     history : numpy.ndarray
@@ -439,6 +440,12 @@ def mcem(observed: Any, *, theta0: Any, sample_unit: Callable, maximize: Callabl
     the noise is large relative to the data's spread) and ``effective_sample_size`` for the
     E-step's reliability (a warning is issued below 100).
 
+    Louis' identity subtracts the missing information from the complete-data information; when
+    nearly all information is missing (a variance parameter near 0, or a flat ridge) the two
+    nearly cancel and the Monte Carlo estimate can be indefinite. Then ``covariance`` is NaN and a
+    warning says so; a caller may still use a block of ``observed_information`` (e.g. conditional
+    on a boundary parameter).
+
     Parameters
     ----------
     observed : array_like
@@ -518,10 +525,17 @@ def mcem(observed: Any, *, theta0: Any, sample_unit: Callable, maximize: Callabl
     if ess < 100:
         warnings.warn(f"MCEM: the importance-sampling effective sample size is only {ess:.0f} "
                       f"for some unit; raise n_samples", RuntimeWarning, stacklevel=2)
-    try:
+    smallest = float(np.linalg.eigvalsh(information).min())
+    if smallest > 0:
         covariance = np.linalg.inv(information)
-    except np.linalg.LinAlgError:
+    else:
         covariance = np.full_like(information, np.nan)
+        warnings.warn(
+            f"MCEM: the observed information is not positive definite at the estimate (smallest "
+            f"eigenvalue {smallest:.3g}): the maximum may lie on the boundary of the parameter "
+            f"space or on a flat ridge, EM may not have converged (see history), or the Monte "
+            f"Carlo error is too large (raise final_samples). Covariance and standard errors are "
+            f"NaN; observed_information is still returned", RuntimeWarning, stacklevel=2)
     with np.errstate(invalid="ignore"):
         se = np.sqrt(np.diag(covariance))
     return MCEMResult(theta=estimate, observed_information=information, covariance=covariance,

@@ -277,3 +277,57 @@ def test_poisson_laplace_example_json(capsys):
                                                         rel=0.05)
     assert out["naive_information"] == pytest.approx(1 / 37.4)
     assert out["abc_posterior_mean"] == pytest.approx(out["exact_posterior_mean"], abs=0.3)
+
+
+def test_mcem_singular_information_gives_nan_covariance_and_warns():
+    """A parameter the likelihood ignores: zero information, so no covariance."""
+    with pytest.warns(RuntimeWarning, match="not positive definite"):
+        res = mcem(S_DP, theta0=[30.0, 1.0], noise=LAPLACE, rng=0, n_iter=10, n_samples=2000,
+                   sample_unit=POISSON["sample_unit"],
+                   maximize=lambda s, w: [np.sum(w * s) / np.sum(w), 1.0],
+                   complete_log_likelihood=lambda s, th: s * np.log(th[0]) - th[0])
+    assert np.all(np.isnan(res.covariance)) and np.all(np.isnan(res.standard_errors))
+    assert res.observed_information[0, 0] > 0
+    assert res.observed_information[1, 1] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_regression_example_exact_likelihood_matches_monte_carlo():
+    """The closed-form likelihood of the regression example against the library's MC estimate."""
+    example = load_example("regression_mcem")
+    noise = example.LaplaceXY(2.0, 5.0)
+    released = np.array([[9.3, 31.0], [12.8, 40.2], [7.1, 19.5], [10.4, 37.7]])
+    for theta in ([10.0, -5.0, 4.0, 5.0], [9.0, 0.0, 3.0, 2.0]):
+        mc = monte_carlo_log_likelihood(released, theta, sample_unit=example.sample_unit,
+                                        noise=noise, n_samples=400_000, rng=8)
+        # 4 units, each with ESS in the tens of thousands: MC s.d. well below 0.01
+        assert mc == pytest.approx(example.exact_log_likelihood(np.array(theta), released, noise),
+                                   abs=0.03)
+
+
+def test_regression_example_smoke(tmp_path, capsys):
+    example = load_example("regression_mcem")
+    code = example.main(["--json", "--out", str(tmp_path), "--replicates", "2", "--n-iter", "8",
+                         "--n-samples", "400", "--final-samples", "2000"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (tmp_path / "regression_mcem.png").stat().st_size > 10_000
+    assert [e["epsilon"] for e in out["by_epsilon"]] == [0.5, 0.2, 0.1, None]
+    no_noise = out["by_epsilon"][-1]
+    assert no_noise["naive_slope_median"] == no_noise["mcem_slope_median"]
+    assert {"naive_slope_median", "mcem_slope_median", "naive_slope_coverage",
+            "mcem_slope_coverage", "mcem_loglik_gap_max"} <= set(out["by_epsilon"][0])
+
+
+@pytest.mark.slow
+def test_regression_example_full_run_attenuation(tmp_path, capsys):
+    """The headline claims with the default settings (about a minute)."""
+    example = load_example("regression_mcem")
+    assert example.main(["--json", "--out", str(tmp_path)]) == 0
+    by_eps = {e["epsilon"]: e for e in json.loads(capsys.readouterr().out)["by_epsilon"]}
+    for eps, bound in ((0.5, 2.5), (0.2, 1.5), (0.1, 0.5)):
+        e = by_eps[eps]
+        assert e["naive_slope_median"] < bound                      # attenuated
+        assert e["mcem_slope_median"] > e["naive_slope_median"] + 1.5
+        assert e["mcem_slope_coverage"] > e["naive_slope_coverage"]
+        assert e["mcem_loglik_gap_max"] < 1.0                       # near the exact maximum
+    assert abs(by_eps[0.5]["mcem_slope_median"] - 4) < 0.5
