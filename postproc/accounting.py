@@ -342,7 +342,8 @@ def rdp_geometric(alpha: Any, epsilon: Any, *, sensitivity: int = 1) -> np.ndarr
     ``τ(α, ε) = log[(e^{(α−1)ε} + e^{−αε})/(1 + e^{−ε})]/(α − 1)``. Rényi divergences of product
     distributions add, so a change spread over several cells costs the sum over its parts; the
     curve returned is the maximum over all integer partitions of every shift ≤ Δ (computed by
-    dynamic programming; a single cell moved by Δ is in fact the worst case).
+    dynamic programming, so no convexity argument is needed; in every case the tests check, one
+    cell moved by Δ is the worst).
 
     .. note:: SPEC §3 prints, from the SafeTab paper,
        ``τ = log[ (e^ε−1)/(e^ε+1) · (2α e^{(α−1)ε} + 2(α−1) e^{−αε}) / (ε(2α−1)) ] / (α−1)``.
@@ -589,8 +590,8 @@ def compose(values: Iterable[Any]) -> Any:
     --------
     >>> compose([Fraction(1, 4), Fraction(3, 4)])
     Fraction(1, 1)
-    >>> compose([RDPCurve.zcdp(0.1), RDPCurve.zcdp(0.2)]).rho
-    0.30000000000000004
+    >>> round(compose([RDPCurve.zcdp(0.1), RDPCurve.zcdp(0.2)]).rho, 12)
+    0.3
     """
     items = list(values)
     if not items:
