@@ -209,6 +209,8 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
     SolverError
         No backend produced an optimum and not all of them reported infeasibility.
     """
+    if qp.n == 0:
+        return _no_variables(qp.l, qp.u, qp.r)
     attempts: list[tuple[str, str]] = []
     last: Solution | None = None
     scale = max(1.0, float(np.max(np.abs(np.concatenate(
@@ -237,10 +239,24 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
                       + ". Try another chain (e.g. --solver clarabel cvxpy-ecos)")
 
 
+def _no_variables(l: np.ndarray, u: np.ndarray, constant: float) -> Solution:
+    """A problem without variables (e.g. a node whose parent is all zeros): every row is 0, so
+    it is feasible iff ``l ≤ 0 ≤ u``. No backend is called — OSQP rejects n = 0 and HiGHS
+    (through scipy's milp) raises ValueError."""
+    if np.all(l <= 0) and np.all(u >= 0):
+        return Solution(np.zeros(0), Status.OPTIMAL, float(constant), backend="empty",
+                        attempts=(("empty", Status.OPTIMAL.value),))
+    return Solution(None, Status.INFEASIBLE, backend="empty",
+                    message="no variables and a row that needs a nonzero value",
+                    attempts=(("empty", Status.INFEASIBLE.value),))
+
+
 def solve_lp(lp: LP, *, time_limit: float | None = None) -> Solution:
     """Solve an LP or MILP with HiGHS (through :func:`scipy.optimize.milp`)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
+    if lp.c.size == 0:
+        return _no_variables(lp.l, lp.u, 0.0)
     t0 = time.perf_counter()
     integrality = (np.zeros(lp.c.size) if lp.integer is None
                    else np.asarray(lp.integer, dtype=float))
