@@ -508,3 +508,34 @@ def test_node_solver_failure_is_an_error_not_a_failsafe(registry):
     with pytest.raises(SolverError, match="every solver failed"):
         solve_node(task, chain=("crashing", "erroring"))
     assert issubclass(InfeasibleError, PostprocError)
+
+
+def test_problems_without_variables():
+    """A node whose parent is all zeros has no variables: both solvers answer directly (OSQP
+    rejects n = 0 and scipy's milp raises ValueError), feasible iff every row allows 0."""
+    empty = sp.csc_matrix((2, 0))
+    sol = solve_qp(QP(sp.csc_matrix((0, 0)), np.zeros(0), empty, np.array([-1.0, 0.0]),
+                      np.array([0.0, INF]), 3.5), ["osqp"])
+    assert sol.status == Status.OPTIMAL and sol.x.shape == (0,) and sol.objective == 3.5
+    sol = solve_qp(QP(sp.csc_matrix((0, 0)), np.zeros(0), empty, np.array([1.0, 0.0]),
+                      np.array([2.0, INF])))
+    assert sol.status == Status.INFEASIBLE and sol.x is None
+    sol = solve_lp(LP(np.zeros(0), sp.csr_matrix((1, 0)), np.array([0.0]), np.array([0.0]),
+                      np.zeros(0), np.zeros(0)))
+    assert sol.status == Status.OPTIMAL and sol.x.shape == (0,)
+    sol = solve_lp(LP(np.zeros(0), sp.csr_matrix((1, 0)), np.array([-INF]), np.array([-1.0]),
+                      np.zeros(0), np.zeros(0)))
+    assert sol.status == Status.INFEASIBLE
+
+
+def test_node_with_an_all_zero_parent():
+    from postproc.topdown.node import NodeTask, QueryData, solve_node
+
+    task = NodeTask("county", "P", np.zeros(2, np.int64), np.array(["a", "b"], dtype=object),
+                    (QueryData("detailed", sp.identity(2, format="csr"),
+                               np.array([[1.0, 0.0], [2.0, 1.0]]), np.ones((2, 2))),),
+                    sp.csr_matrix(np.ones((1, 2), np.int64)), np.zeros((2, 1)),
+                    np.full((2, 1), INF), np.zeros((2, 2), bool), ("total_ge_households",))
+    result = solve_node(task)
+    np.testing.assert_array_equal(result.histograms, 0)
+    assert result.stats["objective"] == pytest.approx(6.0)     # Σ w y² at x = 0
