@@ -221,9 +221,9 @@ def _is_integer(e: np.ndarray) -> bool:
     return bool(np.array_equal(e, np.rint(e)))
 
 
-def _compress(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values and their counts when ``e`` is integer-valued, else ``(e, ones)``."""
-    if _is_integer(e):
+def _compress(e: np.ndarray, integer: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct values and their counts when ``e`` is integer-valued, else ``(e, ones)``."""
+    if _is_integer(e) if integer is None else integer:
         low = e.min()
         span = e.max() - low
         if span < 4 * e.size + 1_000_000:
@@ -443,15 +443,36 @@ def default_bandwidth(errors: Any) -> float:
     reason = _degenerate(e)
     if reason:
         raise PostprocError(f"no bandwidth: {reason}")
-    return _bandwidth_rule(e, integer=_is_integer(e))
-
-
-def _bandwidth_rule(e: np.ndarray, *, integer: bool) -> float:
-    sd = float(np.std(e, ddof=1))
     q1, q3 = np.percentile(e, [25, 75])
+    return _bandwidth_rule(e, q1, q3, integer=_is_integer(e))
+
+
+def _bandwidth_rule(e: np.ndarray, q1: float, q3: float, *, integer: bool) -> float:
+    sd = float(np.std(e, ddof=1))
     spread = min(sd, (q3 - q1) / 1.349) if q3 > q1 else sd
     rule = float(0.9 * spread * e.size ** -0.2)
     return rule if integer else max(0.5, rule)
+
+
+def _order_statistics(e: np.ndarray, values: np.ndarray, weights: np.ndarray):
+    """A function from 0-based ranks to order statistics of ``e``.
+
+    From the cumulative counts when ``e`` was compressed to sorted distinct values (O(distinct)),
+    otherwise one ``np.partition`` per call.
+    """
+    if values.size < e.size:
+        cumulative = np.cumsum(weights)
+        return lambda ranks: values[np.searchsorted(cumulative, ranks, side="right")]
+    return lambda ranks: np.partition(e, np.unique(ranks))[ranks]
+
+
+def _percentiles(order_statistic, n: int, percentiles) -> np.ndarray:
+    """numpy's default (linear) percentiles from a function of ranks, for all at once."""
+    position = (n - 1) * np.asarray(percentiles, dtype=float) / 100
+    below = np.floor(position).astype(np.int64)
+    stats = order_statistic(np.r_[below, np.minimum(below + 1, n - 1)])
+    a, b, t = stats[:below.size], stats[below.size:], position - below
+    return np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)   # numpy's lerp
 
 
 def max_se_ladder(n: int) -> np.ndarray:
@@ -490,7 +511,7 @@ def _lattice_mass(bandwidth: float) -> float:
     return float(np.sum(np.exp(-0.5 * (k / bandwidth) ** 2)))
 
 
-def _improved_grid(e: np.ndarray, bandwidth: float, floor: float) -> np.ndarray:
+def _improved_grid(order_statistic, n: int, bandwidth: float, floor: float) -> np.ndarray:
     """The symmetric integer grid outside of which the KDE cannot reach ``floor`` counts.
 
     With kernel mass ``Z`` on the integers (so each error adds at most ``1/Z`` to ``f``),
@@ -498,12 +519,11 @@ def _improved_grid(e: np.ndarray, bandwidth: float, floor: float) -> np.ndarray:
     the kernel tails of all ``n`` errors beyond ``m·h`` add less than ``floor/2``; so ``x`` lies
     within ``m·h`` of the ``k``-th smallest and ``k``-th largest errors.
     """
-    n = e.size
     mass = _lattice_mass(bandwidth)
     k = min(n, max(1, math.ceil(floor * mass / 2)))
     ratio = 2 * n / (floor * mass)
     spill = bandwidth * math.sqrt(2 * math.log(ratio)) if ratio > 1 else 0.0
-    low, high = np.partition(e, [k - 1, n - k])[[k - 1, n - k]]
+    low, high = order_statistic(np.array([k - 1, n - k]))
     half = math.ceil(max(abs(low - spill), abs(high + spill)))
     if 2 * half + 1 > _MAX_GRID:
         raise PostprocError(
@@ -725,16 +745,18 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     if reason:
         return _undefined("improved", n, parameters, reason)
     integer = _is_integer(e)
+    values, weights = _compress(e, integer)
+    order_statistic = _order_statistics(e, values, weights)
+    q1, q3, *window = _percentiles(order_statistic, n, [25, 75] + (
+        [] if reach is None else [100 - parameters["reach"], parameters["reach"]]))
+    window = window or None
     h = parameters["bandwidth"] = (parameters["bandwidth"]
-                                   or _bandwidth_rule(e, integer=integer))
-    grid = _improved_grid(e, h, floor)
+                                   or _bandwidth_rule(e, q1, q3, integer=integer))
+    grid = _improved_grid(order_statistic, n, h, floor)
     parameters["grid"] = [float(grid[0]), float(grid[-1])]
-    values, weights = _compress(e)
     counts, ratio, se = _log_ratio_curve(*_kernel_sums(values, weights, grid, h), h)
     ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
     margin = 3 * h - (1 if integer else 0)
-    window = None if reach is None else np.percentile(e, [100 - parameters["reach"],
-                                                          parameters["reach"]])
     parameters["window"] = None if window is None else [float(window[0]), float(window[1])]
     tau, parameters["clear_of_cusp"], parameters["spans_window"] = _choose_max_se(
         grid[:-1], counts, se, floor, ladder, margin, window)

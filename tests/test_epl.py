@@ -124,6 +124,18 @@ def test_gaussian_sums_match_brute_force(monkeypatch, kind, start, step, size, s
     assert np.all(sums[brute == 0] == 0)
 
 
+@pytest.mark.parametrize("kind", ["integer", "continuous"])
+def test_percentiles_from_order_statistics_match_numpy(kind):
+    e = np.random.default_rng(12).laplace(0, 3, 10_001)
+    if kind == "integer":
+        e = np.round(e)
+    values, weights = epl_module._compress(e)
+    order_statistic = epl_module._order_statistics(e, values, weights)
+    q = [0, 2.5, 5, 25, 50, 75, 95, 97.5, 100, 33.3333]
+    np.testing.assert_allclose(epl_module._percentiles(order_statistic, e.size, q),
+                               np.percentile(e, q), rtol=1e-15, atol=1e-15)
+
+
 # --------------------------------------------------------------------------------------------------
 # the published estimator
 # --------------------------------------------------------------------------------------------------
