@@ -29,6 +29,7 @@ an ``n × grid`` matrix, so 10 million residuals take seconds (``benchmarks/benc
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -953,7 +954,6 @@ def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPL
     estimators = {"improved": improved_epl, "published": published_epl, "direct": direct_epl}
     if method not in estimators:
         raise PostprocError(f"unknown EPL method {method!r}; use one of {', '.join(METHODS)}")
-    import inspect
     signature = inspect.signature(estimators[method])
     options = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
     if method == "direct":
