@@ -111,28 +111,28 @@ class SampledResult(TopDownResult):
         return super().safe_for_release and bool(sampling.get("safe_for_release", False))
 
 
-def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None
-                ) -> tuple[str, float]:
-    """``(law, parameter)`` of a level's detailed measurements for the sampler.
+def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None,
+                query: str = "detailed") -> tuple[str, float]:
+    """``(law, parameter)`` of a level's measurements of ``query`` for the sampler.
 
     Raises
     ------
     PostprocError
-        No detailed measurement at ``level``, or no mechanism/parameter in the provenance.
+        ``query`` not measured at ``level``, or no mechanism/parameter in the provenance.
     """
-    if "detailed" not in noisy.queries(level):
-        raise PostprocError(f"conditional sampling needs the 'detailed' query measured at every "
+    if query not in noisy.queries(level):
+        raise PostprocError(f"conditional sampling needs the {query!r} query measured at every "
                             f"level; level {level!r} has {list(noisy.queries(level))}. Give "
-                            "'detailed' a share of the budget at every level")
+                            f"{query!r} a share of the budget at every level")
     name = mechanism or noisy.provenance.get("mechanism", {}).get("name")
     if name not in _INTEGER_LAW:
         raise PostprocError(f"unknown measurement mechanism {name!r}; pass mechanism= one of "
                             f"{sorted(_INTEGER_LAW)}")
     law, key, convert = _INTEGER_LAW[name]
     try:
-        value = float(noisy.provenance["parameters"][level]["detailed"][key])
+        value = float(noisy.provenance["parameters"][level][query][key])
     except (KeyError, TypeError, ValueError):
-        raise PostprocError(f"the noisy hierarchy's provenance has no {key!r} for the detailed "
+        raise PostprocError(f"the noisy hierarchy's provenance has no {key!r} for the {query!r} "
                             f"query at level {level!r}; it must come from measure()") from None
     return law, convert(value)
 
@@ -153,23 +153,47 @@ def _node_blocks(lc: LevelConstraints, groups: list[slice], parents: np.ndarray 
 
 
 def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | None,
-              centre: np.ndarray, upper: np.ndarray, level: str, parent_codes) -> np.ndarray:
-    """Integer ``X`` closest to ``centre`` in L1 satisfying every node's constraints."""
+              fits: list[tuple[Any, np.ndarray, float]], upper: np.ndarray, level: str,
+              parent_codes) -> np.ndarray:
+    """Integer ``X`` satisfying every node's constraints that minimizes the weighted L1 misfit
+    ``Σ_q w_q Σ |Q_q X_k − y_{k,q}|`` — the mode of the target for the geometric law.
+
+    ``fits`` lists ``(Q (answers × cells) sparse, y (units × answers), w)``. One HiGHS LP for all
+    nodes; its vertex is integral when the constraints are totally unimodular (checked), otherwise
+    a MILP (time-limited), and as a last resort the detailed-only L1 fit, which is TU.
+    """
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
     A, a, B, b = _node_blocks(lc, groups, parents)
-    V = centre.size
-    y = np.rint(centre.ravel())
-    eye = sp.identity(V, format="csr")
-    zeros_a = sp.csr_matrix((A.shape[0], V))
-    A_ub = sp.vstack([sp.hstack([-B, sp.csr_matrix((B.shape[0], V))]),
-                      sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])], format="csr")
-    b_ub = np.concatenate([-b.astype(float), y, -y])
-    A_eq = sp.hstack([A, zeros_a], format="csr")
-    bounds = np.stack([np.zeros(2 * V), np.concatenate([upper.ravel(), np.full(V, np.inf)])], 1)
-    cost = np.concatenate([np.zeros(V), np.ones(V)])
-    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=a.astype(float), bounds=bounds,
-                  method="highs")
+    U, n = upper.shape
+    V = U * n
+    eye_u = sp.identity(U, format="csr")
+    blocks_ub, rhs_ub, costs = [sp.hstack([-B, sp.csr_matrix((B.shape[0], 0))])], \
+        [-b.astype(float)], [np.zeros(V)]
+    t_sizes = []
+    for Q, y, w in fits:
+        Qb = sp.kron(eye_u, sp.csr_matrix(Q, dtype=np.float64), format="csr")
+        t_sizes.append(Qb.shape[0])
+        costs.append(np.full(Qb.shape[0], float(w)))
+        rhs_ub.extend([np.rint(y.ravel()), -np.rint(y.ravel())])
+    T = sum(t_sizes)
+    rows = [sp.hstack([-B, sp.csr_matrix((B.shape[0], T))])]
+    offset = 0
+    for (Q, y, w), size in zip(fits, t_sizes):
+        Qb = sp.kron(eye_u, sp.csr_matrix(Q, dtype=np.float64), format="csr")
+        sel = sp.csr_matrix((np.ones(size), (np.arange(size), offset + np.arange(size))),
+                            shape=(size, T))
+        rows.append(sp.hstack([Qb, -sel]))
+        rows.append(sp.hstack([-Qb, -sel]))
+        offset += size
+    A_ub = sp.vstack(rows, format="csr")
+    b_ub = np.concatenate(rhs_ub)
+    A_eq = sp.hstack([A, sp.csr_matrix((A.shape[0], T))], format="csr")
+    lo = np.zeros(V + T)
+    hi = np.concatenate([upper.ravel(), np.full(T, np.inf)])
+    cost = np.concatenate(costs)
+    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=a.astype(float),
+                  bounds=np.stack([lo, hi], 1), method="highs")
     if res.status == 2:
         _name_infeasible(lc, groups, parents, level, parent_codes)
     if res.status != 0:
@@ -179,13 +203,16 @@ def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | N
     if np.max(np.abs(x - xi), initial=0.0) > 1e-6 or not _exact_ok(A, a, B, b, xi):
         cons = [LinearConstraint(sp.vstack([A_ub, A_eq]), np.concatenate(
             [np.full(A_ub.shape[0], -np.inf), a]), np.concatenate([b_ub, a]))]
-        integrality = np.concatenate([np.ones(V), np.zeros(V)])
-        res = milp(cost, constraints=cons, integrality=integrality,
-                   bounds=Bounds(bounds[:, 0], bounds[:, 1]))
-        if res.x is None:
+        integrality = np.concatenate([np.ones(V), np.zeros(T)])
+        res = milp(cost, constraints=cons, integrality=integrality, bounds=Bounds(lo, hi),
+                   options={"time_limit": 60.0})
+        if res.x is not None and _exact_ok(A, a, B, b, np.rint(res.x[:V])):
+            xi = np.rint(res.x[:V])
+        elif len(fits) > 1:
+            return _l1_start(lc, groups, parents, fits[:1], upper, level, parent_codes)
+        else:
             _name_infeasible(lc, groups, parents, level, parent_codes)
-        xi = np.rint(res.x[:V])
-    return xi.astype(np.int64).reshape(centre.shape)
+    return xi.astype(np.int64).reshape(U, n)
 
 
 def _exact_ok(A, a, B, b, x) -> bool:
@@ -213,8 +240,9 @@ def _name_infeasible(lc, groups, parents, level, parent_codes):
     raise PostprocError(f"level {level!r}: the invariants are unsatisfiable (jointly)")
 
 
-def _structure(lc: LevelConstraints, units: np.ndarray):
-    """Equality rows to preserve, coupled rows to check, and the move structure."""
+def _structure(lc: LevelConstraints, units: np.ndarray, cap: np.ndarray):
+    """Equality rows to preserve, coupled rows to check, and the move structure (cells capped
+    at 0 in every unit never move)."""
     lower, upper, zero = lc.rows_of(units)
     M = lc.matrix.toarray()
     support = M != 0
@@ -222,7 +250,7 @@ def _structure(lc: LevelConstraints, units: np.ndarray):
     # an equality is trivial for a unit when every cell it counts is a zero cell there
     live = (~zero).astype(np.int64) @ support.T.astype(np.int64) > 0
     eq_any = np.any(eq & live, axis=0)
-    fixed = zero.all(axis=0)
+    fixed = (zero | (cap <= 0)).all(axis=0)
     structure = move_structure(M[eq_any], fixed)
     bounded = np.any(np.isfinite(lower) | np.isfinite(upper), axis=0) & ~eq_any
     rows = M[bounded]
@@ -242,9 +270,75 @@ def _verify(lc, hist, parent_hist, geo, li) -> None:
                             + "\n  ".join(found))
 
 
+def _answer_terms(noisy: NoisyHierarchy, level: str, queries: list[str], units: np.ndarray,
+                  mechanism: str | None):
+    """Log-density terms of non-detailed measured queries: answer index per cell and query."""
+    answer_of, centre, param = [], [], []
+    for q in queries:
+        if q == "detailed":
+            continue
+        Q = noisy.workload[q].matrix.tocsc()
+        counts = np.diff(Q.indptr)
+        if np.any(counts > 1) or np.any(Q.data != 1):
+            raise PostprocError(f"query {q!r} counts a cell in more than one answer; conditional "
+                                "sampling supports marginals and recodes (one answer per cell)")
+        ans = np.full(Q.shape[1], -1, dtype=np.int64)
+        has = counts == 1
+        ans[has] = Q.indices[Q.indptr[:-1][has]]
+        answer_of.append(ans)
+        centre.append(np.asarray(noisy.get(level, q).values, dtype=np.float64)[units])
+        law, value = level_noise(noisy, level, mechanism, q)
+        param.append(np.full(Q.shape[0], value))
+    if not answer_of:
+        return None
+    # answers beyond the largest used index still need a slot: pad the centre accordingly
+    sizes = [int(a.max()) + 1 for a in answer_of]
+    centre = np.concatenate([c[:, :k] for c, k in zip(centre, sizes)], axis=1)
+    param = np.concatenate([p[:k] for p, k in zip(param, sizes)])
+    return {"answer_of": np.stack(answer_of), "centre": centre, "parameter": param}
+
+
+def _fits(noisy: NoisyHierarchy, level: str, used: list[str], units: np.ndarray,
+          y: np.ndarray, mechanism: str | None) -> list[tuple[Any, np.ndarray, float]]:
+    """The misfit terms of the start: the detailed cells first (weight = its log-density slope
+    ``z``, or ``1/σ``), then every other used query."""
+    out = []
+    for q in (["detailed"] if "detailed" not in used else []) + used:
+        if q == "detailed":
+            centre = y[units]
+            if "detailed" in noisy.queries(level):
+                law, value = level_noise(noisy, level, mechanism, "detailed")
+            else:
+                law, value = "geometric", 1e-6
+            Q = sp.identity(noisy.schema.size, format="csr")
+        else:
+            centre = np.asarray(noisy.get(level, q).values, dtype=np.float64)[units]
+            law, value = level_noise(noisy, level, mechanism, q)
+            Q = noisy.workload[q].matrix
+        weight = value if law == "geometric" else 1.0 / np.sqrt(value)
+        out.append((Q, centre, weight))
+    return out
+
+
+def _queries(noisy: NoisyHierarchy, queries: Any) -> list[str]:
+    if queries == "detailed":
+        return ["detailed"]
+    if queries == "all":
+        names = set()
+        for lv in noisy.levels:
+            names |= set(noisy.queries(lv))
+        return [q for q in noisy.workload.names if q in names]
+    chosen = [str(q) for q in queries] if not isinstance(queries, str) else [queries]
+    unknown = [q for q in chosen if q not in noisy.workload.names]
+    if unknown or not chosen:
+        raise PostprocError(f"queries must be 'detailed', 'all' or names from the workload "
+                            f"{list(noisy.workload.names)}; got {queries!r}")
+    return chosen
+
+
 def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any = None,
                    sweeps: int = 100, mechanism: str | None = None,
-                   step_factor: float = 0.8) -> SampledResult:
+                   queries: Any = "detailed", step_factor: float = 0.8) -> SampledResult:
     """Post-process a noisy hierarchy by top-down conditional sampling (see the module docs).
 
     Parameters
@@ -260,8 +354,14 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
         is released.
     mechanism : str, optional
         Override the measurement mechanism named in the provenance.
+    queries : 'detailed', 'all' or list of query names
+        Which measurements enter the law. ``'detailed'`` (default) is the construction above;
+        ``'all'`` multiplies in every measured query's noise law at its answers,
+        ``∏_q ∏_a f_q((Q_q X_k)_a − y_{k,q,a})`` — the likelihood of all measurements, which
+        is much tighter when most of the budget went to marginals (as in the E2E split).
     step_factor : float
-        Mean step = ``max(1, min(step_factor · σ, x̂_pj / K_p))``.
+        Mean step = ``max(1, min(step_factor · σ, x̂_pj / K_p))`` with ``σ`` the smallest noise
+        sd among the used queries.
 
     Returns
     -------
@@ -283,7 +383,11 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     source = as_randomness(rng)
     spec = spec or Spec()
     geo = noisy.geography
-    laws = [level_noise(noisy, lv, mechanism) for lv in geo.levels]
+    used = _queries(noisy, queries)
+    laws = [level_noise(noisy, lv, mechanism, "detailed" if "detailed" in used else used[0])
+            for lv in geo.levels]
+    sds = [min(float(default_step(*level_noise(noisy, lv, mechanism, q))) / 0.8 for q in used)
+           for lv in geo.levels]
     compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     hists: list[np.ndarray] = []
     stats: list[dict[str, Any]] = []
@@ -294,15 +398,19 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
         t0 = time.perf_counter()
         lc = compiled[level]
         law, param = laws[li]
-        y = np.asarray(noisy.get(level, "detailed").values, dtype=np.float64)
-        sd_step = default_step(law, param) / 0.8 * step_factor
+        if "detailed" in noisy.queries(level):
+            y = np.asarray(noisy.get(level, "detailed").values, dtype=np.float64)
+        else:   # only the start uses y then: spread the parent evenly (or start at 0)
+            y = np.zeros((geo.n_units(li), n))
+        sd_step = sds[li] * step_factor
         hist = np.zeros((geo.n_units(li), n), dtype=np.int64)
         if li == 0:
             units = np.arange(geo.n_units(0))
             groups = [slice(int(u), int(u) + 1) for u in units]
             parent_hist = None
             upper = np.where(lc.zero, 0.0, np.inf)
-            start = _l1_start(lc, groups, None, y, upper, level, None)
+            start = _l1_start(lc, groups, None, _fits(noisy, level, used, units, y, mechanism),
+                              upper, level, None)
             step = np.full((units.size, n), float(max(1.0, sd_step)))
             group_of = units
             cross = False
@@ -321,7 +429,8 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
             cap = parent_hist[multi][group_of].astype(np.float64)
             upper = np.where(lc.zero[units], 0.0, cap)
             parent_codes = geo.geocodes[li - 1][multi]
-            start = (_l1_start(lc, groups, parent_hist[multi], y[units], upper, level,
+            start = (_l1_start(lc, groups, parent_hist[multi],
+                               _fits(noisy, level, used, units, y, mechanism), upper, level,
                                parent_codes) if units.size else np.zeros((0, n), np.int64))
             share = cap / k[multi][group_of][:, None]
             step = np.maximum(1.0, np.minimum(sd_step, share))
@@ -329,10 +438,12 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
         t_start_level = time.perf_counter() - t0
         accepted = proposed = 0
         if units.size:
-            structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units)
+            structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units, upper)
             engine = LatticeEngine(start, y[units], law, param, 0.0, upper, structure,
                                    groups=group_of, cross=cross, rows=rows if rows.size else None,
-                                   row_lower=row_lo, row_upper=row_hi, step=step, integer=True)
+                                   row_lower=row_lo, row_upper=row_hi, step=step, integer=True,
+                                   terms=_answer_terms(noisy, level, used, units, mechanism),
+                                   cell_terms="detailed" in used)
             engine.track_units = True
             engine.run(sweeps, source.child(li))
             hist[units] = engine.X
@@ -361,7 +472,7 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "sampler": {"name": "lattice", "method": "top-down conditional sampling",
-                    "sweeps": sweeps, "step_factor": step_factor,
+                    "sweeps": sweeps, "step_factor": step_factor, "queries": used,
                     "laws": {lv: {"law": law, "parameter": p} for lv, (law, p) in
                              zip(geo.levels, laws)},
                     "acceptance": acceptance, "randomness": source.provenance()},

@@ -183,7 +183,7 @@ class LatticeEngine:
 
     def __init__(self, state, centre, mechanism, parameter, lower, upper, structure, *,
                  groups=None, cross=False, rows=None, row_lower=None, row_upper=None, step=1.0,
-                 integer=True):
+                 integer=True, terms=None, cell_terms=True):
         self.X = np.array(state, dtype=np.int64 if integer else np.float64)
         U, n = self.X.shape
         self.U, self.n = U, n
@@ -216,6 +216,10 @@ class LatticeEngine:
             self.RX = (self.X @ self.rows.T).astype(np.float64)
         else:
             self.rows = None
+        self.cell_terms = cell_terms
+        self.terms = None
+        if terms is not None:
+            self._set_terms(**terms)
         self.proposed = 0
         self.accepted = 0
         self.track_units = cross
@@ -225,6 +229,25 @@ class LatticeEngine:
             counts = np.bincount(self.groups)
             self.pairable = counts[self.groups] >= 2
         self._check_start()
+
+    def _set_terms(self, answer_of, centre, parameter):
+        """Log-density terms on query answers: ``answer_of`` (Q, n) gives each cell's answer of
+        query q (−1: none); ``centre`` (U, answers) the measured answers; ``parameter``
+        (answers,) their noise parameters."""
+        answer_of = np.asarray(answer_of, dtype=np.int64)
+        sizes = answer_of.max(axis=1) + 1
+        self.answer_of = answer_of
+        self.answer_offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.n_answers = int(sizes.sum())
+        self.answer_centre = np.asarray(centre, dtype=np.float64).reshape(self.U, self.n_answers)
+        self.answer_param = np.asarray(parameter, dtype=np.float64).reshape(self.n_answers)
+        T = np.zeros((self.U, self.n_answers))
+        for q in range(answer_of.shape[0]):
+            valid = answer_of[q] >= 0
+            idx = self.answer_offset[q] + answer_of[q][valid]
+            np.add.at(T.T, idx, self.X[:, valid].T.astype(np.float64))
+        self.T = T
+        self.terms = True
 
     def _check_start(self):
         bad = (self.X < self.lower) | (self.X > self.upper)
@@ -297,7 +320,7 @@ class LatticeEngine:
         kernel = ms.class_kernel
         stages: list[tuple] = []   # (unit (S,m,w), cell (S,m,w), coef (w,) or (S,m,w), slots)
         if not self.cross:
-            units = np.arange(self.U)
+            units = np.arange(self.U)  # within-unit moves
             if self.free_cells.size:
                 f = self.free_cells.size
                 u = np.broadcast_to(np.repeat(units, f)[None, :, None], (S, self.U * f, 1))
@@ -414,14 +437,19 @@ class LatticeEngine:
         ok = (new >= plan["lower"][s]).all(axis=1)
         if plan["bounded_above"]:
             ok &= (new <= plan["upper"][s]).all(axis=1)
-        centre = plan["centre"][s]
-        par = plan["param"] if isinstance(plan["param"], float) else plan["param"][s]
-        if self.mechanism == "geometric":
-            dlogp = (np.abs(old - centre) - np.abs(new - centre)) * par
+        if self.cell_terms:
+            centre = plan["centre"][s]
+            par = plan["param"] if isinstance(plan["param"], float) else plan["param"][s]
+            if self.mechanism == "geometric":
+                dlogp = ((np.abs(old - centre) - np.abs(new - centre)) * par).sum(axis=1)
+            else:
+                dlogp = (log_noise_density(self.mechanism, new - centre, par)
+                         - log_noise_density(self.mechanism, old - centre, par)).sum(axis=1)
         else:
-            dlogp = (log_noise_density(self.mechanism, new - centre, par)
-                     - log_noise_density(self.mechanism, old - centre, par))
-        ok &= plan["logu"][s] < dlogp.sum(axis=1)
+            dlogp = np.zeros(m)
+        logu = plan["logu"][s]
+        if self.terms is None:
+            ok &= logu < dlogp           # the whole Metropolis ratio is known now
         self.proposed += m
         slot_units = plan["slot_units"][s]
         if self.track_units:
@@ -429,68 +457,133 @@ class LatticeEngine:
         cand = np.flatnonzero(ok)
         if cand.size == 0:
             return
-        if self.rows is not None:
-            cand = self._row_scan(cand, unit, cell, change, slot_units, plan["slot_of"], new)
+        if self.rows is not None or self.terms is not None:
+            cand = self._coupled_scan(cand, unit, cell, change, slot_units, plan["slot_of"], new,
+                                      dlogp, logu)
         else:
             self.X[unit[cand], cell[cand]] = new[cand]
         self.accepted += cand.size
-        if self.track_units:
+        if self.track_units and cand.size:
             np.add.at(self.unit_accepted, slot_units[cand, 0], 1)
 
-    def _row_scan(self, cand, unit, cell, change, slot_units, slot_of, new) -> np.ndarray:
-        """Apply candidate moves subject to coupled rows, exactly as a sequential scan."""
-        r = self.rows.shape[0]
-        h = slot_units.shape[1]
-        # net change of each slot's rows: (c, h, r)
-        contrib = change[cand][:, :, None] * self.rows[:, cell[cand]].transpose(1, 2, 0)
-        delta = np.zeros((cand.size, h, r))
-        for s in range(h):
-            delta[:, s, :] = contrib[:, slot_of == s, :].sum(axis=1)
-        ids = slot_units[cand][:, :, None] * r + np.arange(r)            # (c, h, r)
-        nz = delta != 0
-        flat_ids, flat_delta = ids[nz], delta[nz]
-        move_of = np.broadcast_to(np.arange(cand.size)[:, None, None], delta.shape)[nz]
-        size = self.U * r
-        dec = np.bincount(flat_ids, np.maximum(0.0, -flat_delta), minlength=size)
-        inc = np.bincount(flat_ids, np.maximum(0.0, flat_delta), minlength=size)
-        RX = self.RX.reshape(-1)
-        lo, hi = self.row_lower.reshape(-1), self.row_upper.reshape(-1)
-        unsafe = (dec > RX - lo + 1e-9) | (inc > hi - RX + 1e-9)
-        touches = unsafe[flat_ids]
-        blocked = np.zeros(cand.size, bool)
-        blocked[move_of[touches]] = True
-        first_done = np.flatnonzero(~blocked)
-        done = [first_done]
-        self._commit(cand[first_done], unit, cell, new, flat_ids, flat_delta, ~blocked[move_of])
-        pending = np.flatnonzero(blocked)
-        while pending.size:
-            in_pending = blocked[move_of]
-            sel = in_pending & touches
-            e_move, e_id = move_of[sel], flat_ids[sel]
-            first = np.full(size, np.iinfo(np.int64).max)
-            np.minimum.at(first, e_id, e_move)
-            late = np.unique(e_move[first[e_id] != e_move])
-            ready_mask = np.zeros(cand.size, bool)
-            ready_mask[pending] = True
-            ready_mask[late] = False
-            in_ready = ready_mask[move_of]
-            after = RX[flat_ids[in_ready]] + flat_delta[in_ready]
-            bad_entry = (after < lo[flat_ids[in_ready]] - 1e-9) | \
-                (after > hi[flat_ids[in_ready]] + 1e-9)
-            ready_mask[move_of[in_ready][bad_entry]] = False
-            good = np.flatnonzero(ready_mask)
-            self._commit(cand[good], unit, cell, new, flat_ids, flat_delta, ready_mask[move_of])
-            done.append(good)
-            blocked[:] = False
-            blocked[late] = True
-            pending = late
-        return cand[np.concatenate(done)]
+    def _coupled_scan(self, cand, unit, cell, change, slot_units, slot_of, new, dlogp, logu
+                      ) -> np.ndarray:
+        """Decide candidate moves that interact through shared measurement answers (terms of
+        the log density) or coupled constraint rows, exactly as a one-by-one scan in move order.
 
-    def _commit(self, moves, unit, cell, new, flat_ids, flat_delta, entries) -> None:
-        if moves.size == 0:
-            return
+        A move waits until every earlier candidate sharing one of its *blocking keys* has been
+        decided: an answer touched by two or more candidates, or a row whose slack is smaller
+        than the candidates' largest possible total change. Moves with no blocking key are
+        decided at once.
+        """
+        c = cand.size
+        keys_parts, delta_parts, move_parts = [], [], []
+        n_term_keys = 0
+        if self.terms is not None:
+            A = self.n_answers
+            n_term_keys = self.U * A
+            w = cell.shape[1]
+            for q in range(self.answer_of.shape[0]):
+                ans = self.answer_of[q][cell[cand]]                       # (c, w)
+                valid = ans >= 0
+                tid = unit[cand] * A + self.answer_offset[q] + ans
+                mv = np.broadcast_to(np.arange(c)[:, None], (c, w))
+                keys_parts.append(tid[valid])
+                delta_parts.append(change[cand][valid].astype(np.float64))
+                move_parts.append(mv[valid])
+        if self.rows is not None:
+            r = self.rows.shape[0]
+            h = slot_units.shape[1]
+            contrib = change[cand][:, :, None] * self.rows[:, cell[cand]].transpose(1, 2, 0)
+            delta = np.zeros((c, h, r))
+            for sl in range(h):
+                delta[:, sl, :] = contrib[:, slot_of == sl, :].sum(axis=1)
+            ids = n_term_keys + slot_units[cand][:, :, None] * r + np.arange(r)
+            nz = delta != 0
+            keys_parts.append(ids[nz])
+            delta_parts.append(delta[nz])
+            move_parts.append(np.broadcast_to(np.arange(c)[:, None, None], delta.shape)[nz])
+        key = np.concatenate(keys_parts)
+        dval = np.concatenate(delta_parts)
+        move = np.concatenate(move_parts)
+        # net change per (move, key)
+        combined = move * (n_term_keys + (self.U * self.rows.shape[0] if self.rows is not None
+                                           else 0)) + key
+        uniq, inverse = np.unique(combined, return_inverse=True)
+        dval = np.bincount(inverse, dval, minlength=uniq.size)
+        total_keys = n_term_keys + (self.U * self.rows.shape[0] if self.rows is not None else 0)
+        move, key = uniq // total_keys, uniq % total_keys
+        nz = dval != 0
+        move, key, dval = move[nz], key[nz], dval[nz]
+        is_term = key < n_term_keys
+        blocking = np.zeros(key.size, bool)
+        if n_term_keys:
+            touched = np.bincount(key[is_term], minlength=n_term_keys)
+            blocking[is_term] = touched[key[is_term]] >= 2
+        if self.rows is not None:
+            rk = key[~is_term] - n_term_keys
+            size = self.U * self.rows.shape[0]
+            dv = dval[~is_term]
+            dec = np.bincount(rk, np.maximum(0.0, -dv), minlength=size)
+            inc = np.bincount(rk, np.maximum(0.0, dv), minlength=size)
+            RX = self.RX.reshape(-1)
+            unsafe = (dec > RX - self.row_lower.reshape(-1) + 1e-9) | \
+                (inc > self.row_upper.reshape(-1) - RX + 1e-9)
+            blocking[~is_term] = unsafe[rk]
+        pending = np.ones(c, bool)
+        accepted = []
+        while pending.any():
+            live = pending[move] & blocking
+            first = np.full(total_keys, c)
+            np.minimum.at(first, key[live], move[live])
+            late = np.zeros(c, bool)
+            late[move[live][first[key[live]] != move[live]]] = True
+            ready = pending & ~late
+            good = self._decide(np.flatnonzero(ready), ready[move], move, key, dval, is_term,
+                                dlogp, logu, cand, unit, cell, new, n_term_keys)
+            accepted.append(good)
+            pending &= late
+        return cand[np.concatenate(accepted)] if accepted else cand[:0]
+
+    def _decide(self, ready, entry_mask, move, key, dval, is_term, dlogp, logu, cand, unit,
+                cell, new, n_term_keys) -> np.ndarray:
+        """Accept or reject the ``ready`` moves against the current answers and rows; commit."""
+        if ready.size == 0:
+            return ready
+        c = cand.size
+        ok = np.zeros(c, bool)
+        ok[ready] = True
+        total = dlogp[cand].copy()
+        sel_t = entry_mask & is_term
+        if sel_t.any():
+            tk, td = key[sel_t], dval[sel_t]
+            T = self.T.reshape(-1)[tk]
+            y = self.answer_centre.reshape(-1)[tk]
+            par = self.answer_param[tk % self.n_answers]
+            gain = (log_noise_density(self.mechanism, T + td - y, par)
+                    - log_noise_density(self.mechanism, T - y, par))
+            total += np.bincount(move[sel_t], gain, minlength=c)
+            ok &= logu[cand] < total
+        sel_r = entry_mask & ~is_term
+        if sel_r.any():
+            rk, rd = key[sel_r] - n_term_keys, dval[sel_r]
+            after = self.RX.reshape(-1)[rk] + rd
+            bad = (after < self.row_lower.reshape(-1)[rk] - 1e-9) | \
+                (after > self.row_upper.reshape(-1)[rk] + 1e-9)
+            ok[move[sel_r][bad]] = False
+        good = np.flatnonzero(ok)
+        if good.size == 0:
+            return good
+        moves = cand[good]
         self.X[unit[moves], cell[moves]] = new[moves]
-        np.add.at(self.RX.reshape(-1), flat_ids[entries], flat_delta[entries])
+        commit = entry_mask & ok[move]
+        if n_term_keys:
+            ct = commit & is_term
+            np.add.at(self.T.reshape(-1), key[ct], dval[ct])
+        if self.rows is not None:
+            cr = commit & ~is_term
+            np.add.at(self.RX.reshape(-1), key[cr] - n_term_keys, dval[cr])
+        return good
 
     @property
     def acceptance_rate(self) -> float:
@@ -597,4 +690,4 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
                 "step": float(np.asarray(step)), "moves": structure.describe(),
                 "moves_per_sweep": engine.proposed // max(draws, 1)}
     return SamplingResult("lattice", released, chain, engine.acceptance_rate, proposals_total,
-                          seconds, ess, source.provenance(), settings, target)
+                          seconds, ess, source.provenance(), settings, target, engine.X.copy())

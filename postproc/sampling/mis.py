@@ -180,7 +180,8 @@ class MISKernel:
             self._m = m
             self._x = np.empty((m, k))
             self._mask = np.empty((m, k), dtype=bool)
-        return self._x, self._mask
+            self._bits = np.empty((m, k), dtype=np.uint64)
+        return self._x, self._mask, self._bits
 
     def propose(self, m: int, source: Randomness):
         """``m`` proposals: ``(d_I, d_{I^c}, log weight, feasible)``.
@@ -188,10 +189,10 @@ class MISKernel:
         ``d_I`` is a buffer reused by the next call: copy what must be kept.
         """
         k = self.free.size
-        x, mask = self._buffers(m)
-        words = source.random_raw(m * k).reshape(m, k)
-        np.right_shift(words, np.uint64(11), out=words)       # 53 random bits
-        np.copyto(x, words, casting="unsafe")                  # exact: < 2**53
+        x, mask, bits = self._buffers(m)
+        words = source.random_raw(m * k).reshape(m, k)        # read-only in release mode
+        np.right_shift(words, np.uint64(11), out=bits)        # 53 random bits
+        np.copyto(x, bits, casting="unsafe")                   # exact: < 2**53
         # u = (x + 1) / 2**53 on (0, 1]; log u = log1p(x) − 53 log 2
         np.log1p(x, out=x)
         x += self.log_offset
@@ -373,6 +374,13 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
     seconds = time.perf_counter() - t0
     chain = _to_counts(target, kept)[None]
     released = _to_counts(target, final)
+    if np.array_equal(released, start_state) and not np.any(chain != start_state):
+        raise PostprocError(
+            f"the MIS never left its start in {burn_in + draws} iterations (ε̃ = "
+            f"{proposal_epsilon:g}); releasing the start would publish it unchanged — the "
+            "confidential table when the chain starts at s*. With ε̃ ≤ ε the start s* has the "
+            "largest importance weight and the chain sticks there: use ε̃ a little above ε (or "
+            "tune it), more draws, or the lattice sampler")
     ess = effective_sample_size(chain) if diagnostics and chain.shape[1] >= 4 else \
         np.full(target.n, np.nan)
     settings = {"proposal_epsilon": float(proposal_epsilon), "tuned": tuned is not None,

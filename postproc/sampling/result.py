@@ -39,6 +39,9 @@ class SamplingResult:
     settings : dict
         The sampler's settings (burn-in, thinning, ``I``/``I^c``, ``ε̃``, step size, chains, …).
     target : ConditionalTarget
+    final_states : array (chains, n)
+        Every chain's final state (row 0 is ``released``): with several chains started at the
+        same point these are independent releases.
     """
 
     sampler: str
@@ -51,6 +54,11 @@ class SamplingResult:
     randomness: Mapping[str, Any] = field(repr=False)
     settings: Mapping[str, Any] = field(repr=False)
     target: ConditionalTarget = field(repr=False)
+    final_states: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.final_states is None:
+            object.__setattr__(self, "final_states", self.released[None].copy())
 
     @property
     def mode(self) -> str:
