@@ -12,20 +12,23 @@ Failures are of two kinds, and are handled differently:
   exception is deterministic, so running again would only repeat it. Tasks are submitted with
   ``retries=0`` and ``map`` re-raises the task's own exception — same type, same message, with
   the remote traceback — and cancels the items still in flight.
-* **A worker is lost** (killed, out of memory, its machine gone): the scheduler notices, moves
-  the tasks that were running on it to other workers, and recomputes nothing that the client
-  already holds. It gives up on a task only when ``distributed.scheduler.allowed-failures``
-  (default 3) workers have died while running it, and then fails the task with
-  :class:`distributed.KilledWorker`. ``map`` resubmits such an item (a fresh task, so a fresh
-  count) up to ``retries`` times before raising a :class:`~postproc.errors.PostprocError`.
+* **A worker is lost** (killed, out of memory, its machine gone): the scheduler notices and
+  reschedules the tasks that were running on it on other workers. It gives up on a task only
+  when more than ``distributed.scheduler.allowed-failures`` (default 3) workers died while
+  running it, and then fails the task with :class:`distributed.KilledWorker`; ``map``
+  resubmits such an item (a fresh task, so a fresh count) up to ``retries`` times before
+  raising a :class:`~postproc.errors.PostprocError`.
 
-Distributed's own ``retries=`` argument of ``Client.submit`` is deliberately *not* used: it
-re-runs tasks whose function raised (the first kind), and does not apply to lost workers (the
-second), which the scheduler handles through ``allowed-failures`` instead.
+Distributed's own ``retries=`` argument of ``Client.submit`` is set to 0: it re-runs tasks whose
+function raised (the first kind) and does not apply to lost workers (the second), for which the
+scheduler uses ``allowed-failures`` instead.
 
-Finished work survives a lost worker because ``map`` gathers every finished result to the client
-as soon as it sees it (all finished results at once, while waiting for the next one in order)
-and then releases the task; a worker that dies afterwards holds nothing still needed.
+Finished work survives a lost worker: while the caller iterates, ``map`` gathers every finished
+result to the client as soon as it is reported (all that are ready, in one round trip, while
+waiting for the next result in order) and then releases its task, so a worker that dies
+afterwards holds nothing still needed. (If the caller pauses between results, tasks that finish
+meanwhile stay on their workers until it resumes; one lost then is recomputed — slower, still
+correct.)
 
 Examples
 --------
