@@ -299,7 +299,10 @@ class TableRelease:
 
 
 def _exact_hold(target: ConditionalTarget, released: np.ndarray) -> bool:
-    """``A s = a`` and ``s ≥ 0`` in Python integers (no overflow possible)."""
+    """``A s = a`` and ``s ≥ 0`` in Python integers (no overflow possible); continuous data by
+    the target's toleranced check."""
+    if not target.integer:
+        return bool(target.feasible(released))
     s = [int(v) for v in released.tolist()]
     if any(v < 0 for v in s):
         return False

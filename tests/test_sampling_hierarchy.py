@@ -1,0 +1,152 @@
+"""Top-down conditional sampling of a NoisyHierarchy: exact invariants and consistency, shape of
+the result, reproducibility, errors, and the lattice engine's coupled-row scan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hierarchy.budget import Budget
+from hierarchy.measure import measure
+from hierarchy.queries import e2e_workload
+from hierarchy.randomness import Randomness
+from hierarchy.schema import E2E_1940
+from hierarchy.synth import synthesize_1940
+from hierarchy.tabulate import tabulate
+from invariants.compile import compile_spec, violations
+from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.sampling import LatticeEngine, move_structure, sample_topdown
+from postproc.topdown import TopDownResult
+
+LEVELS = ["nation", "state", "county", "enum_dist"]
+
+
+@pytest.fixture(scope="module")
+def noisy_and_truth():
+    data = synthesize_1940(8_000, seed=7)
+    truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), "geometric", rng=8,
+                    publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]})
+    return noisy, truth
+
+
+@pytest.mark.parametrize("queries", ["detailed", "all"])
+def test_every_level_satisfies_its_invariants_exactly(noisy_and_truth, queries):
+    noisy, truth = noisy_and_truth
+    spec = Spec.e2e(LEVELS)
+    result = sample_topdown(noisy, spec, rng=1, sweeps=30, queries=queries)
+    assert isinstance(result, TopDownResult) and len(result.histograms) == 4
+    compiled = compile_spec(spec, noisy.schema, noisy.geography, noisy.invariants)
+    geo = noisy.geography
+    for li, level in enumerate(LEVELS):
+        hist = result.histograms[li]
+        assert hist.dtype == np.int64 and hist.shape == truth.counts[li].shape
+        assert violations(compiled[level], hist) == []
+        assert (hist >= 0).all()
+        if li:
+            assert np.array_equal(geo.aggregate(hist, li, li - 1), result.histograms[li - 1])
+    # 'tot' is invariant at the nation and states
+    assert np.array_equal(result.histograms[1].sum(1), truth.counts[1].sum(1))
+    assert int(result.histograms[0].sum()) == int(truth.counts[0].sum())
+    assert result.provenance["sampler"]["queries"] == (
+        ["detailed"] if queries == "detailed" else list(noisy.workload.names))
+    stats = result.node_stats
+    assert {"level", "parent", "children", "proposed", "accepted", "acceptance"} <= set(stats)
+    assert result.answers("enum_dist", "va_hisp_race").shape == (geo.n_units(3), 24)
+
+
+def test_reproducible_with_a_seed_and_labelled(noisy_and_truth):
+    noisy, _ = noisy_and_truth
+    a = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=10)
+    b = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=10)
+    assert all(np.array_equal(x, y) for x, y in zip(a.histograms, b.histograms))
+    assert a.provenance["sampler"]["randomness"]["mode"] == "simulation"
+    assert not a.safe_for_release
+
+
+def test_the_chain_moves_away_from_its_start(noisy_and_truth):
+    noisy, _ = noisy_and_truth
+    start = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=0)
+    moved = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=20)
+    assert not np.array_equal(start.histograms[-1], moved.histograms[-1])
+    acc = moved.provenance["sampler"]["acceptance"]
+    assert acc["nation"] > 0.05 and acc["enum_dist"] > 0.005
+
+
+def test_without_spec_only_consistency_and_nonnegativity(noisy_and_truth):
+    noisy, _ = noisy_and_truth
+    result = sample_topdown(noisy, None, rng=2, sweeps=5)
+    geo = noisy.geography
+    for li in range(1, 4):
+        assert np.array_equal(geo.aggregate(result.histograms[li], li, li - 1),
+                              result.histograms[li - 1])
+    assert all((h >= 0).all() for h in result.histograms)
+
+
+def test_missing_detailed_measurements_is_a_clear_error(noisy_and_truth):
+    _, truth = noisy_and_truth
+    from hierarchy.budget import Budget as B
+
+    budget = B("pure", 1, {lv: "1/4" for lv in LEVELS}, {"va_hisp_race": 1})
+    noisy = measure(truth, e2e_workload(E2E_1940), budget, "geometric", rng=1)
+    with pytest.raises(PostprocError, match="needs the 'detailed' query measured"):
+        sample_topdown(noisy, None, rng=1, sweeps=1)
+    # but the marginals alone are a valid law
+    result = sample_topdown(noisy, None, rng=1, sweeps=3, queries=["va_hisp_race"])
+    assert int(result.histograms[0].sum()) > 0
+
+
+def test_unsatisfiable_node_names_the_parent(noisy_and_truth):
+    """Households data that no split of a county can honour: the error names the county."""
+    from hierarchy.noisy import NoisyHierarchy
+    from invariants.spec import Constraint, Invariant
+
+    noisy, _ = noisy_and_truth
+    geo = noisy.geography
+    k = geo.n_children("county")
+    county = int(np.flatnonzero(k >= 2)[0])
+    ed = int(geo.child_offsets("county")[county])
+    bad = {lv: dict(stats) for lv, stats in noisy.invariants.items()}
+    gqhh = bad["enum_dist"]["gqhh"].copy()
+    gqhh[ed, 0] += 100_000        # more households than the county has persons
+    bad["enum_dist"]["gqhh"] = gqhh
+    broken = NoisyHierarchy(noisy.schema, geo, noisy.workload, noisy.measurements, bad,
+                            noisy.provenance)
+    spec = Spec(invariants=(Invariant("tot", tuple(LEVELS[:2])),
+                            Invariant("gqhh_vect", (LEVELS[-1],))),
+                constraints=(Constraint("total_ge_households", (LEVELS[-1],)),),
+                imply_upward=False)
+    code = geo.geocodes[2][county]
+    with pytest.raises(PostprocError, match=f"unsatisfiable for the children of '{code}'"):
+        sample_topdown(broken, spec, rng=1, sweeps=1)
+
+
+def test_coupled_row_scan_matches_a_one_by_one_scan():
+    """The vectorized stage with a tight coupled row gives exactly the state a one-move-at-a-time
+    scan gives with the same random numbers."""
+    n = 6
+    rows = np.array([[1, 1, 1, 0, 0, 0]])             # a lower bound on the first three cells
+    structure = move_structure(np.zeros((0, n), np.int64))
+    start = np.array([[1, 1, 1, 4, 4, 4]])
+    kw = dict(rows=rows, row_lower=np.array([[3.0]]), row_upper=np.array([[np.inf]]), step=1.0)
+    e1 = LatticeEngine(start, np.full((1, n), 2.0), "geometric", 0.3, 0.0, np.inf, structure,
+                       **kw)
+    e1.run(200, Randomness.simulation(4))
+    assert (e1.X[0, :3].sum() >= 3) and (e1.X >= 0).all()
+    # the same plans decided move by move
+    e2 = LatticeEngine(start, np.full((1, n), 2.0), "geometric", 0.3, 0.0, np.inf, structure,
+                       **kw)
+    src = Randomness.simulation(4)
+    done = 0
+    while done < 200:
+        S = min(e2._batch(), 200 - done)
+        plans = e2._plans(S, src)
+        for s in range(S):
+            for plan in plans:
+                for i in range(plan["unit"].shape[1]):
+                    one = {k: (v[:, i:i + 1] if isinstance(v, np.ndarray) and v.ndim >= 2
+                               and k not in ("slot_of",) else v) for k, v in plan.items()}
+                    e2._apply(one, s)
+        done += S
+    assert np.array_equal(e1.X, e2.X)
