@@ -277,6 +277,12 @@ def plot_ess(results: Sequence, path: str, *, labels: Sequence[str] | None = Non
         ax.bar(x, value, width=width, color=f"C{i}",
                label=f"{name}: min {summary['min']:,.0f}, median {summary['median']:,.0f}")
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(FuncFormatter(
+        lambda v, _: f"{v:,.0f}" if str(f"{v:.0e}")[0] in "25" else ""))
     ax.set_xlabel("cell")
     ax.set_ylabel("effective samples per second" if per_second else "effective samples")
     ax.set_title(title or "Effective sample size per cell")
