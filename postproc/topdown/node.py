@@ -133,9 +133,12 @@ class _Layout:
     n_x: int
 
 
-def _layout(task: NodeTask) -> _Layout:
+def _layout(task: NodeTask, relax: bool = False) -> _Layout:
+    """Which cells are variables. ``relax`` (the failsafe): cells that are 0 in the parent stay
+    variables too, their parent consistency relaxed with slacks like every other cell's."""
     k, n = task.k, task.n
-    active = np.ones(n, bool) if task.parent_hist is None else task.parent_hist > 0
+    active = (np.ones(n, bool) if task.parent_hist is None or relax
+              else task.parent_hist > 0)
     allowed = active[None, :] & ~task.zero
     var_index = np.full((k, n), -1, dtype=np.int64)
     var_index[allowed] = np.arange(int(allowed.sum()))
@@ -164,7 +167,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         The objective of ``qp`` is the original objective times ``scale``.
     """
     queries = task.queries if queries is None else tuple(queries)
-    lay = _layout(task)
+    lay = _layout(task, relax=slack is not None)
     k, n = task.k, task.n
     cols = np.flatnonzero(lay.allowed.ravel())
     eye_k = sp.identity(k, format="csr")
@@ -374,7 +377,7 @@ def _binding_rows(task: NodeTask, x: np.ndarray, tol: float = 1e-6) -> list[str]
 def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarray,
                                                                           dict[str, Any]]:
     k, n = task.k, task.n
-    lay = _layout(task)
+    lay = _layout(task, relax=failsafe)
     x = np.where(lay.allowed, np.maximum(x_star, 0.0), 0.0)
     floor = np.floor(x + _FRAC_TOL)
     frac = np.clip(x - floor, 0.0, 1.0)
