@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     table = comparison_table(truth, results, workload, args.seed)
     table.to_csv(out / "comparison.csv", index=False)
     wide = table.pivot_table(index=["level", "query"], columns="method",
-                             values=["mae", "rmse", "epl"], sort=False)
+                             values=["mae", "mean_abs", "rmse", "epl"], sort=False)
     wide.columns = [f"{m} {stat}" for stat, m in wide.columns]
-    order = [f"{m} {s}" for s in ("mae", "rmse", "epl") for m in results]
+    order = [f"{m} {s}" for s in ("mae", "mean_abs", "rmse", "epl") for m in results]
     wide = wide[[c for c in order if c in wide.columns]]
     wide.to_csv(out / "comparison_wide.csv")
     acceptance = {k: v.provenance["sampler"]["acceptance"] for k, v in results.items()
