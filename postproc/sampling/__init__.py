@@ -36,7 +36,8 @@ from postproc.sampling.diagnostics import (effective_sample_size, plot_acceptanc
 from postproc.sampling.exact import (IndexSet, bareiss_determinant, choose_index_set,
                                      integer_kernel_basis, row_basis)
 from postproc.sampling.hierarchical import SampledResult, sample_topdown
-from postproc.sampling.lattice import LatticeEngine, move_structure, sample_lattice
+from postproc.sampling.engine import LatticeEngine, move_structure
+from postproc.sampling.lattice import sample_lattice
 from postproc.sampling.mis import mis_index_set, sample_mis
 from postproc.sampling.result import SamplingResult
 from postproc.sampling.table import (DEFAULT_SAMPLER, SAMPLERS, CountTable, TableRelease,

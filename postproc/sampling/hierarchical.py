@@ -84,7 +84,7 @@ from hierarchy.randomness import as_randomness
 from invariants.compile import LevelConstraints, compile_spec, node_matrices, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError
-from postproc.sampling.lattice import LatticeEngine, default_step, move_structure
+from postproc.sampling.engine import LatticeEngine, default_step, move_structure
 from postproc.topdown.result import TopDownResult
 
 __all__ = ["sample_topdown", "SampledResult", "level_noise"]
