@@ -73,8 +73,12 @@ class Measurement:
 
     @property
     def weights(self) -> np.ndarray:
-        """Inverse variances: the weights of a least-squares fit."""
-        return 1.0 / self.variances
+        """Inverse variances: the weights of a least-squares fit (a broadcast view when the
+        variance is one constant, so no units × answers array is allocated)."""
+        v = self.variances
+        if v.size and v.strides == (0,) * v.ndim:
+            return np.broadcast_to(1.0 / v.flat[0], v.shape)
+        return 1.0 / v
 
 
 @dataclass(frozen=True, eq=False)

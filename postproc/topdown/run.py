@@ -21,13 +21,21 @@ from postproc.topdown.result import TopDownResult
 __all__ = ["topdown", "level_tasks", "root_task"]
 
 
-def _queries(noisy: NoisyHierarchy, level: str, units: slice) -> tuple[QueryData, ...]:
+def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, np.ndarray,
+                                                                      np.ndarray]]:
+    """(name, matrix, values, weights) of every query measured at ``level``, computed once per
+    level: tasks then hold *views* (slices) of these arrays, never per-task copies."""
     out = []
     for name in noisy.queries(level):
         m = noisy.get(level, name)
-        out.append(QueryData(name, noisy.workload[name].matrix.astype(np.float64).tocsr(),
-                             m.values[units], m.weights[units]))
-    return tuple(out)
+        out.append((name, noisy.workload[name].matrix.astype(np.float64).tocsr(), m.values,
+                    m.weights))
+    return out
+
+
+def _queries(level_queries, units: slice) -> tuple[QueryData, ...]:
+    return tuple(QueryData(name, matrix, values[units], weights[units])
+                 for name, matrix, values, weights in level_queries)
 
 
 def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
@@ -37,7 +45,8 @@ def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
     root = noisy.levels[0]
     sl = slice(0, 1)
     lower, upper, zero = lc.rows_of(sl)
-    return NodeTask(root, "", None, noisy.geography.geocodes[0][sl], _queries(noisy, root, sl),
+    return NodeTask(root, "", None, noisy.geography.geocodes[0][sl],
+                    _queries(_level_queries(noisy, root), sl),
                     lc.matrix, lower, upper, zero, lc.labels,
                     tuple(map(tuple, passes)) if passes else None, pass_tolerance)
 
@@ -51,12 +60,13 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
     offsets = geo.child_offsets(level_index - 1)
     parents = geo.geocodes[level_index - 1]
     children = geo.geocodes[level_index]
+    queries = _level_queries(noisy, level)
     tasks = []
     for p in range(parents.size):
         sl = slice(int(offsets[p]), int(offsets[p + 1]))
         lower, upper, zero = lc.rows_of(sl)
         tasks.append(NodeTask(level, str(parents[p]), parent_hists[p], children[sl],
-                              _queries(noisy, level, sl), lc.matrix, lower, upper, zero,
+                              _queries(queries, sl), lc.matrix, lower, upper, zero,
                               lc.labels, tuple(map(tuple, passes)) if passes else None,
                               pass_tolerance))
     return tasks
