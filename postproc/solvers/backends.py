@@ -7,19 +7,25 @@ backend        settings
 ============== ======================================================================
 clarabel       Clarabel called directly (interior point): tol_gap_abs/rel = tol_feas = 1e-10
                (1e-8 left x up to 1e-4 off active bounds; 1e-10 costs ~1.5 iterations).
-               The default: on the E2E node problems it needs ~13 iterations (max ~25) and
-               was 3.4x faster than OSQP over a 1M-person ED level, and feasible to 1e-12.
-osqp           OSQP called directly: eps_abs = eps_rel = 1e-6, polishing on (an exact
+               The default: on E2E ED-level nodes it needs ~13 iterations (max ~20) and was
+               8x faster than OSQP over a 1M-person ED level; feasible to 1e-12.
+osqp           OSQP called directly: eps_abs = eps_rel = 1e-7, polishing on (an exact
                active-set solve; when it succeeds the optimum is accurate to ~1e-9),
-               max_iter 20000. ADMM: fast on easy nodes, but needed 400 iterations (median)
-               and up to 7000 on E2E nodes, and hit the limit on a state problem with
-               equality totals; unpolished answers can violate constraints by ~1e-3.
+               max_iter 20000. ADMM: fast on some nodes (5x faster than Clarabel on the
+               132M-person nation→state node) but ~1600 iterations on typical ED nodes.
 cvxpy-clarabel the same solvers through CVXPY (the generic path; slower because CVXPY
 cvxpy-osqp     canonicalizes every problem). OSQP via CVXPY uses eps 1e-7 and polishing.
 cvxpy-ecos     ECOS (interior point, SOCP form of the QP), abstol = reltol = 1e-8.
 cvxpy-scs      SCS (first order, conic form), eps_abs = eps_rel = 1e-7, 100000 iterations;
                the backend of last resort.
 ============== ======================================================================
+
+Every backend receives the node's fit *centred and scaled* (see
+:func:`postproc.topdown.node.assemble_fit`): variables are shifts from the measured targets in
+units of the measurement noise, so the objective has no large linear term. Posed as the expanded
+½xᵀPx + qᵀx + r instead, the 132M-person nation→state fit lost its optimum to cancellation
+(Clarabel and OSQP stopped 0.65 % above it while reporting success). Accepted answers must also
+satisfy every row to ``feasibility_tol`` (relative, :func:`solve_qp`).
 
 LP and MILP go to HiGHS through :func:`scipy.optimize.milp`.
 """
@@ -45,7 +51,7 @@ def _osqp(qp: QP) -> Solution:
     t0 = time.perf_counter()
     m = osqp.OSQP()
     m.setup(sp.csc_matrix(qp.P), qp.q, sp.csc_matrix(qp.A), qp.l, qp.u, verbose=False,
-            eps_abs=1e-6, eps_rel=1e-6, polishing=True, max_iter=20000, polish_refine_iter=5)
+            eps_abs=1e-7, eps_rel=1e-7, polishing=True, max_iter=20000, polish_refine_iter=5)
     res = m.solve(raise_error=False)
     native = res.info.status_val
     S = osqp.SolverStatus
@@ -199,8 +205,9 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
              feasibility_tol: float = 1e-5) -> Solution:
     """Solve with the first backend of ``chain`` that returns an optimum.
 
-    A backend's answer is accepted when its status is OPTIMAL and the point violates no
-    constraint by more than ``feasibility_tol`` (relative to the bounds' scale). Every attempt is
+    A backend's answer is accepted when its status is OPTIMAL and the point violates no row by
+    more than ``feasibility_tol × max(1, |bound|)``; otherwise it counts as inaccurate and the
+    next backend is tried. Every attempt is
     recorded in ``Solution.attempts``. If every backend says the problem is infeasible, the last
     solution (status INFEASIBLE) is returned for the caller's failsafe; other failures raise.
 
@@ -213,19 +220,17 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
         return _no_variables(qp.l, qp.u, qp.r)
     attempts: list[tuple[str, str]] = []
     last: Solution | None = None
-    scale = max(1.0, float(np.max(np.abs(np.concatenate(
-        [qp.l[np.isfinite(qp.l)], qp.u[np.isfinite(qp.u)], [0.0]])))))
     for name in chain:
         try:
             sol = QP_BACKENDS[name](qp)
         except Exception as exc:  # a crashing backend must not stop the chain
             sol = Solution(None, Status.ERROR, backend=name, message=f"{type(exc).__name__}: "
                                                                      f"{exc}")
-        if sol.status.ok and sol.x is not None and qp.max_violation(sol.x) > feasibility_tol * \
-                scale:
+        if sol.status.ok and sol.x is not None and \
+                qp.max_relative_violation(sol.x) > feasibility_tol:
             sol = Solution(sol.x, Status.INACCURATE, sol.objective, sol.iterations, sol.seconds,
-                           sol.backend, f"{sol.message}; constraint violation "
-                                        f"{qp.max_violation(sol.x):.2e}")
+                           sol.backend, f"{sol.message}; relative constraint violation "
+                                        f"{qp.max_relative_violation(sol.x):.2e}")
         attempts.append((name, sol.status.value))
         last = sol
         if sol.status.ok:

@@ -67,8 +67,19 @@ class QP:
         return float(0.5 * x @ (self.P @ x) + self.q @ x + self.r)
 
     def max_violation(self, x: np.ndarray) -> float:
+        """Largest absolute constraint violation."""
         ax = self.A @ x
         return float(max(np.max(self.l - ax, initial=0.0), np.max(ax - self.u, initial=0.0)))
+
+    def max_relative_violation(self, x: np.ndarray) -> float:
+        """Largest violation of a row relative to its bound: ``viol / max(1, |bound|)``."""
+        ax = self.A @ x
+        with np.errstate(invalid="ignore"):
+            lo = np.where(np.isfinite(self.l), (self.l - ax) / np.maximum(1.0, np.abs(self.l)),
+                          0.0)
+            hi = np.where(np.isfinite(self.u), (ax - self.u) / np.maximum(1.0, np.abs(self.u)),
+                          0.0)
+        return float(max(np.max(lo, initial=0.0), np.max(hi, initial=0.0)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -164,7 +164,8 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     Returns
     -------
     qp, layout, scale, info
-        The objective of ``qp`` is the original objective times ``scale``.
+        ``qp`` is posed in ``δ = (v − info["centre"]) / info["unit"]`` (``v`` = all variables);
+        its objective is the original objective times ``scale``.
     """
     queries = task.queries if queries is None else tuple(queries)
     lay = _layout(task, relax=slack is not None)
@@ -256,15 +257,33 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     l_parts.append(np.zeros(nonneg.size))
     u_parts.append(np.full(nonneg.size, np.inf))
     A = sp.vstack(rows_A, format="csc")
-    qp = QP(P, q_vec, A, np.concatenate(l_parts), np.concatenate(u_parts), const)
+    d = P.diagonal()
+    l_vec, u_vec = np.concatenate(l_parts), np.concatenate(u_parts)
+    # Centre every variable at its own unconstrained minimizer v0 = -q/d (the measured targets),
+    # and measure the shift in units of c (the noise s.d. of the most precise measurement):
+    # x = v0 + c·δ. The objective becomes ½ δᵀPδ + r' with no linear term, so solvers' relative
+    # tolerances apply to the residuals that matter. Expanded as ½xᵀPx + qᵀx + r, a state-level
+    # fit (counts ~1e6, residuals ~1e2) loses the optimum to cancellation: Clarabel and OSQP
+    # stopped 0.65 % above it.
+    v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
+    const += float(q_vec @ v0 + 0.5 * v0 @ (d * v0))
+    q_vec = q_vec + d * v0          # zero wherever d > 0
+    av0 = A @ v0
+    c = max(1.0, 1.0 / np.sqrt(w_max)) if w_max > 0 else 1.0
+    qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2)
     info = {"variables": lay.n_x, "aux": n_aux, "rows": int(A.shape[0]),
-            "infeasible_rows": infeasible_rows, "n_slack": n_slack}
-    return qp, lay, scale, info
+            "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0}
+    return qp, lay, scale / c ** 2, info
 
 
-def _scatter(task: NodeTask, lay: _Layout, x: np.ndarray) -> np.ndarray:
+def _variables(sol_x: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    """All variables in original units from a solution of the centred, scaled QP."""
+    return info["centre"] + info["unit"] * sol_x
+
+
+def _scatter(task: NodeTask, lay: _Layout, v: np.ndarray) -> np.ndarray:
     out = np.zeros((task.k, task.n))
-    out[lay.allowed] = x[:lay.n_x]
+    out[lay.allowed] = v[:lay.n_x]
     return out
 
 
@@ -305,7 +324,7 @@ def _fit(task: NodeTask, chain: Sequence[str]) -> tuple[np.ndarray, dict[str, An
                     "increase the pass tolerance")
             x_star, report = _failsafe_fit(task, chain, use, stats)
             return x_star, stats, report
-        x_star = _scatter(task, lay, sol.x)
+        x_star = _scatter(task, lay, _variables(sol.x, info))
         objective = sol.objective / scale
         for q in use:
             if q.name in names:
@@ -339,9 +358,9 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
             f"{task.level} children of {task.parent!r}: infeasible even with parent consistency "
             "relaxed — the children's own constraints contradict each other; check their "
             f"invariant data. Rows: {list(task.labels)}")
-    min_slack = float(lp_sol.objective)
-    qp2, lay2, scale2, _ = assemble_fit(task, queries=queries,
-                                        slack=min_slack * (1 + 1e-6) + 1e-6)
+    min_slack = float(lp_sol.objective) * info["unit"]  # back to persons
+    qp2, lay2, scale2, info2 = assemble_fit(task, queries=queries,
+                                            slack=min_slack * (1 + 1e-6) + 1e-6)
     sol = solve_qp(qp2, chain)
     if not sol.status.ok:
         raise InfeasibleError(f"{task.level} children of {task.parent!r}: failsafe fit failed "
@@ -349,10 +368,11 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
     stats["fit_seconds"] += sol.seconds + lp_sol.seconds
     stats["backends"].append(sol.backend)
     stats["objective"] = sol.objective / scale2
-    x_star = _scatter(task, lay2, sol.x)
+    v = _variables(sol.x, info2)
+    x_star = _scatter(task, lay2, v)
     act = np.flatnonzero(lay2.active)
     s = act.size
-    slack = sol.x[n_var - 2 * s:n_var - s] - sol.x[n_var - s:]
+    slack = v[n_var - 2 * s:n_var - s] - v[n_var - s:]
     cells = act[np.abs(slack) > 1e-6]
     binding = _binding_rows(task, x_star)
     report = {"level": task.level, "parent": task.parent, "total_slack": min_slack,
