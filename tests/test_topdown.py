@@ -535,3 +535,77 @@ def test_golden_file_is_sane():
     assert len(set(golden["level_totals"].values())) == 1  # consistency across levels
     assert sum(n for _, _, n in golden["counts"]) == 4_533
     assert all(n > 0 for _, _, n in golden["counts"])
+
+
+def test_failsafe_can_use_a_cell_the_parent_rounded_to_zero():
+    """Child a has only units of type 0 (cell 1, type 1, is a zero cell) and needs ≥ 1 person;
+    the parent has no one of type 0. Parent consistency — including "a cell that is 0 in the
+    parent is 0 in every child" — must be relaxed by the failsafe (SPEC §4), not end in an
+    error."""
+    task = NodeTask("county", "P9", np.array([0, 3], np.int64),
+                    np.array(["a", "b"], dtype=object),
+                    (QueryData("detailed", sp.identity(2, format="csr"),
+                               np.array([[1.0, 0.0], [0.0, 3.0]]), np.ones((2, 2))),),
+                    sp.csr_matrix(np.ones((1, 2), np.int64)), np.array([[1.0], [0.0]]),
+                    np.full((2, 1), np.inf), np.array([[False, True], [False, False]]),
+                    ("total_ge_households: total",))
+    res = solve_node(task, failsafe=True)
+    np.testing.assert_array_equal(res.histograms, [[1, 0], [0, 3]])
+    assert res.failsafe["cells"] == [0]
+    assert res.failsafe["parent_minus_children"] == {0: -1}
+    assert res.failsafe["total_slack"] == pytest.approx(1, abs=1e-6)
+    with pytest.raises(InfeasibleError, match="county children of 'P9' are infeasible"):
+        solve_node(task, failsafe=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# rounding: integrality verification and the MILP fallback
+# ---------------------------------------------------------------------------------------------
+
+
+def odd_cycle_task(sense):
+    """Root, 3 cells, rows x0 + x1, x1 + x2, x0 + x2 each ``sense`` 1 — not totally unimodular
+    (an odd cycle). With y = (1, 1, 1) the fit is (½, ½, ½)."""
+    C = sp.csr_matrix(np.array([[1, 1, 0], [0, 1, 1], [1, 0, 1]], np.int64))
+    lower = np.array([[1.0, 1.0, 1.0]]) if sense == "==" else np.full((1, 3), -np.inf)
+    return NodeTask("nation", "", None, np.array(["US"], dtype=object),
+                    (QueryData("detailed", sp.identity(3, format="csr"), np.ones((1, 3)),
+                               np.ones((1, 3))),),
+                    C, lower, np.ones((1, 3)), np.zeros((1, 3), bool), ("p01", "p12", "p02"))
+
+
+def test_rounding_with_no_integer_solution_is_a_clear_error():
+    """Equalities on an odd cycle: the continuous problem is feasible at (½, ½, ½), no integer
+    point is; the LP rounding is fractional, the MILP infeasible, and the error says so."""
+    task = odd_cycle_task("==")
+    with pytest.raises(InfeasibleError, match=r"nation children of '': no integer rounding "
+                                              r"within ±1 of the fit"):
+        solve_node(task)
+
+
+def test_fractional_lp_rounding_falls_back_to_milp(monkeypatch):
+    """If the rounding LP ever returns a fractional point, it is not used: a MILP is solved and
+    the result is integral and verified."""
+    import postproc.topdown.node as node_module
+    from postproc.solvers import Solution
+
+    real = node_module.solve_lp
+    calls = []
+
+    def fractional_lp(lp, **kw):
+        sol = real(lp, **kw)
+        calls.append("milp" if lp.integer is not None else "lp")
+        if lp.integer is None and sol.x is not None and sol.x.size:
+            x = sol.x.copy()
+            x[0] = 0.5
+            return Solution(x, sol.status, sol.objective, backend=sol.backend)
+        return sol
+
+    monkeypatch.setattr(node_module, "solve_lp", fractional_lp)
+    task = odd_cycle_task("<=")
+    res = solve_node(task, keep_continuous=True)
+    assert calls == ["lp", "milp"] and res.stats["rounding"] == "milp"
+    np.testing.assert_allclose(res.continuous, [[0.5, 0.5, 0.5]], atol=1e-6)
+    hist = res.histograms
+    assert hist.dtype == np.int64 and hist.min() >= 0 and hist.max() <= 1
+    assert ((task.matrix @ hist.T).T <= 1).all()
