@@ -146,7 +146,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         Relax parent consistency (and report it) when a node is infeasible; otherwise raise.
     passes : list of lists of query names, optional
         Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
-        then the next, … (queries not listed join the last pass).
+        then the next, … (queries not listed are fitted in a final pass of their own).
     progress : bool
         A progress bar per level.
     start : (level index, histograms of levels before it), optional
