@@ -172,6 +172,16 @@ def plot_acceptance_curve(tuning, path: str, *, epsilon: float | None = None,
     -------
     str
         ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from postproc.sampling import acceptance_curve, conditional_target
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> curve = acceptance_curve(t, [0.8, 1.2], rng=0, proposals=2000)
+    >>> path = plot_acceptance_curve(curve, os.path.join(tempfile.mkdtemp(), "a.png"), epsilon=1)
+    >>> os.path.getsize(path) > 0
+    True
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
@@ -218,6 +228,16 @@ def plot_traces(result, cells: Sequence[int], path: str, *, labels: Sequence[str
     -------
     str
         ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from postproc.sampling import conditional_target, sample_lattice
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> res = sample_lattice(t, draws=100, rng=0)
+    >>> path = plot_traces(res, [0, 2], os.path.join(tempfile.mkdtemp(), "t.png"))
+    >>> os.path.getsize(path) > 0
+    True
     """
     plt = _pyplot()
     cells = [int(c) for c in cells]
@@ -264,6 +284,16 @@ def plot_ess(results: Sequence, path: str, *, labels: Sequence[str] | None = Non
     -------
     str
         ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from postproc.sampling import conditional_target, sample_lattice
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> res = sample_lattice(t, draws=100, rng=0)
+    >>> path = plot_ess([res], os.path.join(tempfile.mkdtemp(), "e.png"))
+    >>> os.path.getsize(path) > 0
+    True
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)

@@ -285,6 +285,16 @@ class IndexSet:
     determinant : int or float
         ``det Â``; ±1 for integer data.
     integer : bool
+
+    Examples
+    --------
+    >>> ix = choose_index_set(np.array([[2, 2, 2]]))      # content 2 is divided out
+    >>> ix.row_scale.tolist(), ix.base([6]).tolist()
+    ([2], [3])
+    >>> ix.base([5])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: the invariants are unsatisfiable in integers: row 0 has coefficients divisible by 2 but value 5
     """
 
     free: np.ndarray

@@ -56,7 +56,7 @@ Examples
 >>> from hierarchy.budget import Budget
 >>> from hierarchy.queries import e2e_workload
 >>> from hierarchy.schema import E2E_1940
->>> from invariants.spec import Spec
+>>> from invariants.spec import Invariant, Spec
 >>> levels = ["nation", "state", "county", "enum_dist"]
 >>> data = synthesize_1940(5_000, seed=1)
 >>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
@@ -119,6 +119,22 @@ def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None,
     ------
     PostprocError
         ``query`` not measured at ``level``, or no mechanism/parameter in the provenance.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.measure import measure
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
+    ...                         "hispanic": [0, 0], "cenrace": [0, 1]})
+    >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]),
+    ...                 "geometric", rng=1)
+    >>> level_noise(noisy, "state")          # 10 % of ε/2, sensitivity 2
+    ('geometric', 0.025)
     """
     if query not in noisy.queries(level):
         raise PostprocError(f"conditional sampling needs the {query!r} query measured at every "
@@ -154,19 +170,29 @@ def _node_blocks(lc: LevelConstraints, groups: list[slice], parents: np.ndarray 
 
 def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | None,
               fits: list[tuple[Any, np.ndarray, float]], upper: np.ndarray, level: str,
-              parent_codes) -> np.ndarray:
+              parent_codes, *, below: tuple[LevelConstraints, list[slice]] | None = None,
+              strict: bool = True) -> np.ndarray | None:
     """Integer ``X`` satisfying every node's constraints that minimizes the weighted L1 misfit
     ``Σ_q w_q Σ |Q_q X_k − y_{k,q}|`` — the mode of the target for the geometric law.
 
     ``fits`` lists ``(Q (answers × cells) sparse, y (units × answers), w)``. One HiGHS LP for all
     nodes; its vertex is integral when the constraints are totally unimodular (checked), otherwise
     a MILP (time-limited), and as a last resort the detailed-only L1 fit, which is TU.
+
+    ``below = (constraints of the next level, children slices of each unit)`` also requires that
+    ``X`` can be split into children satisfying their own constraints (the children are extra LP
+    variables without cost), so the start is not a corner the next level cannot leave. With
+    ``strict=False`` an infeasible problem returns ``None`` instead of raising.
     """
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
     A, a, B, b = _node_blocks(lc, groups, parents)
     U, n = upper.shape
     V = U * n
+    Z, extra = 0, None
+    if below is not None and below[1]:
+        extra = _children_rows(below[0], below[1], U, n)
+        Z = extra["size"]
     eye_u = sp.identity(U, format="csr")
     blocks_ub, rhs_ub, costs = [sp.hstack([-B, sp.csr_matrix((B.shape[0], 0))])], \
         [-b.astype(float)], [np.zeros(V)]
@@ -177,47 +203,87 @@ def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | N
         costs.append(np.full(Qb.shape[0], float(w)))
         rhs_ub.extend([np.rint(y.ravel()), -np.rint(y.ravel())])
     T = sum(t_sizes)
-    rows = [sp.hstack([-B, sp.csr_matrix((B.shape[0], T))])]
+    rows = [sp.hstack([-B, sp.csr_matrix((B.shape[0], T + Z))])]
     offset = 0
     for (Q, y, w), size in zip(fits, t_sizes):
         Qb = sp.kron(eye_u, sp.csr_matrix(Q, dtype=np.float64), format="csr")
         sel = sp.csr_matrix((np.ones(size), (np.arange(size), offset + np.arange(size))),
-                            shape=(size, T))
+                            shape=(size, T + Z))
         rows.append(sp.hstack([Qb, -sel]))
         rows.append(sp.hstack([-Qb, -sel]))
         offset += size
+    eq_rows, eq_rhs = [sp.hstack([A, sp.csr_matrix((A.shape[0], T + Z))])], [a]
+    lo = np.zeros(V + T + Z)
+    hi = np.concatenate([upper.ravel(), np.full(T, np.inf)])
+    cost = np.concatenate(costs + [np.zeros(Z)])
+    if extra is not None:
+        rows.append(sp.hstack([sp.csr_matrix((extra["B"].shape[0], V + T)), -extra["B"]]))
+        rhs_ub.append(-extra["b"].astype(float))
+        eq_rows.append(sp.hstack([sp.csr_matrix((extra["A"].shape[0], V + T)), extra["A"]]))
+        eq_rhs.append(extra["a"])
+        eq_rows.append(sp.hstack([-sp.identity(V), sp.csr_matrix((V, T)), extra["S"]]))
+        eq_rhs.append(np.zeros(V))
+        hi = np.concatenate([hi, extra["upper"]])
     A_ub = sp.vstack(rows, format="csr")
     b_ub = np.concatenate(rhs_ub)
-    A_eq = sp.hstack([A, sp.csr_matrix((A.shape[0], T))], format="csr")
-    lo = np.zeros(V + T)
-    hi = np.concatenate([upper.ravel(), np.full(T, np.inf)])
-    cost = np.concatenate(costs)
+    A_eq = sp.vstack(eq_rows, format="csr")
+    a = np.concatenate(eq_rhs)
     res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=a.astype(float),
                   bounds=np.stack([lo, hi], 1), method="highs")
     if res.status == 2:
+        if not strict:
+            return None
         _name_infeasible(lc, groups, parents, level, parent_codes)
     if res.status != 0:
         raise PostprocError(f"level {level!r}: no starting point for the sampler: {res.message}")
-    x = res.x[:V]
+    x = res.x
     xi = np.rint(x)
-    if np.max(np.abs(x - xi), initial=0.0) > 1e-6 or not _exact_ok(A, a, B, b, xi):
+    if np.max(np.abs(x[:V] - xi[:V]), initial=0.0) > 1e-6 or \
+            np.max(np.abs(x[V + T:] - xi[V + T:]), initial=0.0) > 1e-6 or \
+            not _exact_ok(A_eq, a, -A_ub[:B.shape[0]], -b_ub[:B.shape[0]], xi):
         cons = [LinearConstraint(sp.vstack([A_ub, A_eq]), np.concatenate(
             [np.full(A_ub.shape[0], -np.inf), a]), np.concatenate([b_ub, a]))]
-        integrality = np.concatenate([np.ones(V), np.zeros(T)])
+        integrality = np.concatenate([np.ones(V), np.zeros(T), np.ones(Z)])
         res = milp(cost, constraints=cons, integrality=integrality, bounds=Bounds(lo, hi),
                    options={"time_limit": 60.0})
-        if res.x is not None and _exact_ok(A, a, B, b, np.rint(res.x[:V])):
-            xi = np.rint(res.x[:V])
+        if res.x is not None:
+            xi = np.rint(res.x)
         elif len(fits) > 1:
-            return _l1_start(lc, groups, parents, fits[:1], upper, level, parent_codes)
+            return _l1_start(lc, groups, parents, fits[:1], upper, level, parent_codes,
+                             below=below, strict=strict)
+        elif not strict:
+            return None
         else:
             _name_infeasible(lc, groups, parents, level, parent_codes)
+    xi = xi[:V]
     return xi.astype(np.int64).reshape(U, n)
 
 
 def _exact_ok(A, a, B, b, x) -> bool:
-    xi = x.astype(np.int64)
+    """``A x = a``, ``B x ≥ b``, ``x ≥ 0`` for the integer rounding of ``x`` (the matrices hold
+    small integers, so float64 products are exact)."""
+    xi = np.rint(x)
     return bool(np.array_equal(A @ xi, a) and np.all(B @ xi >= b) and np.all(xi >= 0))
+
+
+def _children_rows(lc_next: LevelConstraints, slices: list[slice], U: int, n: int) -> dict:
+    """Rows tying ``U`` units to their children at the next level: the children's own node
+    constraints (block diagonal) and ``Σ children − unit = 0`` (the matrix ``S`` over the
+    children's variables)."""
+    A_parts, a_parts, B_parts, b_parts, S_parts, upper = [], [], [], [], [], []
+    for sl in slices:
+        A2, a2, B2, b2 = node_matrices(lc_next, sl, None)
+        k = sl.stop - sl.start
+        A_parts.append(A2)
+        a_parts.append(a2)
+        B_parts.append(B2[k * n:])
+        b_parts.append(b2[k * n:])
+        S_parts.append(sp.kron(np.ones((1, k)), sp.identity(n), format="csr"))
+        upper.append(np.where(lc_next.zero[sl], 0.0, np.inf).ravel())
+    S = sp.block_diag(S_parts, format="csr")
+    return {"A": sp.block_diag(A_parts, format="csr"), "a": np.concatenate(a_parts),
+            "B": sp.block_diag(B_parts, format="csr"), "b": np.concatenate(b_parts), "S": S,
+            "upper": np.concatenate(upper), "size": S.shape[1]}
 
 
 def _name_infeasible(lc, groups, parents, level, parent_codes):
@@ -338,7 +404,8 @@ def _queries(noisy: NoisyHierarchy, queries: Any) -> list[str]:
 
 def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any = None,
                    sweeps: int = 100, mechanism: str | None = None,
-                   queries: Any = "detailed", step_factor: float = 0.8) -> SampledResult:
+                   queries: Any = "detailed", step_factor: float = 0.8,
+                   retries: int = 10) -> SampledResult:
     """Post-process a noisy hierarchy by top-down conditional sampling (see the module docs).
 
     Parameters
@@ -362,6 +429,11 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     step_factor : float
         Mean step = ``max(1, min(step_factor · σ, x̂_pj / K_p))`` with ``σ`` the smallest noise
         sd among the used queries.
+    retries : int
+        When the next level cannot split a level's draw (a parent drawn into a corner), sample
+        that level ``sweeps`` more sweeps and check again, up to ``retries`` times; then release
+        the level's start (the weighted-L1 mode, splittable by construction). Either event is
+        listed in ``provenance['failsafe_reports']``.
 
     Returns
     -------
@@ -375,11 +447,32 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     PostprocError
         Missing measurements or provenance, unsatisfiable invariants at a node (naming it), or a
         failed exact verification.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.measure import measure
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> from invariants.spec import Invariant
+    >>> persons = pd.DataFrame({"state": ["01"] * 5 + ["02"] * 3, "hhgq": [0] * 8,
+    ...                         "votingage": [1, 1, 0, 1, 1, 1, 0, 1], "hispanic": [0] * 8,
+    ...                         "cenrace": [0, 0, 0, 1, 1, 0, 2, 2]})
+    >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(2, ["nation", "state"]),
+    ...                 "geometric", rng=1, publish={"tot": ["nation", "state"]})
+    >>> out = sample_topdown(noisy, Spec(invariants=(Invariant("tot", "all"),)), rng=2,
+    ...                      sweeps=20, queries="all")
+    >>> out.histograms[1].sum(axis=1).tolist(), out.safe_for_release
+    ([5, 3], False)
     """
     from postproc.sampling.mis import _positive_int
 
     t_start = time.perf_counter()
     sweeps = _positive_int(sweeps, "sweeps", zero=True)
+    retries = _positive_int(retries, "retries", zero=True)
     source = as_randomness(rng)
     spec = spec or Spec()
     geo = noisy.geography
@@ -389,95 +482,145 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     sds = [min(float(default_step(*level_noise(noisy, lv, mechanism, q))) / 0.8 for q in used)
            for lv in geo.levels]
     compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
-    hists: list[np.ndarray] = []
-    stats: list[dict[str, Any]] = []
-    timings: dict[str, float] = {}
-    acceptance: dict[str, float] = {}
     n = noisy.schema.size
-    for li, level in enumerate(geo.levels):
-        t0 = time.perf_counter()
+    levels_setup = {}
+
+    def setup(li: int, parent_hist: np.ndarray | None) -> dict:
+        """The units that are sampled at level ``li`` and everything their engine needs."""
+        level = geo.levels[li]
         lc = compiled[level]
-        law, param = laws[li]
         if "detailed" in noisy.queries(level):
             y = np.asarray(noisy.get(level, "detailed").values, dtype=np.float64)
-        else:   # only the start uses y then: spread the parent evenly (or start at 0)
+        else:   # only the start uses y then
             y = np.zeros((geo.n_units(li), n))
         sd_step = sds[li] * step_factor
         hist = np.zeros((geo.n_units(li), n), dtype=np.int64)
         if li == 0:
             units = np.arange(geo.n_units(0))
             groups = [slice(int(u), int(u) + 1) for u in units]
-            parent_hist = None
             upper = np.where(lc.zero, 0.0, np.inf)
-            start = _l1_start(lc, groups, None, _fits(noisy, level, used, units, y, mechanism),
-                              upper, level, None)
             step = np.full((units.size, n), float(max(1.0, sd_step)))
-            group_of = units
-            cross = False
-            parent_codes = None
-        else:
-            parent_hist = hists[li - 1]
-            offsets = geo.child_offsets(li - 1)
-            k = np.diff(offsets)
-            single = np.flatnonzero(k == 1)
-            hist[offsets[single]] = parent_hist[single]
-            multi = np.flatnonzero(k >= 2)
-            groups = [slice(int(offsets[p]), int(offsets[p + 1])) for p in multi]
-            units = (np.concatenate([np.arange(g.start, g.stop) for g in groups])
-                     if groups else np.zeros(0, np.int64))
-            group_of = np.repeat(np.arange(multi.size), k[multi])
-            cap = parent_hist[multi][group_of].astype(np.float64)
-            upper = np.where(lc.zero[units], 0.0, cap)
-            parent_codes = geo.geocodes[li - 1][multi]
-            start = (_l1_start(lc, groups, parent_hist[multi],
-                               _fits(noisy, level, used, units, y, mechanism), upper, level,
-                               parent_codes) if units.size else np.zeros((0, n), np.int64))
-            share = cap / k[multi][group_of][:, None]
-            step = np.maximum(1.0, np.minimum(sd_step, share))
-            cross = True
-        t_start_level = time.perf_counter() - t0
+            return dict(level=level, lc=lc, y=y, hist=hist, units=units, groups=groups,
+                        upper=upper, step=step, group_of=units, cross=False, parents=None,
+                        parent_codes=None, copies=np.zeros(0, np.int64))
+        offsets = geo.child_offsets(li - 1)
+        k = np.diff(offsets)
+        single = np.flatnonzero(k == 1)
+        hist[offsets[single]] = parent_hist[single]
+        multi = np.flatnonzero(k >= 2)
+        groups = [slice(int(offsets[p]), int(offsets[p + 1])) for p in multi]
+        units = (np.concatenate([np.arange(g.start, g.stop) for g in groups])
+                 if groups else np.zeros(0, np.int64))
+        group_of = np.repeat(np.arange(multi.size), k[multi])
+        cap = parent_hist[multi][group_of].astype(np.float64)
+        upper = np.where(lc.zero[units], 0.0, cap)
+        share = cap / k[multi][group_of][:, None]
+        step = np.maximum(1.0, np.minimum(sd_step, share))
+        return dict(level=level, lc=lc, y=y, hist=hist, units=units, groups=groups, upper=upper,
+                    step=step, group_of=group_of, cross=True, parents=parent_hist[multi],
+                    parent_codes=geo.geocodes[li - 1][multi], copies=single)
+
+    def start_of(li: int, st: dict, strict: bool) -> np.ndarray | None:
+        """The level's start (weighted-L1 mode), splittable into the next level's children."""
+        if st["units"].size == 0:
+            return np.zeros((0, n), np.int64)
+        below = None
+        if li + 1 < geo.depth:
+            offsets = geo.child_offsets(li)
+            below = (compiled[geo.levels[li + 1]],
+                     [slice(int(offsets[u]), int(offsets[u + 1])) for u in st["units"]])
+        return _l1_start(st["lc"], st["groups"], st["parents"],
+                         _fits(noisy, st["level"], used, st["units"], st["y"], mechanism),
+                         st["upper"], st["level"], st["parent_codes"], below=below,
+                         strict=strict)
+
+    hists: list[np.ndarray] = []
+    stats: list[dict[str, Any]] = []
+    timings: dict[str, float] = {}
+    acceptance: dict[str, float] = {}
+    reports: list[dict[str, Any]] = []
+    st = setup(0, None)
+    start = start_of(0, st, strict=True)
+    for li, level in enumerate(geo.levels):
+        t0 = time.perf_counter()
+        lc, units, groups, hist = st["lc"], st["units"], st["groups"], st["hist"]
+        law, param = laws[li]
         accepted = proposed = 0
+        next_st = next_start = None
+        engine = None
         if units.size:
-            structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units, upper)
-            engine = LatticeEngine(start, y[units], law, param, 0.0, upper, structure,
-                                   groups=group_of, cross=cross, rows=rows if rows.size else None,
-                                   row_lower=row_lo, row_upper=row_hi, step=step, integer=True,
+            structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units, st["upper"])
+            engine = LatticeEngine(start, st["y"][units], law, param, 0.0, st["upper"],
+                                   structure, groups=st["group_of"], cross=st["cross"],
+                                   rows=rows if rows.size else None, row_lower=row_lo,
+                                   row_upper=row_hi, step=st["step"], integer=True,
                                    terms=_answer_terms(noisy, level, used, units, mechanism),
                                    cell_terms="detailed" in used)
             engine.track_units = True
-            engine.run(sweeps, source.child(li))
+            stream = source.child(li)
+            engine.run(sweeps, stream)
             hist[units] = engine.X
+        # the next level must be able to split this one: otherwise sample on, then fall back
+        extra_runs = 0
+        if li + 1 < geo.depth:
+            while True:
+                next_st = setup(li + 1, hist)
+                next_start = start_of(li + 1, next_st, strict=False)
+                if next_start is not None or engine is None or extra_runs >= retries:
+                    break
+                engine.run(max(sweeps, 1), stream)
+                hist[units] = engine.X
+                extra_runs += 1
+            fell_back = False
+            if next_start is None and engine is not None:
+                hist[units] = start       # in the next level's reach by construction
+                next_st = setup(li + 1, hist)
+                next_start = start_of(li + 1, next_st, strict=False)
+                fell_back = next_start is not None
+            if next_start is None:     # not even the start: raise, naming the node
+                start_of(li + 1, next_st, strict=True)
+            if fell_back:
+                reports.append({"level": level, "retries": extra_runs,
+                                "action": "released the start (the weighted-L1 mode): no "
+                                          "sampled state could be split into the next level"})
+            elif extra_runs:
+                reports.append({"level": level, "retries": extra_runs,
+                                "action": "sampled further until the next level could split "
+                                          "the state"})
+        if engine is not None:
             accepted, proposed = engine.accepted, engine.proposed
-            per_group_prop = np.bincount(group_of, engine.unit_proposed, minlength=len(groups))
-            per_group_acc = np.bincount(group_of, engine.unit_accepted, minlength=len(groups))
+            per_group_prop = np.bincount(st["group_of"], engine.unit_proposed,
+                                         minlength=len(groups))
+            per_group_acc = np.bincount(st["group_of"], engine.unit_accepted,
+                                        minlength=len(groups))
             for i, g in enumerate(groups):
                 stats.append({
                     "level": level,
-                    "parent": "" if parent_codes is None else str(parent_codes[i]),
+                    "parent": "" if st["parent_codes"] is None else str(st["parent_codes"][i]),
                     "children": int(g.stop - g.start), "variables": int((g.stop - g.start) * n),
                     "proposed": int(per_group_prop[i]), "accepted": int(per_group_acc[i]),
                     "acceptance": float(per_group_acc[i] / per_group_prop[i])
                     if per_group_prop[i] else float("nan"),
                     "copied": False})
-        if li > 0:
-            for p in np.flatnonzero(np.diff(geo.child_offsets(li - 1)) == 1):
-                stats.append({"level": level, "parent": str(geo.geocodes[li - 1][p]),
-                              "children": 1, "variables": n, "proposed": 0, "accepted": 0,
-                              "acceptance": float("nan"), "copied": True})
-        _verify(lc, hist, parent_hist, geo, li)
+        for p in st["copies"]:
+            stats.append({"level": level, "parent": str(geo.geocodes[li - 1][p]),
+                          "children": 1, "variables": n, "proposed": 0, "accepted": 0,
+                          "acceptance": float("nan"), "copied": True})
+        _verify(lc, hist, hists[li - 1] if li else None, geo, li)
         hists.append(hist)
         acceptance[level] = accepted / proposed if proposed else float("nan")
         timings[level] = time.perf_counter() - t0
-        timings[f"{level} start"] = t_start_level
+        st, start = next_st, next_start
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "sampler": {"name": "lattice", "method": "top-down conditional sampling",
                     "sweeps": sweeps, "step_factor": step_factor, "queries": used,
+                    "retries": retries,
                     "laws": {lv: {"law": law, "parameter": p} for lv, (law, p) in
                              zip(geo.levels, laws)},
                     "acceptance": acceptance, "randomness": source.provenance()},
         "timings": {"levels": timings, "total": time.perf_counter() - t_start},
-        "failsafe_reports": [],
+        "failsafe_reports": reports,
     }
     return SampledResult(noisy.schema, geo, noisy.workload, tuple(hists), pd.DataFrame(stats),
                          provenance)

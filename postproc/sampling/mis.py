@@ -105,6 +105,16 @@ class MISKernel:
     index_set : IndexSet
     proposal_epsilon : float
         ``ε̃ > 0``.
+
+    Examples
+    --------
+    >>> from hierarchy.randomness import Randomness
+    >>> from postproc.sampling.target import conditional_target
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> kernel = MISKernel(t, mis_index_set(t), 1.2)
+    >>> d_free, d_basic, logw, ok = kernel.propose(5, Randomness.simulation(0))
+    >>> d_free.shape, d_basic.shape, bool(np.all(d_free.sum(1) + d_basic.sum(1) == 0))
+    ((5, 2), (5, 1), True)
     """
 
     def __init__(self, target: ConditionalTarget, index_set: IndexSet, proposal_epsilon: float):
@@ -232,8 +242,35 @@ def run_mis(kernel: MISKernel, start: np.ndarray, steps: int, source: Randomness
             burn_in: int = 0, thin: int = 1, keep: bool = True, block: int = DEFAULT_BLOCK):
     """Run the MIS for ``steps`` iterations from ``start``.
 
-    Returns ``(kept states (k, n) or None, final state (n,), accepted after burn-in,
-    proposals)``; states are float64 deviations converted back to counts by the caller.
+    Parameters
+    ----------
+    kernel : MISKernel
+    start : array (n,)
+        A state in ``S*``.
+    steps : int
+    source : Randomness
+    burn_in, thin : int
+        Which states are kept (and counted in the acceptance).
+    keep : bool
+        Keep states at all (off for throughput measurements and tuning).
+    block : int
+        Proposals per batch.
+
+    Returns
+    -------
+    tuple
+        ``(kept deviations (k, n) or None, final deviation (n,), accepted after burn-in,
+        proposals)``; deviations are ``s − centre`` in float64.
+
+    Examples
+    --------
+    >>> from hierarchy.randomness import Randomness
+    >>> from postproc.sampling.target import conditional_target
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> kept, final, accepted, steps = run_mis(MISKernel(t, mis_index_set(t), 1.2), t.centre,
+    ...                                        1000, Randomness.simulation(1), thin=10)
+    >>> kept.shape, steps, float(final.sum()), 0 < accepted < 1000
+    ((100, 3), 1000, 0.0, True)
     """
     n = kernel.target.n
     free, basic = kernel.free, kernel.basic

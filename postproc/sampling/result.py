@@ -42,6 +42,16 @@ class SamplingResult:
     final_states : array (chains, n)
         Every chain's final state (row 0 is ``released``): with several chains started at the
         same point these are independent releases.
+
+    Examples
+    --------
+    >>> from postproc.sampling import conditional_target, sample_lattice
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> res = sample_lattice(t, draws=200, rng=0, chains=2)
+    >>> res.chain.shape, res.final_states.shape, res.invariants_hold
+    ((2, 200, 3), (2, 3), True)
+    >>> sorted(res.to_dict())[:4]
+    ['acceptance_rate', 'ess', 'invariants_hold', 'kept_draws']
     """
 
     sampler: str

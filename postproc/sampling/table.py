@@ -102,6 +102,16 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
         Missing file, missing count column, no key columns, a key column name that is not an
         identifier, an empty key, a non-integer or negative count, or a repeated key (naming the
         file, line and value).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> _ = open(path, "w").write("g,count\\na,3\\nb,2.5\\n")
+    >>> read_count_table(path)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
     """
     path = Path(path)
     if not path.is_file():
@@ -346,6 +356,16 @@ def release_table(table: CountTable | str | Path, invariants: Sequence[str], *,
     ------
     PostprocError
         Bad table, invariants or options; unsatisfiable invariants; no valid index set.
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"g": ["a", "b", "c"]})
+    >>> t = CountTable(keys, np.array([3, 4, 5]), Schema((Attribute("g", ("a", "b", "c")),)),
+    ...                np.array([0, 1, 2]))
+    >>> r = release_table(t, ["total"], epsilon=0.5, sampler="mis", proposal_epsilon=0.6,
+    ...                   draws=5000, rng=3)
+    >>> r.invariants_hold, int(r.released.sum()), r.to_dict()["sampler"]
+    (True, 12, 'mis')
     """
     from postproc.sampling import sample_conditional
 

@@ -105,6 +105,19 @@ class ConditionalTarget:
         ``z`` (geometric: pmf ∝ e^{−z|k|}), ``σ²`` (discrete Gaussian) or the Laplace scale ``b``.
     cell_labels, row_labels : tuple of str, optional
         Names of the cells and of the rows of ``A`` (for messages and outputs).
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> t = ConditionalTarget(np.array([[1, 1]]), np.array([3]), sp.identity(2, format="csr"),
+    ...                       np.zeros(2), np.array([1, 2]), "geometric", 0.5)
+    >>> t.lower.tolist(), t.coupled[0].shape, t.start().tolist()
+    ([0.0, 0.0], (0, 2), [1, 2])
+    >>> ConditionalTarget(np.array([[1, 1]]), np.array([3]), None, None, np.array([1, 2]),
+    ...                   "geometric", -1.0)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: the z of the geometric mechanism must be a positive finite number, not -1.0
     """
 
     A: np.ndarray

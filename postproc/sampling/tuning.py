@@ -191,6 +191,15 @@ def tune_proposal_epsilon(target: ConditionalTarget, *, rng: Any = None,
     ------
     PostprocError
         Unknown criterion or bad grid.
+
+    Examples
+    --------
+    >>> from postproc.sampling.target import conditional_target
+    >>> t = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> r = tune_proposal_epsilon(t, rng=0, grid=[0.8, 1.2, 2.0], proposals=2000,
+    ...                           criterion="ess_per_second")
+    >>> r.criterion, r.best in (0.8, 1.2, 2.0)
+    ('ess_per_second', True)
     """
     if criterion not in ("acceptance", "ess_per_second"):
         raise PostprocError(f"criterion must be 'acceptance' or 'ess_per_second', not "
