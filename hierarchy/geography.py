@@ -35,7 +35,7 @@ ROOT_GEOCODE = "0"
 
 
 def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np.ndarray]:
-    """Dictionary-encode a column of geocodes: (int64 index per record, array of codes as str).
+    """Dictionary-encode a column of geocodes: (int index per record, array of codes as str).
 
     Accepts pyarrow (dictionary or plain) arrays and chunked arrays, pandas Series or
     Categorical, numpy arrays and lists. Dictionary encodings are used as they are (no sort of
@@ -175,7 +175,7 @@ class Geography:
         Returns
         -------
         geography : Geography
-        leaf_indices : list of int64 arrays
+        leaf_indices : list of int arrays (int32 unless there are 2**31 units or more)
             For each record set, the bottom-level unit index of every record.
 
         Raises
@@ -195,17 +195,40 @@ class Geography:
                       (np.array([-1], dtype=np.int64),))
             return geo, [np.zeros(_n_rows(cols), np.int64) if cols else
                          np.zeros(0, np.int64) for cols in record_sets]
-        # Encode each level's column in each set against one union dictionary per level.
+        # Encode every column, then run-length encode each record set over all its levels at
+        # once: census files are sorted by geography, so 132M persons are ~135k runs, and every
+        # later step works on runs instead of records.
+        runs = []   # per set: (run starts, run lengths, raw codes at run starts per level)
+        raw_dicts: list[list[np.ndarray]] = []
+        for k, cols in enumerate(sets):
+            enc = [encode_column(cols[lv], name=levels[lv + 1]) for lv in range(depth)]
+            lengths = {c.size for c, _ in enc}
+            if len(lengths) > 1:
+                raise HierarchyError(f"record set {k}: geocode columns have different lengths "
+                                     f"{sorted(lengths)}; every record needs one code per level")
+            n = enc[0][0].size
+            if n:
+                change = np.zeros(n - 1, dtype=bool)
+                for c, _ in enc:
+                    change |= c[1:] != c[:-1]
+                starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+            else:
+                starts = np.zeros(0, dtype=np.int64)
+            counts = np.diff(np.append(starts, n))
+            runs.append((starts, counts, [c[starts].astype(np.int64) for c, _ in enc]))
+            raw_dicts.append([d for _, d in enc])
+        # One union dictionary per level; remap the run codes onto it.
         codes: list[list[np.ndarray]] = [[None] * depth for _ in sets]  # type: ignore
         dicts: list[np.ndarray] = []
         for lv in range(depth):
-            encoded = [encode_column(cols[lv], name=levels[lv + 1]) for cols in sets]
-            union = pd.Index(np.concatenate([d for _, d in encoded])).unique()
-            for k, (c, d) in enumerate(encoded):
-                remap = union.get_indexer(d).astype(np.int64)
+            union = pd.Index(np.concatenate([raw_dicts[k][lv] for k in range(len(sets))])
+                             ).unique()
+            for k in range(len(sets)):
+                remap = union.get_indexer(raw_dicts[k][lv]).astype(np.int64)
+                c = runs[k][2][lv]
                 codes[k][lv] = remap[c] if c.size else c
             dicts.append(np.asarray(union, dtype=object))
-        # Parent of each dictionary entry, checked for consistency over every record.
+        # Parent of each dictionary entry, checked for consistency over every run.
         parent_of: list[np.ndarray] = []
         for lv in range(depth):
             par = np.full(dicts[lv].size, -1, dtype=np.int64)
@@ -218,9 +241,10 @@ class Geography:
                 up = codes[k][lv - 1] if lv > 0 else np.zeros(c.size, np.int64)
                 bad = par[c] != up
                 if bad.any():
-                    row = int(np.flatnonzero(bad)[0])
-                    code = dicts[lv][c[row]]
-                    p1, p2 = dicts[lv - 1][up[row]], dicts[lv - 1][par[c[row]]]
+                    run = int(np.flatnonzero(bad)[0])
+                    row = int(runs[k][0][run])
+                    code = dicts[lv][c[run]]
+                    p1, p2 = dicts[lv - 1][up[run]], dicts[lv - 1][par[c[run]]]
                     raise HierarchyError(
                         f"{levels[lv + 1]} {code!r} appears under {levels[lv]} {p1!r} (row {row}) "
                         f"and under {p2!r}; a geocode must identify its parent — make codes "
@@ -242,7 +266,9 @@ class Geography:
             remaps.append(new_pos)
             new_pos_prev = new_pos
         geo = cls(levels, tuple(geocodes), tuple(parents))
-        leaf = [remaps[-1][codes[k][depth - 1]] for k in range(len(sets))]
+        dtype = np.int32 if geocodes[-1].size < 2 ** 31 else np.int64
+        leaf = [np.repeat(remaps[-1][codes[k][depth - 1]].astype(dtype), runs[k][1])
+                for k in range(len(sets))]
         return geo, leaf
 
     @classmethod

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from hierarchy.errors import HierarchyError
 from hierarchy.schema import Schema
 
-__all__ = ["read_table", "read_microdata", "Microdata", "check_units"]
+__all__ = ["read_table", "read_microdata", "Microdata", "check_units", "check_tabulated_units"]
 
 
 def read_table(path: str | os.PathLike) -> pa.Table:
@@ -83,7 +83,7 @@ def _where(rows: np.ndarray, csv: bool) -> str:
 def _attribute_codes(column: pa.ChunkedArray, attr, value_map: Mapping[Any, Any] | None,
                      where: str, source_name: str, csv: bool) -> pa.Array:
     """int8/int16 codes of an attribute column given as codes, digit strings or labels."""
-    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    col = column
     if col.null_count:
         rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
         raise HierarchyError(f"{where}: column {source_name!r} (attribute {attr.name!r}) has "
@@ -91,16 +91,19 @@ def _attribute_codes(column: pa.ChunkedArray, attr, value_map: Mapping[Any, Any]
                              "person needs a value for every attribute")
     dtype = np.int8 if attr.size <= 127 else np.int32
     if pa.types.is_integer(col.type) and not value_map:
-        arr = col.to_numpy()
-        bad = (arr < 0) | (arr >= attr.size)
-        if bad.any():
-            rows = np.flatnonzero(bad)
+        bounds = pc.min_max(col).as_py() if len(col) else {"min": 0, "max": 0}
+        if bounds["min"] < 0 or bounds["max"] >= attr.size:  # error path: find the rows
+            arr = col.to_numpy()
+            rows = np.flatnonzero((arr < 0) | (arr >= attr.size))
             raise HierarchyError(
                 f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} "
                 f"value(s) outside 0..{attr.size - 1}, e.g. {arr[rows[0]]} at "
                 f"{_where(rows, csv)}; fix the data or map the values with "
                 f"values={{{attr.name!r}: {{...}}}}")
-        return pa.array(arr.astype(dtype))
+        target = pa.from_numpy_dtype(dtype)
+        return col if col.type == target else col.cast(target)
+    if isinstance(col, pa.ChunkedArray):  # labels or digit strings: one array to encode
+        col = col.combine_chunks()
     encoded = pc.dictionary_encode(col.cast(pa.string()) if not pa.types.is_dictionary(col.type)
                                    else col)
     dictionary = encoded.dictionary.cast(pa.string()).to_pylist()
@@ -130,6 +133,10 @@ def _attribute_codes(column: pa.ChunkedArray, attr, value_map: Mapping[Any, Any]
     return pa.array(lookup[encoded.indices.to_numpy()].astype(dtype))
 
 
+def _chunked(col: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+
+
 def _maybe_int(v: str) -> Any:
     try:
         return int(v)
@@ -156,11 +163,20 @@ def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence
                                      "at every level")
             if not pa.types.is_dictionary(col.type):
                 col = pc.dictionary_encode(col.cast(pa.string()))
-            empty = pc.equal(pc.utf8_length(col.cast(pa.string())), 0)
-            if pc.any(empty).as_py():
-                rows = np.flatnonzero(empty.to_numpy(zero_copy_only=False))
-                raise HierarchyError(f"{where}: column {source!r} ({name} geocode) is empty at "
-                                     f"{_where(rows, csv)}")
+            col = _chunked(col).unify_dictionaries()
+            # Blank geocodes: look at the dictionary (one entry per distinct code), and at the
+            # records only when a blank entry exists.
+            if col.num_chunks:
+                dictionary = col.chunk(0).dictionary.cast(pa.string())
+                blank = np.flatnonzero(np.asarray(pc.equal(pc.utf8_trim_whitespace(dictionary),
+                                                           "").to_numpy(zero_copy_only=False)))
+                if blank.size:
+                    indices = np.concatenate([c.indices.to_numpy(zero_copy_only=False)
+                                              for c in col.chunks])
+                    rows = np.flatnonzero(np.isin(indices, blank))
+                    if rows.size:
+                        raise HierarchyError(f"{where}: column {source!r} ({name} geocode) is "
+                                             f"empty at {_where(rows, csv)}")
             out[name] = col
         else:
             out[name] = _attribute_codes(col, schema.attribute(name), values.get(name), where,
@@ -176,13 +192,15 @@ class Microdata:
     units: pa.Table | None
     levels: tuple[str, ...]
     unit_attribute: str | None
+    persons_source: str = "persons"
+    units_source: str | None = None
 
 
 def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
                    levels: Sequence[str], columns: Mapping[str, str] | None = None,
                    values: Mapping[str, Mapping[Any, Any]] | None = None,
                    units: str | os.PathLike | pa.Table | None = None,
-                   unit_attribute: str = "hhgq") -> Microdata:
+                   unit_attribute: str = "hhgq", check_units: bool = True) -> Microdata:
     """Read and validate persons (and optionally units) microdata.
 
     Parameters
@@ -198,6 +216,9 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
         Attribute → {value in the file: code or label}, for files with their own coding.
     unit_attribute : str
         The attribute typing units (``hhgq``).
+    check_units : bool
+        Check persons against units here. A caller that tabulates anyway can pass ``False`` and
+        call :func:`check_tabulated_units` on the result, which costs nothing extra.
 
     Raises
     ------
@@ -222,13 +243,14 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
                           columns=columns, values=values, where=where, csv=csv), where
 
     p_table, p_where = load(persons, geocode_names + list(schema.names))
-    u_table = None
+    u_table, u_where = None, None
     if units is not None:
         u_table, u_where = load(units, geocode_names + [unit_attribute])
-        check_units(p_table, u_table, geocode_names, unit_attribute,
-                    schema.attribute(unit_attribute).size, p_where, u_where)
+        if check_units:
+            _check_units(p_table, u_table, geocode_names, unit_attribute,
+                         schema.attribute(unit_attribute).size, p_where, u_where)
     return Microdata(p_table, u_table, tuple(levels), unit_attribute if units is not None
-                     else None)
+                     else None, p_where, u_where)
 
 
 def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str],
@@ -236,22 +258,61 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
                 units_where: str = "units") -> None:
     """Every person lives in a bottom-level unit with ≥ 1 unit of their type, and every unit
     type present has at least as many persons as units (each occupied unit holds ≥ 1 person).
+
+    Raises
+    ------
+    HierarchyError
+        Naming the unit, the type and the rows of the offending records.
     """
+    _check_units(persons, units, geocode_names, unit_attribute, n_types, persons_where,
+                 units_where)
+
+
+def _check_units(persons, units, geocode_names, unit_attribute, n_types, persons_where,
+                 units_where) -> None:
     from hierarchy.geography import Geography
     from hierarchy.tabulate import count_cells
 
-    levels = ["root"] + list(geocode_names)
-    p_cols = [persons.column(c) for c in geocode_names]
-    u_cols = [units.column(c) for c in geocode_names]
-    geo, (p_leaf, u_leaf) = Geography.from_columns(levels, [p_cols, u_cols])
+    levels = ["(root)"] + list(geocode_names)
+    geo, (p_leaf, u_leaf) = Geography.from_columns(
+        levels, [[persons.column(c) for c in geocode_names],
+                 [units.column(c) for c in geocode_names]])
     n = geo.n_units(-1)
-    p_type = persons.column(unit_attribute).to_numpy()
-    u_type = units.column(unit_attribute).to_numpy()
-    people = count_cells(p_leaf, [p_type], [n_types], n)
-    housing = count_cells(u_leaf, [u_type], [n_types], n)
+    people = count_cells(p_leaf, [persons.column(unit_attribute).to_numpy()], [n_types], n)
+    housing = count_cells(u_leaf, [units.column(unit_attribute).to_numpy()], [n_types], n)
+    _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, unit_attribute,
+                          persons_where, units_where, (p_leaf, u_leaf))
+
+
+def check_tabulated_units(truth, data: Microdata) -> None:
+    """:func:`check_units` on an already tabulated hierarchy: the comparison uses the bottom
+    level's histograms and unit counts (no pass over the records unless something is wrong,
+    and then only to name the rows)."""
+    if data.units is None or truth.units is None:
+        return
+    from hierarchy.queries import marginal
+
+    people = marginal(truth.schema, data.unit_attribute).answer(truth.counts[-1])
+    _raise_unit_conflicts(people, truth.units[-1], truth.geography, data.persons, data.units,
+                          list(data.levels[1:]), data.unit_attribute, data.persons_source,
+                          data.units_source or "units", None)
+
+
+def _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, unit_attribute,
+                          persons_where, units_where, leaves) -> None:
     homeless = (people > 0) & (housing == 0)
+    empty = housing > people
+    if not (homeless.any() or empty.any()):
+        return
+    if leaves is None:  # error path only: locate the records
+        from hierarchy.tabulate import _leaf_in
+
+        leaves = (_leaf_in(geo, [persons.column(c) for c in geocode_names]),
+                  _leaf_in(geo, [units.column(c) for c in geocode_names]))
+    p_leaf, u_leaf = leaves
     if homeless.any():
         leaf, typ = np.argwhere(homeless)[0]
+        p_type = persons.column(unit_attribute).to_numpy()
         rows = np.flatnonzero((p_leaf == leaf) & (p_type == typ))
         n_bad = int(people[homeless].sum())
         raise HierarchyError(
@@ -261,17 +322,16 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
             f"{_where(rows, _is_csv(persons_where))}. "
             f"Add the missing housing units / facilities to the units table or correct the "
             f"persons' {unit_attribute} or geocodes")
-    empty = housing > people
-    if empty.any():
-        leaf, typ = np.argwhere(empty)[0]
-        rows = np.flatnonzero((u_leaf == leaf) & (u_type == typ))
-        raise HierarchyError(
-            f"{units_where}: {geocode_names[-1]} {geo.geocodes[-1][leaf]!r} has "
-            f"{housing[leaf, typ]} unit(s) of {unit_attribute} type {typ} "
-            f"({_where(rows, _is_csv(units_where))}) but only "
-            f"{people[leaf, typ]} person(s) of that type; every occupied unit holds at least one "
-            f"person — remove vacant units from the units table ({int(empty.sum())} "
-            f"{geocode_names[-1]}/type pair(s) affected)")
+    leaf, typ = np.argwhere(empty)[0]
+    u_type = units.column(unit_attribute).to_numpy()
+    rows = np.flatnonzero((u_leaf == leaf) & (u_type == typ))
+    raise HierarchyError(
+        f"{units_where}: {geocode_names[-1]} {geo.geocodes[-1][leaf]!r} has "
+        f"{housing[leaf, typ]} unit(s) of {unit_attribute} type {typ} "
+        f"({_where(rows, _is_csv(units_where))}) but only "
+        f"{people[leaf, typ]} person(s) of that type; every occupied unit holds at least one "
+        f"person — remove vacant units from the units table ({int(empty.sum())} "
+        f"{geocode_names[-1]}/type pair(s) affected)")
 
 
 def _is_csv(where: str) -> bool:

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.histograms import Hierarchy
-from hierarchy.io import read_microdata
+from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.measure import measure
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.storage import read_json, write_json, write_parquet
@@ -62,11 +62,13 @@ def load_truth(config: RunConfig) -> Hierarchy:
     """Read, validate and tabulate the configured microdata."""
     data = read_microdata(config.persons, schema=config.schema, levels=config.levels,
                           columns=config.columns, values=config.values, units=config.units,
-                          unit_attribute=config.spec.unit_attribute)
-    return tabulate(data.persons, schema=config.schema, levels=config.levels,
-                    units=data.units,
-                    unit_attribute=config.spec.unit_attribute if data.units is not None
-                    else None)
+                          unit_attribute=config.spec.unit_attribute, check_units=False)
+    truth = tabulate(data.persons, schema=config.schema, levels=config.levels,
+                     units=data.units,
+                     unit_attribute=config.spec.unit_attribute if data.units is not None
+                     else None)
+    check_tabulated_units(truth, data)
+    return truth
 
 
 def accounting(config: RunConfig) -> dict[str, Any]:
