@@ -145,8 +145,69 @@ def _layout(task: NodeTask, relax: bool = False) -> _Layout:
     return _Layout(allowed, var_index, active, np.zeros(0, np.int64), int(allowed.sum()))
 
 
-def _select(block: sp.spmatrix, columns: np.ndarray) -> sp.csr_matrix:
-    return sp.csc_matrix(block)[:, columns].tocsr()
+class _Rows:
+    """Rows of a sparse constraint matrix, built as COO triplets and assembled once.
+
+    The node problems repeat one small block per child (a query's rows, the constraint rows) and
+    one row per cell across children (parent consistency); building them as index arithmetic
+    over the children × cells variable map is several times faster than sparse ``kron`` and
+    column slicing per node.
+    """
+
+    def __init__(self, n_var: int):
+        self.n_var = n_var
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.data: list[np.ndarray] = []
+        self.lower: list[np.ndarray] = []
+        self.upper: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, rows, cols, data, lower, upper) -> None:
+        """Add ``len(lower)`` rows; ``rows`` are numbered from 0 within the block."""
+        self.rows.append(np.asarray(rows, dtype=np.int64) + self.n)
+        self.cols.append(np.asarray(cols, dtype=np.int64))
+        self.data.append(np.broadcast_to(np.asarray(data, dtype=np.float64), np.shape(rows)))
+        self.lower.append(np.asarray(lower, dtype=np.float64))
+        self.upper.append(np.asarray(upper, dtype=np.float64))
+        self.n += len(self.lower[-1])
+
+    def matrix(self, fmt: str = "csc") -> sp.spmatrix:
+        if not self.rows:
+            return sp.csc_matrix((0, self.n_var)) if fmt == "csc" else sp.csr_matrix(
+                (0, self.n_var))
+        m = sp.coo_matrix((np.concatenate(self.data), (np.concatenate(self.rows),
+                                                       np.concatenate(self.cols))),
+                          shape=(self.n, self.n_var))
+        return m.tocsc() if fmt == "csc" else m.tocsr()
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.lower:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate(self.lower), np.concatenate(self.upper)
+
+
+def _per_child(matrix: sp.spmatrix, var_index: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``kron(I_K, matrix)`` restricted to existing variables, as COO ``(rows, cols, data)``
+    (row ``k·m + r`` is row ``r`` of child ``k``), and which rows kept any variable."""
+    coo = sp.coo_matrix(matrix)
+    k, m = var_index.shape[0], matrix.shape[0]
+    vi = var_index[:, coo.col]                                   # K × nnz
+    keep = vi >= 0
+    rows = (np.arange(k)[:, None] * m + coo.row[None, :])[keep]
+    data = np.broadcast_to(coo.data, vi.shape)[keep]
+    has_var = np.zeros(k * m, dtype=bool)
+    has_var[rows] = True
+    return rows, vi[keep], data, has_var
+
+
+def _per_cell(var_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``Σ_k x_kj`` for each ``j`` in ``cells`` (row i is cell ``cells[i]``), as COO."""
+    vi = var_index[:, cells]                                     # K × len(cells)
+    keep = vi >= 0
+    rows = np.broadcast_to(np.arange(cells.size)[None, :], vi.shape)[keep]
+    return rows, vi[keep]
 
 
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
@@ -169,18 +230,16 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     """
     queries = task.queries if queries is None else tuple(queries)
     lay = _layout(task, relax=slack is not None)
-    k, n = task.k, task.n
-    cols = np.flatnonzero(lay.allowed.ravel())
-    eye_k = sp.identity(k, format="csr")
-    # objective pieces --------------------------------------------------------------------
-    diag_parts, lin_parts, const = [], [], 0.0
-    rows_A, l_parts, u_parts = [], [], []
-    n_aux = 0
-    aux_blocks = []
+    k = task.k
+    # objective: x (identity queries directly), then one auxiliary block z = Q x per query
+    const = 0.0
     w_max = max((float(np.max(q.weights)) for q in queries if q.weights.size), default=1.0)
     scale = 1.0 / w_max if w_max > 0 else 1.0
     x_diag = np.zeros(lay.n_x)
     x_lin = np.zeros(lay.n_x)
+    aux = []                      # (query, offset of its z block)
+    diag_parts, lin_parts = [], []
+    n_aux = 0
     for q in queries:
         w = q.weights * scale
         y = q.values.astype(np.float64)
@@ -190,75 +249,55 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
             x_diag += 2 * wa
             x_lin += -2 * wa * ya
             continue
-        big = _select(sp.kron(eye_k, q.matrix, format="csr"), cols)
-        m = big.shape[0]
-        aux_blocks.append((big, n_aux, m))
-        diag_parts.append(2 * w.ravel())
-        lin_parts.append(-2 * w.ravel() * y.ravel())
-        n_aux += m
-    n_slack = 0
-    if slack is not None and task.parent_hist is not None:
-        n_slack = 2 * int(lay.active.sum())
-    n_var = lay.n_x + n_aux + n_slack
+        aux.append((q, lay.n_x + n_aux))
+        diag_parts.append(2 * np.ravel(w))
+        lin_parts.append(-2 * np.ravel(w) * y.ravel())
+        n_aux += k * q.matrix.shape[0]
+    act = np.flatnonzero(lay.active)
+    n_slack = 2 * act.size if (slack is not None and task.parent_hist is not None) else 0
+    slack0 = lay.n_x + n_aux
+    n_var = slack0 + n_slack
     P = sp.diags(np.concatenate([x_diag] + diag_parts + [np.zeros(n_slack)]), format="csc")
     q_vec = np.concatenate([x_lin] + lin_parts + [np.zeros(n_slack)])
-    # rows --------------------------------------------------------------------------------
-    for big, offset, m in aux_blocks:  # Q x − z = 0
-        z = sp.csr_matrix((-np.ones(m), (np.arange(m), lay.n_x + offset + np.arange(m))),
-                          shape=(m, n_var))
-        rows_A.append(sp.hstack([big, sp.csr_matrix((m, n_var - lay.n_x))]).tocsr() + z)
-        l_parts.append(np.zeros(m))
-        u_parts.append(np.zeros(m))
-    if task.parent_hist is not None:  # Σ_k x_k = parent on active cells
-        act = np.flatnonzero(lay.active)
-        cons = _select(sp.kron(np.ones((1, k)), sp.identity(n), format="csr")[act], cols)
-        block = sp.hstack([cons, sp.csr_matrix((act.size, n_var - lay.n_x))]).tocsr()
-        p = task.parent_hist[act].astype(np.float64)
+    rows = _Rows(n_var)
+    for q, offset in aux:  # Q x − z = 0
+        r, c, v, _ = _per_child(q.matrix, lay.var_index)
+        m = k * q.matrix.shape[0]
+        rows.add(np.concatenate([r, np.arange(m)]), np.concatenate([c, offset + np.arange(m)]),
+                 np.concatenate([v, -np.ones(m)]), np.zeros(m), np.zeros(m))
+    if task.parent_hist is not None:  # Σ_k x_k = parent on active cells (± slacks)
+        r, c = _per_cell(lay.var_index, act)
+        data = np.ones(r.size)
         if n_slack:
-            s = act.size
-            sl = sp.hstack([sp.csr_matrix((s, lay.n_x + n_aux)), sp.identity(s),
-                            -sp.identity(s)]).tocsr()
-            block = block + sl
-        rows_A.append(block)
-        l_parts.append(p)
-        u_parts.append(p)
+            s_ = act.size
+            r = np.concatenate([r, np.arange(s_), np.arange(s_)])
+            c = np.concatenate([c, slack0 + np.arange(s_), slack0 + s_ + np.arange(s_)])
+            data = np.concatenate([data, np.ones(s_), -np.ones(s_)])
+        p = task.parent_hist[act].astype(np.float64)
+        rows.add(r, c, data, p, p)
         if n_slack and np.isfinite(slack):
-            total = sp.hstack([sp.csr_matrix((1, lay.n_x + n_aux)),
-                               sp.csr_matrix(np.ones((1, n_slack)))]).tocsr()
-            rows_A.append(total)
-            l_parts.append(np.array([0.0]))
-            u_parts.append(np.array([float(slack)]))
+            rows.add(np.zeros(n_slack), slack0 + np.arange(n_slack), 1.0, [0.0], [float(slack)])
     infeasible_rows: list[tuple[int, int]] = []
     if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
-        big_c = sp.kron(eye_k, task.matrix, format="csr")
+        r, c, v, has_var = _per_child(task.matrix, lay.var_index)
         lo, hi = task.lower.ravel(), task.upper.ravel()
-        sub = _select(big_c, cols)
-        has_var = np.diff(sub.indptr) > 0
         bounded = np.isfinite(lo) | np.isfinite(hi)
-        keep = has_var & bounded
         empty = ~has_var & bounded & ((lo > 0) | (hi < 0))
         infeasible_rows = [divmod(int(i), task.matrix.shape[0]) for i in np.flatnonzero(empty)]
-        sel = np.flatnonzero(keep)
-        if sel.size:
-            rows_A.append(sp.hstack([sub[sel], sp.csr_matrix((sel.size, n_var - lay.n_x))])
-                          .tocsr())
-            l_parts.append(lo[sel])
-            u_parts.append(hi[sel])
+        keep = has_var & bounded
+        renumber = np.cumsum(keep) - 1
+        sel = keep[r]
+        rows.add(renumber[r[sel]], c[sel], v[sel], lo[keep], hi[keep])
     for hq, answers in hold:  # multipass: earlier answers held within the tolerance
-        big = _select(sp.kron(eye_k, hq.matrix, format="csr"), cols)
-        rows_A.append(sp.hstack([big, sp.csr_matrix((big.shape[0], n_var - lay.n_x))]).tocsr())
+        r, c, v, _ = _per_child(hq.matrix, lay.var_index)
         a = np.asarray(answers, dtype=np.float64).ravel()
-        l_parts.append(a - task.pass_tolerance)
-        u_parts.append(a + task.pass_tolerance)
-    # x ≥ 0 (and slacks ≥ 0)
-    nonneg = np.r_[np.arange(lay.n_x), lay.n_x + n_aux + np.arange(n_slack)]
-    rows_A.append(sp.csr_matrix((np.ones(nonneg.size), (np.arange(nonneg.size), nonneg)),
-                                shape=(nonneg.size, n_var)))
-    l_parts.append(np.zeros(nonneg.size))
-    u_parts.append(np.full(nonneg.size, np.inf))
-    A = sp.vstack(rows_A, format="csc")
+        rows.add(r, c, v, a - task.pass_tolerance, a + task.pass_tolerance)
+    nonneg = np.concatenate([np.arange(lay.n_x), slack0 + np.arange(n_slack)])  # x, slacks ≥ 0
+    rows.add(np.arange(nonneg.size), nonneg, 1.0, np.zeros(nonneg.size),
+             np.full(nonneg.size, np.inf))
+    A = rows.matrix("csc")
+    l_vec, u_vec = rows.bounds()
     d = P.diagonal()
-    l_vec, u_vec = np.concatenate(l_parts), np.concatenate(u_parts)
     # Centre every variable at its own unconstrained minimizer v0 = -q/d (the measured targets),
     # and measure the shift in units of c (the noise s.d. of the most precise measurement):
     # x = v0 + c·δ. The objective becomes ½ δᵀPδ + r' with no linear term, so solvers' relative
@@ -404,38 +443,32 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarr
     floor = floor.astype(np.int64)
     cols = np.flatnonzero(lay.allowed.ravel())
     nb = cols.size
-    eye_k = sp.identity(k, format="csr")
-    rows, lo_parts, hi_parts = [], [], []
-    n_slack = 0
-    if task.parent_hist is not None:
-        act = np.flatnonzero(lay.active)
-        need = task.parent_hist[act] - floor[:, act].sum(axis=0)
-        cons = _select(sp.kron(np.ones((1, k)), sp.identity(n), format="csr")[act], cols)
-        if failsafe:
-            n_slack = 2 * act.size
-            cons = sp.hstack([cons, sp.identity(act.size), -sp.identity(act.size)]).tocsr()
-        rows.append(cons)
-        lo_parts.append(need.astype(np.float64))
-        hi_parts.append(need.astype(np.float64))
-    if task.matrix.shape[0]:
-        big_c = sp.kron(eye_k, task.matrix, format="csr")
-        sub = _select(big_c, cols)
+    act = np.flatnonzero(lay.active)
+    n_slack = 2 * act.size if (failsafe and task.parent_hist is not None) else 0
+    rows = _Rows(nb + n_slack)
+    if task.parent_hist is not None:  # Σ_k B_kj = parent_j − Σ_k ⌊X*_kj⌋ (± integer slacks)
+        need = (task.parent_hist[act] - floor[:, act].sum(axis=0)).astype(np.float64)
+        r, c = _per_cell(lay.var_index, act)
+        data = np.ones(r.size)
+        if n_slack:
+            s_ = act.size
+            r = np.concatenate([r, np.arange(s_), np.arange(s_)])
+            c = np.concatenate([c, nb + np.arange(s_), nb + s_ + np.arange(s_)])
+            data = np.concatenate([data, np.ones(s_), -np.ones(s_)])
+        rows.add(r, c, data, need, need)
+    if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
+        r, cc, v, has_var = _per_child(task.matrix, lay.var_index)
         base = (task.matrix @ floor.T).T.ravel().astype(np.float64)
         lo, hi = task.lower.ravel() - base, task.upper.ravel() - base
-        keep = np.flatnonzero((np.diff(sub.indptr) > 0) & (np.isfinite(lo) | np.isfinite(hi)))
-        if keep.size:
-            block = sub[keep]
-            if n_slack:
-                block = sp.hstack([block, sp.csr_matrix((keep.size, n_slack))]).tocsr()
-            rows.append(block)
-            lo_parts.append(lo[keep])
-            hi_parts.append(hi[keep])
+        keep = has_var & (np.isfinite(lo) | np.isfinite(hi))
+        renumber = np.cumsum(keep) - 1
+        sel = keep[r]
+        rows.add(renumber[r[sel]], cc[sel], v[sel], lo[keep], hi[keep])
     c = np.concatenate([1.0 - 2.0 * frac.ravel()[cols], np.full(n_slack, 1e4)])
     lb = np.zeros(nb + n_slack)
     ub = np.concatenate([np.ones(nb), np.full(n_slack, np.inf)])
-    A = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, nb + n_slack))
-    l = np.concatenate(lo_parts) if lo_parts else np.zeros(0)
-    u = np.concatenate(hi_parts) if hi_parts else np.zeros(0)
+    A = rows.matrix("csr")
+    l, u = rows.bounds()
     stats: dict[str, Any] = {"round_seconds": 0.0}
     sol = solve_lp(LP(c, A, l, u, lb, ub))
     stats["round_seconds"] += sol.seconds
