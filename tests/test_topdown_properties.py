@@ -248,3 +248,20 @@ def test_crossing_constraints_keep_promises_or_fail_clearly(case):
     cap = case.spec.constraints[-1]
     first = marginal(case.noisy.schema, "a0").answer(result.histograms[-1])[:, 0]
     assert (first <= cap.rhs).all()
+
+
+SLOW = dict(SETTINGS, max_examples=400)
+
+
+@pytest.mark.slow
+@settings(**SLOW)
+@given(cases())
+def test_topdown_keeps_every_promise_many_examples(case):
+    check_promises(case, topdown(case.noisy, case.spec))
+
+
+@pytest.mark.slow
+@settings(**SLOW)
+@given(cases(crossing=True))
+def test_crossing_constraints_many_examples(case):
+    test_crossing_constraints_keep_promises_or_fail_clearly.hypothesis.inner_test(case)
