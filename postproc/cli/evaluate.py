@@ -1,0 +1,111 @@
+"""``postproc evaluate``: error and empirical privacy loss of a run against its confidential data.
+
+``postproc evaluate OUTDIR --truth DATA_DIR [--json] [--compare] [--save]`` reads the run in
+``OUTDIR`` (``manifest.json``, ``<level>.parquet``, ``noisy/``), tabulates the confidential data in
+``DATA_DIR`` (``persons.parquet`` and ``units.parquet`` as ``postproc synth1940`` writes them) on the
+run's geography and schema, and prints per level and query the median absolute error (MAE), mean
+absolute error, RMSE and the EPL (improved estimator by default) with its interval.
+
+``--json`` prints one object keyed by level, then query (``total``, ``detailed``, ``hhgq``,
+``va_hisp_race``, …), each with ``mae``, ``mean_abs``, ``rmse``, ``epl`` and the other metrics; an
+EPL that is undefined because every error is zero (an invariant level) is ``null`` with an
+``epl_reason``. With ``--compare`` the object is keyed by method first (``topdown``, ``noisy``,
+``clip``, ``hay``, ``hay+clip``, ``bottom_up``, ``bottom_up+calibrated``). ``--save`` also writes
+``OUTDIR/evaluation.csv`` (or ``comparison.csv``) and the JSON next to it, for ``postproc report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+ORDER = 30
+
+
+def register(subparsers: Any) -> None:
+    """Add ``evaluate`` to the ``postproc`` parser."""
+    p = subparsers.add_parser(
+        "evaluate", help="error and empirical privacy loss of a run against the truth",
+        description="Per level and query: MAE (median absolute error), mean absolute error, "
+                    "RMSE and empirical privacy loss (EPL) of a `postproc run` output against "
+                    "the confidential data. EPL is null (undefined) where every error is zero, "
+                    "e.g. at levels whose totals are invariant.")
+    p.add_argument("outdir", help="output directory of `postproc run`")
+    p.add_argument("--truth", required=True, metavar="DATA_DIR",
+                   help="directory with persons.parquet (and units.parquet) of the run's input")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: level -> query -> {mae, mean_abs, rmse, epl, ...}")
+    p.add_argument("--compare", action="store_true",
+                   help="also evaluate the raw measurements, clipping, closed-form least squares "
+                        "and bottom-up at the same ε (keyed by method)")
+    p.add_argument("--save", action="store_true",
+                   help="write OUTDIR/evaluation.csv (comparison.csv with --compare) and .json")
+    p.add_argument("--queries", metavar="Q1,Q2",
+                   help="comma-separated queries (default: total and every workload query)")
+    p.add_argument("--epl-method", choices=["improved", "published"], default="improved",
+                   help="EPL estimator (default improved)")
+    p.add_argument("--n-boot", type=int, default=200, metavar="B",
+                   help="bootstrap replicates of the improved EPL interval (default 200)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the EPL bootstrap and of bottom-up's noise with --compare "
+                        "(default 0; comparisons are simulations, never releases)")
+    p.set_defaults(func=run)
+
+
+def _text(table) -> str:
+    import pandas as pd
+
+    def epl(row) -> str:
+        if not math.isfinite(row["epl"]):
+            return "undefined"
+        interval = (f" [{row['epl_ci_low']:.3g}, {row['epl_ci_high']:.3g}]"
+                    if math.isfinite(row["epl_ci_low"]) else "")
+        return f"{row['epl']:.3g}{interval}"
+
+    show = pd.DataFrame({
+        **({"method": table["method"]} if "method" in table else {}),
+        "level": table["level"], "query": table["query"], "n": table["n"],
+        "MAE": table["mae"].map(lambda v: f"{v:,.2f}"),
+        "mean|e|": table["mean_abs"].map(lambda v: f"{v:,.2f}"),
+        "RMSE": table["rmse"].map(lambda v: f"{v:,.2f}"),
+        "EPL [95% interval]": table.apply(epl, axis=1)})
+    notes = sorted({r for r in table["epl_reason"] if isinstance(r, str)})
+    lines = [show.to_string(index=False), "",
+             "MAE = median absolute error. EPL: " + table["epl_method"].iloc[0]
+             + " estimator of the pooled errors of each level and query."]
+    if notes:
+        lines.append("undefined EPL: " + "; ".join(n.split(":")[0] + ": " +
+                                                   n.split(":", 1)[1].strip() for n in notes[:3]))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``postproc evaluate``."""
+    from postproc.evaluate import evaluate_run, to_json
+    from postproc.errors import PostprocError
+
+    if args.n_boot < 0:
+        raise PostprocError("--n-boot must be a non-negative integer")
+    options: dict[str, Any] = {"epl_method": args.epl_method}
+    if args.epl_method == "improved":
+        options["epl_options"] = {"n_boot": args.n_boot}
+    if args.queries:
+        options["queries"] = [q.strip() for q in args.queries.split(",") if q.strip()]
+    table = evaluate_run(args.outdir, args.truth, compare_all=args.compare, rng=args.seed,
+                         **options)
+    nested = to_json(table)
+    if args.save:
+        stem = "comparison" if args.compare else "evaluation"
+        out = Path(args.outdir)
+        table.to_csv(out / f"{stem}.csv", index=False)
+        (out / f"{stem}.json").write_text(json.dumps(nested, indent=2, allow_nan=False) + "\n")
+    if args.json:
+        print(json.dumps(nested, indent=2, allow_nan=False))
+    else:
+        print(_text(table))
+        if args.save:
+            print(f"\nwrote {Path(args.outdir) / (stem + '.csv')} and .json")
+    return 0

@@ -1,0 +1,168 @@
+"""postproc.evaluate and ``postproc evaluate``: the JSON's keys and values on a small run, checked
+against an independent computation from the run's files; raw-measurement answers; the comparison
+of post-processors; the HTML report of a run directory; errors that name the problem."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from hierarchy.synth import synthesize_1940
+from hierarchy.tabulate import tabulate
+from hierarchy.queries import total
+from postproc.baselines import TreeCounts, gdpc
+from postproc.cli import main
+from postproc.epl import improved_epl
+from postproc.errors import PostprocError
+from postproc.evaluate import (compare_postprocessors, evaluate, load_run, load_truth,
+                               noisy_answers, pivot, to_json)
+from postproc.metrics import error_metrics
+from postproc.topdown import histograms_from_table
+
+LEVELS = ["nation", "state", "county", "enum_dist"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from postproc.demo import run_demo
+
+    out = tmp_path_factory.mktemp("evaluate") / "demo"
+    run_demo(out, persons=40_000, seed=7, epsilon=2.0, progress=False, log=lambda m: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_json(demo):
+    def run(*extra):
+        import contextlib
+        import io
+
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            code = main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--json",
+                         "--seed", "3", *extra])
+        assert code == 0
+        return json.loads(buffer.getvalue())
+    return run
+
+
+def test_evaluate_json_keys(cli_json):
+    result = cli_json()
+    assert list(result) == LEVELS
+    for level in LEVELS:
+        assert list(result[level]) == ["total", "detailed", "hhgq", "va_hisp_race"]
+        for query, metrics in result[level].items():
+            assert {"mae", "mean_abs", "rmse", "epl", "epl_ci_low", "epl_ci_high", "n",
+                    "epl_reason"} <= set(metrics)
+            assert metrics["epl"] is None or metrics["epl"] >= 0
+            assert (metrics["epl"] is None) == (metrics["epl_reason"] is not None)
+
+
+def test_evaluate_json_values_match_an_independent_computation(cli_json, demo):
+    result = cli_json()
+    data = synthesize_1940(40_000, seed=7)
+    run = load_run(demo / "run")
+    geography = run.estimate.geography
+    truth = tabulate(data.persons, schema=run.estimate.schema, levels=LEVELS, units=data.units,
+                     geography=geography)
+    tot = total(run.estimate.schema)
+    for li, level in enumerate(LEVELS):
+        table = pq.read_table(demo / "run" / f"{level}.parquet")
+        hist = histograms_from_table(table, run.estimate.schema, geography, level)
+        for name, query in (("total", tot), ("va_hisp_race", run.estimate.workload["va_hisp_race"])):
+            dp, exact = query.answer(hist), query.answer(truth.counts[li])
+            expected = error_metrics(dp, exact)
+            got = result[level][name]
+            for key in ("mae", "mean_abs", "rmse", "n"):
+                assert got[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-12)
+    # the state totals are invariant: no error, EPL undefined (null) with the reason
+    state = result["state"]["total"]
+    assert state["mae"] == 0 and state["rmse"] == 0 and state["epl"] is None
+    assert "point mass" in state["epl_reason"]
+    # the ED va_hisp_race EPL equals the improved estimator on the same errors and seed
+    ed = result["enum_dist"]["va_hisp_race"]
+    hist = histograms_from_table(pq.read_table(demo / "run" / "enum_dist.parquet"),
+                                 run.estimate.schema, geography, "enum_dist")
+    query = run.estimate.workload["va_hisp_race"]
+    errors = (query.answer(hist) - query.answer(truth.counts[-1])).ravel().astype(float)
+    assert ed["epl"] is not None
+    from hierarchy.randomness import as_randomness
+    estimate = improved_epl(errors, n_boot=200, rng=as_randomness(3))
+    assert ed["epl"] == pytest.approx(estimate.epl, rel=1e-12)
+    assert ed["epl_ci_low"] == pytest.approx(estimate.ci_low, rel=1e-12)
+
+
+def test_result_objects_and_run_directories_evaluate_alike(demo):
+    run = load_run(demo / "run")
+    truth = load_truth(demo / "data", run)
+    from_dir = evaluate(demo / "run", truth, queries=["total"], rng=0, epl_options={"n_boot": 0})
+    from_estimate = evaluate(run.estimate, truth, queries=["total"], rng=0,
+                             epl_options={"n_boot": 0})
+    assert from_dir.equals(from_estimate)
+
+
+def test_noisy_total_is_the_sum_of_the_most_precise_measurement(demo):
+    run = load_run(demo / "run")
+    values, how = noisy_answers(run.noisy, "county", "total")
+    assert how == "sum of va_hisp_race"
+    assert np.array_equal(values[:, 0], run.noisy.get("county", "va_hisp_race").values.sum(1))
+    detailed, how = noisy_answers(run.noisy, "county", "detailed")
+    assert how == "detailed"
+
+
+def test_compare_postprocessors_same_data_same_budget(demo):
+    run = load_run(demo / "run")
+    truth = load_truth(demo / "data", run)
+    table = compare_postprocessors(run.noisy, truth, topdown=run.estimate, rng=1,
+                                   queries=["total", "va_hisp_race"],
+                                   epl_options={"n_boot": 0})
+    assert list(dict.fromkeys(table["method"])) == [
+        "noisy", "clip", "hay", "hay+clip", "topdown", "bottom_up", "bottom_up+calibrated"]
+    mae = pivot(table, "mae").set_index(["level", "query"])
+    # calibrated to the published state totals: exact there and above
+    assert mae.loc[("state", "total"), "bottom_up+calibrated"] == pytest.approx(0, abs=1e-6)
+    assert mae.loc[("nation", "total"), "topdown"] == 0
+    # TopDown beats the raw sums of noisy va_hisp_race at the ED totals
+    assert mae.loc[("enum_dist", "total"), "topdown"] < mae.loc[("enum_dist", "total"), "noisy"]
+    nested = to_json(table)
+    assert set(nested) == set(table["method"]) and nested["topdown"]["state"]["total"]["epl"] \
+        is None
+
+
+def test_evaluate_save_and_report(demo):
+    assert main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--save",
+                 "--queries", "total,va_hisp_race", "--n-boot", "0"]) == 0
+    assert (demo / "run" / "evaluation.csv").is_file()
+    saved = json.loads((demo / "run" / "evaluation.json").read_text())
+    assert saved["state"]["total"]["epl"] is None
+    assert main(["report", str(demo / "run")]) == 0
+    page = (demo / "run" / "report.html").read_text()
+    assert "evaluation.csv" in page and "SIMULATION MODE" in page and "Levels" in page
+
+
+def test_evaluate_of_tree_counts():
+    pop = TreeCounts.from_leaves(np.full(10_000, 50), 10)
+    table = evaluate(gdpc(pop, 1.0, rng=2), pop, rng=0)
+    leaf = table.iloc[-1]
+    assert leaf["level"] == "level 4" and abs(leaf["epl"] - 1.0) < 4.5 * 0.25 * 1e4 ** -0.25 * 2
+    assert math.isinf(table.iloc[0]["epl"]) is False or table.iloc[0]["epl_reason"]
+
+
+def test_errors_name_the_problem(demo, tmp_path, capsys):
+    with pytest.raises(PostprocError, match="no manifest.json"):
+        load_run(tmp_path)
+    run = load_run(demo / "run")
+    with pytest.raises(PostprocError, match="no persons.parquet"):
+        load_truth(tmp_path, run)
+    other = tabulate(synthesize_1940(5_000, seed=1).persons, schema=run.estimate.schema,
+                     levels=LEVELS)
+    with pytest.raises(PostprocError, match="geography"):
+        evaluate(run.estimate, other)
+    with pytest.raises(PostprocError, match="direct EPL"):
+        evaluate(run.estimate, load_truth(demo / "data", run), epl_method="direct")
+    assert main(["evaluate", str(tmp_path), "--truth", str(demo / "data")]) == 1
+    assert "no manifest.json" in capsys.readouterr().err
