@@ -264,7 +264,8 @@ def run_python(module: str, function: str, kwargs: dict[str, Any], *,
     """
     code = (f"import json, sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import {module}; "
             f"r = {module}.{function}(**json.loads(sys.argv[1])); "
-            f"print({_RESULT_MARK!r} + json.dumps(r))")
+            f"print({_RESULT_MARK!r} + json.dumps(r, default=lambda o: o.tolist() "
+            "if hasattr(o, 'tolist') else str(o)))")
     measured = run_measured([sys.executable, "-c", code, json.dumps(kwargs)],
                             cwd=REPO_DIR, echo_stderr=echo_stderr)
     lines = [ln for ln in measured["stdout"].splitlines() if ln.startswith(_RESULT_MARK)]
