@@ -108,7 +108,7 @@ def generic_fit(task) -> dict[str, Any]:
 
 
 def objective_at(task, x) -> float:
-    """The weighted least-squares objective ``Σ_q Σ w (Q x − y)²`` at ``x`` (children × cells)."""
+    """The weighted least-squares objective ``Σ_q Σ w (Q x − y)²`` at ``x`` (K × cells)."""
     import numpy as np
 
     total = 0.0
