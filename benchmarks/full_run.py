@@ -11,7 +11,8 @@ start and end, a summary against the targets, the phases and the levels.
    ``examples/e2e1940.toml`` (192-cell schema, 4 levels, E2E workload, pure-DP E2E budget at
    ``--epsilon``, geometric mechanism, simulation seed ``--noise-seed``, E2E spec, the default
    solver chain) with ``--executor`` and ``--workers``.
-3. **Run** — ``python -m postproc run CONFIG --out OUT --no-progress`` in a child process under
+3. **Run** — after one untimed warm-up run on 50,000 persons (cold caches; ``--no-warmup``
+   skips it), ``python -m postproc run CONFIG --out OUT --no-progress`` in a child process under
    ``/usr/bin/time -v``, ``--repeats`` times (a fresh ``OUT`` each time; removed afterwards unless
    ``--keep``). Wall time is measured around the child (it includes the interpreter's start and
    imports); the phases (read + tabulate, measure, TopDown, write) come from the manifest's
@@ -49,6 +50,7 @@ PHASE_LABEL = {"read_tabulate": "read + tabulate", "measure": "measure (+ save n
                "write": "write outputs + manifest"}
 OTHER_LABEL = ("other: interpreter start, imports, config, and the error table the CLI prints "
                "after the pipeline")
+WARMUP_PERSONS = 50_000
 ISSUE3_SECONDS = 15 * 60
 ISSUE7_SECONDS = 5 * 60
 ISSUE7_MEMORY = 12 * 2 ** 30
@@ -165,7 +167,7 @@ def run_once(config: Path, out: Path, *, keep: bool = False,
 def run(persons: int = 132_200_000, *, executor: str = "serial", workers: int | None = None,
         repeats: int = 1, seed: int = 1, noise_seed: int = 1940, epsilon: float = 1.0,
         data: str | None = None, workdir: str | None = None, keep: bool = False,
-        echo: bool = True) -> dict[str, Any]:
+        warmup: bool = True, echo: bool = True) -> dict[str, Any]:
     """Generate (or reuse) the data and time ``repeats`` full ``postproc run``\\ s.
 
     Parameters
@@ -189,6 +191,10 @@ def run(persons: int = 132_200_000, *, executor: str = "serial", workers: int | 
         ``keep``.
     keep : bool
         Keep the outputs (and a temporary workdir).
+    warmup : bool
+        First one untimed ``postproc run`` of 50,000 persons with the same configuration, so
+        that the timed runs do not pay for cold caches (the interpreter's and libraries' files,
+        first-time compilation).
     echo : bool
         Copy the child's stderr (logs) to ours.
 
@@ -210,6 +216,14 @@ def run(persons: int = 132_200_000, *, executor: str = "serial", workers: int | 
         tag = f"{persons}-{executor}{workers or ''}"
         config = write_config(base / f"config-{tag}.toml", data_dir, epsilon=epsilon,
                               noise_seed=noise_seed, executor=executor, workers=workers)
+        if warmup:
+            small = base / f"data-{WARMUP_PERSONS}-seed{seed}"
+            ensure_data(small, WARMUP_PERSONS, seed)
+            warm_config = write_config(base / f"config-warmup-{tag}.toml", small,
+                                       epsilon=epsilon, noise_seed=noise_seed,
+                                       executor=executor, workers=workers)
+            print("[full_run] untimed warm-up run ...", file=sys.stderr)
+            run_once(warm_config, base / f"out-warmup-{tag}", echo=echo)
         runs = []
         for r in range(repeats):
             print(f"[full_run] postproc run {r + 1}/{repeats}: {persons:,} persons, "
@@ -221,7 +235,8 @@ def run(persons: int = 132_200_000, *, executor: str = "serial", workers: int | 
             shutil.rmtree(base, ignore_errors=True)
     return {"context": common.context_end(context), "persons": persons, "executor": executor,
             "workers": workers, "repeats": repeats, "seed": seed, "noise_seed": noise_seed,
-            "epsilon": epsilon, "data": data_summary, "runs": runs, "median": summarize(runs),
+            "epsilon": epsilon, "warmup": warmup, "data": data_summary, "runs": runs,
+            "median": summarize(runs),
             "workdir": None if temporary and not keep else str(base)}
 
 
@@ -313,9 +328,11 @@ def report(result: dict[str, Any]) -> str:
          f"{result['executor']}{workers}"), "",
         common.describe_context(result["context"]), "",
         (f"Data: {data}. E2E configuration, ε = {result['epsilon']:g}, geometric, simulation "
-         f"seed {result['noise_seed']}. {result['repeats']} run(s), wall {runs} s; medians "
-         f"below. CPU (user + system, median): {result['median']['cpu_seconds']:.1f} s. "
-         f"Load average per run (before → after): {loads}. The input files were just "
+         f"seed {result['noise_seed']}. "
+         + ("After one untimed 50,000-person warm-up run, " if result.get("warmup") else "")
+         + f"{result['repeats']} run(s), wall {runs} s; medians below. CPU (user + system, "
+         f"median): {result['median']['cpu_seconds']:.1f} s. Load average per run (before → "
+         f"after): {loads}. The input files were just "
          "written or read, so they are likely in the page cache (a cold read would be "
          "slower)."), "",
         summary_table(result), "", "### Phases (from the manifest)", "", phase_table(result),
@@ -343,12 +360,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workdir", help="directory for data, config and outputs (kept; "
                                           "default: a temporary directory, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the run outputs")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="skip the untimed 50,000-person warm-up run")
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--json", help="write every raw figure to this JSON file")
     args = parser.parse_args(argv)
     result = run(args.persons, executor=args.executor, workers=args.workers,
                  repeats=args.repeats, seed=args.seed, noise_seed=args.noise_seed,
-                 epsilon=args.epsilon, data=args.data, workdir=args.workdir, keep=args.keep)
+                 epsilon=args.epsilon, data=args.data, workdir=args.workdir, keep=args.keep,
+                 warmup=not args.no_warmup)
     text = report(result)
     print(text)
     if args.out:

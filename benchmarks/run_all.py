@@ -44,6 +44,7 @@ import topdown_engine  # noqa: E402
 
 SECTIONS = ("tabulation", "engine", "executors", "scaling")
 DEFAULT_FIGURE = common.BENCH_DIR / "scaling.png"
+QUICK_FIGURE = common.BENCH_DIR / "scaling-quick.png"  # never overwrites the real figure
 FULL = {"tab_persons": 132_200_000, "engine_persons": 1_000_000, "engine_max_parents": None,
         "engine_repeats": 3, "exec_persons": 10_000_000, "exec_repeats": 3,
         "sizes": [1_000_000, 10_000_000, 30_000_000, 132_200_000], "tab_repeats": 3}
@@ -65,12 +66,16 @@ def run(*, quick: bool = False, tab_persons: int | None = None,
         exec_repeats: int | None = None, sizes: list[int] | None = None,
         executor: str = "serial", workers: int | None = None, repeats: int = 1,
         sections: tuple[str, ...] = SECTIONS, workdir: str | None = None,
-        keep: bool = False, figure: str | Path | None = DEFAULT_FIGURE,
+        keep: bool = False, figure: str | Path | None = "default",
         log=lambda msg: print(msg, file=sys.stderr)) -> dict[str, Any]:
     """Run the selected sections and return every figure (see the module docstring).
 
-    Options left as None take the full-scale defaults, or the ``quick`` ones.
+    Options left as None take the full-scale defaults, or the ``quick`` ones. ``figure``:
+    a PNG path, None for no figure, or ``"default"``: ``benchmarks/scaling.png``
+    (``benchmarks/scaling-quick.png`` when ``quick``).
     """
+    if figure == "default":
+        figure = QUICK_FIGURE if quick else DEFAULT_FIGURE
     preset = dict(QUICK if quick else FULL)
     given = {"tab_persons": tab_persons, "engine_persons": engine_persons,
              "engine_repeats": engine_repeats, "exec_persons": exec_persons,
@@ -377,8 +382,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workdir", help="directory for data and outputs (kept, so data are "
                                           "reused by a rerun; default: temporary, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the full runs' outputs")
-    parser.add_argument("--figure", default=str(DEFAULT_FIGURE),
-                        help="scaling figure (PNG; default benchmarks/scaling.png; '' for none)")
+    parser.add_argument("--figure", default="default",
+                        help="scaling figure (PNG; default benchmarks/scaling.png, with --quick "
+                             "benchmarks/scaling-quick.png; '' for none)")
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--json", help="write every raw figure to this JSON file")
     args = parser.parse_args(argv)
