@@ -1,0 +1,64 @@
+"""``postproc safetab CONFIG [--out DIR] [--overwrite] [--json]``: SafeTab-style tabulation.
+
+Reads the configuration (:func:`postproc.safetab.load_safetab_config`), runs
+:func:`postproc.safetab.run_safetab` and prints the privacy accounting, the adaptive choices and,
+when enabled, the accuracy report; ``--json`` prints one JSON object instead, with keys
+``directory``, ``randomness``, ``accounting``, ``levels`` (plan and choices per level) and
+``accuracy`` (or null).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+ORDER = 45
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``safetab`` to the ``postproc`` parser."""
+    p = subparsers.add_parser(
+        "safetab", help="SafeTab-style adaptive tabulation of detailed race/ethnicity groups",
+        description="Population groups (geography x race/ethnicity iteration) release a noisy "
+                    "total, then by thresholds on it the total or sex x Age4/Age9/Age23 counts. "
+                    "Writes DIR/tables/<level>.parquet, DIR/choices/<level>.parquet, "
+                    "DIR/manifest.json (accounting, choices, randomness) and, when enabled, "
+                    "DIR/accuracy_report.json (confidential).")
+    p.add_argument("config", help="SafeTab configuration (TOML; see examples/safetab_1940.toml)")
+    p.add_argument("--out", help="output directory (default: [output] directory of the config)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``postproc safetab``."""
+    from postproc.safetab import load_safetab_config, run_safetab
+    from postproc.safetab.report import format_accounting, format_choices, format_report
+
+    config = load_safetab_config(args.config)
+    result = run_safetab(config, out=args.out, overwrite=True if args.overwrite else None)
+    manifest = result.manifest
+    if args.json:
+        print(json.dumps({"directory": str(result.directory),
+                          "randomness": manifest["randomness"],
+                          "accounting": manifest["accounting"],
+                          "levels": manifest["levels"],
+                          "accuracy": result.report}, indent=2, default=str))
+        return 0
+    randomness = manifest["randomness"]
+    print(f"randomness: {randomness['label']}")
+    print(f"{manifest['records']:,} records; {sum(lv['groups'] for lv in manifest['levels'].values()):,}"
+          f" population groups; {sum(lv['released_counts'] for lv in manifest['levels'].values()):,}"
+          f" released counts")
+    print()
+    print(format_accounting(manifest["accounting"], manifest["levels"]))
+    print()
+    print(format_choices({n: lv["choices"] for n, lv in manifest["levels"].items()}))
+    if result.report is not None:
+        print()
+        print(format_report(result.report))
+    print()
+    print(f"outputs in {result.directory}")
+    return 0

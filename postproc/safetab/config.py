@@ -1,0 +1,713 @@
+"""The SafeTab configuration: one TOML file, parsed into one typed :class:`SafeTabConfig`.
+
+See ``examples/safetab_1940.toml`` for a complete, commented example and ``docs/safetab.md`` for
+every key. In short::
+
+    [data]              persons = "file.parquet"  or  synthetic = { persons = N, seed = S }
+    [data.columns]      sex, age, races = [...], origin   (defaults: the detailed generator's)
+    [mechanism]         name = "discrete_gaussian" (zCDP, budgets are rho) | "geometric" (pure)
+    [adaptive]          gamma = "0.1", thresholds = [theta1, theta2, theta3]
+    [accounting]        delta = 1e-10
+    [randomness]        mode = "release" (default) | "simulation" (then seed = <int>)
+    [output]            directory, overwrite, accuracy_report
+    [[iteration]]       id, name, codes = "all" | [code, "lo-hi", ...], alone, total_only
+    [[level]]           name, geography, iterations, stability, budget | moe, thresholds,
+                        total_only = [iteration ids]
+
+Relative paths are relative to the config file's directory. Every error names the file and the
+line of the offending key and says what would be valid.
+
+Examples
+--------
+>>> text = '''
+... [data]
+... synthetic = { persons = 5000, seed = 1 }
+... [randomness]
+... mode = "simulation"
+... seed = 3
+... [[iteration]]
+... id = "1"
+... name = "Total"
+... codes = "all"
+... [[level]]
+... name = "state"
+... geography = "state"
+... stability = 1
+... moe = 10
+... thresholds = [10, 100, 1000]
+... '''
+>>> config = parse_safetab_config(text, source="demo.toml")
+>>> config.levels[0].moe, config.notion, config.rng
+(10, 'zcdp', 3)
+>>> parse_safetab_config(text.replace("stability = 1", "stability = 0"), source="demo.toml")
+Traceback (most recent call last):
+...
+postproc.errors.PostprocError: demo.toml, line 14: stability must be a positive integer ...
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from hierarchy.errors import HierarchyError
+from hierarchy.mechanisms import Mechanism, get_mechanism
+from postproc.accounting import as_fraction
+from postproc.errors import PostprocError
+from postproc.safetab.budgets import _gamma, _stability, notion_of
+
+__all__ = ["Iteration", "Level", "DataColumns", "SafeTabConfig", "load_safetab_config",
+           "parse_safetab_config", "MAX_CODE"]
+
+#: Detailed codes are integers in 1..MAX_CODE (0 means "not reported").
+MAX_CODE = 99_999
+
+_SECTIONS = {"data", "mechanism", "adaptive", "accounting", "randomness", "output",
+             "iteration", "level"}
+
+
+# ---------------------------------------------------------------------------------------------
+# value types
+# ---------------------------------------------------------------------------------------------
+def _codes(value: Any) -> frozenset[int] | None:
+    """``"all"`` → None (every record); else a set of codes from ints and ``"lo-hi"`` ranges."""
+    if value == "all":
+        return None
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value)
+    if not isinstance(value, (list, tuple)) or not value:
+        raise PostprocError(f"codes must be \"all\" or a non-empty list of detailed codes and "
+                            f"ranges such as [3102, \"3100-3199\"], not {value!r}")
+    out: set[int] = set()
+    for item in value:
+        if isinstance(item, str) and re.fullmatch(r"\s*\d+\s*-\s*\d+\s*", item):
+            lo, hi = (int(x) for x in item.split("-"))
+            if lo > hi:
+                raise PostprocError(f"code range {item!r} is empty: write it low-high")
+            codes = range(lo, hi + 1)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            codes = range(item, item + 1)
+        else:
+            raise PostprocError(f"a code must be an integer or a range \"low-high\", not {item!r}")
+        if codes.start < 1 or codes.stop - 1 > MAX_CODE:
+            raise PostprocError(f"codes must be in 1..{MAX_CODE} (0 means not reported), "
+                                f"not {item!r}")
+        out.update(codes)
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """A race/ethnicity characteristic iteration: a set of detailed codes.
+
+    A record belongs to the iteration when any of its codes — race codes and Hispanic origin
+    code — is in the set ("alone or in any combination"); with ``alone=True``, when it reports at
+    least one race code and all of its race codes are in the set ("alone"; the origin code does
+    not matter). ``codes=None`` is every record.
+
+    Parameters
+    ----------
+    id : str
+        Short identifier used in outputs, e.g. ``"3102"``.
+    name : str
+        Human-readable name.
+    codes : collection of int, "all" or None
+        Detailed codes (integers in 1..:data:`MAX_CODE`; ranges such as ``"3100-3199"``).
+    alone : bool, optional
+    total_only : bool, optional
+        Released as ``TotalOnly`` at every level.
+
+    Raises
+    ------
+    PostprocError
+        On an empty id, bad codes, or ``alone`` without codes.
+
+    Examples
+    --------
+    >>> it = Iteration("3000", "American Indian", ["3000-3999"])
+    >>> len(it.codes), 3102 in it.codes
+    (1000, True)
+    >>> Iteration("x", "X", "all", alone=True)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: iteration 'x': alone = true needs a list of race codes, ...
+    """
+
+    id: str
+    name: str
+    codes: frozenset[int] | None
+    alone: bool = False
+    total_only: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise PostprocError(f"an iteration id must be a non-empty string, not {self.id!r}")
+        if not isinstance(self.name, str):
+            raise PostprocError(f"iteration {self.id!r}: name must be a string")
+        codes = self.codes if self.codes is None else _codes(self.codes)
+        object.__setattr__(self, "codes", codes)
+        for key in ("alone", "total_only"):
+            if not isinstance(getattr(self, key), bool):
+                raise PostprocError(f"iteration {self.id!r}: {key} must be true or false")
+        if self.alone and codes is None:
+            raise PostprocError(f"iteration {self.id!r}: alone = true needs a list of race "
+                                f"codes, not \"all\"")
+
+
+@dataclass(frozen=True)
+class Level:
+    """A population-group level: a geography level crossed with a set of iterations.
+
+    Parameters
+    ----------
+    name : str
+        Unique name, e.g. ``"county"``.
+    geography : str
+        The column holding the geographic entity of each record (``"nation"`` without such a
+        column: one entity, ``"US"``, for all).
+    iterations : tuple of str
+        Iteration ids.
+    stability : int
+        Declared stability ``s``: the most groups of this level a record may belong to. Every
+        group gets ``budget / s``. Checked against the data.
+    budget : Fraction or None
+        ε (geometric) or ρ (discrete Gaussian) of the level; exactly one of budget and moe.
+    moe : int or None
+        Target 95 % MOE of the Step-2 counts, from which the budget follows.
+    thresholds : tuple of three floats
+        θ1 < θ2 < θ3 on the noisy total: below θ1 the total, then sex × Age4, sex × Age9, and
+        from θ3 on sex × Age23.
+    total_only : frozenset of str
+        Iterations released as ``TotalOnly`` at this level.
+    location : str
+        Where the level is defined (for later messages, e.g. a stability the data violates).
+
+    Raises
+    ------
+    PostprocError
+        On an invalid value (the message names the key).
+
+    Examples
+    --------
+    >>> Level("county", "county", ("1",), 2, None, 10, (10, 100, 1000)).budget is None
+    True
+    >>> Level("county", "county", ("1",), 2, None, 10, (10, 5, 1000))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: thresholds must be three numbers theta1 < theta2 < theta3, ...
+    """
+
+    name: str
+    geography: str
+    iterations: tuple[str, ...]
+    stability: int
+    budget: Fraction | None
+    moe: int | None
+    thresholds: tuple[float, float, float]
+    total_only: frozenset[str] = frozenset()
+    location: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        for key in ("name", "geography"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value.strip():
+                raise PostprocError(f"{key} must be a non-empty string, not {value!r}")
+        object.__setattr__(self, "iterations", _iteration_ids(self.iterations))
+        object.__setattr__(self, "stability", _stability(self.stability))
+        budget, moe = _budget_or_moe(self.budget, self.moe)
+        object.__setattr__(self, "budget", budget)
+        object.__setattr__(self, "moe", moe)
+        object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
+        total_only = frozenset(_iteration_ids(list(self.total_only), empty=True))
+        unknown = sorted(total_only - set(self.iterations))
+        if unknown:
+            raise PostprocError(f"total_only names iterations {unknown} that the level does not "
+                                f"have; its iterations are {list(self.iterations)}")
+        object.__setattr__(self, "total_only", total_only)
+
+
+def _iteration_ids(value: Any, *, empty: bool = False) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or (not value and not empty) or not all(
+            isinstance(x, str) and x for x in value):
+        raise PostprocError(f"iterations must be \"all\" or a list of iteration ids (strings), "
+                            f"not {value!r}")
+    if len(set(value)) != len(value):
+        raise PostprocError(f"iteration ids repeat in {list(value)}")
+    return tuple(value)
+
+
+def _budget_or_moe(budget: Any, moe: Any) -> tuple[Fraction | None, int | None]:
+    if (budget is None) == (moe is None):
+        raise PostprocError("give exactly one of budget (the level's epsilon or rho, e.g. "
+                            "\"0.5\") and moe (a target 95% MOE of its released counts)")
+    if budget is not None:
+        b = as_fraction(budget, name="budget")
+        if b <= 0:
+            raise PostprocError(f"budget must be > 0, not {budget!r}")
+        return b, None
+    if isinstance(moe, bool) or not isinstance(moe, int) or moe < 1:
+        raise PostprocError(f"moe must be an integer >= 1, not {moe!r}")
+    return None, moe
+
+
+def _thresholds(value: Any) -> tuple[float, float, float]:
+    ok = (isinstance(value, (list, tuple)) and len(value) == 3
+          and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+          and all(math.isfinite(x) for x in value))
+    if not ok or not value[0] < value[1] < value[2]:
+        raise PostprocError(f"thresholds must be three numbers theta1 < theta2 < theta3, "
+                            f"not {value!r}")
+    return tuple(float(x) for x in value)
+
+
+@dataclass(frozen=True)
+class DataColumns:
+    """Which columns of the persons file hold what.
+
+    Parameters
+    ----------
+    sex : str
+        Codes 1 male, 2 female.
+    age : str
+        Single years 0-115.
+    races : tuple of str
+        Detailed race codes, 0 = not reported (several columns: a record may report several).
+    origin : str or None
+        Detailed Hispanic origin code, 0 = not Hispanic; None if the file has none.
+
+    Examples
+    --------
+    >>> DataColumns().races
+    ('race1', 'race2', 'race3')
+    """
+
+    sex: str = "sex"
+    age: str = "age"
+    races: tuple[str, ...] = ("race1", "race2", "race3")
+    origin: str | None = "hisp_origin"
+
+    def __post_init__(self):
+        names = [self.sex, self.age, *self.races] + ([self.origin] if self.origin else [])
+        if not self.races or not all(isinstance(n, str) and n for n in names):
+            raise PostprocError(f"columns must be non-empty strings, with at least one race "
+                                f"column, not {names!r}")
+        object.__setattr__(self, "races", tuple(self.races))
+
+    def names(self) -> list[str]:
+        """Every column named, in a fixed order."""
+        return [self.sex, self.age, *self.races] + ([self.origin] if self.origin else [])
+
+
+@dataclass(frozen=True)
+class SafeTabConfig:
+    """Everything ``postproc safetab`` needs, validated.
+
+    Parameters
+    ----------
+    iterations : tuple of Iteration
+    levels : tuple of Level
+    mechanism : Mechanism
+        Geometric (pure DP) or discrete Gaussian (zCDP).
+    gamma : Fraction
+    delta : float
+    randomness_mode : {'release', 'simulation'}
+    seed : int or None
+    persons : Path or None
+        The persons parquet file; or
+    synthetic : tuple of (persons, seed) or None
+        detailed synthetic 1940 data generated on the fly
+        (:func:`hierarchy.synth_detailed.synthesize_detailed_1940`).
+    columns : DataColumns
+    output : Path
+    overwrite : bool
+    accuracy_report : bool
+        Compare the noisy counts with the confidential truth (a diagnostic computed from the
+        confidential data, *not* a DP output).
+    source : str
+    raw : dict
+
+    Raises
+    ------
+    PostprocError
+        On repeated ids or names, a level naming an unknown iteration, or an inconsistent
+        randomness mode and seed.
+    """
+
+    iterations: tuple[Iteration, ...]
+    levels: tuple[Level, ...]
+    mechanism: Mechanism = field(default_factory=lambda: get_mechanism("discrete_gaussian"))
+    gamma: Fraction = Fraction(1, 10)
+    delta: float = 1e-10
+    randomness_mode: str = "release"
+    seed: int | None = None
+    persons: Path | None = None
+    synthetic: tuple[int, int] | None = None
+    columns: DataColumns = DataColumns()
+    output: Path = Path("safetab_out")
+    overwrite: bool = False
+    accuracy_report: bool = False
+    source: str = "<config>"
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        notion_of(self.mechanism)
+        object.__setattr__(self, "gamma", _gamma(self.gamma))
+        ids = [it.id for it in self.iterations]
+        if not ids or len(set(ids)) != len(ids):
+            raise PostprocError(f"iteration ids must be present and unique, got {ids}")
+        names = [lv.name for lv in self.levels]
+        if not names or len(set(names)) != len(names):
+            raise PostprocError(f"level names must be present and unique, got {names}")
+        for level in self.levels:
+            unknown = sorted(set(level.iterations) - set(ids))
+            if unknown:
+                raise PostprocError(f"level {level.name!r} names iterations {unknown} that are "
+                                    f"not defined; defined: {ids}")
+        _randomness(self.randomness_mode, self.seed)
+        if (self.persons is None) == (self.synthetic is None):
+            raise PostprocError("give exactly one data source: persons (a parquet file) or "
+                                "synthetic = { persons = N, seed = S }")
+
+    @property
+    def notion(self) -> str:
+        """``'pure'`` (geometric, budgets are ε) or ``'zcdp'`` (discrete Gaussian, ρ)."""
+        return notion_of(self.mechanism)
+
+    @property
+    def rng(self) -> int | None:
+        """The ``rng`` argument: ``None`` (release mode) or the simulation seed."""
+        return None if self.randomness_mode == "release" else self.seed
+
+    def iteration(self, iteration_id: str) -> Iteration:
+        """The iteration with this id."""
+        for it in self.iterations:
+            if it.id == iteration_id:
+                return it
+        raise PostprocError(f"no iteration {iteration_id!r}")
+
+    def total_only(self, level: Level) -> frozenset[str]:
+        """Iterations released as TotalOnly at ``level`` (its list and the iterations' flags)."""
+        return level.total_only | {i for i in level.iterations if self.iteration(i).total_only}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy for manifests (the parsed TOML plus resolved paths)."""
+        out = dict(self.raw)
+        out["resolved"] = {"persons": str(self.persons) if self.persons else None,
+                           "synthetic": list(self.synthetic) if self.synthetic else None,
+                           "output": str(self.output), "source": self.source}
+        return out
+
+
+def _randomness(mode: Any, seed: Any) -> None:
+    if mode not in ("release", "simulation"):
+        raise PostprocError("mode must be \"release\" (cryptographically secure, unseedable) or "
+                            "\"simulation\" (seeded, NOT safe for releases)")
+    if mode == "release" and seed is not None:
+        raise PostprocError("release mode cannot be seeded; remove seed or use "
+                            "mode = \"simulation\"")
+    if mode == "simulation" and (not isinstance(seed, int) or isinstance(seed, bool)
+                                 or seed < 0):
+        raise PostprocError("simulation mode needs seed = <non-negative integer>")
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing with locations
+# ---------------------------------------------------------------------------------------------
+class _Locator:
+    """Lines of tables, arrays of tables and keys in TOML text, for messages."""
+
+    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
+    _KEY = re.compile(r"^\s*(\"[^\"]+\"|[A-Za-z0-9_-]+)\s*=")
+
+    def __init__(self, text: str, source: str):
+        self.source = source
+        self.headers: dict[tuple[str, int], int] = {}
+        self.keys: dict[tuple[str, int, str], int] = {}
+        counts: dict[str, int] = {}
+        block = ("", 0)
+        for number, line in enumerate(text.splitlines(), start=1):
+            header = self._HEADER.match(line)
+            if header:
+                name = header.group(2)
+                index = counts.get(name, 0)
+                if header.group(1) == "[[":
+                    counts[name] = index + 1
+                else:
+                    index = 0
+                block = (name, index)
+                self.headers.setdefault(block, number)
+                continue
+            key = self._KEY.match(line)
+            if key:
+                self.keys.setdefault((*block, key.group(1).strip('"')), number)
+
+    def __call__(self, section: str, key: str | None = None, index: int = 0) -> str:
+        """``"file, line N"`` of ``key`` in ``[section]`` (the ``index``-th ``[[section]]``),
+        else of the section's header, else ``"file [section]"``."""
+        line = None
+        if key is not None:
+            line = (self.keys.get((section, index, key))
+                    or self.headers.get((f"{section}.{key}", 0)))
+        if line is None and "." in section and section not in dict(self.headers):
+            parent, _, child = section.rpartition(".")
+            line = self.keys.get((parent, 0, child))
+        line = line or self.headers.get((section, index)) or self.keys.get(("", 0, section))
+        return f"{self.source}, line {line}" if line else f"{self.source} [{section}]"
+
+
+def _located(where: str, build: Callable[[], Any]) -> Any:
+    try:
+        return build()
+    except (PostprocError, HierarchyError) as exc:
+        raise PostprocError(f"{where}: {exc}") from None
+
+
+def load_safetab_config(path: str | Path) -> SafeTabConfig:
+    """Read and validate a SafeTab configuration file.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    SafeTabConfig
+
+    Raises
+    ------
+    PostprocError
+        If the file is missing or unreadable, is not TOML, or a value is invalid — with the file,
+        the line and what would be valid.
+
+    Examples
+    --------
+    >>> load_safetab_config("no/such/file.toml")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: config file no/such/file.toml does not exist
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PostprocError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PostprocError(f"config file {path} cannot be read as UTF-8 text: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    return parse_safetab_config(text, source=str(path), base=path.parent)
+
+
+def parse_safetab_config(text: str, *, source: str = "<config>",
+                         base: str | Path = ".") -> SafeTabConfig:
+    """Parse SafeTab configuration TOML text (see :func:`load_safetab_config`).
+
+    Parameters
+    ----------
+    text : str
+        TOML.
+    source : str, optional
+        Name used in messages (the file name).
+    base : str or Path, optional
+        Directory that relative paths are relative to.
+
+    Returns
+    -------
+    SafeTabConfig
+
+    Raises
+    ------
+    PostprocError
+        With ``source``, the line and the key of the problem.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PostprocError(f"{source}: invalid TOML: {exc}") from None
+    base = Path(base)
+    where = _Locator(text, source)
+    unknown = sorted(set(data) - _SECTIONS)
+    if unknown:
+        raise PostprocError(f"{where(unknown[0])}: unknown section or key {unknown[0]!r}; "
+                            f"sections are {sorted(_SECTIONS)}")
+
+    def table(name: str, allowed: set[str]) -> Mapping[str, Any]:
+        value = data.get(name, {})
+        if not isinstance(value, Mapping):
+            raise PostprocError(f"{where(name)}: [{name}] must be a table")
+        _check_keys(where, name, value, allowed)
+        return value
+
+    # [data]
+    d = table("data", {"persons", "synthetic", "columns"})
+    persons = synthetic = None
+    if ("persons" in d) == ("synthetic" in d):
+        raise PostprocError(f"{where('data')}: [data] needs exactly one of persons = "
+                            f"\"persons.parquet\" and synthetic = {{ persons = N, seed = S }}")
+    if "persons" in d:
+        if not isinstance(d["persons"], str):
+            raise PostprocError(f"{where('data', 'persons')}: persons must be a path string")
+        persons = (base / d["persons"]).resolve()
+    else:
+        synthetic = _located(where("data", "synthetic"), lambda: _synthetic(d["synthetic"]))
+    columns = _located(where("data", "columns"), lambda: _columns(d.get("columns", {})))
+
+    # [mechanism], [adaptive], [accounting]
+    m = table("mechanism", {"name", "exact", "max_denominator"})
+    mechanism = _located(where("mechanism", "name"), lambda: _mechanism(m))
+    a = table("adaptive", {"gamma", "thresholds"})
+    gamma = _located(where("adaptive", "gamma"), lambda: _gamma(a.get("gamma", "0.1")))
+    default_thresholds = a.get("thresholds")
+    if default_thresholds is not None:
+        _located(where("adaptive", "thresholds"), lambda: _thresholds(default_thresholds))
+    acc = table("accounting", {"delta"})
+    delta = acc.get("delta", 1e-10)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+        raise PostprocError(f"{where('accounting', 'delta')}: delta must be a number in (0, 1), "
+                            f"e.g. 1e-10, not {delta!r}")
+
+    # [randomness]
+    r = table("randomness", {"mode", "seed"})
+    mode, seed = r.get("mode", "release"), r.get("seed")
+    _located(where("randomness", "seed" if mode in ("release", "simulation") else "mode"),
+             lambda: _randomness(mode, seed))
+
+    # [output]
+    o = table("output", {"directory", "overwrite", "accuracy_report"})
+    for key in ("overwrite", "accuracy_report"):
+        if key in o and not isinstance(o[key], bool):
+            raise PostprocError(f"{where('output', key)}: {key} must be true or false")
+    if not isinstance(o.get("directory", ""), str):
+        raise PostprocError(f"{where('output', 'directory')}: directory must be a path string")
+    output = (base / o.get("directory", "safetab_out")).resolve()
+    accuracy = o.get("accuracy_report", mode == "simulation")
+
+    # [[iteration]]
+    iterations = _iterations(data.get("iteration"), where)
+    ids = [it.id for it in iterations]
+    # [[level]]
+    levels = _levels(data.get("level"), where, ids, default_thresholds)
+
+    return _located(source, lambda: SafeTabConfig(
+        iterations, levels, mechanism, gamma, float(delta), mode, seed, persons, synthetic,
+        columns, output, bool(o.get("overwrite", False)), bool(accuracy), source, dict(data)))
+
+
+def _check_keys(where: _Locator, section: str, value: Mapping[str, Any], allowed: set[str],
+                index: int = 0) -> None:
+    extra = sorted(set(value) - allowed)
+    if extra:
+        raise PostprocError(f"{where(section, extra[0], index)}: unknown key {extra[0]!r} in "
+                            f"[{section}]; allowed: {sorted(allowed)}")
+
+
+def _synthetic(value: Any) -> tuple[int, int]:
+    if not isinstance(value, Mapping) or set(value) != {"persons", "seed"} or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+        raise PostprocError(f"synthetic must be {{ persons = <int>, seed = <int> }}, "
+                            f"not {value!r}")
+    return int(value["persons"]), int(value["seed"])
+
+
+def _columns(value: Any) -> DataColumns:
+    if not isinstance(value, Mapping) or set(value) - {"sex", "age", "races", "origin"}:
+        raise PostprocError(f"columns must be a table with keys among sex, age, races, origin, "
+                            f"not {dict(value) if isinstance(value, Mapping) else value!r}")
+    races = value.get("races", DataColumns.races)
+    if isinstance(races, str):
+        races = [races]
+    origin = value.get("origin", DataColumns.origin)
+    return DataColumns(value.get("sex", "sex"), value.get("age", "age"), tuple(races),
+                       origin or None)
+
+
+def _mechanism(m: Mapping[str, Any]) -> Mechanism:
+    options = {k: v for k, v in m.items() if k != "name"}
+    mechanism = get_mechanism(m.get("name", "discrete_gaussian"), **options)
+    notion_of(mechanism)
+    return mechanism
+
+
+def _iterations(value: Any, where: _Locator) -> tuple[Iteration, ...]:
+    if not isinstance(value, list) or not value:
+        raise PostprocError(f"{where('iteration')}: define at least one [[iteration]] with id, "
+                            f"name and codes")
+    out = []
+    seen: dict[str, int] = {}
+    for k, item in enumerate(value):
+        _check_keys(where, "iteration", item, {"id", "name", "codes", "alone", "total_only"}, k)
+        for key in ("id", "codes"):
+            if key not in item:
+                raise PostprocError(f"{where('iteration', None, k)}: [[iteration]] number "
+                                    f"{k + 1} needs {key}")
+        ident = item["id"]
+        if isinstance(ident, int) and not isinstance(ident, bool):
+            ident = str(ident)
+        if ident in seen:
+            raise PostprocError(f"{where('iteration', 'id', k)}: iteration id {ident!r} is "
+                                f"already used by [[iteration]] number {seen[ident] + 1}")
+        seen[ident] = k
+        codes = item["codes"]
+        _located(where("iteration", "codes", k), lambda: _codes(codes))
+        if not isinstance(item.get("name", ident), str):
+            raise PostprocError(f"{where('iteration', 'name', k)}: name must be a string")
+        for key in ("alone", "total_only"):
+            if not isinstance(item.get(key, False), bool):
+                raise PostprocError(f"{where('iteration', key, k)}: {key} must be true or false")
+        out.append(_located(where("iteration", "alone" if item.get("alone") else "id", k),
+                            lambda: Iteration(ident, item.get("name", ident), codes,
+                                              item.get("alone", False),
+                                              item.get("total_only", False))))
+    return tuple(out)
+
+
+_LEVEL_KEYS = {"name", "geography", "iterations", "stability", "budget", "moe", "thresholds",
+               "total_only"}
+
+
+def _levels(value: Any, where: _Locator, ids: list[str],
+            default_thresholds: Any) -> tuple[Level, ...]:
+    if not isinstance(value, list) or not value:
+        raise PostprocError(f"{where('level')}: define at least one [[level]] with name, "
+                            f"geography, stability and budget or moe")
+    out = []
+    names: dict[str, int] = {}
+    for k, item in enumerate(value):
+        _check_keys(where, "level", item, _LEVEL_KEYS, k)
+        at = lambda key=None: where("level", key, k)  # noqa: E731
+        for key in ("name", "stability"):
+            if key not in item:
+                raise PostprocError(f"{at()}: [[level]] number {k + 1} needs {key}")
+        name = item["name"]
+        if name in names:
+            raise PostprocError(f"{at('name')}: level name {name!r} is already used by [[level]] "
+                                f"number {names[name] + 1}")
+        names[name] = k
+        geography = item.get("geography", name)
+        its = item.get("iterations", "all")
+        its = list(ids) if its == "all" else its
+        _located(at("iterations"), lambda: _iteration_ids(its))
+        unknown = [i for i in its if i not in ids]
+        if unknown:
+            raise PostprocError(f"{at('iterations')}: level {name!r} names iterations {unknown} "
+                                f"that no [[iteration]] defines; defined: {ids}")
+        _located(at("stability"), lambda: _stability(item["stability"]))
+        budget, moe = item.get("budget"), item.get("moe")
+        key = "budget" if "budget" in item else "moe" if "moe" in item else None
+        _located(at(key), lambda: _budget_or_moe(budget, moe))
+        thresholds = item.get("thresholds", default_thresholds)
+        if thresholds is None:
+            raise PostprocError(f"{at()}: level {name!r} needs thresholds = [theta1, theta2, "
+                                f"theta3] (or give a default in [adaptive])")
+        _located(at("thresholds") if "thresholds" in item else where("adaptive", "thresholds"),
+                 lambda: _thresholds(thresholds))
+        total_only = item.get("total_only", [])
+        out.append(_located(at("total_only" if "total_only" in item else "name"), lambda: Level(
+            name, geography, tuple(its), item["stability"], budget, moe, tuple(thresholds),
+            frozenset(total_only) if isinstance(total_only, list) else total_only,
+            at("stability"))))
+    return tuple(out)
