@@ -107,9 +107,50 @@ def reset_peak_rss() -> bool:
 
 # -- child processes -------------------------------------------------------------------------
 
+# Kernels built with CONFIG_PROC_CHILDREN list each task's children: walking the tree is then
+# ~0.3 ms per sample instead of ~7 ms for a scan of every process's parent.
+_PROC_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """Child processes of ``pid`` from ``/proc/PID/task/*/children`` (exited ones skipped)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
 def _tree_rss(root: int, page: int) -> int:
     """Sum of resident memory of ``root`` and all its descendants (bytes; shared pages count
     once per process, so this errs high)."""
+    if not _PROC_CHILDREN:
+        return _tree_rss_scan(root, page)
+    total, stack, seen = 0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        kids = _children(pid)
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            pass
+        stack.extend(kids)
+    return total
+
+
+def _tree_rss_scan(root: int, page: int) -> int:
+    """:func:`_tree_rss` by scanning every process's parent (slower; any Linux)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
