@@ -80,9 +80,30 @@ def accounting(config: RunConfig) -> dict[str, Any]:
     sens = {q.name: int(round(b.sensitivity(q)[0])) for q in config.workload}
     notion = "pure" if b.kind == "pure" else "zcdp"
     try:
-        return account_levels(budgets, notion=notion, sensitivity=sens).to_dict()
+        out = account_levels(budgets, notion=notion, sensitivity=sens).to_dict()
     except PostprocError as exc:  # accounting is reported, never blocks a run
         return {"error": str(exc)}
+    out["mechanism_configured"] = config.mechanism.name
+    if out.get("mechanism") != config.mechanism.name:
+        # Pure-DP ε and zCDP ρ compose the same for every mechanism of the notion; the RDP curve
+        # is the assumed mechanism's own, so it does not describe the configured one.
+        out["note"] = (f"rdp_epsilon values are for the {out.get('mechanism')} mechanism's RDP "
+                       f"curve; this run used {config.mechanism.name}, so they are omitted "
+                       "(pure_epsilon, rho and the zCDP conversions hold)")
+        for entry in _loss_entries(out):
+            entry["rdp_epsilon"] = None
+    return out
+
+
+def _loss_entries(accounting_dict: dict[str, Any]):
+    """Every ``loss`` mapping inside an accounting report (per query, per level, total)."""
+    stack = [accounting_dict]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("loss"), dict):
+                yield node["loss"]
+            stack.extend(v for k, v in node.items() if k != "loss")
 
 
 def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) -> Hierarchy:
