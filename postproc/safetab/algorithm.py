@@ -221,7 +221,7 @@ class LevelRelease:
             "geography": _dictionary(entity, self.geocodes),
             "iteration": _dictionary(iteration, self.iterations),
             "table": _dictionary(self.table, TABLE_TYPES),
-            "stat": _dictionary(self.stat, STAT_LABELS),
+            "stat": _dictionary(_STAT_CODE[self.stat], _STAT_VALUES),
             "count": pa.array(self.count, pa.int64()),
             "variance": pa.array(self.variance, pa.float64()),
             "moe": pa.array(self.moe, pa.int64()),
@@ -242,6 +242,12 @@ class LevelRelease:
             "table": _dictionary(choice, TABLE_TYPES),
             "noisy_total_step1": step1,
         })
+
+
+# STAT_LABELS repeats a label shared by two tables (e.g. "male:<5" in Age9 and Age23): the
+# output dictionary holds each label once.
+_STAT_VALUES = tuple(dict.fromkeys(STAT_LABELS))
+_STAT_CODE = np.array([_STAT_VALUES.index(label) for label in STAT_LABELS], dtype=np.int32)
 
 
 def _dictionary(indices: np.ndarray, values) -> pa.DictionaryArray:

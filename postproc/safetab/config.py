@@ -573,7 +573,8 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
     # [randomness]
     r = table("randomness", {"mode", "seed"})
     mode, seed = r.get("mode", "release"), r.get("seed")
-    _located(where("randomness", "seed" if mode in ("release", "simulation") else "mode"),
+    bad_mode = mode not in ("release", "simulation")
+    _located(where("randomness", "seed" if "seed" in r and not bad_mode else "mode"),
              lambda: _randomness(mode, seed))
 
     # [output]

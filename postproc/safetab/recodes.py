@@ -194,7 +194,8 @@ def cell_labels(table: str) -> tuple[str, ...]:
     return tuple(f"{sex}:{label}" for sex in SEXES for label in recode.labels)
 
 
-#: Every statistic label once: ``total``, then the sex × Age4, Age9 and Age23 cells (73 labels).
+#: The statistics of every table, in order: ``total``, then the sex × Age4, Age9 and Age23 cells
+#: (73 entries; a label shared by two tables, such as ``male:<5``, appears once for each).
 STAT_LABELS: tuple[str, ...] = ("total",) + tuple(
     label for table in DETAILED_TABLES[1:] for label in cell_labels(table))
 
