@@ -1,0 +1,51 @@
+"""Argument checks shared by the samplers, densities and mechanism classes of this package."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from hierarchy.errors import HierarchyError
+
+
+def _positive(value: Any, name: str, *, exact: bool = False) -> float | Fraction:
+    """``value`` as a float (or an exact Fraction) after checking it is positive and finite."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, Fraction, np.integer, np.floating)):
+        raise HierarchyError(f"{name} must be a positive finite number, not {value!r}")
+    if isinstance(value, (int, np.integer, Fraction)):
+        if value <= 0:
+            raise HierarchyError(f"{name} must be positive, not {value}")
+        return Fraction(value) if exact else float(value)
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise HierarchyError(f"{name} must be a positive finite number, not {value!r}")
+    return Fraction(number) if exact else number
+
+
+def _shape(size: Any) -> tuple[tuple[int, ...], int]:
+    """Normalise ``size`` (an int or a tuple of ints) to ``(shape, number of draws)``."""
+    dims = size if isinstance(size, tuple) else (size,)
+    for dim in dims:
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 0:
+            raise HierarchyError(
+                f"size must be a non-negative int or a tuple of them, not {size!r}")
+    shape = tuple(int(d) for d in dims)
+    return shape, math.prod(shape)
+
+
+def _max_denominator(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise HierarchyError(f"max_denominator must be a positive int, not {value!r}")
+    return int(value)
+
+
+
+def _integer_mask(k: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` as a float array and a mask of its integer entries (the support of a pmf)."""
+    values = np.asarray(k, dtype=np.float64)
+    return values, np.isfinite(values) & (values == np.floor(values))
+
