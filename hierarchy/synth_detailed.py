@@ -152,9 +152,9 @@ _ORIGIN_STATES = {
     "NM": (.35, .00, .00, .63, .02), "CO": (.55, .00, .00, .43, .02),
     "NY": (.05, .45, .10, .20, .20), "FL": (.10, .05, .45, .30, .10),
     "LA": (.20, .05, .10, .45, .20), "NJ": (.05, .40, .10, .25, .20)}
-_ORIGIN_DEFAULT = (.50, .10, .05, .20, .15)
+_ORIGIN_DEFAULT = (.55, .03, .02, .25, .15)
 # County concentration around the state mix (smaller = more clustered).
-_CONCENTRATION = {"white": 30.0, "black": 50.0, "aian": 4.0, "other": 10.0, "origin": 10.0}
+_CONCENTRATION = {"white": 150.0, "black": 50.0, "aian": 4.0, "other": 10.0, "origin": 10.0}
 
 # Multi-race reporting: rate by the major group of race1, and the distribution of the major group
 # of the further race (white, black, aian, asian, hawaiian, other).
