@@ -1,0 +1,437 @@
+"""Reports: one loss in every notion, a TopDown run's levels, SafeTab-style MOE levels.
+
+:class:`PrivacyLoss` holds one loss as pure ε, ρ and (ε, δ) three ways; :func:`account_levels`
+(per query, per level, in total) and :func:`account_moe` (levels calibrated to target MOEs) build
+JSON-ready reports from the budgets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from postproc.accounting._checks import _delta, _nonnegative, _sensitivity
+from postproc.accounting.budgets import allocate_budget  # noqa: F401  (account_levels' doctest)
+from postproc.accounting.budgets import as_fraction
+from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
+                                             zcdp_to_approx_dp_numeric)
+from postproc.accounting.moe import calibrate_discrete_gaussian, calibrate_geometric
+from postproc.accounting.rdp import RDPCurve, compose, compose_parallel
+from postproc.errors import PostprocError
+
+__all__ = ["PrivacyLoss", "LevelsAccounting", "account_levels", "MOELevel", "MOEAccounting",
+           "account_moe"]
+
+
+@dataclass(frozen=True)
+class PrivacyLoss:
+    """One privacy loss in every notion.
+
+    Parameters
+    ----------
+    pure_epsilon : float or None
+        Pure-DP ε (``None`` for zCDP mechanisms, which are not pure DP).
+    rho : float
+        zCDP ρ (ε²/2 for pure ε-DP mechanisms).
+    rdp_epsilon : float
+        ε at ``delta`` from the mechanism's RDP curve (:func:`rdp_to_approx_dp`).
+    zcdp_epsilon_analytic, zcdp_epsilon_numeric : float
+        ε at ``delta`` from ρ (:func:`zcdp_to_approx_dp_analytic`, ``..._numeric``).
+    delta : float
+
+    Examples
+    --------
+    >>> loss = PrivacyLoss.from_curve(RDPCurve.geometric(1.0), delta=1e-10)
+    >>> loss.pure_epsilon, loss.rho, round(loss.zcdp_epsilon_analytic, 3)
+    (1.0, 0.5, 7.286)
+    """
+
+    pure_epsilon: float | None
+    rho: float
+    rdp_epsilon: float
+    zcdp_epsilon_analytic: float
+    zcdp_epsilon_numeric: float
+    delta: float
+
+    @classmethod
+    def from_curve(cls, curve: RDPCurve, *, delta: Any) -> "PrivacyLoss":
+        """All notions for a composition of geometric (pure) and zCDP terms.
+
+        The pure ε is τ(∞) (``None`` when a zCDP term makes it infinite); ρ is the zCDP terms'
+        ρ plus ε²/2 for each geometric term (pure ε-DP ⇒ ε²/2-zCDP, then composition).
+        """
+        d = _delta(delta)
+        pure = curve.pure_epsilon
+        rho = sum(w * (p if k == "zcdp" else p * p / 2.0) for k, p, _, w in curve.terms)
+        return cls(pure_epsilon=pure if math.isfinite(pure) else None, rho=rho,
+                   rdp_epsilon=rdp_to_approx_dp(curve, d),
+                   zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
+                   zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
+
+    @classmethod
+    def of(cls, *, epsilon: Any = None, rho: Any = None, delta: Any = 1e-10,
+           sensitivity: int = 1) -> "PrivacyLoss":
+        """All notions for one geometric mechanism with budget ε, or one ρ-zCDP mechanism.
+
+        Parameters
+        ----------
+        epsilon : float, optional
+            Pure-DP budget of a geometric mechanism (give exactly one of ε and ρ).
+        rho : float, optional
+            zCDP budget (e.g. of a discrete Gaussian mechanism).
+        delta : float, optional
+            Default 1e−10.
+        sensitivity : int, optional
+            Δ of the geometric mechanism's query (shapes its RDP curve). Default 1.
+
+        Returns
+        -------
+        PrivacyLoss
+
+        Raises
+        ------
+        PostprocError
+            Unless exactly one of ε and ρ is given, or on invalid values.
+
+        Examples
+        --------
+        >>> round(PrivacyLoss.of(rho=0.5, delta=1e-10).zcdp_epsilon_numeric, 4)
+        6.8393
+        """
+        if (epsilon is None) == (rho is None):
+            raise PostprocError("give exactly one of epsilon (pure DP, geometric mechanism) "
+                                "and rho (zCDP)")
+        if epsilon is not None:
+            curve = RDPCurve.geometric(epsilon, sensitivity=sensitivity)
+        else:
+            curve = RDPCurve.zcdp(rho)
+        return cls.from_curve(curve, delta=delta)
+
+    def to_dict(self) -> dict[str, float | None]:
+        """JSON-ready: the five numbers (``delta`` is reported once by the enclosing report)."""
+        return {"pure_epsilon": self.pure_epsilon, "rho": self.rho,
+                "rdp_epsilon": self.rdp_epsilon,
+                "zcdp_epsilon_analytic": self.zcdp_epsilon_analytic,
+                "zcdp_epsilon_numeric": self.zcdp_epsilon_numeric}
+
+
+@dataclass(frozen=True)
+class LevelsAccounting:
+    """The accounting of a TopDown-style run: per query, per level and in total.
+
+    Built by :func:`account_levels`; see there for the composition rules.
+
+    Parameters
+    ----------
+    notion : {'pure', 'zcdp'}
+    delta : float
+    budgets : dict of str to dict of str to Fraction
+        ``budgets[level][query]``, exact.
+    sensitivity : dict of str to int
+        Δ per query.
+    per_query : dict of (str, str) to PrivacyLoss
+    per_level : dict of str to PrivacyLoss
+    total : PrivacyLoss
+    """
+
+    notion: str
+    delta: float
+    budgets: dict[str, dict[str, Fraction]]
+    sensitivity: dict[str, int]
+    per_query: dict[tuple[str, str], PrivacyLoss] = field(repr=False)
+    per_level: dict[str, PrivacyLoss] = field(repr=False)
+    total: PrivacyLoss
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict for a run manifest; exact budgets appear as strings like ``'9/160'``.
+
+        Returns
+        -------
+        dict
+            ``{"notion", "mechanism", "delta", "composition", "levels": {level: {"budget",
+            "loss", "queries": {query: {"budget", "sensitivity", "loss"}}}}, "total": {"budget",
+            "loss"}}``.
+        """
+        mechanism = "geometric" if self.notion == "pure" else "discrete_gaussian"
+        levels = {}
+        for level, queries in self.budgets.items():
+            levels[level] = {
+                "budget": str(sum(queries.values(), Fraction(0))),
+                "loss": self.per_level[level].to_dict(),
+                "queries": {q: {"budget": str(b), "sensitivity": self.sensitivity[q],
+                                "loss": self.per_query[(level, q)].to_dict()}
+                            for q, b in queries.items()},
+            }
+        total_budget = sum((sum(q.values(), Fraction(0)) for q in self.budgets.values()),
+                           Fraction(0))
+        return {
+            "notion": self.notion, "mechanism": mechanism, "delta": self.delta,
+            "composition": "sequential across levels and queries; parallel across the units of "
+                           "a level (degree 1)",
+            "levels": levels,
+            "total": {"budget": str(total_budget), "loss": self.total.to_dict()},
+        }
+
+
+def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "pure",
+                   delta: Any = 1e-10,
+                   sensitivity: int | Mapping[str, int] = 1) -> LevelsAccounting:
+    """Account for a run that measures queries at every level of a geographic hierarchy.
+
+    Each (level, query) is answered for every unit of the level with its own budget; units of a
+    level are disjoint (parallel composition, degree 1), and queries and levels compose
+    sequentially. With ``notion='pure'`` the budgets are ε of geometric mechanisms; with
+    ``'zcdp'`` they are ρ of discrete Gaussian mechanisms. Every loss is reported as pure ε
+    (pure only), ρ (ε²/2 for pure), (ε, δ) from the RDP curve (the exact geometric curve, or αρ),
+    and (ε, δ) from ρ, analytic and numeric.
+
+    Parameters
+    ----------
+    budgets : mapping of level to mapping of query to budget
+        Budgets, read exactly with :func:`as_fraction`, e.g. from :func:`allocate_budget`.
+    notion : {'pure', 'zcdp'}, optional
+        Default ``'pure'``.
+    delta : float, optional
+        δ for the (ε, δ) conversions. Default 1e−10.
+    sensitivity : int or mapping of query to int, optional
+        L1 sensitivity Δ of each query (2 in the E2E test, where a changed record moves two
+        cells). Affects only the geometric RDP curve. Default 1.
+
+    Returns
+    -------
+    LevelsAccounting
+
+    Raises
+    ------
+    PostprocError
+        On an unknown notion, a missing sensitivity, a non-positive budget or an empty level.
+
+    Examples
+    --------
+    >>> b = allocate_budget(1, levels={"nation": "1/2", "state": "1/2"},
+    ...                     queries={"total": "1/4", "detailed": "3/4"})
+    >>> acc = account_levels(b, notion="pure", sensitivity=2)
+    >>> acc.total.pure_epsilon, acc.total.rho
+    (1.0, 0.15625)
+    >>> acc.to_dict()["levels"]["state"]["queries"]["detailed"]["budget"]
+    '3/8'
+    """
+    if notion not in ("pure", "zcdp"):
+        raise PostprocError(f"notion must be 'pure' (geometric noise, budgets are epsilon) or "
+                            f"'zcdp' (discrete Gaussian noise, budgets are rho), not {notion!r}")
+    d = _delta(delta)
+    if not budgets:
+        raise PostprocError("no levels to account for; give budgets[level][query]")
+    exact: dict[str, dict[str, Fraction]] = {}
+    for level, queries in budgets.items():
+        if not isinstance(queries, Mapping) or not queries:
+            raise PostprocError(f"level {level!r} has no query budgets; give "
+                                f"budgets[{level!r}] = {{query: budget, ...}}")
+        exact[level] = {}
+        for query, value in queries.items():
+            b = as_fraction(value, name=f"budget of query {query!r} at level {level!r}")
+            if b <= 0:
+                raise PostprocError(f"the budget of query {query!r} at level {level!r} is 0; "
+                                    f"give it a positive budget or leave it out")
+            exact[level][query] = b
+    query_names = {q for queries in exact.values() for q in queries}
+    if isinstance(sensitivity, Mapping):
+        missing = sorted(query_names - set(sensitivity))
+        if missing:
+            raise PostprocError(f"no sensitivity given for queries {missing}; add them to "
+                                f"the sensitivity mapping")
+        sens = {q: _sensitivity(sensitivity[q], f"sensitivity of {q!r}") for q in query_names}
+    else:
+        s = _sensitivity(sensitivity)
+        sens = {q: s for q in query_names}
+
+    def curve_of(query: str, budget: Fraction) -> RDPCurve:
+        if notion == "pure":
+            return RDPCurve.geometric(float(budget), sensitivity=sens[query])
+        return RDPCurve.zcdp(float(budget))
+
+    curves = {(lv, q): curve_of(q, b) for lv, qs in exact.items() for q, b in qs.items()}
+    per_query = {key: PrivacyLoss.from_curve(c, delta=d) for key, c in curves.items()}
+    level_curves = {lv: compose(curves[(lv, q)] for q in qs) for lv, qs in exact.items()}
+    per_level = {lv: PrivacyLoss.from_curve(c, delta=d) for lv, c in level_curves.items()}
+    total = PrivacyLoss.from_curve(compose(level_curves.values()), delta=d)
+    if notion == "pure":
+        # Report the exact sums rather than float accumulations where they are defined.
+        total = _with_exact_pure(total, sum((sum(q.values(), Fraction(0))
+                                             for q in exact.values()), Fraction(0)))
+        per_level = {lv: _with_exact_pure(per_level[lv], sum(qs.values(), Fraction(0)))
+                     for lv, qs in exact.items()}
+    return LevelsAccounting(notion=notion, delta=d, budgets=exact, sensitivity=sens,
+                            per_query=per_query, per_level=per_level, total=total)
+
+
+def _with_exact_pure(loss: PrivacyLoss, epsilon: Fraction) -> PrivacyLoss:
+    return PrivacyLoss(pure_epsilon=float(epsilon), rho=loss.rho, rdp_epsilon=loss.rdp_epsilon,
+                       zcdp_epsilon_analytic=loss.zcdp_epsilon_analytic,
+                       zcdp_epsilon_numeric=loss.zcdp_epsilon_numeric, delta=loss.delta)
+
+
+@dataclass(frozen=True)
+class MOELevel:
+    """The budgets of one SafeTab population-group level calibrated to a target MOE.
+
+    Parameters
+    ----------
+    moe : int
+        Target 95 % MOE of the released (Step 2) counts.
+    epsilon_step2 : float
+        ε of one Step-2 count with geometric noise (:func:`calibrate_geometric`).
+    epsilon_total : float
+        The level's pure-DP ε: ``s · epsilon_step2 / (1 − γ)``.
+    rho_step2 : float
+        ρ of one Step-2 count with discrete Gaussian noise (:func:`calibrate_discrete_gaussian`).
+    rho_total : float
+        The level's ρ: ``s · rho_step2 / (1 − γ)``.
+    """
+
+    moe: int
+    epsilon_step2: float
+    epsilon_total: float
+    rho_step2: float
+    rho_total: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        """JSON-ready: exactly the keys ``moe, epsilon_step2, epsilon_total, rho_step2,
+        rho_total``."""
+        return {"moe": self.moe, "epsilon_step2": self.epsilon_step2,
+                "epsilon_total": self.epsilon_total, "rho_step2": self.rho_step2,
+                "rho_total": self.rho_total}
+
+
+@dataclass(frozen=True)
+class MOEAccounting:
+    """Total privacy loss of SafeTab-style levels calibrated to MOEs (see :func:`account_moe`).
+
+    Parameters
+    ----------
+    levels : tuple of MOELevel
+    stability : int
+    gamma : Fraction
+    delta : float
+    pure_dp_epsilon : float
+        Σ of the levels' ε (geometric noise, pure DP).
+    rdp_epsilon : float
+        (ε, δ) from the composed RDP curve of the same geometric mechanisms.
+    zcdp_epsilon_analytic, zcdp_epsilon_numeric : float
+        (ε, δ) from Σ of the levels' ρ (discrete Gaussian noise, zCDP).
+    """
+
+    levels: tuple[MOELevel, ...]
+    stability: int
+    gamma: Fraction
+    delta: float
+    pure_dp_epsilon: float
+    rdp_epsilon: float
+    zcdp_epsilon_analytic: float
+    zcdp_epsilon_numeric: float
+
+    @property
+    def rho(self) -> float:
+        """Total ρ over the levels."""
+        return sum(level.rho_total for level in self.levels)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: exactly ``{"levels": [...], "total": {"pure_dp_epsilon", "rdp_epsilon",
+        "zcdp_epsilon_analytic", "zcdp_epsilon_numeric"}}``."""
+        return {"levels": [level.to_dict() for level in self.levels],
+                "total": {"pure_dp_epsilon": self.pure_dp_epsilon,
+                          "rdp_epsilon": self.rdp_epsilon,
+                          "zcdp_epsilon_analytic": self.zcdp_epsilon_analytic,
+                          "zcdp_epsilon_numeric": self.zcdp_epsilon_numeric}}
+
+
+def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
+                delta: Any = 1e-10) -> MOEAccounting:
+    """Budgets and total privacy loss of SafeTab-style levels with target MOEs (SPEC §8).
+
+    Each population-group level ``i`` has a target 95 % MOE ``m_i`` for its released (Step 2)
+    counts. A group spends a fraction ``γ`` of its budget on the noisy total used for
+    thresholding (Step 1) and ``1 − γ`` on the released counts (Step 2; a record falls in one
+    released cell of its group, so the counts of one group compose in parallel). Hence, with
+    ``s`` the stability (the most groups of one level a record belongs to):
+
+    * Step-2 budget of a group: ``ε₂ = ln 20/(m + 1)`` (geometric) or ``ρ₂ = 1.92/m²`` (discrete
+      Gaussian) — calibrated so the released counts have MOE ``m``;
+    * group budget: ``ε₂/(1 − γ)`` (so Step 1 gets ``γ ε₂/(1 − γ)``), likewise for ρ;
+    * level budget, by generalized parallel composition over groups of degree ``s``:
+      ``ε_level = s · ε₂/(1 − γ)`` and ``ρ_level = s · ρ₂/(1 − γ)``.
+
+    Levels compose sequentially. The totals are: pure DP ``Σ ε_level`` (geometric noise);
+    RDP → (ε, δ) for the *same geometric mechanisms*, from the curve
+    ``Σ_i s·[τ(α, γ ε₂/(1 − γ)) + τ(α, ε₂)]``; zCDP → (ε, δ) analytic and numeric for
+    discrete Gaussian noise with the same MOEs, from ``Σ ρ_level``. Sensitivity is 1 (one record
+    changes one cell of a group by one).
+
+    Parameters
+    ----------
+    moes : iterable of int
+        Target MOE of each level, each ≥ 1.
+    stability : int
+        s, ≥ 1.
+    gamma : Fraction, str or float, optional
+        Share of a group's budget for the Step-1 total, in [0, 1). Default ``"0.1"``.
+    delta : float, optional
+        δ for the conversions. Default 1e−10.
+
+    Returns
+    -------
+    MOEAccounting
+
+    Raises
+    ------
+    PostprocError
+        On no levels, an MOE < 1, a bad stability, γ outside [0, 1) or δ outside (0, 1).
+
+    Examples
+    --------
+    >>> acc = account_moe([6, 50], stability=9, gamma="0.1")
+    >>> [round(level.epsilon_total, 4) for level in acc.levels]
+    [4.2796, 0.5874]
+    >>> round(acc.pure_dp_epsilon, 4), round(acc.rho, 4)
+    (4.867, 0.5410)
+    """
+    moe_list = list(moes)
+    if not moe_list:
+        raise PostprocError("give at least one MOE (one per population-group level)")
+    if isinstance(stability, bool) or not isinstance(stability, (int, np.integer)) \
+            or stability < 1:
+        raise PostprocError(f"stability must be a positive integer (the most groups of one "
+                            f"level a record can belong to), not {stability!r}")
+    s = int(stability)
+    g = as_fraction(gamma, name="gamma")
+    if g >= 1:
+        raise PostprocError(f"gamma (the share of a group's budget for the noisy total) must be "
+                            f"in [0, 1), not {gamma!r}; SafeTab uses 0.1")
+    d = _delta(delta)
+    step2_share = 1 - g
+    levels: list[MOELevel] = []
+    curve = RDPCurve()
+    for i, value in enumerate(moe_list):
+        m_float = _nonnegative(value, f"MOE of level {i + 1}")
+        if m_float != math.floor(m_float) or m_float < 1:
+            raise PostprocError(f"MOE of level {i + 1} must be an integer >= 1, not {value!r}")
+        m = int(m_float)
+        eps2 = calibrate_geometric(m)
+        rho2 = calibrate_discrete_gaussian(m)
+        eps_group = eps2 / float(step2_share)
+        levels.append(MOELevel(moe=m, epsilon_step2=eps2, epsilon_total=s * eps_group,
+                               rho_step2=rho2, rho_total=s * rho2 / float(step2_share)))
+        group = RDPCurve.geometric(eps2)
+        if g > 0:
+            group = RDPCurve.geometric(float(g) * eps_group) + group
+        curve = curve + compose_parallel(group, degree=s)
+    rho_total = sum(level.rho_total for level in levels)
+    return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
+                         pure_dp_epsilon=sum(level.epsilon_total for level in levels),
+                         rdp_epsilon=rdp_to_approx_dp(curve, d),
+                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho_total, d),
+                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d))
