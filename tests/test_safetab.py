@@ -694,3 +694,27 @@ def test_example_script_runs(tmp_path, capsys, monkeypatch):
     out = json.loads(capsys.readouterr().out)
     assert {"accounting", "choices", "accuracy"} <= set(out)
     assert out["accuracy"]["overall"]["consistent"]
+
+
+def test_persons_file_is_read_and_checked(tmp_path):
+    persons = hand_made_persons()
+    pq.write_table(persons, tmp_path / "persons.parquet")
+    pq.write_table(persons.drop_columns(["race3"]), tmp_path / "short.parquet")
+    levels = textwrap.dedent("""\
+        [[level]]
+        name = "state"
+        stability = 2
+        budget = "1"
+        """)
+    head = '[data]\npersons = "{}"\n[randomness]\nmode = "simulation"\nseed = 1\n' \
+           '[adaptive]\nthresholds = [1, 2, 3]\n'
+    good = write(tmp_path, config_text(head=head.format("persons.parquet"), levels=levels),
+                 "good.toml")
+    run = run_safetab(load_safetab_config(good), out=tmp_path / "o")
+    assert run.result.records == 6
+    assert run.result.releases["state"].truth_totals.tolist() == [[3, 1], [3, 2]]
+    for name, message in (("short.parquet", "has no column(s) ['race3']"),
+                          ("absent.parquet", "does not exist")):
+        path = write(tmp_path, config_text(head=head.format(name), levels=levels), "bad.toml")
+        with pytest.raises(PostprocError, match=re_escape(message)):
+            run_safetab(load_safetab_config(path), out=tmp_path / "x")

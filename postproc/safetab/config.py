@@ -450,13 +450,14 @@ class _Locator:
         """``"file, line N"`` of ``key`` in ``[section]`` (the ``index``-th ``[[section]]``),
         else of the section's header, else ``"file [section]"``."""
         line = None
-        if key is not None:
+        if key is not None:          # the key, or a key written as its own table
             line = (self.keys.get((section, index, key))
                     or self.headers.get((f"{section}.{key}", 0)))
-        if line is None and "." in section and section not in dict(self.headers):
+        if line is None:             # the section's header
+            line = self.headers.get((section, index))
+        if line is None:             # a section written inline (data.columns = {...}) or dotted
             parent, _, child = section.rpartition(".")
             line = self.keys.get((parent, 0, child))
-        line = line or self.headers.get((section, index)) or self.keys.get(("", 0, section))
         return f"{self.source}, line {line}" if line else f"{self.source} [{section}]"
 
 
