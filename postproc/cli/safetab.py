@@ -49,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     randomness = manifest["randomness"]
     print(f"randomness: {randomness['label']}")
-    print(f"{manifest['records']:,} records; {sum(lv['groups'] for lv in manifest['levels'].values()):,}"
-          f" population groups; {sum(lv['released_counts'] for lv in manifest['levels'].values()):,}"
-          f" released counts")
+    levels = manifest["levels"].values()
+    print(f"{manifest['records']:,} records; {sum(lv['groups'] for lv in levels):,} population "
+          f"groups; {sum(lv['released_counts'] for lv in levels):,} released counts")
     print()
     print(format_accounting(manifest["accounting"], manifest["levels"]))
     print()
