@@ -160,7 +160,7 @@ class Geography:
     # -- construction --------------------------------------------------------------------------
     @classmethod
     def from_columns(cls, levels: Sequence[str], record_sets: Sequence[Sequence[Any]], *,
-                     root_geocode: str = ROOT_GEOCODE) -> tuple["Geography", list[np.ndarray]]:
+                     root_geocode: str = ROOT_GEOCODE, return_sorted: bool = False):
         """Build the tree from geocode columns of one or more record sets (e.g. persons, units).
 
         Parameters
@@ -177,6 +177,9 @@ class Geography:
         geography : Geography
         leaf_indices : list of int arrays (int32 unless there are 2**31 units or more)
             For each record set, the bottom-level unit index of every record.
+        leaf_sorted : list of bool
+            Only with ``return_sorted=True``: whether each set's leaf index is non-decreasing
+            (known for free from the run-length encoding; lets tabulation skip a check).
 
         Raises
         ------
@@ -193,8 +196,9 @@ class Geography:
         if depth == 0:
             geo = cls(levels, (np.array([root_geocode], dtype=object),),
                       (np.array([-1], dtype=np.int64),))
-            return geo, [np.zeros(_n_rows(cols), np.int64) if cols else
-                         np.zeros(0, np.int64) for cols in record_sets]
+            leaf = [np.zeros(_n_rows(cols), np.int64) if cols else np.zeros(0, np.int64)
+                    for cols in record_sets]
+            return (geo, leaf, [True] * len(leaf)) if return_sorted else (geo, leaf)
         # Encode every column, then run-length encode each record set over all its levels at
         # once: census files are sorted by geography, so 132M persons are ~135k runs, and every
         # later step works on runs instead of records.
@@ -267,8 +271,10 @@ class Geography:
             new_pos_prev = new_pos
         geo = cls(levels, tuple(geocodes), tuple(parents))
         dtype = np.int32 if geocodes[-1].size < 2 ** 31 else np.int64
-        leaf = [np.repeat(remaps[-1][codes[k][depth - 1]].astype(dtype), runs[k][1])
-                for k in range(len(sets))]
+        run_leaf = [remaps[-1][codes[k][depth - 1]].astype(dtype) for k in range(len(sets))]
+        leaf = [np.repeat(r, runs[k][1]) for k, r in enumerate(run_leaf)]
+        if return_sorted:
+            return geo, leaf, [bool(np.all(r[1:] >= r[:-1])) for r in run_leaf]
         return geo, leaf
 
     @classmethod

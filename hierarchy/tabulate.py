@@ -74,9 +74,45 @@ def _integer_column(table: Any, name: str, size: int) -> np.ndarray:
     return arr
 
 
+def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequence[int],
+           start: int, stop: int, dtype) -> np.ndarray:
+    """Row-major cell index of records ``start:stop``, with every code range-checked.
+
+    An int8/uint8 column is checked with one ``max`` over its uint8 view (a negative int8 reads
+    as ≥ 128, above every attribute size ≤ 127); wider columns need a min and a max.
+    """
+    cell = None
+    for j, (col, size, stride) in enumerate(zip(columns, shape, strides)):
+        part = col[start:stop]
+        if part.dtype.itemsize == 1 and size <= 128:
+            part = part.view(np.uint8)
+            bad = part.size and part.max() >= size
+        else:
+            bad = part.size and (part.max() >= size or part.min() < 0)
+        if bad:
+            row = int(np.flatnonzero((col[start:stop] >= size) | (col[start:stop] < 0))[0])
+            raise HierarchyError(f"attribute {j} has code {col[start + row]} at row "
+                                 f"{start + row}, outside 0..{size - 1}")
+        term = part.astype(dtype, copy=False)
+        if stride != 1:
+            term = term * dtype(stride)
+        if cell is None:
+            cell = term.copy() if term is part else term
+        else:
+            cell += term
+    return cell
+
+
 def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence[int],
-                n_leaves: int, *, chunk: int = _CHUNK) -> np.ndarray:
+                n_leaves: int, *, chunk: int = _CHUNK, leaf_sorted: bool | None = None
+                ) -> np.ndarray:
     """Count records per (leaf, cell): the core kernel of :func:`tabulate`.
+
+    Records are processed in cache-sized chunks. When the leaf index is sorted (records grouped
+    by geography, as census files and the synthetic data are), each chunk's keys are
+    ``(leaf − first leaf)·cells + cell`` in int32 and are counted straight into that slice of the
+    output: no min/max scans, no global key array. Otherwise a chunk whose keys span a narrow
+    range is still counted locally, and the rest are collected for one global ``bincount``.
 
     Parameters
     ----------
@@ -87,6 +123,8 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     shape : sequence of int
         Attribute sizes.
     n_leaves : int
+    leaf_sorted : bool, optional
+        Whether ``leaf`` is non-decreasing; checked (one pass) when not given.
 
     Returns
     -------
@@ -102,7 +140,8 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     >>> count_cells(np.array([0, 0, 1]), [np.array([1, 1, 0], np.int8)], [2], 2).tolist()
     [[0, 2], [1, 0]]
     """
-    n = int(np.asarray(leaf).shape[0])
+    leaf = np.asarray(leaf)
+    n = int(leaf.shape[0])
     lengths = [int(np.asarray(c).shape[0]) for c in columns]
     if any(m != n for m in lengths):
         raise HierarchyError(f"attribute columns have {lengths} rows but there are {n} leaf "
@@ -111,20 +150,28 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
     if n_leaves * n_cells >= 2 ** 62:
         raise HierarchyError("too many leaves × cells to count")
+    cell_dtype = np.uint8 if n_cells <= 256 else np.int64
+    key_dtype = np.int32 if n_leaves * n_cells < 2 ** 31 else np.int64
+    if leaf_sorted is None:
+        leaf_sorted = n < 2 or bool(np.all(leaf[1:] >= leaf[:-1]))
     out = np.zeros(n_leaves * n_cells, dtype=np.int64)
-    spill = None  # keys of chunks that are not geographically sorted
+    spill = None  # keys of unsorted chunks whose keys span a wide range
     n_spill = 0
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
+        cell = _cells(columns, shape, strides, start, stop, cell_dtype)
+        if leaf_sorted:
+            first, last = int(leaf[start]), int(leaf[stop - 1])
+            key = leaf[start:stop].astype(key_dtype)
+            key -= key_dtype(first)
+            key *= key_dtype(n_cells)
+            key += cell
+            out[first * n_cells:(last + 1) * n_cells] += np.bincount(
+                key, minlength=(last - first + 1) * n_cells)
+            continue
         key = leaf[start:stop].astype(np.int64)
         key *= n_cells
-        for j, (col, size, stride) in enumerate(zip(columns, shape, strides)):
-            part = col[start:stop]
-            if part.size and (part.max() >= size or part.min() < 0):
-                bad = np.flatnonzero((part >= size) | (part < 0))[0] + start
-                raise HierarchyError(f"attribute {j} has code {col[bad]} at row {bad}, outside "
-                                     f"0..{size - 1}")
-            key += part.astype(np.int64) * stride if stride != 1 else part
+        key += cell
         lo, hi = int(key.min()), int(key.max()) + 1
         if hi - lo <= 8 * (stop - start):
             out[lo:hi] += np.bincount(key - lo, minlength=hi - lo)
@@ -178,19 +225,22 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
             raise HierarchyError("a units table needs unit_attribute (the attribute typing units)")
         record_sets.append([column_array(units, c) for c in geo_cols])
     if geography is None:
-        geography, leaves = Geography.from_columns(levels, record_sets)
+        geography, leaves, leaf_sorted = Geography.from_columns(levels, record_sets,
+                                                                return_sorted=True)
     else:
         if tuple(levels) != geography.levels:
             raise HierarchyError(f"levels {levels} differ from the geography's "
                                  f"{list(geography.levels)}")
         leaves = [_leaf_in(geography, cols) for cols in record_sets]
+        leaf_sorted = [None] * len(leaves)
     n_leaves = geography.n_units(-1)
     columns = [_integer_column(persons, a.name, a.size) for a in schema.attributes]
     if geography.depth == 1:
         # No geocode columns: the number of records comes from the attribute columns (the
         # geography cannot know it), and every record is in the root.
         leaves[0] = np.zeros(len(columns[0]), dtype=np.int64)
-    leaf_counts = count_cells(leaves[0], columns, schema.shape, n_leaves, chunk=chunk)
+    leaf_counts = count_cells(leaves[0], columns, schema.shape, n_leaves, chunk=chunk,
+                              leaf_sorted=leaf_sorted[0])
     counts = _all_levels(geography, leaf_counts)
     unit_counts = None
     if units is not None:
@@ -198,7 +248,8 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
         types = _integer_column(units, unit_attribute, attr.size)
         if geography.depth == 1:
             leaves[1] = np.zeros(len(types), dtype=np.int64)
-        leaf_units = count_cells(leaves[1], [types], [attr.size], n_leaves, chunk=chunk)
+        leaf_units = count_cells(leaves[1], [types], [attr.size], n_leaves, chunk=chunk,
+                                 leaf_sorted=leaf_sorted[1])
         unit_counts = _all_levels(geography, leaf_units)
     return Hierarchy(schema, geography, counts, unit_counts,
                      unit_attribute if units is not None else None)
