@@ -42,7 +42,8 @@ from postproc.sampling import (acceptance_curve, plot_acceptance_curve, plot_ess
                                read_count_table, sample_lattice, sample_mis, table_target)
 
 HERE = Path(__file__).resolve().parent
-DATA_CANDIDATES = [Path("/work/shared/data/gong_sex_age.csv"),
+DATA_CANDIDATES = [HERE / "data" / "gong_sex_age.csv",
+                   Path("/work/shared/data/gong_sex_age.csv"),
                    HERE.parent.parent / "shared" / "data" / "gong_sex_age.csv",
                    HERE.parent / "shared" / "data" / "gong_sex_age.csv"]
 INVARIANTS = ["total", "marginal(sex)", "marginal(voting_age)"]

@@ -24,9 +24,7 @@ from postproc.sampling import (acceptance_curve, bareiss_determinant, choose_ind
 from postproc.sampling.mis import MISKernel, run_mis
 from postproc.sampling.target import log_noise_density
 
-DATA = Path("/work/shared/data/gong_sex_age.csv")
-if not DATA.exists():   # the repository's copy of the shared data, if any
-    DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gong_sex_age.csv"
+DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"
 INVARIANTS = ["total", "marginal(sex)", "marginal(voting_age)"]
 ALPHA = 1e-3   # chi-square tests: false-failure rate 0.1 % per test for a fresh seed
 

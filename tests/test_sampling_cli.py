@@ -13,9 +13,7 @@ from postproc.cli import main
 from postproc.errors import PostprocError
 from postproc.sampling import read_count_table, release_table
 
-DATA = Path("/work/shared/data/gong_sex_age.csv")
-if not DATA.exists():
-    DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gong_sex_age.csv"
+DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"
 BASE = ["mis", "--table", str(DATA), "--count-column", "count", "--invariant", "total",
         "--invariant", "marginal(sex)", "--invariant", "marginal(voting_age)", "--epsilon", "0.5"]
 
