@@ -266,11 +266,21 @@ def test_bottom_up_margins_are_sums_of_the_noisy_cells(truth):
     assert abs(error.var() - variance) < 0.1 * variance               # > 10 sd of 40k cells
 
 
-def test_calibration_hits_the_published_totals(truth):
-    est = calibrate_to_totals(bottom_up(truth, 0.2, rng=1), "state", truth.totals("state"))
+@pytest.mark.parametrize("method", ["additive", "proportional"])
+def test_calibration_hits_the_published_totals(truth, method):
+    raw = bottom_up(truth, 0.2, rng=1)
+    est = calibrate_to_totals(raw, "state", truth.totals("state"), method=method)
     assert np.allclose(est.histograms[1].sum(axis=1), truth.totals("state"), atol=1e-6)
     assert np.allclose(est.histograms[0].sum(), truth.totals("nation")[0])
-    assert all((h >= 0).all() for h in est.histograms)
+    geo = truth.geography
+    assert np.allclose(geo.aggregate(est.histograms[3], 3, 2), est.histograms[2])
+    if method == "proportional":
+        assert all((h >= 0).all() for h in est.histograms)
+    else:                       # the same shift for every cell of a state: least squares
+        shift = est.histograms[3] - raw.histograms[3]
+        state_of = geo.parents[2][geo.parents[3]]
+        for s in range(3):
+            assert np.allclose(shift[state_of == s], shift[state_of == s][0, 0])
     with pytest.raises(PostprocError, match="3 totals for the 49 units"):
         calibrate_to_totals(est, "state", [1, 2, 3])
 

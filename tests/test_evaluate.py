@@ -73,7 +73,8 @@ def test_evaluate_json_values_match_an_independent_computation(cli_json, demo):
     for li, level in enumerate(LEVELS):
         table = pq.read_table(demo / "run" / f"{level}.parquet")
         hist = histograms_from_table(table, run.estimate.schema, geography, level)
-        for name, query in (("total", tot), ("va_hisp_race", run.estimate.workload["va_hisp_race"])):
+        vhr = run.estimate.workload["va_hisp_race"]
+        for name, query in (("total", tot), ("va_hisp_race", vhr)):
             dp, exact = query.answer(hist), query.answer(truth.counts[li])
             expected = error_metrics(dp, exact)
             got = result[level][name]

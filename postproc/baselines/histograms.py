@@ -11,9 +11,14 @@
     TopDown at the same total ε.
 ``calibrate_to_totals``
     Optional calibration of a bottom-level estimate to published totals (e.g. the invariant
-    ``tot`` of states): within each unit of the calibration level the bottom-level cells are
-    clipped at 0 and scaled proportionally so that they sum to the published total (an all-zero
-    unit gets the total spread evenly over its cells); the levels above are re-summed.
+    ``tot`` of states), two ways. ``additive`` (default): the least-squares adjustment — every
+    bottom-level cell under a unit of the calibration level moves by the same amount,
+    ``(total − Σ cells) / cells`` — the smallest change in L2 that hits the totals; it keeps the
+    noise unbiased and may leave negative cells. ``proportional``: cells clipped at 0, then scaled
+    so they sum to the total (an all-zero unit gets the total spread evenly); nonnegative, but
+    clipping the many empty cells first inflates them, and the scaling then takes that excess out
+    of the populated cells — badly biased at small ε (see ``postproc experiment clark_dajani``).
+    The levels above are re-summed either way.
 """
 
 from __future__ import annotations
@@ -174,8 +179,9 @@ def _default_workload(schema) -> Workload:
         return Workload((detailed(schema),))
 
 
-def calibrate_to_totals(estimate: Estimate, level: str, totals: Any) -> Estimate:
-    """Scale the bottom-level cells under each unit of ``level`` to a published total.
+def calibrate_to_totals(estimate: Estimate, level: str, totals: Any, *,
+                        method: str = "additive") -> Estimate:
+    """Adjust the bottom-level cells under each unit of ``level`` to a published total.
 
     Parameters
     ----------
@@ -186,17 +192,19 @@ def calibrate_to_totals(estimate: Estimate, level: str, totals: Any) -> Estimate
         every level above.
     totals : array_like, shape (units of ``level``,)
         The published totals (non-negative).
+    method : {'additive', 'proportional'}
+        Equal shift of every cell (least squares), or clip at 0 and scale.
 
     Returns
     -------
     Estimate
-        ``method`` + ``"+calibrated"``; float histograms, ≥ 0, consistent, with the published
-        totals at ``level``.
+        ``method`` + ``"+calibrated"`` (``"+calibrated_proportional"``); float histograms,
+        consistent, with the published totals at ``level``; nonnegative for ``proportional``.
 
     Raises
     ------
     PostprocError
-        Wrong number of totals, or negative totals.
+        Wrong number of totals, negative totals, or an unknown method.
 
     Examples
     --------
@@ -206,10 +214,16 @@ def calibrate_to_totals(estimate: Estimate, level: str, totals: Any) -> Estimate
     ...                 (np.array([-1]), np.array([0, 0])))
     >>> bottom = np.zeros((2, 192)); bottom[0, :2] = [3, -1]; bottom[1, 0] = 5
     >>> est = Estimate("bu", E2E_1940, geo, e2e_workload(E2E_1940), sums_from_bottom(geo, bottom))
-    >>> cal = calibrate_to_totals(est, "n", [12])
+    >>> cal = calibrate_to_totals(est, "n", [12], method="proportional")
     >>> cal.histograms[1][:, :2].tolist(), float(cal.histograms[0].sum())
     ([[4.5, 0.0], [7.5, 0.0]], 12.0)
+    >>> shifted = calibrate_to_totals(est, "n", [7 + 384])         # +1 in each of 384 cells
+    >>> shifted.histograms[1][:, :2].tolist(), shifted.method
+    ([[4.0, 0.0], [6.0, 1.0]], 'bu+calibrated')
     """
+    if method not in ("additive", "proportional"):
+        raise PostprocError(f"calibration method must be 'additive' or 'proportional', not "
+                            f"{method!r}")
     geo = estimate.geography
     li = geo.level_index(level)
     totals = np.asarray(totals, dtype=np.float64).ravel()
@@ -218,17 +232,24 @@ def calibrate_to_totals(estimate: Estimate, level: str, totals: Any) -> Estimate
                             f"{geo.levels[li]!r}")
     if not np.all(np.isfinite(totals)) or np.any(totals < 0):
         raise PostprocError("published totals must be finite and non-negative")
-    bottom = np.maximum(estimate.histograms[-1], 0).astype(np.float64)
+    bottom = estimate.histograms[-1].astype(np.float64)
+    if method == "proportional":
+        bottom = np.maximum(bottom, 0)
     owner = np.arange(geo.n_units(-1))
     for lv in range(geo.depth - 1, li, -1):
         owner = geo.parents[lv][owner]
     sums = np.bincount(owner, weights=bottom.sum(axis=1), minlength=totals.size)
     cells = np.bincount(owner, minlength=totals.size) * bottom.shape[1]
-    empty = sums <= 0
-    scale = np.where(empty, 0.0, totals / np.where(empty, 1.0, sums))
-    bottom = bottom * scale[owner][:, None]
-    flat = np.where(empty, totals / np.maximum(cells, 1), 0.0)
-    bottom += flat[owner][:, None]
-    return Estimate(f"{estimate.method}+calibrated", estimate.schema, geo, estimate.workload,
+    if method == "additive":
+        bottom = bottom + ((totals - sums) / np.maximum(cells, 1))[owner][:, None]
+        suffix = "+calibrated"
+    else:
+        empty = sums <= 0
+        scale = np.where(empty, 0.0, totals / np.where(empty, 1.0, sums))
+        bottom = bottom * scale[owner][:, None]
+        bottom += np.where(empty, totals / np.maximum(cells, 1), 0.0)[owner][:, None]
+        suffix = "+calibrated_proportional"
+    return Estimate(f"{estimate.method}{suffix}", estimate.schema, geo, estimate.workload,
                     sums_from_bottom(geo, bottom),
-                    {**estimate.provenance, "calibrated_to": geo.levels[li]})
+                    {**estimate.provenance, "calibrated_to": geo.levels[li],
+                     "calibration": method})

@@ -2,8 +2,8 @@
 
 ``postproc evaluate OUTDIR --truth DATA_DIR [--json] [--compare] [--save]`` reads the run in
 ``OUTDIR`` (``manifest.json``, ``<level>.parquet``, ``noisy/``), tabulates the confidential data in
-``DATA_DIR`` (``persons.parquet`` and ``units.parquet`` as ``postproc synth1940`` writes them) on the
-run's geography and schema, and prints per level and query the median absolute error (MAE), mean
+``DATA_DIR`` (``persons.parquet`` and ``units.parquet``, as ``postproc synth1940`` writes them) on
+the run's geography and schema, and prints per level and query the median absolute error (MAE), mean
 absolute error, RMSE and the EPL (improved estimator by default) with its interval.
 
 ``--json`` prints one object keyed by level, then query (``total``, ``detailed``, ``hhgq``,
@@ -58,9 +58,11 @@ def register(subparsers: Any) -> None:
 def _text(table) -> str:
     import pandas as pd
 
+    reasons = list(dict.fromkeys(r for r in table["epl_reason"] if isinstance(r, str)))
+
     def epl(row) -> str:
         if not math.isfinite(row["epl"]):
-            return "undefined"
+            return f"undefined [{reasons.index(row['epl_reason']) + 1}]"
         interval = (f" [{row['epl_ci_low']:.3g}, {row['epl_ci_high']:.3g}]"
                     if math.isfinite(row["epl_ci_low"]) else "")
         return f"{row['epl']:.3g}{interval}"
@@ -72,13 +74,10 @@ def _text(table) -> str:
         "mean|e|": table["mean_abs"].map(lambda v: f"{v:,.2f}"),
         "RMSE": table["rmse"].map(lambda v: f"{v:,.2f}"),
         "EPL [95% interval]": table.apply(epl, axis=1)})
-    notes = sorted({r for r in table["epl_reason"] if isinstance(r, str)})
     lines = [show.to_string(index=False), "",
-             "MAE = median absolute error. EPL: " + table["epl_method"].iloc[0]
-             + " estimator of the pooled errors of each level and query."]
-    if notes:
-        lines.append("undefined EPL: " + "; ".join(n.split(":")[0] + ": " +
-                                                   n.split(":", 1)[1].strip() for n in notes[:3]))
+             f"MAE = median absolute error; EPL = {table['epl_method'].iloc[0]} estimator on the "
+             f"pooled errors of each level and query."]
+    lines += [f"[{i}] {reason}" for i, reason in enumerate(reasons, start=1)]
     return "\n".join(lines)
 
 
