@@ -21,6 +21,7 @@ from scipy.special import log_ndtr
 from scipy.stats import gaussian_kde
 
 import postproc.epl as epl_module
+import postproc.epl._kernel as epl_kernel
 from hierarchy.mechanisms import (sample_laplace, sample_two_sided_geometric,
                                   two_sided_geometric_pmf)
 from postproc.cli import main
@@ -114,7 +115,7 @@ def test_gaussian_sums_match_brute_force(monkeypatch, kind, start, step, size, s
     if kind == "integer":
         e = np.round(e)
     values, weights = epl_module._compress(e)
-    monkeypatch.setattr(epl_module, "_DIRECT_LIMIT", 0)        # force the binned paths
+    monkeypatch.setattr(epl_kernel, "_DIRECT_LIMIT", 0)        # force the binned paths
     sums = epl_module._gaussian_sums(values, weights, start=start, step=step, size=size,
                                      sigma=sigma)
     x = start + step * np.arange(size)
@@ -165,7 +166,7 @@ def test_published_equals_the_recipe_line_by_line(name, settings):
 def test_published_fast_agrees_with_scipy(monkeypatch, name, binned):
     e = _samples()[name]
     if binned:
-        monkeypatch.setattr(epl_module, "_DIRECT_LIMIT", 0)
+        monkeypatch.setattr(epl_kernel, "_DIRECT_LIMIT", 0)
     exact = published_epl(e, fast=False)
     fast = published_epl(e, fast=True)
     assert fast.epl == pytest.approx(exact.epl, rel=1e-10)

@@ -45,9 +45,8 @@ from postproc.epl.published import published_epl
 from postproc.epl.result import METHODS, EPLResult
 from postproc.errors import PostprocError
 
-# private names tests/test_epl.py reaches as ``postproc.epl._name``; _gaussian_sums reads
-# _DIRECT_LIMIT from here, so patching it on this package reaches the engine
-from postproc.epl._kernel import _DIRECT_LIMIT, _compress, _gaussian_sums  # noqa: F401
+# private names tests/test_epl.py reaches as ``postproc.epl._name``
+from postproc.epl._kernel import _compress, _gaussian_sums  # noqa: F401
 from postproc.epl.improved import _order_statistics, _percentiles  # noqa: F401
 
 __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_epl", "direct_epl",

@@ -7,7 +7,6 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-import postproc.epl as _package  # _gaussian_sums reads _DIRECT_LIMIT through the package
 
 _TAIL = 40.0            # kernel cut at 40 sd: exp(-800) underflows to 0 in float64, as in scipy
 _TAYLOR_TOL = 1e-14     # relative error of each kernel term in the binned path
@@ -59,7 +58,7 @@ def _gaussian_sums(values, weights, *, start, step, size, sigma):
     if not keep.all():
         values, weights = values[keep], weights[keep]
     # Read through the package, where tests lower it to force the binned paths.
-    if values.size * size <= _package._DIRECT_LIMIT:
+    if values.size * size <= _DIRECT_LIMIT:
         return _direct_sums(values, weights, start + step * np.arange(size), sigma)
     offsets = (values - start) / step
     on_grid = np.array_equal(offsets, np.rint(offsets))
