@@ -1,0 +1,51 @@
+"""``postproc experiment NAME [--out DIR] [--quick]``: run a reference analysis.
+
+``NAME`` is one of ``flaxman2019``, ``petti_flaxman``, ``clark_dajani`` (see
+:mod:`postproc.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
+``summary.json`` into ``DIR`` (default ``experiments/NAME``); ``postproc report DIR`` makes an HTML
+page of them. ``--quick`` runs a small variant in seconds (used by the tests). Experiments run in
+simulation mode: seeded, reproducible, never a release.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+ORDER = 35
+
+
+def register(subparsers: Any) -> None:
+    """Add ``experiment`` to the ``postproc`` parser."""
+    from postproc.experiments import EXPERIMENTS
+
+    p = subparsers.add_parser(
+        "experiment", help="run a reference analysis (tables, figures, summary)",
+        description="Run a reference analysis and write its CSV tables, PNG figures and "
+                    "summary.json: flaxman2019 (EPL of GDPC, ADPC, RDPC), petti_flaxman "
+                    "(TopDown MAE and EPL on 1940-style data, SRS trade-off, bias by "
+                    "homogeneity), clark_dajani (bottom-up L1/L2 error against ε).")
+    p.add_argument("name", choices=sorted(EXPERIMENTS), help="which analysis")
+    p.add_argument("--out", metavar="DIR",
+                   help="output directory (default experiments/NAME, or experiments/NAME-quick)")
+    p.add_argument("--quick", action="store_true", help="small, fast variant (seconds)")
+    p.add_argument("--report", action="store_true", help="also write DIR/report.html")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``postproc experiment``."""
+    from pathlib import Path
+
+    from postproc.experiments import run_experiment
+
+    out = args.out or str(Path("experiments") / (args.name + ("-quick" if args.quick else "")))
+    summary = run_experiment(args.name, out, quick=args.quick)
+    for key, value in list(summary["headline"].items())[:12]:
+        shown = f"{value:.4g}" if isinstance(value, float) else value
+        print(f"  {key}: {shown}")
+    if args.report:
+        from postproc.report import write_report
+
+        print(f"report: {write_report(out)}")
+    return 0

@@ -1,0 +1,39 @@
+"""``postproc report OUTDIR``: one self-contained HTML page of an output directory.
+
+Writes ``OUTDIR/report.html`` for an experiment directory (figures with captions, tables,
+headline numbers) or a ``postproc run`` directory (configuration, levels, error tables, and the
+evaluation and comparison written by ``postproc evaluate --save``). PNGs are embedded, so the page
+can be moved or mailed on its own; long tables link to their CSV next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+ORDER = 36
+
+
+def register(subparsers: Any) -> None:
+    """Add ``report`` to the ``postproc`` parser."""
+    p = subparsers.add_parser(
+        "report", help="HTML report of an experiment or run output directory",
+        description="Write OUTDIR/report.html: tables and figures of an experiment "
+                    "(postproc experiment) or a run (postproc run, with postproc evaluate --save "
+                    "results), self-contained.")
+    p.add_argument("outdir", help="output directory")
+    p.add_argument("--title", help="page title (default: the experiment's or the run's)")
+    p.add_argument("--max-rows", type=int, default=60, metavar="N",
+                   help="rows shown per table (default 60; the full CSV is linked)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``postproc report``."""
+    from postproc.errors import PostprocError
+    from postproc.report import write_report
+
+    if args.max_rows < 1:
+        raise PostprocError("--max-rows must be at least 1")
+    print(write_report(args.outdir, title=args.title, max_rows=args.max_rows))
+    return 0
