@@ -21,7 +21,8 @@ __all__ = ["Output", "new_figure", "EPSILON_COLORS", "method_style", "plain_log_
 #: Colours of the methods, the same in every figure.
 _METHOD_COLORS = {"gdpc": "#1f77b4", "adpc": "#ff7f0e", "rdpc": "#2ca02c", "hay": "#9467bd",
                   "topdown": "#d62728", "srs": "#7f7f7f", "noisy": "#8c564b",
-                  "bottom_up": "#1f77b4", "bottom_up+calibrated": "#17becf"}
+                  "bottom_up": "#1f77b4", "bottom_up+calibrated": "#17becf", "clip": "#444444",
+                  "hay+clip": "#c5b0d5"}
 EPSILON_COLORS = "viridis"
 
 

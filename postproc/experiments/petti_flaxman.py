@@ -11,7 +11,10 @@ every ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 8} with several seeds. For the total cou
 * the MAE-vs-EPL trade-off of TopDown against simple random samples (SRS) of 5 %–95 % of persons
   weighted ``1/f``, and the SRS fraction whose MAE is closest to each ε's;
 * the bias of ED totals by homogeneity index (number of empty cells of an ED's exact 24-cell
-  ``va_hisp_race`` table).
+  ``va_hisp_race`` table);
+* at one ε, TopDown against the raw measurements and the other post-processors of the same
+  measurements (clipping, closed-form least squares) and bottom-up at the same ε
+  (:func:`postproc.evaluate.compare_postprocessors`).
 
 The nation and state totals are invariant, so their errors are all zero and their EPL undefined
 (reported as such). The ε of the E2E budget is the *total* over four levels and three queries.
@@ -62,10 +65,10 @@ MEASURE_LABEL = {"mae": "MAE (median |error|), persons", "mean_abs": "mean |erro
 FULL = {"persons": 20_000_000, "data_seed": 1940, "seeds": [1, 2],
         "epsilons": [0.25, 0.5, 0.75, 1.0, 2.0, 4.0, 8.0], "show_epsilon": 1.0,
         "srs_fractions": [round(0.05 * k, 2) for k in range(1, 20)], "n_boot": 100,
-        "executor": "serial", "workers": None}
+        "compare_epsilon": 1.0, "executor": "serial", "workers": None}
 QUICK = {"persons": 100_000, "data_seed": 1940, "seeds": [1, 2], "epsilons": [0.5, 2.0],
          "show_epsilon": 2.0, "srs_fractions": [0.1, 0.5, 0.9], "n_boot": 20,
-         "executor": "serial", "workers": None}
+         "compare_epsilon": 2.0, "executor": "serial", "workers": None}
 
 
 def _summarise(errors: dict, exact: dict, n_boot: int, rnd: Randomness,
@@ -142,6 +145,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     errors: dict[tuple, list[np.ndarray]] = {}
     ed_totals: dict[float, list[np.ndarray]] = {}
     seconds = []
+    compared = None
     with get_executor(params["executor"], workers=params["workers"]) as executor:
         for ei, epsilon in enumerate(params["epsilons"]):
             for seed in params["seeds"]:
@@ -155,6 +159,8 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                         e = _query_errors(query.answer(result.histograms[li]), exact[(lv, q)], q)
                         errors.setdefault((float(epsilon), lv, q), []).append(e)
                 ed_totals.setdefault(float(epsilon), []).append(result.histograms[-1].sum(1))
+                if float(epsilon) == float(params["compare_epsilon"]) and compared is None:
+                    compared = (noisy, result, int(seed))
             out.log(f"  ε = {epsilon:g}: TopDown × {len(params['seeds'])} "
                     f"({np.mean(seconds[-len(params['seeds']):]):.1f} s each)")
     rnd = Randomness.simulation(int(params["data_seed"]))
@@ -206,11 +212,55 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
         _figure_distribution(out, np.concatenate(errors[key]), estimates[key], show)
     _figure_tradeoff(out, topdown_table, srs_table)
     _figure_bias(out, bias)
+    if compared is not None:
+        _comparison(out, truth, *compared, float(params["compare_epsilon"]),
+                    int(params["n_boot"]))
     headline = _headline(topdown_table, closest, bias)
     headline["topdown_seconds_mean"] = float(np.mean(seconds))
     return {"parameters": {**params, "units": units}, "headline": headline,
             "notes": ["nation and state totals are invariant (E2E spec): their errors are 0 and "
                       "their EPL is undefined."]}
+
+
+def _comparison(out: Output, truth, noisy, result, seed: int, epsilon: float,
+                n_boot: int) -> None:
+    from postproc.evaluate import compare_postprocessors
+
+    table = compare_postprocessors(noisy, truth, topdown=result, rng=seed,
+                                   queries=["total", "va_hisp_race", "detailed"],
+                                   epl_options={"n_boot": n_boot})
+    out.table("comparison", table,
+              f"At ε = {epsilon:g} (seed {seed}): the raw measurements, nonnegative clipping of "
+              f"the detailed measurements, closed-form least squares (Hay et al., generalised; "
+              f"with and without clipping), TopDown, and bottom-up with the same total ε (its "
+              f"own measurement; raw and calibrated additively to the published state totals), "
+              f"each against the truth per level and query: error metrics and EPL.")
+    methods = list(dict.fromkeys(table["method"]))
+    panels = [("county", "total"), ("enum_dist", "total"), ("enum_dist", "va_hisp_race")]
+    fig, axes = new_figure(len(panels), 1, width=4.4, height=4.0)
+    for ax, (level, query) in zip(axes[0], panels):
+        part = table[(table["level"] == level) & (table["query"] == query)]
+        part = part.set_index("method").reindex(methods)
+        values = part["mean_abs"].to_numpy()
+        shown = np.where(values > 1e-6, values, np.nan)        # 0 up to float rounding: no bar
+        ax.bar(range(len(methods)), shown, color=[method_style(m)["color"] for m in methods])
+        ax.set_yscale("log")
+        floor = np.nanmin(shown) / 3 if np.isfinite(shown).any() else 0.1
+        ax.set_ylim(bottom=floor)
+        ax.set_xticks(range(len(methods)), methods, rotation=40, ha="right", fontsize=8)
+        ax.set_ylabel("mean |error|, persons (log scale)")
+        ax.set_title(f"{level}: {query}", fontsize=10)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        for i, value in enumerate(values):
+            ax.annotate(f"{value:.3g}" if value > 1e-6 else "0 (exact)",
+                        (i, value if value > 1e-6 else floor), ha="center", va="bottom",
+                        fontsize=7, textcoords="offset points", xytext=(0, 2))
+    out.figure("comparison", fig,
+               f"Mean absolute error of each post-processor of the same ε = {epsilon:g} "
+               f"measurements (bottom-up: its own measurement at the same ε), log scale. "
+               f"Clipping the noisy detailed cells inflates every empty cell, so its totals are "
+               f"far off; least squares is consistent but leaves negative cells; TopDown is "
+               f"consistent, nonnegative and holds the invariants.")
 
 
 def _closest_srs(topdown_table: pd.DataFrame, srs_table: pd.DataFrame) -> pd.DataFrame:
@@ -268,6 +318,15 @@ def _headline(topdown_table: pd.DataFrame, closest: pd.DataFrame, bias: pd.DataF
     return out
 
 
+def _whiskers(rows: pd.DataFrame) -> list[np.ndarray]:
+    """Error bars of EPL intervals on a log axis: a lower end at 0 is drawn at a tenth."""
+    epl = rows["epl"].to_numpy()
+    low = np.maximum(np.nan_to_num(rows["epl_ci_low"].to_numpy(), nan=np.inf), epl / 10)
+    low = np.minimum(low, epl)
+    high = np.maximum(np.nan_to_num(rows["epl_ci_high"].to_numpy(), nan=-np.inf), epl)
+    return [np.maximum(epl - low, 0), high - epl]
+
+
 def _level_colors():
     return {"state": "#2ca02c", "county": "#1f77b4", "enum_dist": "#d62728", "nation": "#555555"}
 
@@ -290,9 +349,7 @@ def _figure_levels(out: Output, table: pd.DataFrame, epsilons) -> None:
                                 label=level, **style)
             finite = rows[np.isfinite(rows["epl"])]
             if not finite.empty:
-                low = np.maximum(finite["epl"] - finite["epl_ci_low"], 0)
-                high = np.maximum(finite["epl_ci_high"] - finite["epl"], 0)
-                epl_ax.errorbar(finite["epsilon"], finite["epl"], yerr=[low, high],
+                epl_ax.errorbar(finite["epsilon"], finite["epl"], yerr=_whiskers(finite),
                                 label=level, **style)
         for ax in (err_ax, epl_ax):
             plain_log_axis(ax, "both", ticks=epsilons)
@@ -307,8 +364,9 @@ def _figure_levels(out: Output, table: pd.DataFrame, epsilons) -> None:
                "for va_hisp_race) and EPL (bottom, 95% bootstrap intervals) against ε, per "
                "level. Nation and state totals are invariant (no error, EPL undefined) and not "
                "drawn; neither are undefined EPLs (too few, too spread errors: county totals "
-               "at small ε). Over all cells, va_hisp_race's EPL is dominated by the spike of "
-               "exact zeros in empty cells; over the cells with people it is far lower.")
+               "at small ε; intervals reaching 0 are cut at a tenth of the estimate). Over all "
+               "cells, va_hisp_race's EPL is dominated by the spike of exact zeros in empty "
+               "cells; over the cells with people it is far lower.")
 
 
 def _figure_distribution(out: Output, errors: np.ndarray, estimate, epsilon: float) -> None:
@@ -346,11 +404,15 @@ def _figure_tradeoff(out: Output, topdown_table: pd.DataFrame, srs_table: pd.Dat
     for row, level in enumerate(["county", "enum_dist"]):
         for col, query in enumerate(queries):
             ax, measure = axes[row, col], MEASURE[query]
+            both = pd.concat([t[(t["level"] == level) & (t["query"] == query)]
+                              for t in (topdown_table, srs_table)])
+            # the improved estimator where it is defined for most points; else the published
+            column = "epl" if np.isfinite(both["epl"]).mean() >= 0.5 else "epl_published"
             for name, table, key, fmt in (("topdown", topdown_table, "epsilon", "ε={:g}"),
                                           ("srs", srs_table, "fraction", "{:.0%}")):
                 part = table[(table["level"] == level) & (table["query"] == query)
-                             & np.isfinite(table["epl"]) & (table[measure] > 0)]
-                part = part.sort_values(key)
+                             & np.isfinite(table[column]) & (table[measure] > 0)]
+                part = part.sort_values(key).assign(epl=lambda f: f[column])
                 if part.empty:
                     continue
                 style = method_style(name)
@@ -364,7 +426,8 @@ def _figure_tradeoff(out: Output, topdown_table: pd.DataFrame, srs_table: pd.Dat
                                 color=style["color"])
             plain_log_axis(ax, "both")
             ax.grid(True, which="both", alpha=0.3)
-            ax.set_xlabel("EPL (improved estimator)")
+            ax.set_xlabel("EPL (improved estimator)" if column == "epl" else
+                          "EPL (published estimator: the improved one is undefined here)")
             ax.set_ylabel(MEASURE_LABEL[measure])
             ax.set_title(f"{level}: {QUERIES[query]}", fontsize=10)
             legend_if_any(ax, fontsize=8)
@@ -372,9 +435,9 @@ def _figure_tradeoff(out: Output, topdown_table: pd.DataFrame, srs_table: pd.Dat
                "Error against empirical privacy loss: TopDown over ε (red) and simple random "
                "samples over the sampling fraction (grey), for county and ED totals (left) and "
                "va_hisp_race counts of cells with people (right). Down and left is better. "
-               "Points with an undefined EPL are not drawn (county totals at small ε: 936 "
+               "A panel whose improved EPL is undefined for most points (county totals: 936 "
                "errors spread over hundreds of persons never reach the estimator's density "
-               "floor).")
+               "floor) uses the published estimator instead, as its x label says.")
 
 
 def _figure_bias(out: Output, bias: pd.DataFrame) -> None:
