@@ -57,6 +57,8 @@ def _fmt(value: Any) -> str:
             return ""
         if math.isinf(value):
             return "undefined" if value > 0 else "−inf"
+        if 0 < abs(value) < 1e-6:
+            return "≈ 0"                  # float rounding of an exact 0 (e.g. a calibrated total)
         if value == int(value) and abs(value) < 1e15:
             return f"{int(value):,}"
         return f"{value:,.4g}" if abs(value) >= 1e-3 else f"{value:.3g}"
