@@ -701,6 +701,17 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
     ------
     PostprocError
         As :func:`load_run` and :func:`load_truth`; comparing needs ``noisy/``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postproc.demo import run_demo
+    >>> out = run_demo(tempfile.mkdtemp() + "/demo", persons=5_000, progress=False,
+    ...                log=lambda message: None)                    # data/ and run/
+    >>> table = evaluate_run(out.directory, out.directory.parent / "data", queries=["total"],
+    ...                      rng=0, epl_options={"n_boot": 0})
+    >>> table.set_index("level").loc["state", ["mae", "epl"]].tolist()   # state totals invariant
+    [0.0, inf]
     """
     run = load_run(directory)
     truth = load_truth(data_dir, run)
