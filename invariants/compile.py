@@ -16,7 +16,8 @@ Examples
 --------
 >>> import numpy as np
 >>> from hierarchy.schema import E2E_1940
->>> from hierarchy.geography import Geography
+>>> from hierarchy.errors import HierarchyError
+from hierarchy.geography import Geography
 >>> from invariants.spec import Spec
 >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
 >>> gqhh = np.zeros((2, 8), np.int64); gqhh[:, 0] = [3, 4]
@@ -273,7 +274,7 @@ def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], 
     where = f"{c.source}, line {c.line}: " if c.source and c.line else ""
     try:
         q = parse_query(c.query, schema)
-    except Exception as exc:  # HierarchyError: re-raise naming the constraint
+    except HierarchyError as exc:  # re-raise naming the constraint
         raise SpecError(f"{where}constraint {c.name!r}: bad query {c.query!r}: {exc}") from None
     m, labels, idx = _answers(q, c.answers, c, where)
     labels = [f"{c.name}: {lab}" for lab in labels]
