@@ -16,8 +16,7 @@ Examples
 --------
 >>> import numpy as np
 >>> from hierarchy.schema import E2E_1940
->>> from hierarchy.errors import HierarchyError
-from hierarchy.geography import Geography
+>>> from hierarchy.geography import Geography
 >>> from invariants.spec import Spec
 >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
 >>> gqhh = np.zeros((2, 8), np.int64); gqhh[:, 0] = [3, 4]
@@ -42,6 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.queries import marginal, parse_query, total
 from hierarchy.schema import Schema
