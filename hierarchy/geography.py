@@ -66,8 +66,7 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
         dictionary = np.asarray(chunked.chunk(0).dictionary.cast(pa.string())
                                 .to_numpy(zero_copy_only=False), dtype=object)
         parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunked.chunks]
-        codes = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        codes = codes.astype(np.int64, copy=False)
+        codes = np.concatenate(parts) if len(parts) > 1 else parts[0]   # int32 indices as is
         _check_empty(codes, dictionary, name)
         return codes, dictionary
     arr = np.asarray(column)
