@@ -210,6 +210,20 @@ def _per_cell(var_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
     return rows, vi[keep]
 
 
+def _parent_rows(var_index: np.ndarray, cells: np.ndarray, first_slack: int | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``Σ_k x_kj`` for each cell in ``cells``, as COO; with ``first_slack``, plus slack
+    columns ``+s⁺_j − s⁻_j`` numbered from ``first_slack`` (s⁺ first, then s⁻)."""
+    r, c = _per_cell(var_index, cells)
+    data = np.ones(r.size)
+    if first_slack is None:
+        return r, c, data
+    m = cells.size
+    return (np.concatenate([r, np.arange(m), np.arange(m)]),
+            np.concatenate([c, first_slack + np.arange(m), first_slack + m + np.arange(m)]),
+            np.concatenate([data, np.ones(m), -np.ones(m)]))
+
+
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
                  hold: Sequence[tuple[QueryData, np.ndarray]] = (),
                  slack: float | None = None) -> tuple[QP, _Layout, float, dict[str, Any]]:
@@ -266,13 +280,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         rows.add(np.concatenate([r, np.arange(m)]), np.concatenate([c, offset + np.arange(m)]),
                  np.concatenate([v, -np.ones(m)]), np.zeros(m), np.zeros(m))
     if task.parent_hist is not None:  # Σ_k x_k = parent on active cells (± slacks)
-        r, c = _per_cell(lay.var_index, act)
-        data = np.ones(r.size)
-        if n_slack:
-            s_ = act.size
-            r = np.concatenate([r, np.arange(s_), np.arange(s_)])
-            c = np.concatenate([c, slack0 + np.arange(s_), slack0 + s_ + np.arange(s_)])
-            data = np.concatenate([data, np.ones(s_), -np.ones(s_)])
+        r, c, data = _parent_rows(lay.var_index, act, slack0 if n_slack else None)
         p = task.parent_hist[act].astype(np.float64)
         rows.add(r, c, data, p, p)
         if n_slack and np.isfinite(slack):
@@ -448,13 +456,7 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarr
     rows = _Rows(nb + n_slack)
     if task.parent_hist is not None:  # Σ_k B_kj = parent_j − Σ_k ⌊X*_kj⌋ (± integer slacks)
         need = (task.parent_hist[act] - floor[:, act].sum(axis=0)).astype(np.float64)
-        r, c = _per_cell(lay.var_index, act)
-        data = np.ones(r.size)
-        if n_slack:
-            s_ = act.size
-            r = np.concatenate([r, np.arange(s_), np.arange(s_)])
-            c = np.concatenate([c, nb + np.arange(s_), nb + s_ + np.arange(s_)])
-            data = np.concatenate([data, np.ones(s_), -np.ones(s_)])
+        r, c, data = _parent_rows(lay.var_index, act, nb if n_slack else None)
         rows.add(r, c, data, need, need)
     if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
         r, cc, v, has_var = _per_child(task.matrix, lay.var_index)
