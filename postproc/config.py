@@ -24,7 +24,7 @@ from postproc.errors import PostprocError
 from postproc.executors import EXECUTORS
 from postproc.solvers import DEFAULT_QP_CHAIN, check_chain
 
-__all__ = ["RunConfig", "load_config", "config_from_dict"]
+__all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text"]
 
 _SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
              "spec", "solver", "output"}
@@ -124,6 +124,19 @@ def _fail(where: str, message: str) -> PostprocError:
     return PostprocError(f"{where}: {message}")
 
 
+def read_config_text(path: str | Path) -> str:
+    """The text of a config file; a missing or unreadable file is a :class:`PostprocError`
+    naming it."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PostprocError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PostprocError(f"config file {path} cannot be read as UTF-8 text: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a run configuration file.
 
@@ -133,13 +146,7 @@ def load_config(path: str | Path) -> RunConfig:
         With the file, line and key of the problem and what would be valid.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PostprocError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PostprocError(f"config file {path} cannot be read as UTF-8 text: "
-                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    text = read_config_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -492,15 +492,10 @@ def load_safetab_config(path: str | Path) -> SafeTabConfig:
     ...
     postproc.errors.PostprocError: config file no/such/file.toml does not exist
     """
+    from postproc.config import read_config_text
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PostprocError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PostprocError(f"config file {path} cannot be read as UTF-8 text: "
-                            f"{getattr(exc, 'strerror', None) or exc}") from None
-    return parse_safetab_config(text, source=str(path), base=path.parent)
+    return parse_safetab_config(read_config_text(path), source=str(path), base=path.parent)
 
 
 def parse_safetab_config(text: str, *, source: str = "<config>",
