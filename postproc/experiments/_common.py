@@ -15,7 +15,7 @@ from hierarchy.randomness import UNSAFE_LABEL
 from hierarchy.storage import atomic_path, package_versions
 from postproc.errors import PostprocError
 
-__all__ = ["Output", "new_figure", "EPSILON_COLORS", "method_style", "plain_log_axis",
+__all__ = ["Output", "new_figure", "EPSILON_COLORS", "epsilon_color", "method_style", "plain_log_axis",
            "legend_if_any"]
 
 #: Colours of the methods, the same in every figure.
@@ -24,6 +24,14 @@ _METHOD_COLORS = {"gdpc": "#1f77b4", "adpc": "#ff7f0e", "rdpc": "#2ca02c", "hay"
                   "bottom_up": "#1f77b4", "bottom_up+calibrated": "#17becf", "clip": "#444444",
                   "hay+clip": "#c5b0d5"}
 EPSILON_COLORS = "viridis"
+
+
+def epsilon_color(i: int, n: int):
+    """Colour of the ``i``-th of ``n`` ε values: viridis up to 0.85 of its range, so the largest
+    ε is a readable green rather than viridis' pale yellow on a white background."""
+    import matplotlib
+
+    return matplotlib.colormaps[EPSILON_COLORS](0.85 * i / max(1, n - 1))
 
 
 def method_style(method: str) -> dict[str, Any]:

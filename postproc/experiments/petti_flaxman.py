@@ -48,8 +48,8 @@ from hierarchy.tabulate import tabulate
 from invariants.spec import Spec
 from postproc.baselines import srs
 from postproc.epl import default_bandwidth, improved_epl, published_epl
-from postproc.experiments._common import (Output, legend_if_any, method_style, new_figure,
-                                          plain_log_axis)
+from postproc.experiments._common import (Output, epsilon_color, legend_if_any, method_style,
+                                          new_figure, plain_log_axis)
 from postproc.metrics import bias_by_homogeneity, error_metrics, homogeneity_index
 
 NAME = "petti_flaxman"
@@ -441,16 +441,14 @@ def _figure_tradeoff(out: Output, topdown_table: pd.DataFrame, srs_table: pd.Dat
 
 
 def _figure_bias(out: Output, bias: pd.DataFrame) -> None:
-    import matplotlib
 
     fig, axes = new_figure(1, 2, width=7.0, height=3.2, sharex=True,
                            gridspec_kw={"height_ratios": [3, 1]})
     ax, count_ax = axes[0, 0], axes[1, 0]
     epsilons = sorted(bias["epsilon"].unique())
-    cmap = matplotlib.colormaps["viridis"]
     for i, epsilon in enumerate(epsilons):
         part = bias[bias["epsilon"] == epsilon]
-        color = cmap(i / max(1, len(epsilons) - 1))
+        color = epsilon_color(i, len(epsilons))
         offset = (i - (len(epsilons) - 1) / 2) * 0.08
         ax.errorbar(part["homogeneity_index"] + offset, part["bias"],
                     yerr=1.96 * part["se"].fillna(0), color=color, marker="o", ms=3, lw=1,
