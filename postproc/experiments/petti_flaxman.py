@@ -441,7 +441,6 @@ def _figure_tradeoff(out: Output, topdown_table: pd.DataFrame, srs_table: pd.Dat
 
 
 def _figure_bias(out: Output, bias: pd.DataFrame) -> None:
-
     fig, axes = new_figure(1, 2, width=7.0, height=3.2, sharex=True,
                            gridspec_kw={"height_ratios": [3, 1]})
     ax, count_ax = axes[0, 0], axes[1, 0]
