@@ -106,13 +106,7 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
     chains = _positive_int(chains, "chains")
     thin = _positive_int(thin, "thin")
     burn_in = draws // 10 if burn_in is None else _positive_int(burn_in, "burn_in", zero=True)
-    if start is None:
-        start_state = target.start()
-    else:
-        start_state = np.asarray(start)
-        if not bool(target.feasible(start_state)):
-            raise PostprocError("the start is not in S*: " + "; ".join(target.violations(
-                start_state)))
+    start_state = target.start(start)
     fixed = target.lower == target.upper
     structure = move_structure(target.A, fixed)
     step = float(default_step(target.mechanism, target.parameter)) if step is None else step

@@ -389,13 +389,7 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
     block = _positive_int(block, "block")
     burn_in = draws // 10 if burn_in is None else _positive_int(burn_in, "burn_in", zero=True)
     ix = index_set if index_set is not None else mis_index_set(target)
-    if start is None:
-        start_state = target.start()
-    else:
-        start_state = np.asarray(start)
-        if not bool(target.feasible(start_state)):
-            raise PostprocError("the start is not in S*: " + "; ".join(target.violations(
-                start_state)))
+    start_state = target.start(start)
     tuned = None
     if proposal_epsilon is None:
         from postproc.sampling.tuning import tune_proposal_epsilon

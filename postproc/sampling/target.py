@@ -300,16 +300,24 @@ class ConditionalTarget:
             out.append(f"inequality row {i}: {Bs[i]:g} < {self.b[i]:g}")
         return out
 
-    def start(self) -> np.ndarray:
-        """A point of ``S*`` to start a chain: the centre if it is in ``S*``, otherwise the
-        point of ``S*`` closest to it in L1 (the mode of the geometric target), by a MILP.
+    def start(self, given: Any = None) -> np.ndarray:
+        """A point of ``S*`` to start a chain: ``given`` after checking it is in ``S*``; else the
+        centre if it is in ``S*``, otherwise the point of ``S*`` closest to it in L1 (the mode of
+        the geometric target), by a MILP.
 
         Raises
         ------
         PostprocError
-            If ``S*`` is empty: the invariants are unsatisfiable (naming the contradicting
-            invariant when the equalities alone contradict each other).
+            If ``given`` is not in ``S*`` (listing the violations), or ``S*`` is empty: the
+            invariants are unsatisfiable (naming the contradicting invariant when the
+            equalities alone contradict each other).
         """
+        if given is not None:
+            state = np.asarray(given)
+            if not bool(self.feasible(state)):
+                raise PostprocError("the start is not in S*: " + "; ".join(self.violations(
+                    state)))
+            return state
         if bool(self.feasible(self.centre)):
             return self.centre.copy()
         if self.A.shape[0]:
