@@ -15,8 +15,22 @@ from hierarchy.randomness import UNSAFE_LABEL
 from hierarchy.storage import atomic_path, package_versions
 from postproc.errors import PostprocError
 
-__all__ = ["Output", "new_figure", "EPSILON_COLORS", "epsilon_color", "method_style", "plain_log_axis",
-           "legend_if_any"]
+__all__ = ["Output", "new_figure", "EPSILON_COLORS", "epsilon_color", "method_style",
+           "plain_log_axis", "legend_if_any", "E2E_LEVELS", "synthetic_truth"]
+
+#: The E2E geography levels of the 1940-style analyses.
+E2E_LEVELS = ["nation", "state", "county", "enum_dist"]
+
+
+def synthetic_truth(params: dict[str, Any]):
+    """The exact E2E hierarchy (with units) of ``synthesize_1940(params["persons"],
+    seed=params["data_seed"])``; the microdata are dropped once tabulated."""
+    from hierarchy.schema import E2E_1940
+    from hierarchy.synth import synthesize_1940
+    from hierarchy.tabulate import tabulate
+
+    data = synthesize_1940(int(params["persons"]), seed=int(params["data_seed"]))
+    return tabulate(data.persons, schema=E2E_1940, levels=E2E_LEVELS, units=data.units)
 
 #: Colours of the methods, the same in every figure.
 _METHOD_COLORS = {"gdpc": "#1f77b4", "adpc": "#ff7f0e", "rdpc": "#2ca02c", "hay": "#9467bd",

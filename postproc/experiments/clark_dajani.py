@@ -21,16 +21,15 @@ from hierarchy.mechanisms import two_sided_geometric_variance
 from hierarchy.queries import detailed, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
-from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
 from postproc.baselines import bottom_up, calibrate_to_totals
-from postproc.experiments._common import Output, new_figure, plain_log_axis
+from postproc.experiments._common import (E2E_LEVELS, Output, new_figure, plain_log_axis,
+                                          synthetic_truth)
 from postproc.metrics import error_metrics
 
 NAME = "clark_dajani"
 TITLE = "Clark & Dajani (2019): bottom-up L1 and L2 error against ε"
 
-LEVELS = ["nation", "state", "county", "enum_dist"]
+LEVELS = E2E_LEVELS
 FULL = {"persons": 20_000_000, "data_seed": 1940, "seeds": [1, 2],
         "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "sensitivity": 2.0}
 QUICK = {"persons": 100_000, "data_seed": 1940, "seeds": [1, 2], "epsilons": [0.5, 4.0],
@@ -54,9 +53,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     dict
     """
     params = {**(QUICK if quick else FULL), **overrides}
-    data = synthesize_1940(int(params["persons"]), seed=int(params["data_seed"]))
-    truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
-    del data
+    truth = synthetic_truth(params)
     workload = e2e_workload(E2E_1940)
     queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
                "detailed": detailed(E2E_1940)}

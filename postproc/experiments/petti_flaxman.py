@@ -43,19 +43,18 @@ from hierarchy.measure import measure
 from hierarchy.queries import e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
-from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
 from invariants.spec import Spec
 from postproc.baselines import srs
 from postproc.epl import default_bandwidth, improved_epl, published_epl
-from postproc.experiments._common import (Output, epsilon_color, legend_if_any, method_style,
-                                          new_figure, plain_log_axis)
+from postproc.experiments._common import (E2E_LEVELS, Output, epsilon_color, legend_if_any,
+                                          method_style, new_figure, plain_log_axis,
+                                          synthetic_truth)
 from postproc.metrics import bias_by_homogeneity, error_metrics, homogeneity_index
 
 NAME = "petti_flaxman"
 TITLE = "Petti & Flaxman (2020): TopDown error and empirical privacy loss on 1940-style data"
 
-LEVELS = ["nation", "state", "county", "enum_dist"]
+LEVELS = E2E_LEVELS
 QUERIES = {"total": "TC (total)", "va_hisp_race": "SC (va_hisp_race, all cells)",
            "va_hisp_race>0": "SC (va_hisp_race, cells with exact > 0)"}
 #: The error measure each query is compared on (SC's median |error| is 0 or 1: empty cells).
@@ -130,9 +129,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     from postproc.topdown import topdown
 
     params = {**(QUICK if quick else FULL), **overrides}
-    data = synthesize_1940(int(params["persons"]), seed=int(params["data_seed"]))
-    truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
-    del data
+    truth = synthetic_truth(params)
     workload = e2e_workload(E2E_1940)
     spec = Spec.e2e(LEVELS)
     publish = {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]}
