@@ -492,3 +492,12 @@ def json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def emit(text: str, result: dict[str, Any], *, out: str | None, json_path: str | None) -> None:
+    """Print a report; also write it to ``out`` and every raw figure to ``json_path``."""
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=1, default=json_default))

@@ -425,12 +425,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  sampler_draws=args.sampler_draws, sampler_repeats=args.sampler_repeats,
                  synth_persons=args.synth_persons, synth_repeats=args.synth_repeats,
                  parts=parts, workdir=args.workdir, keep=args.keep)
-    text = report(result)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, default=common.json_default))
+    common.emit(report(result), result, out=args.out, json_path=args.json)
     return result
 
 

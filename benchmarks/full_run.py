@@ -369,12 +369,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  repeats=args.repeats, seed=args.seed, noise_seed=args.noise_seed,
                  epsilon=args.epsilon, data=args.data, workdir=args.workdir, keep=args.keep,
                  warmup=not args.no_warmup)
-    text = report(result)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, default=common.json_default))
+    common.emit(report(result), result, out=args.out, json_path=args.json)
     return result
 
 

@@ -28,7 +28,6 @@ upper bounds.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -399,12 +398,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  workers=args.workers, repeats=args.repeats,
                  sections=tuple(s for s in SECTIONS if s not in skip), workdir=args.workdir,
                  keep=args.keep, figure=args.figure or None)
-    text = report(result)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, default=common.json_default))
+    common.emit(report(result), result, out=args.out, json_path=args.json)
     return result
 
 

@@ -36,7 +36,6 @@ Nothing here asserts a timing; the figures need a quiet machine to mean anything
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -324,12 +323,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     result = run(args.persons, repeats=args.repeats, max_parents=args.max_parents,
                  epsilon=args.epsilon, data_seed=args.data_seed, noise_seed=args.noise_seed)
-    text = report(result)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, default=common.json_default))
+    common.emit(report(result), result, out=args.out, json_path=args.json)
     return result
 
 
