@@ -7,7 +7,6 @@ it would have with a fresh seed if the sampler were exactly right.
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from postproc.sampling import (acceptance_curve, bareiss_determinant, choose_ind
                                conditional_target, effective_sample_size, integer_kernel_basis,
                                mis_index_set, move_structure, read_count_table, row_basis,
                                sample_conditional, sample_lattice, sample_mis, table_target)
-from postproc.sampling.mis import MISKernel, run_mis
+from postproc.sampling.mis import MISKernel
 from postproc.sampling.target import log_noise_density
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"

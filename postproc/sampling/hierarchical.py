@@ -194,13 +194,11 @@ def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | N
         extra = _children_rows(below[0], below[1], U, n)
         Z = extra["size"]
     eye_u = sp.identity(U, format="csr")
-    blocks_ub, rhs_ub, costs = [sp.hstack([-B, sp.csr_matrix((B.shape[0], 0))])], \
-        [-b.astype(float)], [np.zeros(V)]
+    rhs_ub, costs = [-b.astype(float)], [np.zeros(V)]
     t_sizes = []
     for Q, y, w in fits:
-        Qb = sp.kron(eye_u, sp.csr_matrix(Q, dtype=np.float64), format="csr")
-        t_sizes.append(Qb.shape[0])
-        costs.append(np.full(Qb.shape[0], float(w)))
+        t_sizes.append(U * Q.shape[0])           # rows of kron(I_U, Q), built once below
+        costs.append(np.full(t_sizes[-1], float(w)))
         rhs_ub.extend([np.rint(y.ravel()), -np.rint(y.ravel())])
     T = sum(t_sizes)
     rows = [sp.hstack([-B, sp.csr_matrix((B.shape[0], T + Z))])]
@@ -483,8 +481,6 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
            for lv in geo.levels]
     compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     n = noisy.schema.size
-    levels_setup = {}
-
     def setup(li: int, parent_hist: np.ndarray | None) -> dict:
         """The units that are sampled at level ``li`` and everything their engine needs."""
         level = geo.levels[li]

@@ -99,7 +99,7 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
     >>> res.chain.shape, bool(res.invariants_hold)
     ((4, 500, 4), True)
     """
-    from postproc.sampling.mis import _positive_int, _to_counts
+    from postproc.sampling.mis import _positive_int
 
     source = as_randomness(rng)
     draws = _positive_int(draws, "draws")

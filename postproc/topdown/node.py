@@ -443,7 +443,6 @@ def _binding_rows(task: NodeTask, x: np.ndarray, tol: float = 1e-6) -> list[str]
 
 def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarray,
                                                                           dict[str, Any]]:
-    k, n = task.k, task.n
     lay = _layout(task, relax=failsafe)
     x = np.where(lay.allowed, np.maximum(x_star, 0.0), 0.0)
     floor = np.floor(x + _FRAC_TOL)
