@@ -1,20 +1,44 @@
-"""Atomic output: files and directories appear complete or not at all.
+"""Atomic, owned output: files and directories appear complete or not at all, and the toolkit
+never destroys what it did not write.
 
 Every output of the toolkit is written to a temporary name in the destination's directory and
 then renamed into place (``os.replace`` is atomic on POSIX), so an interrupted run never leaves a
-half-written file that a later run or a user could mistake for a result. No pickle anywhere:
-tables are parquet, metadata is JSON.
+half-written file that a later run or a user could mistake for a result; the leftovers of an
+interrupted write (``.<name>.*.tmp``) are removed by :func:`remove_leftovers` when a run resumes.
+No pickle anywhere: tables are parquet, metadata is JSON.
+
+Ownership: every directory the toolkit creates as a whole carries a marker file
+(:data:`MARKER`); a directory is replaced or deleted only if it carries the marker, so a typo in
+``--out`` can never remove a user's folder. :func:`lock_directory` gives one process at a time
+the right to write into an output directory.
+
+Examples
+--------
+>>> import tempfile
+>>> base = Path(tempfile.mkdtemp())
+>>> with atomic_directory(base / "out", made_by="doctest") as tmp:
+...     _ = (tmp / "a.txt").write_text("x")
+>>> is_owned(base / "out"), is_owned(base)
+(True, False)
+>>> check_file_names({"a/b": "a_b", "a_b": "a_b"}, what="level")
+Traceback (most recent call last):
+...
+hierarchy.errors.HierarchyError: level names 'a/b' and 'a_b' would both be written as 'a_b'; rename one of them
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,7 +46,16 @@ import pyarrow.parquet as pq
 from hierarchy.errors import HierarchyError
 
 __all__ = ["atomic_path", "write_parquet", "write_json", "read_json", "atomic_directory",
-           "package_versions"]
+           "package_versions", "MARKER", "mark_owned", "is_owned", "claim_directory",
+           "remove_leftovers", "lock_directory", "safe_file_name", "check_file_names",
+           "confidential_directory", "CONFIDENTIAL_DIR", "check_regular_file"]
+
+#: The file that marks a directory as written by the toolkit (and so replaceable by it).
+MARKER = ".dapp-output"
+#: The sub-directory of an output directory that holds what must not be published.
+CONFIDENTIAL_DIR = "confidential"
+_LOCK = ".dapp-lock"
+_LEFTOVER = re.compile(r"^\..+\.tmp$")
 
 
 @contextmanager
@@ -88,27 +121,234 @@ def read_json(path: str | os.PathLike) -> Any:
                              f"{exc.msg}") from None
 
 
+def mark_owned(path: str | os.PathLike, made_by: str) -> None:
+    """Write the ownership marker into directory ``path``."""
+    with atomic_path(Path(path) / MARKER) as tmp:
+        tmp.write_text(json.dumps({"made_by": made_by, "note": "written by the dapp toolkit; "
+                                   "it may replace or delete this directory"}) + "\n")
+
+
+def is_owned(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory the toolkit wrote (it carries :data:`MARKER`)."""
+    return (Path(path) / MARKER).is_file()
+
+
+def _check_replaceable(path: Path) -> None:
+    """Refuse to replace ``path`` unless the toolkit wrote it and it holds nothing we run from."""
+    if not is_owned(path):
+        raise HierarchyError(f"{path} exists and was not written by this toolkit (it has no "
+                             f"{MARKER} marker), so it is never replaced or deleted; choose "
+                             "another output directory")
+    resolved = path.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise HierarchyError(f"{path} is (or contains) the current directory and is never "
+                             "replaced; choose an output directory below it")
+
+
+def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = False,
+                    how_to_reuse: str = "resume the run there") -> Path:
+    """Create ``path`` (or take an empty one) as an output directory the toolkit owns.
+
+    An existing non-empty directory is taken only with ``reuse=True`` (a resumed run) and only if
+    the toolkit wrote it; nothing in it is removed.
+
+    Raises
+    ------
+    HierarchyError
+        If ``path`` is a file, lies under a file, is not ours, or is not empty without ``reuse``.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise HierarchyError(f"{path} exists and is not a directory; choose another output "
+                             "directory")
+    if path.is_dir() and any(path.iterdir()):
+        if not is_owned(path):
+            raise HierarchyError(f"{path} is not empty and was not written by this toolkit (no "
+                                 f"{MARKER} marker); choose another output directory")
+        if not reuse:
+            raise HierarchyError(f"{path} already holds outputs; {how_to_reuse}, or choose "
+                                 "another output directory")
+        return path
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise HierarchyError(f"cannot create {path}: a part of the path is a file; choose "
+                             "another output directory") from None
+    except NotADirectoryError:
+        raise HierarchyError(f"cannot create {path}: a part of the path is a file; choose "
+                             "another output directory") from None
+    mark_owned(path, made_by)
+    return path
+
+
+def remove_leftovers(directory: str | os.PathLike, *, recursive: bool = True) -> list[Path]:
+    """Remove what interrupted atomic writes left in an owned ``directory``: the ``.<name>.*.tmp``
+    files and directories of :func:`atomic_path` and :func:`atomic_directory`.
+
+    Returns the removed paths. Only directories the toolkit wrote are cleaned.
+    """
+    directory = Path(directory)
+    removed: list[Path] = []
+    if not directory.is_dir() or not is_owned(directory):
+        return removed
+    stack = [directory]
+    while stack:
+        here = stack.pop()
+        for entry in sorted(here.iterdir()):
+            if _LEFTOVER.match(entry.name):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+                removed.append(entry)
+            elif recursive and entry.is_dir() and not entry.is_symlink():
+                stack.append(entry)
+    return removed
+
+
 @contextmanager
-def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> Iterator[Path]:
+    """Hold an exclusive lock on an output directory for the duration of the block.
+
+    The lock is an advisory ``flock`` on ``DIR/.dapp-lock``, released by the operating system
+    when the process ends however it ends (a killed run never leaves a stale lock).
+
+    Raises
+    ------
+    HierarchyError
+        At once, if another process holds the lock.
+    """
+    import fcntl
+
+    directory = Path(directory)
+    lock_path = directory / _LOCK
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise HierarchyError(f"{directory} is in use by {holder}; wait for it to finish, "
+                                 "or choose another output directory (two runs into one "
+                                 "directory would measure the data twice)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{what} (pid {os.getpid()}, since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')})".encode(), 0)
+        yield directory
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def safe_file_name(name: str) -> str:
+    """``name`` with every character other than letters, digits, ``-``, ``_`` and ``.`` replaced
+    by ``_`` (and no leading dot), for use as a file name."""
+    out = re.sub(r"[^A-Za-z0-9._-]", "_", str(name))
+    return "_" + out[1:] if out.startswith(".") else (out or "_")
+
+
+def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
+                     reserved: Iterable[str] = ()) -> dict[str, str]:
+    """Map names to file stems, refusing two names that would share a file or a reserved name.
+
+    ``names`` is an iterable of names (sanitised with :func:`safe_file_name`) or a mapping
+    name → stem already chosen. Comparison ignores case (case-insensitive file systems).
+
+    Raises
+    ------
+    HierarchyError
+        Naming the two colliding names, or the name that would take a reserved file.
+    """
+    stems = dict(names) if isinstance(names, Mapping) else {n: safe_file_name(n) for n in names}
+    seen: dict[str, str] = {}
+    reserved = {r.lower() for r in reserved}
+    for name, stem in stems.items():
+        key = stem.lower()
+        if key in reserved:
+            raise HierarchyError(f"{what} name {name!r} would be written as {stem!r}, which the "
+                                 f"toolkit reserves for its own output; rename the {what}")
+        if key in seen:
+            raise HierarchyError(f"{what} names {seen[key]!r} and {name!r} would both be written "
+                                 f"as {stem!r}; rename one of them")
+        seen[key] = name
+    return stems
+
+
+_CONFIDENTIAL_README = """\
+CONFIDENTIAL - computed from the confidential input data. DO NOT PUBLISH.
+
+Everything in this directory ({what}) was derived from the exact, confidential data: errors
+against the truth, exact counts, empirical privacy loss, data fingerprints. It is kept here, apart
+from the release files, because you asked for it or because resuming the run needs it. Delete this
+directory before publishing the outputs.
+"""
+
+
+def confidential_directory(directory: str | os.PathLike, *, what: str = "") -> Path:
+    """``DIR/confidential`` (created with a banner README, readable by the owner only)."""
+    path = Path(directory) / CONFIDENTIAL_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    readme = path / "README.txt"
+    if not readme.exists():
+        with atomic_path(readme) as tmp:
+            tmp.write_text(_CONFIDENTIAL_README.format(what=what or "see the file names"))
+    return path
+
+
+def check_regular_file(path: str | os.PathLike, *, what: str = "input") -> Path:
+    """``path`` if it is an existing regular file (or a directory, for datasets); a FIFO, device
+    or socket would hang or mislead a reader and is refused.
+
+    Raises
+    ------
+    HierarchyError
+        If the path does not exist or is a special file.
+    """
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise HierarchyError(f"{what} {path} does not exist") from None
+    except OSError as exc:
+        raise HierarchyError(f"{what} {path} cannot be read: {exc.strerror}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise HierarchyError(f"{what} {path} is not a regular file (a pipe, device or socket); "
+                             "give a file")
+    return path
+
+
+@contextmanager
+def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False,
+                     made_by: str = "dapp") -> Iterator[Path]:
     """Build a directory under a temporary name and rename it onto ``path`` when complete.
 
-    With ``overwrite=False`` an existing non-empty ``path`` is an error (nothing is lost).
+    The new directory carries the ownership marker. With ``overwrite=False`` an existing
+    non-empty ``path`` is an error; with ``overwrite=True`` it is replaced only if the toolkit
+    wrote it (it carries :data:`MARKER`) — a directory we did not write is never lost.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise HierarchyError(f"{path} exists and is not a directory; choose another name "
                              "(it is never replaced, even with overwrite=True)")
-    if path.exists() and any(path.iterdir()) and not overwrite:
-        raise HierarchyError(f"{path} already exists and is not empty; choose another directory "
-                             "or pass overwrite=True")
+    if path.exists() and any(path.iterdir()):
+        if not overwrite:
+            raise HierarchyError(f"{path} already exists and is not empty; choose another "
+                                 "directory or pass overwrite=True")
+        _check_replaceable(path)
+    if path.name in ("", ".", ".."):
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
+        mark_owned(tmp, made_by)
         yield tmp
         if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
+            # a fresh, unique name: never removes anything but the directory being replaced
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old.tmp",
+                                        dir=path.parent))
             os.replace(path, old)
             os.replace(tmp, path)
             shutil.rmtree(old)

@@ -251,7 +251,8 @@ def test_published_statistics_are_only_what_was_asked(truth, noisy):
 
 def test_save_load_round_trip_is_exact(noisy, tmp_path):
     path = noisy.save(tmp_path / "out")
-    assert sorted(os.listdir(path)) == ["geography.parquet", "invariants", "measurements",
+    assert sorted(os.listdir(path)) == [".dapp-output", "geography.parquet", "invariants",
+                                        "measurements",
                                         "metadata.json"]
     back = NoisyHierarchy.load(path)
     assert back.equals(noisy) and noisy.equals(back)
@@ -310,9 +311,12 @@ def test_save_refuses_non_empty_directory_and_leaves_it_intact(noisy, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert NoisyHierarchy.load(noisy.save(empty)).equals(noisy)
-    noisy.save(target, overwrite=True)
-    assert not (target / "keep.txt").exists()
-    assert NoisyHierarchy.load(target).equals(noisy)
+    # overwrite replaces only a directory the toolkit wrote: never a user's
+    with pytest.raises(HierarchyError, match="not written by this toolkit"):
+        noisy.save(target, overwrite=True)
+    assert os.listdir(target) == ["keep.txt"]
+    noisy.save(empty, overwrite=True)
+    assert NoisyHierarchy.load(empty).equals(noisy)
     assert sorted(os.listdir(tmp_path)) == ["busy", "empty"]
 
 
