@@ -92,6 +92,11 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
     if workload.schema != truth.schema:
         raise HierarchyError("the workload's schema differs from the tabulated schema")
+    if rnd.mode == "release" and not mech.discrete:
+        raise HierarchyError(f"the {mech.name} mechanism adds floating-point noise, which is "
+                             "refused in release mode (its rounding leaks the protected value, "
+                             "Mironov 2012); use 'geometric' or 'discrete_gaussian' (exact "
+                             "integer samplers), or a seed for a simulation")
     budget.check_against(workload, truth.levels)
     measurements: dict[str, dict[str, Measurement]] = {}
     parameters: dict[str, dict[str, Any]] = {}
@@ -114,6 +119,7 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     provenance = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "budget": budget.to_dict(), "mechanism": mech.to_dict(), "parameters": parameters,
+        "sampler": _sampler_used(mech, rnd),
         "randomness": rnd.provenance(),
         "invariants_published": {k: list(v) if not isinstance(v, str) else [v]
                                  for k, v in (publish or {}).items()},
@@ -121,3 +127,12 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     invariants = published_statistics(truth, publish or {})
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
+
+
+def _sampler_used(mech: Any, rnd: Any) -> str:
+    """How the noise was drawn: release mode always uses the exact integer samplers."""
+    if not mech.discrete:
+        return "floating point (simulation only)"
+    if mech.name == "geometric" and not getattr(mech, "exact", False) and rnd.mode != "release":
+        return "inverse CDF on 53-bit uniforms (simulation only)"
+    return "exact integer"

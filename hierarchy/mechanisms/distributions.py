@@ -46,7 +46,9 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
     depend on how many are requested. This inverse-CDF method is approximate at the level of the
     uniforms' 2**-53 resolution: tail probabilities below about 1e-16 are not represented exactly.
     ``exact=True`` uses :func:`sample_discrete_laplace_exact` with scale ``1/z`` rounded up instead:
-    integer-only arithmetic, about 20 times slower.
+    integer-only arithmetic, about 20 times slower. **Release mode always uses the exact sampler**
+    (floating-point samplers leak through their rounding, Mironov 2012); the inverse CDF serves
+    seeded simulations only.
 
     Parameters
     ----------
@@ -58,9 +60,9 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
         Source of randomness (see :func:`hierarchy.randomness.as_randomness`); ``None`` is
         release mode.
     exact : bool, optional
-        Use the exact integer sampler.
+        Use the exact integer sampler (always used in release mode).
     max_denominator : int, optional
-        Denominator bound for rounding ``1/z`` up when ``exact=True``.
+        Denominator bound for rounding ``1/z`` up for the exact sampler.
 
     Returns
     -------
@@ -85,12 +87,13 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
     if z < _MIN_Z:
         raise HierarchyError(f"z = {z!r} is below {_MIN_Z}: the noise would not fit in int64")
     shape, n = _shape(size)
-    if exact:
+    source = as_randomness(rng)
+    if exact or source.mode == "release":
         scale = 1 / _positive(given, "z", exact=True)
         if isinstance(given, (float, np.floating)):
             scale = round_up_to_rational(scale, max_denominator=max_denominator)
-        return sample_discrete_laplace_exact(scale, shape, rng, max_denominator=max_denominator)
-    source = as_randomness(rng)
+        return sample_discrete_laplace_exact(scale, shape, source,
+                                             max_denominator=max_denominator)
     out = np.empty(n, dtype=np.int64)
     for start in range(0, n, _CHUNK):
         stop = min(n, start + _CHUNK)
@@ -100,6 +103,16 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
         np.floor(u, out=u)
         out[start:stop] = u[0::2] - u[1::2]   # both are exact integers below 2**53
     return out.reshape(shape)
+
+
+def _refuse_float_release(source, name: str) -> None:
+    """Floating-point noise in release mode is refused: its rounding leaks the true value."""
+    if source.mode == "release":
+        exact = "geometric" if name == "Laplace" else "discrete_gaussian"
+        raise HierarchyError(f"continuous {name} noise is refused in release mode: floating-point "
+                             "samples leak the value they protect through their rounding "
+                             f"(Mironov 2012); use the {exact!r} mechanism (exact integer "
+                             "sampling), or simulation mode (a seed) for experiments")
 
 
 def two_sided_geometric_logpmf(k: Any, z: float) -> np.ndarray:
@@ -336,6 +349,7 @@ def sample_laplace(scale: float, size: int | tuple[int, ...], rng: Any = None) -
     scale = _positive(scale, "scale")
     shape, n = _shape(size)
     source = as_randomness(rng)
+    _refuse_float_release(source, 'Laplace')
     out = np.empty(n, dtype=np.float64)
     for start in range(0, n, _CHUNK):
         stop = min(n, start + _CHUNK)
@@ -432,6 +446,7 @@ def sample_gaussian(sigma2: float, size: int | tuple[int, ...], rng: Any = None)
     sigma = math.sqrt(_positive(sigma2, "sigma2"))
     shape, n = _shape(size)
     source = as_randomness(rng)
+    _refuse_float_release(source, 'Gaussian')
     out = np.empty(n, dtype=np.float64)
     for start in range(0, n, 2 * _CHUNK):
         stop = min(n, start + 2 * _CHUNK)
