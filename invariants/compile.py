@@ -568,6 +568,44 @@ def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.n
     return out[:limit]
 
 
+def data_violations(lc: LevelConstraints, histograms: np.ndarray) -> list[str]:
+    """What of the spec confidential ``histograms`` (units × cells) break, without their values.
+
+    One line per broken requirement: the constraint's name, how many units break it and one
+    example unit — never a count, so the message can be shown where the data may not be.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.geography import Geography
+    >>> from invariants.spec import Spec
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
+    >>> spec = Spec.from_dict({"constraint": [{"name": "no_adults", "type": "structural_zero",
+    ...                        "query": "marginal(votingage)", "levels": "all"}]})
+    >>> lc = compile_spec(spec, E2E_1940, geo, {})["state"]
+    >>> x = np.zeros((2, 192), np.int64); x[1, 191] = 7
+    >>> data_violations(lc, x)
+    ["no_adults: 1 of 2 state units break it, e.g. '02'"]
+    """
+    x = np.asarray(histograms).astype(np.int64)
+    lower, upper, _ = lc.rows_of(slice(None))
+    codes = lc.geocodes
+    broken: dict[str, np.ndarray] = {}
+    neg = (x < 0).any(axis=1)
+    if neg.any():
+        broken["negative counts"] = neg
+    if lc.n_rows:
+        vals = (lc.matrix @ x.T).T
+        bad = (np.isfinite(lower) & (vals < np.where(np.isfinite(lower), lower, 0))) | (
+            np.isfinite(upper) & (vals > np.where(np.isfinite(upper), upper, 0)))
+        for r in np.flatnonzero(bad.any(axis=0)):
+            name = lc.labels[r].partition(": ")[0]
+            broken[name] = broken.get(name, np.zeros(x.shape[0], bool)) | bad[:, r]
+    # zero cells are rows bounded above by 0, so a nonzero one is reported by its row's name
+    return [f"{name}: {int(units.sum()):,} of {x.shape[0]:,} {lc.level} units break it, e.g. "
+            f"{str(codes[np.flatnonzero(units)[0]])!r}" for name, units in broken.items()]
+
+
 def check_violations(lc: LevelConstraints, histograms: np.ndarray,
                      units: slice | np.ndarray | None = None) -> None:
     """Raise :class:`SpecError` listing violations, if any (see :func:`violations`)."""
