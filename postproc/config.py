@@ -7,6 +7,8 @@ key, and what would be valid.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -54,8 +56,20 @@ class RunConfig:
     passes: tuple[tuple[str, ...], ...] | None = None
     output: Path = Path("out")
     microdata: bool = False
+    error_table: bool | None = None
     source: str = "<config>"
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def release(self) -> bool:
+        """Whether this run's outputs are meant for publication (release mode)."""
+        return self.randomness_mode == "release"
+
+    @property
+    def wants_error_table(self) -> bool:
+        """Whether to compute errors against the confidential data: asked for, or by default in
+        simulation mode (never by default in release mode)."""
+        return (not self.release) if self.error_table is None else self.error_table
 
     @property
     def rng(self):
@@ -74,12 +88,36 @@ class RunConfig:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy for manifests (the parsed TOML plus resolved paths)."""
+        """JSON-ready copy for manifests: the parsed TOML, with resolved paths in simulation mode.
+
+        In release mode the input paths are withheld (they can name people, projects or
+        places): the ``[data]`` section keeps its column and value mappings only.
+        """
         out = {k: v for k, v in self.raw.items()}
+        if self.release:
+            data = dict(out.get("data", {}))
+            for key in ("persons", "units"):
+                if key in data:
+                    data[key] = "(withheld in release mode)"
+            out["data"] = data
+            return out
         out["resolved"] = {"persons": str(self.persons),
                            "units": str(self.units) if self.units else None,
                            "output": str(self.output), "source": self.source}
         return out
+
+    def fingerprint(self) -> str:
+        """A short hash of everything that determines the run except the input paths (the data
+        themselves are fingerprinted separately, see :func:`postproc.pipeline.data_fingerprint`)
+        and the execution settings that do not change results."""
+        raw = {k: v for k, v in self.raw.items() if k not in ("output",)}
+        if "data" in raw:
+            raw["data"] = {k: v for k, v in raw["data"].items() if k not in ("persons", "units")}
+        if "solver" in raw:
+            raw["solver"] = {k: v for k, v in raw["solver"].items()
+                             if k not in ("executor", "workers", "scheduler")}
+        text = json.dumps(raw, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class _Where:
@@ -128,6 +166,11 @@ def read_config_text(path: str | Path) -> str:
     """The text of a config file; a missing or unreadable file is a :class:`PostprocError`
     naming it."""
     path = Path(path)
+    if path.is_dir():
+        raise PostprocError(f"config file {path} is a directory; give the TOML file")
+    if path.exists() and not path.is_file():  # a FIFO or device would block the read forever
+        raise PostprocError(f"config file {path} is not a regular file (a pipe, device or "
+                            "socket); give the TOML file")
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -280,6 +323,12 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
                                  or seed < 0):
         raise _fail(where("randomness", "seed"), "simulation mode needs seed = <non-negative "
                                                  "integer>")
+    if mode == "release" and not mechanism.discrete:
+        exact = "geometric" if mechanism.accounting == "pure" else "discrete_gaussian"
+        raise _fail(where("mechanism", "name"), f"the {mechanism.name} mechanism adds "
+                    "floating-point noise, which release mode refuses (its rounding leaks the "
+                    f"value it protects, Mironov 2012); use name = \"{exact}\" (exact integer "
+                    "sampling), or mode = \"simulation\" in [randomness] for experiments")
     # [spec]
     sp_ = section("spec", required=False)
     try:
@@ -314,8 +363,16 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
         raise _fail(where("solver", "executor"), f"unknown executor {executor!r}; choose from "
                                                  f"{sorted(EXECUTORS)}")
     workers = sv.get("workers")
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise _fail(where("solver", "workers"), "workers must be a positive integer")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                or workers < 1):
+        raise _fail(where("solver", "workers"), f"workers must be a positive integer, not "
+                                                f"{workers!r}")
+    if sv.get("scheduler") is not None:
+        raise _fail(where("solver", "scheduler"), "a Dask scheduler address is not read from "
+                    "a config file: the confidential work items would be sent to that host. "
+                    "Remove scheduler here and name it on the command line with --scheduler "
+                    "ADDRESS (a local cluster is used otherwise)")
+    failsafe = _boolean(sv, "failsafe", True, where("solver", "failsafe"))
     passes = sv.get("passes")
     if passes is not None:
         if not (isinstance(passes, list) and all(isinstance(p, list) for p in passes)):
@@ -328,12 +385,26 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
         passes = tuple(tuple(p) for p in passes)
     # [output]
     o = section("output", required=False)
-    check_keys("output", o, {"directory", "microdata"})
-    output = (base / o.get("directory", "out")).resolve()
+    check_keys("output", o, {"directory", "microdata", "error_table"})
+    directory = o.get("directory", "out")
+    if not isinstance(directory, str) or not directory.strip():
+        raise _fail(where("output", "directory"), "directory must be a non-empty path string")
+    output = (base / directory).resolve()
+    microdata = _boolean(o, "microdata", False, where("output", "microdata"))
+    error_table = _boolean(o, "error_table", None, where("output", "error_table"))
     return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
-                     mechanism, mode, seed, spec, chain, executor, workers,
-                     sv.get("scheduler"), bool(sv.get("failsafe", True)), passes, output,
-                     bool(o.get("microdata", False)), source, dict(data))
+                     mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
+                     passes, output, microdata, error_table, source, dict(data))
+
+
+def _boolean(section: Mapping[str, Any], key: str, default: Any, where: str) -> Any:
+    """A TOML boolean (``true``/``false``); a string such as ``"false"`` is an error, never
+    read as true."""
+    value = section.get(key, default)
+    if value is default or isinstance(value, bool):
+        return value
+    raise _fail(where, f"{key} must be true or false (a TOML boolean, without quotes), not "
+                       f"{value!r}")
 
 
 def _budget(b: Mapping[str, Any], levels: tuple[str, ...], workload: Workload,

@@ -73,9 +73,13 @@ def run_demo(out: str | Path = "postproc-demo", *, persons: int = 1_000_000, see
     if out.exists() and not out.is_dir():
         raise PostprocError(f"{out} exists and is not a directory; choose another --out")
     if out.exists() and any(out.iterdir()):
-        if not (out / _MARKER).exists():
+        if not (out / _MARKER).is_file():
             raise PostprocError(f"{out} exists and was not made by `postproc demo`; choose "
                                 "another --out")
+        cwd = Path.cwd().resolve()
+        if out.resolve() == cwd or out.resolve() in cwd.parents:
+            raise PostprocError(f"{out} is (or contains) the current directory and is never "
+                                "replaced; choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / _MARKER).write_text("made by postproc demo; safe to delete\n")

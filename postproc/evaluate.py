@@ -49,6 +49,7 @@ county va_hisp_race 1176
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -700,7 +701,9 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
     Raises
     ------
     PostprocError
-        As :func:`load_run` and :func:`load_truth`; comparing needs ``noisy/``.
+        As :func:`load_run` and :func:`load_truth`; if the data are not the ones the run
+        measured (checked against its ``confidential/`` fingerprint); comparing needs
+        ``noisy/``.
 
     Examples
     --------
@@ -713,8 +716,14 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
     >>> table.set_index("level").loc["state", ["mae", "epl"]].tolist()   # state totals invariant
     [0.0, inf]
     """
+    from postproc.pipeline import check_data_fingerprint
+
     run = load_run(directory)
     truth = load_truth(data_dir, run)
+    if not check_data_fingerprint(directory, truth, required=False):
+        warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
+                      "directory), so the truth given cannot be checked to be the data the run "
+                      "measured", stacklevel=2)
     if not compare_all:
         return evaluate(run.estimate, truth, rng=rng, **options)
     if run.noisy is None:

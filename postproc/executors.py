@@ -18,6 +18,8 @@ import multiprocessing
 import os
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
+
 from postproc.errors import PostprocError
 
 __all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
@@ -61,9 +63,12 @@ class ProcessExecutor(Executor):
     name = "process"
 
     def __init__(self, workers: int | None = None):
-        self.workers = int(workers or os.cpu_count() or 1)
-        if self.workers < 1:
-            raise PostprocError(f"workers must be ≥ 1, not {workers}")
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+            raise PostprocError(f"workers must be an integer ≥ 1, not {workers!r} (leave it "
+                                "out to use every CPU)")
+        self.workers = int(workers)
         self._pool = cf.ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
 

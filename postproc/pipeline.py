@@ -7,13 +7,23 @@ Output directory::
     checkpoint.json        levels completed so far and the config's fingerprint
     node_stats.parquet     per-parent solver statistics
     manifest.json          config, versions, randomness mode, accounting, solver statistics,
-                           timings, failsafe reports
+                           timings, failsafe reports, the list of release files
     microdata.parquet      synthetic microdata from the bottom level (if asked for)
+    confidential/          NOT FOR PUBLICATION: the input data's fingerprint (checked on --resume
+                           and by ``postproc evaluate``) and, when asked for (always in simulation
+                           mode), ``error_table.csv``: errors against the confidential data
+
+The release gate: in release mode nothing computed from the confidential data — errors, exact
+counts that are not published invariants, input paths — is written outside ``confidential/`` or
+printed. The run measures the data once: the directory is locked for the run's duration (a
+second run into it fails at once), and a resumed run reuses ``noisy/`` after checking that the
+input data are the ones measured.
 
 Every file is written atomically; the checkpoint is updated only after its level's parquet is in
 place, so an interrupted run resumes from the last complete level and, because measurements are
 reloaded and every solver is deterministic, finishes with identical results. The node statistics
 are saved with each level too, so a resumed run's manifest still counts the earlier levels' work.
+Leftovers of an interrupted write are removed when the run resumes.
 """
 
 from __future__ import annotations
@@ -34,14 +44,24 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.measure import measure
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.storage import read_json, write_json, write_parquet
+from hierarchy.errors import HierarchyError
+from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, check_file_names, claim_directory,
+                               confidential_directory, lock_directory, read_json,
+                               remove_leftovers, write_json, write_parquet)
 from hierarchy.tabulate import tabulate
 from invariants.compile import compile_spec
 from postproc.config import RunConfig
 from postproc.errors import PostprocError
 from postproc.topdown import TopDownResult, histograms_from_table, level_table, topdown
 
-__all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting"]
+__all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
+           "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
+           "RESERVED_NAMES"]
+
+#: File stems of a run directory that a level must not be named after.
+RESERVED_NAMES = ("noisy", "checkpoint", "node_stats", "manifest", "microdata", "error_table",
+                  CONFIDENTIAL_DIR)
+_FINGERPRINT_FILE = "data_fingerprint.json"
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,11 +71,97 @@ class PipelineResult:
     truth: Hierarchy
     directory: Path
     timings: dict[str, float]
+    error_table: pd.DataFrame | None = None
+
+    @property
+    def release(self) -> bool:
+        """Whether the run was in release mode (its outputs may be published)."""
+        return bool(self.noisy.safe_for_release)
 
 
-def _fingerprint(config: RunConfig) -> str:
-    raw = json.dumps(config.raw, sort_keys=True, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+def data_fingerprint(truth: Hierarchy) -> dict[str, str | None]:
+    """SHA-256 digests of the tabulated confidential data: ``persons`` (schema, geography and
+    bottom-level histograms) and ``units`` (the units table's bottom level, or None).
+
+    Confidential (a hash of the data lets anyone confirm a guess of it): it is kept under
+    ``confidential/`` only.
+    """
+    h = hashlib.sha256()
+    h.update(json.dumps(truth.schema.to_dict(), sort_keys=True, default=str).encode())
+    geo = truth.geography
+    for li, lv in enumerate(geo.levels):
+        h.update(lv.encode() + b"\0")
+        h.update("\0".join(map(str, geo.geocodes[li])).encode())
+        h.update(np.ascontiguousarray(geo.parents[li], dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(truth.counts[-1], dtype=np.int64).tobytes())
+    units = None
+    if truth.units is not None:
+        units = hashlib.sha256(np.ascontiguousarray(truth.units[-1], dtype=np.int64).tobytes()
+                               ).hexdigest()
+    return {"persons": h.hexdigest(), "units": units}
+
+
+def _write_fingerprint(directory: Path, fingerprint: dict[str, str | None]) -> None:
+    conf = confidential_directory(directory, what="the input data's fingerprint, error tables")
+    write_json({"data_sha256": fingerprint}, conf / _FINGERPRINT_FILE)
+
+
+def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required: bool = True
+                           ) -> bool:
+    """Check that ``truth`` is the data the run in ``directory`` measured.
+
+    The persons must match, and the units (exactly with ``required``, as a resumed run needs;
+    otherwise when both sides have them). Returns False if the run has no fingerprint (e.g. a published copy without ``confidential/``) and ``required`` is off.
+
+    Raises
+    ------
+    PostprocError
+        If the fingerprints differ (or it is missing and ``required``).
+    """
+    path = Path(directory) / CONFIDENTIAL_DIR / _FINGERPRINT_FILE
+    if not path.exists():
+        if required:
+            raise PostprocError(f"{directory} has no {CONFIDENTIAL_DIR}/{_FINGERPRINT_FILE}, so "
+                                "the input data cannot be checked against the ones measured; "
+                                "start a new run in another --out")
+        return False
+    recorded = read_json(path).get("data_sha256") or {}
+    now = data_fingerprint(truth)
+    # a resumed run needs exactly its data; an evaluation may tabulate without the units
+    changed = [k for k in ("persons", "units") if recorded.get(k) != now[k]
+               and (required or k == "persons"
+                    or (recorded.get(k) is not None and now[k] is not None))]
+    if changed:
+        raise PostprocError(f"the input data differ from the data the run in {directory} "
+                            f"measured (the {' and '.join(changed)} fingerprint differs): the "
+                            "input changed since. Use the original data, or start a new run in "
+                            "another --out (a new run measures the new data)")
+    return True
+
+
+def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = None,
+                            compiled: Any = None) -> None:
+    """Refuse data that break the spec (no release could satisfy it honestly).
+
+    The message names each broken constraint, how many units break it and one example unit —
+    never a confidential count.
+
+    Raises
+    ------
+    PostprocError
+    """
+    from hierarchy.measure import published_statistics
+    from invariants.compile import data_violations
+
+    if compiled is None:
+        stats = published_statistics(truth, config.publish()) if stats is None else stats
+        compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
+    found = [line for lv in config.levels
+             for line in data_violations(compiled[lv], truth.level_counts(lv))]
+    if found:
+        raise PostprocError("the confidential data break the spec, so no release could "
+                            "satisfy it (a structural zero or bound the data contradict):\n  "
+                            + "\n  ".join(found) + "\nfix the spec (or the data) and rerun")
 
 
 def load_truth(config: RunConfig) -> Hierarchy:
@@ -113,8 +219,11 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
     """
     t0 = time.perf_counter()
     truth = load_truth(config)
-    log(f"data: {truth.summary()[config.levels[0]]['persons']:,} persons; "
-        + ", ".join(f"{lv} {truth.geography.n_units(lv):,}" for lv in config.levels))
+    persons = (f"{truth.summary()[config.levels[0]]['persons']:,} persons; "
+               if not config.release or config.levels[0] in config.publish().get("tot", [])
+               else "")
+    log(f"data: {persons}" + ", ".join(f"{lv} {truth.geography.n_units(lv):,}"
+                                       for lv in config.levels))
     config.budget.check_against(config.workload, config.levels)
     from hierarchy.measure import published_statistics
 
@@ -125,38 +234,65 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
         log(f"spec at {lv}: {lc.n_rows} constraint rows from "
             f"{', '.join(lc.constraint_names()) or 'nothing'}; "
             f"{int(lc.zero.sum()):,} zero cells over {lc.n_units:,} units")
-    from invariants.compile import violations
-
-    for lv in config.levels:
-        bad = violations(compiled[lv], truth.level_counts(lv))
-        if bad:
-            raise PostprocError("the confidential data itself violates the spec (so no release "
-                                "could satisfy it):\n  " + "\n  ".join(bad))
+    check_data_against_spec(config, truth, compiled=compiled)
     log(f"configuration valid ({time.perf_counter() - t0:.1f} s)")
     return truth
 
 
 def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bool = False,
-                 progress: bool = True, log: Callable[[str], None] = print) -> PipelineResult:
+                 progress: bool = True, log: Callable[[str], None] = print,
+                 error_table: bool | None = None) -> PipelineResult:
     """Run the configured job, writing outputs (and checkpoints) to ``out``.
+
+    Parameters
+    ----------
+    config : RunConfig
+    out : path, optional
+        The output directory (default ``config.output``); created, or resumed with ``resume``.
+    resume : bool
+        Finish an interrupted run in ``out``: its measurements are reused (the data are not
+        measured again) after checking that the input data are the ones measured.
+    progress : bool
+        Progress bars.
+    log : callable
+        Receives one line per step; never anything confidential in release mode.
+    error_table : bool, optional
+        Compute errors against the confidential data into ``out/confidential/error_table.csv``.
+        Default ``config.wants_error_table`` (on in simulation mode, off in release mode).
 
     Raises
     ------
     PostprocError
-        If ``out`` already holds a run and ``resume`` is off (nothing is overwritten), or the
-        checkpoint belongs to a different configuration.
+        If ``out`` already holds a run and ``resume`` is off (nothing is overwritten), was not
+        written by this toolkit, is in use by another run, or belongs to a different
+        configuration or other input data; if the data break the spec.
     """
     directory = Path(out) if out is not None else config.output
+    try:
+        check_file_names(config.levels, what="level", reserved=RESERVED_NAMES)
+    except HierarchyError as exc:
+        raise PostprocError(f"{config.source}: {exc} in [geography] levels") from None
+    wants_errors = config.wants_error_table if error_table is None else bool(error_table)
+    try:
+        claim_directory(directory, made_by="postproc run", reuse=resume,
+                        how_to_reuse="use --resume to finish an interrupted run there")
+        with lock_directory(directory, what="postproc run") as locked:
+            return _run_locked(config, locked, resume, progress, log, wants_errors)
+    except HierarchyError as exc:
+        raise PostprocError(str(exc)) from None
+
+
+def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool,
+                log: Callable[[str], None], wants_errors: bool) -> PipelineResult:
     timings: dict[str, float] = {}
     checkpoint_path = directory / "checkpoint.json"
-    fingerprint = _fingerprint(config)
+    fingerprint = config.fingerprint()
     completed: list[str] = []
-    if directory.exists() and not directory.is_dir():
-        raise PostprocError(f"{directory} exists and is not a directory; choose another --out")
-    if directory.exists() and any(directory.iterdir()):
-        if not resume:
-            raise PostprocError(f"{directory} already holds outputs; use --resume to finish an "
-                                "interrupted run there, or choose another --out")
+    if resume:
+        removed = remove_leftovers(directory)
+        if removed:
+            log(f"resume: removed {len(removed)} leftover(s) of an interrupted write: "
+                + ", ".join(str(p.relative_to(directory)) for p in removed))
         if checkpoint_path.exists():
             cp = read_json(checkpoint_path)
             if cp.get("config") != fingerprint:
@@ -165,37 +301,53 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
             completed = list(cp.get("completed", []))
             if cp.get("finished"):
                 log(f"{directory}: run already finished; nothing to resume")
-    directory.mkdir(parents=True, exist_ok=True)
     if config.randomness_mode == "simulation":
         log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
             "are labelled NOT SAFE FOR RELEASE")
     t = time.perf_counter()
     truth = load_truth(config)
     timings["read_tabulate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    check_data_against_spec(config, truth)
+    timings["check_spec"] = time.perf_counter() - t
     noisy_dir = directory / "noisy"
     t = time.perf_counter()
     if resume and (noisy_dir / "metadata.json").exists():
+        check_data_fingerprint(directory, truth)
         noisy = NoisyHierarchy.load(noisy_dir)
-        log(f"resume: loaded measurements from {noisy_dir}")
+        log(f"resume: loaded measurements from {noisy_dir} (the data are not measured again)")
     else:
+        # the fingerprint goes first: measurements on disk always have one to be checked against
+        _write_fingerprint(directory, data_fingerprint(truth))
         noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
                         publish=config.publish())
-        noisy.save(noisy_dir, overwrite=True)
+        noisy.save(noisy_dir)
         write_json({"config": fingerprint, "completed": []}, checkpoint_path)
         completed = []
     timings["measure"] = time.perf_counter() - t
     hists = []
     for lv in completed:
-        table = pq.read_table(directory / f"{lv}.parquet")
-        hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
-                                           source=str(directory / f"{lv}.parquet")))
+        path = directory / f"{lv}.parquet"
+        try:
+            table = pq.read_table(path)
+            hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
+                                               source=str(path)))
+        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
+            log(f"resume: {path.name} cannot be read ({type(exc).__name__}); recomputing from "
+                f"level {lv} (the same measurements give the same result)")
+            completed = completed[:len(hists)]
+            break
     stats_path = directory / "node_stats.parquet"
     earlier_stats = pd.DataFrame()
     if completed:
         log(f"resume: levels {completed} already done")
         if stats_path.exists():  # solver statistics of the levels done before the interruption
-            earlier = pq.read_table(stats_path).to_pandas()
-            earlier_stats = earlier[earlier["level"].isin(completed)]
+            try:
+                earlier = pq.read_table(stats_path).to_pandas()
+                earlier_stats = earlier[earlier["level"].isin(completed)]
+            except (OSError, pa.ArrowException) as exc:
+                log(f"resume: {stats_path.name} cannot be read ({type(exc).__name__}); the "
+                    "manifest will count only this session's solver statistics")
     label = noisy.provenance.get("randomness", {}).get("label")
     meta = {"randomness_label": label, "schema": config.schema.to_dict()}
 
@@ -218,8 +370,23 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     timings["topdown"] = time.perf_counter() - t
     result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats))
     t = time.perf_counter()
+    errors = None
+    if wants_errors:
+        from postproc.report_tables import level_error_table
+
+        errors = level_error_table(truth, noisy, result.histograms, noisy.workload)
+        conf = confidential_directory(directory, what="the input data's fingerprint, errors "
+                                                      "against the confidential data")
+        with atomic_path(conf / "error_table.csv") as tmp:
+            errors.to_csv(tmp, index=False)
+    release_files = ["manifest.json", "checkpoint.json", "node_stats.parquet", "noisy/"] + [
+        f"{lv}.parquet" for lv in noisy.levels] + (["microdata.parquet"] if config.microdata
+                                                   else [])
     extra = {"config": config.to_dict(), "accounting": accounting(config),
-             "pipeline_timings": timings, "resumed_levels": completed}
+             "pipeline_timings": timings, "resumed_levels": completed,
+             "release": {"release_files": release_files,
+                         "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the "
+                                            "confidential data: never publish it)"}}
     result.write(directory, levels=[lv for lv in noisy.levels if lv not in completed],
                  extra_manifest=extra)
     if config.microdata:
@@ -227,7 +394,8 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     write_json({"config": fingerprint, "completed": list(noisy.levels), "finished": True},
                checkpoint_path)
     timings["write"] = time.perf_counter() - t
-    return PipelineResult(result, noisy, truth, directory, timings)
+    return PipelineResult(result, noisy, truth, directory, timings, errors)
+
 
 
 def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -5,13 +5,19 @@ Works for the directories of
 * ``postproc experiment`` (``summary.json``): title, description, parameters, headline numbers,
   then every figure (PNG embedded as base64) and table with its caption;
 * ``postproc run`` (``manifest.json``): randomness mode, configuration, per-level solver summary,
-  the per-level error table ``error_table.csv`` and, after ``postproc evaluate --save``, the
-  evaluation (``evaluation.csv``) and comparison of post-processors (``comparison.csv``, shown
-  as MAE and EPL per method);
+  the per-level error table ``confidential/error_table.csv`` and, after ``postproc evaluate
+  --save``, the evaluation (``confidential/evaluation.csv``) and comparison of post-processors
+  (``confidential/comparison.csv``, shown as MAE and EPL per method);
 * anything else: every PNG and CSV found.
 
 Tables longer than ``max_rows`` are cut, with a relative link to the full CSV. Nothing is fetched
 from the network; the page opens from a file.
+
+The release gate: the errors of a run are computed from the confidential data. For a
+release-mode run, ``DIR/report.html`` shows only what may be published; the errors appear only
+in ``DIR/confidential/report.html``, written when asked for (``confidential=True``,
+``postproc report DIR --confidential``) under a CONFIDENTIAL banner. A simulation run (labelled
+unsafe throughout) shows them in ``DIR/report.html``.
 """
 
 from __future__ import annotations
@@ -109,14 +115,15 @@ def _figure_html(path: Path, caption: str) -> str:
             f"</figcaption></figure>")
 
 
-def _csv_section(directory: Path, file: str, caption: str, max_rows: int) -> str:
+def _csv_section(directory: Path, file: str, caption: str, max_rows: int,
+                 link_prefix: str = "") -> str:
     path = directory / file
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         return f"<p class='note'>{html.escape(file)}: unreadable ({html.escape(str(exc))})</p>"
     return (f"<h3>{html.escape(file)}</h3><p class='caption'>{html.escape(caption)}</p>"
-            + _table_html(frame, max_rows=max_rows, link=file))
+            + _table_html(frame, max_rows=max_rows, link=link_prefix + file))
 
 
 def _banner(randomness: dict[str, Any] | None) -> str:
@@ -165,7 +172,12 @@ def _experiment_body(directory: Path, summary: dict[str, Any], max_rows: int) ->
     return "".join(parts), used
 
 
-def _run_body(directory: Path, manifest: dict[str, Any], max_rows: int) -> tuple[str, set]:
+_CONFIDENTIAL_BANNER = ("<div class='banner unsafe'>CONFIDENTIAL - this page shows errors "
+                        "computed from the confidential data. Do not publish it.</div>")
+
+
+def _run_body(directory: Path, manifest: dict[str, Any], max_rows: int, *,
+              errors: bool, errors_dir: Path, link_prefix: str) -> tuple[str, set]:
     parts = [_banner(manifest.get("randomness"))]
     config = manifest.get("config", {})
     if config:
@@ -182,6 +194,12 @@ def _run_body(directory: Path, manifest: dict[str, Any], max_rows: int) -> tuple
                               for lv, info in levels.items()])
         parts.append(_table_html(frame, max_rows=max_rows))
     used = set()
+    if not errors:
+        parts.append("<h2 id='errors'>Errors</h2><p class='note'>Release mode: errors against "
+                     "the confidential data are not part of this page. Write them (under "
+                     "confidential/, never to publish) with <code>postproc report "
+                     f"{html.escape(str(directory))} --confidential</code>.</p>")
+        return "".join(parts), used
     sections = [("error_table.csv", "Errors of the noisy measurements and of TopDown against the "
                                     "confidential data, per level and query (MAE = median "
                                     "absolute error), written by postproc run."),
@@ -191,14 +209,14 @@ def _run_body(directory: Path, manifest: dict[str, Any], max_rows: int) -> tuple
     parts.append("<h2 id='errors'>Errors</h2>")
     found = False
     for file, caption in sections:
-        if (directory / file).is_file():
-            parts.append(_csv_section(directory, file, caption, max_rows))
+        if (errors_dir / file).is_file():
+            parts.append(_csv_section(errors_dir, file, caption, max_rows, link_prefix))
             used.add(file)
             found = True
-    if (directory / "comparison.csv").is_file():
+    if (errors_dir / "comparison.csv").is_file():
         from postproc.evaluate import pivot
 
-        frame = pd.read_csv(directory / "comparison.csv")
+        frame = pd.read_csv(errors_dir / "comparison.csv")
         for value, what in (("mae", "MAE (median absolute error)"),
                             ("rmse", "RMSE"), ("epl", "EPL (improved estimator)")):
             if value in frame:
@@ -206,8 +224,8 @@ def _run_body(directory: Path, manifest: dict[str, Any], max_rows: int) -> tuple
                              f"<p class='caption'>Same measurements, same budget; bottom-up "
                              f"draws its own measurement at the same total ε.</p>")
                 parts.append(_table_html(pivot(frame, value), max_rows=max_rows))
-        parts.append(_csv_section(directory, "comparison.csv", "All metrics of every method.",
-                                  max_rows))
+        parts.append(_csv_section(errors_dir, "comparison.csv", "All metrics of every method.",
+                                  max_rows, link_prefix))
         used.add("comparison.csv")
         found = True
     if not found:
@@ -228,7 +246,8 @@ def _others(directory: Path, used: set, max_rows: int) -> str:
     return "".join(parts)
 
 
-def render_report(directory: str | Path, *, title: str | None = None, max_rows: int = 60) -> str:
+def render_report(directory: str | Path, *, title: str | None = None, max_rows: int = 60,
+                  confidential: bool = False) -> str:
     """The HTML page of an output directory (see the module docstring).
 
     Parameters
@@ -238,6 +257,9 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
         Default: the experiment's title, or "postproc run: <directory>".
     max_rows : int
         Rows shown per table.
+    confidential : bool
+        The page for ``DIR/confidential/report.html``: a run's errors against the confidential
+        data, under a CONFIDENTIAL banner.
 
     Returns
     -------
@@ -268,8 +290,20 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
         title = title or summary.get("title") or summary.get("experiment", "experiment")
     elif (directory / "manifest.json").is_file():
         manifest = read_json(directory / "manifest.json")
-        body, used = _run_body(directory, manifest, max_rows)
+        release = bool(manifest.get("safe_for_release"))
+        errors_dir = directory / "confidential"
+        if not (errors_dir / "error_table.csv").is_file() and not release:
+            errors_dir = directory  # a run written before confidential/ existed
+        body, used = _run_body(directory, manifest, max_rows,
+                               errors=confidential or not release, errors_dir=errors_dir,
+                               link_prefix="" if confidential or errors_dir == directory
+                               else "confidential/")
+        if confidential:
+            body = _CONFIDENTIAL_BANNER + body
         title = title or f"postproc run: {directory.name}"
+    elif confidential:
+        raise PostprocError(f"{directory} is not a postproc run directory (no manifest.json); "
+                            "--confidential applies to runs")
     else:
         body, used = "", set()
         title = title or f"Report: {directory.name}"
@@ -290,15 +324,18 @@ def _anchors(body: str) -> Iterable[tuple[str, str]]:
     return [(a, t) for a, t in names.items() if f"id='{a}'" in body]
 
 
-def write_report(directory: str | Path, *, title: str | None = None, max_rows: int = 60
-                 ) -> Path:
-    """Write ``directory/report.html`` (atomically) and return its path.
+def write_report(directory: str | Path, *, title: str | None = None, max_rows: int = 60,
+                 confidential: bool = False) -> Path:
+    """Write ``directory/report.html`` (or, with ``confidential``, the run's
+    ``directory/confidential/report.html``) atomically and return its path.
 
     Parameters
     ----------
     directory : str or Path
     title : str, optional
     max_rows : int
+    confidential : bool
+        See :func:`render_report`.
 
     Returns
     -------
@@ -317,10 +354,11 @@ def write_report(directory: str | Path, *, title: str | None = None, max_rows: i
     >>> write_report(d).name
     'report.html'
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.storage import atomic_path, confidential_directory
 
-    page = render_report(directory, title=title, max_rows=max_rows)
-    path = Path(directory) / "report.html"
+    page = render_report(directory, title=title, max_rows=max_rows, confidential=confidential)
+    path = (confidential_directory(directory, what="errors against the confidential data")
+            if confidential else Path(directory)) / "report.html"
     with atomic_path(path) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return path

@@ -9,7 +9,6 @@ import pandas as pd
 
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.storage import atomic_path
 from postproc.metrics import error_metrics
 
 __all__ = ["level_error_table", "format_error_table", "print_level_summary"]
@@ -70,10 +69,23 @@ def format_error_table(table: pd.DataFrame) -> str:
     return show.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
 
 
-def print_level_summary(out) -> None:
-    """Print the per-level error table of a finished pipeline (and save it next to the outputs)."""
-    table = level_error_table(out.truth, out.noisy, out.result.histograms, out.noisy.workload)
-    with atomic_path(out.directory / "error_table.csv") as tmp:
-        table.to_csv(tmp, index=False)
+def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
+    """Print a finished pipeline's per-level error table (saved in ``DIR/confidential/``).
+
+    In release mode the table is never printed (the terminal is an output too): only where it
+    was written, if it was asked for. ``show_confidential`` overrides that for a simulation.
+    """
+    table = out.error_table
+    if table is None:
+        if out.release:
+            print("release mode: no errors against the confidential data were computed (ask "
+                  "with --error-table; they are written under confidential/ only)")
+        return
+    path = out.directory / "confidential" / "error_table.csv"
+    show = (not out.release) if show_confidential is None else show_confidential
+    if not show:
+        print(f"errors against the confidential data: {path} (CONFIDENTIAL - do not publish)")
+        return
     print("Error against the confidential data (MAE = median absolute error):")
     print(format_error_table(table))
+    print(f"(saved in {path})")

@@ -137,8 +137,9 @@ def test_compare_postprocessors_same_data_same_budget(demo):
 def test_evaluate_save_and_report(demo):
     assert main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--save",
                  "--queries", "total,va_hisp_race", "--n-boot", "0"]) == 0
-    assert (demo / "run" / "evaluation.csv").is_file()
-    saved = json.loads((demo / "run" / "evaluation.json").read_text())
+    assert (demo / "run" / "confidential" / "evaluation.csv").is_file()
+    assert not (demo / "run" / "evaluation.csv").exists()
+    saved = json.loads((demo / "run" / "confidential" / "evaluation.json").read_text())
     assert saved["state"]["total"]["epl"] is None
     assert main(["report", str(demo / "run")]) == 0
     page = (demo / "run" / "report.html").read_text()

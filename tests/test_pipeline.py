@@ -86,9 +86,10 @@ def quiet(_message: str) -> None:
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` (relative path → bytes)."""
+    """Every file under ``directory`` (relative path → bytes), but the lock file (which names
+    the last process that held it)."""
     return {str(p.relative_to(directory)): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".dapp-lock"}
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +228,7 @@ def test_non_empty_directory_without_resume_raises_and_keeps_everything(referenc
 
 def test_unrelated_directory_is_refused(config, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(PostprocError, match="already holds outputs"):
+    with pytest.raises(PostprocError, match="not empty and was not written by this toolkit"):
         run_pipeline(config, out=tmp_path, progress=False, log=quiet)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
@@ -402,7 +403,7 @@ def test_validate_rejects_a_spec_the_truth_violates(data, tmp_path):
     spec = ('[[spec.constraint]]\nname = "tiny_states"\ntype = "linear"\nquery = "total"\n'
             'sense = "<="\nrhs = 10\nlevels = ["state"]')
     config = load_config(write_config(tmp_path, data, spec=spec))
-    with pytest.raises(PostprocError, match=r"confidential data itself violates the spec"
+    with pytest.raises(PostprocError, match=r"confidential data break the spec"
                                             r"(.|\n)*tiny_states"):
         validate_config(config, log=quiet)
 

@@ -11,9 +11,11 @@ message (no traceback): the message already says what is wrong and how to fix it
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import pkgutil
 import sys
+from concurrent.futures.process import BrokenProcessPool
 
 from hierarchy.errors import HierarchyError
 
@@ -63,8 +65,55 @@ def main(argv: list[str] | None = None) -> int:
         print(f"postproc {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"postproc {args.command}: interrupted", file=sys.stderr)
+        print(f"postproc {args.command}: interrupted{_resume_hint(args, cause=False)}",
+              file=sys.stderr)
         return 130
+    except BrokenProcessPool:
+        print(f"postproc {args.command}: error: a worker process died (killed, or out of "
+              f"memory){_resume_hint(args)}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"postproc {args.command}: error: out of memory; use a smaller input or fewer "
+              f"workers, or a machine with more memory{_resume_hint(args)}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"postproc {args.command}: error: {describe_os_error(exc)}{_resume_hint(args)}",
+              file=sys.stderr)
+        return 1
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an I/O failure: what failed, on which file, and the usual cause.
+
+    Examples
+    --------
+    >>> import errno
+    >>> describe_os_error(OSError(errno.ENOSPC, "No space left on device", "out/a.parquet"))
+    'cannot write out/a.parquet: no space left on device (free some space)'
+    """
+    hints = {errno.ENOSPC: "no space left on device (free some space)",
+             errno.EROFS: "read-only file system (choose a writable --out)",
+             errno.EACCES: "permission denied",
+             errno.EPERM: "operation not permitted",
+             errno.ENOTDIR: "a part of the path is a file, not a directory",
+             errno.EISDIR: "is a directory, a file was expected",
+             errno.ENOENT: "no such file or directory",
+             errno.EDQUOT: "disk quota exceeded"}
+    what = hints.get(exc.errno, (exc.strerror or str(exc)).lower())
+    if exc.filename is None:
+        return f"I/O failure: {what}"
+    target = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+    verb = "write" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT) else "use"
+    return f"cannot {verb} {target}: {what}"
+
+
+def _resume_hint(args: argparse.Namespace, cause: bool = True) -> str:
+    """For a resumable command: what was written is consistent, and how to finish."""
+    if not hasattr(args, "resume") or getattr(args, "resume", False) is None:
+        return ""
+    return ("; the outputs written so far are complete files — "
+            + ("fix the cause and " if cause else "")
+            + "rerun the same command with --resume to finish the run")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     out = run_demo(args.out, persons=args.persons, seed=args.seed, epsilon=args.epsilon,
                    executor=args.executor, progress=not args.no_progress and sys.stderr.isatty())
     print_level_summary(out)
-    print(f"\nOutputs: {out.directory}/<level>.parquet, manifest.json, error_table.csv; "
-          f"data and config in {out.directory.parent}.")
+    print(f"\nOutputs: {out.directory}/<level>.parquet, manifest.json, "
+          f"confidential/error_table.csv; data and config in {out.directory.parent}.")
     print("Rerun or change it: postproc run "
           f"{out.directory.parent}/config.toml --out {out.directory.parent}/run-again")
     return 0

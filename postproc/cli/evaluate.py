@@ -4,14 +4,16 @@
 ``OUTDIR`` (``manifest.json``, ``<level>.parquet``, ``noisy/``), tabulates the confidential data in
 ``DATA_DIR`` (``persons.parquet`` and ``units.parquet``, as ``postproc synth1940`` writes them) on
 the run's geography and schema, and prints per level and query the median absolute error (MAE), mean
-absolute error, RMSE and the EPL (improved estimator by default) with its interval.
+absolute error, RMSE and the EPL (improved estimator by default) with its interval. The data must
+be the ones the run measured: they are checked against the run's ``confidential/`` fingerprint.
 
 ``--json`` prints one object keyed by level, then query (``total``, ``detailed``, ``hhgq``,
 ``va_hisp_race``, …), each with ``mae``, ``mean_abs``, ``rmse``, ``epl`` and the other metrics; an
 EPL that is undefined because every error is zero (an invariant level) is ``null`` with an
 ``epl_reason``. With ``--compare`` the object is keyed by method first (``topdown``, ``noisy``,
 ``clip``, ``hay``, ``hay+clip``, ``bottom_up``, ``bottom_up+calibrated``). ``--save`` also writes
-``OUTDIR/evaluation.csv`` (or ``comparison.csv``) and the JSON next to it, for ``postproc report``.
+``OUTDIR/confidential/evaluation.csv`` (or ``comparison.csv``) and the JSON next to it, for
+``postproc report`` — under ``confidential/``, never beside the release files.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def register(subparsers: Any) -> None:
                    help="also evaluate the raw measurements, clipping, closed-form least squares "
                         "and bottom-up at the same ε (keyed by method)")
     p.add_argument("--save", action="store_true",
-                   help="write OUTDIR/evaluation.csv (comparison.csv with --compare) and .json")
+                   help="write OUTDIR/confidential/evaluation.csv (comparison.csv with "
+                        "--compare) and .json")
     p.add_argument("--queries", metavar="Q1,Q2",
                    help="comma-separated queries (default: total and every workload query)")
     p.add_argument("--epl-method", choices=["improved", "published"], default="improved",
@@ -97,14 +100,19 @@ def run(args: argparse.Namespace) -> int:
                          **options)
     nested = to_json(table)
     if args.save:
+        from hierarchy.storage import atomic_path, confidential_directory
+
         stem = "comparison" if args.compare else "evaluation"
-        out = Path(args.outdir)
-        table.to_csv(out / f"{stem}.csv", index=False)
-        (out / f"{stem}.json").write_text(json.dumps(nested, indent=2, allow_nan=False) + "\n")
+        out = confidential_directory(args.outdir, what="errors and EPL against the "
+                                                      "confidential data")
+        with atomic_path(out / f"{stem}.csv") as tmp:
+            table.to_csv(tmp, index=False)
+        with atomic_path(out / f"{stem}.json") as tmp:
+            tmp.write_text(json.dumps(nested, indent=2, allow_nan=False) + "\n")
     if args.json:
         print(json.dumps(nested, indent=2, allow_nan=False))
     else:
         print(_text(table))
         if args.save:
-            print(f"\nwrote {Path(args.outdir) / (stem + '.csv')} and .json")
+            print(f"\nwrote {out / (stem + '.csv')} and .json (CONFIDENTIAL - do not publish)")
     return 0

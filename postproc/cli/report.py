@@ -3,7 +3,8 @@
 Writes ``OUTDIR/report.html`` for an experiment directory (figures with captions, tables,
 headline numbers) or a ``postproc run`` directory (configuration, levels, error tables, and the
 evaluation and comparison written by ``postproc evaluate --save``). PNGs are embedded, so the page
-can be moved or mailed on its own; long tables link to their CSV next to it.
+can be moved or mailed on its own; long tables link to their CSV next to it. A release-mode run's
+errors go only to ``OUTDIR/confidential/report.html``, with ``--confidential``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--title", help="page title (default: the experiment's or the run's)")
     p.add_argument("--max-rows", type=int, default=60, metavar="N",
                    help="rows shown per table (default 60; the full CSV is linked)")
+    p.add_argument("--confidential", action="store_true",
+                   help="a run's errors against the confidential data, written to "
+                        "OUTDIR/confidential/report.html (never to publish); a release-mode "
+                        "run's OUTDIR/report.html never shows them")
     p.set_defaults(func=run)
 
 
@@ -35,5 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_rows < 1:
         raise PostprocError("--max-rows must be at least 1")
-    print(write_report(args.outdir, title=args.title, max_rows=args.max_rows))
+    path = write_report(args.outdir, title=args.title, max_rows=args.max_rows,
+                        confidential=args.confidential)
+    print(path if not args.confidential else f"{path} (CONFIDENTIAL - do not publish)")
     return 0

@@ -19,8 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="finish an interrupted run in --out with identical results")
     p.add_argument("--executor", choices=["serial", "process", "dask"],
                    help="override [solver] executor")
-    p.add_argument("--workers", type=int, help="override [solver] workers")
-    p.add_argument("--scheduler", help="Dask scheduler address (default: a local cluster)")
+    p.add_argument("--workers", type=positive_int, help="override [solver] workers (≥ 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="send the work to this Dask scheduler (implies --executor dask). The "
+                        "confidential data leave this machine; default: a local cluster")
+    p.add_argument("--error-table", action=argparse.BooleanOptionalAction, default=None,
+                   help="compute errors against the confidential data into "
+                        "DIR/confidential/error_table.csv (default: on in simulation mode, off "
+                        "in release mode, where they are never printed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
     v = sub.add_parser("validate", help="check a configuration and its data without measuring",
@@ -31,6 +37,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=validate)
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer ≥ 1 (``--workers 0`` is an error, never "all CPUs")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _config(args: argparse.Namespace):
     from dataclasses import replace
 
@@ -39,6 +56,16 @@ def _config(args: argparse.Namespace):
     config = load_config(args.config)
     changes = {k: getattr(args, k) for k in ("executor", "workers", "scheduler")
                if getattr(args, k, None) is not None}
+    if changes.get("scheduler"):
+        if changes.setdefault("executor", "dask") != "dask":
+            from postproc.errors import PostprocError
+
+            raise PostprocError("--scheduler sends work to a Dask cluster: use it with "
+                                "--executor dask (or without --executor)")
+        print(f"postproc: WARNING: sending the confidential work items to the Dask scheduler "
+              f"at {changes['scheduler']} and its workers: the confidential data leave this "
+              "machine (serialized with pickle over the network). Use only a cluster you "
+              "control, on a private network.", file=sys.stderr)
     return replace(config, **changes) if changes else config
 
 
@@ -48,9 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
     config = _config(args)
     out = run_pipeline(config, out=args.out, resume=args.resume,
-                       progress=not args.no_progress and sys.stderr.isatty())
+                       progress=not args.no_progress and sys.stderr.isatty(),
+                       error_table=args.error_table)
     print_level_summary(out)
-    print(f"outputs in {out.directory}")
+    print(f"outputs in {out.directory}"
+          + (" (release files only; never publish confidential/)" if out.release else ""))
     return 0
 
 

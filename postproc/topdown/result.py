@@ -14,7 +14,7 @@ import pyarrow as pa
 from hierarchy.geography import Geography
 from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
-from hierarchy.storage import package_versions, write_json, write_parquet
+from hierarchy.storage import check_file_names, package_versions, write_json, write_parquet
 from postproc.errors import PostprocError
 
 __all__ = ["TopDownResult", "level_table", "histograms_from_table"]
@@ -148,6 +148,8 @@ class TopDownResult:
         """Write ``DIR/<level>.parquet`` (long form) and ``DIR/manifest.json``, atomically
         file by file. Every file carries the randomness label in its metadata."""
         directory = Path(directory)
+        check_file_names(self.levels, what="level",
+                         reserved=("node_stats", "manifest", "microdata", "noisy"))
         directory.mkdir(parents=True, exist_ok=True)
         label = self.provenance.get("noisy", {}).get("randomness", {}).get("label")
         meta = {"randomness_label": label, "schema": self.schema.to_dict()}
