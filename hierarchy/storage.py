@@ -336,13 +336,15 @@ def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False,
     if path.exists() and any(path.iterdir()):
         if not overwrite:
             raise HierarchyError(f"{path} already exists and is not empty; choose another "
-                                 "directory or pass overwrite=True")
+                                 "directory, or allow replacing it (overwrite=True, "
+                                 "--overwrite)")
         _check_replaceable(path)
     if path.name in ("", ".", ".."):
         path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 → what a plain mkdir would give
         mark_owned(tmp, made_by)
         yield tmp
         if path.exists():
