@@ -4,7 +4,8 @@ Generates persons with sex, single-year age and detailed race/Hispanic-origin co
 (:func:`hierarchy.synth_detailed.write_synthetic_detailed_1940`), runs the configuration
 ``examples/safetab_1940.toml`` on them (:func:`postproc.safetab.run_safetab`) and prints the
 privacy accounting, the realized adaptive choices and the accuracy report (theoretical MOE next
-to the observed error against the truth)::
+to the observed error against the truth; written to ``OUT/safetab/confidential/`` and, in
+release mode, never printed)::
 
     python examples/safetab_1940.py [--persons 2000000] [--seed 1940] [--out safetab_example]
                                     [--json]
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"directory": str(run.directory), "data": data,
                           "randomness": manifest["randomness"],
                           "accounting": manifest["accounting"], "choices": choices,
-                          "accuracy": run.report, "seconds": seconds}, indent=2, default=str))
+                          "accuracy": None if run.result.release else run.report,
+                          "accuracy_report": str(run.report_path) if run.report_path else None,
+                          "seconds": seconds}, indent=2, default=str))
         return 0
     print(f"{data['persons']:,} synthetic persons generated in {generated:.1f} s "
           f"({data['persons_per_second'] / 1e6:.1f}M/s); SafeTab run in {seconds:.1f} s")
@@ -60,8 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     print(format_accounting(manifest["accounting"], manifest["levels"]))
     print()
     print(format_choices(choices))
-    print()
-    print(format_report(run.report))
+    if run.report is not None:
+        print()
+        if run.result.release:     # computed from the confidential data: never printed then
+            print(f"accuracy report (CONFIDENTIAL): {run.report_path}")
+        else:
+            print(format_report(run.report))
     print()
     print(f"outputs in {run.directory}")
     return 0

@@ -665,7 +665,9 @@ def test_cli_json_and_text(tmp_path, capsys):
     path = write(tmp_path, config_text().replace("persons = 20000", "persons = 30000"))
     assert main(["safetab", str(path), "--out", str(tmp_path / "o"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"directory", "randomness", "accounting", "levels", "accuracy"}
+    assert set(out) == {"directory", "randomness", "accounting", "levels", "accuracy",
+                        "accuracy_report"}
+    assert out["accuracy_report"] == str(tmp_path / "o" / "confidential" / "accuracy_report.json")
     assert out["accuracy"]["overall"]["consistent"]
     assert out["levels"]["state"]["budget"]["target_moe"] == 8
     assert main(["safetab", str(path), "--out", str(tmp_path / "o"), "--overwrite"]) == 0

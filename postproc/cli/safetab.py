@@ -3,8 +3,11 @@
 Reads the configuration (:func:`postproc.safetab.load_safetab_config`), runs
 :func:`postproc.safetab.run_safetab` and prints the privacy accounting, the adaptive choices and,
 when enabled, the accuracy report; ``--json`` prints one JSON object instead, with keys
-``directory``, ``randomness``, ``accounting``, ``levels`` (plan and choices per level) and
-``accuracy`` (or null).
+``directory``, ``randomness``, ``accounting``, ``levels`` (plan and choices per level),
+``accuracy`` (the report, or null) and ``accuracy_report`` (its file, or null).
+
+In release mode nothing computed from the confidential data is printed: not the accuracy report
+(only where its file is, under ``DIR/confidential/``) and not the number of records.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "total, then by thresholds on it the total or sex x Age4/Age9/Age23 counts. "
                     "Writes DIR/tables/<level>.parquet, DIR/choices/<level>.parquet, "
                     "DIR/manifest.json (accounting, choices, randomness) and, when enabled, "
-                    "DIR/accuracy_report.json (confidential).")
+                    "DIR/confidential/accuracy_report.json (computed from the confidential "
+                    "data; never printed in release mode, never to be published).")
     p.add_argument("config", help="SafeTab configuration (TOML; see examples/safetab_1940.toml)")
     p.add_argument("--out", help="output directory (default: [output] directory of the config)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing output directory")
+                   help="replace an existing output directory (only one this toolkit wrote)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -40,25 +44,34 @@ def run(args: argparse.Namespace) -> int:
     config = load_safetab_config(args.config)
     result = run_safetab(config, out=args.out, overwrite=True if args.overwrite else None)
     manifest = result.manifest
+    release = result.result.release
+    report_file = str(result.report_path) if result.report_path is not None else None
     if args.json:
         print(json.dumps({"directory": str(result.directory),
                           "randomness": manifest["randomness"],
                           "accounting": manifest["accounting"],
                           "levels": manifest["levels"],
-                          "accuracy": result.report}, indent=2, default=str))
+                          "accuracy": None if release else result.report,
+                          "accuracy_report": report_file}, indent=2, default=str))
         return 0
     randomness = manifest["randomness"]
     print(f"randomness: {randomness['label']}")
     levels = manifest["levels"].values()
-    print(f"{manifest['records']:,} records; {sum(lv['groups'] for lv in levels):,} population "
-          f"groups; {sum(lv['released_counts'] for lv in levels):,} released counts")
+    records = "" if release else f"{manifest['records']:,} records; "
+    print(f"{records}{sum(lv['groups'] for lv in levels):,} population groups; "
+          f"{sum(lv['released_counts'] for lv in levels):,} released counts")
     print()
     print(format_accounting(manifest["accounting"], manifest["levels"]))
     print()
     print(format_choices({n: lv["choices"] for n, lv in manifest["levels"].items()}))
     if result.report is not None:
         print()
-        print(format_report(result.report))
+        if release:
+            print(f"accuracy report (CONFIDENTIAL, computed from the true counts; not printed "
+                  f"in release mode): {report_file} - keep it out of the release")
+        else:
+            print(format_report(result.report))
+            print(f"(written to {report_file})")
     print()
     print(f"outputs in {result.directory}")
     return 0

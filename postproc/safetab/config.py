@@ -5,11 +5,12 @@ every key. In short::
 
     [data]              persons = "file.parquet"  or  synthetic = { persons = N, seed = S }
     [data.columns]      sex, age, races = [...], origin   (defaults: the detailed generator's)
-    [mechanism]         name = "discrete_gaussian" (zCDP, budgets are rho) | "geometric" (pure)
+    [mechanism]         name = "discrete_gaussian" (zCDP, budgets are rho) | "geometric" (pure),
+                        exact (geometric: exact integer sampler; always in release mode)
     [adaptive]          gamma = "0.1", thresholds = [theta1, theta2, theta3]
     [accounting]        delta = 1e-10
     [randomness]        mode = "release" (default) | "simulation" (then seed = <int>)
-    [output]            directory, overwrite, accuracy_report
+    [output]            directory, overwrite, accuracy_report (written to DIR/confidential/)
     [[iteration]]       id, name, codes = "all" | [code, "lo-hi", ...], alone, total_only
     [[level]]           name, geography, iterations, stability, budget | moe, thresholds,
                         total_only = [iteration ids]
@@ -57,15 +58,26 @@ from typing import Any, Callable, Mapping
 
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import Mechanism, get_mechanism
+from hierarchy.storage import check_file_names
 from postproc.accounting import as_fraction
 from postproc.errors import PostprocError
 from postproc.safetab.budgets import _gamma, _stability, notion_of
 
 __all__ = ["Iteration", "Level", "DataColumns", "SafeTabConfig", "load_safetab_config",
-           "parse_safetab_config", "MAX_CODE"]
+           "parse_safetab_config", "MAX_CODE", "RESERVED_LEVEL_NAMES", "level_file_names"]
 
 #: Detailed codes are integers in 1..MAX_CODE (0 means "not reported").
 MAX_CODE = 99_999
+
+#: File stems a level may not take: its files are ``tables/<level>.parquet`` and
+#: ``choices/<level>.parquet``, sub-directories that hold nothing else, so no name of the
+#: toolkit's own files can clash there; what is reserved are the names Windows gives to devices
+#: (``tables/CON.parquet`` is the console there, not a file).
+RESERVED_LEVEL_NAMES = frozenset(
+    {"con", "prn", "aux", "nul"} | {f"{port}{k}" for port in ("com", "lpt") for k in range(1, 10)})
+
+#: Written in place of a path in the manifest of a release-mode run.
+WITHHELD = "(withheld in release mode)"
 
 _SECTIONS = {"data", "mechanism", "adaptive", "accounting", "randomness", "output",
              "iteration", "level"}
@@ -327,15 +339,32 @@ class SafeTabConfig:
     overwrite : bool
     accuracy_report : bool
         Compare the noisy counts with the confidential truth (a diagnostic computed from the
-        confidential data, *not* a DP output).
+        confidential data, *not* a DP output). It is written under ``DIR/confidential/``.
     source : str
     raw : dict
 
     Raises
     ------
     PostprocError
-        On repeated ids or names, a level naming an unknown iteration, or an inconsistent
-        randomness mode and seed.
+        On repeated ids or names, level names that would share an output file, a level naming
+        an unknown iteration, an inconsistent randomness mode and seed, floating-point noise in
+        release mode (the geometric mechanism must then be ``get_mechanism("geometric",
+        exact=True)``), or an option of the wrong type (``overwrite`` and ``accuracy_report``
+        are booleans, ``delta`` a number in (0, 1), ``synthetic`` a pair of integers).
+
+    Examples
+    --------
+    >>> levels = (Level("state", "state", ("1",), 1, "1", None, (1, 2, 3)),)
+    >>> SafeTabConfig((Iteration("1", "T", "all"),), levels, synthetic=(100, 1),
+    ...               mechanism=get_mechanism("geometric"))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: release mode needs exact integer noise: ...
+    >>> SafeTabConfig((Iteration("1", "T", "all"),), levels, synthetic=(100, 1),
+    ...               accuracy_report="no")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: accuracy_report must be true or false, not 'no'
     """
 
     iterations: tuple[Iteration, ...]
@@ -357,18 +386,29 @@ class SafeTabConfig:
     def __post_init__(self):
         notion_of(self.mechanism)
         object.__setattr__(self, "gamma", _gamma(self.gamma))
+        for key in ("overwrite", "accuracy_report"):
+            if not isinstance(getattr(self, key), bool):
+                raise PostprocError(f"{key} must be true or false, not {getattr(self, key)!r}")
+        object.__setattr__(self, "delta", _delta(self.delta))
+        if self.synthetic is not None:
+            object.__setattr__(self, "synthetic", _synthetic(
+                {"persons": self.synthetic[0], "seed": self.synthetic[1]}
+                if isinstance(self.synthetic, (tuple, list)) and len(self.synthetic) == 2
+                else self.synthetic))
         ids = [it.id for it in self.iterations]
         if not ids or len(set(ids)) != len(ids):
             raise PostprocError(f"iteration ids must be present and unique, got {ids}")
         names = [lv.name for lv in self.levels]
         if not names or len(set(names)) != len(names):
             raise PostprocError(f"level names must be present and unique, got {names}")
+        level_file_names(names)
         for level in self.levels:
             unknown = sorted(set(level.iterations) - set(ids))
             if unknown:
                 raise PostprocError(f"level {level.name!r} names iterations {unknown} that are "
                                     f"not defined; defined: {ids}")
         _randomness(self.randomness_mode, self.seed)
+        _release_noise(self.mechanism, self.randomness_mode)
         if (self.persons is None) == (self.synthetic is None):
             raise PostprocError("give exactly one data source: persons (a parquet file) or "
                                 "synthetic = { persons = N, seed = S }")
@@ -377,6 +417,11 @@ class SafeTabConfig:
     def notion(self) -> str:
         """``'pure'`` (geometric, budgets are ε) or ``'zcdp'`` (discrete Gaussian, ρ)."""
         return notion_of(self.mechanism)
+
+    @property
+    def release(self) -> bool:
+        """Whether the run is meant for publication (``[randomness] mode = "release"``)."""
+        return self.randomness_mode == "release"
 
     @property
     def rng(self) -> int | None:
@@ -394,13 +439,92 @@ class SafeTabConfig:
         """Iterations released as TotalOnly at ``level`` (its list and the iterations' flags)."""
         return level.total_only | {i for i in level.iterations if self.iteration(i).total_only}
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy for manifests (the parsed TOML plus resolved paths)."""
+    def to_dict(self, *, release: bool | None = None) -> dict[str, Any]:
+        """JSON-ready copy for manifests: the parsed TOML, plus the resolved paths outside
+        release mode.
+
+        In release mode the paths are withheld (the persons file, the output directory; their
+        names can identify people, projects or places, and a release does not need them), and
+        so is the configuration file's name.
+
+        Parameters
+        ----------
+        release : bool, optional
+            Withhold the paths; default :attr:`release`.
+
+        Returns
+        -------
+        dict
+        """
         out = dict(self.raw)
+        if self.release if release is None else release:
+            for section, key in (("data", "persons"), ("output", "directory")):
+                if isinstance(out.get(section), Mapping) and key in out[section]:
+                    out[section] = {**out[section], key: WITHHELD}
+            return out
         out["resolved"] = {"persons": str(self.persons) if self.persons else None,
                            "synthetic": list(self.synthetic) if self.synthetic else None,
                            "output": str(self.output), "source": self.source}
         return out
+
+
+def level_file_names(names: Any) -> dict[str, str]:
+    """The file stem of each level (``tables/<stem>.parquet``), refusing two levels that would
+    share a file (``a/b`` and ``a_b``; ``State`` and ``state`` on a case-insensitive file system)
+    and the reserved :data:`RESERVED_LEVEL_NAMES`.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Level names.
+
+    Returns
+    -------
+    dict of str to str
+
+    Raises
+    ------
+    PostprocError
+        Naming the two levels, or the level with a reserved name, and the fix.
+
+    Examples
+    --------
+    >>> level_file_names(["state", "county/2"])
+    {'state': 'state', 'county/2': 'county_2'}
+    >>> level_file_names(["a/b", "a_b"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: level names 'a/b' and 'a_b' would both be written as 'a_b'; ...
+    """
+    try:
+        return check_file_names(list(names), what="level", reserved=RESERVED_LEVEL_NAMES)
+    except HierarchyError as exc:
+        raise PostprocError(f"{exc} (levels are written as tables/<level>.parquet, with every "
+                            f"character but letters, digits, '-', '_' and '.' replaced by '_')"
+                            ) from None
+
+
+def _release_noise(mechanism: Mechanism, mode: str) -> None:
+    """Refuse floating-point noise in release mode: only exact integer samplers may publish."""
+    if mode != "release":
+        return
+    if not mechanism.discrete:
+        raise PostprocError(f"release mode needs exact integer noise, not the floating-point "
+                            f"{mechanism.name} mechanism; use \"geometric\" or "
+                            f"\"discrete_gaussian\"")
+    if getattr(mechanism, "exact", True) is not True:
+        raise PostprocError(
+            f"release mode needs exact integer noise: the {mechanism.name} mechanism with "
+            f"exact = false samples by inverse CDF in floating point, whose rounding can leak "
+            f"the true counts; set exact = true in [mechanism] (get_mechanism(\"geometric\", "
+            f"exact=True)), or use mode = \"simulation\" for experiments")
+
+
+def _delta(value: Any) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not 0 < value < 1):
+        raise PostprocError(f"delta must be a number in (0, 1), e.g. 1e-10, not {value!r}")
+    return float(value)
 
 
 def _randomness(mode: Any, seed: Any) -> None:
@@ -552,26 +676,23 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
         synthetic = _located(where("data", "synthetic"), lambda: _synthetic(d["synthetic"]))
     columns = _located(where("data", "columns"), lambda: _columns(d.get("columns", {})))
 
-    # [mechanism], [adaptive], [accounting]
-    m = table("mechanism", {"name", "exact", "max_denominator"})
-    mechanism = _located(where("mechanism", "name"), lambda: _mechanism(m))
-    a = table("adaptive", {"gamma", "thresholds"})
-    gamma = _located(where("adaptive", "gamma"), lambda: _gamma(a.get("gamma", "0.1")))
-    default_thresholds = a.get("thresholds")
-    if default_thresholds is not None:
-        _located(where("adaptive", "thresholds"), lambda: _thresholds(default_thresholds))
-    acc = table("accounting", {"delta"})
-    delta = acc.get("delta", 1e-10)
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
-        raise PostprocError(f"{where('accounting', 'delta')}: delta must be a number in (0, 1), "
-                            f"e.g. 1e-10, not {delta!r}")
-
     # [randomness]
     r = table("randomness", {"mode", "seed"})
     mode, seed = r.get("mode", "release"), r.get("seed")
     bad_mode = mode not in ("release", "simulation")
     _located(where("randomness", "seed" if "seed" in r and not bad_mode else "mode"),
              lambda: _randomness(mode, seed))
+
+    # [mechanism], [adaptive], [accounting]
+    m = table("mechanism", {"name", "exact", "max_denominator"})
+    mechanism = _mechanism(m, where, release=mode == "release")
+    a = table("adaptive", {"gamma", "thresholds"})
+    gamma = _located(where("adaptive", "gamma"), lambda: _gamma(a.get("gamma", "0.1")))
+    default_thresholds = a.get("thresholds")
+    if default_thresholds is not None:
+        _located(where("adaptive", "thresholds"), lambda: _thresholds(default_thresholds))
+    acc = table("accounting", {"delta"})
+    delta = _located(where("accounting", "delta"), lambda: _delta(acc.get("delta", 1e-10)))
 
     # [output]
     o = table("output", {"directory", "overwrite", "accuracy_report"})
@@ -581,6 +702,7 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
     if not isinstance(o.get("directory", ""), str):
         raise PostprocError(f"{where('output', 'directory')}: directory must be a path string")
     output = (base / o.get("directory", "safetab_out")).resolve()
+    overwrite = o.get("overwrite", False)
     accuracy = o.get("accuracy_report", mode == "simulation")
 
     # [[iteration]]
@@ -590,8 +712,8 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
     levels = _levels(data.get("level"), where, ids, default_thresholds)
 
     return _located(source, lambda: SafeTabConfig(
-        iterations, levels, mechanism, gamma, float(delta), mode, seed, persons, synthetic,
-        columns, output, bool(o.get("overwrite", False)), bool(accuracy), source, dict(data)))
+        iterations, levels, mechanism, gamma, delta, mode, seed, persons, synthetic,
+        columns, output, overwrite, accuracy, source, dict(data)))
 
 
 def _check_keys(where: _Locator, section: str, value: Mapping[str, Any], allowed: set[str],
@@ -606,7 +728,10 @@ def _synthetic(value: Any) -> tuple[int, int]:
     if not isinstance(value, Mapping) or set(value) != {"persons", "seed"} or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
         raise PostprocError(f"synthetic must be {{ persons = <int>, seed = <int> }}, "
-                            f"not {value!r}")
+                            f"not {dict(value) if isinstance(value, Mapping) else value!r}")
+    if value["persons"] < 1 or value["seed"] < 0:
+        raise PostprocError(f"synthetic needs persons >= 1 and seed >= 0, not "
+                            f"{dict(value)!r}")
     return int(value["persons"]), int(value["seed"])
 
 
@@ -622,10 +747,21 @@ def _columns(value: Any) -> DataColumns:
                        origin or None)
 
 
-def _mechanism(m: Mapping[str, Any]) -> Mechanism:
+def _mechanism(m: Mapping[str, Any], where: _Locator, *, release: bool) -> Mechanism:
+    """The ``[mechanism]``: each option checked at its own line; in release mode the geometric
+    mechanism samples exactly (``exact = true`` by default, ``exact = false`` refused)."""
+    name = m.get("name", "discrete_gaussian")
+    mechanism = _located(where("mechanism", "name"), lambda: get_mechanism(name))
+    notion = _located(where("mechanism", "name"), lambda: notion_of(mechanism))
     options = {k: v for k, v in m.items() if k != "name"}
-    mechanism = get_mechanism(m.get("name", "discrete_gaussian"), **options)
-    notion_of(mechanism)
+    if release and notion == "pure":
+        options.setdefault("exact", True)
+    for key, value in options.items():
+        _located(where("mechanism", key if key in m else "name"),
+                 lambda: get_mechanism(name, **{key: value}))
+    mechanism = get_mechanism(name, **options)
+    _located(where("mechanism", "exact" if "exact" in m else "name"),
+             lambda: _release_noise(mechanism, "release" if release else "simulation"))
     return mechanism
 
 
@@ -707,4 +843,5 @@ def _levels(value: Any, where: _Locator, ids: list[str],
             name, geography, tuple(its), item["stability"], budget, moe, tuple(thresholds),
             frozenset(total_only) if isinstance(total_only, list) else total_only,
             at("stability"))))
+        _located(at("name"), lambda: level_file_names([lv.name for lv in out]))
     return tuple(out)

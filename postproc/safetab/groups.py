@@ -299,7 +299,8 @@ def tabulate_groups(records: Records, levels: Sequence[Level],
 
 
 def check_stability(level: Level, counts: GroupCounts, records: Records | None = None,
-                    iterations: Mapping[str, Iteration] | None = None) -> None:
+                    iterations: Mapping[str, Iteration] | None = None, *,
+                    release: bool = False) -> None:
     """Raise if the data puts a record in more groups of ``level`` than its declared stability.
 
     Parameters
@@ -311,12 +312,15 @@ def check_stability(level: Level, counts: GroupCounts, records: Records | None =
         To quote the witness record's codes in the message.
     iterations : mapping of id to Iteration, optional
         To name the iterations the witness record belongs to.
+    release : bool, optional
+        A release-mode run: the message then quotes nothing from the confidential data (not the
+        record, its codes, nor the observed stability).
 
     Raises
     ------
     PostprocError
         Naming the level (and where its stability is declared), the record, its codes, its
-        groups, and the fix.
+        groups, and the fix (in release mode, the level and the fix only).
 
     Examples
     --------
@@ -335,6 +339,13 @@ def check_stability(level: Level, counts: GroupCounts, records: Records | None =
     if counts.observed_stability <= level.stability:
         return
     where = f"{level.location}: " if level.location else ""
+    if release:
+        raise PostprocError(
+            f"{where}level {level.name!r} declares stability = {level.stability}, but a record "
+            f"of the data belongs to more of its groups; declare the most groups of the level a "
+            f"record can belong to under your data model, or drop overlapping iterations from "
+            f"the level (the record and its codes come from the confidential data, so they are "
+            f"shown only in simulation mode)")
     row = counts.witness
     detail = matched = ""
     if records is not None and row >= 0:

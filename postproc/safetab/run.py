@@ -9,34 +9,59 @@ atomically into one directory:
 * ``choices/<level>.parquet`` — per group, the table it released and its Step-1 noisy total (also
   a DP output);
 * ``manifest.json`` — randomness mode and label, configuration, per-level plan (budgets, noise,
-  MOEs), the privacy accounting, the realized adaptive choices, the outputs;
-* ``accuracy_report.json`` — only when enabled: errors against the truth (confidential).
+  MOEs), the privacy accounting, the realized adaptive choices, the release files (``outputs``
+  and ``release.release_files``);
+* ``confidential/accuracy_report.json`` — only when enabled: errors against the truth, computed
+  from the confidential data, in a directory with a CONFIDENTIAL banner that is never part of
+  the release.
 
-Every parquet file carries the randomness provenance (release or simulation, with its label) in
-its metadata.
+The release gate: nothing computed from the confidential data is written outside
+``confidential/``. In release mode the manifest also withholds the input and output paths and
+the number of records (an exact count of the confidential data). Every parquet file carries the
+randomness provenance (release or simulation, with its label) in its metadata.
+
+Writing is safe against interruption and concurrency: the directory is built under a temporary
+name and renamed into place (:func:`hierarchy.storage.atomic_directory`, which replaces only a
+directory the toolkit wrote and never the current directory); a run holds an exclusive lock on
+the output (``.<name>.lock/`` beside it) for its whole duration, so a second run into the same
+directory fails at once; and the temporary directories a killed run left beside the output are
+removed by the next run into it.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 from hierarchy.randomness import as_randomness
-from hierarchy.storage import atomic_directory, package_versions, write_json, write_parquet
+from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_directory, confidential_directory,
+                               is_owned, lock_directory, package_versions, write_json,
+                               write_parquet)
 from postproc.errors import PostprocError
 from postproc.safetab.algorithm import LevelPlan, LevelRelease, measure_level, plan_level
 from postproc.safetab.budgets import SafeTabAccounting, account_safetab
-from postproc.safetab.config import SafeTabConfig
+from postproc.safetab.config import SafeTabConfig, level_file_names
 from postproc.safetab.groups import check_stability, prepare_records, tabulate_groups
 from postproc.safetab.report import accuracy_report
 
 __all__ = ["SafeTabResult", "SafeTabRun", "safetab", "load_persons", "write_safetab",
-           "run_safetab"]
+           "run_safetab", "REPORT_FILE"]
+
+#: The accuracy report's file, under ``DIR/confidential/``.
+REPORT_FILE = "accuracy_report.json"
+_MADE_BY = "postproc safetab"
+_NOT_FOR_RELEASE = (f"{CONFIDENTIAL_DIR}/ (computed from the confidential data: never publish "
+                    f"it)")
+# What tempfile.mkdtemp puts between atomic_directory's prefix ".<name>" and its suffix.
+_TMP_SUFFIX = re.compile(r"\.[a-z0-9_]{8}(\.old)?\.tmp")
 
 _FROM_CONFIG = object()
 
@@ -72,18 +97,27 @@ class SafeTabResult:
         """Per level, how many groups released each table type."""
         return {name: release.choice_counts() for name, release in self.releases.items()}
 
+    @property
+    def release(self) -> bool:
+        """Whether the noise came from release-mode randomness (the outputs may be published)."""
+        return self.randomness.get("safe_for_release") is True
+
     def manifest(self) -> dict[str, Any]:
-        """JSON-ready description of the run (no confidential values)."""
+        """JSON-ready description of the run (no confidential values).
+
+        In release mode it withholds, besides the truth, the paths of the configuration
+        (:meth:`SafeTabConfig.to_dict`) and the number of records tabulated.
+        """
         levels = {}
         for name, plan in self.plans.items():
             release = self.releases[name]
             levels[name] = {**plan.to_dict(), "entities": int(release.geocodes.size),
                             "groups": int(release.choice.size),
                             "released_counts": release.rows, "choices": release.choice_counts()}
-        return {
+        manifest = {
             "tool": "postproc safetab (SPEC §8: SafeTab-style adaptive tabulation)",
             "randomness": dict(self.randomness),
-            "config": self.config.to_dict(),
+            "config": self.config.to_dict(release=self.release),
             "records": self.records,
             "mechanism": self.config.mechanism.to_dict(),
             "gamma": str(self.config.gamma),
@@ -97,6 +131,9 @@ class SafeTabResult:
             "accounting": self.accounting.to_dict(),
             "versions": package_versions(),
         }
+        if self.release:
+            del manifest["records"]          # an exact count of the confidential data
+        return manifest
 
 
 def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG) -> SafeTabResult:
@@ -143,15 +180,16 @@ def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG
     records = prepare_records(persons, config.columns, [lv.geography for lv in config.levels])
     iterations = {it.id: it for it in config.iterations}
     counts = tabulate_groups(records, config.levels, iterations)
+    source = as_randomness(config.rng if rng is _FROM_CONFIG else rng)
     for level in config.levels:
-        check_stability(level, counts[level.name], records, iterations)
+        check_stability(level, counts[level.name], records, iterations,
+                        release=source.safe_for_release)
     plans = {level.name: plan_level(level, mechanism=config.mechanism, gamma=config.gamma,
                                     total_only=config.total_only(level))
              for level in config.levels}
     accounting = account_safetab({n: p.budget for n, p in plans.items()},
                                  kinds={n: p.kinds for n, p in plans.items()},
                                  delta=config.delta)
-    source = as_randomness(config.rng if rng is _FROM_CONFIG else rng)
     releases = {level.name: measure_level(counts[level.name], plans[level.name], source.child(j))
                 for j, level in enumerate(config.levels)}
     return SafeTabResult(config, plans, releases, accounting,
@@ -190,7 +228,11 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
         raise PostprocError(f"{config.source} [data]: {path} has no column(s) {missing}; its "
                             f"columns are {available}; map them in [data.columns] or fix the "
                             f"levels' geography")
-    return pq.read_table(path, columns=[c for c in dict.fromkeys(wanted) if c in available])
+    try:
+        return pq.read_table(path, columns=[c for c in dict.fromkeys(wanted) if c in available])
+    except (OSError, pa.ArrowException) as exc:
+        raise PostprocError(f"{config.source} [data] persons: cannot read {path} as parquet: "
+                            f"{exc}") from None
 
 
 @dataclass(frozen=True)
@@ -202,14 +244,17 @@ class SafeTabRun:
     directory : Path
     manifest : dict
     report : dict or None
-        The accuracy report, when enabled.
+        The accuracy report, when enabled (confidential: computed from the truth).
     result : SafeTabResult
+    report_path : Path or None
+        Where the report was written: ``directory/confidential/accuracy_report.json``.
     """
 
     directory: Path
     manifest: Mapping[str, Any]
     report: Mapping[str, Any] | None
     result: SafeTabResult
+    report_path: Path | None = None
 
 
 def write_safetab(result: SafeTabResult, directory: str | Path, *, overwrite: bool = False,
@@ -221,58 +266,172 @@ def write_safetab(result: SafeTabResult, directory: str | Path, *, overwrite: bo
     result : SafeTabResult
     directory : str or Path
     overwrite : bool, optional
-        Replace an existing non-empty directory.
+        Replace an existing non-empty directory — only one this toolkit wrote (it carries the
+        ``.dapp-output`` marker), never the current directory or one holding it.
     report : dict, optional
-        An accuracy report to write (marked confidential).
+        An accuracy report to write, to ``directory/confidential/accuracy_report.json``.
 
     Returns
     -------
     dict
-        The manifest written, with ``outputs``.
+        The manifest written, with ``outputs`` (the release files).
 
     Raises
     ------
     PostprocError
-        If the directory exists and is not empty (without ``overwrite``) or cannot be written.
+        If the directory exists and is not empty (without ``overwrite``), cannot be replaced or
+        written, is being written by another run, or two levels would share a file.
     """
-    directory = Path(directory)
+    overwrite = _flag(overwrite, "overwrite")
+    directory = _output_path(directory)
+    level_file_names(result.releases)
+    _check_not_an_input(directory, result.config)
+    with _output_lock(directory):
+        _remove_interrupted_writes(directory)
+        with _atomic_output(directory, overwrite) as tmp:
+            return _write_outputs(tmp, result, report, directory)
+
+
+def _write_outputs(tmp: Path, result: SafeTabResult, report: Mapping[str, Any] | None,
+                   directory: Path) -> dict[str, Any]:
+    """Write the release files into ``tmp`` and the report, if any, under ``tmp/confidential``."""
+    stems = level_file_names(result.releases)
     manifest = result.manifest()
-    outputs: dict[str, Any] = {"tables": {}, "choices": {}, "accuracy_report": None}
+    outputs: dict[str, Any] = {"tables": {}, "choices": {}}
     try:
-        with atomic_directory(directory, overwrite=overwrite) as tmp:
-            for name, release in result.releases.items():
-                meta = {"randomness": dict(result.randomness), "level": name,
-                        "mechanism": result.config.mechanism.to_dict(),
-                        "accounting": result.accounting.levels[name].to_dict(),
-                        "plan": result.plans[name].to_dict()}
-                file = f"{_safe(name)}.parquet"
-                write_parquet(release.to_table(), tmp / "tables" / file,
-                              metadata={**meta, "content": "released noisy counts"})
-                write_parquet(release.choices_table(), tmp / "choices" / file,
-                              metadata={**meta, "content": "table released by each group and "
-                                                           "its Step-1 noisy total"})
-                outputs["tables"][name] = f"tables/{file}"
-                outputs["choices"][name] = f"choices/{file}"
-            if report is not None:
-                write_json({**report, "randomness": dict(result.randomness)},
-                           tmp / "accuracy_report.json")
-                outputs["accuracy_report"] = "accuracy_report.json"
-            manifest["outputs"] = outputs
-            write_json(manifest, tmp / "manifest.json")
-    except HierarchyError as exc:
-        raise PostprocError(str(exc)) from None
+        for name, release in result.releases.items():
+            meta = {"randomness": dict(result.randomness), "level": name,
+                    "mechanism": result.config.mechanism.to_dict(),
+                    "accounting": result.accounting.levels[name].to_dict(),
+                    "plan": result.plans[name].to_dict()}
+            file = f"{stems[name]}.parquet"
+            write_parquet(release.to_table(), tmp / "tables" / file,
+                          metadata={**meta, "content": "released noisy counts"})
+            write_parquet(release.choices_table(), tmp / "choices" / file,
+                          metadata={**meta, "content": "table released by each group and "
+                                                       "its Step-1 noisy total"})
+            outputs["tables"][name] = f"tables/{file}"
+            outputs["choices"][name] = f"choices/{file}"
+        manifest["outputs"] = outputs
+        manifest["release"] = {
+            "release_files": ["manifest.json"] + [file for group in outputs.values()
+                                                  for file in group.values()],
+            "not_for_release": _NOT_FOR_RELEASE}
+        if report is not None:
+            folder = confidential_directory(
+                tmp, what="the accuracy report: errors of the released counts against the "
+                          "true counts")
+            write_json({**report, "randomness": dict(result.randomness)}, folder / REPORT_FILE)
+        write_json(manifest, tmp / "manifest.json")
     except OSError as exc:
         raise PostprocError(f"cannot write {directory}: {exc}") from None
     return manifest
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise PostprocError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
+def _output_path(directory: str | Path) -> Path:
+    """``directory`` as a path whose last part names it (``.`` and ``..`` resolved)."""
+    path = Path(directory)
+    return path.resolve() if path.name in ("", ".", "..") else path
+
+
+def _check_not_an_input(directory: Path, config: SafeTabConfig) -> None:
+    """Refuse an output directory that is (or holds) the current directory, the configuration
+    file or the persons file: before the lock beside it is taken, before the data are read."""
+    target = directory.resolve()
+    for what, path in (("configuration file", Path(config.source)),
+                       ("persons file", config.persons)):
+        if path is None or not path.exists():
+            continue
+        resolved = path.resolve()
+        if resolved == target or target in resolved.parents:
+            raise PostprocError(f"the output directory {directory} holds the {what} "
+                                f"{path.name}, which writing the outputs there could replace; "
+                                f"choose a new directory for the outputs, e.g. [output] "
+                                f"directory = \"safetab_out\" or --out safetab_out")
+    cwd = Path.cwd().resolve()
+    if target == cwd or target in cwd.parents:
+        raise PostprocError(f"the output directory {directory} is (or contains) the current "
+                            f"directory, which is never written over; choose a new directory "
+                            f"below it, e.g. --out safetab_out")
+
+
+@contextmanager
+def _output_lock(directory: Path) -> Iterator[None]:
+    """Hold the lock of output ``directory`` for the block.
+
+    The output is built elsewhere and renamed into place, so it cannot hold its own lock: the
+    lock is :func:`hierarchy.storage.lock_directory` on ``.<name>.lock/`` beside it (kept
+    afterwards: removing a lock file races with the next run's open).
+    """
+    lock = directory.parent / f".{directory.name}.lock"
+    try:
+        lock.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PostprocError(f"cannot write {directory}: cannot create its lock {lock} "
+                            f"({exc.strerror}); choose another output directory") from None
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(lock_directory(lock, what=_MADE_BY))
+        except HierarchyError as exc:
+            raise PostprocError(f"another run is writing {directory}: {exc}") from None
+        yield
+
+
+def _remove_interrupted_writes(directory: Path) -> list[Path]:
+    """Remove the temporary directories a killed write of ``directory`` left beside it.
+
+    Only ``.<name>.XXXXXXXX.tmp`` and ``.<name>.XXXXXXXX.old.tmp`` (the names
+    :func:`hierarchy.storage.atomic_directory` gives them, ``XXXXXXXX`` from
+    :func:`tempfile.mkdtemp`, so ``.<name>.v2.….tmp`` of an output ``<name>.v2`` is not one)
+    that carry the toolkit's ownership marker. Call it only while holding
+    :func:`_output_lock`: a running write's directory looks the same.
+    """
+    parent, prefix = directory.parent, f".{directory.name}"
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    for entry in sorted(parent.iterdir()):
+        name = entry.name
+        if (name.startswith(prefix) and _TMP_SUFFIX.fullmatch(name[len(prefix):])
+                and entry.is_dir() and not entry.is_symlink() and is_owned(entry)):
+            shutil.rmtree(entry)
+            removed.append(entry)
+    return removed
+
+
+@contextmanager
+def _atomic_output(directory: Path, overwrite: bool) -> Iterator[Path]:
+    """:func:`hierarchy.storage.atomic_directory`, its own errors as :class:`PostprocError`
+    (errors of the block pass through unchanged)."""
+    inside = False
+    try:
+        with atomic_directory(directory, overwrite=overwrite, made_by=_MADE_BY) as tmp:
+            inside = True
+            yield tmp
+            inside = False
+    except HierarchyError as exc:
+        if inside:
+            raise
+        raise PostprocError(str(exc)) from None
+    except OSError as exc:
+        if inside:
+            raise
+        raise PostprocError(f"cannot write {directory}: {exc}") from None
 
 
 def run_safetab(config: SafeTabConfig, *, out: str | Path | None = None,
                 overwrite: bool | None = None, persons: pa.Table | None = None) -> SafeTabRun:
     """Read (or generate) the persons, run :func:`safetab`, write the outputs.
+
+    The output directory is locked and checked before the data are read: a second run into it,
+    a directory that cannot be replaced or one holding the inputs fails at once, before any
+    noise is drawn.
 
     Parameters
     ----------
@@ -316,17 +475,24 @@ def run_safetab(config: SafeTabConfig, *, out: str | Path | None = None,
     >>> out = tempfile.mkdtemp() + "/safetab"
     >>> run = run_safetab(parse_safetab_config(text), out=out)
     >>> sorted(p.name for p in run.directory.iterdir())
-    ['accuracy_report.json', 'choices', 'manifest.json', 'tables']
+    ['.dapp-output', 'choices', 'confidential', 'manifest.json', 'tables']
+    >>> run.report_path.relative_to(run.directory).as_posix()
+    'confidential/accuracy_report.json'
     >>> run.manifest["randomness"]["safe_for_release"]
     False
     """
-    if persons is None:
-        persons = load_persons(config)
-    result = safetab(persons, config)
-    report = accuracy_report(result) if config.accuracy_report else None
-    directory = Path(out) if out is not None else config.output
-    manifest = write_safetab(result, directory,
-                             overwrite=config.overwrite if overwrite is None else overwrite,
-                             report=report)
-    return SafeTabRun(directory, manifest, report, result)
-
+    if not isinstance(config, SafeTabConfig):
+        raise PostprocError(f"config must be a SafeTabConfig, not {type(config).__name__}")
+    overwrite = _flag(config.overwrite if overwrite is None else overwrite, "overwrite")
+    directory = _output_path(out if out is not None else config.output)
+    _check_not_an_input(directory, config)
+    with _output_lock(directory):
+        _remove_interrupted_writes(directory)
+        with _atomic_output(directory, overwrite) as tmp:
+            if persons is None:
+                persons = load_persons(config)
+            result = safetab(persons, config)
+            report = accuracy_report(result) if config.accuracy_report else None
+            manifest = _write_outputs(tmp, result, report, directory)
+    report_path = directory / CONFIDENTIAL_DIR / REPORT_FILE if report is not None else None
+    return SafeTabRun(directory, manifest, report, result, report_path)
