@@ -65,6 +65,30 @@ def test_reproducible_with_a_seed_and_labelled(noisy_and_truth):
     assert not a.safe_for_release
 
 
+def test_sampled_result_writes_and_reads_back(noisy_and_truth, tmp_path):
+    """``SampledResult.write()`` raised KeyError 'fit_seconds' (it used TopDown's manifest)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from postproc.topdown import histograms_from_table
+
+    noisy, _ = noisy_and_truth
+    out = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=5)
+    out.write(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["format"] == "dapp.SampledResult" and manifest["safe_for_release"] is False
+    stats = out.node_stats
+    for li, lv in enumerate(LEVELS):
+        entry = manifest["levels"][lv]
+        s = stats[stats["level"] == lv]
+        assert entry["moves_accepted"] == int(s["accepted"].sum()) <= entry["moves_proposed"]
+        assert entry["persons"] == int(out.histograms[li].sum())
+        back = histograms_from_table(pq.read_table(tmp_path / f"{lv}.parquet"), noisy.schema,
+                                     noisy.geography, lv)
+        np.testing.assert_array_equal(back, out.histograms[li])
+
+
 def test_the_chain_moves_away_from_its_start(noisy_and_truth):
     noisy, _ = noisy_and_truth
     start = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=0)

@@ -81,6 +81,7 @@ import scipy.sparse as sp
 
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
+from hierarchy.storage import package_versions
 from invariants.compile import LevelConstraints, compile_spec, node_matrices, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError
@@ -109,6 +110,28 @@ class SampledResult(TopDownResult):
     def safe_for_release(self) -> bool:
         sampling = self.provenance.get("sampler", {}).get("randomness", {})
         return super().safe_for_release and bool(sampling.get("safe_for_release", False))
+
+    def manifest(self) -> dict[str, Any]:
+        """JSON-ready manifest: provenance and, per level, the sampler's statistics (moves
+        proposed and accepted) where a TopDown manifest has solver statistics."""
+        stats = self.node_stats
+        per_level = {}
+        for li, lv in enumerate(self.levels):
+            s = stats[stats["level"] == lv] if len(stats) else stats
+            proposed = int(s["proposed"].sum()) if len(s) else 0
+            accepted = int(s["accepted"].sum()) if len(s) else 0
+            per_level[lv] = {
+                "units": int(self.histograms[li].shape[0]),
+                "persons": int(self.histograms[li].sum()),
+                "parents": int(len(s)),
+                "copied_parents": int(s["copied"].sum()) if len(s) else 0,
+                "moves_proposed": proposed, "moves_accepted": accepted,
+                "acceptance": accepted / proposed if proposed else None}
+        rnd = self.provenance.get("noisy", {}).get("randomness", {})
+        return {"format": "dapp.SampledResult", "levels": per_level, "randomness": rnd,
+                "sampler_randomness": self.provenance.get("sampler", {}).get("randomness", {}),
+                "safe_for_release": self.safe_for_release,
+                "provenance": dict(self.provenance), "versions": package_versions()}
 
 
 def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None,
