@@ -61,7 +61,7 @@ class Randomness:
         The spawn key of a child stream (see :meth:`child`).
     """
 
-    __slots__ = ("mode", "seed", "key", "_generator")
+    __slots__ = ("mode", "seed", "key", "_generator", "origin")
 
     def __init__(self, mode: str, seed: int | None = None,
                  generator: np.random.Generator | None = None, key: tuple[int, ...] = ()):
@@ -76,6 +76,9 @@ class Randomness:
         self.seed = seed
         self.key = tuple(key)
         self._generator = generator
+        # A caller's own generator has no seed: record what recomputes its stream instead.
+        self.origin = _generator_origin(generator) if seed is None and generator is not None \
+            else None
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
@@ -104,8 +107,11 @@ class Randomness:
 
     def provenance(self) -> dict[str, Any]:
         """A JSON-ready description for output metadata."""
-        return {"mode": self.mode, "seed": self.seed, "stream": list(self.key),
-                "safe_for_release": self.safe_for_release, "label": self.label}
+        out = {"mode": self.mode, "seed": self.seed, "stream": list(self.key),
+               "safe_for_release": self.safe_for_release, "label": self.label}
+        if self.origin is not None:
+            out["generator"] = self.origin
+        return out
 
     def __repr__(self) -> str:
         if self.mode == "release":
@@ -192,6 +198,31 @@ class Randomness:
             out[todo[ok]] = draw[ok]
             todo = todo[~ok]
         return out.reshape(bound.shape)
+
+
+def _generator_origin(generator: np.random.Generator) -> dict[str, Any]:
+    """What recomputes a caller's generator's stream: its bit generator, its ``SeedSequence``
+    entropy and spawn key, and its state when it was wrapped (as JSON-ready values)."""
+    bit = generator.bit_generator
+    seq = getattr(bit, "seed_seq", None)
+    entropy = getattr(seq, "entropy", None)
+    out: dict[str, Any] = {
+        "bit_generator": type(bit).__name__,
+        "seed_sequence_entropy": None if entropy is None else str(entropy),
+        "spawn_key": [int(k) for k in getattr(seq, "spawn_key", ())],
+        "state": _json_state(bit.state)}
+    return out
+
+
+def _json_state(state: Any) -> Any:
+    """A bit generator's state with its integers as strings (exact in any JSON reader)."""
+    if isinstance(state, dict):
+        return {k: _json_state(v) for k, v in state.items()}
+    if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
+        return str(int(state))
+    if isinstance(state, np.ndarray):
+        return [str(int(v)) for v in state.ravel()]
+    return state
 
 
 def as_randomness(rng: Any) -> Randomness:

@@ -196,3 +196,28 @@ def test_integers_below_mixed_bounds_shape_and_edge_cases():
 def test_integers_below_rejects_bounds(bad):
     with pytest.raises(HierarchyError, match=r"bounds in \[1, 2\*\*62\]"):
         Randomness.simulation(0).integers_below(np.array([5, bad]))
+
+
+def test_a_callers_generator_is_recorded_so_its_noise_can_be_recomputed():
+    """A numpy Generator passed as ``rng`` recorded ``seed: None``, although every output says
+    anyone with the seed can recompute the noise: its SeedSequence entropy, spawn key and state
+    are recorded, and they do recompute the stream."""
+    import json
+
+    seq = np.random.SeedSequence(2024).spawn(3)[2]
+    gen = np.random.Generator(np.random.PCG64(seq))
+    gen.random(5)                                   # a used generator: the state matters
+    rnd = as_randomness(gen)
+    prov = json.loads(json.dumps(rnd.provenance()))
+    origin = prov["generator"]
+    assert origin["seed_sequence_entropy"] == "2024" and origin["spawn_key"] == [2]
+    assert origin["bit_generator"] == "PCG64"
+    first = rnd.random_raw(4)
+    # recompute from the record alone
+    again = np.random.PCG64(np.random.SeedSequence(int(origin["seed_sequence_entropy"]),
+                                                  spawn_key=tuple(origin["spawn_key"])))
+    state = origin["state"]
+    again.state = {"bit_generator": "PCG64",
+                   "state": {k: int(v) for k, v in state["state"].items()},
+                   "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+    np.testing.assert_array_equal(again.random_raw(4), first)
