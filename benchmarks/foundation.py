@@ -344,7 +344,10 @@ def tabulation_table(tab: dict[str, Any]) -> str:
 
 
 def sampler_table(smp: dict[str, Any]) -> str:
-    rows = [[name, f"{r['n']:,}", f"{r['simulation']:,.0f}", f"{r['release']:,.0f}"]
+    def rate(value: float | None) -> str:
+        return "refused" if value is None else f"{value:,.0f}"
+
+    rows = [[name, f"{r['n']:,}", rate(r["simulation"]), rate(r["release"])]
             for name, r in smp["results"].items()]
     return common.markdown_table(["sampler", "draws", "simulation draws/s", "release draws/s"],
                                  rows)

@@ -182,18 +182,21 @@ class Randomness:
         if bound.size and (bound.min() < 1 or bound.max() > (1 << 62)):
             raise HierarchyError("integers_below needs bounds in [1, 2**62]")
         flat = bound.ravel()
-        # smallest all-ones mask >= bound - 1
-        bits = np.zeros(flat.shape, dtype=np.int64)
-        m = flat - 1
-        while np.any(m > 0):
-            nz = m > 0
-            bits[nz] += 1
-            m = m >> 1
-        mask = ((np.uint64(1) << bits.astype(np.uint64)) - np.uint64(1))
         out = np.empty(flat.shape, dtype=np.int64)
+        if not flat.size:
+            return out.reshape(bound.shape)
+        # an all-ones mask >= bound - 1: rejection from [0, mask] is exact for any such mask
+        if flat.min() == flat.max():   # one bound (the usual case): one Python-int mask
+            mask: Any = np.uint64((1 << (int(flat[0]) - 1).bit_length()) - 1)
+        else:
+            # frexp's exponent is the bit length, or one more where float64 rounds bound - 1
+            # up to a power of two (above 2**53): the mask is never too small
+            _, exponent = np.frexp((flat - 1).astype(np.float64))
+            mask = (np.uint64(1) << exponent.astype(np.uint64)) - np.uint64(1)
         todo = np.arange(flat.size)
         while todo.size:
-            draw = (self.random_raw(todo.size) & mask[todo]).astype(np.int64)
+            draw = (self.random_raw(todo.size) & (mask if mask.ndim == 0 else mask[todo])
+                    ).astype(np.int64)
             ok = draw < flat[todo]
             out[todo[ok]] = draw[ok]
             todo = todo[~ok]

@@ -264,13 +264,13 @@ def test_release_mode_refuses_float_noise_in_the_library(truth):
 
 def test_release_geometric_uses_the_exact_integer_sampler(monkeypatch, truth):
     calls = []
-    real = distributions.sample_discrete_laplace_exact
+    real = distributions.sample_two_sided_geometric_inversion
 
     def spy(*args, **kwargs):
         calls.append(args[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(distributions, "sample_discrete_laplace_exact", spy)
+    monkeypatch.setattr(distributions, "sample_two_sided_geometric_inversion", spy)
     x = sample_two_sided_geometric(0.5, 1000, Randomness.release())
     assert len(calls) == 1 and x.dtype == np.int64
     sample_two_sided_geometric(0.5, 1000, Randomness.simulation(1))

@@ -17,6 +17,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms._checks import _integer_mask, _positive, _shape
 from hierarchy.mechanisms._exact import (DEFAULT_MAX_DENOMINATOR, round_up_to_rational,
                                          sample_discrete_laplace_exact)
+from hierarchy.mechanisms._inversion import _table_size, sample_two_sided_geometric_inversion
 from hierarchy.randomness import as_randomness
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
 
 _CHUNK = 1 << 16                          # samples per chunk of the inverse-CDF samplers
 _MIN_Z = 1e-15                            # below this a geometric draw may overflow int64
+_MAX_INVERSION_TABLE = 100_000            # exact geometric: inversion table size limit
 _TWO_POW_53_INV = 1.0 / 9007199254740992.0
 
 
@@ -45,10 +47,13 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
     uniforms comes from consecutive random words, so the first ``n`` draws of a stream do not
     depend on how many are requested. This inverse-CDF method is approximate at the level of the
     uniforms' 2**-53 resolution: tail probabilities below about 1e-16 are not represented exactly.
-    ``exact=True`` uses :func:`sample_discrete_laplace_exact` with scale ``1/z`` rounded up instead:
-    integer-only arithmetic, about 20 times slower. **Release mode always uses the exact sampler**
-    (floating-point samplers leak through their rounding, Mironov 2012); the inverse CDF serves
-    seeded simulations only.
+    ``exact=True`` samples exactly instead, with ``z = 1/scale`` for the scale ``1/z`` rounded up
+    to a rational (never less noise): by inversion on 64-bit words with exact tie-breaking
+    (:mod:`hierarchy.mechanisms._inversion`; no floating point touches a draw) while its table
+    of about ``44/z`` thresholds is small (``z`` above about 4e-4), else by
+    :func:`sample_discrete_laplace_exact`. **Release mode always samples exactly** (floating-point
+    samplers leak through their rounding, Mironov 2012); the inverse CDF serves seeded
+    simulations only.
 
     Parameters
     ----------
@@ -92,6 +97,8 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
         scale = 1 / _positive(given, "z", exact=True)
         if isinstance(given, (float, np.floating)):
             scale = round_up_to_rational(scale, max_denominator=max_denominator)
+        if _table_size(1 / scale) <= _MAX_INVERSION_TABLE:
+            return sample_two_sided_geometric_inversion(1 / scale, n, source).reshape(shape)
         return sample_discrete_laplace_exact(scale, shape, source,
                                              max_denominator=max_denominator)
     out = np.empty(n, dtype=np.int64)
