@@ -3,12 +3,17 @@
 ``postproc mis --table CSV [--count-column count] --invariant EXPR [--invariant EXPR ...]
 --epsilon E [--mechanism geometric|discrete_gaussian|laplace] [--rho R] [--sampler lattice|mis]
 [--proposal-epsilon E~] [--draws N] [--burn-in B] [--thin T] [--chains C] [--seed S]
-[--out CSV] [--json]``
+[--levels COLUMN=L1,L2,... ...] [--derived COLUMN=SOURCE ...] [--out CSV] [--json]``
 
-The CSV's rows are the cells (cells not in it do not exist); its other columns are the
-attributes invariants may name: ``total``, ``marginal(sex)``, ``marginal(voting_age)``, …, each
-optionally ``EXPR=V1,V2`` to publish other values than the table's. Without ``--seed`` the
-randomness is release mode (cryptographically secure); with it, simulation mode, labelled unsafe.
+The CSV's rows are the cells, one for every combination of the levels of its key columns (zero
+counts included); its other columns are the attributes invariants may name: ``total``,
+``marginal(sex)``, ``marginal(voting_age)``, …, each optionally ``EXPR=V1,V2`` to publish other
+values than the table's. A CSV without its zero rows is refused unless ``--levels`` gives every
+key column's levels (the missing cells are then added with count 0); ``--derived
+voting_age=age_group`` declares a column that is a function of another. Without ``--seed`` the
+randomness is release mode (cryptographically secure) and the continuous ``laplace`` mechanism
+is refused; with it, simulation mode, labelled unsafe. In both, the chain must run at least 50
+sweeps or iterations (``--burn-in`` + ``--draws``; ``postproc.sampling.target.MIN_STEPS``).
 ``--json`` prints one object with ``acceptance_rate``, ``ess`` (``min``, ``median``,
 ``per_cell``, ``min_per_second``), ``released`` (one object per row: key columns and the released
 count), ``invariants_hold`` (checked in exact integer arithmetic), the sampler's settings and the
@@ -29,6 +34,7 @@ ORDER = 40
 def register(subparsers: Any) -> None:
     """Add ``mis`` to the ``postproc`` parser."""
     from postproc.sampling.table import DEFAULT_SAMPLER, SAMPLERS
+    from postproc.sampling.target import MIN_STEPS
 
     parser = subparsers.add_parser(
         "mis", help="release a count table by conditional sampling under invariants",
@@ -58,15 +64,39 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--draws", type=int, default=20_000, metavar="N",
                         help="iterations (mis) or sweeps (lattice) after burn-in "
                              "(default 20000)")
-    parser.add_argument("--burn-in", type=int, metavar="B", help="default draws // 10")
+    parser.add_argument("--burn-in", type=int, metavar="B",
+                        help="default draws // 10, raised so that burn-in + draws is at least "
+                             f"{MIN_STEPS} (the shortest chain whose state may be released)")
     parser.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th state")
     parser.add_argument("--chains", type=int, metavar="C", help="lattice: chains (default 4)")
     parser.add_argument("--seed", type=int, metavar="S",
                         help="simulation mode with this seed (reproducible, NOT safe for a "
                              "release); default release mode")
+    parser.add_argument("--levels", action="append", metavar="COLUMN=L1,L2,...",
+                        help="the levels of a key column, e.g. sex=f,m; repeat for every key "
+                             "column: the table is completed with zero rows for missing cells "
+                             "(without it, a table with a missing cell is refused)")
+    parser.add_argument("--derived", action="append", metavar="COLUMN=SOURCE",
+                        help="a key column that is a function of another, e.g. "
+                             "voting_age=age_group; not part of the cells' cross-product")
     parser.add_argument("--out", metavar="CSV", help="also write the released table here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
+
+
+def _assignments(values: list[str] | None, option: str) -> dict[str, str]:
+    """``['sex=f,m', 'age=0,1']`` → ``{'sex': 'f,m', 'age': '0,1'}``."""
+    out: dict[str, str] = {}
+    for value in values or []:
+        column, sep, rest = value.partition("=")
+        column, rest = column.strip(), rest.strip()
+        if not sep or not column or not rest:
+            raise PostprocError(f"{option} {value!r}: expected COLUMN=VALUE, e.g. "
+                                + ("sex=f,m" if option == "--levels" else "voting_age=age_group"))
+        if column in out:
+            raise PostprocError(f"{option} names {column!r} twice; give it once")
+        out[column] = rest
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,10 +117,14 @@ def run(args: argparse.Namespace) -> int:
         options["burn_in"] = args.burn_in
     if args.chains is not None:
         options["chains"] = args.chains
+    levels = _assignments(args.levels, "--levels")
     release = release_table(args.table, args.invariant, epsilon=args.epsilon, rho=args.rho,
                             mechanism=args.mechanism, sampler=args.sampler, draws=args.draws,
                             rng=args.seed, proposal_epsilon=args.proposal_epsilon,
-                            count_column=args.count_column, **options)
+                            count_column=args.count_column,
+                            levels={c: v.split(",") for c, v in levels.items()} if levels
+                            else None,
+                            derived=_assignments(args.derived, "--derived"), **options)
     if args.out:
         try:
             release.to_frame().to_csv(args.out, index=False)

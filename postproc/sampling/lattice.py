@@ -46,7 +46,7 @@ from postproc.sampling.diagnostics import effective_sample_size
 from postproc.sampling.engine import (FIXED, FREE, LatticeEngine, MoveStructure, default_step,
                                       move_structure)
 from postproc.sampling.result import SamplingResult
-from postproc.sampling.target import ConditionalTarget
+from postproc.sampling.target import ConditionalTarget, _positive_int, plan_chain
 
 __all__ = ["sample_lattice", "LatticeEngine", "MoveStructure", "move_structure", "default_step",
            "FREE", "FIXED"]
@@ -54,7 +54,8 @@ __all__ = ["sample_lattice", "LatticeEngine", "MoveStructure", "move_structure",
 
 def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, chains: int = 4,
                    burn_in: int | None = None, thin: int = 1, step: float | None = None,
-                   start: Any = None, diagnostics: bool = True) -> SamplingResult:
+                   start: Any = None, diagnostics: bool = True,
+                   min_steps: int | None = None) -> SamplingResult:
     """Draw from the conditional mechanism with Metropolis lattice moves inside ``A s = a``.
 
     Parameters
@@ -70,15 +71,21 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
         is chain 0's final state. The others cost little (the work is vectorized) and make the
         ESS a multi-chain estimate, which notices a chain that has not mixed. Default 4.
     burn_in : int, optional
-        Sweeps discarded first (default ``draws // 10``).
+        Sweeps discarded first (default ``max(draws // 10, min_steps − draws)``).
     thin : int
         Keep every ``thin``-th sweep.
     step : float, optional
         Mean absolute step of a move (default :func:`default_step`).
     start : array_like, optional
-        A state in ``S*`` (default :meth:`ConditionalTarget.start`).
+        A state in ``S*``. Default :meth:`ConditionalTarget.public_start`, computed from the
+        invariants and constraints only, never from the centre: lattice moves are local, so a
+        chain that has not mixed resembles its start, and this start is published anyway.
     diagnostics : bool
         Compute the multi-chain ESS per cell.
+    min_steps : int, optional
+        Fewest sweeps ``burn_in + draws`` (default
+        :data:`~postproc.sampling.target.MIN_STEPS`; lower only in simulation mode); see
+        :func:`~postproc.sampling.target.plan_chain`.
 
     Returns
     -------
@@ -87,8 +94,10 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
     Raises
     ------
     PostprocError
-        Unsatisfiable invariants, a start outside ``S*``, bad options, or an equality structure
-        without an integer lattice basis.
+        Unsatisfiable invariants, a start outside ``S*``, bad options, an equality structure
+        without an integer lattice basis, a chain shorter than the minimum, continuous noise in
+        release mode, too much memory (:func:`~postproc.sampling.target.plan_chain`), or a chain
+        0 that proposed moves but never accepted one (its start would be released unchanged).
 
     Examples
     --------
@@ -99,14 +108,12 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
     >>> res.chain.shape, bool(res.invariants_hold)
     ((4, 500, 4), True)
     """
-    from postproc.sampling.mis import _positive_int
-
     source = as_randomness(rng)
-    draws = _positive_int(draws, "draws")
     chains = _positive_int(chains, "chains")
-    thin = _positive_int(thin, "thin")
-    burn_in = draws // 10 if burn_in is None else _positive_int(burn_in, "burn_in", zero=True)
-    start_state = target.start(start)
+    draws, burn_in, thin = plan_chain(target, release=source.safe_for_release, draws=draws,
+                                      burn_in=burn_in, thin=thin, chains=chains,
+                                      min_steps=min_steps, step="sweep")
+    start_state = target.start(start) if start is not None else target.public_start()
     fixed = target.lower == target.upper
     structure = move_structure(target.A, fixed)
     step = float(default_step(target.mechanism, target.parameter)) if step is None else step
@@ -123,6 +130,7 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
         rows=rows, row_lower=np.repeat(bc[None].astype(float), chains, 0) if rows is not None
         else None, row_upper=np.full((chains, bc.size), np.inf) if rows is not None else None,
         step=float(np.asarray(step)), integer=target.integer)
+    engine.track_units = True            # moves proposed and accepted per chain, whole run
     chain_source = source.child(2)
     kept = []
     t0 = time.perf_counter()
@@ -139,6 +147,12 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
     if not target.integer:
         chain = chain.astype(np.float64)
     released = engine.X[0].copy()
+    if engine.unit_proposed[0] and not engine.unit_accepted[0]:
+        raise PostprocError(
+            f"the lattice chain never left its start in {burn_in + draws} sweeps "
+            f"({int(engine.unit_proposed[0])} moves proposed, none accepted); releasing the "
+            "start would publish it unchanged instead of a draw; run more sweeps (raise --draws "
+            "or --burn-in)")
     ess = effective_sample_size(chain) if diagnostics and chain.shape[1] >= 4 else \
         np.full(target.n, np.nan)
     proposals_total = engine.proposed * (burn_in + draws) // max(draws, 1)

@@ -40,7 +40,7 @@ from postproc.errors import PostprocError
 from postproc.sampling.diagnostics import effective_sample_size
 from postproc.sampling.exact import IndexSet, choose_index_set
 from postproc.sampling.result import SamplingResult
-from postproc.sampling.target import ConditionalTarget
+from postproc.sampling.target import ConditionalTarget, _positive_int, plan_chain
 
 __all__ = ["sample_mis", "mis_index_set", "MISKernel", "run_mis", "reference_epsilon"]
 
@@ -327,18 +327,11 @@ def _to_counts(target: ConditionalTarget, deviations: np.ndarray) -> np.ndarray:
     return values
 
 
-def _positive_int(value: Any, name: str, *, zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
-            value < (0 if zero else 1):
-        raise PostprocError(f"{name} must be a {'non-negative' if zero else 'positive'} integer, "
-                            f"not {value!r}")
-    return int(value)
-
-
 def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
                proposal_epsilon: float | None = None, index_set: IndexSet | None = None,
                burn_in: int | None = None, thin: int = 1, start: Any = None,
-               block: int = DEFAULT_BLOCK, diagnostics: bool = True) -> SamplingResult:
+               block: int = DEFAULT_BLOCK, diagnostics: bool = True,
+               min_steps: int | None = None) -> SamplingResult:
     """Draw from the conditional mechanism with the Metropolized independent sampler.
 
     Parameters
@@ -355,15 +348,24 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
     index_set : IndexSet, optional
         Default :func:`mis_index_set`.
     burn_in : int, optional
-        Iterations discarded first (default ``draws // 10``).
+        Iterations discarded first (default ``max(draws // 10, min_steps − draws)``).
     thin : int
         Keep every ``thin``-th state of the chain.
     start : array_like, optional
-        A state in ``S*``; default :meth:`ConditionalTarget.start` (the centre when feasible).
+        A state in ``S*``; default :meth:`ConditionalTarget.start` (the centre when feasible, as
+        in the paper). The released state is always an accepted proposal — fresh noise drawn
+        independently of the start — because a chain that never left its start is refused; and
+        a start of the highest importance weight is what lets that guard see a chain stuck by a
+        too small ``ε̃`` (a low-weight public start would be left at once and the chain would
+        stick one move later, unnoticed).
     block : int
         Proposals drawn and weighed at once.
     diagnostics : bool
         Compute the per-cell ESS of the kept chain.
+    min_steps : int, optional
+        Fewest iterations ``burn_in + draws`` (default
+        :data:`~postproc.sampling.target.MIN_STEPS`; lower only in simulation mode); see
+        :func:`~postproc.sampling.target.plan_chain`.
 
     Returns
     -------
@@ -373,7 +375,9 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
     Raises
     ------
     PostprocError
-        Unsatisfiable invariants, no valid ``I``, a start outside ``S*``, bad options.
+        Unsatisfiable invariants, no valid ``I``, a start outside ``S*``, bad options, a chain
+        shorter than the minimum, continuous noise in release mode, too much memory
+        (:func:`~postproc.sampling.target.plan_chain`), or a chain that never left its start.
 
     Examples
     --------
@@ -384,10 +388,10 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
     ((1, 2000, 3), [2, 1])
     """
     source = as_randomness(rng)
-    draws = _positive_int(draws, "draws")
-    thin = _positive_int(thin, "thin")
     block = _positive_int(block, "block")
-    burn_in = draws // 10 if burn_in is None else _positive_int(burn_in, "burn_in", zero=True)
+    draws, burn_in, thin = plan_chain(target, release=source.safe_for_release, draws=draws,
+                                      burn_in=burn_in, thin=thin, min_steps=min_steps,
+                                      step="iteration")
     ix = index_set if index_set is not None else mis_index_set(target)
     start_state = target.start(start)
     tuned = None

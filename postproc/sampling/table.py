@@ -1,8 +1,13 @@
 """Conditional sampling of a count table read from CSV (the ``postproc mis`` command's library).
 
-The table's rows are the cells — cells absent from the CSV do not exist. The non-count columns
-are categorical attributes; the schema is built from them (levels in order of first appearance),
-so invariants are ordinary query expressions over it (``total``, ``marginal(sex)``,
+The table's rows are the cells: one row for every combination of the levels of its key columns
+(the non-count columns), zero counts included, and :func:`release_table` releases a row for each.
+A table that lacks some combinations (``pandas`` ``groupby().size()`` drops the zero rows) is
+refused — releasing its rows would publish which cells are zero — unless the levels are given,
+and then it is completed with zero rows (:func:`complete_table`). A column that is a function of
+another (``voting_age`` of ``age_group``) is declared *derived* and is not part of the
+cross-product. The schema is built from the key columns (levels in order of first appearance, or
+as given), so invariants are ordinary query expressions over it (``total``, ``marginal(sex)``,
 ``marginal(sex, voting_age)``, ``recode(age_group: young=<5,5-9; old=85+)``…) restricted to the
 rows. An invariant's value defaults to the confidential table's answer; ``EXPR=V1,V2,...``
 publishes other values instead (then the invariants may be unsatisfiable, which is reported).
@@ -22,29 +27,34 @@ Examples
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from hierarchy.errors import HierarchyError
 from hierarchy.queries import parse_query
+from hierarchy.randomness import as_randomness
 from hierarchy.schema import Attribute, Schema
 from postproc.errors import PostprocError
 from postproc.sampling.result import SamplingResult
-from postproc.sampling.target import ConditionalTarget, conditional_target
+from postproc.sampling.target import (MEMORY_LIMIT, ConditionalTarget, conditional_target,
+                                      format_bytes)
 
-__all__ = ["CountTable", "read_count_table", "invariant_rows", "table_target", "TableRelease",
-           "release_table", "SAMPLERS", "DEFAULT_SAMPLER"]
+__all__ = ["CountTable", "read_count_table", "complete_table", "invariant_rows", "table_target",
+           "TableRelease", "release_table", "SAMPLERS", "DEFAULT_SAMPLER", "MAX_CELLS"]
 
 #: Conditional samplers by name.
 SAMPLERS = ("lattice", "mis")
 #: The default: lattice moves give several times more effective samples per second than the MIS
 #: on Gong & Meng's table (see docs/conditional_sampling.md and benchmarks/bench_sampling.py).
 DEFAULT_SAMPLER = "lattice"
+#: Largest table (cells of the cross-product of its levels) ``postproc mis`` builds.
+MAX_CELLS = 10_000_000
 
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
 
@@ -158,19 +168,188 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
         first = int(np.flatnonzero((key_frame == key_frame.iloc[i]).all(axis=1).to_numpy())[0])
         raise PostprocError(f"{path}, line {i + 2}: the cell {dict(key_frame.iloc[i])} repeats "
                             f"line {first + 2}; each cell must appear once")
+    levels = {c: tuple(dict.fromkeys(key_frame[c].tolist())) for c in keys}
+    return _count_table(key_frame.reset_index(drop=True), counts, levels, count_column, str(path),
+                        path.stem)
+
+
+def _count_table(keys: pd.DataFrame, counts: np.ndarray, levels: dict[str, tuple[str, ...]],
+                 count_column: str, source: str, name: str) -> CountTable:
+    """A :class:`CountTable` whose schema has the given levels per key column."""
     attributes = []
     codes = {}
-    for c in keys:
-        labels = list(dict.fromkeys(key_frame[c].tolist()))
+    for c in keys.columns:
         try:
-            attributes.append(Attribute(c, tuple(labels)))
+            attributes.append(Attribute(c, levels[c]))
         except HierarchyError as exc:
-            raise PostprocError(f"{path}: {exc}") from None
-        codes[c] = pd.Index(labels).get_indexer(key_frame[c]).astype(np.int64)
-    schema = Schema(tuple(attributes), name=path.stem)
-    cells = schema.cell_index(codes)
-    return CountTable(key_frame.reset_index(drop=True), counts, schema, cells, count_column,
-                      str(path))
+            raise PostprocError(f"{source}: {exc}") from None
+        codes[c] = pd.Index(levels[c]).get_indexer(keys[c]).astype(np.int64)
+    schema = Schema(tuple(attributes), name=name)
+    return CountTable(keys, counts, schema, schema.cell_index(codes), count_column, source)
+
+
+def _table_bytes(cells: int, columns: int) -> int:
+    """Working memory of ``postproc mis`` on a table of ``cells`` rows before sampling: keys,
+    counts, codes, cell labels and the target's vectors (an upper estimate)."""
+    return cells * (160 + 40 * columns)
+
+
+def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | None = None,
+                   derived: Mapping[str, str] | None = None) -> CountTable:
+    """Check that a table has a row for every cell, or complete it with zero rows.
+
+    The cells are the cross-product of the levels of the key columns other than the *derived*
+    ones. A table without some of its zero rows (as ``pandas`` ``groupby().size()`` makes) would
+    otherwise be released with exactly the rows it has, publishing which cells are zero; so a
+    missing cell is an error unless ``levels`` is given, and then the table is rebuilt as the
+    full cross-product in the order of the given levels (row-major, the first column slowest),
+    with a zero count for every cell it lacked. The order never depends on which rows were
+    missing.
+
+    Without ``levels`` the levels are those observed, so a level with no row at all (every
+    cell of it zero) cannot be noticed: give ``levels`` whenever a level may be empty.
+
+    Parameters
+    ----------
+    table : CountTable
+    levels : mapping of str to sequence of str, optional
+        The levels of every non-derived key column (public knowledge, not read from the data).
+    derived : mapping of str to str, optional
+        ``{column: source}`` for a key column that is a function of another (``voting_age`` of
+        ``age_group``): it is not part of the cross-product, and a completed row takes its value
+        from the rows of the same ``source`` level.
+
+    Returns
+    -------
+    CountTable
+        ``table`` itself when it is complete and no ``levels`` are given.
+
+    Raises
+    ------
+    PostprocError
+        Missing cells without ``levels`` (how many, one example, the fix); a duplicated cell; a
+        label not among the given levels; levels missing for a column or given for an unknown
+        one; a derived column that is not a function of its source; a cross-product of more
+        than ``MAX_CELLS`` cells or ``MEMORY_LIMIT`` bytes (refused before allocating it).
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"sex": ["f", "m"], "adult": ["1", "0"]})
+    >>> t = _count_table(keys, np.array([3, 4]), {"sex": ("f", "m"), "adult": ("1", "0")},
+    ...                  "count", "t.csv", "t")
+    >>> complete_table(t)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: t.csv: 2 of the 4 cells (sex 2 × adult 2 levels) have no row, e.g. sex=f, ...
+    >>> full = complete_table(t, levels={"sex": ["f", "m"], "adult": ["0", "1"]})
+    >>> full.keys.to_dict("list"), full.counts.tolist()
+    ({'sex': ['f', 'f', 'm', 'm'], 'adult': ['0', '1', '0', '1']}, [0, 3, 4, 0])
+    """
+    columns = list(table.keys.columns)
+    derived = {str(k): str(v) for k, v in (derived or {}).items()}
+    for column, source in derived.items():
+        if column not in columns or source not in columns:
+            bad = column if column not in columns else source
+            raise PostprocError(f"derived column {column}={source}: {bad!r} is not a key column "
+                                f"of {table.source}; the key columns are {columns}")
+        if source == column or source in derived:
+            raise PostprocError(f"derived column {column}={source}: the source must be another, "
+                                "non-derived key column")
+        pairs = table.keys[[source, column]].drop_duplicates()
+        clash = pairs[pairs[source].duplicated(keep=False)]
+        if not clash.empty:
+            level = clash[source].iloc[0]
+            values = clash.loc[clash[source] == level, column].tolist()
+            raise PostprocError(f"{table.source}: {column!r} is not a function of {source!r}: "
+                                f"{source}={level} has {column}={values[0]} and "
+                                f"{column}={values[1]}; drop --derived {column}={source}")
+    primary = [c for c in columns if c not in derived]
+    if levels is None:
+        level_lists = {c: table.schema.attribute(c).labels for c in primary}
+    else:
+        level_lists = {}
+        for column, labels in levels.items():
+            column = str(column)
+            if column not in columns:
+                raise PostprocError(f"levels given for {column!r}, which is not a key column of "
+                                    f"{table.source}; the key columns are {columns}")
+            if column in derived:
+                raise PostprocError(f"levels given for the derived column {column!r}; its levels "
+                                    f"follow from {derived[column]!r}'s")
+            labels = tuple(str(v).strip() for v in labels)
+            if not labels or "" in labels:
+                raise PostprocError(f"the levels of {column!r} must be non-empty labels, not "
+                                    f"{list(labels)}")
+            if len(set(labels)) != len(labels):
+                dup = sorted({v for v in labels if labels.count(v) > 1})
+                raise PostprocError(f"the levels of {column!r} repeat {dup}")
+            level_lists[column] = labels
+        lacking = [c for c in primary if c not in level_lists]
+        if lacking:
+            raise PostprocError(f"give the levels of every key column (missing: "
+                                f"{', '.join(lacking)}), e.g. --levels {lacking[0]}=A,B,C")
+        for column in primary:
+            known = pd.Index(level_lists[column])
+            unknown = np.flatnonzero(known.get_indexer(table.keys[column]) < 0)
+            if unknown.size:
+                label = table.keys[column].iloc[int(unknown[0])]
+                raise PostprocError(f"{table.source}: a row has {column}={label}, which is not "
+                                    f"among the levels given for {column!r} "
+                                    f"({', '.join(level_lists[column])}); add it to --levels")
+    shape = tuple(len(level_lists[c]) for c in primary)
+    size = math.prod(shape)
+    need = _table_bytes(size, len(columns))
+    if size > MAX_CELLS or need > MEMORY_LIMIT:
+        raise PostprocError(
+            f"{table.source}: the cross-product of the levels "
+            f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))}) has {size:,} cells and "
+            f"would need about {format_bytes(need)} (limits: {MAX_CELLS:,} cells, "
+            f"{format_bytes(MEMORY_LIMIT)}); release a smaller table, e.g. one per level of "
+            "a column, or fewer levels")
+    codes = [pd.Index(level_lists[c]).get_indexer(table.keys[c]) for c in primary]
+    flat = np.ravel_multi_index(codes, shape)       # primary is never empty: a source is in it
+    present = np.zeros(size, dtype=bool)
+    present[flat] = True
+    if int(present.sum()) != table.n:
+        seen = pd.Series(flat).duplicated(keep="first").to_numpy()
+        i = int(np.flatnonzero(seen)[0])
+        first = int(np.flatnonzero(flat == flat[i])[0])
+        raise PostprocError(f"{table.source}: rows {first + 1} and {i + 1} are the same cell "
+                            f"({', '.join(f'{c}={table.keys[c].iloc[i]}' for c in primary)}); "
+                            "each cell must appear once")
+    missing = size - table.n
+    if levels is None:
+        if missing == 0:
+            return table
+        where = np.unravel_index(int(np.flatnonzero(~present)[0]), shape)
+        example = ", ".join(f"{c}={level_lists[c][k]}" for c, k in zip(primary, where))
+        raise PostprocError(
+            f"{table.source}: {missing:,} of the {size:,} cells "
+            f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))} levels) have no row, "
+            f"e.g. {example}; releasing only the rows given would publish which cells are "
+            "zero. If the missing cells are zero (pandas groupby().size() drops them), give "
+            "every key column's levels with --levels COLUMN=L1,L2,... (library: levels=) to add "
+            "them as zero rows; if a column is a function of another (voting_age of "
+            "age_group), declare it with --derived COLUMN=SOURCE (library: derived=)")
+    counts = np.zeros(size, dtype=np.int64)
+    counts[flat] = table.counts
+    index = np.unravel_index(np.arange(size), shape)
+    frame = {c: np.asarray(level_lists[c], dtype=object)[index[i]]
+             for i, c in enumerate(primary)}
+    for column, source in derived.items():
+        mapping = dict(zip(table.keys[source], table.keys[column]))
+        values = pd.Series(frame[source]).map(mapping)
+        if values.isna().any():
+            level = frame[source][int(np.flatnonzero(values.isna().to_numpy())[0])]
+            raise PostprocError(f"{table.source}: the derived column {column!r} has no value "
+                                f"for {source}={level}, which has no row; add a row for it "
+                                "(count 0) to the table")
+        frame[column] = values.to_numpy(dtype=object)
+    keys = pd.DataFrame({c: frame[c] for c in columns})
+    all_levels = {c: level_lists[c] if c in level_lists else
+                  tuple(dict.fromkeys(keys[c].tolist())) for c in columns}
+    return _count_table(keys, counts, all_levels, table.count_column, table.source,
+                        table.schema.name)
 
 
 def _split_value(expression: str) -> tuple[str, str | None]:
@@ -234,7 +413,14 @@ def invariant_rows(table: CountTable, expressions: Sequence[str]
             q = parse_query(expr, table.schema)
         except HierarchyError as exc:
             raise PostprocError(f"invariant {expr!r}: {exc}") from None
-        M = q.matrix[:, table.cells].toarray().astype(np.int64)
+        M = q.matrix[:, table.cells]
+        if M.shape[0] * M.shape[1] * 8 > MEMORY_LIMIT:
+            raise PostprocError(f"invariant {expr!r} has {M.shape[0]:,} answers over "
+                                f"{M.shape[1]:,} cells: its matrix would need "
+                                f"{format_bytes(M.shape[0] * M.shape[1] * 8)} (limit "
+                                f"{format_bytes(MEMORY_LIMIT)}); use coarser invariants or a "
+                                "smaller table")
+        M = M.toarray().astype(np.int64)
         truth = M @ table.counts
         names = [f"{expr}[{', '.join(lab)}]" if lab else expr for lab in q.answer_labels]
         if given is not None:
@@ -326,7 +512,8 @@ def release_table(table: CountTable | str | Path, invariants: Sequence[str], *,
                   epsilon: float | None = None, rho: float | None = None,
                   mechanism: str = "geometric", sampler: str = DEFAULT_SAMPLER, draws: int = 10_000,
                   rng: Any = None, proposal_epsilon: float | None = None,
-                  count_column: str = "count", **options: Any) -> TableRelease:
+                  count_column: str = "count", levels: Mapping[str, Sequence[str]] | None = None,
+                  derived: Mapping[str, str] | None = None, **options: Any) -> TableRelease:
     """Release a table by conditional sampling under its invariants.
 
     Parameters
@@ -345,17 +532,26 @@ def release_table(table: CountTable | str | Path, invariants: Sequence[str], *,
         MIS only: ``ε̃`` (default: tuned).
     count_column : str
         When ``table`` is a path.
+    levels : mapping of str to sequence of str, optional
+        Every non-derived key column's levels: the table is completed with a zero row for each
+        missing cell (:func:`complete_table`). Without it a table with a missing cell is refused.
+    derived : mapping of str to str, optional
+        ``{column: source}`` for key columns that are functions of another
+        (``{"voting_age": "age_group"}``).
     **options
-        Passed to the sampler (``burn_in``, ``thin``, ``chains``, ``step``…).
+        Passed to the sampler (``burn_in``, ``thin``, ``chains``, ``step``, ``min_steps``…).
 
     Returns
     -------
     TableRelease
+        One released row per cell, zero cells included.
 
     Raises
     ------
     PostprocError
-        Bad table, invariants or options; unsatisfiable invariants; no valid index set.
+        Bad table, invariants or options; a table with missing cells and no ``levels``; a table
+        too large; unsatisfiable invariants; no valid index set; continuous Laplace noise in
+        release mode (``rng=None``); a chain too short to leave its start.
 
     Examples
     --------
@@ -369,13 +565,20 @@ def release_table(table: CountTable | str | Path, invariants: Sequence[str], *,
     """
     from postproc.sampling import sample_conditional
 
+    source = as_randomness(rng)
+    if source.safe_for_release and mechanism == "laplace":
+        raise PostprocError(
+            "release mode refuses the continuous laplace mechanism: its floating-point samples "
+            "leak the confidential counts through the set of representable values (Mironov "
+            "2012); use --mechanism geometric or discrete_gaussian, or --seed for a simulation")
     if not isinstance(table, CountTable):
         table = read_count_table(table, count_column=count_column)
+    table = complete_table(table, levels=levels, derived=derived)
     target = table_target(table, invariants, mechanism=mechanism, epsilon=epsilon, rho=rho)
     if sampler == "mis":
         options["proposal_epsilon"] = proposal_epsilon
     elif proposal_epsilon is not None:
         raise PostprocError("a proposal ε̃ applies to the MIS only (sampler='mis')")
-    result = sample_conditional(target, sampler=sampler, draws=draws, rng=rng, **options)
+    result = sample_conditional(target, sampler=sampler, draws=draws, rng=source, **options)
     return TableRelease(table, tuple(map(str, invariants)), result,
                         _exact_hold(target, result.released) and result.invariants_hold)

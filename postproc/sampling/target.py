@@ -36,7 +36,8 @@ from hierarchy.mechanisms import (discrete_gaussian_variance, get_mechanism,
 from postproc.errors import PostprocError
 from postproc.sampling.exact import row_basis
 
-__all__ = ["ConditionalTarget", "conditional_target", "MECHANISMS", "log_noise_density"]
+__all__ = ["ConditionalTarget", "conditional_target", "MECHANISMS", "log_noise_density",
+           "plan_chain", "MIN_STEPS", "MEMORY_LIMIT", "format_bytes"]
 
 #: Mechanisms a conditional sampler supports: name → (integer data?, parameter name).
 MECHANISMS = {"geometric": (True, "z"), "discrete_gaussian": (True, "sigma2"),
@@ -153,11 +154,18 @@ class ConditionalTarget:
         a = _vector(self.a, "a", integer) if A.shape[0] else np.zeros(0, A.dtype)
         if a.shape != (A.shape[0],):
             raise PostprocError(f"a has {a.size} values for {A.shape[0]} rows of A")
-        B = sp.csr_matrix(self.B) if self.B is not None else sp.csr_matrix((0, n))
+        B = sp.csr_matrix(self.B, copy=True) if self.B is not None else sp.csr_matrix((0, n))
         if B.shape[1] != n:
             raise PostprocError(f"B has {B.shape[1]} columns; expected {n}")
-        B = sp.csr_matrix(_matrix(B.toarray(), "B", integer)) if B.shape[0] else \
-            sp.csr_matrix((0, n), dtype=A.dtype)
+        if B.shape[0]:
+            # validate the stored entries only: densifying B (it holds the n × n nonnegativity
+            # identity) would need 8 n² bytes
+            B.sum_duplicates()
+            B.eliminate_zeros()
+            B = sp.csr_matrix((_matrix(B.data, "B", integer), B.indices, B.indptr),
+                              shape=B.shape)
+        else:
+            B = sp.csr_matrix((0, n), dtype=A.dtype)
         b = _vector(self.b, "b", integer) if B.shape[0] else np.zeros(0, A.dtype)
         if b.shape != (B.shape[0],):
             raise PostprocError(f"b has {b.size} values for {B.shape[0]} rows of B")
@@ -322,7 +330,35 @@ class ConditionalTarget:
             return self.centre.copy()
         if self.A.shape[0]:
             row_basis(self.A, self.a, integer=self.integer, labels=self.row_labels)
-        return _l1_closest(self)
+        return _l1_closest(self, self.centre)
+
+    def public_start(self) -> np.ndarray:
+        """A point of ``S*`` computed from the published ``A, a, B, b`` only — never from the
+        centre (Gong & Meng's confidential ``s*``).
+
+        The point of ``S*`` closest in L1 to the minimum-norm solution ``A⁺ a`` of the equalities
+        (the invariants spread evenly over the cells they count; ``0`` without equalities), by a
+        MILP. A chain started here that has not mixed can only leak what is published anyway.
+
+        Raises
+        ------
+        PostprocError
+            If ``S*`` is empty, as :meth:`start`.
+
+        Examples
+        --------
+        >>> t = conditional_target([[1, 1, 1, 1], [1, 1, 0, 0]], [12, 2], centre=[2, 0, 9, 1],
+        ...                        epsilon=0.5)
+        >>> t.public_start().tolist()
+        [1, 1, 5, 5]
+        """
+        if self.A.shape[0]:
+            row_basis(self.A, self.a, integer=self.integer, labels=self.row_labels)
+            point = np.linalg.lstsq(self.A.astype(np.float64), self.a.astype(np.float64),
+                                    rcond=None)[0]
+        else:
+            point = np.zeros(self.n)
+        return _l1_closest(self, point)
 
 
 def _vector(values: Any, name: str, integer: bool) -> np.ndarray:
@@ -353,8 +389,8 @@ def _matrix(values: np.ndarray, name: str, integer: bool) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def _l1_closest(target: ConditionalTarget) -> np.ndarray:
-    """``argmin Σ|s − centre|`` over ``S*`` (integer for integer data) by HiGHS."""
+def _l1_closest(target: ConditionalTarget, point: np.ndarray) -> np.ndarray:
+    """``argmin Σ|s − point|`` over ``S*`` (integer for integer data) by HiGHS."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     n = target.n
@@ -362,7 +398,8 @@ def _l1_closest(target: ConditionalTarget) -> np.ndarray:
     eye = sp.identity(n, format="csr")
     rows = [sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
     lo = [np.full(n, -np.inf), np.full(n, -np.inf)]
-    hi = [target.centre.astype(float), -target.centre.astype(float)]
+    point = np.asarray(point, dtype=np.float64)
+    hi = [point, -point]
     if target.A.shape[0]:
         rows.append(sp.hstack([sp.csr_matrix(target.A.astype(float)), sp.csr_matrix((target.A.shape[0], n))]))
         lo.append(target.a.astype(float))
@@ -479,3 +516,120 @@ def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = N
                              Bm, bv, centre_arr, mechanism, parameter,
                              tuple(cell_labels) if cell_labels is not None else None,
                              tuple(row_labels) if row_labels is not None else None)
+
+
+# ------------------------------------------------------------------------------------------------
+# how long a chain must run before its state may be released
+# ------------------------------------------------------------------------------------------------
+#: Fewest steps — lattice sweeps or MIS iterations, each proposing a new value for every movable
+#: cell — before a chain's state may be released (``burn_in + draws``). The argument is in
+#: docs/conditional_sampling.md, "Where a chain starts, and how long it must run".
+MIN_STEPS = 50
+#: Largest working memory (bytes) a sampler or a table may be estimated to need.
+MEMORY_LIMIT = 4 * 2**30
+#: Working memory per kept state and cell: the chain, its float64 copy and the FFT of the ESS
+#: (measured: 88 bytes with 4 chains on a 1,000-cell table).
+BYTES_PER_KEPT_VALUE = 96
+
+
+def format_bytes(size: float) -> str:
+    """A byte count in words.
+
+    Examples
+    --------
+    >>> format_bytes(3.84e12), format_bytes(3.2e9), format_bytes(512e6), format_bytes(2000)
+    ('3,840 GB', '3.2 GB', '512 MB', '2 kB')
+    """
+    if size >= 1e12:
+        return f"{size / 1e9:,.0f} GB"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{int(size)} bytes"
+
+
+def _positive_int(value: Any, name: str, *, zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+            value < (0 if zero else 1):
+        raise PostprocError(f"{name} must be a {'non-negative' if zero else 'positive'} integer, "
+                            f"not {value!r}")
+    return int(value)
+
+
+def plan_chain(target: ConditionalTarget, *, release: bool, draws: Any, burn_in: Any,
+               thin: Any = 1, chains: int = 1, min_steps: Any = None, step: str = "sweep"
+               ) -> tuple[int, int, int]:
+    """Check a chain against the release rule before it runs; return ``(draws, burn_in, thin)``.
+
+    The rule, the same for both samplers: the released state is the chain's last, so every step
+    before it is burn-in for it, and ``burn_in + draws`` must reach ``min_steps`` (default
+    :data:`MIN_STEPS`; lower only in simulation mode). An unset ``burn_in`` is
+    ``max(draws // 10, min_steps − draws)``, so it always meets the minimum. Release mode also
+    refuses continuous (Laplace) noise — floating-point samples leak the centre through the set
+    of representable values (Mironov 2012) — and every chain whose kept states would need more
+    than :data:`MEMORY_LIMIT` bytes.
+
+    Parameters
+    ----------
+    target : ConditionalTarget
+    release : bool
+        Release mode (secure randomness).
+    draws, burn_in, thin, chains : int
+        ``burn_in`` may be None (the default above).
+    min_steps : int, optional
+    step : str
+        What one step is called in messages (``'sweep'``, ``'iteration'``).
+
+    Raises
+    ------
+    PostprocError
+        Bad values; a chain shorter than the minimum (saying which minimum and which option to
+        raise); a minimum below :data:`MIN_STEPS` in release mode; Laplace noise in release mode;
+        too much memory (saying how much).
+
+    Examples
+    --------
+    >>> t = conditional_target([[1, 1, 1]], [6], centre=[1, 2, 3], epsilon=0.5)
+    >>> plan_chain(t, release=True, draws=20, burn_in=None)
+    (20, 30, 1)
+    >>> plan_chain(t, release=True, draws=1, burn_in=0)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: a chain of burn_in + draws = 0 + 1 = 1 sweep(s) is shorter than the minimum of 50 ...
+    """
+    draws = _positive_int(draws, "draws")
+    thin = _positive_int(thin, "thin")
+    chains = _positive_int(chains, "chains")
+    if min_steps is None:
+        min_steps = MIN_STEPS
+    else:
+        min_steps = _positive_int(min_steps, "min_steps", zero=True)
+        if release and min_steps < MIN_STEPS:
+            raise PostprocError(f"min_steps = {min_steps} is below the release minimum of "
+                                f"{MIN_STEPS} {step}s; a shorter chain may only be run in "
+                                "simulation mode (pass a seed)")
+    if release and not target.integer:
+        raise PostprocError(
+            f"release mode refuses continuous {target.mechanism} noise: floating-point samples "
+            "leak the centre through the set of representable values (Mironov 2012); use "
+            "mechanism 'geometric' or 'discrete_gaussian', or a seed for a simulation")
+    if burn_in is None:
+        burn_in = max(draws // 10, min_steps - draws)
+    else:
+        burn_in = _positive_int(burn_in, "burn_in", zero=True)
+        if burn_in + draws < min_steps:
+            raise PostprocError(
+                f"a chain of burn_in + draws = {burn_in} + {draws} = {burn_in + draws} {step}(s) "
+                f"is shorter than the minimum of {min_steps} before a state may be released: "
+                "the released state is the chain's last, and a chain this short has barely left "
+                f"its start; raise burn_in (--burn-in) to at least {min_steps - draws}, raise "
+                "draws (--draws), or leave burn_in unset (its default meets the minimum)")
+    kept = chains * (-(-draws // thin))
+    need = float(kept) * target.n * BYTES_PER_KEPT_VALUE
+    if need > MEMORY_LIMIT:
+        raise PostprocError(
+            f"keeping {kept:,} states of {target.n:,} cells would need about "
+            f"{format_bytes(need)} (limit {format_bytes(MEMORY_LIMIT)}); keep fewer: raise thin "
+            f"(--thin) to at least {math.ceil(draws * chains * need / MEMORY_LIMIT / kept)}, "
+            "or lower draws (--draws) or chains (--chains)")
+    return draws, burn_in, thin
