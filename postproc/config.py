@@ -59,6 +59,7 @@ class RunConfig:
     error_table: bool | None = None
     source: str = "<config>"
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    failsafe_keep: tuple[str, ...] | str = "auto"
 
     @property
     def release(self) -> bool:
@@ -353,7 +354,7 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     # [solver]
     sv = section("solver", required=False)
     check_keys("solver", sv, {"chain", "executor", "workers", "scheduler", "failsafe",
-                              "passes"})
+                              "failsafe_keep", "passes"})
     try:
         chain = check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN)))
     except PostprocError as exc:
@@ -373,6 +374,14 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
                     "Remove scheduler here and name it on the command line with --scheduler "
                     "ADDRESS (a local cluster is used otherwise)")
     failsafe = _boolean(sv, "failsafe", True, where("solver", "failsafe"))
+    failsafe_keep = sv.get("failsafe_keep", "auto")
+    try:
+        from postproc.topdown.failsafe import check_failsafe_keep
+
+        checked = check_failsafe_keep(failsafe_keep, workload)
+    except PostprocError as exc:
+        raise _fail(where("solver", "failsafe_keep"), str(exc)) from None
+    failsafe_keep = "auto" if checked is None else checked
     passes = sv.get("passes")
     if passes is not None:
         if not (isinstance(passes, list) and all(isinstance(p, list) for p in passes)):
@@ -394,7 +403,8 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     error_table = _boolean(o, "error_table", None, where("output", "error_table"))
     return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
                      mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
-                     passes, output, microdata, error_table, source, dict(data))
+                     passes, output, microdata, error_table, source, dict(data),
+                     failsafe_keep=failsafe_keep)
 
 
 def _boolean(section: Mapping[str, Any], key: str, default: Any, where: str) -> Any:

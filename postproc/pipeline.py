@@ -365,7 +365,8 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
     t = time.perf_counter()
     with _executor(config) as ex:
         result = topdown(noisy, config.spec, solver=config.solver_chain, executor=ex,
-                         failsafe=config.failsafe, passes=config.passes, progress=progress,
+                         failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
+                         passes=config.passes, progress=progress,
                          start=(len(hists), hists) if hists else None, on_level=on_level)
     timings["topdown"] = time.perf_counter() - t
     result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats))

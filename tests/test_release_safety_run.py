@@ -597,3 +597,14 @@ def test_a_fifo_or_directory_as_config_is_refused_without_hanging(tmp_path, caps
     assert "not a regular file" in capsys.readouterr().err
     assert main([command, str(tmp_path)]) == 1
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_failsafe_keep_is_read_and_checked_from_the_config(data, tmp_path, capsys):
+    config = write_config(tmp_path, data, solver='failsafe_keep = ["va_hisp_race"]\n')
+    assert load_config(config).failsafe_keep == ("va_hisp_race",)
+    assert load_config(write_config(tmp_path, data, name="b.toml")).failsafe_keep == "auto"
+    bad = write_config(tmp_path, data, solver='failsafe_keep = ["no_such_query"]\n',
+                       name="c.toml")
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "no_such_query" in err and line_of(bad, "failsafe_keep") in err

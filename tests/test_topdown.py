@@ -541,7 +541,8 @@ def test_failsafe_can_use_a_cell_the_parent_rounded_to_zero():
     """Child a has only units of type 0 (cell 1, type 1, is a zero cell) and needs ≥ 1 person;
     the parent has no one of type 0. Parent consistency — including "a cell that is 0 in the
     parent is 0 in every child" — must be relaxed by the failsafe (SPEC §4), not end in an
-    error."""
+    error. The parent's total is kept (SPEC §4): the person a needs moves from cell 1 to cell
+    0; keeping nothing (``failsafe_keep=()``) adds one instead, as before kept answers."""
     task = NodeTask("county", "P9", np.array([0, 3], np.int64),
                     np.array(["a", "b"], dtype=object),
                     (QueryData("detailed", sp.identity(2, format="csr"),
@@ -550,10 +551,16 @@ def test_failsafe_can_use_a_cell_the_parent_rounded_to_zero():
                     np.full((2, 1), np.inf), np.array([[False, True], [False, False]]),
                     ("total_ge_households: total",))
     res = solve_node(task, failsafe=True)
-    np.testing.assert_array_equal(res.histograms, [[1, 0], [0, 3]])
-    assert res.failsafe["cells"] == [0]
-    assert res.failsafe["parent_minus_children"] == {0: -1}
-    assert res.failsafe["total_slack"] == pytest.approx(1, abs=1e-6)
+    np.testing.assert_array_equal(res.histograms, [[1, 0], [0, 2]])
+    assert res.failsafe["cells"] == [0, 1]
+    assert res.failsafe["parent_minus_children"] == {0: -1, 1: 1}
+    assert res.failsafe["total_slack"] == pytest.approx(2, abs=1e-6)
+    assert res.failsafe["relaxation"] == "total" and res.failsafe["persons_added"] == 0
+    old = solve_node(replace(task, failsafe_keep=()), failsafe=True)
+    np.testing.assert_array_equal(old.histograms, [[1, 0], [0, 3]])
+    assert old.failsafe["cells"] == [0]
+    assert old.failsafe["parent_minus_children"] == {0: -1}
+    assert old.failsafe["total_slack"] == pytest.approx(1, abs=1e-6)
     with pytest.raises(InfeasibleError, match="county children of 'P9' are infeasible"):
         solve_node(task, failsafe=False)
 

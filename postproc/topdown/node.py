@@ -18,9 +18,13 @@ a constant). The constraint matrix is totally unimodular for the usual nested co
 LP's vertex optimum is integral: it is solved as an LP, integrality is *verified*, and a MILP is
 solved when it is not.
 
-**Failsafe.** When the fit is infeasible, parent consistency is relaxed with slacks: first the
-least total slack (LP), then the fit with total slack held at that minimum; the rounding then
-allows integer slacks at a large cost. The cells and constraints involved are reported.
+**Failsafe.** When the fit is infeasible, parent consistency is relaxed with slacks cell by cell
+while the parent's total and its kept query answers stay exact (:mod:`postproc.topdown.failsafe`):
+first the least total slack (LP), then the fit with total slack held at that minimum; the
+rounding keeps the same answers exact and allows integer slacks at a large cost. When keeping
+them is infeasible, the kept set is relaxed one level at a time (margins, then the total). The
+unit, the relaxation, the cells that gained and lost persons and the binding constraints are
+reported.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ import scipy.sparse as sp
 from postproc.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, Status, solve_lp,
                               solve_qp)
 from postproc.solvers.base import SolverError
+from postproc.topdown.failsafe import (KeptQuery, check_parent_can_hold, dead_cells,
+                                       kept_violations, moved_cells, relaxation_of,
+                                       relaxation_stages, stack_kept, total_kept)
 
 __all__ = ["QueryData", "NodeTask", "NodeResult", "solve_node", "assemble_fit", "VerificationError"]
 
@@ -88,6 +95,9 @@ class NodeTask:
     passes : tuple of tuples of query names, optional
         Multipass order; each pass fits its queries, then holds their answers within
         ``pass_tolerance`` for later passes.
+    failsafe_keep : tuple of KeptQuery, optional
+        Answers of the parent the failsafe keeps exact (see :mod:`postproc.topdown.failsafe`);
+        ``None`` keeps the total, ``()`` keeps nothing.
     """
 
     level: str
@@ -102,6 +112,12 @@ class NodeTask:
     labels: tuple[str, ...] = ()
     passes: tuple[tuple[str, ...], ...] | None = None
     pass_tolerance: float = 0.5
+    failsafe_keep: tuple[KeptQuery, ...] | None = None
+
+    @property
+    def kept(self) -> tuple[KeptQuery, ...]:
+        """What the failsafe keeps exact: ``failsafe_keep``, or the total when it is ``None``."""
+        return (total_kept(self.n),) if self.failsafe_keep is None else tuple(self.failsafe_keep)
 
     @property
     def k(self) -> int:
@@ -133,12 +149,17 @@ class _Layout:
     n_x: int
 
 
-def _layout(task: NodeTask, relax: bool = False) -> _Layout:
+def _layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ()) -> _Layout:
     """Which cells are variables. ``relax`` (the failsafe): cells that are 0 in the parent stay
-    variables too, their parent consistency relaxed with slacks like every other cell's."""
+    variables too, their parent consistency relaxed with slacks like every other cell's —
+    except cells of a kept answer that is 0 in the parent, which stay 0 in every child."""
     k, n = task.k, task.n
-    active = (np.ones(n, bool) if task.parent_hist is None or relax
-              else task.parent_hist > 0)
+    if task.parent_hist is None:
+        active = np.ones(n, bool)
+    elif relax:
+        active = ~dead_cells(keep, task.parent_hist)
+    else:
+        active = task.parent_hist > 0
     allowed = active[None, :] & ~task.zero
     var_index = np.full((k, n), -1, dtype=np.int64)
     var_index[allowed] = np.arange(int(allowed.sum()))
@@ -224,9 +245,31 @@ def _parent_rows(var_index: np.ndarray, cells: np.ndarray, first_slack: int | No
             np.concatenate([data, np.ones(m), -np.ones(m)]))
 
 
+def _kept_rows(task: NodeTask, lay: _Layout, keep: Sequence[KeptQuery], n_cols: int,
+               floor: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Rows ``Σ_{j ∈ answer} Σ_k x_kj = parent's answer`` for every kept answer the parent has
+    persons in (minus what ``floor`` accounts for, in the rounding), as COO over the variables;
+    and the labels of such answers that no variable can hold (the relaxation is infeasible)."""
+    m, labels = stack_kept(keep, drop_implied=True)
+    if not m.shape[0]:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0), []
+    parent = task.parent_hist.astype(np.int64)
+    live = np.flatnonzero(m @ parent > 0)     # answers that are 0 hold only dead cells
+    target = (m @ parent if floor is None else m @ (parent - floor.sum(axis=0)))[live]
+    act = np.flatnonzero(lay.active)
+    r, c = _per_cell(lay.var_index, act)
+    cell_vars = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(act.size, n_cols))
+    rows = sp.coo_matrix(m[live][:, act].astype(np.float64) @ cell_vars)
+    empty = np.setdiff1d(np.arange(live.size), rows.row)
+    return (rows.row.astype(np.int64), rows.col.astype(np.int64), rows.data,
+            target.astype(np.float64), [labels[live[i]] for i in empty])
+
+
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
                  hold: Sequence[tuple[QueryData, np.ndarray]] = (),
-                 slack: float | None = None) -> tuple[QP, _Layout, float, dict[str, Any]]:
+                 slack: float | None = None, keep: Sequence[KeptQuery] = ()
+                 ) -> tuple[QP, _Layout, float, dict[str, Any]]:
     """Build the fit QP of a node (see the module docstring).
 
     Parameters
@@ -235,6 +278,8 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     hold : (query, answers K × m) pairs held within ``task.pass_tolerance`` (multipass).
     slack : if not None, parent consistency is relaxed with slack variables whose total is at
         most ``slack`` (failsafe stage 2); ``slack=np.inf`` builds the slack variables unbounded.
+    keep : with ``slack``, answers of the parent kept exact (the children's sums must equal
+        them); ``info["kept_unholdable"]`` lists kept answers no variable can hold.
 
     Returns
     -------
@@ -243,7 +288,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         its objective is the original objective times ``scale``.
     """
     queries = task.queries if queries is None else tuple(queries)
-    lay = _layout(task, relax=slack is not None)
+    lay = _layout(task, relax=slack is not None, keep=keep if slack is not None else ())
     k = task.k
     # objective: x (identity queries directly), then one auxiliary block z = Q x per query
     const = 0.0
@@ -285,6 +330,10 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         rows.add(r, c, data, p, p)
         if n_slack and np.isfinite(slack):
             rows.add(np.zeros(n_slack), slack0 + np.arange(n_slack), 1.0, [0.0], [float(slack)])
+    unholdable: list[str] = []
+    if n_slack and keep:  # the parent's kept answers are exact
+        r, c, data, target, unholdable = _kept_rows(task, lay, keep, n_var)
+        rows.add(r, c, data, target, target)
     infeasible_rows: list[tuple[int, int]] = []
     if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
         r, c, v, has_var = _per_child(task.matrix, lay.var_index)
@@ -319,7 +368,8 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     c = max(1.0, 1.0 / np.sqrt(w_max)) if w_max > 0 else 1.0
     qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2)
     info = {"variables": lay.n_x, "aux": n_aux, "rows": int(A.shape[0]),
-            "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0}
+            "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0,
+            "kept_unholdable": unholdable}
     return qp, lay, scale / c ** 2, info
 
 
@@ -334,8 +384,10 @@ def _scatter(task: NodeTask, lay: _Layout, v: np.ndarray) -> np.ndarray:
     return out
 
 
-def _fit(task: NodeTask, chain: Sequence[str]) -> tuple[np.ndarray, dict[str, Any],
-                                                        dict[str, Any] | None]:
+def _fit(task: NodeTask, chain: Sequence[str]
+         ) -> tuple[np.ndarray | None, dict[str, Any], list[QueryData] | None]:
+    """The fit, pass by pass. Returns ``(x*, stats, None)``, or ``(None, stats, queries)`` when
+    the node is infeasible: the failsafe then fits ``queries``."""
     stats: dict[str, Any] = {"fit_seconds": 0.0, "iterations": 0, "backends": []}
     passes = task.passes or (tuple(q.name for q in task.queries),)
     # Queries no pass names are fitted in a final pass of their own ("total first, then the
@@ -369,8 +421,7 @@ def _fit(task: NodeTask, chain: Sequence[str]) -> tuple[np.ndarray, dict[str, An
                     f"{task.level} children of {task.parent!r}: multipass pass {i + 1} is "
                     f"infeasible with earlier answers held within ±{task.pass_tolerance}; "
                     "increase the pass tolerance")
-            x_star, report = _failsafe_fit(task, chain, use, stats)
-            return x_star, stats, report
+            return None, stats, use
         x_star = _scatter(task, lay, _variables(sol.x, info))
         objective = sol.objective / scale
         for q in use:
@@ -382,37 +433,49 @@ def _fit(task: NodeTask, chain: Sequence[str]) -> tuple[np.ndarray, dict[str, An
 
 
 def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData],
-                  stats: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
-    """Relax parent consistency with slacks: least total slack, then the fit within it."""
-    if task.parent_hist is None:
-        raise InfeasibleError(
-            f"the {task.level} (root) problem is infeasible: its invariants and constraints "
-            f"contradict each other; rows: {list(task.labels)}")
-    qp, lay, scale, info = assemble_fit(task, queries=queries, slack=np.inf)
+                  stats: dict[str, Any], keep: Sequence[KeptQuery]
+                  ) -> tuple[np.ndarray, dict[str, Any]]:
+    """Relax parent consistency with slacks, keeping ``keep`` exact: least total slack, then
+    the fit within it. Raises :class:`InfeasibleError` when that is impossible."""
+    qp, lay, scale, info = assemble_fit(task, queries=queries, slack=np.inf, keep=keep)
+    kept = ", ".join(q.name for q in keep)
     if info["infeasible_rows"]:
         child, row = info["infeasible_rows"][0]
         raise InfeasibleError(
             f"{task.level} {task.children[child]!r}: constraint {task.labels[row]!r} cannot hold "
-            "because every cell it counts is forced to 0 (by the parent or zero cells)")
+            "because every cell it counts is forced to 0 (by zero cells"
+            + (f", or kept answers ({kept}) the parent has 0 in)" if keep else ")"))
+    if info["kept_unholdable"]:
+        raise InfeasibleError(
+            f"{task.level} children of {task.parent!r}: kept answer(s) "
+            f"{info['kept_unholdable'][:5]} hold persons in the parent but no child may hold "
+            "persons in their cells")
     n_var = qp.n
     slack_cols = np.arange(n_var - info["n_slack"], n_var)
     c = np.zeros(n_var)
     c[slack_cols] = 1.0
     lp = LP(c, sp.csr_matrix(qp.A), qp.l, qp.u, np.full(n_var, -np.inf), np.full(n_var, np.inf))
     lp_sol = solve_lp(lp)
+    stats["fit_seconds"] += lp_sol.seconds
     if not lp_sol.status.ok:
+        if keep:
+            raise InfeasibleError(
+                f"{task.level} children of {task.parent!r}: infeasible with the parent's {kept} "
+                f"kept exact — moving persons between cells cannot meet the children's "
+                f"constraints ({lp_sol.status.value})")
         raise InfeasibleError(
             f"{task.level} children of {task.parent!r}: infeasible even with parent consistency "
             "relaxed — the children's own constraints contradict each other; check their "
             f"invariant data. Rows: {list(task.labels)}")
     min_slack = float(lp_sol.objective) * info["unit"]  # back to persons
     qp2, lay2, scale2, info2 = assemble_fit(task, queries=queries,
-                                            slack=min_slack * (1 + 1e-6) + 1e-6)
+                                            slack=min_slack * (1 + 1e-6) + 1e-6, keep=keep)
     sol = solve_qp(qp2, chain)
+    stats["fit_seconds"] += sol.seconds
     if not sol.status.ok:
         raise InfeasibleError(f"{task.level} children of {task.parent!r}: failsafe fit failed "
                               f"({sol.status.value})")
-    stats["fit_seconds"] += sol.seconds + lp_sol.seconds
+    stats["iterations"] += sol.iterations
     stats["backends"].append(sol.backend)
     stats["objective"] = sol.objective / scale2
     v = _variables(sol.x, info2)
@@ -441,9 +504,11 @@ def _binding_rows(task: NodeTask, x: np.ndarray, tol: float = 1e-6) -> list[str]
 
 # -- rounding -----------------------------------------------------------------------------------
 
-def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarray,
-                                                                          dict[str, Any]]:
-    lay = _layout(task, relax=failsafe)
+def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
+           keep: Sequence[KeptQuery] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+    """``⌊X*⌋ + B`` (module docstring); with ``failsafe``, integer slacks on parent consistency
+    and the ``keep`` answers exact."""
+    lay = _layout(task, relax=failsafe, keep=keep if failsafe else ())
     x = np.where(lay.allowed, np.maximum(x_star, 0.0), 0.0)
     floor = np.floor(x + _FRAC_TOL)
     frac = np.clip(x - floor, 0.0, 1.0)
@@ -457,6 +522,9 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarr
         need = (task.parent_hist[act] - floor[:, act].sum(axis=0)).astype(np.float64)
         r, c, data = _parent_rows(lay.var_index, act, nb if n_slack else None)
         rows.add(r, c, data, need, need)
+        if n_slack and keep:  # kept answers: Σ B over an answer's cells = what floors leave
+            r, c, data, target, _ = _kept_rows(task, lay, keep, nb + n_slack, floor)
+            rows.add(r, c, data, target, target)
     if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
         r, cc, v, has_var = _per_child(task.matrix, lay.var_index)
         base = (task.matrix @ floor.T).T.ravel().astype(np.float64)
@@ -500,8 +568,13 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool) -> tuple[np.ndarr
 
 # -- verification -------------------------------------------------------------------------------
 
-def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] = ()) -> None:
-    """Check every promise in exact integer arithmetic; raise :class:`VerificationError`."""
+def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] = (),
+                keep: Sequence[KeptQuery] = ()) -> None:
+    """Check every promise in exact integer arithmetic; raise :class:`VerificationError`.
+
+    ``allow_cells`` (a failsafe node): cells where the children may differ from the parent;
+    ``keep``: answers of the parent the children must still sum to exactly.
+    """
     problems: list[str] = []
     if hist.dtype != np.int64:
         problems.append(f"histograms are {hist.dtype}, not int64")
@@ -518,6 +591,7 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
             j = int(np.flatnonzero(diff)[0])
             problems.append(f"children do not sum to the parent in cell {j}: "
                             f"{int(hist[:, j].sum())} ≠ {int(task.parent_hist[j])}")
+        problems += kept_violations(keep, task.parent_hist, hist.sum(axis=0))[:5]
     if task.matrix.shape[0]:
         vals = (task.matrix @ hist.T).T
         lo_bad = np.isfinite(task.lower) & (vals < np.where(np.isfinite(task.lower),
@@ -542,11 +616,13 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
     Raises
     ------
     InfeasibleError
-        When the problem is infeasible and ``failsafe`` is off, or even the failsafe fails.
+        When the parent has no persons but a child must hold some (before any solver runs);
+        when the problem is infeasible and ``failsafe`` is off, or even the failsafe fails.
     VerificationError
         If the result breaks a promise (never expected; it would be a bug).
     """
     t0 = time.perf_counter()
+    check_parent_can_hold(task)
     if task.parent_hist is not None and task.k == 1:
         hist = task.parent_hist[None, :].astype(np.int64).copy()
         try:
@@ -564,20 +640,14 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
                                      "seconds": time.perf_counter() - t0,
                                      "objective": float("nan"), "iterations": 0,
                                      "failsafe": False})
-    x_star, fit_stats, report = _fit(task, chain)
-    if report is not None and not failsafe:
-        raise InfeasibleError(
-            f"{task.level} children of {task.parent!r} are infeasible: the rounded parent cannot "
-            f"be split among them under their constraints (cells {report['cells']}; binding: "
-            f"{report['binding_constraints'][:3]}). Run with failsafe on to relax parent "
-            "consistency and report it")
-    hist, round_stats = _round(task, x_star, failsafe=report is not None)
-    allow = round_stats.get("round_slack_cells", [])
-    if report is not None:
-        report["cells"] = sorted(set(report["cells"]) | set(allow))
-        report["parent_minus_children"] = {
-            int(j): int(task.parent_hist[j] - hist[:, j].sum()) for j in report["cells"]}
-    verify_node(task, hist, allow_cells=allow if report is not None else ())
+    x_star, fit_stats, infeasible = _fit(task, chain)
+    report = None
+    if infeasible is None:
+        hist, round_stats = _round(task, x_star, failsafe=False)
+        verify_node(task, hist)
+    else:
+        x_star, hist, round_stats, report = _failsafe(task, chain, infeasible, fit_stats,
+                                                      failsafe)
     stats = {"level": task.level, "parent": task.parent, "children": task.k,
              "variables": fit_stats.get("variables", 0),
              "backend": "+".join(dict.fromkeys(fit_stats["backends"])),
@@ -587,6 +657,55 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
              "rounding": round_stats["rounding"], "round_seconds": round_stats["round_seconds"],
              "failsafe": report is not None, "seconds": time.perf_counter() - t0}
     return NodeResult(hist, stats, report, x_star if keep_continuous else None)
+
+
+def _failsafe(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData],
+              stats: dict[str, Any], failsafe: bool
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], dict[str, Any]]:
+    """Solve an infeasible node with parent consistency relaxed, trying the kept sets of
+    :func:`~postproc.topdown.failsafe.relaxation_stages` in order (each failure is recorded);
+    with ``failsafe`` off, raise an InfeasibleError describing the first relaxation that fits.
+
+    Returns ``(x*, integer histograms, rounding stats, failsafe report)``.
+    """
+    if task.parent_hist is None:
+        raise InfeasibleError(
+            f"the {task.level} (root) problem is infeasible: its invariants and constraints "
+            f"contradict each other; rows: {list(task.labels)}")
+    stages = relaxation_stages(task.kept)
+    fallbacks: list[dict[str, Any]] = []
+    for i, keep in enumerate(stages):
+        last = i == len(stages) - 1
+        names = [q.name for q in keep]
+        try:
+            x_star, report = _failsafe_fit(task, chain, queries, stats, keep)
+            if not failsafe:
+                break
+            hist, round_stats = _round(task, x_star, failsafe=True, keep=keep)
+        except VerificationError:
+            raise
+        except InfeasibleError as exc:
+            if last:
+                raise
+            fallbacks.append({"relaxation": relaxation_of(keep), "kept": names,
+                              "reason": str(exc)})
+            continue
+        moved = round_stats.get("round_slack_cells", [])   # where the children differ
+        verify_node(task, hist, allow_cells=moved, keep=keep)
+        cells = sorted(set(report["cells"]) | set(moved))
+        children_sum = hist.sum(axis=0)
+        report.update(
+            relaxation=relaxation_of(keep), kept=names, fallbacks=fallbacks, cells=cells,
+            parent_minus_children={int(j): int(task.parent_hist[j] - children_sum[j])
+                                   for j in cells},
+            **moved_cells(task.parent_hist, children_sum))
+        return x_star, hist, round_stats, report
+    kept = f" with the parent's {', '.join(names)} kept exact" if names else ""
+    raise InfeasibleError(
+        f"{task.level} children of {task.parent!r} are infeasible: the rounded parent cannot "
+        f"be split among them under their constraints (a relaxation{kept} would differ from "
+        f"the parent in cells {report['cells']}; binding: {report['binding_constraints'][:3]}). "
+        "Run with failsafe on to relax parent consistency and report it")
 
 
 def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool

@@ -14,6 +14,9 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.executors import Executor, get_executor
 from postproc.solvers import DEFAULT_QP_CHAIN, check_chain
+from postproc.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
+                                       check_parent_can_hold, kept_violations,
+                                       resolve_failsafe_keep)
 from postproc.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                    solve_nodes)
 from postproc.topdown.result import TopDownResult
@@ -53,8 +56,12 @@ def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
 
 def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
                 parent_hists: np.ndarray, *, passes: Sequence[Sequence[str]] | None = None,
-                pass_tolerance: float = 0.5) -> list[NodeTask]:
-    """One task per parent of level ``level_index - 1``."""
+                pass_tolerance: float = 0.5,
+                failsafe_keep: Sequence[str] | str | tuple[KeptQuery, ...] = AUTO
+                ) -> list[NodeTask]:
+    """One task per parent of level ``level_index - 1``; ``failsafe_keep`` as for
+    :func:`topdown` (or already resolved KeptQuery objects)."""
+    keep = _resolve_keep(failsafe_keep, noisy, lc)
     geo = noisy.geography
     level = geo.levels[level_index]
     offsets = geo.child_offsets(level_index - 1)
@@ -68,8 +75,16 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
         tasks.append(NodeTask(level, str(parents[p]), parent_hists[p], children[sl],
                               _queries(queries, sl), lc.matrix, lower, upper, zero,
                               lc.labels, tuple(map(tuple, passes)) if passes else None,
-                              pass_tolerance))
+                              pass_tolerance, keep))
     return tasks
+
+
+def _resolve_keep(failsafe_keep, noisy: NoisyHierarchy, lc: LevelConstraints
+                  ) -> tuple[KeptQuery, ...]:
+    if not isinstance(failsafe_keep, str) and all(isinstance(q, KeptQuery)
+                                                  for q in failsafe_keep):
+        return tuple(failsafe_keep)
+    return resolve_failsafe_keep(failsafe_keep, noisy.workload, lc.matrix)
 
 
 def _batches(tasks: list[NodeTask], target_children: int) -> list[list[NodeTask]]:
@@ -85,6 +100,20 @@ def _batches(tasks: list[NodeTask], target_children: int) -> list[list[NodeTask]
     return out
 
 
+def _refuse_empty_parents(tasks: list[NodeTask], parent_hists: np.ndarray) -> None:
+    """Raise (before any solver runs) for a parent with no persons whose children need some."""
+    for p in np.flatnonzero(parent_hists.sum(axis=1) == 0):
+        check_parent_can_hold(tasks[p])
+
+
+def _label_cells(reports: list[dict[str, Any]], schema) -> None:
+    """Name the cells a failsafe report says gained or lost persons (attribute=label, …)."""
+    for rep in reports:
+        cells = sorted(set(rep.get("gained", {})) | set(rep.get("lost", {})))
+        rep["cell_labels"] = {j: ", ".join(f"{a}={v}" for a, v in schema.cell_labels(j).items())
+                              for j in cells}
+
+
 class _Solver:
     """Picklable callable an executor maps over batches."""
 
@@ -97,12 +126,18 @@ class _Solver:
 
 
 def _check_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int, hist: np.ndarray,
-                 parent_hist: np.ndarray | None, allowed: dict[int, list[int]]) -> None:
-    """Level-wide exact verification (independent of the per-node checks)."""
+                 parent_hist: np.ndarray | None, allowed: dict[int, list[int]],
+                 kept: dict[int, tuple[KeptQuery, ...]] | None = None) -> None:
+    """Level-wide exact verification (independent of the per-node checks): failsafe parents
+    (``allowed``) may differ in their reported cells, but not in their ``kept`` answers."""
     found = violations(lc, hist)
     if parent_hist is not None:
         geo = noisy.geography
         summed = geo.aggregate(hist, li, li - 1)
+        for p, keep in (kept or {}).items():
+            found += [f"{geo.levels[li]} units of {geo.levels[li - 1]} "
+                      f"{geo.geocodes[li - 1][p]!r}: {v}"
+                      for v in kept_violations(keep, parent_hist[p], summed[p])[:5]]
         diff = summed - parent_hist
         for p, cells in allowed.items():
             diff[p, cells] = 0
@@ -118,6 +153,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             solver: Sequence[str] | str = DEFAULT_QP_CHAIN,
             executor: str | Executor = "serial", workers: int | None = None,
             batch_children: int = 512, failsafe: bool = True,
+            failsafe_keep: Sequence[str] | str = AUTO,
             passes: Sequence[Sequence[str]] | None = None, pass_tolerance: float = 0.5,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
             on_level: Callable[[int, np.ndarray, TopDownResult], None] | None = None
@@ -144,6 +180,14 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         Children per work item handed to the executor.
     failsafe : bool
         Relax parent consistency (and report it) when a node is infeasible; otherwise raise.
+    failsafe_keep : "auto" or list of query names
+        What the failsafe keeps exact at the parent while it moves persons between cells (see
+        :mod:`postproc.topdown.failsafe`). ``"auto"``: the total and every workload query that
+        sums over the attributes the children's constraints distinguish (E2E: ``total`` and
+        ``va_hisp_race``). A list: the total and those workload queries. ``[]``: nothing —
+        free cell slacks, which may add or remove persons (the behaviour before kept answers).
+        When keeping them is infeasible the failsafe keeps only the total, then nothing, and
+        records each step in the node's failsafe report.
     passes : list of lists of query names, optional
         Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
         then the next, … (queries not listed are fitted in a final pass of their own).
@@ -191,7 +235,9 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         if bad:
             raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
                                 f"{sorted(known)}")
+    check_failsafe_keep(failsafe_keep, noisy.workload)
     compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    kept_by_level: dict[str, list[str]] = {}
     ex = get_executor(executor, workers=workers)
     own_executor = not isinstance(executor, Executor)
     hists: list[np.ndarray] = []
@@ -214,8 +260,11 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             if li == 0:
                 tasks = [root_task(noisy, lc, passes=passes, pass_tolerance=pass_tolerance)]
             else:
+                keep = _resolve_keep(failsafe_keep, noisy, lc)
+                kept_by_level[level] = [q.name for q in keep]
                 tasks = level_tasks(noisy, lc, li, hists[li - 1], passes=passes,
-                                    pass_tolerance=pass_tolerance)
+                                    pass_tolerance=pass_tolerance, failsafe_keep=keep)
+                _refuse_empty_parents(tasks, hists[li - 1])
             batches = _batches(tasks, batch_children)
             bar = _progress(progress, len(tasks), level)
             results: list[NodeResult] = []
@@ -229,30 +278,37 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                     bar.close()
             hist = np.concatenate([r.histograms for r in results], axis=0)
             allowed: dict[int, list[int]] = {}
+            kept: dict[int, tuple[KeptQuery, ...]] = {}
+            level_reports = []
             for p, r in enumerate(results):
                 stats.append(r.stats)
                 if r.failsafe is not None:
-                    reports.append(r.failsafe)
+                    level_reports.append(r.failsafe)
                     allowed[p] = list(r.failsafe.get("cells", []))
-            _check_level(noisy, lc, li, hist, hists[li - 1] if li else None, allowed)
+                    names = set(r.failsafe.get("kept", []))
+                    kept[p] = tuple(q for q in tasks[p].kept if q.name in names)
+            _label_cells(level_reports, noisy.schema)
+            reports.extend(level_reports)
+            _check_level(noisy, lc, li, hist, hists[li - 1] if li else None, allowed, kept)
             hists.append(hist)
             timings[level] = time.perf_counter() - t0
             if on_level is not None:
                 on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
-                                           ex, failsafe, passes, t_start))
+                                           ex, failsafe, passes, t_start, kept_by_level))
     finally:
         if own_executor:
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
-                   t_start)
+                   t_start, kept_by_level)
 
 
-def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start
-            ) -> TopDownResult:
+def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
+            kept_by_level) -> TopDownResult:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
+                   "failsafe_keep": dict(kept_by_level),
                    "passes": [list(p) for p in passes] if passes else None},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
