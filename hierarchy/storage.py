@@ -162,7 +162,7 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     if path.exists() and not path.is_dir():
         raise HierarchyError(f"{path} exists and is not a directory; choose another output "
                              "directory")
-    if path.is_dir() and any(path.iterdir()):
+    if path.is_dir() and any(not _bookkeeping(entry.name) for entry in path.iterdir()):
         if not is_owned(path):
             raise HierarchyError(f"{path} is not empty and was not written by this toolkit (no "
                                  f"{MARKER} marker); choose another output directory")
@@ -180,6 +180,12 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
                              "another output directory") from None
     mark_owned(path, made_by)
     return path
+
+
+def _bookkeeping(name: str) -> bool:
+    """The lock, or the marker being written (a run that has just created the directory): what
+    a concurrent claim must not mistake for a user's files."""
+    return name == _LOCK or (name.startswith(MARKER + ".") and name.endswith(".tmp"))
 
 
 def remove_leftovers(directory: str | os.PathLike, *, recursive: bool = True) -> list[Path]:
