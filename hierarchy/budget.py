@@ -29,6 +29,16 @@ Fraction(27, 160)
 Traceback (most recent call last):
 ...
 hierarchy.errors.HierarchyError: level fractions must sum to 1 exactly; they sum to 3/4 (a=1/2, b=1/4)
+
+**Range.** The total and every query's share must lie in [:data:`MIN_BUDGET`,
+:data:`MAX_BUDGET`] = [1e-12, 500]: beyond it the noise parameters derived from a share under- or
+overflow in floating point (a variance of about ``2/ε²`` overflows, a geometric variance of about
+``2e^-ε`` underflows to 0) or leave the samplers' int64 range.
+
+>>> Budget("pure", "1e-300", {"a": 1}, {"q": 1})
+Traceback (most recent call last):
+...
+hierarchy.errors.HierarchyError: the total budget ε = 1e-300 is below 1e-12: ...
 """
 
 from __future__ import annotations
@@ -43,11 +53,51 @@ import numpy as np
 from hierarchy.errors import HierarchyError
 from hierarchy.queries import Query, Workload
 
-__all__ = ["Budget", "as_fraction", "E2E_QUERY_FRACTIONS"]
+__all__ = ["Budget", "as_fraction", "E2E_QUERY_FRACTIONS", "MIN_BUDGET", "MAX_BUDGET"]
 
 #: The E2E split of each level's budget over its three queries (SPEC §3).
 E2E_QUERY_FRACTIONS = {"detailed": Fraction(1, 10), "hhgq": Fraction(9, 40),
                        "va_hisp_race": Fraction(27, 40)}
+
+
+#: Smallest total or query share (ε, or ρ for a zCDP budget). Below it, for sensitivities up to
+#: 1000, the noise leaves the int64 range of the exact samplers (geometric noise needs
+#: ``z = ε/Δ₁ >= 1e-15``, the discrete Gaussian ``σ² = Δ₂²/(2ρ) <= 1e30``); far below it
+#: (ε < 1e-154) the variance ``≈ 2Δ₁²/ε²`` overflows float64 and its computation divides by 0.
+MIN_BUDGET = Fraction(1, 10**12)
+
+#: Largest total or query share. Above about 745·Δ the variance of geometric noise
+#: (``2e^-z/(1 - e^-z)²``) and of the discrete Gaussian (``≈ 2e^-ρ/Δ²``) underflows to 0; 500
+#: keeps a margin for sensitivity 1. A budget this large protects nothing anyway (e^500).
+MAX_BUDGET = Fraction(500)
+
+
+def _short(value: Fraction) -> str:
+    """A Fraction for a message: ``1e-300`` or ``0.025``, not 300 digits; exact when small."""
+    if value.denominator == 1 and abs(value.numerator) < 10**6:
+        return str(value.numerator)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if number != 0 and math.isfinite(number):
+        return f"{number:.6g}"
+    digits = len(str(abs(value.numerator))) - len(str(value.denominator))
+    return f"about 1e{digits}"
+
+
+def _check_range(value: Fraction, what: str, fix: str) -> None:
+    """Raise unless ``MIN_BUDGET <= value <= MAX_BUDGET``; ``what`` names the value."""
+    if value < MIN_BUDGET:
+        raise HierarchyError(
+            f"{what} = {_short(value)} is below {float(MIN_BUDGET):g}: the noise parameters "
+            f"derived from it would overflow (a noise variance grows like 1/budget²) or leave "
+            f"the samplers' int64 range; {fix}")
+    if value > MAX_BUDGET:
+        raise HierarchyError(
+            f"{what} = {_short(value)} is above {float(MAX_BUDGET):g}: the noise variances "
+            f"derived from it would underflow to 0 (geometric and discrete Gaussian noise "
+            f"vanish like e^-budget), and such a budget protects nothing; {fix}")
 
 
 def as_fraction(value: Any, *, what: str = "value") -> Fraction:
@@ -101,7 +151,7 @@ class Budget:
     kind : {'pure', 'zcdp'}
         ``'pure'``: ``total`` is ε; ``'zcdp'``: ``total`` is ρ.
     total : number or str
-        The whole budget, positive.
+        The whole budget, between :data:`MIN_BUDGET` (1e-12) and :data:`MAX_BUDGET` (500).
     level_fractions : mapping level → fraction
         Must be positive and sum to 1 exactly.
     query_fractions : mapping query → fraction, or mapping level → (mapping query → fraction)
@@ -109,6 +159,13 @@ class Budget:
         Queries not listed at a level are not measured there.
     neighbours : {'change', 'add_remove'}
         The neighbour relation, which fixes the sensitivities.
+
+    Raises
+    ------
+    HierarchyError
+        On an unknown kind or neighbour relation, a total that is not a finite number in
+        [1e-12, 500], fractions that are not positive or do not sum to 1, or a query whose share
+        ``total × level fraction × query fraction`` falls outside [1e-12, 500].
     """
 
     kind: str
@@ -127,6 +184,9 @@ class Budget:
         total_f = as_fraction(total, what="the total budget")
         if total_f <= 0:
             raise HierarchyError(f"the total budget must be positive, got {total_f}")
+        symbol = "ε" if kind == "pure" else "ρ"
+        _check_range(total_f, f"the total budget {symbol}",
+                     f"use a total between {float(MIN_BUDGET):g} and {float(MAX_BUDGET):g}")
         levels = _fractions(level_fractions, "level fractions")
         if all(isinstance(v, Mapping) for v in query_fractions.values()) and query_fractions:
             unknown = set(query_fractions) - {k for k, _ in levels}
@@ -141,6 +201,15 @@ class Budget:
         else:
             shared = _fractions(query_fractions, "query fractions")
             per_level = tuple((k, shared) for k, _ in levels)
+        level_share = dict(levels)
+        for level, queries in per_level:
+            for query, fraction in queries:
+                share = total_f * level_share[level] * fraction
+                _check_range(share, f"the share {symbol} of query {query!r} at level {level!r} "
+                                    f"(total {_short(total_f)} × level fraction "
+                                    f"{level_share[level]} × query fraction {fraction})",
+                             "raise the total or that query's fraction" if share < MIN_BUDGET
+                             else "lower the total")
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "total", total_f)
         object.__setattr__(self, "level_fractions", levels)
@@ -218,17 +287,36 @@ class Budget:
         """The mechanism's parameter for ``query`` at ``level`` (z, scale or σ²).
 
         Pure-DP mechanisms under a zCDP budget use ε = sqrt(2ρ) (ε-DP implies ε²/2-zCDP).
+
+        Raises
+        ------
+        HierarchyError
+            If the mechanism needs a zCDP budget and this one is pure, or if the parameter or
+            the noise variance it implies is not a positive finite float (a large sensitivity
+            can push a share that is in range over the edge); the message names the level, the
+            query, the share and the sensitivity.
         """
         share = self.query_budget(level, query.name)
         l1, l2 = self.sensitivity(query)
         if mechanism.accounting == "pure":
             eps = float(share) if self.kind == "pure" else math.sqrt(2 * float(share))
-            return mechanism.parameter(eps, l1)
-        if self.kind == "pure":
+            parameter, sensitivity = mechanism.parameter(eps, l1), l1
+        elif self.kind == "pure":
             raise HierarchyError(f"the {mechanism.name} mechanism needs a zCDP budget (ρ); this "
                                  f"budget is pure ε — use kind='zcdp' or a pure-DP mechanism "
                                  "(geometric, laplace)")
-        return mechanism.parameter(float(share), l2)
+        else:
+            parameter, sensitivity = mechanism.parameter(float(share), l2), l2
+        variance = mechanism.variance(parameter) if math.isfinite(parameter) and parameter > 0 \
+            else math.nan
+        if not (math.isfinite(variance) and variance > 0):
+            raise HierarchyError(
+                f"query {query.name!r} at level {level!r}: its share {self.symbol} = "
+                f"{_short(share)} with sensitivity {sensitivity:g} gives the {mechanism.name} "
+                f"mechanism {mechanism.parameter_name} = {parameter:g} and noise variance "
+                f"{variance:g}, which float64 cannot use; move the share towards 1 (raise a tiny "
+                f"share, lower a huge one)")
+        return parameter
 
     # -- serialization -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ hierarchy.errors.HierarchyError: .../bad.csv: column 'race' (attribute 'cenrace'
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -50,12 +51,25 @@ def read_table(path: str | os.PathLike) -> pa.Table:
     """Read a CSV (``.csv``, ``.csv.gz``) or parquet (``.parquet``, ``.pq``) file.
 
     Geocode-like text columns stay text (leading zeros are kept): CSV columns are read as
-    strings and converted per attribute later.
+    strings and converted per attribute later. A parquet path may also be a directory holding a
+    partitioned parquet dataset.
+
+    Raises
+    ------
+    HierarchyError
+        If the path does not exist, is a special file (a named pipe, device or socket, which
+        could block the read forever) or a directory where a file is needed, has an unknown
+        suffix, or cannot be parsed.
     """
     path = Path(path)
     if not path.exists():
         raise HierarchyError(f"{path} does not exist")
     name = path.name.lower()
+    dataset = path.is_dir() and name.endswith((".parquet", ".pq"))
+    if not dataset and not _is_regular_file(path):
+        raise HierarchyError(f"{path} is not a regular file: it is {_file_kind(path)}; give the "
+                             "path of a CSV or parquet file on disk (reading a pipe or device "
+                             "could block forever)")
     try:
         if name.endswith((".parquet", ".pq")):
             return pq.read_table(path)
@@ -67,6 +81,26 @@ def read_table(path: str | os.PathLike) -> pa.Table:
     except (pa.ArrowInvalid, OSError) as exc:
         raise HierarchyError(f"{path}: cannot be read: {exc}") from None
     raise HierarchyError(f"{path}: unknown file type; use .csv, .csv.gz, .parquet or .pq")
+
+
+def _is_regular_file(path: Path) -> bool:
+    """Whether ``path`` (after symlinks) is a regular file; never opens it."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _file_kind(path: Path) -> str:
+    """'a directory', 'a named pipe (FIFO)', … for an error message."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot stat it: {exc.strerror or exc}"
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
 
 
 def _where(rows: np.ndarray, csv: bool) -> str:

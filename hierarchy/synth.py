@@ -44,6 +44,7 @@ Examples
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -58,7 +59,11 @@ from hierarchy import _synth_1940_tables as tables
 from hierarchy.errors import HierarchyError
 
 __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FIPS",
-           "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS"]
+           "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS", "MADE_BY"]
+
+#: The ``made_by`` of the JSON metadata (parquet key ``b"dapp"``) of the files written by
+#: :func:`write_synthetic_1940`.
+MADE_BY = "postproc synth1940"
 
 #: FIPS codes of the 48 states and DC, in order.
 STATE_FIPS: tuple[str, ...] = tuple(row[0] for row in tables.STATES)
@@ -239,7 +244,7 @@ def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
 
 
 def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
-                         progress: bool = False) -> dict[str, Any]:
+                         progress: bool = False, overwrite: bool = True) -> dict[str, Any]:
     """Generate synthetic 1940-style microdata and write it as Parquet, one state at a time.
 
     Writes ``out_dir/persons.parquet`` and ``out_dir/units.parquet`` with one row group per state
@@ -247,6 +252,12 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     ``out_dir`` and moved into place with :func:`os.replace` only when complete. Memory beyond
     the writer's buffers is about one state's data. The rows are the same as those of
     :func:`synthesize_1940` with the same arguments.
+
+    Each file carries the toolkit's JSON metadata under the parquet key ``b"dapp"``
+    (:data:`MADE_BY` and the arguments). An existing ``persons.parquet`` or ``units.parquet``
+    is replaced only if it carries that metadata (the toolkit wrote it) and ``overwrite`` is
+    true; a file the toolkit did not write is never replaced. Both are checked before anything
+    is generated.
 
     Parameters
     ----------
@@ -258,6 +269,9 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
         Non-negative seed.
     progress : bool, default False
         Show a progress bar (tqdm, on stderr).
+    overwrite : bool, default True
+        Replace data files in ``out_dir`` that the toolkit wrote; ``False`` refuses them too
+        (``postproc synth1940`` passes ``False`` unless given ``--overwrite``).
 
     Returns
     -------
@@ -269,7 +283,9 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     ------
     HierarchyError
         If an argument is out of range, ``out_dir`` is not a path, or it cannot be created or
-        written.
+        written; or if ``persons.parquet`` or ``units.parquet`` exists in it and was not written
+        by the toolkit, is not a regular file, or ``overwrite`` is false (the message names the
+        file and the fix).
 
     Examples
     --------
@@ -292,17 +308,22 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HierarchyError(f"cannot create output directory {str(out)!r}: {exc}") from exc
-    started = time.perf_counter()
     final = {"persons": out / "persons.parquet", "units": out / "units.parquet"}
+    for path in final.values():
+        _check_replaceable(path, overwrite=overwrite)
+    started = time.perf_counter()
     temp = {k: out / f".{p.name}.{os.getpid()}.tmp" for k, p in final.items()}
+    schemas = {k: schema.with_metadata({b"dapp": json.dumps(
+        {"made_by": MADE_BY, "table": k, "persons": persons, "seed": seed}).encode()})
+        for k, schema in (("persons", PERSONS_SCHEMA), ("units", UNITS_SCHEMA))}
     counts = dict(persons=0, households=0, gq_facilities=0, states=0, counties=0, enum_dists=0)
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=persons, unit="person", unit_scale=True, desc="synthetic 1940")
     try:
-        with pq.ParquetWriter(temp["persons"], PERSONS_SCHEMA) as person_writer, \
-                pq.ParquetWriter(temp["units"], UNITS_SCHEMA) as unit_writer:
+        with pq.ParquetWriter(temp["persons"], schemas["persons"]) as person_writer, \
+                pq.ParquetWriter(temp["units"], schemas["units"]) as unit_writer:
             for s, size in enumerate(apportion_states(persons)):
                 block = _generate_state(s, int(size), seed)
                 person_table, unit_table = _state_tables(block)
@@ -691,6 +712,27 @@ def _state_tables(block: _StateBlock) -> tuple[pa.Table, pa.Table]:
                    [np.zeros(block.unit_ed.size, np.int32), block.ed_county[block.unit_ed],
                     block.unit_ed], dictionaries, [block.unit_hhgq])
     return persons, units
+
+
+def _check_replaceable(path: Path, *, overwrite: bool) -> None:
+    """Raise unless ``path`` is absent, or a parquet file the toolkit wrote and ``overwrite``."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_file():
+        raise HierarchyError(f"{path} exists and is not a regular file; it is never replaced — "
+                             "choose another output directory (--out)")
+    try:
+        written_by_us = b"dapp" in (pq.read_schema(path).metadata or {})
+    except (pa.ArrowInvalid, OSError):
+        written_by_us = False
+    if not written_by_us:
+        raise HierarchyError(f"{path} already exists and was not written by this toolkit (it "
+                             "has no dapp metadata); it is never replaced — choose another "
+                             "output directory (--out), or move the file away yourself")
+    if not overwrite:
+        raise HierarchyError(f"{path} already exists (written by this toolkit); pass --overwrite "
+                             "(overwrite=True) to replace it, or choose another output "
+                             "directory (--out)")
 
 
 def _check_arguments(persons: Any, seed: Any) -> tuple[int, int]:

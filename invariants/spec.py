@@ -5,7 +5,7 @@ levels (``tot``: persons per unit; ``gqhh_vect``: housing units / facilities by 
 ``gqhh_tot``: their total). A **constraint** restricts post-processed histograms: catalogue
 constraints (``hhgq_total_lb``, ``hhgq_total_ub``, ``total_ge_households``), structural zeros,
 and arbitrary linear equalities or inequalities over named queries. Every item lists the levels
-it applies to (or ``"all"``). See :mod:`invariants.catalogue` for the meanings.
+it applies to (or ``"all"``). :data:`CATALOGUE_CONSTRAINTS` below gives their meanings.
 
 TOML form::
 
@@ -50,7 +50,9 @@ invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known inv
 
 from __future__ import annotations
 
+import math
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,9 +207,12 @@ class Constraint:
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rhs):
                 raise SpecError(f"{where}linear constraint {self.name!r}: rhs list must hold "
                                 "numbers")
+            _check_finite(list(rhs), "rhs", f"constraint {self.name!r}", self.source, self.line)
             object.__setattr__(self, "rhs", tuple(rhs))
         elif not isinstance(rhs, (int, float)):
             raise SpecError(f"{where}linear constraint {self.name!r}: bad rhs {rhs!r}")
+        else:
+            _check_finite(rhs, "rhs", f"constraint {self.name!r}", self.source, self.line)
 
     def statistic_reference(self) -> tuple[str, int | None] | None:
         """``(statistic, index)`` when ``rhs`` names a published statistic."""
@@ -313,14 +318,20 @@ class Spec:
                                 f"{data[key]!r}")
         invariants, constraints = [], []
         for i, item in enumerate(_as_list(data.get("invariant", []), "invariant", source)):
-            line = lines.find("name", item.get("name")) or lines.header("invariant", i)
+            line = (lines.find("name", item.get("name")) or lines.header("invariant", i)
+                    or lines.mention("name", item.get("name")))
             _only(item, {"name", "levels"}, "invariant", source, line)
             invariants.append(Invariant(item.get("name"), item.get("levels", "all"),
                                         source=source, line=line))
         for i, item in enumerate(_as_list(data.get("constraint", []), "constraint", source)):
-            line = lines.find("name", item.get("name")) or lines.header("constraint", i)
+            line = (lines.find("name", item.get("name")) or lines.header("constraint", i)
+                    or lines.mention("name", item.get("name")))
             _only(item, {"name", "levels", "type", "query", "answers", "sense", "rhs"},
                   "constraint", source, line)
+            for key in ("rhs", "answers"):       # the keys that hold numbers
+                if key in item:
+                    _check_finite(item[key], key, f"constraint {item.get('name')!r}", source,
+                                  lines.key_after(key, line) or line)
             kind = item.get("type", "catalogue")
             constraints.append(Constraint(
                 item.get("name"), item.get("levels", "all"), kind, item.get("query"),
@@ -341,11 +352,32 @@ class Spec:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "Spec":
+        """Read a spec from a TOML file.
+
+        Raises
+        ------
+        SpecError
+            If the file does not exist, is not a regular file (a directory, or a named pipe or
+            device, which could block the read forever), cannot be read as UTF-8 text, or holds
+            an invalid spec; the message names the file (and the line where there is one).
+        """
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            mode = path.stat().st_mode
         except FileNotFoundError:
             raise SpecError(f"spec file {path} does not exist") from None
+        except OSError as exc:
+            raise SpecError(f"spec file {path} cannot be read: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else (
+                "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device or other special file")
+            raise SpecError(f"spec file {path} is not a regular file: it is {kind}; give the path "
+                            "of a .toml file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"spec file {path} cannot be read as UTF-8 text: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
         return cls.from_toml_string(text, source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
@@ -407,6 +439,31 @@ class _LineFinder:
         hits = [i for i, line in enumerate(self.lines, start=1) if pat.match(line)]
         return hits[ordinal] if ordinal < len(hits) else None
 
+    def mention(self, key: str, value: Any) -> int | None:
+        """Line holding ``key = "value"`` anywhere (an inline table), for error messages."""
+        if not self.lines or value is None:
+            return None
+        pat = re.compile(rf"\b{re.escape(key)}\s*=\s*[\"']{re.escape(str(value))}[\"']")
+        return next((i for i, line in enumerate(self.lines, start=1) if pat.search(line)), None)
+
+    def key_after(self, key: str, start: int | None) -> int | None:
+        """Line of ``key = …`` in the table that holds line ``start`` (searching from the table's
+        header to the next header); ``None`` when it cannot be found."""
+        if not self.lines or start is None:
+            return None
+        header = re.compile(r"^\s*\[")
+        pat = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        first = start
+        while first > 1 and not header.match(self.lines[first - 1]):
+            first -= 1
+        for i in range(first, len(self.lines) + 1):
+            text = self.lines[i - 1]
+            if i > first and header.match(text):
+                return None
+            if pat.match(text):
+                return i
+        return None
+
     def key(self, key: str) -> int | None:
         """Line of a top-level ``key = …``, ``[key]`` or ``[[key]]``."""
         pat = re.compile(rf"^\s*(?:{re.escape(key)}\s*=|\[\[?\s*(?:[\w.]+\.)?"
@@ -415,6 +472,23 @@ class _LineFinder:
             if pat.match(line):
                 return i
         return None
+
+
+def _check_finite(value: Any, key: str, owner: str, source: str | None,
+                  line: int | None) -> None:
+    """Raise a SpecError if ``value`` is, or a list of it holds, a NaN or infinite float.
+
+    ``owner`` names the constraint; ``line`` is where the key is written, when known. (The other
+    keys of a spec hold names, levels, booleans or integers, whose own checks refuse a float.)
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        fix = ("write a finite bound, or drop the constraint (an infinite bound constrains "
+               "nothing)" if key == "rhs" else "write a finite number")
+        raise SpecError(f"{_where(source, line)}{owner}: {key} = {value} is not a finite "
+                        f"number; every number in a spec must be finite: {fix}")
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_finite(item, key, owner, source, line)
 
 
 def _second(items: Sequence[Invariant | Constraint], name: str) -> Invariant | Constraint:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from postproc.accounting._checks import _delta, _nonnegative
+from postproc.accounting._checks import _delta, _nonnegative, _rho
 from postproc.accounting.rdp import RDPCurve
 from postproc.errors import PostprocError
 
@@ -141,14 +141,14 @@ def zcdp_to_approx_dp_numeric(rho: Any, delta: Any) -> float:
     Raises
     ------
     PostprocError
-        If ρ < 0 or δ is not in (0, 1).
+        If ρ is not in [0, 1e30] or δ is not in (0, 1).
 
     Examples
     --------
     >>> round(zcdp_to_approx_dp_numeric(0.5, 1e-10), 4)
     6.8393
     """
-    r = _nonnegative(rho, "rho")
+    r = _rho(rho)
     d = _delta(delta)
     if r == 0.0:
         return 0.0

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction  # noqa: F401  (the doctests of compose and compose_parallel)
 from typing import Any, Iterable
 
 import numpy as np
 from scipy.special import logsumexp
 
-from postproc.accounting._checks import _alpha, _nonnegative, _positive, _sensitivity
+from postproc.accounting._checks import (_alpha, _epsilon, _nonnegative, _positive, _rho,
+                                         _sensitivity)
 from postproc.errors import PostprocError
 
 __all__ = ["pure_to_zcdp", "rdp_geometric", "rdp_gaussian", "rdp_discrete_gaussian", "RDPCurve",
@@ -232,6 +234,9 @@ def rdp_discrete_gaussian(alpha: Any, sigma: Any, *, sensitivity: int = 1) -> np
     return rdp_gaussian(alpha, sigma, sensitivity=_sensitivity(sensitivity))
 
 
+_KINDS = ("geometric", "zcdp")
+
+
 @dataclass(frozen=True)
 class RDPCurve:
     """The Rényi-DP curve α ↦ τ(α) of a composition of geometric and zCDP mechanisms.
@@ -265,7 +270,12 @@ class RDPCurve:
 
     def __post_init__(self) -> None:
         for term in self.terms:
-            if len(term) != 4 or term[0] not in ("geometric", "zcdp"):
+            if (type(term) is tuple and len(term) == 4 and term[0] in _KINDS
+                    and type(term[1]) is float and 0.0 <= term[1] < math.inf
+                    and type(term[2]) is int and term[2] >= 1
+                    and type(term[3]) is float and 0.0 <= term[3] < math.inf):
+                continue   # the common, well-formed case, checked without a call per field
+            if len(term) != 4 or term[0] not in _KINDS:
                 raise PostprocError(f"an RDP term is (kind, parameter, sensitivity, weight) with "
                                     f"kind 'geometric' or 'zcdp', not {term!r}")
             _nonnegative(term[1], f"{term[0]} parameter")
@@ -274,14 +284,13 @@ class RDPCurve:
 
     @classmethod
     def geometric(cls, epsilon: Any, *, sensitivity: int = 1) -> "RDPCurve":
-        """The geometric mechanism with budget ε on a sensitivity-Δ query."""
-        return cls((("geometric", _nonnegative(epsilon, "epsilon"), _sensitivity(sensitivity),
-                     1.0),))
+        """The geometric mechanism with budget ε (in [0, 1e15]) on a sensitivity-Δ query."""
+        return cls((("geometric", _epsilon(epsilon), _sensitivity(sensitivity), 1.0),))
 
     @classmethod
     def zcdp(cls, rho: Any) -> "RDPCurve":
-        """Any ρ-zCDP mechanism: τ(α) = αρ."""
-        return cls((("zcdp", _nonnegative(rho, "rho"), 1, 1.0),))
+        """Any ρ-zCDP mechanism (ρ in [0, 1e30]): τ(α) = αρ."""
+        return cls((("zcdp", _rho(rho), 1, 1.0),))
 
     @classmethod
     def gaussian(cls, sigma: Any, *, sensitivity: float = 1.0) -> "RDPCurve":
@@ -311,18 +320,102 @@ class RDPCurve:
         """τ(∞): the pure-DP ε of the composition (``inf`` if it has a zCDP term with ρ > 0)."""
         return float(self(np.inf))
 
-    def __call__(self, alpha: Any) -> np.ndarray | float:
-        a = _alpha(alpha)
-        out = np.zeros(a.shape, dtype=float)
+    @cached_property
+    def _merged(self) -> tuple[float, dict[int, tuple[np.ndarray, np.ndarray]]]:
+        """The terms with equal (kind, parameter, sensitivity) merged by adding their weights:
+        the zCDP terms' total ``Σ w ρ``, and per sensitivity the distinct geometric budgets
+        (ascending) with their total weights. Cached: a curve is immutable."""
+        rho = 0.0
+        geometric: dict[int, dict[float, float]] = {}
         for kind, parameter, sensitivity, weight in self.terms:
             if weight == 0 or parameter == 0:
                 continue
-            if kind == "geometric":
-                out = out + weight * np.asarray(
-                    rdp_geometric(a, parameter, sensitivity=sensitivity))
+            if kind == "zcdp":
+                rho += weight * parameter
             else:
-                out = out + weight * parameter * a
+                budgets = geometric.setdefault(int(sensitivity), {})
+                budgets[float(parameter)] = budgets.get(float(parameter), 0.0) + weight
+        merged = {}
+        for sensitivity, budgets in geometric.items():
+            eps = np.array(sorted(budgets))
+            merged[sensitivity] = (eps, np.array([budgets[e] for e in eps]))
+        return rho, merged
+
+    def __call__(self, alpha: Any) -> np.ndarray | float:
+        """τ(α), summing the terms; equal terms are evaluated once (their weights added), and
+        many distinct geometric terms of sensitivity 1 together, so a curve of n terms costs
+        O(n) — not O(n) Python calls per order α."""
+        a = _alpha(alpha)
+        out = np.zeros(a.shape, dtype=float)
+        rho, geometric = self._merged
+        for sensitivity, (eps, weights) in geometric.items():
+            if sensitivity == 1 and eps.size >= _VECTORIZE_FROM:
+                out = out + _rdp_geometric_unit_sum(a, eps, weights)
+                continue
+            for e, w in zip(eps, weights):
+                out = out + w * np.asarray(rdp_geometric(a, e, sensitivity=sensitivity))
+        if rho:
+            out = out + rho * a
         return out if out.ndim else float(out)
+
+
+#: From this many distinct sensitivity-1 geometric budgets on, a curve evaluates them together.
+_VECTORIZE_FROM = 16
+_CHUNK_ELEMENTS = 2 ** 18   # budgets × orders per temporary array (about 2 MB)
+
+
+def _rdp_geometric_unit_sum(alpha: np.ndarray, eps: np.ndarray,
+                            weights: np.ndarray) -> np.ndarray:
+    """``Σ_i w_i · rdp_geometric(α, ε_i)`` for sensitivity 1, over many budgets at once.
+
+    The same two formulas as :func:`_log_geometric_shift` with shift 1 (``log1p`` of the
+    ``expm1`` form where ``ε(α − 1) ≤ 1``, ``logaddexp`` beyond), evaluated on blocks of budgets
+    × orders. With the orders sorted, a block of ascending budgets needs the first formula only
+    below ``α − 1 = 1/ε_min`` and the second only above ``1/ε_max``; only the orders in between
+    are computed both ways. ``eps`` is ascending and positive.
+    """
+    flat = alpha.ravel()
+    out = np.empty(flat.shape)
+    finite = np.isfinite(flat)
+    out[~finite] = float(weights @ eps)                  # τ(∞) = ε
+    af = flat[finite]
+    order = np.argsort(af, kind="stable")
+    a_sorted = af[order]
+    t = a_sorted - 1.0
+    sums = np.zeros(t.size)
+    rows = max(1, _CHUNK_ELEMENTS // max(t.size, 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for r0 in range(0, eps.size, rows):
+            z, w = eps[r0:r0 + rows], weights[r0:r0 + rows]
+            zc = z[:, None]
+            ez = np.exp(-zc)
+            log_norm = np.log1p(ez)
+            # all rows use the near form before j_lo, the far form from j_hi on (± one order)
+            j_lo = max(0, int(np.searchsorted(t, 1.0 / z[-1], side="right")) - 1)
+            j_hi = min(t.size, int(np.searchsorted(t, 1.0 / z[0], side="right")) + 1)
+            if j_hi > 0:
+                tn = t[:j_hi]
+                zt = zc * tn
+                value = np.expm1(zt)
+                value += ez * np.expm1(-zt)
+                value /= 1.0 + ez
+                np.log1p(value, out=value)
+                if j_hi > j_lo:
+                    mid = slice(j_lo, j_hi)
+                    far = np.logaddexp(zt[:, mid], -zc * a_sorted[mid]) - log_norm
+                    value[:, mid] = np.where(zt[:, mid] <= 1.0, value[:, mid], far)
+                value /= tn
+                sums[:j_hi] += w @ value
+            if j_hi < t.size:
+                tf = t[j_hi:]
+                value = np.logaddexp(zc * tf, -zc * a_sorted[j_hi:])
+                value -= log_norm
+                value /= tf
+                sums[j_hi:] += w @ value
+    unsorted = np.empty(t.size)
+    unsorted[order] = sums
+    out[finite] = unsorted
+    return out.reshape(alpha.shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,6 +451,10 @@ def compose(values: Iterable[Any]) -> Any:
     items = list(values)
     if not items:
         raise PostprocError("nothing to compose: give at least one privacy loss")
+    if all(isinstance(item, RDPCurve) for item in items):
+        # one concatenation: adding curves pairwise would copy (and check) the terms again at
+        # every step, quadratic in the number of curves
+        return RDPCurve(tuple(term for item in items for term in item.terms))
     total = items[0]
     for item in items[1:]:
         total = total + item

@@ -12,15 +12,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
-import numpy as np
-
-from postproc.accounting._checks import _delta, _nonnegative, _sensitivity
+from postproc.accounting._checks import _delta, _gamma, _moe, _sensitivity, _stability
 from postproc.accounting.budgets import allocate_budget  # noqa: F401  (account_levels' doctest)
 from postproc.accounting.budgets import as_fraction
 from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
                                              zcdp_to_approx_dp_numeric)
 from postproc.accounting.moe import calibrate_discrete_gaussian, calibrate_geometric
-from postproc.accounting.rdp import RDPCurve, compose, compose_parallel
+from postproc.accounting.rdp import RDPCurve, compose
 from postproc.errors import PostprocError
 
 __all__ = ["PrivacyLoss", "LevelsAccounting", "account_levels", "MOELevel", "MOEAccounting",
@@ -80,9 +78,10 @@ class PrivacyLoss:
         Parameters
         ----------
         epsilon : float, optional
-            Pure-DP budget of a geometric mechanism (give exactly one of ε and ρ).
+            Pure-DP budget of a geometric mechanism, in [0, 1e15] (give exactly one of ε and ρ;
+            beyond 1e15 its ρ = ε²/2 is too large for the conversions).
         rho : float, optional
-            zCDP budget (e.g. of a discrete Gaussian mechanism).
+            zCDP budget (e.g. of a discrete Gaussian mechanism), in [0, 1e30].
         delta : float, optional
             Default 1e−10.
         sensitivity : int, optional
@@ -402,33 +401,33 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
     moe_list = list(moes)
     if not moe_list:
         raise PostprocError("give at least one MOE (one per population-group level)")
-    if isinstance(stability, bool) or not isinstance(stability, (int, np.integer)) \
-            or stability < 1:
-        raise PostprocError(f"stability must be a positive integer (the most groups of one "
-                            f"level a record can belong to), not {stability!r}")
-    s = int(stability)
-    g = as_fraction(gamma, name="gamma")
-    if g >= 1:
-        raise PostprocError(f"gamma (the share of a group's budget for the noisy total) must be "
-                            f"in [0, 1), not {gamma!r}; SafeTab uses 0.1")
+    s = _stability(stability)
+    g = _gamma(gamma)
     d = _delta(delta)
     step2_share = 1 - g
     levels: list[MOELevel] = []
-    curve = RDPCurve()
+    terms: list[tuple[str, float, int, float]] = []
+    # Levels with the same MOE have the same budgets and RDP terms, computed once. The terms
+    # of all levels make one curve at the end: adding the levels' curves one by one would copy
+    # the terms so far at every level, quadratic in the number of levels.
+    seen: dict[int, tuple[MOELevel, tuple[tuple[str, float, int, float], ...]]] = {}
     for i, value in enumerate(moe_list):
-        m_float = _nonnegative(value, f"MOE of level {i + 1}")
-        if m_float != math.floor(m_float) or m_float < 1:
-            raise PostprocError(f"MOE of level {i + 1} must be an integer >= 1, not {value!r}")
-        m = int(m_float)
-        eps2 = calibrate_geometric(m)
-        rho2 = calibrate_discrete_gaussian(m)
-        eps_group = eps2 / float(step2_share)
-        levels.append(MOELevel(moe=m, epsilon_step2=eps2, epsilon_total=s * eps_group,
-                               rho_step2=rho2, rho_total=s * rho2 / float(step2_share)))
-        group = RDPCurve.geometric(eps2)
-        if g > 0:
-            group = RDPCurve.geometric(float(g) * eps_group) + group
-        curve = curve + compose_parallel(group, degree=s)
+        m = _moe(value, level=i + 1)
+        if m not in seen:
+            eps2 = calibrate_geometric(m)
+            rho2 = calibrate_discrete_gaussian(m)
+            eps_group = eps2 / float(step2_share)
+            # s · [geometric(γ ε_group) + geometric(ε₂)], the terms of compose_parallel(
+            # RDPCurve.geometric(γ ε_group) + RDPCurve.geometric(ε₂), degree=s) written out
+            # (RDPCurve(...) below checks them all once)
+            group = ((("geometric", float(g) * eps_group, 1, float(s)),) if g > 0 else ()) \
+                + (("geometric", eps2, 1, float(s)),)
+            seen[m] = (MOELevel(moe=m, epsilon_step2=eps2, epsilon_total=s * eps_group,
+                                rho_step2=rho2, rho_total=s * rho2 / float(step2_share)),
+                       group)
+        levels.append(seen[m][0])
+        terms.extend(seen[m][1])
+    curve = RDPCurve(tuple(terms))
     rho_total = sum(level.rho_total for level in levels)
     return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
                          pure_dp_epsilon=sum(level.epsilon_total for level in levels),

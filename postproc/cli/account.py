@@ -17,6 +17,9 @@ import json
 from typing import Any
 
 from postproc.accounting import PrivacyLoss, account_moe
+from postproc.accounting._checks import (MAX_EPSILON, MAX_RHO, _delta, _epsilon, _gamma, _moe,
+                                         _rho, _sensitivity, _stability)
+from postproc.errors import PostprocError
 
 ORDER = 60
 
@@ -54,18 +57,44 @@ def register(subparsers: Any) -> None:
                     "and via zCDP (analytic and numeric).")
     budget = convert.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, metavar="E",
-                        help="pure-DP budget of a geometric mechanism")
-    budget.add_argument("--rho", type=float, metavar="R", help="zCDP budget")
+                        help=f"pure-DP budget of a geometric mechanism, in [0, {MAX_EPSILON:g}]")
+    budget.add_argument("--rho", type=float, metavar="R",
+                        help=f"zCDP budget, in [0, {MAX_RHO:g}]")
     convert.add_argument("--delta", type=float, default=1e-10, metavar="D",
-                         help="delta (default 1e-10)")
+                         help="delta, in (0, 1) (default 1e-10)")
     convert.add_argument("--sensitivity", type=int, default=1, metavar="S",
                          help="L1 sensitivity of the geometric mechanism's query (default 1)")
     convert.add_argument("--json", action="store_true", help="print one JSON object")
     convert.set_defaults(func=run)
 
 
+def _option(flag: str, check: Any, *values: Any, **options: Any) -> Any:
+    """``check(*values)``, its PostprocError prefixed with the option that was given."""
+    try:
+        return check(*values, **options)
+    except PostprocError as exc:
+        raise PostprocError(f"{flag}: {exc}") from None
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Check every numeric option first, so that an error names the option and its range."""
+    _option("--delta", _delta, args.delta)
+    if args.account_command == "moe":
+        for level, value in enumerate(args.moe, start=1):
+            _option("--moe", _moe, value, level=level)
+        _option("--stability", _stability, args.stability)
+        _option("--gamma", _gamma, args.gamma)
+        return
+    if args.epsilon is not None:
+        _option("--epsilon", _epsilon, args.epsilon)
+    if args.rho is not None:
+        _option("--rho", _rho, args.rho)
+    _option("--sensitivity", _sensitivity, args.sensitivity)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc account moe`` or ``postproc account convert``."""
+    _check_options(args)
     if args.account_command == "moe":
         result = account_moe(args.moe, stability=args.stability, gamma=args.gamma,
                              delta=args.delta)

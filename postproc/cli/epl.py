@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,27 @@ def register(subparsers: Any) -> None:
                         help="published: percentile window (default 95)")
     parser.add_argument("--multiplier", type=float, metavar="M",
                         help="published: window half-width multiplier (default 1)")
-    parser.add_argument("--n-boot", type=int, metavar="B",
+    parser.add_argument("--n-boot", type=_count, metavar="B",
                         help="improved: bootstrap replicates (default 200; 0 for none)")
     parser.add_argument("--seed", type=int, metavar="S",
                         help="improved: seed of the bootstrap (default: unpredictable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
+
+
+def _count(text: str) -> int:
+    """A whole number from the command line; ``1e3`` is accepted as 1000."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count: {text!r}") from None
+    if not (math.isfinite(value) and value == int(value)):
+        raise argparse.ArgumentTypeError(f"invalid count: {text!r} is not a whole number")
+    return int(value)
 
 
 def read_errors(path: str | Path) -> np.ndarray:
@@ -68,8 +84,9 @@ def read_errors(path: str | Path) -> np.ndarray:
     Raises
     ------
     PostprocError
-        Missing or unreadable file, wrong shape, several columns, or a value that is not a finite
-        number; the message names the file and, for a CSV, the line.
+        Missing, unreadable or not a regular file (a directory, named pipe or device), wrong
+        shape, several columns, or a value that is not a finite number; the message names the
+        file and, for a CSV, the line.
 
     Examples
     --------
@@ -86,8 +103,19 @@ def read_errors(path: str | Path) -> np.ndarray:
     postproc.errors.PostprocError: .../errors.csv, line 3 'three' is not a number; expected one finite error per line
     """
     path = Path(path)
-    if not path.is_file():
-        raise PostprocError(f"{path}: no such file; pass --errors with a .npy or CSV file")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise PostprocError(f"{path}: no such file; pass --errors with a .npy or CSV file") \
+            from None
+    except OSError as exc:
+        raise PostprocError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)"
+                if stat.S_ISFIFO(mode) else "a device or other special file")
+        raise PostprocError(f"{path} is not a regular file: it is {kind}; pass --errors with a "
+                            ".npy or CSV file on disk (reading a pipe or device could block "
+                            "forever)")
     if path.suffix.lower() == ".npy":
         return _read_npy(path)
     return _read_csv(path)
@@ -154,12 +182,18 @@ def _read_csv(path: Path) -> np.ndarray:
 
 
 def _summary(result: EPLResult) -> str:
+    """The text report. An undefined EPL (``reason`` set) reports ``inf``, the reason, and only
+    the settings that were resolved before the estimate stopped."""
     p = result.parameters
     lines = [f"EPL ({result.method}): {result.epl:.4g}"
              + (f"   {100 * p['level']:g}% interval [{result.ci_low:.4g}, {result.ci_high:.4g}]"
                 if math.isfinite(result.ci_low) else "")]
     if result.reason:
         lines.append(f"undefined: {result.reason}")
+        settings = ", ".join(f"{name} {value:g}" for name, value in p.items()
+                             if isinstance(value, (int, float)) and not isinstance(value, bool))
+        lines.append(f"n = {result.n} errors" + (f"; {settings}" if settings else ""))
+        return "\n".join(lines)
     if result.method == "published":
         lines.append(f"n = {result.n} errors; percentile {p['percentile']:g}, multiplier "
                      f"{p['multiplier']:g}, bandwidth factor {p['bandwidth']:g}"

@@ -10,10 +10,16 @@ ORDER = 10
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("synth1940", help="write synthetic 1940-style persons and units",
                        description="Write DIR/persons.parquet and DIR/units.parquet: realistic "
-                                   "synthetic 1940-style microdata (48 states + DC).")
+                                   "synthetic 1940-style microdata (48 states + DC). Existing "
+                                   "files are replaced only with --overwrite, and only if "
+                                   "synth1940 wrote them.")
     p.add_argument("--persons", type=int, required=True, help="number of persons (e.g. 1000000)")
     p.add_argument("--seed", type=int, required=True, help="random seed (deterministic output)")
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace DIR/persons.parquet and DIR/units.parquet if an earlier "
+                        "synth1940 wrote them (files the toolkit did not write are never "
+                        "replaced)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -22,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from hierarchy.synth import write_synthetic_1940
 
     summary = write_synthetic_1940(args.out, args.persons, seed=args.seed,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress, overwrite=args.overwrite)
     counts = ", ".join(f"{summary[k]:,} {k.replace('_', ' ')}" for k in
                        ("persons", "households", "gq_facilities", "states", "counties", "enum_dists"))
     print(f"wrote {summary['persons_path']} and {summary['units_path']}: {counts} "

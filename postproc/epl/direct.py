@@ -7,12 +7,15 @@ from typing import Any
 import numpy as np
 
 from hierarchy.randomness import as_randomness
-from postproc.epl._checks import _as_errors, _positive
+from postproc.epl._checks import _as_errors, _check_memory, _positive
 from postproc.epl.improved import (_basic_interval, _bootstrap_options, _largest_abs,
                                    max_se_ladder)
 from postproc.epl.result import EPLResult, _undefined
 
 __all__ = ["direct_epl"]
+
+_BYTES_PER_BIN = 256.0        # counts, three events of each side, ratios, errors, masks
+_BOOT_BYTES_PER_BIN = 256.0   # the same per bootstrap replicate (measured: about 170)
 
 
 def _event_log_ratios(counts_d, counts_n, runs_d, runs_n):
@@ -107,6 +110,11 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     bins_b = np.floor(b / bin_width + 0.5).astype(np.int64)
     low = min(bins_a.min(), bins_b.min())
     size = int(max(bins_a.max(), bins_b.max()) - low + 1)
+    _check_memory(_BYTES_PER_BIN * size,
+                  f"binning the outputs into {size:,} bins of width {bin_width:g} (from "
+                  f"{low * bin_width:g} to {(low + size - 1) * bin_width:g}), with three events "
+                  f"per bin",
+                  "raise bin_width, or check the outputs for outliers")
     counts_a = np.bincount(bins_a - low, minlength=size).astype(float)
     counts_b = np.bincount(bins_b - low, minlength=size).astype(float)
     ratio, se, fewest = _event_log_ratios(counts_a, counts_b, a.size, b.size)
@@ -126,6 +134,11 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
     parameters["argmax"] = f"P[X {('=', '>=', '<=')[family]} {value:g}]"
     ci_low = ci_high = float("nan")
     if n_boot:
+        _check_memory(_BOOT_BYTES_PER_BIN * n_boot * size,
+                      f"the bootstrap (n_boot = {n_boot} replicates of both run sets over "
+                      f"{size:,} bins, three events per bin)",
+                      "lower n_boot (200 to 2,000 replicates give a stable 95% interval), pass "
+                      "n_boot = 0 for no interval, or raise bin_width")
         generator = as_randomness(rng).generator
         boot_a = generator.multinomial(a.size, counts_a / a.size, size=n_boot).astype(float)
         boot_b = generator.multinomial(b.size, counts_b / b.size, size=n_boot).astype(float)

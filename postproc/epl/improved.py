@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hierarchy.randomness import as_randomness
-from postproc.epl._checks import _as_errors, _degenerate, _positive
+from postproc.epl._checks import _as_errors, _check_memory, _degenerate, _positive
 from postproc.epl._kernel import _BLOCK, _TAIL, _compress, _gaussian_sums, _is_integer
 from postproc.epl.result import EPLResult, _undefined
 from postproc.errors import PostprocError
@@ -20,6 +20,11 @@ from postproc.errors import PostprocError
 __all__ = ["improved_epl", "default_bandwidth", "max_se_ladder"]
 
 _MAX_GRID = 10_000_000  # grid points the improved estimator may use
+# Peak bytes of the bootstrap per replicate and grid point: kernel sums at the grid and the
+# half-integer grid, then counts, log ratios, variances and masks (measured: about 50).
+_BOOT_BYTES_PER_POINT = 64.0
+# Peak bytes of the estimate itself per grid point (grid, half grid, sums, ratios, masks).
+_BYTES_PER_POINT = 160.0
 
 
 def default_bandwidth(errors: Any) -> float:
@@ -142,6 +147,9 @@ def _improved_grid(order_statistic, n: int, bandwidth: float, floor: float) -> n
         raise PostprocError(
             f"the errors reach ±{half}: an integer grid of {2 * half + 1} points is too large; "
             f"check the errors for outliers, or rescale non-count errors")
+    _check_memory(_BYTES_PER_POINT * (2 * half + 1),
+                  f"an integer grid of {2 * half + 1:,} points (the errors reach ±{half})",
+                  "check the errors for outliers, or rescale non-count errors")
     return np.arange(-half, half + 1, dtype=float)
 
 
@@ -367,6 +375,13 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
                                    or _bandwidth_rule(e, q1, q3, integer=integer))
     grid = _improved_grid(order_statistic, n, h, floor)
     parameters["grid"] = [float(grid[0]), float(grid[-1])]
+    if n_boot:
+        support, support_counts = _bootstrap_support(e, values, weights, h)
+        _check_memory(n_boot * (16.0 * support.size + _BOOT_BYTES_PER_POINT * grid.size),
+                      f"the bootstrap (n_boot = {n_boot} replicates, each a resample of "
+                      f"{support.size} distinct values smoothed onto {grid.size} grid points)",
+                      "lower n_boot (--n-boot; 200 to 2,000 replicates give a stable 95% "
+                      "interval), or pass n_boot = 0 (--n-boot 0) for no interval")
     counts, ratio, se = _log_ratio_curve(*_kernel_sums(values, weights, grid, h), h)
     ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
     margin = 3 * h - (1 if integer else 0)
@@ -390,7 +405,6 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
     parameters["argmax"] = float(x[np.argmax(np.abs(epl_x))])
     ci_low = ci_high = float("nan")
     if n_boot:
-        support, support_counts = _bootstrap_support(e, values, weights, h)
         draws = as_randomness(rng).generator.multinomial(n, support_counts / n, size=n_boot)
         boot_counts, boot_ratio, boot_se = _log_ratio_curve(
             *_kernel_sums(support, draws.T.astype(float), grid, h), h)

@@ -7,12 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from postproc.epl._checks import _as_errors, _degenerate, _positive
+from postproc.epl._checks import (_as_errors, _check_memory, _degenerate, _positive,
+                                  _size)
 from postproc.epl._kernel import _compress, _gaussian_sums
 from postproc.epl.result import EPLResult, _undefined
 from postproc.errors import PostprocError
 
 __all__ = ["published_epl"]
+
+_MAX_WINDOW = 10_000_000   # grid points of the window, as for the improved estimator's grid
+_BYTES_PER_POINT = 64.0    # edges, midpoints, densities, ratios and temporaries per point
 
 
 def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 1.0,
@@ -77,7 +81,18 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
     if reason:
         return _undefined("published", n, parameters, reason)
     lo, hi = np.percentile(e, [100 - percentile, percentile])
-    b = multiplier * max(abs(lo), abs(hi))
+    b = multiplier * max(abs(float(lo)), abs(float(hi)))   # a Python float: inf, no warning
+    points = 2 * b                              # may be inf for an absurd multiplier
+    if points > _MAX_WINDOW:
+        raise PostprocError(
+            f"the window [-{b:g}, {b:g}) would hold {points:,.0f} grid points (about "
+            f"{_size(_BYTES_PER_POINT * points)} of arrays, and a kernel sum at each point); "
+            f"the most is {_MAX_WINDOW:,}: lower multiplier (--multiplier, now {multiplier:g}) or "
+            f"percentile (--percentile, now {percentile:g}), or check the errors for outliers")
+    _check_memory(_BYTES_PER_POINT * points,
+                  f"the window [-{b:g}, {b:g}) of {points:,.0f} grid points",
+                  f"lower multiplier (--multiplier, now {multiplier:g}) or percentile "
+                  f"(--percentile, now {percentile:g})")
     edges = np.arange(-b, b, 1)
     x = (edges[:-1] + edges[1:]) / 2
     parameters["window"] = [float(-b), float(b)]
