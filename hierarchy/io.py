@@ -30,7 +30,6 @@ hierarchy.errors.HierarchyError: .../bad.csv: column 'race' (attribute 'cenrace'
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -42,6 +41,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
+from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
 
 __all__ = ["read_table", "read_microdata", "Microdata", "check_units", "check_tabulated_units"]
@@ -66,8 +66,9 @@ def read_table(path: str | os.PathLike) -> pa.Table:
         raise HierarchyError(f"{path} does not exist")
     name = path.name.lower()
     dataset = path.is_dir() and name.endswith((".parquet", ".pq"))
-    if not dataset and not _is_regular_file(path):
-        raise HierarchyError(f"{path} is not a regular file: it is {_file_kind(path)}; give the "
+    kind = None if dataset else special_file_kind(path)
+    if kind is not None:
+        raise HierarchyError(f"{path} is not a regular file: it is {kind}; give the "
                              "path of a CSV or parquet file on disk (reading a pipe or device "
                              "could block forever)")
     try:
@@ -81,26 +82,6 @@ def read_table(path: str | os.PathLike) -> pa.Table:
     except (pa.ArrowInvalid, OSError) as exc:
         raise HierarchyError(f"{path}: cannot be read: {exc}") from None
     raise HierarchyError(f"{path}: unknown file type; use .csv, .csv.gz, .parquet or .pq")
-
-
-def _is_regular_file(path: Path) -> bool:
-    """Whether ``path`` (after symlinks) is a regular file; never opens it."""
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
-
-
-def _file_kind(path: Path) -> str:
-    """'a directory', 'a named pipe (FIFO)', … for an error message."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        return f"cannot stat it: {exc.strerror or exc}"
-    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket")]
-    return next((kind for test, kind in kinds if test(mode)), "a special file")
 
 
 def _where(rows: np.ndarray, csv: bool) -> str:

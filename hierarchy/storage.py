@@ -48,7 +48,7 @@ from hierarchy.errors import HierarchyError
 __all__ = ["atomic_path", "write_parquet", "write_json", "read_json", "atomic_directory",
            "package_versions", "MARKER", "mark_owned", "is_owned", "claim_directory",
            "remove_leftovers", "lock_directory", "safe_file_name", "check_file_names",
-           "confidential_directory", "CONFIDENTIAL_DIR", "check_regular_file"]
+           "confidential_directory", "CONFIDENTIAL_DIR", "special_file_kind"]
 
 #: The file that marks a directory as written by the toolkit (and so replaceable by it).
 MARKER = ".dapp-output"
@@ -304,26 +304,29 @@ def confidential_directory(directory: str | os.PathLike, *, what: str = "") -> P
     return path
 
 
-def check_regular_file(path: str | os.PathLike, *, what: str = "input") -> Path:
-    """``path`` if it is an existing regular file (or a directory, for datasets); a FIFO, device
-    or socket would hang or mislead a reader and is refused.
+def special_file_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it is not a regular file — ``'a directory'``, ``'a named pipe
+    (FIFO)'``, a device or a socket — for an error message; ``None`` for a regular file or a
+    path that does not exist (never opens it: reading a pipe or device could block forever).
 
-    Raises
-    ------
-    HierarchyError
-        If the path does not exist or is a special file.
+    Examples
+    --------
+    >>> import tempfile
+    >>> special_file_kind(tempfile.mkdtemp()), special_file_kind("/no/such/file")
+    ('a directory', None)
     """
-    path = Path(path)
     try:
-        mode = path.stat().st_mode
+        mode = Path(path).stat().st_mode
     except FileNotFoundError:
-        raise HierarchyError(f"{what} {path} does not exist") from None
+        return None
     except OSError as exc:
-        raise HierarchyError(f"{what} {path} cannot be read: {exc.strerror}") from None
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise HierarchyError(f"{what} {path} is not a regular file (a pipe, device or socket); "
-                             "give a file")
-    return path
+        return f"unreadable ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
 
 
 @contextmanager

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import math
 import re
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,16 +360,13 @@ class Spec:
             device, which could block the read forever), cannot be read as UTF-8 text, or holds
             an invalid spec; the message names the file (and the line where there is one).
         """
+        from hierarchy.storage import special_file_kind
+
         path = Path(path)
-        try:
-            mode = path.stat().st_mode
-        except FileNotFoundError:
-            raise SpecError(f"spec file {path} does not exist") from None
-        except OSError as exc:
-            raise SpecError(f"spec file {path} cannot be read: {exc.strerror or exc}") from None
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else (
-                "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device or other special file")
+        if not path.exists():
+            raise SpecError(f"spec file {path} does not exist")
+        kind = special_file_kind(path)
+        if kind is not None:
             raise SpecError(f"spec file {path} is not a regular file: it is {kind}; give the path "
                             "of a .toml file")
         try:

@@ -20,6 +20,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.queries import Workload, e2e_workload
 from hierarchy.schema import Schema, get_schema
+from hierarchy.storage import special_file_kind
 from invariants.errors import SpecError
 from invariants.spec import Spec
 from postproc.errors import PostprocError
@@ -167,11 +168,10 @@ def read_config_text(path: str | Path) -> str:
     """The text of a config file; a missing or unreadable file is a :class:`PostprocError`
     naming it."""
     path = Path(path)
-    if path.is_dir():
-        raise PostprocError(f"config file {path} is a directory; give the TOML file")
-    if path.exists() and not path.is_file():  # a FIFO or device would block the read forever
-        raise PostprocError(f"config file {path} is not a regular file (a pipe, device or "
-                            "socket); give the TOML file")
+    kind = special_file_kind(path)   # a FIFO or device would block the read forever
+    if kind is not None:
+        raise PostprocError(f"config file {path} is not a regular file: it is {kind}; give the "
+                            "TOML file")
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -608,3 +608,22 @@ def test_failsafe_keep_is_read_and_checked_from_the_config(data, tmp_path, capsy
     assert main(["validate", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "no_such_query" in err and line_of(bad, "failsafe_keep") in err
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_as_mis_table_or_safetab_persons_is_refused_without_hanging(tmp_path, capsys):
+    fifo = tmp_path / "table.csv"
+    os.mkfifo(fifo)
+    assert main(["mis", "--table", str(fifo), "--invariant", "total", "--epsilon", "1"]) == 1
+    assert "named pipe" in capsys.readouterr().err
+    from postproc.safetab import load_safetab_config
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "safetab_1940.toml"
+    text = example.read_text()
+    import re
+
+    config = tmp_path / "st.toml"
+    data = re.sub(r"(?ms)^\[data\].*?(?=^\[)", f'[data]\npersons = "{fifo}"\n\n', text, count=1)
+    config.write_text(data)
+    assert main(["safetab", str(config), "--out", str(tmp_path / "st")]) == 1
+    assert "named pipe" in capsys.readouterr().err

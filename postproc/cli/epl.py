@@ -14,7 +14,6 @@ import argparse
 import json
 import math
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -102,17 +101,13 @@ def read_errors(path: str | Path) -> np.ndarray:
     ...
     postproc.errors.PostprocError: .../errors.csv, line 3 'three' is not a number; expected one finite error per line
     """
+    from hierarchy.storage import special_file_kind
+
     path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise PostprocError(f"{path}: no such file; pass --errors with a .npy or CSV file") \
-            from None
-    except OSError as exc:
-        raise PostprocError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)"
-                if stat.S_ISFIFO(mode) else "a device or other special file")
+    if not path.exists():
+        raise PostprocError(f"{path}: no such file; pass --errors with a .npy or CSV file")
+    kind = special_file_kind(path)
+    if kind is not None:
         raise PostprocError(f"{path} is not a regular file: it is {kind}; pass --errors with a "
                             ".npy or CSV file on disk (reading a pipe or device could block "
                             "forever)")

@@ -43,8 +43,8 @@ import pyarrow.parquet as pq
 from hierarchy.errors import HierarchyError
 from hierarchy.randomness import as_randomness
 from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_directory, confidential_directory,
-                               is_owned, lock_directory, package_versions, write_json,
-                               write_parquet)
+                               is_owned, lock_directory, package_versions, special_file_kind,
+                               write_json, write_parquet)
 from postproc.errors import PostprocError
 from postproc.safetab.algorithm import LevelPlan, LevelRelease, measure_level, plan_level
 from postproc.safetab.budgets import SafeTabAccounting, account_safetab
@@ -217,6 +217,11 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     path = config.persons
     if not path.exists():
         raise PostprocError(f"{config.source} [data] persons: {path} does not exist")
+    kind = special_file_kind(path)
+    if kind is not None and not (kind == "a directory" and path.suffix in (".parquet", ".pq")):
+        raise PostprocError(f"{config.source} [data] persons: {path} is not a regular file: it "
+                            f"is {kind}; give a parquet file on disk (reading a pipe or device "
+                            "could block forever)")
     try:
         available = pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:

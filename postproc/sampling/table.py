@@ -123,9 +123,15 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
     ...
     postproc.errors.PostprocError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
     """
+    from hierarchy.storage import special_file_kind
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise PostprocError(f"{path}: no such file; pass --table with a CSV of counts")
+    kind = special_file_kind(path)
+    if kind is not None:
+        raise PostprocError(f"{path} is not a regular file: it is {kind}; pass --table with a "
+                            "CSV file on disk (reading a pipe or device could block forever)")
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
