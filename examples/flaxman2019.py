@@ -1,5 +1,7 @@
 """Flaxman (2019): empirical privacy loss (EPL) of GDPC, ADPC (P = 4) and RDPC (J = 3) over a
-range of ε on Flaxman's synthetic population; residual distributions and EPL curves.
+range of ε on Flaxman's synthetic population; residual distributions and EPL curves; and the D/D′
+experiment (one person moved between two leaves; each mechanism run many times on both datasets;
+the direct EPL estimator).
 
 The same code as ``postproc experiment flaxman2019``: it writes CSV tables, PNG figures and
 ``summary.json`` into the output directory, and with ``--report`` an HTML page of them.

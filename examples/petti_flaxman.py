@@ -1,7 +1,8 @@
-"""Petti & Flaxman (2020): TopDown on synthetic 1940-style data over ε ∈ {0.25, …, 8} and two
+"""Petti & Flaxman (2020): TopDown on synthetic 1940-style data over ε ∈ {0.25, …, 8} and four
 seeds — MAE and EPL per level for the total (TC) and va_hisp_race (SC) counts, the error
 distribution with EPL(x), the MAE-vs-EPL trade-off against simple random samples of 5–95 % and
-the closest SRS fraction of each ε, and the bias of ED totals by homogeneity index.
+the SRS fraction each ε matches (jointly on error and EPL), the bias of county and ED totals by
+homogeneity index, and our numbers beside the paper's (paper_comparison.csv).
 
 The same code as ``postproc experiment petti_flaxman``: it writes CSV tables, PNG figures and
 ``summary.json`` into the output directory, and with ``--report`` an HTML page of them.

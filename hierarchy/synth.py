@@ -21,7 +21,8 @@ The model, per state (populations and mixes in :mod:`hierarchy._synth_1940_table
    × state mix); ED mix ~ Dirichlet(a × county mix) with a log-uniform concentration ``a``, so EDs
    range from mixed to single-race; both raked so that state and county mixes hold at every
    scale. A few EDs in large counties are "cosmopolitan" (part of their mix spread over all 12
-   groups), which makes the homogeneity index of SPEC §7 span 0-23.
+   groups), which makes the zero-cell count of the 24 va_hisp_race cells (the text's homogeneity
+   index, SPEC §7) span 0-23.
 4. **Group quarters** — facilities of types 2, 3, 4, 6, 7 in a minority of EDs (log-normal sizes;
    never more persons than the ED has, so a military-base ED can be all group quarters).
 5. **Households** — the rest of each ED is cut into households of 1940-like sizes (mean ≈ 3.8).

@@ -13,9 +13,25 @@ For the errors ``e = DP − exact`` of one level and one query (all units, all c
 ``exact_p95``
 ========================  =====================================================================
 
-Percentiles are numpy's default (linear interpolation). The *homogeneity index* of a unit is the
-number of zero cells in its exact ``va_hisp_race`` table (24 cells in the E2E schema, so 0–23);
-:func:`bias_by_homogeneity` gives the mean error of the unit totals per index.
+Percentiles are numpy's default (linear interpolation).
+
+The *homogeneity index* of a unit (Petti & Flaxman 2020) says how few of the 24 votingage ×
+hispanic × cenrace groups live there; :func:`homogeneity_index` computes it from the unit's exact
+``va_hisp_race`` table in one of two ways, and :func:`bias_by_homogeneity` gives the mean error of
+the unit totals per index:
+
+``"authors"`` (default; what the authors' public code computes)
+    ``24 − n_va · n_hisp · n_race``, where ``n_a`` is the number of levels of attribute ``a``
+    held by at least one person of the unit: 24 minus the size of the cross-product of the
+    levels present, *attribute by attribute*.
+``"zero_cells"`` (what the paper's text says)
+    The number of empty cells of the 24: 24 minus the number of *combinations* present.
+
+The combinations present are a subset of the cross-product of the levels present, so the first
+never exceeds the second; they are equal exactly when the populated cells form a full
+cross-product (a unit of white adults of both ethnicities: 2 cells, index 22 either way). They
+differ when the groups do not cross: non-Hispanic white adults and Hispanic black children
+occupy 2 cells (``zero_cells`` 22) but 2 × 2 × 2 level combinations (``authors`` 16).
 """
 
 from __future__ import annotations
@@ -28,8 +44,8 @@ import pandas as pd
 
 from postproc.errors import PostprocError
 
-__all__ = ["METRICS", "error_metrics", "error_table", "homogeneity_index",
-           "bias_by_homogeneity"]
+__all__ = ["METRICS", "HOMOGENEITY_DEFINITIONS", "VA_HISP_RACE_SHAPE", "error_metrics",
+           "error_table", "homogeneity_index", "bias_by_homogeneity"]
 
 METRICS = ("n", "mae", "mean_abs", "mse", "rmse", "p95_abs", "max_abs", "exact_median",
            "exact_p95")
@@ -149,33 +165,80 @@ def error_table(records: Iterable[tuple] | Mapping[Any, tuple], *,
     return pd.DataFrame(rows, columns=[*by, *METRICS])
 
 
-def homogeneity_index(exact_tables: Any) -> np.ndarray:
-    """The number of zero cells in each unit's exact table.
+#: The definitions :func:`homogeneity_index` offers.
+HOMOGENEITY_DEFINITIONS = ("authors", "zero_cells")
+
+#: Attribute sizes of the E2E ``va_hisp_race`` table (votingage, hispanic, cenrace).
+VA_HISP_RACE_SHAPE = (2, 2, 6)
+
+
+def homogeneity_index(exact_tables: Any, *, definition: str = "authors",
+                      shape: tuple[int, ...] = VA_HISP_RACE_SHAPE) -> np.ndarray:
+    """The homogeneity index of each unit: how many of its table's cells its groups leave out.
 
     Parameters
     ----------
     exact_tables : array_like, shape (n_units, n_cells)
-        Exact counts per unit, e.g. the 24 cells of ``va_hisp_race`` (index 0–23; a unit with
-        all 24 cells zero, index 24, has no persons).
+        Exact counts per unit of a table whose cells are the row-major cross-product of
+        attributes of sizes ``shape`` (first attribute slowest), e.g. the 24 cells of
+        ``va_hisp_race``.
+    definition : {'authors', 'zero_cells'}
+        ``"authors"`` (default): ``n_cells − Π_a n_a`` with ``n_a`` the number of levels of
+        attribute ``a`` that at least one person of the unit has — what Petti & Flaxman's
+        public code computes (``potential_cells − Π nunique``). ``"zero_cells"``: the number of
+        empty cells — the paper's text. The first is never larger; they differ when the
+        populated cells are not a full cross-product of the levels present (module docstring).
+    shape : tuple of int
+        Attribute sizes, product ``n_cells`` (default ``(2, 2, 6)``: votingage, hispanic,
+        cenrace). Only ``"authors"`` uses it.
 
     Returns
     -------
     numpy.ndarray of int64, shape (n_units,)
+        From 0 (every level of every attribute present) to ``n_cells − 1``; a unit with no
+        persons has ``n_cells`` under both definitions.
 
     Raises
     ------
     PostprocError
-        Not a 2-D table of finite numbers.
+        Not a 2-D table of finite numbers, an unknown definition, or a ``shape`` whose product
+        is not the number of cells.
 
     Examples
     --------
-    >>> homogeneity_index([[0, 3, 0, 1], [2, 2, 2, 2], [0, 0, 0, 7]])
-    array([2, 0, 3])
+    Non-Hispanic white adults and Hispanic black children (2 of 24 cells), then a unit of
+    white adults of both ethnicities (2 cells forming a 1 × 2 × 1 cross-product):
+
+    >>> units = np.zeros((2, 2, 2, 6))
+    >>> units[0, 1, 0, 0] = 40; units[0, 0, 1, 1] = 7
+    >>> units[1, 1, 0, 0] = 30; units[1, 1, 1, 0] = 5
+    >>> homogeneity_index(units.reshape(2, 24))
+    array([16, 22])
+    >>> homogeneity_index(units.reshape(2, 24), definition="zero_cells")
+    array([22, 22])
+    >>> homogeneity_index([[0, 3, 0, 1], [2, 2, 2, 2]], definition="zero_cells")
+    array([2, 0])
     """
     tables = _numeric(exact_tables, "exact tables")
     if tables.ndim != 2:
         raise PostprocError(f"exact tables must be 2-D (units × cells), not shape {tables.shape}")
-    return np.count_nonzero(tables == 0, axis=1).astype(np.int64)
+    if definition not in HOMOGENEITY_DEFINITIONS:
+        raise PostprocError(f"unknown homogeneity definition {definition!r}; use one of "
+                            f"{', '.join(HOMOGENEITY_DEFINITIONS)}")
+    cells = tables.shape[1]
+    if definition == "zero_cells":
+        return np.count_nonzero(tables == 0, axis=1).astype(np.int64)
+    shape = tuple(int(size) for size in shape)
+    if not shape or min(shape) < 1 or int(np.prod(shape)) != cells:
+        raise PostprocError(f"the tables have {cells} cells but shape {shape} has "
+                            f"{int(np.prod(shape)) if shape else 0}; pass the attribute sizes "
+                            f"of the table as shape= (or definition='zero_cells')")
+    present = tables.reshape(-1, *shape) > 0
+    product = np.ones(tables.shape[0], dtype=np.int64)
+    for axis in range(len(shape)):
+        others = tuple(a + 1 for a in range(len(shape)) if a != axis)
+        product *= np.count_nonzero(present.any(axis=others), axis=1)
+    return (cells - product).astype(np.int64)
 
 
 def bias_by_homogeneity(dp_total: Any, exact_total: Any, homogeneity: Any) -> pd.DataFrame:
@@ -212,7 +275,7 @@ def bias_by_homogeneity(dp_total: Any, exact_total: Any, homogeneity: Any) -> pd
         raise PostprocError(f"{index.size} homogeneity indices for {dp.size} units; pass one "
                             f"per unit")
     if index.size and (index.min() < 0 or not np.array_equal(index, np.rint(index))):
-        raise PostprocError("homogeneity indices must be non-negative integers (zero-cell counts)")
+        raise PostprocError("homogeneity indices must be non-negative integers")
     index = index.astype(np.int64)
     error = dp - exact
     count = np.bincount(index)

@@ -13,6 +13,16 @@ from postproc.errors import PostprocError
 from postproc.metrics import (METRICS, bias_by_homogeneity, error_metrics, error_table,
                               homogeneity_index)
 
+VA, HISP, RACE = 2, 2, 6
+
+
+def va_hisp_race(*groups):
+    """A 24-cell va_hisp_race table with ``count`` persons in each ``(va, hisp, race, count)``."""
+    table = np.zeros((VA, HISP, RACE))
+    for va, hisp, race, count in groups:
+        table[va, hisp, race] = count
+    return table.ravel()
+
 
 def test_metrics_by_hand():
     # errors 3, -1, 0, 0, -6 ; |e| sorted 0 0 1 3 6 ; exact sorted 0 2 4 7 10
@@ -92,15 +102,58 @@ def test_error_table_names_the_bad_record():
         error_table([("ed", "total", [1], [1]), ("ed", "total", [2], [2])])
 
 
-def test_homogeneity_index_counts_zero_cells():
+@pytest.mark.parametrize("definition", ["authors", "zero_cells"])
+def test_homogeneity_index_where_the_definitions_agree(definition):
     tables = np.zeros((4, 24))
     tables[0] = 1                          # no zero cell
-    tables[1, :5] = 3                      # 19 zeros
+    tables[1, :5] = 3                      # 19 zeros: races 0-4 of one age × ethnicity (1·1·5)
     tables[2, 7] = 250                     # 23 zeros: one cell holds everyone
-    index = homogeneity_index(tables)      # unit 3: empty, 24 zeros
+    index = homogeneity_index(tables, definition=definition)  # unit 3: empty, 24 zeros
     assert index.tolist() == [0, 19, 23, 24] and index.dtype == np.int64
     with pytest.raises(PostprocError, match="2-D"):
-        homogeneity_index(np.zeros(24))
+        homogeneity_index(np.zeros(24), definition=definition)
+
+
+def test_homogeneity_index_authors_counts_levels_not_combinations():
+    """Petti & Flaxman's code: 24 − nunique(age) · nunique(race) · nunique(eth) of the unit's
+    persons. It equals the number of zero cells only when the populated cells are a full
+    cross-product of the levels present."""
+    tables = np.stack([
+        va_hisp_race((1, 0, 0, 40), (0, 1, 1, 7)),            # 2 cells; 2·2·2 levels
+        va_hisp_race((1, 0, 0, 30), (1, 1, 0, 5)),            # 2 cells = 1·2·1: a cross-product
+        va_hisp_race((1, 0, 0, 9), (0, 0, 1, 1), (1, 1, 5, 2)),  # 3 cells; 2·2·3 levels
+        va_hisp_race(*[(va, h, r, 1) for va in (0, 1) for h in (0, 1) for r in (0, 2)]),
+        va_hisp_race(*[(va, 0, r, 1) for va in (0, 1) for r in range(6)],
+                     (1, 1, 3, 4)),                          # 13 cells; all 24 level combos
+    ])
+    authors = homogeneity_index(tables)                        # the default
+    zero_cells = homogeneity_index(tables, definition="zero_cells")
+    assert authors.tolist() == [16, 22, 12, 16, 0]
+    assert zero_cells.tolist() == [22, 22, 21, 16, 11]
+    assert (authors <= zero_cells).all()
+
+
+def test_homogeneity_index_authors_by_brute_force():
+    """Against a direct transcription of the authors' count_empty_cells on person records."""
+    rng = np.random.default_rng(7)
+    tables = rng.poisson(0.4, (300, 24)) * rng.integers(0, 2, (300, 24))
+    expected = []
+    for table in tables:
+        va, hisp, race = np.nonzero(table.reshape(VA, HISP, RACE))
+        levels = len(set(va)) * len(set(hisp)) * len(set(race))
+        expected.append(24 - levels)
+    assert homogeneity_index(tables).tolist() == expected
+    assert homogeneity_index(tables, shape=(4, 6)).shape == (300,)
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"definition": "diversity"}, "unknown homogeneity definition 'diversity'"),
+    ({"shape": (2, 6)}, "24 cells but shape (2, 6) has 12"),
+])
+def test_homogeneity_index_rejects_bad_options(options, fragment):
+    with pytest.raises(PostprocError) as info:
+        homogeneity_index(np.ones((2, 24)), **options)
+    assert fragment in str(info.value)
 
 
 def test_bias_by_homogeneity_by_hand():
@@ -125,7 +178,7 @@ def test_bias_from_tables_end_to_end():
     exact_tables = np.array([[0, 2, 0, 1], [1, 1, 1, 1], [0, 0, 0, 5], [3, 0, 0, 1]])
     dp_total = exact_tables.sum(axis=1) + np.array([1, -1, 2, 0])
     table = bias_by_homogeneity(dp_total, exact_tables.sum(axis=1),
-                                homogeneity_index(exact_tables))
+                                homogeneity_index(exact_tables, definition="zero_cells"))
     assert table.to_dict("list") == {"homogeneity_index": [0, 2, 3], "n": [1, 2, 1],
                                      "bias": [-1.0, 0.5, 2.0],
                                      "se": [pytest.approx(np.nan, nan_ok=True), 0.5,

@@ -243,7 +243,7 @@ def test_eds_range_from_mixed_to_single_group(data):
 
 
 def test_homogeneity_index_spans_most_of_0_to_23(data):
-    homogeneity = (ed_cells(data.persons) == 0).sum(axis=1)  # SPEC §7
+    homogeneity = (ed_cells(data.persons) == 0).sum(axis=1)  # zero cells: the text's index
     values = set(homogeneity.tolist())
     # 5 seeds at 2M: 19-24 distinct values, 4-10 EDs at <= 3
     assert len(values) >= 18

@@ -22,9 +22,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "experiment", help="run a reference analysis (tables, figures, summary)",
         description="Run a reference analysis and write its CSV tables, PNG figures and "
-                    "summary.json: flaxman2019 (EPL of GDPC, ADPC, RDPC), petti_flaxman "
-                    "(TopDown MAE and EPL on 1940-style data, SRS trade-off, bias by "
-                    "homogeneity), clark_dajani (bottom-up L1/L2 error against ε).")
+                    "summary.json: flaxman2019 (EPL of GDPC, ADPC, RDPC; residual and D/D′ "
+                    "direct estimates), petti_flaxman (TopDown MAE and EPL on 1940-style data, "
+                    "SRS matches, county and ED bias by homogeneity, beside the paper's "
+                    "numbers), clark_dajani (bottom-up L1/L2 error against ε).")
     p.add_argument("name", choices=sorted(EXPERIMENTS), help="which analysis")
     p.add_argument("--out", metavar="DIR",
                    help="output directory (default experiments/NAME, or experiments/NAME-quick)")

@@ -2,12 +2,14 @@
 
 ``flaxman2019``
     EPL of GDPC, ADPC (P = 4) and RDPC (J = 3) on Flaxman's synthetic population over a range of ε;
-    residual distributions and EPL curves.
+    residual distributions and EPL curves; and the D/D′ experiment (one person moved between two
+    leaves, each mechanism run many times on both) with the direct estimator.
 ``petti_flaxman``
-    TopDown on synthetic 1940-style data over ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 8} and several seeds:
+    TopDown on synthetic 1940-style data over ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 6, 8} and 4 seeds:
     MAE and EPL per level for the total (TC) and ``va_hisp_race`` (SC) counts, the error
     distribution with EPL(x), the MAE-vs-EPL trade-off against simple random samples of 5–95 %
-    and the closest SRS fraction of each ε, and the bias by homogeneity index.
+    and the SRS fraction each ε matches (jointly on error and EPL, and on error alone), the bias
+    of county and ED totals by homogeneity index, and our numbers beside the paper's.
 ``clark_dajani``
     Bottom-up (geometric noise on every detailed cell of the bottom level) L1 and L2 errors per
     level and query against ε, with and without calibration to published state totals.

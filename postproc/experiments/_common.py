@@ -24,13 +24,50 @@ E2E_LEVELS = ["nation", "state", "county", "enum_dist"]
 
 def synthetic_truth(params: dict[str, Any]):
     """The exact E2E hierarchy (with units) of ``synthesize_1940(params["persons"],
-    seed=params["data_seed"])``; the microdata are dropped once tabulated."""
+    seed=params["data_seed"])``; the microdata are dropped once tabulated.
+
+    ``params["states"]`` (optional; ``None`` keeps all 49) keeps only that many states: those with
+    the most counties (ties: more persons). The synthesizer keeps 1940 county sizes, so a small
+    national total has one county per state and the county level copies the state level; a few
+    county-rich states of a larger total give a small hierarchy with several units per parent at
+    every level (what the quick variants use).
+    """
     from hierarchy.schema import E2E_1940
     from hierarchy.synth import synthesize_1940
     from hierarchy.tabulate import tabulate
 
     data = synthesize_1940(int(params["persons"]), seed=int(params["data_seed"]))
-    return tabulate(data.persons, schema=E2E_1940, levels=E2E_LEVELS, units=data.units)
+    persons, units = data.persons, data.units
+    keep = params.get("states")
+    if keep is not None:
+        persons, units = _keep_states(persons, units, int(keep))
+    return tabulate(persons, schema=E2E_1940, levels=E2E_LEVELS, units=units)
+
+
+def _keep_states(persons, units, keep: int):
+    """The persons and units of the ``keep`` states with the most counties."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def indices(table, column):
+        array = table[column].combine_chunks()
+        return array.indices.to_numpy(zero_copy_only=False), array.dictionary
+
+    state, names = indices(persons, "state")
+    county, _ = indices(persons, "county")
+    if not 1 <= keep <= len(names):
+        raise PostprocError(f"states must be between 1 and {len(names)}, not {keep}")
+    county_state = np.full(int(county.max()) + 1, -1, dtype=np.int64)
+    county_state[county] = state                  # a county code lies in one state
+    counties = np.bincount(county_state[county_state >= 0], minlength=len(names))
+    people = np.bincount(state, minlength=len(names))
+    chosen = pa.array([names[int(i)].as_py() for i in np.lexsort((-people, -counties))[:keep]])
+
+    def rows(table):
+        return table.filter(pc.is_in(pc.cast(table["state"], pa.string()), value_set=chosen))
+
+    return rows(persons), rows(units)
+
 
 #: Colours of the methods, the same in every figure.
 _METHOD_COLORS = {"gdpc": "#1f77b4", "adpc": "#ff7f0e", "rdpc": "#2ca02c", "hay": "#9467bd",
@@ -69,9 +106,12 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = 6.4, height: fl
 def plain_log_axis(ax: Any, which: str = "both", ticks: Any = None) -> None:
     """Log scale with plain numbers (``0.5``, ``2``, ``100``) instead of ``2×10⁰`` labels.
 
-    ``ticks`` (for the x axis) pins the major ticks to given values, e.g. the ε grid.
+    ``ticks`` (for the x axis) pins the major ticks to given values, e.g. the ε grid. There are
+    no minor ticks: the major ones already sit at 1, 2 and 5 of every decade, and matplotlib's
+    eight unlabelled minor ticks per decade double the time a many-panel figure takes to lay out.
     """
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import (FixedLocator, FuncFormatter, LogLocator, NullFormatter,
+                                   NullLocator)
 
     def label(value: float, _pos: Any) -> str:
         return f"{value:g}" if value >= 1e-3 else f"{value:.0e}"
@@ -84,6 +124,7 @@ def plain_log_axis(ax: Any, which: str = "both", ticks: Any = None) -> None:
         else:
             axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(label))
+        axis.set_minor_locator(NullLocator())
         axis.set_minor_formatter(NullFormatter())
 
 

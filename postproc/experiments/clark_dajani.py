@@ -30,10 +30,12 @@ NAME = "clark_dajani"
 TITLE = "Clark & Dajani (2019): bottom-up L1 and L2 error against ε"
 
 LEVELS = E2E_LEVELS
-FULL = {"persons": 20_000_000, "data_seed": 1940, "seeds": [1, 2],
+FULL = {"persons": 20_000_000, "data_seed": 1940, "states": None, "seeds": [1, 2],
         "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "sensitivity": 2.0}
-QUICK = {"persons": 100_000, "data_seed": 1940, "seeds": [1, 2], "epsilons": [0.5, 4.0],
-         "sensitivity": 2.0}
+#: Three county-rich states of a 3-million-person nation (3 states, 13 counties, 313 EDs): several
+#: units per parent at every level (``synthetic_truth``).
+QUICK = {"persons": 3_000_000, "data_seed": 1940, "states": 3, "seeds": [1, 2],
+         "epsilons": [0.5, 4.0], "sensitivity": 2.0}
 COLORS = {"nation": "#555555", "state": "#2ca02c", "county": "#1f77b4", "enum_dist": "#d62728"}
 
 

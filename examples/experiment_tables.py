@@ -1,0 +1,196 @@
+"""Print the markdown tables of ``docs/experiments.md`` from the reference analyses' outputs.
+
+Run the three analyses, then this script, and paste its output over the tables of the same
+names in ``docs/experiments.md`` (each table is headed by the comment naming it)::
+
+    postproc experiment petti_flaxman --out experiments/petti_flaxman
+    postproc experiment flaxman2019   --out experiments/flaxman2019
+    postproc experiment clark_dajani  --out experiments/clark_dajani
+    python examples/experiment_tables.py experiments
+
+Paper numbers come from ``paper_comparison.csv`` (written by ``petti_flaxman`` from
+``postproc/experiments/_papers.py``); a cell is ``–`` where the paper has no number.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+EPSILONS = [0.25, 0.5, 0.75, 1.0, 2.0, 4.0, 6.0, 8.0]
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, str):
+        return value
+    if abs(value) >= 100 or float(value).is_integer():
+        return f"{value:.0f}" if abs(value) >= 10 or float(value).is_integer() else f"{value:g}"
+    return f"{value:.{digits}g}"
+
+
+def _pct(value) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{100 * value:.0f} %"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def petti_flaxman(directory: Path) -> str:
+    metrics = pd.read_csv(directory / "topdown_metrics.csv").set_index(
+        ["epsilon", "level", "query"])
+    paper = pd.read_csv(directory / "paper_comparison.csv")
+    closest = pd.read_csv(directory / "closest_srs.csv").set_index(
+        ["epsilon", "level", "query", "epl_estimator"])
+    bias = pd.read_csv(directory / "bias_by_homogeneity.csv")
+    epsilons = sorted(metrics.index.get_level_values("epsilon").unique())
+
+    def reference(quantity, level, epsilon, index=None):
+        rows = paper[(paper["quantity"] == quantity) & (paper["level"] == level)
+                     & (paper["epsilon"] == epsilon)]
+        if index is not None:
+            rows = rows[rows["homogeneity_index"] == index]
+        return float(rows["paper"].iloc[0]) if len(rows) else None
+
+    out = []
+    for query, tag, title in (("total", "tc", "TC (totals)"),
+                              ("va_hisp_race:authors", "sc",
+                               "SC (va_hisp_race, the paper's cells)")):
+        rows = []
+        for e in epsilons:
+            row = [f"{e:g}"]
+            for level in ("enum_dist", "county"):
+                m = metrics.loc[(e, level, query)]
+                row += [_fmt(m["mae"]), _fmt(reference(f"{tag}_mae", level, e)),
+                        _fmt(m["epl_published"]),
+                        _fmt(reference(f"{tag}_epl_published", level, e)), _fmt(m["epl"])]
+            rows.append(row)
+        out.append(f"<!-- table: petti_flaxman {tag} -->\n**{title}**\n\n" + _table(
+            ["ε", "ED MAE", "paper", "ED EPL (published)", "paper", "ED EPL (improved)",
+             "county MAE", "paper", "county EPL (published)", "paper", "county EPL (improved)"],
+            rows))
+    for level, query, tag, title in (("enum_dist", "total", "tc", "ED totals"),
+                                     ("county", "total", "tc", "county totals"),
+                                     ("county", "va_hisp_race:authors", "sc",
+                                      "county SC (the paper's cells)")):
+        rows = []
+        for e in epsilons:
+            improved = closest.loc[(e, level, query, "improved")]
+            published = closest.loc[(e, level, query, "published")]
+            row = [f"{e:g}", _pct(improved["joint_fraction"]),
+                   _pct(improved["joint_interpolated_fraction"]),
+                   _pct(published["joint_fraction"]),
+                   _pct(reference(f"srs_match_joint_{tag}", level, e)),
+                   _pct(published["error_fraction"]),
+                   _pct(reference(f"srs_match_error_{tag}", level, e))]
+            if tag == "sc":
+                row.append(_pct(reference("srs_match_joint_sc_discussion", level, e)))
+            rows.append(row)
+        header = ["ε", "joint (improved EPL)", "interpolated", "joint (published EPL)",
+                  "paper's numbers, joint", "error alone", "paper's numbers, error alone"]
+        if tag == "sc":
+            header.append("paper's discussion")
+        out.append(f"<!-- table: petti_flaxman srs {level} {tag} -->\n**{title}**\n\n"
+                   + _table(header, rows))
+    for level in ("county", "enum_dist"):
+        chosen = bias[(bias["level"] == level) & (bias["definition"] == "authors")]
+        indices = sorted(set(paper.loc[(paper["quantity"] == "tc_bias")
+                                       & (paper["level"] == level), "homogeneity_index"]))
+        indices = [int(i) for i in indices] or sorted(chosen["homogeneity_index"].unique())[:8]
+        rows = []
+        for e in epsilons:
+            part = chosen[chosen["epsilon"] == e].set_index("homogeneity_index")
+            row = [f"{e:g}"]
+            for i in indices:
+                ours = part["bias"].get(i)
+                theirs = reference("tc_bias", level, e, i)
+                row.append(f"{_fmt(ours, 2)} / {_fmt(theirs, 2)}")
+            rows.append(row)
+        counts = chosen[chosen["epsilon"] == epsilons[0]].set_index("homogeneity_index")["n"]
+        seeds = max(1, round(counts.sum() / max(1, metrics.loc[(epsilons[0], level, "total"),
+                                                               "units"])))
+        rows.append(["units"] + [_fmt(counts.get(i, 0) / seeds) for i in indices])
+        out.append(f"<!-- table: petti_flaxman bias {level} -->\n" + _table(
+            ["ε \\ index"] + [str(i) for i in indices], rows))
+    zero = bias[(bias["definition"] == "zero_cells") & (bias["homogeneity_index"] == 0)]
+    authors = bias[(bias["definition"] == "authors") & (bias["homogeneity_index"] == 0)]
+    rows = []
+    for e in epsilons:
+        row = [f"{e:g}"]
+        for level in ("county", "enum_dist"):
+            for frame in (authors, zero):
+                part = frame[(frame["level"] == level) & (frame["epsilon"] == e)]
+                row.append(_fmt(float(part["bias"].iloc[0]), 3) if len(part) else "–")
+            row.append(_fmt(reference("tc_bias", level, e, 0), 3))
+        rows.append(row)
+    out.append("<!-- table: petti_flaxman bias index 0 -->\n" + _table(
+        ["ε", "county, authors' index 0", "county, zero cells 0", "paper",
+         "ED, authors' index 0", "ED, zero cells 0", "paper"], rows))
+    return "\n\n".join(out)
+
+
+def flaxman2019(directory: Path) -> str:
+    leaf = pd.read_csv(directory / "leaf_epl.csv")
+    rows = [[f"{r.epsilon:g}", _fmt(r.gdpc), _fmt(r.adpc), _fmt(r.rdpc), _fmt(r.hay)]
+            for r in leaf.itertuples()]
+    out = ["<!-- table: flaxman2019 residual -->\n" + _table(
+        ["ε", "GDPC", "ADPC (P = 4)", "RDPC (J = 3)", "Hay"], rows)]
+    direct = pd.read_csv(directory / "neighbour_epl.csv")
+    rows = []
+    for e, part in direct.groupby("epsilon"):
+        row = [f"{e:g}"]
+        for method in ("gdpc", "adpc", "rdpc"):
+            cells = part[part["method"] == method].set_index("unit")
+            for unit in ("source leaf", "destination leaf"):
+                r = cells.loc[unit]
+                row.append(f"{_fmt(r['epl'])} [{_fmt(r['epl_ci_low'])}, "
+                           f"{_fmt(r['epl_ci_high'])}]")
+            row.append(_fmt(cells["residual_epl"].iloc[0]))
+        rows.append(row)
+    out.append("<!-- table: flaxman2019 direct -->\n" + _table(
+        ["ε", "GDPC source", "GDPC destination", "GDPC residual", "ADPC source",
+         "ADPC destination", "ADPC residual", "RDPC source", "RDPC destination",
+         "RDPC residual"], rows))
+    return "\n\n".join(out)
+
+
+def clark_dajani(directory: Path) -> str:
+    table = pd.read_csv(directory / "bottom_up_errors.csv")
+    raw = table[table["method"] == "bottom_up"].set_index(["epsilon", "level", "query"])
+    epsilons = sorted(raw.index.get_level_values("epsilon").unique())
+    rows = []
+    for e in epsilons:
+        row = [f"{e:g}"]
+        for level, query in (("enum_dist", "total"), ("county", "total"),
+                             ("enum_dist", "va_hisp_race"), ("county", "va_hisp_race")):
+            r = raw.loc[(e, level, query)]
+            row += [_fmt(r["l1"]), _fmt(r["l2"]), _fmt(r["rmse_theory"])]
+        rows.append(row)
+    return "<!-- table: clark_dajani -->\n" + _table(
+        ["ε", "ED TC L1", "L2", "exact L2", "county TC L1", "L2", "exact L2",
+         "ED SC L1", "L2", "exact L2", "county SC L1", "L2", "exact L2"], rows)
+
+
+def main(argv: list[str]) -> int:
+    base = Path(argv[0]) if argv else Path("experiments")
+    parts = []
+    for name, function in (("petti_flaxman", petti_flaxman), ("flaxman2019", flaxman2019),
+                           ("clark_dajani", clark_dajani)):
+        directory = base / name
+        if (directory / "summary.json").exists():
+            parts.append(function(directory))
+        else:
+            print(f"(no {directory}/summary.json: skipped {name})", file=sys.stderr)
+    print("\n\n".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
