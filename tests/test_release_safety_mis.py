@@ -245,3 +245,28 @@ def test_release_mode_refuses_laplace_noise(capsys, gong):
         sample_lattice(t, draws=100, rng=None)
     # a simulation may still study it
     assert _cli(capsys, argv + ["--seed", "1"])[0] == 0
+
+
+def test_release_mode_shows_no_chain_diagnostics_unless_asked(tmp_path, capsys):
+    """The acceptance rate and ESS come from a chain around the confidential table: in release
+    mode they (and the input path) are not printed unless --diagnostics asks for them."""
+    import json
+
+    from postproc.cli import main
+
+    path = tmp_path / "t.csv"
+    path.write_text("sex,adult,count\nf,0,3\nf,1,5\nm,0,2\nm,1,4\n")
+    base = ["mis", "--table", str(path), "--invariant", "total", "--epsilon", "0.5",
+            "--draws", "60"]
+    assert main(base + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "acceptance_rate" not in out and "ess" not in out and "table" not in out
+    assert "confidential_diagnostics" not in out and len(out["released"]) == 4
+    assert main(base + ["--json", "--diagnostics"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert 0 <= out["confidential_diagnostics"]["acceptance_rate"] <= 1
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    assert "acceptance rate" not in text and "--diagnostics" in text
+    assert main(base + ["--seed", "3"]) == 0          # simulation: shown as before
+    assert "acceptance rate" in capsys.readouterr().out

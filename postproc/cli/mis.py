@@ -17,7 +17,10 @@ sweeps or iterations (``--burn-in`` + ``--draws``; ``postproc.sampling.target.MI
 ``--json`` prints one object with ``acceptance_rate``, ``ess`` (``min``, ``median``,
 ``per_cell``, ``min_per_second``), ``released`` (one object per row: key columns and the released
 count), ``invariants_hold`` (checked in exact integer arithmetic), the sampler's settings and the
-randomness provenance.
+randomness provenance. In release mode (no ``--seed``) the chain's diagnostics
+(``acceptance_rate``, ``ess``) and the input path are left out — they are computed from the
+confidential table — unless ``--diagnostics`` asks for them (then under
+``confidential_diagnostics``).
 """
 
 from __future__ import annotations
@@ -81,6 +84,10 @@ def register(subparsers: Any) -> None:
                              "voting_age=age_group; not part of the cells' cross-product")
     parser.add_argument("--out", metavar="CSV", help="also write the released table here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--diagnostics", action="store_true",
+                        help="release mode: also show the chain's acceptance rate and effective "
+                             "sample sizes (computed from the confidential table: not part of "
+                             "the release; shown by default in simulation mode)")
     parser.set_defaults(func=run)
 
 
@@ -131,13 +138,23 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise PostprocError(f"{args.out}: cannot write the released table ({exc})") from None
     if args.json:
-        print(json.dumps(release.to_dict(), indent=2, allow_nan=False))
+        print(json.dumps(release.to_dict(diagnostics=args.diagnostics), indent=2,
+                         allow_nan=False))
         return 0
     res = release.result
     print(f"{res.randomness['label']}")
-    print(f"sampler {res.sampler}: acceptance rate {res.acceptance_rate:.4f}, "
-          f"ESS min {res.ess_min:,.0f} / median {res.ess_median:,.0f} "
-          f"({res.ess_per_second:,.0f} per second), {res.seconds:.2f} s")
+    diagnostics = (f"sampler {res.sampler}: acceptance rate {res.acceptance_rate:.4f}, "
+                   f"ESS min {res.ess_min:,.0f} / median {res.ess_median:,.0f} "
+                   f"({res.ess_per_second:,.0f} per second), {res.seconds:.2f} s")
+    if not release.release:
+        print(diagnostics)
+    elif args.diagnostics:
+        print(f"{diagnostics} [CONFIDENTIAL: computed from the chain around the confidential "
+              "table; not part of the release]")
+    else:
+        print(f"sampler {res.sampler}, {res.seconds:.2f} s (release mode: the chain's "
+              "diagnostics are computed from the confidential table and not shown; "
+              "--diagnostics shows them)")
     print(f"invariants hold (exact): {release.invariants_hold}")
     print(release.to_frame().to_string(index=False))
     return 0

@@ -492,12 +492,31 @@ class TableRelease:
         frame[self.table.count_column] = self.released
         return frame
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def release(self) -> bool:
+        """Whether the draw used release-mode randomness (it may be published)."""
+        return bool(self.result.randomness.get("safe_for_release"))
+
+    def to_dict(self, *, diagnostics: bool | None = None) -> dict[str, Any]:
+        """JSON-ready summary: the released rows, the invariants, the settings and randomness.
+
+        The chain's diagnostics (acceptance rate, effective sample sizes) are computed from a
+        chain around the confidential table, so they are a side channel, not part of the DP
+        release: in release mode they (and the input path) are left out unless
+        ``diagnostics=True``, and then they come under ``confidential_diagnostics``.
+        """
         summary = self.result.to_dict()
         summary.pop("released")
-        return {"acceptance_rate": summary.pop("acceptance_rate"), "ess": summary.pop("ess"),
-                "released": self.rows(), "invariants_hold": self.invariants_hold,
-                "invariants": list(self.invariants), "table": self.table.source, **summary}
+        chain = {"acceptance_rate": summary.pop("acceptance_rate"), "ess": summary.pop("ess")}
+        out = {"released": self.rows(), "invariants_hold": self.invariants_hold,
+               "invariants": list(self.invariants), **summary}
+        if not self.release:
+            return {**chain, **out, "table": self.table.source}
+        if diagnostics:
+            out["confidential_diagnostics"] = {
+                **chain, "note": "computed from the chain around the confidential table: not "
+                                 "part of the release; do not publish"}
+        return out
 
 
 def _exact_hold(target: ConditionalTarget, released: np.ndarray) -> bool:
