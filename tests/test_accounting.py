@@ -327,12 +327,13 @@ MOES = [6, 6, 11, 11, 50, 50, 50]
 def test_account_moe_reference_configuration():
     acc = account_moe(MOES, stability=9, gamma="0.1", delta=1e-10)
     d = acc.to_dict()
-    assert set(d) == {"levels", "total"}
+    assert set(d) == {"assumption", "levels", "total"}
     assert set(d["total"]) == {"pure_dp_epsilon", "rdp_epsilon", "zcdp_epsilon_analytic",
                                "zcdp_epsilon_numeric"}
     for level, m in zip(d["levels"], MOES):
-        assert set(level) == {"moe", "epsilon_step2", "epsilon_total", "rho_step2", "rho_total"}
-        assert level["moe"] == m
+        assert set(level) == {"moe", "epsilon_step2", "epsilon_total", "rho_step2", "rho_total",
+                              "coverage", "total_only"}
+        assert level["moe"] == m and level["total_only"] is None
         assert level["epsilon_step2"] == pytest.approx(math.log(20) / (m + 1))
         assert level["epsilon_total"] == pytest.approx(10 * math.log(20) / (m + 1))  # 9/(1−0.1)
         assert level["rho_step2"] == pytest.approx(1.92 / m ** 2)

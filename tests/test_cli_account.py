@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -24,10 +25,12 @@ def test_moe_json_keys_and_values(capsys):
     code, out, _ = run(capsys, REFERENCE + ["--json"])
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"levels", "total"}
+    assert set(data) == {"assumption", "levels", "total"}
     assert [level["moe"] for level in data["levels"]] == [6, 6, 11, 11, 50, 50, 50]
     for level in data["levels"]:
-        assert set(level) == {"moe", "epsilon_step2", "epsilon_total", "rho_step2", "rho_total"}
+        assert set(level) == {"moe", "epsilon_step2", "epsilon_total", "rho_step2", "rho_total",
+                              "coverage", "total_only"}
+        assert set(level["coverage"]) == {"nominal", "geometric", "discrete_gaussian"}
         m = level["moe"]
         assert level["epsilon_step2"] == pytest.approx(math.log(20) / (m + 1), rel=1e-12)
         assert level["epsilon_total"] == pytest.approx(9 / 0.9 * math.log(20) / (m + 1),
@@ -56,9 +59,24 @@ def test_moe_table(capsys):
     assert "4.279618" in out and "0.533333" in out and "15.314318" in out
     assert "RDP -> (eps, delta) (geometric)      epsilon = 12.9279" in out
     lines = out.splitlines()
-    rows = [line for line in lines if line.strip()[:1].isdigit()]
+    rows = [line for line in lines if re.match(r"^\s+\d+\s+\d+\s+\d", line)]
     assert len(rows) == 7
-    assert len({len(row) for row in rows}) == 1          # aligned columns
+    header = next(line for line in lines if line.startswith("level"))
+    assert len({len(row) for row in rows} | {len(header)}) == 1          # aligned columns
+    assert "Assumption:" in out and "nominal" in header
+
+
+def test_moe_table_with_total_only_groups(capsys):
+    code, out, _ = run(capsys, REFERENCE + ["--total-only-moe", "5", "5", "-", "-", "-", "-", "-",
+                                            "--total-only-levels", "20"])
+    assert code == 0
+    lines = out.splitlines()
+    rows = [line for line in lines if re.match(r"^\s+\d+\s+(\d+|-)\s+(\d|-)", line)]
+    assert len(rows) == 8 + 3                 # 8 levels, then 3 with TotalOnly groups
+    level8 = rows[7].split()
+    assert level8[:3] == ["8", "-", "-"] and level8[-3:] == ["-", "-", "-"]
+    assert "TotalOnly groups (one count each, the whole group budget):" in out
+    assert "level = s * max(step2 / (1 - gamma), TotalOnly count)" in out
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -12,18 +12,26 @@ What a configuration costs, in every notion the toolkit reports (SPEC §3, §8):
   in at most ``z`` subsets compose to z·ε, z·ρ, z·τ (:func:`compose_parallel`, ``z * curve``);
 * **(ε, δ)** from an RDP curve (:func:`rdp_to_approx_dp`) and from zCDP, analytically
   (:func:`zcdp_to_approx_dp_analytic`) or numerically (:func:`zcdp_to_approx_dp_numeric`);
-* **MOE ↔ parameter** calibration for the geometric and discrete Gaussian mechanisms;
+* **MOE ↔ parameter** calibration for the geometric and discrete Gaussian mechanisms, and the
+  exact coverage ``P[|noise| ≤ MOE]`` of SafeTab's nominally 95 % margins
+  (:func:`coverage_geometric`, :func:`coverage_discrete_gaussian`);
+* **levels of groups of several kinds** sharing one stability ``s`` cost ``s`` times the
+  costliest kind at every Rényi order (:func:`compose_group_kinds`);
 * **exact budget splits** in :class:`fractions.Fraction`, so "fractions sum to 1" has no float
   drift (:func:`as_fraction`, :func:`split_budget`, :func:`allocate_budget`);
 * **reports**: :func:`account_levels` (a TopDown run: per query, per level, in total) and
-  :func:`account_moe` (SafeTab-style levels calibrated to target MOEs), both JSON-ready.
+  :func:`account_moe` (SafeTab-style levels calibrated to target MOEs, with or without
+  TotalOnly groups, saying which terms of the SafeTab paper's eq. 39 it includes), both
+  JSON-ready.
 
 Everything here is a pure function of its arguments or a frozen dataclass. The modules:
 :mod:`~postproc.accounting.budgets` (exact splits), :mod:`~postproc.accounting.rdp` (single
 mechanisms, :class:`RDPCurve`, composition), :mod:`~postproc.accounting.conversions` (to (ε, δ)),
-:mod:`~postproc.accounting.moe` (MOE calibration) and :mod:`~postproc.accounting.reports`
-(:class:`PrivacyLoss` and the two reports); every public name is importable from
-:mod:`postproc.accounting` itself.
+:mod:`~postproc.accounting.moe` (MOE calibration and coverage),
+:mod:`~postproc.accounting.groups` (a level of groups of several kinds),
+:mod:`~postproc.accounting.reports` (:class:`PrivacyLoss`, :func:`account_levels`) and
+:mod:`~postproc.accounting.moe_levels` (:func:`account_moe`); every public name is importable
+from :mod:`postproc.accounting` itself.
 
 Examples
 --------
@@ -40,12 +48,14 @@ from postproc.accounting.budgets import allocate_budget, as_fraction, split_budg
 from postproc.accounting.conversions import ALPHA_GRID_MINUS_ONE  # noqa: F401  (not in __all__)
 from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
                                              zcdp_to_approx_dp_numeric)
-from postproc.accounting.moe import (calibrate_discrete_gaussian, calibrate_geometric,
-                                     moe_discrete_gaussian, moe_geometric)
-from postproc.accounting.reports import (LevelsAccounting, MOEAccounting, MOELevel, PrivacyLoss,
-                                         account_levels, account_moe)
+from postproc.accounting.groups import LevelCurve, compose_group_kinds
+from postproc.accounting.moe import (NOMINAL_COVERAGE, calibrate_discrete_gaussian,
+                                     calibrate_geometric, coverage_discrete_gaussian,
+                                     coverage_geometric, moe_discrete_gaussian, moe_geometric)
+from postproc.accounting.moe_levels import CalibratedCount, MOEAccounting, MOELevel, account_moe
 from postproc.accounting.rdp import (RDPCurve, compose, compose_parallel, pure_to_zcdp,
                                      rdp_discrete_gaussian, rdp_gaussian, rdp_geometric)
+from postproc.accounting.reports import LevelsAccounting, PrivacyLoss, account_levels
 
 __all__ = [
     "as_fraction", "split_budget", "allocate_budget",
@@ -53,7 +63,8 @@ __all__ = [
     "compose", "compose_parallel",
     "rdp_to_approx_dp", "zcdp_to_approx_dp_analytic", "zcdp_to_approx_dp_numeric",
     "moe_geometric", "calibrate_geometric", "moe_discrete_gaussian",
-    "calibrate_discrete_gaussian",
-    "PrivacyLoss", "LevelsAccounting", "account_levels", "MOELevel", "MOEAccounting",
-    "account_moe",
+    "calibrate_discrete_gaussian", "coverage_geometric", "coverage_discrete_gaussian",
+    "NOMINAL_COVERAGE", "LevelCurve", "compose_group_kinds",
+    "PrivacyLoss", "LevelsAccounting", "account_levels", "CalibratedCount", "MOELevel",
+    "MOEAccounting", "account_moe",
 ]

@@ -95,15 +95,15 @@ def _alpha(alpha: Any) -> np.ndarray:
     return a
 
 
-def _moe(value: Any, *, level: int) -> int:
-    """A target MOE: an integer >= 1 (ints and integral floats), or a PostprocError naming the
-    level."""
+def _moe(value: Any, *, level: int, what: str = "MOE") -> int:
+    """A target MOE: an integer >= 1 (ints and integral floats), or a PostprocError naming
+    ``what`` and the level."""
     try:
-        m_float = _nonnegative(value, f"MOE of level {level}")
+        m_float = _nonnegative(value, f"{what} of level {level}")
     except PostprocError:
         m_float = math.nan
     if not m_float >= 1 or m_float != math.floor(m_float):
-        raise PostprocError(f"MOE of level {level} must be an integer >= 1, not {value!r}")
+        raise PostprocError(f"{what} of level {level} must be an integer >= 1, not {value!r}")
     return int(m_float)
 
 

@@ -1,8 +1,9 @@
-"""Reports: one loss in every notion, a TopDown run's levels, SafeTab-style MOE levels.
+"""Reports: one loss in every notion, and a TopDown run's levels.
 
 :class:`PrivacyLoss` holds one loss as pure ε, ρ and (ε, δ) three ways; :func:`account_levels`
-(per query, per level, in total) and :func:`account_moe` (levels calibrated to target MOEs) build
-JSON-ready reports from the budgets.
+builds a JSON-ready report of a run (per query, per level, in total) from its budgets. The report
+of SafeTab-style levels calibrated to target MOEs is
+:func:`~postproc.accounting.moe_levels.account_moe`.
 """
 
 from __future__ import annotations
@@ -10,19 +11,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from postproc.accounting._checks import _delta, _gamma, _moe, _sensitivity, _stability
+from postproc.accounting._checks import _delta, _sensitivity
 from postproc.accounting.budgets import allocate_budget  # noqa: F401  (account_levels' doctest)
 from postproc.accounting.budgets import as_fraction
 from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
                                              zcdp_to_approx_dp_numeric)
-from postproc.accounting.moe import calibrate_discrete_gaussian, calibrate_geometric
 from postproc.accounting.rdp import RDPCurve, compose
 from postproc.errors import PostprocError
 
-__all__ = ["PrivacyLoss", "LevelsAccounting", "account_levels", "MOELevel", "MOEAccounting",
-           "account_moe"]
+__all__ = ["PrivacyLoss", "LevelsAccounting", "account_levels"]
 
 
 @dataclass(frozen=True)
@@ -272,165 +271,3 @@ def _with_exact_pure(loss: PrivacyLoss, epsilon: Fraction) -> PrivacyLoss:
     return PrivacyLoss(pure_epsilon=float(epsilon), rho=loss.rho, rdp_epsilon=loss.rdp_epsilon,
                        zcdp_epsilon_analytic=loss.zcdp_epsilon_analytic,
                        zcdp_epsilon_numeric=loss.zcdp_epsilon_numeric, delta=loss.delta)
-
-
-@dataclass(frozen=True)
-class MOELevel:
-    """The budgets of one SafeTab population-group level calibrated to a target MOE.
-
-    Parameters
-    ----------
-    moe : int
-        Target 95 % MOE of the released (Step 2) counts.
-    epsilon_step2 : float
-        ε of one Step-2 count with geometric noise (:func:`calibrate_geometric`).
-    epsilon_total : float
-        The level's pure-DP ε: ``s · epsilon_step2 / (1 − γ)``.
-    rho_step2 : float
-        ρ of one Step-2 count with discrete Gaussian noise (:func:`calibrate_discrete_gaussian`).
-    rho_total : float
-        The level's ρ: ``s · rho_step2 / (1 − γ)``.
-    """
-
-    moe: int
-    epsilon_step2: float
-    epsilon_total: float
-    rho_step2: float
-    rho_total: float
-
-    def to_dict(self) -> dict[str, float | int]:
-        """JSON-ready: exactly the keys ``moe, epsilon_step2, epsilon_total, rho_step2,
-        rho_total``."""
-        return {"moe": self.moe, "epsilon_step2": self.epsilon_step2,
-                "epsilon_total": self.epsilon_total, "rho_step2": self.rho_step2,
-                "rho_total": self.rho_total}
-
-
-@dataclass(frozen=True)
-class MOEAccounting:
-    """Total privacy loss of SafeTab-style levels calibrated to MOEs (see :func:`account_moe`).
-
-    Parameters
-    ----------
-    levels : tuple of MOELevel
-    stability : int
-    gamma : Fraction
-    delta : float
-    pure_dp_epsilon : float
-        Σ of the levels' ε (geometric noise, pure DP).
-    rdp_epsilon : float
-        (ε, δ) from the composed RDP curve of the same geometric mechanisms.
-    zcdp_epsilon_analytic, zcdp_epsilon_numeric : float
-        (ε, δ) from Σ of the levels' ρ (discrete Gaussian noise, zCDP).
-    """
-
-    levels: tuple[MOELevel, ...]
-    stability: int
-    gamma: Fraction
-    delta: float
-    pure_dp_epsilon: float
-    rdp_epsilon: float
-    zcdp_epsilon_analytic: float
-    zcdp_epsilon_numeric: float
-
-    @property
-    def rho(self) -> float:
-        """Total ρ over the levels."""
-        return sum(level.rho_total for level in self.levels)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: exactly ``{"levels": [...], "total": {"pure_dp_epsilon", "rdp_epsilon",
-        "zcdp_epsilon_analytic", "zcdp_epsilon_numeric"}}``."""
-        return {"levels": [level.to_dict() for level in self.levels],
-                "total": {"pure_dp_epsilon": self.pure_dp_epsilon,
-                          "rdp_epsilon": self.rdp_epsilon,
-                          "zcdp_epsilon_analytic": self.zcdp_epsilon_analytic,
-                          "zcdp_epsilon_numeric": self.zcdp_epsilon_numeric}}
-
-
-def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
-                delta: Any = 1e-10) -> MOEAccounting:
-    """Budgets and total privacy loss of SafeTab-style levels with target MOEs (SPEC §8).
-
-    Each population-group level ``i`` has a target 95 % MOE ``m_i`` for its released (Step 2)
-    counts. A group spends a fraction ``γ`` of its budget on the noisy total used for
-    thresholding (Step 1) and ``1 − γ`` on the released counts (Step 2; a record falls in one
-    released cell of its group, so the counts of one group compose in parallel). Hence, with
-    ``s`` the stability (the most groups of one level a record belongs to):
-
-    * Step-2 budget of a group: ``ε₂ = ln 20/(m + 1)`` (geometric) or ``ρ₂ = 1.92/m²`` (discrete
-      Gaussian) — calibrated so the released counts have MOE ``m``;
-    * group budget: ``ε₂/(1 − γ)`` (so Step 1 gets ``γ ε₂/(1 − γ)``), likewise for ρ;
-    * level budget, by generalized parallel composition over groups of degree ``s``:
-      ``ε_level = s · ε₂/(1 − γ)`` and ``ρ_level = s · ρ₂/(1 − γ)``.
-
-    Levels compose sequentially. The totals are: pure DP ``Σ ε_level`` (geometric noise);
-    RDP → (ε, δ) for the *same geometric mechanisms*, from the curve
-    ``Σ_i s·[τ(α, γ ε₂/(1 − γ)) + τ(α, ε₂)]``; zCDP → (ε, δ) analytic and numeric for
-    discrete Gaussian noise with the same MOEs, from ``Σ ρ_level``. Sensitivity is 1 (one record
-    changes one cell of a group by one).
-
-    Parameters
-    ----------
-    moes : iterable of int
-        Target MOE of each level, each ≥ 1.
-    stability : int
-        s, ≥ 1.
-    gamma : Fraction, str or float, optional
-        Share of a group's budget for the Step-1 total, in [0, 1). Default ``"0.1"``.
-    delta : float, optional
-        δ for the conversions. Default 1e−10.
-
-    Returns
-    -------
-    MOEAccounting
-
-    Raises
-    ------
-    PostprocError
-        On no levels, an MOE < 1, a bad stability, γ outside [0, 1) or δ outside (0, 1).
-
-    Examples
-    --------
-    >>> acc = account_moe([6, 50], stability=9, gamma="0.1")
-    >>> [round(level.epsilon_total, 4) for level in acc.levels]
-    [4.2796, 0.5874]
-    >>> round(acc.pure_dp_epsilon, 4), round(acc.rho, 4)
-    (4.867, 0.5410)
-    """
-    moe_list = list(moes)
-    if not moe_list:
-        raise PostprocError("give at least one MOE (one per population-group level)")
-    s = _stability(stability)
-    g = _gamma(gamma)
-    d = _delta(delta)
-    step2_share = 1 - g
-    levels: list[MOELevel] = []
-    terms: list[tuple[str, float, int, float]] = []
-    # Levels with the same MOE have the same budgets and RDP terms, computed once. The terms
-    # of all levels make one curve at the end: adding the levels' curves one by one would copy
-    # the terms so far at every level, quadratic in the number of levels.
-    seen: dict[int, tuple[MOELevel, tuple[tuple[str, float, int, float], ...]]] = {}
-    for i, value in enumerate(moe_list):
-        m = _moe(value, level=i + 1)
-        if m not in seen:
-            eps2 = calibrate_geometric(m)
-            rho2 = calibrate_discrete_gaussian(m)
-            eps_group = eps2 / float(step2_share)
-            # s · [geometric(γ ε_group) + geometric(ε₂)], the terms of compose_parallel(
-            # RDPCurve.geometric(γ ε_group) + RDPCurve.geometric(ε₂), degree=s) written out
-            # (RDPCurve(...) below checks them all once)
-            group = ((("geometric", float(g) * eps_group, 1, float(s)),) if g > 0 else ()) \
-                + (("geometric", eps2, 1, float(s)),)
-            seen[m] = (MOELevel(moe=m, epsilon_step2=eps2, epsilon_total=s * eps_group,
-                                rho_step2=rho2, rho_total=s * rho2 / float(step2_share)),
-                       group)
-        levels.append(seen[m][0])
-        terms.extend(seen[m][1])
-    curve = RDPCurve(tuple(terms))
-    rho_total = sum(level.rho_total for level in levels)
-    return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
-                         pure_dp_epsilon=sum(level.epsilon_total for level in levels),
-                         rdp_epsilon=rdp_to_approx_dp(curve, d),
-                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho_total, d),
-                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d))

@@ -3,9 +3,12 @@
 Sub-commands:
 
 * ``postproc account moe --moe 6 6 11 11 50 50 50 --stability 9 --gamma 0.1 --delta 1e-10
-  [--json]`` — SafeTab-style levels calibrated to target MOEs (:func:`postproc.accounting.
-  account_moe`): per level the ε and ρ of one Step-2 count and of the level, and the total loss
-  under pure DP, RDP → (ε, δ) and zCDP → (ε, δ) analytic and numeric.
+  [--total-only-moe M|- …] [--total-only-levels M …] [--json]`` — SafeTab-style levels
+  calibrated to target MOEs (:func:`postproc.accounting.account_moe`): which terms of the
+  SafeTab paper's eq. 39 the totals include (without TotalOnly MOEs only the two-step groups'),
+  per level the ε and ρ of one Step-2 count and of the level and the exact coverage of each
+  "95 %" MOE, and the total loss under pure DP, RDP → (ε, δ) and zCDP → (ε, δ) analytic and
+  numeric.
 * ``postproc account convert (--epsilon E | --rho R) [--delta D] [--sensitivity S] [--json]``
   — one mechanism's loss in every notion (:meth:`postproc.accounting.PrivacyLoss.of`).
 """
@@ -14,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from typing import Any
 
-from postproc.accounting import PrivacyLoss, account_moe
+from postproc.accounting import NOMINAL_COVERAGE, MOEAccounting, PrivacyLoss, account_moe
 from postproc.accounting._checks import (MAX_EPSILON, MAX_RHO, _delta, _epsilon, _gamma, _moe,
                                          _rho, _sensitivity, _stability)
 from postproc.errors import PostprocError
@@ -48,6 +52,18 @@ def register(subparsers: Any) -> None:
                           "decimals or ratios such as 1/10)")
     moe.add_argument("--delta", type=float, default=1e-10, metavar="D",
                      help="delta of the (epsilon, delta) conversions (default 1e-10)")
+    moe.add_argument("--total-only-moe", nargs="+", metavar="M|-",
+                     help="one per --moe level: the target MOE of the counts of its TotalOnly "
+                          "groups (groups that release only their total), '-' where it has none. "
+                          "Adds the TotalOnly term of the SafeTab paper's eq. 39, which is left "
+                          "out by default. Both kinds share the stability s, so such a level "
+                          "costs s times its costlier kind of group (as postproc safetab "
+                          "accounts a level)")
+    moe.add_argument("--total-only-levels", type=int, nargs="+", metavar="M",
+                     help="further levels of TotalOnly groups only, with target MOE M each "
+                          "(stability s); each adds s times one count's loss. Use these for "
+                          "TotalOnly groups whose stability is counted apart from the two-step "
+                          "groups'")
     moe.add_argument("--json", action="store_true", help="print one JSON object")
     moe.set_defaults(func=run)
 
@@ -82,6 +98,9 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.account_command == "moe":
         for level, value in enumerate(args.moe, start=1):
             _option("--moe", _moe, value, level=level)
+        _option("--total-only-moe", _total_only_moes, args.total_only_moe, len(args.moe))
+        for level, value in enumerate(args.total_only_levels or (), start=len(args.moe) + 1):
+            _option("--total-only-levels", _moe, value, level=level, what="TotalOnly MOE")
         _option("--stability", _stability, args.stability)
         _option("--gamma", _gamma, args.gamma)
         return
@@ -92,12 +111,37 @@ def _check_options(args: argparse.Namespace) -> None:
     _option("--sensitivity", _sensitivity, args.sensitivity)
 
 
+def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] | None:
+    """``--total-only-moe``: one integer MOE or ``-`` per ``--moe`` level."""
+    if values is None:
+        return None
+    if len(values) != levels:
+        raise PostprocError(f"give one value per --moe level ({levels}), an MOE or '-' where "
+                            f"a level has no TotalOnly groups; got {len(values)}")
+    parsed: list[int | None] = []
+    for level, value in enumerate(values, start=1):
+        if value.strip() == "-":
+            parsed.append(None)
+            continue
+        try:
+            number = int(value)
+        except ValueError:
+            raise PostprocError(f"TotalOnly MOE of level {level} must be an integer >= 1 or '-', "
+                                f"not {value!r}") from None
+        parsed.append(_moe(number, level=level, what="TotalOnly MOE"))
+    return parsed
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc account moe`` or ``postproc account convert``."""
     _check_options(args)
     if args.account_command == "moe":
-        result = account_moe(args.moe, stability=args.stability, gamma=args.gamma,
-                             delta=args.delta)
+        extra = list(args.total_only_levels or ())
+        total_only = _total_only_moes(args.total_only_moe, len(args.moe))
+        if extra:
+            total_only = (total_only or [None] * len(args.moe)) + extra
+        result = account_moe(list(args.moe) + [None] * len(extra), stability=args.stability,
+                             gamma=args.gamma, delta=args.delta, total_only_moes=total_only)
         print(json.dumps(result.to_dict(), indent=2) if args.json else _moe_table(result))
     else:
         loss = PrivacyLoss.of(epsilon=args.epsilon, rho=args.rho, delta=args.delta,
@@ -109,20 +153,57 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _moe_table(result) -> str:
+def _value(value: float | None, spec: str, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
+
+
+def _percent(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{100 * value:>{width - 1}.2f}%"
+
+
+def _moe_table(result: MOEAccounting) -> str:
+    total_only = result.includes_total_only
+    rule = ("level = s * max(step2 / (1 - gamma), TotalOnly count)" if total_only
+            else "level = s * step2 / (1 - gamma)")
     header = (f"{'level':>5}  {'MOE':>5}  {'eps step2':>10}  {'eps level':>10}  "
-              f"{'rho step2':>10}  {'rho level':>10}")
+              f"{'rho step2':>10}  {'rho level':>10}  {'cover geom':>10}  {'cover DG':>8}  "
+              f"{'nominal':>7}")
+    statement = result.assumption_text(width=len(header),
+                                       options="--total-only-moe, --total-only-levels")
     lines = [f"SafeTab-style levels calibrated to 95% MOEs: stability s = {result.stability}, "
              f"gamma = {result.gamma}, delta = {result.delta:g}",
-             "(level = s * step2 / (1 - gamma); eps: geometric noise, rho: discrete Gaussian)",
-             "", header, "-" * len(header)]
+             f"({rule};" + ("\n " if total_only else " ")
+             + "eps: geometric noise, rho: discrete Gaussian)",
+             "", statement, "", header, "-" * len(header)]
+    nominal = f"{100 * NOMINAL_COVERAGE:>6.0f}%"
     for i, level in enumerate(result.levels, start=1):
-        lines.append(f"{i:>5}  {level.moe:>5}  {level.epsilon_step2:>10.6f}  "
-                     f"{level.epsilon_total:>10.6f}  {level.rho_step2:>10.6f}  "
-                     f"{level.rho_total:>10.6f}")
+        step2 = level.step2
+        lines.append(f"{i:>5}  {'-' if level.moe is None else level.moe:>5}  "
+                     f"{_value(level.epsilon_step2, '.6f', 10)}  "
+                     f"{level.epsilon_total:>10.6f}  {_value(level.rho_step2, '.6f', 10)}  "
+                     f"{level.rho_total:>10.6f}  "
+                     f"{_percent(step2 and step2.coverage_geometric, 10)}  "
+                     f"{_percent(step2 and step2.coverage_discrete_gaussian, 8)}  "
+                     f"{nominal if step2 else '-':>7}")
     lines.append("-" * len(header))
     lines.append(f"{'total':>5}  {'':>5}  {'':>10}  {result.pure_dp_epsilon:>10.6f}  {'':>10}  "
                  f"{result.rho:>10.6f}")
+    if total_only:
+        head = (f"{'level':>5}  {'MOE':>5}  {'eps count':>10}  {'rho count':>10}  "
+                f"{'cover geom':>10}  {'cover DG':>8}  {'nominal':>7}")
+        lines += ["", "TotalOnly groups (one count each, the whole group budget):", head,
+                  "-" * len(head)]
+        for i, level in enumerate(result.levels, start=1):
+            count = level.total_only
+            if count is not None:
+                lines.append(f"{i:>5}  {count.moe:>5}  {count.epsilon:>10.6f}  "
+                             f"{count.rho:>10.6f}  {_percent(count.coverage_geometric, 10)}  "
+                             f"{_percent(count.coverage_discrete_gaussian, 8)}  {nominal}")
+    lines += ["", textwrap.fill(
+        "cover geom, cover DG: the exact P(|noise| <= MOE) of one count at its calibrated "
+        "epsilon (geometric) or rho (discrete Gaussian). SafeTab's '95%' MOE is a convention, "
+        "not an exact 95% interval: the geometric's covers 90.5% (MOE 0) to just under 95%.",
+        width=len(header))]
     lines += ["", f"total privacy loss (delta = {result.delta:g}):",
               f"  {'pure DP (geometric)':<36} epsilon = {result.pure_dp_epsilon:.4f}",
               f"  {'RDP -> (eps, delta) (geometric)':<36} epsilon = {result.rdp_epsilon:.4f}",

@@ -34,8 +34,9 @@ import numpy as np
 from hierarchy.mechanisms import Mechanism, get_mechanism, round_up_to_rational
 from postproc.accounting import (PrivacyLoss, RDPCurve, account_moe, as_fraction,
                                  calibrate_discrete_gaussian, calibrate_geometric,
-                                 moe_discrete_gaussian, moe_geometric, rdp_to_approx_dp,
-                                 zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
+                                 compose_group_kinds, moe_discrete_gaussian, moe_geometric,
+                                 rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
+                                 zcdp_to_approx_dp_numeric)
 from postproc.errors import PostprocError
 
 __all__ = ["NOTIONS", "LevelBudget", "Noise", "LevelAccounting", "SafeTabAccounting",
@@ -392,10 +393,6 @@ def _group_curves(budget: LevelBudget, kinds: tuple[str, ...]) -> list[RDPCurve]
     return curves
 
 
-def _curve_rho(curve: RDPCurve) -> float:
-    return sum(w * (p if k == "zcdp" else p * p / 2.0) for k, p, _, w in curve.terms)
-
-
 def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, tuple[str, ...]],
                     delta: Any = 1e-10) -> SafeTabAccounting:
     """Account for SafeTab-style levels: per level and in total, in every notion.
@@ -404,7 +401,8 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
     ``s`` times one group: ``s · group`` as pure ε (geometric) or ρ (discrete Gaussian), and the
     RDP curve ``s · [τ(α, step1) + τ(α, step2)]`` (adaptive groups) or ``s · τ(α, group)``
     (TotalOnly groups). A level with both kinds costs at most ``s`` times the larger curve at
-    every order α; that pointwise maximum is what is converted. Levels compose sequentially.
+    every order α; that pointwise maximum (:func:`postproc.accounting.compose_group_kinds`) is
+    what is converted. Levels compose sequentially.
     Reported per level and in total: pure ε (geometric only), ρ (for geometric noise, ε²/2 per
     mechanism, composed), RDP → (ε, δ), and zCDP → (ε, δ) analytic and numeric.
 
@@ -450,14 +448,9 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
         if not level_kinds or set(level_kinds) - {"adaptive", "total_only"}:
             raise PostprocError(f"level {name!r}: kinds must be a non-empty subset of "
                                 f"('adaptive', 'total_only'), not {level_kinds!r}")
-        curves = _group_curves(budget, level_kinds)
         s = budget.stability
-
-        def curve(alpha, curves=curves, s=s):
-            values = [np.asarray(c(alpha), dtype=float) for c in curves]
-            return s * np.maximum.reduce(values) if len(values) > 1 else s * values[0]
-
-        rho = s * max(_curve_rho(c) for c in curves)
+        curve = compose_group_kinds(_group_curves(budget, level_kinds), stability=s)
+        rho = curve.zcdp_rho
         loss = PrivacyLoss(pure_epsilon=float(budget.total) if notion == "pure" else None,
                            rho=rho, rdp_epsilon=rdp_to_approx_dp(curve, d),
                            zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
