@@ -53,14 +53,14 @@ from invariants.compile import compile_spec
 from postproc.config import RunConfig
 from postproc.errors import PostprocError
 from postproc.topdown import TopDownResult, histograms_from_table, level_table, topdown
+from postproc.topdown.result import RESERVED_STEMS
 
 __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
            "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
            "RESERVED_NAMES"]
 
 #: File stems of a run directory that a level must not be named after.
-RESERVED_NAMES = ("noisy", "checkpoint", "node_stats", "manifest", "microdata", "error_table",
-                  CONFIDENTIAL_DIR)
+RESERVED_NAMES = RESERVED_STEMS + ("checkpoint", "error_table", CONFIDENTIAL_DIR)
 _FINGERPRINT_FILE = "data_fingerprint.json"
 
 

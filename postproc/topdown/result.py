@@ -20,6 +20,9 @@ from postproc.errors import PostprocError
 __all__ = ["TopDownResult", "level_table", "histograms_from_table"]
 
 
+#: File stems of a result directory that a level must not be named after.
+RESERVED_STEMS = ("node_stats", "manifest", "microdata", "noisy")
+
 def level_table(schema: Schema, geography: Geography, level: str, hist: np.ndarray, *,
                 keep_zeros: bool = False) -> pa.Table:
     """Long form of one level: the level's geocode column, one column per attribute, ``count``.
@@ -148,8 +151,7 @@ class TopDownResult:
         """Write ``DIR/<level>.parquet`` (long form) and ``DIR/manifest.json``, atomically
         file by file. Every file carries the randomness label in its metadata."""
         directory = Path(directory)
-        check_file_names(self.levels, what="level",
-                         reserved=("node_stats", "manifest", "microdata", "noisy"))
+        check_file_names(self.levels, what="level", reserved=RESERVED_STEMS)
         directory.mkdir(parents=True, exist_ok=True)
         label = self.provenance.get("noisy", {}).get("randomness", {}).get("label")
         meta = {"randomness_label": label, "schema": self.schema.to_dict()}
