@@ -3,7 +3,7 @@
 Run ``python benchmarks/bench_epl.py [n] [repeats]``. It prints the median seconds of ``repeats``
 timed runs (after one untimed warm-up) of:
 
-* ``improved`` — the default estimator with its default 200 bootstrap replicates, on ``n``
+* ``improved`` — the default estimator with its default 1,000 interval draws, on ``n``
   integer residuals (two-sided geometric, ``z = 0.25``) and on ``n`` continuous ones (Laplace);
 * ``published-fast`` — the published estimator's exact binned evaluation, same inputs;
 * ``published-exact`` — scipy's ``gaussian_kde`` evaluation, on ``n // 100`` integer residuals

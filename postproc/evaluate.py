@@ -408,7 +408,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *, topdown: 
     spec : Spec, optional
         Run TopDown with it when ``topdown`` is not given.
     rng : None, int, numpy.random.Generator or Randomness
-        Bottom-up's noise (child stream 0) and the EPL bootstrap (child stream 1).
+        Bottom-up's noise (child stream 0) and the EPL interval draws (child stream 1).
     **options
         Passed to :func:`evaluate` (``queries``, ``levels``, ``epl_method``, ``epl_options``).
 
@@ -689,7 +689,7 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
         Also evaluate the raw measurements and the other post-processors on them
         (:func:`compare_postprocessors`, with the run's result as ``topdown``).
     rng : None, int, numpy.random.Generator or Randomness
-        EPL bootstrap (and bottom-up noise when comparing).
+        EPL interval draws (and bottom-up noise when comparing).
     **options
         Passed to :func:`evaluate`.
 

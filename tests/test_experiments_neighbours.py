@@ -89,6 +89,11 @@ def test_quick_direct_epl_orders_the_mechanisms(population):
         epl = rows.set_index("method")["epl"]
         gdpc_row = rows[rows["method"] == "gdpc"].iloc[0]
         assert abs(gdpc_row["epl"] - epsilon) < 4.5 * gdpc_row["max_se"], (epsilon, unit)
-        assert epl["gdpc"] > epl["adpc"] > 0
+        # 20,000 runs pin down a log ratio of about 0.5 or more; smaller ones (ADPC and RDPC at
+        # ε = 0.5, where each release averages noise of ε/4 or ε/3) are undefined, never a number
+        undefined = rows[~np.isfinite(rows["epl"])]
+        assert set(undefined["method"]) <= {"adpc", "rdpc"}, (epsilon, unit)
+        assert undefined["epl_reason"].str.contains("too few runs").all()
         if epsilon == 2.0:
-            assert epl["adpc"] > epl["rdpc"]
+            assert undefined.empty
+            assert epl["gdpc"] > epl["adpc"] > epl["rdpc"] > 0

@@ -1,11 +1,12 @@
 """``postproc epl``: the empirical privacy loss of a file of errors.
 
 ``postproc epl --errors FILE [--method published|improved] [--bandwidth H] [--percentile P]
-[--multiplier M] [--n-boot B] [--seed S] [--json]`` reads ``DP − exact`` errors from ``FILE`` (a
-``.npy`` array, or a one-column CSV with or without a header line) and prints
-:func:`postproc.epl.estimate_epl`'s result: a short summary, or with ``--json`` one object with keys
-``epl, ci_low, ci_high, n, method, parameters, reason`` (non-finite numbers are ``null``; an
-undefined EPL has ``epl: null`` and a ``reason``).
+[--multiplier M] [--reach R] [--precision F] [--n-boot B] [--seed S] [--json]`` reads
+``DP − exact`` errors from ``FILE`` (a ``.npy`` array, or a one-column CSV with or without a
+header line) and prints :func:`postproc.epl.estimate_epl`'s result: a short summary, or with
+``--json`` one object with keys ``epl, ci_low, ci_high, n, method, parameters, reason``
+(non-finite numbers are ``null``; an undefined EPL has ``epl: null`` and a ``reason``, and the
+summary prints ``inf`` and ``undefined: <reason>``).
 """
 
 from __future__ import annotations
@@ -30,22 +31,30 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "epl", help="empirical privacy loss of a file of errors (DP - exact)",
         description="Empirical privacy loss (EPL) of errors DP - exact of one level and query: "
-                    "the improved estimator (default; integer grid, bandwidth in counts, noise "
-                    "floor, bootstrap interval) or the published one (Flaxman 2019: scipy KDE "
-                    "with bandwidth factor 0.1 on a 95%% percentile window). See docs/epl.md.")
+                    "the improved estimator (default; the largest log ratio of a smoothed pmf over "
+                    "the central 90%% of the errors, with an interval, undefined when the errors "
+                    "cannot pin it down) or the published one (Flaxman 2019: scipy KDE with "
+                    "bandwidth factor 0.1 on a 95%% percentile window). See docs/epl.md.")
     parser.add_argument("--errors", required=True, metavar="FILE",
                         help=".npy array or one-column CSV (header line optional)")
     parser.add_argument("--method", choices=["improved", "published"], default="improved",
                         help="estimator (default improved)")
     parser.add_argument("--bandwidth", type=float, metavar="H",
-                        help="improved: kernel sd in counts (default: Silverman's rule, at least "
-                             "0.5); published: scipy's bandwidth factor (default 0.1)")
+                        help="improved: bin width in counts, the resolution (default 1, or the "
+                             "spacing of the errors' lattice); published: scipy's bandwidth "
+                             "factor (default 0.1)")
     parser.add_argument("--percentile", type=float, metavar="P",
                         help="published: percentile window (default 95)")
     parser.add_argument("--multiplier", type=float, metavar="M",
                         help="published: window half-width multiplier (default 1)")
+    parser.add_argument("--reach", type=float, metavar="R",
+                        help="improved: percentile of the window's edges (default 95)")
+    parser.add_argument("--precision", type=float, metavar="F",
+                        help="improved: largest relative standard error of a ratio that could "
+                             "be the largest, else undefined (default 0.1)")
     parser.add_argument("--n-boot", type=_count, metavar="B",
-                        help="improved: bootstrap replicates (default 200; 0 for none)")
+                        help="improved: bootstrap draws of the interval (default 1000; 0 for "
+                             "none)")
     parser.add_argument("--seed", type=int, metavar="S",
                         help="improved: seed of the bootstrap (default: unpredictable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -195,15 +204,11 @@ def _summary(result: EPLResult) -> str:
                      + (f"; window [{p['window'][0]:g}, {p['window'][1]:g})"
                         if "window" in p else ""))
     else:
-        lines.append(f"n = {result.n} errors; bandwidth {p['bandwidth']:.3g} counts, "
-                     f"max_se {p['max_se']:.3g}, floor {p['floor']:g} counts"
-                     + (f"; usable x in [{p['usable'][0]:g}, {p['usable'][1]:g}], maximum at "
-                        f"x = {p['argmax']:g}" if "usable" in p else ""))
-        if p.get("spans_window") is False or p.get("clear_of_cusp") is False:
-            lines.append("note: even at the largest max_se the usable region "
-                         + ("does not reach the errors' percentile window" if
-                            p.get("spans_window") is False else "stays near 0")
-                         + "; more errors would give a more reliable estimate")
+        lines.append(f"n = {result.n} errors; bin width {p['bandwidth']:g} counts; window "
+                     f"[{p['window'][0]:g}, {p['window'][1]:g}] ({100 - p['reach']:g}th to "
+                     f"{p['reach']:g}th percentile), centre {p['centre']:g}; largest ratio at "
+                     f"x = {p['argmax']:g}, standard error of a contender at most "
+                     f"{p['max_se']:.3g}")
     return "\n".join(lines)
 
 
@@ -214,17 +219,18 @@ def run(args: argparse.Namespace) -> int:
     if args.bandwidth is not None:
         options["bandwidth"] = args.bandwidth
     if args.method == "published":
-        if args.n_boot is not None or args.seed is not None:
-            raise PostprocError("--n-boot and --seed apply to --method improved only (the "
-                                "published estimator has no interval)")
+        if any(v is not None for v in (args.n_boot, args.seed, args.reach, args.precision)):
+            raise PostprocError("--reach, --precision, --n-boot and --seed apply to --method "
+                                "improved only (the published estimator has a percentile window "
+                                "and no interval)")
         options.update({k: v for k, v in [("percentile", args.percentile),
                                           ("multiplier", args.multiplier)] if v is not None})
     else:
         if args.percentile is not None or args.multiplier is not None:
             raise PostprocError("--percentile and --multiplier apply to --method published "
-                                "only (the improved estimator uses a noise floor, not a window)")
-        if args.n_boot is not None:
-            options["n_boot"] = args.n_boot
+                                "only (the improved estimator's window is --reach)")
+        options.update({k: v for k, v in [("reach", args.reach), ("precision", args.precision),
+                                          ("n_boot", args.n_boot)] if v is not None})
         options["rng"] = args.seed
     result = estimate_epl(errors, method=args.method, **options)
     if args.json:

@@ -50,10 +50,10 @@ def register(subparsers: Any) -> None:
                    help="comma-separated queries (default: total and every workload query)")
     p.add_argument("--epl-method", choices=["improved", "published"], default="improved",
                    help="EPL estimator (default improved)")
-    p.add_argument("--n-boot", type=int, default=200, metavar="B",
-                   help="bootstrap replicates of the improved EPL interval (default 200)")
+    p.add_argument("--n-boot", type=int, default=None, metavar="B",
+                   help="draws that calibrate the improved EPL interval (default 1000; 0 for none)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="seed of the EPL bootstrap and of bottom-up's noise with --compare "
+                   help="seed of the EPL interval draws and of bottom-up's noise with --compare "
                         "(default 0; comparisons are simulations, never releases)")
     p.set_defaults(func=run)
 
@@ -89,10 +89,10 @@ def run(args: argparse.Namespace) -> int:
     from postproc.evaluate import evaluate_run, to_json
     from postproc.errors import PostprocError
 
-    if args.n_boot < 0:
+    if args.n_boot is not None and args.n_boot < 0:
         raise PostprocError("--n-boot must be a non-negative integer")
     options: dict[str, Any] = {"epl_method": args.epl_method}
-    if args.epl_method == "improved":
+    if args.epl_method == "improved" and args.n_boot is not None:
         options["epl_options"] = {"n_boot": args.n_boot}
     if args.queries:
         options["queries"] = [q.strip() for q in args.queries.split(",") if q.strip()]

@@ -12,24 +12,25 @@ the largest absolute log ratio. For the two-sided geometric mechanism of paramet
     95 % percentile window. Exact scipy evaluation is O(n × grid); for large inputs an exact
     binned evaluation gives the same numbers to ~1e-12 in a fraction of the time.
 ``improved`` (:func:`improved_epl`, the default)
-    An integer-aligned grid, a bandwidth in count units, a floor on counts and on the standard
-    error of each log ratio instead of the percentile window, a bootstrap interval. It recovers ``z`` of a
-    geometric mechanism as ``n`` grows, within the tolerance derived in its docstring and in
-    ``docs/epl.md``.
+    The largest log ratio of neighbouring bins of a smoothed pmf over the central window of the
+    errors (5th to 95th percentile): ``log E[count]`` is fitted on each side of the median by a
+    penalized Poisson regression that leaves every quadratic unpenalized (so geometric and
+    Gaussian noise are fitted without smoothing bias), with a parametric-bootstrap interval that
+    always contains the estimate, and *undefined* when the ratio that could be the largest is
+    not known to within ``precision`` (10 %) of the estimate.
 ``direct`` (:func:`direct_epl`)
-    Repeated runs of a mechanism on a dataset ``D`` and on a neighbour ``D′``: the largest log ratio
-    of the estimated probabilities of point events ``{e = k}`` and tail events ``{e ≥ k}``,
-    ``{e ≤ k}``.
+    Repeated runs of a mechanism on a dataset ``D`` and on a neighbour ``D′``: the largest
+    ``|log p̂(k) − log p̂′(k)|`` over the window, each pmf fitted by the same smoother, with the
+    same interval and the same rule for *undefined*.
 
-Every Gaussian kernel sum goes through one engine, ``_gaussian_sums``: exact direct sums when the
-data have few distinct values (integer residuals do), otherwise binning onto a fine grid with a
-Taylor correction for each point's offset from its node, then a short convolution. It never forms
-an ``n × grid`` matrix, so 10 million residuals take seconds (``benchmarks/bench_epl.py``).
+``docs/epl.md`` argues the design and reports a simulation study of bias, coverage and the rate
+of undefined results (``benchmarks/bench_epl_study.py``).
 
 Modules: :mod:`~postproc.epl.result` (:class:`EPLResult`), :mod:`~postproc.epl.published`,
-:mod:`~postproc.epl.improved` (with :func:`max_se_ladder` and the bootstrap interval),
-:mod:`~postproc.epl.direct`, and ``_kernel``, the engine. Every public name is importable from
-:mod:`postproc.epl` itself.
+:mod:`~postproc.epl.improved` (with binning and windows), :mod:`~postproc.epl.direct`,
+``_smooth`` (the penalized Poisson fits, their draws, and the maximum with its interval) and
+``_kernel`` (the Gaussian kernel sums of the published estimator's fast path). Every public name
+is importable from :mod:`postproc.epl` itself.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np  # noqa: F401  (the doctest of estimate_epl)
 
 from postproc.epl.direct import direct_epl
-from postproc.epl.improved import default_bandwidth, improved_epl, max_se_ladder
+from postproc.epl.improved import default_bandwidth, improved_epl
 from postproc.epl.published import published_epl
 from postproc.epl.result import METHODS, EPLResult
 from postproc.errors import PostprocError
@@ -50,7 +51,7 @@ from postproc.epl._kernel import _compress, _gaussian_sums  # noqa: F401
 from postproc.epl.improved import _order_statistics, _percentiles  # noqa: F401
 
 __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_epl", "direct_epl",
-           "default_bandwidth", "max_se_ladder"]
+           "default_bandwidth"]
 
 
 def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPLResult:
@@ -84,7 +85,7 @@ def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPL
     >>> estimate_epl(errors, method="improved", percentile=90)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: method 'improved' takes no option 'percentile'; its options are bandwidth, max_se, reach, floor, n_boot, level, rng
+    postproc.errors.PostprocError: method 'improved' takes no option 'percentile'; its options are bandwidth, reach, precision, n_boot, level, rng
     """
     estimators = {"improved": improved_epl, "published": published_epl, "direct": direct_epl}
     if method not in estimators:

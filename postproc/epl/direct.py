@@ -2,58 +2,72 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from hierarchy.randomness import as_randomness
 from postproc.epl._checks import _as_errors, _check_memory, _positive
-from postproc.epl.improved import (_basic_interval, _bootstrap_options, _largest_abs,
-                                   max_se_ladder)
+from postproc.epl._smooth import Functionals, fit_side, functionals
+from postproc.epl.improved import (Binned, _bins, _bootstrap_options, _maximum, _precision,
+                                   _reach)
 from postproc.epl.result import EPLResult, _undefined
 
 __all__ = ["direct_epl"]
 
-_BYTES_PER_BIN = 256.0        # counts, three events of each side, ratios, errors, masks
-_BOOT_BYTES_PER_BIN = 256.0   # the same per bootstrap replicate (measured: about 170)
+_BYTES_PER_BIN = 64.0         # bins of both run sets and their lookups
 
 
-def _event_log_ratios(counts_d, counts_n, runs_d, runs_n):
-    """Log ratios and standard errors of point, upper-tail and lower-tail events, stacked.
+def _log_probabilities(binned: Binned, low: int, high: int, name: str, first_column: int):
+    """Fitted ``log P[X = k]`` for ``k = low … high`` from the two sides of one run set.
 
-    ``counts_*`` are ``(..., K)`` bin counts; the result is ``(..., 3, K)`` for the events
-    ``{X = k}``, ``{X ≥ k}``, ``{X ≤ k}`` and the counts of the rarer side of each.
+    Returns ``(values, blocks)`` or a reason string if a side cannot be fitted.
     """
-    def events(counts):
-        upper = np.cumsum(counts[..., ::-1], axis=-1)[..., ::-1]
-        return np.stack([counts, upper, np.cumsum(counts, axis=-1)], axis=-2)
-    a, b = events(counts_d), events(counts_n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.log(a / runs_d) - np.log(b / runs_n)
-        se = np.sqrt(np.maximum(1 / a - 1 / runs_d + 1 / b - 1 / runs_n, 0.0))
-    return ratio, se, np.minimum(a, b)
+    centre = binned.median()
+    k = np.arange(low, high + 1)
+    values = np.empty(k.size)
+    blocks = []
+    for sign, chosen in ((1, k >= centre), (-1, k < centre)):
+        if not chosen.any():
+            continue
+        span = int(np.max(np.abs(k[chosen] - centre)))
+        counts, _ = binned.side(centre, sign, span)
+        fit = fit_side(counts)
+        if fit is None:
+            side = "above" if sign > 0 else "below"
+            return (f"fewer than two distinct outputs of the runs on {name} {side} their median "
+                    f"{centre}: no probability can be fitted there; run the mechanism more times")
+        columns = np.flatnonzero(chosen)
+        v, block = functionals(fit, fit.rows(sign * (k[chosen] - centre)),
+                               first_column + columns, 1.0, -math.log(binned.n))
+        values[columns] = v
+        blocks.append(block)
+    return values, blocks
 
 
-def _usable_events(se, fewest, floor, max_se):
-    return (fewest >= floor) & (se <= max_se)
+def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0, reach: float = 95.0,
+               precision: float = 0.1, n_boot: int = 1000, level: float = 0.95,
+               rng: Any = None) -> EPLResult:
+    r"""Direct EPL from repeated runs of a mechanism on a dataset ``D`` and a neighbour ``D′``.
 
+    **Estimand.** Bin the outputs of one unit to ``k = round(output / bin_width)``; let ``p`` and
+    ``p′`` be the pmfs of the bins on ``D`` and ``D′`` and ``W = [⌊q_{100−r}⌋, ⌈q_r⌉]`` the
+    window of the pooled runs' percentiles (``r = reach``). The EPL is
 
-def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
-               max_se: float | None = None, floor: float = 10.0, n_boot: int = 200,
-               level: float = 0.95, rng: Any = None) -> EPLResult:
-    """Direct EPL from repeated runs of a mechanism on a dataset ``D`` and a neighbour ``D′``.
+    .. math:: \theta_W = \max_{k \in W} |\log p(k) - \log p'(k)|,
 
-    The outputs (or errors) of one unit over ``R`` runs on each dataset are binned to integers
-    ``k = round(output / bin_width)``. For every point event ``{X = k}`` and tail event ``{X ≥ k}``,
-    ``{X ≤ k}``, the log ratio of the two empirical probabilities is
-    ``log (c_D/R_D) / (c_D′/R_D′)``, with binomial delta-method standard error
-    ``√(1/c_D − 1/R_D + 1/c_D′ − 1/R_D′)``. **Rule:** an event counts only if it occurred at least
-    ``floor`` times in each run set and its standard error is at most ``max_se`` (by default the
-    first threshold of :func:`max_se_ladder` of ``min(R_D, R_D′)`` that admits an event); the EPL
-    is the largest absolute log ratio of the events that count. The interval is the basic
-    bootstrap interval (each run set resampled on its own). For the geometric mechanism with
-    parameter ``z`` and ``D′`` one person away, every point event has log ratio exactly ``±z``,
-    so the tolerance is ``4.5 · max_se`` as for :func:`improved_epl`, with no smoothing term.
+    the largest log ratio of the point events ``{X = k}`` in the window. For the geometric
+    mechanism with ``D′`` one person away it is ``z``; for a discrete Gaussian it grows with the
+    window, as for :func:`improved_epl`.
+
+    **Estimator.** ``log p`` and ``log p′`` are fitted separately, each split at its median, by the
+    penalized Poisson regression of :func:`improved_epl` (unbiased for any log-quadratic side);
+    ``θ̂ = max_k |log p̂(k) − log p̂′(k)|``. **Undefined** when a contender for the maximum (a
+    ``k`` with ``|r̂(k)| + Φ⁻¹(level)·s(k) ≥ θ̂``) has a standard error above ``precision · θ̂``:
+    the runs cannot pin the largest ratio down (for the geometric mechanism the contenders'
+    standard error is about ``4/√R``, so a ratio ``z`` needs ``R ≳ 20/(precision · z)²`` runs:
+    2,000 for ``z = 1``, 200,000 for ``z = 0.1``). The interval is that of :func:`improved_epl`,
+    with each run set's fit drawn independently.
 
     Parameters
     ----------
@@ -61,23 +75,24 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
         Outputs of the runs on ``D`` and on ``D′``.
     bin_width : float
         Width of the output bins (1 for counts).
-    max_se : float, optional
-        Largest standard error of a usable log ratio; default from :func:`max_se_ladder`.
-    floor : float
-        Fewest occurrences of a usable event on each side.
+    reach : float
+        Percentile, in (50, 100], of the window's edges.
+    precision : float
+        Largest standard error, relative to the estimate, of a contender for the maximum.
     n_boot : int
-        Bootstrap replicates (0 for no interval).
+        Draws of the fits that calibrate the interval (0 for no interval).
     level : float
-        Confidence level.
+        Confidence level, in [0.5, 1).
     rng : None, int, numpy.random.Generator or hierarchy.randomness.Randomness
-        Randomness for the bootstrap.
+        Randomness for the draws.
 
     Returns
     -------
     EPLResult
-        ``n`` is the smaller number of runs; the curve is the usable point events' log ratios;
-        ``parameters["argmax"]`` names the event attaining the maximum. ``+inf`` with a reason
-        when no event is usable.
+        ``n`` is the smaller number of runs; the curve is ``k`` (in output units) and
+        ``log p̂(k) − log p̂′(k)``; ``parameters`` records the ``window``, ``argmax`` (the event
+        ``P[X = k]``), ``max_se`` (largest standard error of a contender) and ``runs``. ``+inf``
+        with a reason when the runs cannot support a number.
 
     Raises
     ------
@@ -86,67 +101,65 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0,
 
     Examples
     --------
-    >>> rng = np.random.default_rng(3)
-    >>> z, runs = 0.5, 200_000
-    >>> def geometric(size):
-    ...     p = 1 - np.exp(-z)
-    ...     return rng.geometric(p, size) - rng.geometric(p, size)
-    >>> r = direct_epl(10 + geometric(runs), 11 + geometric(runs), rng=0)
-    >>> bool(abs(r.epl - z) < 4.5 * r.parameters["max_se"]), r.n
-    (True, 200000)
+    >>> from hierarchy.mechanisms import sample_two_sided_geometric
+    >>> z, runs = 1.0, 50_000
+    >>> on_d = 10 + sample_two_sided_geometric(z, runs, 3)
+    >>> on_neighbour = 11 + sample_two_sided_geometric(z, runs, 4)
+    >>> r = direct_epl(on_d, on_neighbour, rng=0)
+    >>> bool(abs(r.epl - z) < 0.1), bool(r.ci_low <= r.epl <= r.ci_high), r.n
+    (True, True, 50000)
+    >>> print(direct_epl(on_d[:500], on_neighbour[:500]).reason)
+    the log ratio of P[X = ...] could be the largest but has standard error ..., more than precision = 0.1 × the estimate ...: too few runs (500) ...
     """
     a = _as_errors(on_d, "on_d")
     b = _as_errors(on_neighbour, "on_neighbour")
     bin_width = _positive(bin_width, "bin_width")
-    floor = _positive(floor, "floor")
+    reach = _reach(reach)
+    precision = _precision(precision)
     n_boot, level = _bootstrap_options(n_boot, level)
     n = int(min(a.size, b.size))
     parameters: dict[str, Any] = {
-        "bin_width": bin_width, "max_se": None if max_se is None else _positive(max_se, "max_se"),
-        "floor": floor, "n_boot": n_boot, "level": level, "runs": [int(a.size), int(b.size)]}
-    if n == 0:
-        return _undefined("direct", n, parameters, "no runs on one of the two datasets")
-    bins_a = np.floor(a / bin_width + 0.5).astype(np.int64)
-    bins_b = np.floor(b / bin_width + 0.5).astype(np.int64)
-    low = min(bins_a.min(), bins_b.min())
-    size = int(max(bins_a.max(), bins_b.max()) - low + 1)
-    _check_memory(_BYTES_PER_BIN * size,
-                  f"binning the outputs into {size:,} bins of width {bin_width:g} (from "
-                  f"{low * bin_width:g} to {(low + size - 1) * bin_width:g}), with three events "
-                  f"per bin",
-                  "raise bin_width, or check the outputs for outliers")
-    counts_a = np.bincount(bins_a - low, minlength=size).astype(float)
-    counts_b = np.bincount(bins_b - low, minlength=size).astype(float)
-    ratio, se, fewest = _event_log_ratios(counts_a, counts_b, a.size, b.size)
-    ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
-    tau = parameters["max_se"] = next(
-        (float(t) for t in ladder if np.any(_usable_events(se, fewest, floor, t))),
-        float(ladder[-1]))
-    usable = _usable_events(se, fewest, floor, tau)
-    if not usable.any():
+        "bin_width": bin_width, "reach": reach, "precision": precision, "n_boot": n_boot,
+        "level": level, "runs": [int(a.size), int(b.size)]}
+    if n < 2:
         return _undefined("direct", n, parameters,
-                          f"no event occurred >= floor = {floor:g} times on both sides with a log "
-                          f"ratio standard error <= max_se = {tau:.3g}: run the mechanism more "
-                          f"times, or pass a larger max_se or a smaller floor")
-    epl = float(_largest_abs(ratio, usable, axis=None))
-    family, k = np.unravel_index(np.argmax(np.where(usable, np.abs(ratio), -np.inf)), ratio.shape)
-    value = (low + k) * bin_width
-    parameters["argmax"] = f"P[X {('=', '>=', '<=')[family]} {value:g}]"
-    ci_low = ci_high = float("nan")
-    if n_boot:
-        _check_memory(_BOOT_BYTES_PER_BIN * n_boot * size,
-                      f"the bootstrap (n_boot = {n_boot} replicates of both run sets over "
-                      f"{size:,} bins, three events per bin)",
-                      "lower n_boot (200 to 2,000 replicates give a stable 95% interval), pass "
-                      "n_boot = 0 for no interval, or raise bin_width")
-        generator = as_randomness(rng).generator
-        boot_a = generator.multinomial(a.size, counts_a / a.size, size=n_boot).astype(float)
-        boot_b = generator.multinomial(b.size, counts_b / b.size, size=n_boot).astype(float)
-        boot_ratio, boot_se, boot_fewest = _event_log_ratios(boot_a, boot_b, a.size, b.size)
-        replicates = _largest_abs(boot_ratio, _usable_events(boot_se, boot_fewest, floor, tau),
-                                  axis=(-2, -1))
-        ci_low, ci_high = _basic_interval(epl, replicates, level)
-    points = usable[0]
-    x = (low + np.flatnonzero(points)) * bin_width
-    return EPLResult(epl=epl, ci_low=ci_low, ci_high=ci_high, n=n, method="direct",
-                     parameters=parameters, x=x, epl_x=ratio[0][points])
+                          f"{n} run(s) on one of the two datasets: run the mechanism more times")
+    bins_a = _bins(a, bin_width, "outputs", "bin_width")
+    bins_b = _bins(b, bin_width, "outputs", "bin_width")
+    low = min(bins_a.min(), bins_b.min())
+    size = float(max(bins_a.max(), bins_b.max()) - low + 1)
+    _check_memory(_BYTES_PER_BIN * size,
+                  f"binning the outputs into {size:,.0f} bins of width {bin_width:g} (from "
+                  f"{low * bin_width:g} to {(low + size - 1) * bin_width:g})",
+                  "raise bin_width, or check the outputs for outliers")
+    binned_a, binned_b = Binned(bins_a), Binned(bins_b)
+    low, high = Binned(np.concatenate([bins_a, bins_b])).window(reach)
+    parameters["window"] = [low * bin_width, high * bin_width]
+    values, blocks = [], []
+    for binned, name, sign in ((binned_a, "D", 1.0), (binned_b, "D′", -1.0)):
+        fitted = _log_probabilities(binned, low, high, name, 0)
+        if isinstance(fitted, str):
+            return _undefined("direct", n, parameters, fitted)
+        v, bl = fitted
+        values.append(sign * v)
+        blocks += [(columns, sign * y) for columns, y in bl]
+    ratio = Functionals(values=values[0] + values[1], blocks=tuple(blocks))
+    best = _maximum(ratio, level=level, n_boot=n_boot, rng=rng,
+                    what=f"the bootstrap (n_boot = {n_boot} replicates of both run sets' fitted "
+                         f"log probabilities at {ratio.values.size} outputs)",
+                    fix="lower n_boot (1,000 draws give a stable 95% interval), pass n_boot = 0 "
+                        "for no interval, or raise bin_width")
+    k = np.arange(low, high + 1) * bin_width
+    parameters["argmax"] = f"P[X = {k[best.argmax]:g}]"
+    parameters["max_se"] = best.max_se
+    if not best.max_se <= precision * best.estimate:
+        parameters["estimate"] = best.estimate
+        return _undefined(
+            "direct", n, parameters,
+            f"the log ratio of P[X = {k[best.worst]:g}] could be the largest but has standard "
+            f"error {best.max_se:.3g}, more than precision = {precision:g} × the estimate "
+            f"{best.estimate:.3g}: too few runs ({n}) to estimate the probabilities in the window "
+            f"[{low * bin_width:g}, {high * bin_width:g}]; run the mechanism more times, or pass "
+            f"a smaller reach or a larger precision")
+    return EPLResult(epl=best.estimate, ci_low=best.ci_low, ci_high=best.ci_high, n=n,
+                     method="direct", parameters=parameters, x=k, epl_x=ratio.values)

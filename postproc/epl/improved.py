@@ -1,7 +1,6 @@
-"""The improved EPL estimator, :func:`improved_epl`: integer grid, noise floor, bootstrap.
+"""The improved EPL estimator, :func:`improved_epl`: the largest log ratio of a smoothed pmf.
 
-Also the standard-error ladder (:func:`max_se_ladder`) and the bootstrap interval that the direct
-estimator shares.
+Also the binning, window and per-side fitting that the direct estimator shares.
 """
 
 from __future__ import annotations
@@ -13,28 +12,32 @@ import numpy as np
 
 from hierarchy.randomness import as_randomness
 from postproc.epl._checks import _as_errors, _check_memory, _degenerate, _positive
-from postproc.epl._kernel import _BLOCK, _TAIL, _compress, _gaussian_sums, _is_integer
+from postproc.epl._kernel import _compress, _is_integer
+from postproc.epl._smooth import (_MAX_BINS, Functionals, SideFit, fit_side, functionals,
+                                  max_with_interval)
 from postproc.epl.result import EPLResult, _undefined
 from postproc.errors import PostprocError
 
-__all__ = ["improved_epl", "default_bandwidth", "max_se_ladder"]
+__all__ = ["improved_epl", "default_bandwidth"]
 
-_MAX_GRID = 10_000_000  # grid points the improved estimator may use
-# Peak bytes of the bootstrap per replicate and grid point: kernel sums at the grid and the
-# half-integer grid, then counts, log ratios, variances and masks (measured: about 50).
-_BOOT_BYTES_PER_POINT = 64.0
-# Peak bytes of the estimate itself per grid point (grid, half grid, sums, ratios, masks).
-_BYTES_PER_POINT = 160.0
+_BYTES_PER_DRAW = 8.0 * 4   # per drawn number: the normal deviate, the curve, its standardization
+
+
+def _maximum(curve: Functionals, *, level: float, n_boot: int, rng: Any, what: str, fix: str):
+    """:func:`max_with_interval` of ``curve``, after checking its draws fit in memory."""
+    if n_boot:
+        _check_memory(_BYTES_PER_DRAW * n_boot * (curve.draw_size + curve.values.size), what, fix)
+    generator = as_randomness(rng).generator if n_boot else None
+    return max_with_interval(curve, level=level, n_boot=n_boot, generator=generator)
 
 
 def default_bandwidth(errors: Any) -> float:
-    """The improved estimator's default kernel sd, in count units.
+    """The improved estimator's default resolution ``w`` in count units: the errors' bin width.
 
-    Silverman's robust rule of thumb ``0.9 · min(sd, IQR/1.349) · n^(−1/5)`` (the sd alone when
-    the IQR is 0). For integer errors it may be as small as the rule says: on the integer grid a
-    narrow kernel reproduces the raw frequencies, whose log ratios are unbiased even at the cusp
-    of ``e^{−z|k|}``. For non-integer errors it is at least 0.5, so that each grid point's kernel
-    covers its unit cell.
+    Errors are counted in bins of width ``w`` and the log ratio is taken between neighbouring
+    bins, per unit count. ``w`` is the spacing of the lattice the errors lie on when that is at
+    least 1 (the greatest common divisor of the differences of integer errors; a regular spacing
+    of non-integer ones, such as weighted sample counts; three distinct values at least), else 1.
 
     Parameters
     ----------
@@ -52,24 +55,38 @@ def default_bandwidth(errors: Any) -> float:
 
     Examples
     --------
-    >>> round(default_bandwidth([-2, -1, 0, 0, 1, 3]), 3)
-    0.699
+    >>> default_bandwidth([-2, -1, 0, 0, 1, 3])
+    1.0
+    >>> default_bandwidth([-4, 0, 6, 10])          # every error even
+    2.0
     >>> default_bandwidth([-0.2, 0.0, 0.1, 0.3])
-    0.5
+    1.0
+    >>> default_bandwidth([0.5, 3.0, 10.5])         # a lattice of spacing 2.5
+    2.5
     """
     e = _as_errors(errors)
     reason = _degenerate(e)
     if reason:
         raise PostprocError(f"no bandwidth: {reason}")
-    q1, q3 = np.percentile(e, [25, 75])
-    return _bandwidth_rule(e, q1, q3, integer=_is_integer(e))
+    values, _ = _compress(e, _is_integer(e))
+    return _lattice_spacing(np.unique(values))
 
 
-def _bandwidth_rule(e: np.ndarray, q1: float, q3: float, *, integer: bool) -> float:
-    sd = float(np.std(e, ddof=1))
-    spread = min(sd, (q3 - q1) / 1.349) if q3 > q1 else sd
-    rule = float(0.9 * spread * e.size ** -0.2)
-    return rule if integer else max(0.5, rule)
+def _lattice_spacing(distinct: np.ndarray) -> float:
+    """Spacing (≥ 1) of the lattice the sorted distinct values lie on, or 1.
+
+    Two values always lie on a lattice, so at least three are needed to call it one."""
+    gaps = np.diff(distinct)
+    if gaps.size < 2 or gaps.size > 1_000_000:
+        return 1.0
+    if np.array_equal(distinct, np.rint(distinct)):
+        spacing = float(np.gcd.reduce(gaps.astype(np.int64)))
+    else:
+        spacing = float(gaps.min())
+        steps = gaps / spacing
+        if spacing < 1 or np.max(np.abs(steps - np.rint(steps))) > 1e-6:
+            return 1.0
+    return max(1.0, spacing)
 
 
 def _order_statistics(e: np.ndarray, values: np.ndarray, weights: np.ndarray):
@@ -93,247 +110,155 @@ def _percentiles(order_statistic, n: int, percentiles) -> np.ndarray:
     return np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)   # numpy's lerp
 
 
-def max_se_ladder(n: int) -> np.ndarray:
-    """The standard-error thresholds the improved and direct estimators try, smallest first.
-
-    ``c · n^(−1/4)`` for ``c = 0.25, 0.35, 0.5, 0.71, 1``. They shrink as ``n`` grows, so the
-    estimates converge, but slower than ``n^(−1/2)``, so the usable region (where counts reach
-    about ``2 / max_se²``) keeps growing.
-
-    Parameters
-    ----------
-    n : int
-        Number of errors (or runs).
-
-    Returns
-    -------
-    numpy.ndarray
-
-    Examples
-    --------
-    >>> max_se_ladder(10_000).round(4)
-    array([0.025 , 0.0354, 0.05  , 0.0707, 0.1   ])
-    """
-    return 0.25 * math.sqrt(2.0) ** np.arange(5) * float(max(n, 1)) ** -0.25
-
-
-def _lattice_mass(bandwidth: float) -> float:
-    """``Σ_k exp(−k²/2h²)`` over the integers: the kernel's mass on a unit grid (→ 1 as h → 0).
-
-    By Poisson summation it is ``h√(2π) (1 + 2 Σ_m e^{−2π²h²m²})``, i.e. ``h√(2π)`` to double
-    precision once ``h ≥ 2``.
-    """
-    if bandwidth >= 2:
-        return bandwidth * math.sqrt(2 * math.pi)
-    k = np.arange(-math.ceil(_TAIL * bandwidth), math.ceil(_TAIL * bandwidth) + 1)
-    return float(np.sum(np.exp(-0.5 * (k / bandwidth) ** 2)))
-
-
-def _improved_grid(order_statistic, n: int, bandwidth: float, floor: float) -> np.ndarray:
-    """The symmetric integer grid outside of which the KDE cannot reach ``floor`` counts.
-
-    With kernel mass ``Z`` on the integers (so each error adds at most ``1/Z`` to ``f``),
-    ``f(x) ≥ floor`` needs ``k = ⌈floor·Z/2⌉`` errors within ``m·h`` of ``x``, where ``m`` makes
-    the kernel tails of all ``n`` errors beyond ``m·h`` add less than ``floor/2``; so ``x`` lies
-    within ``m·h`` of the ``k``-th smallest and ``k``-th largest errors.
-    """
-    mass = _lattice_mass(bandwidth)
-    k = min(n, max(1, math.ceil(floor * mass / 2)))
-    ratio = 2 * n / (floor * mass)
-    spill = bandwidth * math.sqrt(2 * math.log(ratio)) if ratio > 1 else 0.0
-    low, high = order_statistic(np.array([k - 1, n - k]))
-    half = math.ceil(max(abs(low - spill), abs(high + spill)))
-    if 2 * half + 1 > _MAX_GRID:
-        raise PostprocError(
-            f"the errors reach ±{half}: an integer grid of {2 * half + 1} points is too large; "
-            f"check the errors for outliers, or rescale non-count errors")
-    _check_memory(_BYTES_PER_POINT * (2 * half + 1),
-                  f"an integer grid of {2 * half + 1:,} points (the errors reach ±{half})",
-                  "check the errors for outliers, or rescale non-count errors")
-    return np.arange(-half, half + 1, dtype=float)
-
-
-def _kernel_sums(values, weights, grid, bandwidth):
-    """Kernel sums ``S_h`` at the grid and ``S_{h/√2}`` at the half-integer grid.
-
-    ``weights`` is ``(U,)`` for the estimate (any number of values, through the fast engine) or
-    ``(U, B)`` for ``B`` bootstrap replicates over a small support, done as matrix products.
-    """
-    half_grid = grid[0] + 0.5 * np.arange(2 * grid.size - 1)
-    if weights.ndim == 1:
-        return (_gaussian_sums(values, weights, start=grid[0], step=1.0, size=grid.size,
-                               sigma=bandwidth),
-                _gaussian_sums(values, weights, start=grid[0], step=0.5, size=half_grid.size,
-                               sigma=bandwidth / math.sqrt(2)))
-    near = (values >= grid[0] - _TAIL * bandwidth) & (values <= grid[-1] + _TAIL * bandwidth)
-    values, weights = values[near], weights[near]
-    sums = np.zeros((grid.size, weights.shape[1]))
-    squares = np.zeros((half_grid.size, weights.shape[1]))
-    chunk = max(1, _BLOCK // half_grid.size)
-    for u0 in range(0, values.size, chunk):
-        v, w = values[u0:u0 + chunk], weights[u0:u0 + chunk]
-        sums += np.exp(-0.5 * ((grid[:, None] - v) / bandwidth) ** 2) @ w
-        squares += np.exp(-(((half_grid[:, None] - v) / bandwidth) ** 2)) @ w
-    return sums, squares
-
-
-def _log_ratio_curve(sums, squares, bandwidth):
-    """Counts ``f`` at the grid, log ratios ``L(x) = log f(x)/f(x+1)`` and their standard errors.
-
-    With ``a_i = K(x − e_i)``, ``b_i = K(x + 1 − e_i)``, ``A = Σa``, ``B = Σb``, the delta method
-    under multinomial sampling gives ``Var L = Σ (a_i/A − b_i/B)²``. Its three sums are Gaussian
-    sums with sd ``h/√2`` (``squares``): ``Σa² = S'(x)``, ``Σb² = S'(x+1)``,
-    ``Σab = e^{−1/(4h²)} S'(x + ½)``. Works along axis 0 (trailing axes are replicates).
-    """
-    counts = sums / _lattice_mass(bandwidth)
-    a, b = sums[:-1], sums[1:]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # far tails: inf, unused
-        ratio = np.log(a) - np.log(b)
-        var = (squares[0:-1:2] / (a * a) + squares[2::2] / (b * b)
-               - 2 * math.exp(-0.25 / bandwidth ** 2) * squares[1::2] / (a * b))
-    return counts, ratio, np.sqrt(np.maximum(var, 0.0))
-
-
-def _bootstrap_support(e: np.ndarray, values, weights, bandwidth: float):
-    """Distinct values and counts to resample: ``e``'s own when few, else ``e`` rounded to ≤ h/16.
-
-    Rounding moves each error by at most ``h/32``, which widens the kernel by a relative
-    ``< 1/6000``: invisible next to the sampling noise the bootstrap measures.
-    """
-    if values.size <= 10_000:
-        return values, weights
-    resolution = 1.0 / math.ceil(16.0 / bandwidth)
-    steps, counts = _compress(np.rint(e / resolution))
-    return steps * resolution, counts
-
-
 def _bootstrap_options(n_boot: Any, level: Any) -> tuple[int, float]:
     level = _positive(level, "level")
-    if not level < 1:
-        raise PostprocError(f"level must be in (0, 1), not {level}")
+    if not 0.5 <= level < 1:
+        raise PostprocError(f"level must be in [0.5, 1), not {level}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
         raise PostprocError(f"n_boot must be a non-negative integer, not {n_boot!r}")
     return int(n_boot), level
 
 
-def _largest_abs(ratio: np.ndarray, usable: np.ndarray, axis) -> np.ndarray:
-    """``max |ratio|`` over the usable entries along ``axis``; ``+inf`` where none is usable."""
-    largest = np.max(np.where(usable, np.abs(ratio), -np.inf), axis=axis)
-    return np.where(np.isfinite(largest), largest, np.inf)
+def _precision(value: Any) -> float:
+    value = _positive(value, "precision")
+    if value >= 1:
+        raise PostprocError(f"precision must be in (0, 1), a relative standard error such as "
+                            f"0.1, not {value}")
+    return value
 
 
-def _basic_interval(estimate: float, replicates: np.ndarray,
-                    level: float) -> tuple[float, float]:
-    """The basic (reverse-percentile) bootstrap interval ``[2θ − q_hi, 2θ − q_lo]``, floored at 0.
+def _reach(value: Any) -> float:
+    reach = _positive(value, "reach")
+    if not 50 < reach <= 100:
+        raise PostprocError(f"reach must be a percentile in (50, 100], not {value}")
+    return reach
 
-    A maximum of noisy log ratios is biased upwards, and its bootstrap replicates more so; the
-    percentile interval inherits that bias twice (it rarely covered ``z`` in our geometric trials)
-    while the basic interval subtracts it. The order statistics are taken outward (no
-    interpolation, so infinite replicates give an infinite end, not ``nan``).
+
+def _bins(values: np.ndarray, width: float, name: str, option: str) -> np.ndarray:
+    """``round(values / width)`` as integers, or a PostprocError if they do not fit in int64."""
+    scaled = values / width
+    if np.max(np.abs(scaled)) >= 2.0 ** 52:
+        raise PostprocError(f"the {name} reach {np.max(np.abs(values)):g}: bins of width "
+                            f"{width:g} would number more than 2^52; pass a larger {option}, or "
+                            f"check the {name} for outliers")
+    return np.floor(scaled + 0.5).astype(np.int64)
+
+
+class Binned:
+    """Integer bins of a sample: sorted distinct bins and counts, order statistics, lookups."""
+
+    def __init__(self, bins: np.ndarray):
+        self.n = int(bins.size)
+        self.values, self.counts = _compress(bins.astype(float), True)
+        self.values = self.values.astype(np.int64)
+        self._order = _order_statistics(bins, self.values, self.counts)
+
+    def percentiles(self, q) -> np.ndarray:
+        return _percentiles(self._order, self.n, q)
+
+    def median(self) -> int:
+        return int(self._order(np.array([(self.n - 1) // 2]))[0])
+
+    def window(self, reach: float) -> tuple[int, int]:
+        low, high = self.percentiles([100 - reach, reach])
+        return int(math.floor(low)), int(math.ceil(high))
+
+    def at(self, bins: np.ndarray) -> np.ndarray:
+        """Counts at the given bins (0 where no value fell)."""
+        where = np.searchsorted(self.values, bins)
+        where = np.minimum(where, self.values.size - 1)
+        return np.where(self.values[where] == bins, self.counts[where], 0.0)
+
+    def side(self, centre: int, sign: int, span: int) -> tuple[np.ndarray, int]:
+        """Counts at ``centre + sign·u``, ``u = 0 … U``, for a side whose window edge is ``span``
+        bins away: ``U`` extends ``span + 1`` beyond the edge, as far as the data reach, and is at
+        least 3 (so a side has the four bins a third-difference penalty needs)."""
+        far = (self.values[-1] - centre) if sign > 0 else (centre - self.values[0])
+        extent = max(3, min(2 * span + 1, max(span, int(far))))
+        if extent + 1 > _MAX_BINS:
+            raise PostprocError(
+                f"the window reaches {span:,} bins from the centre: a fit over {extent + 1:,} "
+                f"bins is too large; pass a larger bandwidth (bin width), or check the errors "
+                f"for outliers")
+        return self.at(centre + sign * np.arange(extent + 1)), extent
+
+
+def _side_log_ratios(fit: SideFit, sign: int, centre: int, span: int, first_column: int,
+                     scale: float):
+    """Log ratios ``(η(x) − η(x+1))/w`` of the pairs ``(x, x+1)`` in a side's part of the window.
+
+    Right side (``sign = 1``): ``x = centre + u``, ``u = 0 … span−1``, ratio ``η_u − η_{u+1}``.
+    Left side: ``x = centre − u − 1``, ratio ``η_{u+1} − η_u``.
     """
-    replicates = np.sort(replicates)
-    tail = (1 - level) / 2
-    last = replicates.size - 1
-    q_lo = replicates[int(math.floor(tail * last))]
-    q_hi = replicates[int(math.ceil((1 - tail) * last))]
-    with np.errstate(invalid="ignore"):
-        return max(0.0, float(2 * estimate - q_hi)), max(0.0, float(2 * estimate - q_lo))
+    u = np.arange(span)
+    rows = fit.rows(u) - fit.rows(u + 1)
+    x = centre + u if sign > 0 else centre - u - 1
+    values, block = functionals(fit, rows, first_column + np.arange(span), sign / scale)
+    return x, values, block
 
 
-def _usable(counts, se, floor, max_se):
-    return (counts[:-1] >= floor) & (counts[1:] >= floor) & (se <= max_se)
+def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 95.0,
+                 precision: float = 0.1, n_boot: int = 1000, level: float = 0.95,
+                 rng: Any = None) -> EPLResult:
+    r"""Our default EPL estimator: the largest log ratio of a smoothed pmf, within a window.
 
+    **Estimand.** Count the errors in bins of width ``w`` (``bandwidth``; default
+    :func:`default_bandwidth`, 1 for integer errors) and let ``p`` be the bins' pmf. Over the
+    *window* ``W = [⌊q_{100−r}⌋, ⌈q_r⌉]`` of bins (the ``(100 − r)``-th and ``r``-th percentiles,
+    ``r = reach``), the EPL is
 
-def _choose_max_se(x, counts, se, floor, ladder, margin, window):
-    """The first threshold whose usable region clears the cusp and spans ``window``.
+    .. math:: \theta_W = \max_{x,\ x+1 \in W} |\log p(x) - \log p(x+1)| / w.
 
-    Clearing the cusp: a usable pair ``(x, x+1)`` beyond ``margin`` on either side of 0. Spanning
-    the window ``(lo, hi)``: usable pairs at or below ``lo`` and at or above ``hi``. If no
-    threshold of the ladder does both, the last (largest). Returns the threshold and the two tests.
-    """
-    clear = (x >= margin) | (x + 1 <= -margin)
-    for max_se in ladder:
-        usable = _usable(counts, se, floor, max_se)
-        clears, spans = bool(np.any(usable & clear)), _spans(x[usable], window)
-        if clears and spans:
-            break
-    return float(max_se), clears, spans
+    For the two-sided geometric mechanism it is ``z`` whatever ``W``; for a discrete Gaussian
+    of variance ``σ²`` it is ``(2 max(|W_lo|, W_hi) − 1)/(2σ²)``, so it depends on the window.
 
+    **Estimator.** Split the bins at the median ``m`` (additive noise has its cusp there) and fit
+    ``log E[count]`` on each side, from ``m`` out to one window-width beyond the window's edge, by
+    a penalized Poisson regression whose penalty (third differences) leaves every quadratic
+    unpenalized, with its smoothing parameter chosen by marginal likelihood (see
+    ``postproc/epl/_smooth.py`` and ``docs/epl.md``). The fitted log ratios ``L̂(x)`` of the pairs
+    in ``W`` form the curve; the estimate is ``θ̂ = max |L̂(x)|``.
 
-def _spans(x, window):
-    return window is None or bool(x.size and x.min() <= window[0] and x.max() + 1 >= window[1])
+    **Undefined.** The *contenders* are the pairs whose ratio could be the largest,
+    ``|L̂(x)| + Φ⁻¹(level)·s(x) ≥ θ̂`` (``s`` the standard error). If one of them is known less
+    precisely than ``precision · θ̂`` (one standard error), the EPL is undefined: the errors
+    cannot pin the maximum down, typically because ``n`` is small relative to the errors' spread.
+    It is also undefined for fewer than two errors, all errors equal, a window of one bin, or a
+    side with fewer than two occupied bins.
 
-
-def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float | None = None,
-                 reach: float | None = 95.0, floor: float = 10.0, n_boot: int = 200,
-                 level: float = 0.95, rng: Any = None) -> EPLResult:
-    r"""Our default EPL estimator: integer grid, bandwidth in counts, noise floor, bootstrap.
-
-    ``f(x) = Σ_i K_h(x − e_i)`` is a Gaussian KDE of the errors with kernel sd ``h`` in count
-    units, normalised to unit mass on the integers, so ``f(x)`` is a smoothed count at ``x``
-    (exactly the count when the errors are integers and ``h`` is small). It is evaluated at every
-    integer ``x`` of a symmetric grid spanning the errors. ``L(x) = log f(x) / f(x + 1)`` is
-    *usable* where ``f(x)`` and ``f(x + 1)`` both reach ``floor`` and the delta-method standard
-    error of ``L(x)`` is at most ``max_se``; the estimate is the largest usable ``|L(x)|``.
-
-    By default ``max_se`` is the first threshold of :func:`max_se_ladder` (``0.25 n^(−1/4)`` up to
-    ``n^(−1/4)``) whose usable region (a) holds a pair clear of the cusp that additive noise has
-    at 0: ``x ≥ m`` or ``x + 1 ≤ −m``, with ``m = 3h − 1`` for integer errors and ``3h`` otherwise
-    (the kernel's reach; inside it smoothing flattens the cusp and biases ``L`` low), and (b)
-    spans the ``(100 − reach)``-th to ``reach``-th percentiles of the errors, the published
-    estimator's window: where the log ratio grows with ``|x|`` (Gaussian-like errors, as after
-    TopDown) a region narrower than that would understate the loss. If no threshold does both,
-    the largest; ``parameters`` says which tests passed.
-
-    The interval is the basic bootstrap interval of the whole procedure (``h`` and ``max_se``
-    held fixed). The maximum of noisy ratios is biased upwards, and the basic interval corrects
-    for that, so it may lie mostly below the estimate; its coverage of ``z`` in our geometric
-    trials (``n`` = 1e4–1e6, ``z`` = 0.1–2) was 60–95 % at the nominal 95 %.
-
-    **Tolerance for the two-sided geometric mechanism** ``p(k) ∝ e^{−z|k|}``. The smoothed pmf
-    ``p_h(x) = Σ_k p(k) K_h(x − k)`` is log-concave, so its log ratio ``L_h(x)`` increases from
-    ``−z`` to ``z``; it is exactly ``±z`` wherever the kernel does not reach across 0 and
-    ``z − O(Φ̄((x − z h²)/h))`` beyond. With ``R`` the usable region,
-
-    .. math:: |\widehat{\mathrm{EPL}} - z| \le \beta + k\,\tau, \qquad
-              \beta = z - \max_{x \in R} |L_h(x)| \ge 0,
-
-    where ``τ = max_se`` bounds the standard error of every usable ``L(x)`` (``≈ √(2/(n p(x)))``
-    for raw counts, smaller with smoothing). The estimate falls below ``z − β − kτ`` only if the
-    best usable ratio does, and exceeds ``z + kτ`` only if some usable ratio does: probability
-    ``≤ (|R| + 1) Φ̄(k)``, below 3e-4 for ``k = 4.5`` and ``|R| ≤ 70``. As ``n`` grows, ``τ ∝
-    n^(−1/4) → 0``, the region clears the cusp (``β → 0``), and the estimate converges to ``z``;
-    in practice it is ``+0``–``2 τ`` high (a maximum of noisy ratios). See ``docs/epl.md``.
+    **Interval.** ``[max(|L̂| − c_sup s), max(|L̂| + c s)]``, ``c = Φ⁻¹(level)``, ``c_sup`` the
+    ``level`` quantile of the largest standardized deviation over ``n_boot`` draws of the fits
+    (a parametric bootstrap). It covers with probability ≥ ``2·level − 1`` in every
+    configuration and about ``level`` both when the ratios tie (the geometric) and when one
+    dominates; the estimate always lies inside it.
 
     Parameters
     ----------
     errors : array_like, 1-D
         ``DP − exact``; integers or not.
     bandwidth : float, optional
-        Kernel sd ``h`` in count units; default :func:`default_bandwidth`.
-    max_se : float, optional
-        Largest standard error of a usable log ratio; default: chosen from
-        :func:`max_se_ladder` as above.
-    reach : float or None
-        Percentile the usable region should reach on each side when ``max_se`` is chosen;
-        ``None`` for precision first (the smallest threshold that clears the cusp).
-    floor : float
-        Fewest smoothed counts ``f(x)`` at each end of a usable ratio.
+        Bin width ``w`` in count units (the resolution); default :func:`default_bandwidth`.
+    reach : float
+        Percentile, in (50, 100], of the window's edges.
+    precision : float
+        Largest standard error, relative to the estimate, of a contender for the maximum.
     n_boot : int
-        Bootstrap replicates (0 for no interval).
+        Draws of the fits that calibrate the interval (0 for no interval; the estimate and its
+        definedness do not depend on them).
     level : float
-        Confidence level of the interval.
+        Confidence level of the interval, in [0.5, 1).
     rng : None, int, numpy.random.Generator or hierarchy.randomness.Randomness
-        Randomness for the bootstrap (``None``: unpredictable).
+        Randomness for the draws (``None``: unpredictable).
 
     Returns
     -------
     EPLResult
-        The curve holds the usable ``x`` and ``L(x)``; ``parameters`` records ``bandwidth``,
-        ``max_se``, ``reach``, ``floor``, ``n_boot``, ``level``, the ``grid`` ends, the reach
-        ``window``, ``clear_of_cusp``, ``spans_window``, the ``usable`` range and ``argmax``.
-        ``+inf`` with a reason if there are fewer than two errors, all are equal, or no ratio is
-        usable.
+        The curve holds the window's pairs ``x`` (left bin, in error units) and ``L̂(x)``;
+        ``parameters`` records ``bandwidth``, ``reach``, ``precision``, ``n_boot``, ``level``,
+        the ``window`` (error units), the ``centre``, ``argmax``, ``max_se`` (the largest standard
+        error of a contender) and ``log10_lambda`` (each side's smoothing, relative to its data;
+        ``inf`` for a quadratic fit). An undefined result also records the ``estimate`` it
+        withheld.
 
     Raises
     ------
@@ -342,73 +267,79 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, max_se: float |
 
     Examples
     --------
-    >>> rng = np.random.default_rng(1)
+    >>> from hierarchy.mechanisms import sample_two_sided_geometric
     >>> z = 0.5
-    >>> errors = rng.geometric(1 - np.exp(-z), 100_000) - rng.geometric(1 - np.exp(-z), 100_000)
-    >>> r = improved_epl(errors, rng=0)
-    >>> r.n, bool(abs(r.epl - z) < 4.5 * r.parameters["max_se"]), bool(r.ci_low < z < r.ci_high)
+    >>> r = improved_epl(sample_two_sided_geometric(z, 100_000, 1), rng=0)
+    >>> r.n, bool(r.ci_low <= r.epl <= r.ci_high), bool(abs(r.epl - z) < 0.05)
     (100000, True, True)
+    >>> print(improved_epl(sample_two_sided_geometric(0.01, 300, 2)).reason)
+    the log ratio at x = ... could be the largest but has standard error ..., more than precision = 0.1 × the estimate ...: too few errors (300) for their spread ...
     >>> improved_epl(np.zeros(50)).reason
     'all 50 errors equal 0: the error distribution is a point mass (e.g. a level held invariant), so its log ratio is undefined'
     """
     e = _as_errors(errors)
     n = int(e.size)
-    floor = _positive(floor, "floor")
+    reach = _reach(reach)
+    precision = _precision(precision)
     n_boot, level = _bootstrap_options(n_boot, level)
     parameters: dict[str, Any] = {
         "bandwidth": None if bandwidth is None else _positive(bandwidth, "bandwidth"),
-        "max_se": None if max_se is None else _positive(max_se, "max_se"),
-        "reach": None if reach is None else _positive(reach, "reach"),
-        "floor": floor, "n_boot": n_boot, "level": level}
-    if reach is not None and not 50 < parameters["reach"] <= 100:
-        raise PostprocError(f"reach must be a percentile in (50, 100] or None, not {reach}")
+        "reach": reach, "precision": precision, "n_boot": n_boot, "level": level}
     reason = _degenerate(e)
     if reason:
         return _undefined("improved", n, parameters, reason)
-    integer = _is_integer(e)
-    values, weights = _compress(e, integer)
-    order_statistic = _order_statistics(e, values, weights)
-    q1, q3, *window = _percentiles(order_statistic, n, [25, 75] + (
-        [] if reach is None else [100 - parameters["reach"], parameters["reach"]]))
-    window = window or None
-    h = parameters["bandwidth"] = (parameters["bandwidth"]
-                                   or _bandwidth_rule(e, q1, q3, integer=integer))
-    grid = _improved_grid(order_statistic, n, h, floor)
-    parameters["grid"] = [float(grid[0]), float(grid[-1])]
-    if n_boot:
-        support, support_counts = _bootstrap_support(e, values, weights, h)
-        _check_memory(n_boot * (16.0 * support.size + _BOOT_BYTES_PER_POINT * grid.size),
-                      f"the bootstrap (n_boot = {n_boot} replicates, each a resample of "
-                      f"{support.size} distinct values smoothed onto {grid.size} grid points)",
-                      "lower n_boot (--n-boot; 200 to 2,000 replicates give a stable 95% "
-                      "interval), or pass n_boot = 0 (--n-boot 0) for no interval")
-    counts, ratio, se = _log_ratio_curve(*_kernel_sums(values, weights, grid, h), h)
-    ladder = max_se_ladder(n) if parameters["max_se"] is None else [parameters["max_se"]]
-    margin = 3 * h - (1 if integer else 0)
-    parameters["window"] = None if window is None else [float(window[0]), float(window[1])]
-    tau, parameters["clear_of_cusp"], parameters["spans_window"] = _choose_max_se(
-        grid[:-1], counts, se, floor, ladder, margin, window)
-    parameters["max_se"] = tau
-    usable = _usable(counts, se, floor, tau)
-    if not usable.any():
-        if counts.max() < floor:
-            why = (f"the KDE never reaches floor = {floor:g} smoothed counts (at most "
-                   f"{counts.max():.3g} with bandwidth {h:.3g}): pass a smaller bandwidth or floor")
-        else:
-            why = (f"no x has f(x), f(x+1) >= floor = {floor:g} smoothed counts with a log ratio "
-                   f"standard error <= max_se = {tau:.3g}: too few errors for this precision; "
-                   f"pass more errors, a larger max_se or a smaller floor")
-        return _undefined("improved", n, parameters, why)
-    x, epl_x = grid[:-1][usable], ratio[usable]
-    epl = float(np.max(np.abs(epl_x)))
-    parameters["usable"] = [float(x[0]), float(x[-1])]
-    parameters["argmax"] = float(x[np.argmax(np.abs(epl_x))])
-    ci_low = ci_high = float("nan")
-    if n_boot:
-        draws = as_randomness(rng).generator.multinomial(n, support_counts / n, size=n_boot)
-        boot_counts, boot_ratio, boot_se = _log_ratio_curve(
-            *_kernel_sums(support, draws.T.astype(float), grid, h), h)
-        replicates = _largest_abs(boot_ratio, _usable(boot_counts, boot_se, floor, tau), axis=0)
-        ci_low, ci_high = _basic_interval(epl, replicates, level)
-    return EPLResult(epl=epl, ci_low=ci_low, ci_high=ci_high, n=n, method="improved",
-                     parameters=parameters, x=x, epl_x=epl_x)
+    if parameters["bandwidth"] is None:
+        distinct, _ = _compress(e, _is_integer(e))
+        parameters["bandwidth"] = _lattice_spacing(np.unique(distinct))
+    w = parameters["bandwidth"]
+    binned = Binned(_bins(e, w, "errors", "bandwidth"))
+    low, high = binned.window(reach)
+    centre = binned.median()
+    parameters["window"] = [low * w, high * w]
+    parameters["centre"] = centre * w
+    if high - low < 1:
+        return _undefined("improved", n, parameters,
+                          f"the window [{low * w:g}, {high * w:g}] (the {100 - reach:g}th to "
+                          f"{reach:g}th percentiles) holds one bin: no pair of neighbouring "
+                          f"values to compare; pass a larger reach or a smaller bandwidth")
+    xs, values, blocks, lambdas = [], [], [], []
+    for sign, span in ((-1, centre - low), (1, high - centre)):
+        if span <= 0:
+            continue
+        counts, _ = binned.side(centre, sign, span)
+        fit = fit_side(counts)
+        if fit is None:
+            side = "left" if sign < 0 else "right"
+            return _undefined("improved", n, parameters,
+                              f"fewer than two distinct error values on the {side} of the centre "
+                              f"{centre * w:g}: no log ratio can be fitted there; pass more errors "
+                              f"or a smaller bandwidth")
+        x, v, block = _side_log_ratios(fit, sign, centre, span, sum(a.size for a in values), w)
+        xs.append(x)
+        values.append(v)
+        blocks.append(block)
+        lambdas.append(fit.log_lambda)
+    parameters["log10_lambda"] = lambdas
+    curve = Functionals(values=np.concatenate(values), blocks=tuple(blocks))
+    best = _maximum(curve, level=level, n_boot=n_boot, rng=rng,
+                    what=f"the bootstrap (n_boot = {n_boot} replicates, each a resample of the "
+                         f"fitted log-ratio curve at {curve.values.size} pairs from "
+                         f"{curve.draw_size} coefficients)",
+                    fix="lower n_boot (--n-boot; 1,000 draws give a stable 95% interval), or "
+                        "pass n_boot = 0 (--n-boot 0) for no interval")
+    x = np.concatenate(xs).astype(float)
+    parameters["argmax"] = float(x[best.argmax] * w)
+    parameters["max_se"] = best.max_se
+    if not best.max_se <= precision * best.estimate:
+        parameters["estimate"] = best.estimate
+        at = x[best.worst] * w
+        return _undefined(
+            "improved", n, parameters,
+            f"the log ratio at x = {at:g} could be the largest but has standard error "
+            f"{best.max_se:.3g}, more than precision = {precision:g} × the estimate "
+            f"{best.estimate:.3g}: too few errors ({n}) for their spread (window [{low * w:g}, "
+            f"{high * w:g}]); pass more errors, a smaller reach, or a larger precision")
+    order = np.argsort(x, kind="stable")
+    return EPLResult(epl=best.estimate, ci_low=best.ci_low, ci_high=best.ci_high, n=n,
+                     method="improved", parameters=parameters, x=x[order] * w,
+                     epl_x=curve.values[order])

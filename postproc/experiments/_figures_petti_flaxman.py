@@ -64,7 +64,7 @@ def figure_levels(out: Output, table: pd.DataFrame, epsilons: Sequence[float],
         epl_ax.set_ylabel("EPL (improved estimator)")
     out.figure("mae_epl_by_level", fig,
                "TopDown's error (top: MAE with its sd over seeds for the totals and the paper's "
-               "SC cells, mean |error| for the other SC sets) and EPL (bottom, 95% bootstrap "
+               "SC cells, mean |error| for the other SC sets) and EPL (bottom, 95% "
                "intervals) against ε, per level. Nation and state totals are invariant (no "
                "error, EPL undefined) and not drawn; neither are undefined EPLs (too few, too "
                "spread errors: county totals at small ε; intervals reaching 0 are cut at a "

@@ -173,9 +173,9 @@ def neighbour_epl(truth: TreeCounts, *, epsilons: Sequence[float], runs: int, rn
         Runs of each mechanism on each dataset.
     rnd : Randomness
         Stream ``(method, ε index, 0)`` drives the runs on ``D``, ``(…, 1)`` those on ``D′``,
-        ``(…, 2)`` the bootstrap.
+        ``(…, 2)`` the interval's draws.
     n_boot : int
-        Bootstrap replicates of :func:`~postproc.epl.direct_epl`.
+        Draws that calibrate the interval of :func:`~postproc.epl.direct_epl`.
 
     Returns
     -------

@@ -114,7 +114,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                     f"MAE {leaf['mae']:.2f}")
     table = pd.DataFrame(rows)
     out.table("epl_by_epsilon", table,
-              f"EPL (improved estimator, 95% bootstrap interval) and errors of every level "
+              f"EPL (improved estimator, 95% interval) and errors of every level "
               f"(0 = root, {depth} = leaves) for each method and ε, errors pooled over "
               f"{params['replicates']} replicates; epl_published is the published estimator "
               f"at the leaves.")
@@ -155,9 +155,10 @@ def _neighbour_experiment(out: Output, params: dict, rnd: Randomness,
                              for m, e in zip(table["method"], table["epsilon"])]
     out.table("neighbour_epl", table,
               f"Direct EPL (postproc.epl.direct_epl: largest log ratio of the probabilities of "
-              f"point and tail events of one unit's released value, D against D′; 95% bootstrap "
-              f"interval; max_se the standard-error ceiling of a usable event; argmax the event "
-              f"attaining it) of the two leaves that differ when one person moves from the "
+              f"point events of one unit's released value, D against D′, from penalized Poisson "
+              f"fits of both pmfs; 95% interval; max_se the largest standard error of a "
+              f"contender for the maximum; argmax the event attaining it; inf = undefined, "
+              f"epl_reason says why) of the two leaves that differ when one person moves from the "
               f"first leaf to the last, {runs:,} runs of each mechanism on each dataset. "
               f"Population: {_neighbours.describe(truth)}. residual_epl: the leaf EPL of the "
               f"residual (improved) estimator on the large population at the same ε.")

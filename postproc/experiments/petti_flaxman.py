@@ -34,7 +34,7 @@ SC is evaluated over three sets of cells, all stated in the outputs:
   listed). For SRS it is the same set as ``>0`` (a sample has nobody the data lack), so the SRS
   rows are copied from there.
 
-SRS estimates live on a lattice of spacing ``1/f``; the improved estimator's kernel is widened to
+SRS estimates live on a lattice of spacing ``1/f``; the improved estimator's bins are widened to
 at least ``1/f`` for them (otherwise it measures the lattice). SC's median absolute error over all
 cells or over ``>0`` is 0 or a few persons (small cells), so those two are compared with SRS on the
 mean absolute error; TC and ``va_hisp_race:authors`` on the MAE, as the paper does.
@@ -116,7 +116,7 @@ def _summarise(errors: dict, exact: dict, units: dict, n_boot: int, rnd: Randomn
 
     ``errors[key]`` and ``exact[key]`` are lists (one array per seed) of the errors and the exact
     counts of the same cells. ``lattice`` maps a key to the spacing of its errors (SRS: ``1/f``);
-    the kernel is at least that wide.
+    the estimator's bins are at least that wide.
     """
     rows, estimates = [], {}
     for i, (key, per_seed) in enumerate(errors.items()):
@@ -217,7 +217,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               f"TopDown per ε, level and query: MAE (median absolute error, mean over "
               f"{len(params['seeds'])} seeds, with its sd), mean absolute error, RMSE, 95th "
               f"percentile of |error|, and EPL (improved estimator on the errors of all seeds "
-              f"pooled, 95% bootstrap interval, kernel sd epl_bandwidth; inf = undefined, "
+              f"pooled, 95% interval, bin width epl_bandwidth counts; inf = undefined, "
               f"epl_reason says why) with the published estimator's value for comparison; the "
               f"median and 95th percentile of the exact counts of the same cells. "
               f"va_hisp_race>0 pools the cells whose exact count is positive; "
@@ -291,7 +291,7 @@ def _srs(out: Output, truth, queries: dict, exact: dict, units: dict, params: di
     table = pd.concat([table, authors], ignore_index=True)
     out.table("srs_metrics", table,
               "Simple random samples of persons (without replacement, weighted 1/f) per "
-              "fraction, level and query: the same metrics as TopDown's; the EPL kernel is at "
+              "fraction, level and query: the same metrics as TopDown's; the EPL bins are at "
               "least 1/f wide (SRS errors lie on a lattice of that spacing). For SRS the "
               "va_hisp_race:authors cells are the va_hisp_race>0 cells (rows copied).")
     return table
