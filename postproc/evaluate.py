@@ -1,7 +1,6 @@
 """Error and empirical privacy loss of any post-processed result, per level and query (SPEC §7).
 
-:func:`evaluate` takes a result — a :class:`~postproc.topdown.TopDownResult`, a baseline
-:class:`~postproc.baselines.Estimate`, the raw :class:`~hierarchy.noisy.NoisyHierarchy`
+:func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result`, the raw :class:`~hierarchy.noisy.NoisyHierarchy`
 measurements, or the directory ``postproc run`` wrote — and the confidential
 :class:`~hierarchy.histograms.Hierarchy`, and returns one tidy row per level and query: the error
 metrics of :func:`postproc.metrics.error_metrics` and the EPL of the pooled errors (all units and
@@ -61,8 +60,9 @@ from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query, Workload
-from postproc.baselines import (Estimate, TreeCounts, bottom_up, calibrate_to_totals,
-                                clip_negative, hay_consistency, resolve_query)
+from postproc.baselines import (TreeCounts, bottom_up, calibrate_to_totals, clip_negative,
+                                hay_consistency)
+from postproc.result import Result, resolve_query
 from postproc.epl import estimate_epl
 from postproc.errors import PostprocError
 from postproc.metrics import METRICS, error_metrics
@@ -176,7 +176,7 @@ def result_answers(result: Any, level: str | int, query: str | Query) -> np.ndar
 
     Parameters
     ----------
-    result : TopDownResult, Estimate, NoisyHierarchy or TreeCounts
+    result : Result, NoisyHierarchy, Hierarchy or TreeCounts
         A TreeCounts answers only ``total``, at integer levels.
     level : str or int
     query : str or Query
@@ -207,8 +207,8 @@ def result_answers(result: Any, level: str | int, query: str | Query) -> np.ndar
         return q.answer(result.level_counts(level))
     histograms = getattr(result, "histograms", None)
     if histograms is None:
-        raise PostprocError(f"cannot evaluate a {type(result).__name__}: pass a TopDownResult, "
-                            f"an Estimate, a NoisyHierarchy, a TreeCounts or a run directory")
+        raise PostprocError(f"cannot evaluate a {type(result).__name__}: pass a Result, "
+                            f"a NoisyHierarchy, a Hierarchy, a TreeCounts or a run directory")
     q = resolve_query(query, result.schema, getattr(result, "workload", None))
     li = result.geography.level_index(level)
     if li >= len(histograms):
@@ -252,7 +252,7 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
 
     Parameters
     ----------
-    result : TopDownResult, Estimate, NoisyHierarchy, TreeCounts, or str / Path
+    result : Result, NoisyHierarchy, TreeCounts, or str / Path
         A path is a ``postproc run`` output directory (see :func:`load_run`).
     truth : Hierarchy or TreeCounts
         The exact counts, on the same geography (or the same regular tree).
@@ -393,7 +393,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *, topdown: 
     ``hay``, ``hay+clip``
         Closed-form consistent least squares of every measurement, then clipped.
     ``topdown``
-        ``topdown`` if given (a TopDownResult or an Estimate of one), else TopDown run here with
+        ``topdown`` if given (a Result), else TopDown run here with
         ``spec`` when ``spec`` is given.
     ``bottom_up``, ``bottom_up+calibrated``
         Geometric noise on the bottom level's detailed cells with the *same total ε* (a new
@@ -404,7 +404,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *, topdown: 
     ----------
     noisy : NoisyHierarchy
     truth : Hierarchy
-    topdown : TopDownResult or Estimate, optional
+    topdown : Result, optional
     spec : Spec, optional
         Run TopDown with it when ``topdown`` is not given.
     rng : None, int, numpy.random.Generator or Randomness
@@ -545,7 +545,7 @@ class RunOutput:
     """What ``postproc run`` left in a directory: the result, measurements and configuration."""
 
     directory: Path
-    estimate: Estimate
+    estimate: Result
     noisy: NoisyHierarchy | None
     config: Any
     manifest: dict[str, Any]
@@ -580,7 +580,7 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     Returns
     -------
     RunOutput
-        ``estimate`` is the TopDown result as an :class:`Estimate` (``method="topdown"``).
+        ``estimate`` is the TopDown result as a :class:`~postproc.result.Result` (``method="topdown"``).
 
     Raises
     ------
@@ -588,7 +588,7 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
         Missing manifest or level files, or an unreadable configuration; the message names them.
     """
     from hierarchy.storage import read_json
-    from postproc.topdown import histograms_from_table
+    from postproc.result import histograms_from_table
     import pyarrow.parquet as pq
 
     directory = Path(directory)
@@ -618,8 +618,8 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
                                 f"--resume`)")
         hists.append(histograms_from_table(pq.read_table(path), schema, geography, level,
                                            source=str(path)))
-    estimate = Estimate("topdown", schema, geography, workload, tuple(hists),
-                        {"method": "topdown", "directory": str(directory)})
+    estimate = Result("topdown", schema, geography, workload, tuple(hists),
+                      {"method": "topdown", "directory": str(directory)})
     return RunOutput(directory, estimate, noisy, config, manifest)
 
 

@@ -52,8 +52,8 @@ from hierarchy.tabulate import tabulate
 from invariants.compile import compile_spec
 from postproc.config import RunConfig
 from postproc.errors import PostprocError
-from postproc.topdown import TopDownResult, histograms_from_table, level_table, topdown
-from postproc.topdown.result import RESERVED_STEMS
+from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
+from postproc.topdown import topdown
 
 __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
            "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
@@ -66,7 +66,7 @@ _FINGERPRINT_FILE = "data_fingerprint.json"
 
 @dataclass(frozen=True, eq=False)
 class PipelineResult:
-    result: TopDownResult
+    result: Result
     noisy: NoisyHierarchy
     truth: Hierarchy
     directory: Path
@@ -351,7 +351,7 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
     label = noisy.provenance.get("randomness", {}).get("label")
     meta = {"randomness_label": label, "schema": config.schema.to_dict()}
 
-    def on_level(li: int, hist: np.ndarray, partial: TopDownResult) -> None:
+    def on_level(li: int, hist: np.ndarray, partial: Result) -> None:
         lv = noisy.levels[li]
         write_parquet(level_table(config.schema, noisy.geography, lv, hist),
                       directory / f"{lv}.parquet", metadata=meta)
@@ -380,7 +380,8 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                                       "against the confidential data")
         with atomic_path(conf / "error_table.csv") as tmp:
             errors.to_csv(tmp, index=False)
-    release_files = ["manifest.json", "checkpoint.json", "node_stats.parquet", "noisy/"] + [
+    release_files = ["manifest.json", "checkpoint.json", "geography.parquet", "node_stats.parquet",
+                     "noisy/"] + [
         f"{lv}.parquet" for lv in noisy.levels] + (["microdata.parquet"] if config.microdata
                                                    else [])
     extra = {"config": config.to_dict(), "accounting": accounting(config),

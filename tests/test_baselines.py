@@ -20,7 +20,8 @@ from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulate import tabulate
-from postproc.baselines import (Estimate, TreeCounts, adpc, bottom_up, calibrate_to_totals,
+from postproc.result import Result
+from postproc.baselines import (TreeCounts, adpc, bottom_up, calibrate_to_totals,
                                 children_per_node, clip_negative, clip_tree, flaxman_population,
                                 gdpc, hay, hay_consistency, rdpc, srs, sample_counts,
                                 tree_least_squares)
@@ -287,7 +288,7 @@ def test_calibration_hits_the_published_totals(truth, method):
 
 def test_estimate_validates_shapes(truth):
     with pytest.raises(PostprocError, match="expected"):
-        Estimate("x", E2E_1940, truth.geography, e2e_workload(E2E_1940),
+        Result("x", E2E_1940, truth.geography, e2e_workload(E2E_1940),
                  tuple(np.zeros((1, 192)) for _ in LEVELS))
 
 

@@ -23,7 +23,7 @@ from hierarchy.synth import write_synthetic_1940
 from postproc.cli import build_parser, main
 from postproc.config import load_config
 from postproc.pipeline import load_truth
-from postproc.topdown import histograms_from_table
+from postproc.result import histograms_from_table
 
 LEVELS = ("nation", "state", "county", "enum_dist")
 CORE_COMMANDS = ("demo", "synth1940", "run", "validate")

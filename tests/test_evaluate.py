@@ -21,7 +21,7 @@ from postproc.errors import PostprocError
 from postproc.evaluate import (compare_postprocessors, evaluate, load_run, load_truth,
                                noisy_answers, pivot, to_json)
 from postproc.metrics import error_metrics
-from postproc.topdown import histograms_from_table
+from postproc.result import histograms_from_table
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 

@@ -26,7 +26,7 @@ from postproc.config import load_config
 from postproc.errors import PostprocError
 import postproc.pipeline as pipeline
 from postproc.pipeline import accounting, load_truth, run_pipeline, validate_config
-from postproc.topdown import histograms_from_table
+from postproc.result import histograms_from_table
 
 LEVELS = ("nation", "state", "county", "enum_dist")
 PERSONS = 50_000

@@ -17,7 +17,7 @@ from invariants.compile import compile_spec, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.sampling import LatticeEngine, move_structure, sample_topdown
-from postproc.topdown import TopDownResult
+from postproc.result import Result
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 
@@ -36,7 +36,7 @@ def test_every_level_satisfies_its_invariants_exactly(noisy_and_truth, queries):
     noisy, truth = noisy_and_truth
     spec = Spec.e2e(LEVELS)
     result = sample_topdown(noisy, spec, rng=1, sweeps=30, queries=queries)
-    assert isinstance(result, TopDownResult) and len(result.histograms) == 4
+    assert isinstance(result, Result) and len(result.histograms) == 4
     compiled = compile_spec(spec, noisy.schema, noisy.geography, noisy.invariants)
     geo = noisy.geography
     for li, level in enumerate(LEVELS):
@@ -66,18 +66,19 @@ def test_reproducible_with_a_seed_and_labelled(noisy_and_truth):
 
 
 def test_sampled_result_writes_and_reads_back(noisy_and_truth, tmp_path):
-    """``SampledResult.write()`` raised KeyError 'fit_seconds' (it used TopDown's manifest)."""
+    """``SampledResult.write()`` raised KeyError 'fit_seconds' (it used TopDown's manifest); now
+    sampling returns the one Result type, whose manifest summarises sampler statistics."""
     import json
 
     import pyarrow.parquet as pq
 
-    from postproc.topdown import histograms_from_table
+    from postproc.result import histograms_from_table
 
     noisy, _ = noisy_and_truth
     out = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=5)
     out.write(tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["format"] == "dapp.SampledResult" and manifest["safe_for_release"] is False
+    assert manifest["format"] == "dapp.Result" and manifest["method"] == "sampling" and manifest["safe_for_release"] is False
     stats = out.node_stats
     for li, lv in enumerate(LEVELS):
         entry = manifest["levels"][lv]

@@ -40,8 +40,8 @@ from hierarchy.tabulate import tabulate
 from invariants.spec import Constraint, Invariant, Spec
 from postproc.errors import PostprocError
 from postproc.solvers import InfeasibleError
-from postproc.topdown import (NodeTask, QueryData, TopDownResult, histograms_from_table,
-                              solve_node, topdown)
+from postproc.result import Result, histograms_from_table
+from postproc.topdown import NodeTask, QueryData, solve_node, topdown
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 GOLDEN = Path(__file__).parent / "data" / "golden_topdown_e2e_5k.json"
@@ -225,8 +225,13 @@ def test_write_parquet_and_manifest(result, tmp_path):
             histograms_from_table(table, result.schema, result.geography, lv),
             result.level_histograms(lv))
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == "dapp.TopDownResult"
+    assert manifest["format"] == "dapp.Result" and manifest["method"] == "topdown"
     assert set(manifest["levels"]) == set(LEVELS)
+    back = Result.read(out)
+    assert back.method == "topdown" and back.geography.equals(result.geography)
+    for a, b in zip(back.histograms, result.histograms):
+        np.testing.assert_array_equal(a, b)
+    assert back.node_stats.equals(result.node_stats)
 
 
 def test_to_microdata_counts_equal_histograms(result):
@@ -430,9 +435,9 @@ def test_failsafe_in_a_hierarchy_with_a_hand_set_parent(noisy, truth):
     # the states' sum, which is exactly where the only inconsistency lives)
     np.testing.assert_array_equal(res.histograms[1].sum(1), truth.counts[1].sum(1))
     check_e2e_promises(
-        TopDownResult(res.schema, res.geography, res.workload,
-                      (res.histograms[1].sum(0, keepdims=True), *res.histograms[1:]),
-                      res.node_stats, res.provenance), truth)
+        Result("topdown", res.schema, res.geography, res.workload,
+               (res.histograms[1].sum(0, keepdims=True), *res.histograms[1:]),
+               res.provenance, res.node_stats), truth)
     assert int(res.node_stats.failsafe.sum()) == 1
     assert res.manifest()["levels"]["state"]["failsafe_nodes"] == 1
     with pytest.raises(InfeasibleError) as info:

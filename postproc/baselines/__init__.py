@@ -5,7 +5,7 @@ On Flaxman's (2019) synthetic population of total counts on a regular tree
 :func:`rdpc`, :func:`hay` (closed-form least squares) and :func:`clip_tree`.
 
 On the hierarchy data model (:class:`~hierarchy.histograms.Hierarchy`,
-:class:`~hierarchy.noisy.NoisyHierarchy`), each returning an :class:`Estimate`:
+:class:`~hierarchy.noisy.NoisyHierarchy`), each returning a :class:`~postproc.result.Result`:
 :func:`hay_consistency` (closed-form consistent least squares of every measurement),
 :func:`clip_negative`, :func:`bottom_up` and :func:`calibrate_to_totals`.
 
@@ -24,7 +24,6 @@ Examples
 ['TreeCounts', 'TreeCounts', 'TreeCounts', 'TreeCounts']
 """
 
-from postproc.baselines.estimate import Estimate, resolve_query
 from postproc.baselines.histograms import (bottom_up, calibrate_to_totals, clip_negative,
                                            sums_from_bottom)
 from postproc.baselines.least_squares import hay, hay_consistency, tree_least_squares
@@ -32,7 +31,7 @@ from postproc.baselines.sampling import sample_counts, srs
 from postproc.baselines.tree import (TreeCounts, adpc, children_per_node, clip_tree,
                                      flaxman_population, gdpc, rdpc)
 
-__all__ = ["Estimate", "resolve_query", "TreeCounts", "children_per_node", "flaxman_population",
+__all__ = ["TreeCounts", "children_per_node", "flaxman_population",
            "gdpc", "adpc", "rdpc", "hay", "clip_tree", "tree_least_squares", "hay_consistency",
            "clip_negative", "bottom_up", "calibrate_to_totals", "sums_from_bottom",
            "sample_counts", "srs"]

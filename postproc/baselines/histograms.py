@@ -2,7 +2,7 @@
 
 ``clip_negative``
     Negative cells set to 0 — of the noisy ``detailed`` measurements of every level (each level
-    on its own, so levels stop adding up), or of any :class:`Estimate`.
+    on its own, so levels stop adding up), or of any :class:`~postproc.result.Result`.
 ``bottom_up``
     Geometric noise on every detailed cell of every bottom-level unit, spending the *whole*
     budget there (``z = ε/Δ``, ``Δ = 2`` for the E2E "change one record" neighbours); every higher
@@ -32,7 +32,7 @@ from hierarchy.mechanisms import sample_two_sided_geometric
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Workload, e2e_workload
 from hierarchy.randomness import as_randomness
-from postproc.baselines.estimate import Estimate
+from postproc.result import Result
 from postproc.baselines.tree import _budget
 from postproc.errors import PostprocError
 
@@ -65,20 +65,20 @@ def sums_from_bottom(geography, bottom: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(reversed(out))
 
 
-def clip_negative(source: NoisyHierarchy | Estimate, *, query: str = "detailed") -> Estimate:
+def clip_negative(source: NoisyHierarchy | Result, *, query: str = "detailed") -> Result:
     """Nonnegative clipping, level by level.
 
     Parameters
     ----------
-    source : NoisyHierarchy or Estimate
+    source : NoisyHierarchy or Result
         For a NoisyHierarchy, the measurements of ``query`` (which must be ``detailed``-shaped:
-        one answer per cell) at every level are clipped; for an Estimate, its histograms.
+        one answer per cell) at every level are clipped; for a Result, its histograms.
     query : str
         The measured query to clip (NoisyHierarchy only).
 
     Returns
     -------
-    Estimate
+    Result
         ``method="clip"`` (or the estimate's method + ``"+clip"``); every cell ≥ 0. Levels are
         clipped independently, so they no longer add up.
 
@@ -92,16 +92,16 @@ def clip_negative(source: NoisyHierarchy | Estimate, *, query: str = "detailed")
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.geography import Geography
     >>> geo = Geography(("nation",), (np.array(["0"]),), (np.array([-1]),))
-    >>> est = Estimate("x", E2E_1940, geo, e2e_workload(E2E_1940), (np.full((1, 192), -1.0),))
+    >>> est = Result("x", E2E_1940, geo, e2e_workload(E2E_1940), (np.full((1, 192), -1.0),))
     >>> float(clip_negative(est).histograms[0].min()), clip_negative(est).method
     (0.0, 'x+clip')
     """
-    if isinstance(source, Estimate):
-        return Estimate(f"{source.method}+clip", source.schema, source.geography,
+    if isinstance(source, Result):
+        return Result(f"{source.method}+clip", source.schema, source.geography,
                         source.workload, tuple(np.maximum(h, 0) for h in source.histograms),
                         {**source.provenance, "clipped": True})
     if not isinstance(source, NoisyHierarchy):
-        raise PostprocError(f"clip_negative needs a NoisyHierarchy or an Estimate, not "
+        raise PostprocError(f"clip_negative needs a NoisyHierarchy or a Result, not "
                             f"{type(source).__name__}")
     hists = []
     for level in source.levels:
@@ -113,12 +113,12 @@ def clip_negative(source: NoisyHierarchy | Estimate, *, query: str = "detailed")
             raise PostprocError(f"query {query!r} has {values.shape[1]} answers, not one per "
                                 f"cell ({source.schema.size}); clip 'detailed'")
         hists.append(np.maximum(values, 0))
-    return Estimate("clip", source.schema, source.geography, source.workload, tuple(hists),
+    return Result("clip", source.schema, source.geography, source.workload, tuple(hists),
                     {"method": "clip", "query": query, "noisy": dict(source.provenance)})
 
 
 def bottom_up(truth: Hierarchy, epsilon: float, rng: Any = None, *, sensitivity: float = 2.0,
-              workload: Workload | None = None) -> Estimate:
+              workload: Workload | None = None) -> Result:
     """Bottom-up: geometric noise on every detailed cell of the bottom level; the rest are sums.
 
     Parameters
@@ -134,12 +134,12 @@ def bottom_up(truth: Hierarchy, epsilon: float, rng: Any = None, *, sensitivity:
         ``Δ`` of the detailed histogram of one level: 2 when one person's record may change
         (the E2E neighbours), 1 for adding or removing a person.
     workload : Workload, optional
-        Named queries for :meth:`Estimate.answers` (default: the E2E workload if the schema has
+        Named queries for :meth:`Result.answers` (default: the E2E workload if the schema has
         its attributes, else ``detailed`` alone).
 
     Returns
     -------
-    Estimate
+    Result
         ``method="bottom_up"``, int64 histograms (possibly negative), consistent by construction.
 
     Raises
@@ -163,7 +163,7 @@ def bottom_up(truth: Hierarchy, epsilon: float, rng: Any = None, *, sensitivity:
     rnd = as_randomness(rng)
     leaves = truth.counts[-1]
     noisy = leaves.astype(np.int64) + sample_two_sided_geometric(z, leaves.shape, rnd)
-    return Estimate("bottom_up", truth.schema, truth.geography,
+    return Result("bottom_up", truth.schema, truth.geography,
                     workload or _default_workload(truth.schema),
                     sums_from_bottom(truth.geography, noisy),
                     {"method": "bottom_up", "epsilon": epsilon, "z": z,
@@ -179,13 +179,13 @@ def _default_workload(schema) -> Workload:
         return Workload((detailed(schema),))
 
 
-def calibrate_to_totals(estimate: Estimate, level: str, totals: Any, *,
-                        method: str = "additive") -> Estimate:
+def calibrate_to_totals(estimate: Result, level: str, totals: Any, *,
+                        method: str = "additive") -> Result:
     """Adjust the bottom-level cells under each unit of ``level`` to a published total.
 
     Parameters
     ----------
-    estimate : Estimate
+    estimate : Result
         Any estimate; only its bottom level is used (the levels above are re-summed).
     level : str
         The level whose totals are published (e.g. ``"state"``); calibrating there also fixes
@@ -197,7 +197,7 @@ def calibrate_to_totals(estimate: Estimate, level: str, totals: Any, *,
 
     Returns
     -------
-    Estimate
+    Result
         ``method`` + ``"+calibrated"`` (``"+calibrated_proportional"``); float histograms,
         consistent, with the published totals at ``level``; nonnegative for ``proportional``.
 
@@ -213,7 +213,7 @@ def calibrate_to_totals(estimate: Estimate, level: str, totals: Any, *,
     >>> geo = Geography(("n", "s"), (np.array(["0"]), np.array(["a", "b"])),
     ...                 (np.array([-1]), np.array([0, 0])))
     >>> bottom = np.zeros((2, 192)); bottom[0, :2] = [3, -1]; bottom[1, 0] = 5
-    >>> est = Estimate("bu", E2E_1940, geo, e2e_workload(E2E_1940), sums_from_bottom(geo, bottom))
+    >>> est = Result("bu", E2E_1940, geo, e2e_workload(E2E_1940), sums_from_bottom(geo, bottom))
     >>> cal = calibrate_to_totals(est, "n", [12], method="proportional")
     >>> cal.histograms[1][:, :2].tolist(), float(cal.histograms[0].sum())
     ([[4.5, 0.0], [7.5, 0.0]], 12.0)
@@ -249,7 +249,7 @@ def calibrate_to_totals(estimate: Estimate, level: str, totals: Any, *,
         bottom = bottom * scale[owner][:, None]
         bottom += np.where(empty, totals / np.maximum(cells, 1), 0.0)[owner][:, None]
         suffix = "+calibrated_proportional"
-    return Estimate(f"{estimate.method}{suffix}", estimate.schema, geo, estimate.workload,
+    return Result(f"{estimate.method}{suffix}", estimate.schema, geo, estimate.workload,
                     sums_from_bottom(geo, bottom),
                     {**estimate.provenance, "calibrated_to": geo.levels[li],
                      "calibration": method})

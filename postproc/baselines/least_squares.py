@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
-from postproc.baselines.estimate import Estimate
+from postproc.result import Result
 from postproc.baselines.tree import TreeCounts, _budget
 from postproc.errors import PostprocError
 
@@ -236,7 +236,7 @@ def _information(level_terms: Sequence[Term], units: int, cells: int, li: int):
     return ids.ravel().astype(np.int64), matrices, b
 
 
-def hay_consistency(noisy: NoisyHierarchy) -> Estimate:
+def hay_consistency(noisy: NoisyHierarchy) -> Result:
     """Closed-form consistent histograms from every measurement of a NoisyHierarchy.
 
     Weighted least squares (weights = inverse variances) of all measured queries at all levels,
@@ -250,7 +250,7 @@ def hay_consistency(noisy: NoisyHierarchy) -> Estimate:
 
     Returns
     -------
-    Estimate
+    Result
         ``method="hay"``; float histograms, consistent across levels.
 
     Raises
@@ -282,7 +282,7 @@ def hay_consistency(noisy: NoisyHierarchy) -> Estimate:
             level_terms.append((noisy.workload[name].matrix, m.values, m.weights))
         terms.append(level_terms)
     x = tree_least_squares(geo.parents, terms, noisy.schema.size)
-    return Estimate("hay", noisy.schema, geo, noisy.workload, tuple(x), {
+    return Result("hay", noisy.schema, geo, noisy.workload, tuple(x), {
         "method": "hay", "noisy": dict(noisy.provenance)})
 
 

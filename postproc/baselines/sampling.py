@@ -17,7 +17,7 @@ import numpy as np
 
 from hierarchy.histograms import Hierarchy
 from hierarchy.randomness import as_randomness
-from postproc.baselines.estimate import Estimate
+from postproc.result import Result
 from postproc.baselines.histograms import _default_workload, sums_from_bottom
 from postproc.baselines.tree import TreeCounts
 from postproc.errors import PostprocError
@@ -71,7 +71,7 @@ def sample_counts(counts: Any, fraction: float, rng: Any = None) -> np.ndarray:
 
 
 def srs(truth: Hierarchy | TreeCounts, fraction: float, rng: Any = None
-        ) -> Estimate | TreeCounts:
+        ) -> Result | TreeCounts:
     """Simple random sample of persons at ``fraction``, each weighted ``1/fraction``.
 
     Parameters
@@ -84,7 +84,7 @@ def srs(truth: Hierarchy | TreeCounts, fraction: float, rng: Any = None
 
     Returns
     -------
-    Estimate or TreeCounts
+    Result or TreeCounts
         ``method = "srs f=<f>"``, float64 estimates (multiples of ``1/f``).
 
     Raises
@@ -109,5 +109,5 @@ def srs(truth: Hierarchy | TreeCounts, fraction: float, rng: Any = None
     if not isinstance(truth, Hierarchy):
         raise PostprocError(f"srs needs a Hierarchy or TreeCounts, not {type(truth).__name__}")
     sampled = sample_counts(truth.counts[-1], fraction, rng) / float(fraction)
-    return Estimate(name, truth.schema, truth.geography, _default_workload(truth.schema),
+    return Result(name, truth.schema, truth.geography, _default_workload(truth.schema),
                     sums_from_bottom(truth.geography, sampled), provenance)

@@ -35,7 +35,7 @@ from postproc.sampling.diagnostics import (effective_sample_size, plot_acceptanc
                                            plot_ess, plot_traces, summarize_ess)
 from postproc.sampling.exact import (IndexSet, bareiss_determinant, choose_index_set,
                                      integer_kernel_basis, row_basis)
-from postproc.sampling.hierarchical import SampledResult, sample_topdown
+from postproc.sampling.hierarchical import sample_topdown
 from postproc.sampling.engine import LatticeEngine, move_structure
 from postproc.sampling.lattice import sample_lattice
 from postproc.sampling.mis import mis_index_set, sample_mis
@@ -51,7 +51,7 @@ __all__ = ["ConditionalTarget", "conditional_target", "sample_conditional", "sam
            "LatticeEngine", "TuningResult", "acceptance_curve", "tune_proposal_epsilon",
            "effective_sample_size", "summarize_ess", "plot_acceptance_curve", "plot_traces",
            "plot_ess", "CountTable", "read_count_table", "table_target", "release_table",
-           "TableRelease", "SAMPLERS", "DEFAULT_SAMPLER", "sample_topdown", "SampledResult"]
+           "TableRelease", "SAMPLERS", "DEFAULT_SAMPLER", "sample_topdown"]
 
 
 def sample_conditional(target: ConditionalTarget, *, sampler: str = DEFAULT_SAMPLER,

@@ -72,7 +72,6 @@ True
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,57 +80,19 @@ import scipy.sparse as sp
 
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
-from hierarchy.storage import package_versions
 from invariants.compile import LevelConstraints, compile_spec, node_matrices, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.sampling.engine import LatticeEngine, default_step, move_structure
-from postproc.topdown.result import TopDownResult
+from postproc.result import Result
 
-__all__ = ["sample_topdown", "SampledResult", "level_noise"]
+__all__ = ["sample_topdown", "level_noise"]
 
 #: How a measurement mechanism's law is used for integer histograms.
 _INTEGER_LAW = {"geometric": ("geometric", "z", lambda v: v),
                 "discrete_gaussian": ("discrete_gaussian", "sigma2", lambda v: v),
                 "laplace": ("geometric", "scale", lambda v: 1.0 / v),
                 "gaussian": ("discrete_gaussian", "sigma2", lambda v: v)}
-
-
-@dataclass(frozen=True, eq=False)
-class SampledResult(TopDownResult):
-    """A :class:`~postproc.topdown.TopDownResult` made by conditional sampling.
-
-    ``node_stats`` has one row per parent (sampler acceptance instead of solver statistics).
-    It is safe for release only if both the measurements and the sampling used release-mode
-    randomness.
-    """
-
-    @property
-    def safe_for_release(self) -> bool:
-        sampling = self.provenance.get("sampler", {}).get("randomness", {})
-        return super().safe_for_release and bool(sampling.get("safe_for_release", False))
-
-    def manifest(self) -> dict[str, Any]:
-        """JSON-ready manifest: provenance and, per level, the sampler's statistics (moves
-        proposed and accepted) where a TopDown manifest has solver statistics."""
-        stats = self.node_stats
-        per_level = {}
-        for li, lv in enumerate(self.levels):
-            s = stats[stats["level"] == lv] if len(stats) else stats
-            proposed = int(s["proposed"].sum()) if len(s) else 0
-            accepted = int(s["accepted"].sum()) if len(s) else 0
-            per_level[lv] = {
-                "units": int(self.histograms[li].shape[0]),
-                "persons": int(self.histograms[li].sum()),
-                "parents": int(len(s)),
-                "copied_parents": int(s["copied"].sum()) if len(s) else 0,
-                "moves_proposed": proposed, "moves_accepted": accepted,
-                "acceptance": accepted / proposed if proposed else None}
-        rnd = self.provenance.get("noisy", {}).get("randomness", {})
-        return {"format": "dapp.SampledResult", "levels": per_level, "randomness": rnd,
-                "sampler_randomness": self.provenance.get("sampler", {}).get("randomness", {}),
-                "safe_for_release": self.safe_for_release,
-                "provenance": dict(self.provenance), "versions": package_versions()}
 
 
 def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None,
@@ -426,7 +387,7 @@ def _queries(noisy: NoisyHierarchy, queries: Any) -> list[str]:
 def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any = None,
                    sweeps: int = 100, mechanism: str | None = None,
                    queries: Any = "detailed", step_factor: float = 0.8,
-                   retries: int = 10) -> SampledResult:
+                   retries: int = 10) -> Result:
     """Post-process a noisy hierarchy by top-down conditional sampling (see the module docs).
 
     Parameters
@@ -458,8 +419,8 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
 
     Returns
     -------
-    SampledResult
-        A :class:`~postproc.topdown.TopDownResult`: int64 histograms per level, root first;
+    Result
+        Method ``"sampling"``: int64 histograms per level, root first;
         ``node_stats`` per parent (children, moves proposed and accepted, acceptance rate);
         ``provenance['sampler']`` with the law, parameters, sweeps, timings and randomness.
 
@@ -641,5 +602,5 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
         "timings": {"levels": timings, "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }
-    return SampledResult(noisy.schema, geo, noisy.workload, tuple(hists), pd.DataFrame(stats),
-                         provenance)
+    return Result("sampling", noisy.schema, geo, noisy.workload, tuple(hists), provenance,
+                  pd.DataFrame(stats))

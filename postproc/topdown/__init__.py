@@ -6,8 +6,6 @@ level loop.
 """
 
 from postproc.topdown.node import NodeTask, QueryData, VerificationError, solve_node
-from postproc.topdown.result import TopDownResult, histograms_from_table, level_table
 from postproc.topdown.run import topdown
 
-__all__ = ["topdown", "TopDownResult", "NodeTask", "QueryData", "solve_node",
-           "VerificationError", "level_table", "histograms_from_table"]
+__all__ = ["topdown", "NodeTask", "QueryData", "solve_node", "VerificationError"]

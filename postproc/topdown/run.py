@@ -19,7 +19,7 @@ from postproc.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
                                        resolve_failsafe_keep)
 from postproc.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                    solve_nodes)
-from postproc.topdown.result import TopDownResult
+from postproc.result import Result
 
 __all__ = ["topdown", "level_tasks", "root_task"]
 
@@ -156,8 +156,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             failsafe_keep: Sequence[str] | str = AUTO,
             passes: Sequence[Sequence[str]] | None = None, pass_tolerance: float = 0.5,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
-            on_level: Callable[[int, np.ndarray, TopDownResult], None] | None = None
-            ) -> TopDownResult:
+            on_level: Callable[[int, np.ndarray, Result], None] | None = None
+            ) -> Result:
     """TopDown post-processing of a :class:`~hierarchy.noisy.NoisyHierarchy`.
 
     Root first, then for every parent of each level: the weighted least-squares fit (weights
@@ -200,7 +200,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
 
     Returns
     -------
-    TopDownResult
+    Result
 
     Examples
     --------
@@ -303,7 +303,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
 
 
 def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
-            kept_by_level) -> TopDownResult:
+            kept_by_level) -> Result:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
@@ -313,8 +313,8 @@ def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, pa
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }
-    return TopDownResult(noisy.schema, noisy.geography, noisy.workload, tuple(hists),
-                         node_stats, provenance)
+    return Result("topdown", noisy.schema, noisy.geography, noisy.workload, tuple(hists),
+                  provenance, node_stats)
 
 
 def _progress(enabled: bool, total: int, level: str):

@@ -1,0 +1,499 @@
+"""The one result type of every post-processor: histograms per level, with their provenance.
+
+A :class:`Result` holds, for every unit of every level (root first), a histogram over the
+schema's cells — integer (TopDown, conditional sampling) or not (least squares, raking, the
+unprocessed measurements) — and says which method made it, from which measurements, with which
+randomness. It answers any query expression (:meth:`Result.answers`), gives tidy pandas frames
+with attribute labels and parent geocodes (:meth:`Result.to_frame`), and round-trips through a
+directory (:meth:`Result.write` / :meth:`Result.read`, format ``dapp.Result`` version 1).
+
+The truth (:class:`~hierarchy.histograms.Hierarchy`) and the raw measurements
+(:class:`~hierarchy.noisy.NoisyHierarchy`) are read through the same protocol by
+:func:`answers_of`.
+
+Examples
+--------
+>>> from hierarchy.schema import Schema, Attribute
+>>> from hierarchy.geography import Geography
+>>> from hierarchy.queries import Workload, total, detailed
+>>> schema = Schema((Attribute("sex", ("male", "female")),))
+>>> geo = Geography.from_frame(pd.DataFrame({"level": ["nation", "state", "state"],
+...                                          "geocode": ["US", "A", "B"],
+...                                          "parent": ["", "US", "US"]}), ["nation", "state"])
+>>> r = Result("example", schema, geo, Workload((total(schema), detailed(schema))),
+...            (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
+>>> r
+Result('example'; integer; nation=1, state=2 units; 7 persons; randomness unknown)
+>>> r.answers("state", "total").ravel().tolist()
+[5, 2]
+>>> r.to_frame("state")
+  nation state     sex  count
+0     US     A    male      1
+1     US     A  female      4
+2     US     B    male      2
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hierarchy.geography import Geography
+from hierarchy.queries import Query, Workload, parse_query
+from hierarchy.schema import Schema
+from hierarchy.storage import check_file_names, package_versions, write_json, write_parquet
+from postproc.errors import PostprocError
+
+__all__ = ["Result", "resolve_query", "answers_of", "level_table", "histograms_from_table",
+           "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION"]
+
+#: The ``format`` and ``format_version`` a result directory's manifest records.
+FORMAT = "dapp.Result"
+FORMAT_VERSION = 1
+#: File stems of a result directory that a level must not be named after.
+RESERVED_STEMS = ("node_stats", "manifest", "microdata", "noisy", "geography")
+
+
+def resolve_query(query: str | Query, schema: Schema, workload: Workload | None = None) -> Query:
+    """A :class:`~hierarchy.queries.Query` from a workload name or a query expression.
+
+    Workload names come first (``va_hisp_race``, ``hhgq`` in the E2E workload); anything else is
+    parsed as an expression (``total``, ``detailed``, ``marginal(cenrace)``, …) and named by it.
+
+    Parameters
+    ----------
+    query : str or Query
+    schema : Schema
+    workload : Workload, optional
+
+    Returns
+    -------
+    Query
+
+    Raises
+    ------
+    PostprocError
+        Neither a workload name nor a valid expression.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import e2e_workload
+    >>> resolve_query("va_hisp_race", E2E_1940, e2e_workload(E2E_1940)).n_answers
+    24
+    >>> resolve_query("total", E2E_1940).name
+    'total'
+    >>> resolve_query("vhr", E2E_1940, e2e_workload(E2E_1940))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: unknown query 'vhr': not in the workload [...] and not an ...
+    """
+    if isinstance(query, Query):
+        return query
+    if workload is not None and query in workload:
+        return workload[query]
+    from hierarchy.errors import HierarchyError
+    try:
+        return parse_query(query, schema, name=query)
+    except HierarchyError as exc:
+        names = list(workload.names) if workload is not None else []
+        raise PostprocError(f"unknown query {query!r}: not in the workload {names} and not an "
+                            f"expression ({exc})") from None
+
+
+def level_table(schema: Schema, geography: Geography, level: str, hist: np.ndarray, *,
+                keep_zeros: bool = False) -> pa.Table:
+    """Long form of one level: the level's geocode column, one column per attribute, ``count``.
+
+    Zero cells are omitted unless ``keep_zeros``. ``count`` is int64 for integer histograms and
+    float64 otherwise.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("m", "f")),))
+    >>> g = Geography(("nation",), (np.array(["US"]),), (np.array([-1]),))
+    >>> level_table(s, g, "nation", np.array([[0, 5]])).to_pydict()
+    {'nation': ['US'], 'sex': [1], 'count': [5]}
+    """
+    li = geography.level_index(level)
+    hist = np.asarray(hist)
+    units, cells = (np.nonzero(hist) if not keep_zeros
+                    else np.indices(hist.shape).reshape(2, -1))
+    codes = np.unravel_index(cells, schema.shape)
+    cols: dict[str, Any] = {level: pa.DictionaryArray.from_arrays(
+        pa.array(units.astype(np.int32)), pa.array(geography.geocodes[li].astype(str)))}
+    for attr, c in zip(schema.attributes, codes):
+        cols[attr.name] = pa.array(c.astype(np.int8 if attr.size <= 127 else np.int32))
+    integer = hist.dtype.kind in "iub"
+    cols["count"] = pa.array(hist[units, cells].astype(np.int64 if integer else np.float64))
+    return pa.table(cols)
+
+
+def histograms_from_table(table: pa.Table | pd.DataFrame, schema: Schema, geography: Geography,
+                          level: str, *, source: str = "table", integer: bool = True
+                          ) -> np.ndarray:
+    """Inverse of :func:`level_table`: dense (units × cells) histograms, validated.
+
+    ``integer`` (default) requires non-negative integer counts and returns int64; otherwise any
+    finite counts are accepted and float64 is returned.
+    """
+    frame = table.to_pandas() if isinstance(table, pa.Table) else table
+    need = [level, *schema.names, "count"]
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise PostprocError(f"{source}: missing column(s) {missing}; expected {need}")
+    li = geography.level_index(level)
+    unit = pd.Index(geography.geocodes[li]).get_indexer(frame[level].astype(str))
+    if (unit < 0).any():
+        bad = frame[level].astype(str).to_numpy()[unit < 0][:5].tolist()
+        raise PostprocError(f"{source}: {level} geocodes {bad} are not in the geography")
+    cell = np.zeros(len(frame), dtype=np.int64)
+    for attr in schema.attributes:
+        col = frame[attr.name].to_numpy()
+        if np.any((col < 0) | (col >= attr.size)):
+            raise PostprocError(f"{source}: column {attr.name!r} has codes outside "
+                                f"0..{attr.size - 1}")
+        cell = cell * attr.size + col.astype(np.int64)
+    counts = frame["count"].to_numpy()
+    if integer:
+        if np.any(counts < 0) or counts.dtype.kind not in "iu":
+            raise PostprocError(f"{source}: counts must be non-negative integers")
+        dtype = np.int64
+    else:
+        if counts.dtype.kind not in "iuf" or not np.isfinite(counts).all():
+            raise PostprocError(f"{source}: counts must be finite numbers")
+        dtype = np.float64
+    out = np.zeros((geography.n_units(li), schema.size), dtype=dtype)
+    np.add.at(out, (unit, cell), counts.astype(dtype))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """Histograms of every unit of every level, as a post-processor leaves them.
+
+    Parameters
+    ----------
+    method : str
+        The registered name of what made it (``"topdown"``, ``"sampling"``, ``"hay"``, …).
+    schema, geography, workload
+        The data model the histograms refer to.
+    histograms : tuple of arrays
+        ``histograms[l]`` has shape (units of level ``l``, ``schema.size``), root first; fewer
+        arrays than levels for a partial result (a run stopped after a level).
+    provenance : dict
+        JSON-ready description of how it was made: ``noisy`` (the measurements' provenance, with
+        their randomness label), the method's own settings, ``timings``, ``failsafe_reports``.
+    node_stats : pandas.DataFrame, optional
+        One row per parent problem (solver or sampler statistics).
+
+    Raises
+    ------
+    PostprocError
+        No levels or too many, wrong shapes, or non-finite counts.
+    """
+
+    method: str
+    schema: Schema
+    geography: Geography
+    workload: Workload
+    histograms: tuple[np.ndarray, ...]
+    provenance: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    node_stats: pd.DataFrame | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        hists = tuple(np.asarray(h) for h in self.histograms)
+        if not 1 <= len(hists) <= self.geography.depth:
+            raise PostprocError(f"{self.method}: {len(hists)} histogram arrays for the "
+                                f"{self.geography.depth} levels {list(self.geography.levels)}")
+        for level, h in zip(self.geography.levels, hists):
+            want = (self.geography.n_units(level), self.schema.size)
+            if h.shape != want:
+                raise PostprocError(f"{self.method}: level {level!r} histograms have shape "
+                                    f"{h.shape}, expected {want}")
+            if h.dtype.kind not in "iuf" or (h.dtype.kind == "f" and not np.isfinite(h).all()):
+                raise PostprocError(f"{self.method}: level {level!r} histograms must be finite "
+                                    f"numbers")
+        object.__setattr__(self, "histograms", hists)
+        object.__setattr__(self, "provenance", dict(self.provenance))
+        stats = self.node_stats if self.node_stats is not None else pd.DataFrame()
+        object.__setattr__(self, "node_stats", stats)
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """Names of the levels computed, root first."""
+        return self.geography.levels[:len(self.histograms)]
+
+    @property
+    def integer(self) -> bool:
+        """Whether every histogram holds integers."""
+        return all(h.dtype.kind in "iu" for h in self.histograms)
+
+    def level_histograms(self, level: str | int) -> np.ndarray:
+        """Histograms of one level, shape (units, cells)."""
+        li = self.geography.level_index(level)
+        if li >= len(self.histograms):
+            raise PostprocError(f"level {self.geography.levels[li]!r} has not been computed")
+        return self.histograms[li]
+
+    def answers(self, level: str | int, query: str | Query) -> np.ndarray:
+        """Answers of a workload query, a query expression or a Query, shape (units, answers)."""
+        q = resolve_query(query, self.schema, self.workload)
+        return q.answer(self.level_histograms(level))
+
+    # -- labels ------------------------------------------------------------------------------
+    @property
+    def randomness(self) -> dict[str, Any]:
+        """The measurements' randomness provenance (mode, label, safe_for_release, seed)."""
+        return dict(self.provenance.get("noisy", {}).get("randomness", {}))
+
+    @property
+    def safe_for_release(self) -> bool:
+        """True only if the measurements and any randomness of the method were release mode."""
+        if not self.randomness.get("safe_for_release", False):
+            return False
+        own = self.provenance.get("sampler", {}).get("randomness")
+        return own is None or bool(own.get("safe_for_release", False))
+
+    @property
+    def failsafe_reports(self) -> list[dict[str, Any]]:
+        """The nodes where a promise had to be relaxed, and what moved."""
+        return list(self.provenance.get("failsafe_reports", []))
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{lv}={h.shape[0]}" for lv, h in zip(self.levels, self.histograms))
+        kind = "integer" if self.integer else "real"
+        total = self.histograms[0].sum()
+        persons = f"{int(total):,}" if self.integer else f"{float(total):,.1f}"
+        label = self.randomness.get("mode", "unknown")
+        if label == "simulation":
+            label = "simulation (unsafe for release)"
+        return (f"Result({self.method!r}; {kind}; {sizes} units; {persons} persons; "
+                f"randomness {label})")
+
+    # -- frames ------------------------------------------------------------------------------
+    def to_table(self, level: str | int, *, keep_zeros: bool = False) -> pa.Table:
+        """Long form of a level (see :func:`level_table`)."""
+        li = self.geography.level_index(level)
+        return level_table(self.schema, self.geography, self.geography.levels[li],
+                           self.level_histograms(li), keep_zeros=keep_zeros)
+
+    def to_frame(self, level: str | int, *, labels: bool = True, parents: bool = True,
+                 zeros: bool = False) -> pd.DataFrame:
+        """A tidy DataFrame of one level: one row per unit and cell.
+
+        Parameters
+        ----------
+        level : str or int
+        labels : bool
+            Attribute columns as categoricals of the schema's labels (else integer codes).
+        parents : bool
+            Geocode columns of every level above, root first.
+        zeros : bool
+            Keep the cells whose count is zero.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns: the parent geocodes (if ``parents``), the level's geocode, one column per
+            attribute, ``count``.
+        """
+        li = self.geography.level_index(level)
+        return tidy_frame(self.schema, self.geography, li, self.level_histograms(li),
+                          labels=labels, parents=parents, zeros=zeros)
+
+    # -- directories -------------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any]:
+        """JSON-ready manifest: format, method, per-level summaries, provenance, versions."""
+        stats = self.node_stats
+        per_level = {}
+        for li, lv in enumerate(self.levels):
+            s = stats[stats["level"] == lv] if len(stats) and "level" in stats else stats.iloc[:0]
+            h = self.histograms[li]
+            entry: dict[str, Any] = {
+                "units": int(h.shape[0]),
+                "persons": int(h.sum()) if h.dtype.kind in "iu" else float(h.sum()),
+                "parents": int(len(s)),
+                "seconds": float(self.provenance.get("timings", {}).get("levels", {})
+                                 .get(lv, 0) or 0)}
+            entry.update(_level_statistics(s))
+            per_level[lv] = entry
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": self.method,
+                "integer": self.integer, "levels": per_level, "randomness": self.randomness,
+                "safe_for_release": self.safe_for_release, "schema": self.schema.to_dict(),
+                "workload": self.workload.to_dict(), "geography_levels": list(self.levels),
+                "provenance": dict(self.provenance), "versions": package_versions()}
+
+    def write(self, directory: str | os.PathLike, *, levels: list[str] | None = None,
+              node_stats: bool = True, extra_manifest: Mapping[str, Any] | None = None) -> Path:
+        """Write ``DIR/<level>.parquet`` (long form), ``DIR/geography.parquet``,
+        ``DIR/node_stats.parquet`` and ``DIR/manifest.json``, atomically file by file.
+
+        Every file carries the randomness label in its metadata. :meth:`read` reads it back.
+        """
+        directory = Path(directory)
+        check_file_names(self.levels, what="level", reserved=RESERVED_STEMS)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {"randomness_label": self.randomness.get("label"),
+                "schema": self.schema.to_dict()}
+        for lv in levels or self.levels:
+            write_parquet(self.to_table(lv), directory / f"{lv}.parquet", metadata=meta)
+        write_parquet(pa.Table.from_pandas(self.geography.to_frame(), preserve_index=False),
+                      directory / "geography.parquet", metadata=meta)
+        if node_stats and len(self.node_stats):
+            write_parquet(pa.Table.from_pandas(self.node_stats, preserve_index=False),
+                          directory / "node_stats.parquet", metadata=meta)
+        manifest = self.manifest()
+        if extra_manifest:
+            manifest.update(extra_manifest)
+        write_json(manifest, directory / "manifest.json")
+        return directory
+
+    @classmethod
+    def read(cls, directory: str | os.PathLike) -> "Result":
+        """Read a directory written by :meth:`write`.
+
+        Raises
+        ------
+        PostprocError
+            Not a result directory, another format version, or a missing or bad file (named).
+        """
+        directory = Path(directory)
+        path = directory / "manifest.json"
+        try:
+            manifest = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise PostprocError(f"{directory}: no manifest.json; not a result directory "
+                                f"(write one with Result.write)") from None
+        except json.JSONDecodeError as exc:
+            raise PostprocError(f"{path}: not valid JSON ({exc})") from None
+        if manifest.get("format") != FORMAT or "schema" not in manifest:
+            raise PostprocError(f"{path}: format {manifest.get('format')!r} is not {FORMAT!r} "
+                                f"with a schema; it was not written by Result.write")
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise PostprocError(f"{path}: format version {manifest.get('format_version')!r}; "
+                                f"this version of dapp reads version {FORMAT_VERSION}")
+        schema = Schema.from_dict(manifest["schema"])
+        workload = Workload.from_expressions(schema, manifest["workload"])
+        if not (directory / "geography.parquet").exists():
+            raise PostprocError(f"{directory}: geography.parquet is missing")
+        frame = pq.read_table(directory / "geography.parquet").to_pandas()
+        all_levels = list(dict.fromkeys(frame["level"].astype(str)))
+        geography = Geography.from_frame(frame, all_levels)
+        integer = bool(manifest.get("integer", True))
+        hists = []
+        for lv in manifest["geography_levels"]:
+            file = directory / f"{lv}.parquet"
+            if not file.exists():
+                raise PostprocError(f"{file} is missing")
+            hists.append(histograms_from_table(pq.read_table(file), schema, geography, lv,
+                                               source=str(file), integer=integer))
+        stats = (pq.read_table(directory / "node_stats.parquet").to_pandas()
+                 if (directory / "node_stats.parquet").exists() else None)
+        return cls(manifest["method"], schema, geography, workload, tuple(hists),
+                   manifest.get("provenance", {}), stats)
+
+    def to_microdata(self, level: str | int | None = None) -> pa.Table:
+        """Synthetic microdata: one row per person of ``level`` (default: the bottom level), with
+        the geocode of every level above and every attribute. Integer results only."""
+        if not self.integer:
+            raise PostprocError(f"{self.method}: a result with fractional counts has no "
+                                f"microdata; use an integer post-processor (topdown, sampling)")
+        li = len(self.histograms) - 1 if level is None else self.geography.level_index(level)
+        hist = self.level_histograms(li)
+        if (hist < 0).any():
+            raise PostprocError(f"{self.method}: negative counts have no microdata")
+        units, cells = np.nonzero(hist)
+        counts = hist[units, cells]
+        unit_rep = np.repeat(units, counts)
+        cell_rep = np.repeat(cells, counts)
+        cols: dict[str, Any] = {}
+        chain = [(lv, ix) for lv, ix in _parent_chain(self.geography, li, unit_rep) if lv > 0]
+        for lv, ix in chain + ([(li, unit_rep)] if li > 0 else []):
+            cols[self.geography.levels[lv]] = pa.DictionaryArray.from_arrays(
+                pa.array(ix.astype(np.int32)), pa.array(self.geography.geocodes[lv].astype(str)))
+        codes = np.unravel_index(cell_rep, self.schema.shape)
+        for attr, c in zip(self.schema.attributes, codes):
+            cols[attr.name] = pa.array(c.astype(np.int8 if attr.size <= 127 else np.int32))
+        return pa.table(cols)
+
+
+def tidy_frame(schema: Schema, geography: Geography, li: int, hist: np.ndarray, *,
+               labels: bool = True, parents: bool = True, zeros: bool = False) -> pd.DataFrame:
+    """The frame of :meth:`Result.to_frame` for any (units × cells) array of level ``li``."""
+    hist = np.asarray(hist)
+    units, cells = (np.nonzero(hist) if not zeros else np.indices(hist.shape).reshape(2, -1))
+    columns: dict[str, Any] = {}
+    for lv, ix in _parent_chain(geography, li, units) if parents else []:
+        columns[geography.levels[lv]] = geography.geocodes[lv].astype(str)[ix]
+    columns[geography.levels[li]] = geography.geocodes[li].astype(str)[units]
+    codes = np.unravel_index(cells, schema.shape)
+    for attr, c in zip(schema.attributes, codes):
+        columns[attr.name] = (pd.Categorical.from_codes(c, categories=list(attr.labels))
+                              if labels else c.astype(np.int64))
+    columns["count"] = hist[units, cells]
+    return pd.DataFrame(columns)
+
+
+def _parent_chain(geography: Geography, li: int, units: np.ndarray
+                  ) -> list[tuple[int, np.ndarray]]:
+    """Unit indices of the ancestors (root first) of ``units`` of level ``li``."""
+    out = []
+    for lv in range(li, 0, -1):
+        units = geography.parents[lv][units]
+        out.append((lv - 1, units))
+    return list(reversed(out))
+
+
+def _level_statistics(s: pd.DataFrame) -> dict[str, Any]:
+    """Per-level summaries of node statistics: solver columns for a solver, moves for a sampler."""
+    out: dict[str, Any] = {}
+    if not len(s):
+        return out
+    if "fit_seconds" in s:
+        out.update({
+            "fit_seconds": float(s["fit_seconds"].sum()),
+            "round_seconds": float(s["round_seconds"].sum()) if "round_seconds" in s else 0.0,
+            "backends": s["backend"].value_counts().to_dict() if "backend" in s else {},
+            "rounding": s["rounding"].value_counts().to_dict() if "rounding" in s else {},
+            "fallbacks": int(s["attempts"].fillna("").str.contains(";").sum())
+            if "attempts" in s else 0,
+            "failsafe_nodes": int(s["failsafe"].sum()) if "failsafe" in s else 0})
+    if "proposed" in s:
+        proposed, accepted = int(s["proposed"].sum()), int(s["accepted"].sum())
+        out.update({"copied_parents": int(s["copied"].sum()) if "copied" in s else 0,
+                    "moves_proposed": proposed, "moves_accepted": accepted,
+                    "acceptance": accepted / proposed if proposed else None})
+    return out
+
+
+def answers_of(source: Any, level: str | int, query: str | Query) -> np.ndarray:
+    """Answers of ``query`` at ``level`` from a :class:`Result`, the truth or the measurements.
+
+    The one reading protocol: a :class:`Result` and a :class:`~hierarchy.histograms.Hierarchy`
+    answer from their histograms; a :class:`~hierarchy.noisy.NoisyHierarchy` from the measured
+    query, or the sum of a finer measured one (see :func:`postproc.evaluate.noisy_answers`).
+    """
+    from hierarchy.histograms import Hierarchy
+    from hierarchy.noisy import NoisyHierarchy
+
+    if isinstance(source, NoisyHierarchy):
+        from postproc.evaluate import noisy_answers
+        level_name = source.geography.levels[source.geography.level_index(level)]
+        return noisy_answers(source, level_name, query)[0]
+    if isinstance(source, Hierarchy):
+        return resolve_query(query, source.schema).answer(source.level_counts(level))
+    if isinstance(source, Result):
+        return source.answers(level, query)
+    raise PostprocError(f"cannot read answers from a {type(source).__name__}: pass a Result, a "
+                        f"Hierarchy or a NoisyHierarchy")
