@@ -280,3 +280,37 @@ def noisy_histograms(noisy: Any, spec: Any = None, *, rng: Any = None) -> Result
 
 register("noisy", summary="the unprocessed detailed measurements of every level "
                           "(inconsistent, may be negative)")(noisy_histograms)
+
+
+@register("least_squares", summary="per-level weighted least squares of each unit's "
+                                   "measurements (unconstrained: inconsistent, may be negative)")
+def _least_squares(noisy, spec=None, *, rng=None):
+    from postproc.baselines import level_least_squares
+
+    return level_least_squares(noisy, spec, rng=rng)
+
+
+@register("clip_scale", summary="the noisy detailed counts clipped at 0 and scaled to each "
+                                "unit's total (invariant or noisy); inconsistent",
+          nonnegative=True)
+def _clip_scale(noisy, spec=None, *, rng=None):
+    from postproc.baselines import clip_scale
+
+    return clip_scale(noisy, spec, rng=rng)
+
+
+@register("rake", summary="raking down the tree: each parent's cells split in proportion to "
+                          "its children's clipped noisy counts (real-valued)",
+          consistent=True, nonnegative=True)
+def _rake(noisy, spec=None, *, rng=None):
+    from postproc.baselines import rake
+
+    return rake(noisy, spec, rng=rng)
+
+
+@register("bottom_up", summary="the bottom level's noisy detailed counts, summed up the tree "
+                               "(may be negative)", consistent=True)
+def _bottom_up(noisy, spec=None, *, rng=None):
+    from postproc.baselines import bottom_up_sums
+
+    return bottom_up_sums(noisy, spec, rng=rng)

@@ -27,6 +27,7 @@ Examples
 from postproc.baselines.histograms import (bottom_up, calibrate_to_totals, clip_negative,
                                            sums_from_bottom)
 from postproc.baselines.least_squares import hay, hay_consistency, tree_least_squares
+from postproc.baselines.reconcile import bottom_up_sums, clip_scale, level_least_squares, rake
 from postproc.baselines.sampling import sample_counts, srs
 from postproc.baselines.tree import (TreeCounts, adpc, children_per_node, clip_tree,
                                      flaxman_population, gdpc, rdpc)
@@ -34,4 +35,4 @@ from postproc.baselines.tree import (TreeCounts, adpc, children_per_node, clip_t
 __all__ = ["TreeCounts", "children_per_node", "flaxman_population",
            "gdpc", "adpc", "rdpc", "hay", "clip_tree", "tree_least_squares", "hay_consistency",
            "clip_negative", "bottom_up", "calibrate_to_totals", "sums_from_bottom",
-           "sample_counts", "srs"]
+           "sample_counts", "srs", "level_least_squares", "clip_scale", "rake", "bottom_up_sums"]
