@@ -30,7 +30,7 @@ from postproc.solvers import DEFAULT_QP_CHAIN, check_chain
 __all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text"]
 
 _SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
-             "spec", "solver", "output"}
+             "spec", "postprocess", "solver", "output"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class RunConfig:
     source: str = "<config>"
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
     failsafe_keep: tuple[str, ...] | str = "auto"
+    method: str = "topdown"
+    method_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def release(self) -> bool:
@@ -351,6 +353,10 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
             raise PostprocError(message) from None
         key = next((k for k in ("file", "preset") if k in sp_), None)
         raise _fail(where("spec", key), message.removeprefix(f"{source}: ")) from None
+    # [postprocess]
+    pp = section("postprocess", required=False)
+    check_keys("postprocess", pp, {"method", "options"})
+    method, method_options = _postprocess(pp, where)
     # [solver]
     sv = section("solver", required=False)
     check_keys("solver", sv, {"chain", "executor", "workers", "scheduler", "failsafe",
@@ -404,7 +410,35 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
                      mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
                      passes, output, microdata, error_table, source, dict(data),
-                     failsafe_keep=failsafe_keep)
+                     failsafe_keep=failsafe_keep, method=method,
+                     method_options=method_options)
+
+
+def _postprocess(section: Mapping[str, Any], where: _Where) -> tuple[str, dict[str, Any]]:
+    """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
+    ``[postprocess.options]``, checked against what the method takes. TopDown's solver options
+    live in ``[solver]``."""
+    from postproc.methods import available, get
+
+    method = section.get("method", "topdown")
+    if method not in available():
+        raise _fail(where("postprocess", "method"), f"unknown method {method!r}; registered: "
+                                                    f"{list(available())} (postproc methods "
+                                                    "lists them)")
+    options = section.get("options", {})
+    if not isinstance(options, Mapping):
+        raise _fail(where("postprocess", "options"), "options must be a table, e.g. "
+                                                     "options = { sweeps = 200 }")
+    allowed = set(get(method).options()) - {"solver", "executor", "workers", "scheduler",
+                                            "failsafe", "failsafe_keep", "passes", "progress",
+                                            "on_level", "resume_from"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise _fail(where("postprocess", "options"), f"{method} takes no option(s) {unknown}; "
+                    f"it takes {sorted(allowed) or 'none'}"
+                    + ("; TopDown's solver options go in [solver]" if method == "topdown"
+                       else ""))
+    return method, dict(options)
 
 
 def _boolean(section: Mapping[str, Any], key: str, default: Any, where: str) -> Any:
