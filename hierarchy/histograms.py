@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from hierarchy.errors import HierarchyError
+from hierarchy.frames import resolve_query, tidy_frame
 from hierarchy.geography import Geography
 from hierarchy.queries import Query
 from hierarchy.schema import Schema
@@ -76,9 +78,45 @@ class Hierarchy:
                                  "tabulate(..., units=...)")
         return self.units[self.geography.level_index(level)]
 
-    def answers(self, level: str | int, query: Query) -> np.ndarray:
-        """Exact answers of ``query`` for every unit of ``level``, shape (units, answers)."""
-        return query.answer(self.level_counts(level))
+    def answers(self, level: str | int, query: str | Query) -> np.ndarray:
+        """Exact answers of ``query`` — a Query or a query expression such as ``"total"`` or
+        ``"marginal(sex)"`` — for every unit of ``level``, shape (units, answers).
+
+        Examples
+        --------
+        >>> from hierarchy.synth import synthesize_1940
+        >>> from hierarchy.tabulate import tabulate
+        >>> from hierarchy.schema import E2E_1940
+        >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940,
+        ...                  levels=["nation", "state"])
+        >>> truth.answers("nation", "total").tolist()
+        [[500]]
+        >>> truth.answers("state", "marginal(votingage)").shape
+        (49, 2)
+        """
+        return resolve_query(query, self.schema).answer(self.level_counts(level))
+
+    def to_frame(self, level: str | int, *, labels: bool = True, parents: bool = True,
+                 zeros: bool = False) -> pd.DataFrame:
+        """A tidy DataFrame of one level's exact counts: one row per unit and cell
+        (see :func:`hierarchy.frames.tidy_frame`). Confidential, like everything here.
+
+        Examples
+        --------
+        >>> from hierarchy.synth import synthesize_1940
+        >>> from hierarchy.tabulate import tabulate
+        >>> from hierarchy.schema import E2E_1940
+        >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940,
+        ...                  levels=["nation", "state"])
+        >>> frame = truth.to_frame("state")
+        >>> list(frame.columns)
+        ['nation', 'state', 'hhgq', 'votingage', 'hispanic', 'cenrace', 'count']
+        >>> int(frame["count"].sum())
+        500
+        """
+        li = self.geography.level_index(level)
+        return tidy_frame(self.schema, self.geography, li, self.counts[li], labels=labels,
+                          parents=parents, zeros=zeros)
 
     def totals(self, level: str | int) -> np.ndarray:
         return self.level_counts(level).sum(axis=1)

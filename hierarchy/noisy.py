@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
-from hierarchy.queries import Workload
+from hierarchy.frames import refinement, resolve_query
+from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from hierarchy.storage import (atomic_directory, package_versions, read_json, write_json,
                                write_parquet)
@@ -147,6 +148,84 @@ class NoisyHierarchy:
         except KeyError:
             raise HierarchyError(f"no measurement of {query!r} at level {level!r}; measured "
                                  f"there: {list(self.queries(level))}") from None
+
+    def answers(self, level: str | int, query: str | Query) -> np.ndarray:
+        """Noisy answers of ``query`` at ``level``: the measurement itself, or the sums of the
+        most precise measured query that determines it (see :meth:`derived_answers`).
+
+        Examples
+        --------
+        >>> from hierarchy.synth import synthesize_1940
+        >>> from hierarchy.tabulate import tabulate
+        >>> from hierarchy.measure import measure
+        >>> from hierarchy.budget import Budget
+        >>> from hierarchy.queries import e2e_workload
+        >>> from hierarchy.schema import E2E_1940
+        >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+        ...                  levels=["nation", "state"])
+        >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]),
+        ...                 rng=2)
+        >>> noisy.answers("state", "total").shape
+        (49, 1)
+        """
+        return self.derived_answers(level, query)[0]
+
+    def derived_answers(self, level: str | int, query: str | Query) -> tuple[np.ndarray, str]:
+        """Noisy answers of ``query`` at ``level`` and where they came from.
+
+        A measured query (by name or by expression) is returned as measured; otherwise the
+        answers are sums of the measured query that determines ``query`` with the smallest
+        variance of those sums (rounded back to integers when the measurement is integer).
+
+        Returns
+        -------
+        answers : numpy.ndarray, shape (units, answers)
+        how : str
+            The measured query's name, or ``"sum of <name>"``.
+
+        Raises
+        ------
+        HierarchyError
+            No measured query at ``level`` determines ``query``.
+
+        Examples
+        --------
+        >>> from hierarchy.synth import synthesize_1940
+        >>> from hierarchy.tabulate import tabulate
+        >>> from hierarchy.measure import measure
+        >>> from hierarchy.budget import Budget
+        >>> from hierarchy.queries import e2e_workload
+        >>> from hierarchy.schema import E2E_1940
+        >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+        ...                  levels=["nation", "state"])
+        >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]),
+        ...                 rng=2)
+        >>> values, how = noisy.derived_answers("state", "total")
+        >>> values.shape, how
+        ((49, 1), 'sum of va_hisp_race')
+        """
+        level = self.levels[self.geography.level_index(level)]
+        q = resolve_query(query, self.schema, self.workload)
+        measured = self.queries(level)
+        for name in measured:
+            if self.workload[name].expression == q.expression or name == q.name:
+                return self.get(level, name).values, name
+        best = None
+        for name in measured:
+            mapping = refinement(q, self.workload[name])
+            if mapping is None:
+                continue
+            m = self.get(level, name)
+            variance = float(np.mean(m.variances @ mapping.T))
+            if best is None or variance < best[0]:
+                best = (variance, name, m.values @ mapping.T)
+        if best is None:
+            raise HierarchyError(f"query {q.name!r} is not measured at level {level!r} and no "
+                                 f"measured query ({list(measured)}) determines it")
+        values = best[2]
+        if np.issubdtype(self.get(level, best[1]).values.dtype, np.integer):
+            values = np.rint(values).astype(np.int64)
+        return values, f"sum of {best[1]}"
 
     def invariant(self, level: str, statistic: str) -> np.ndarray:
         try:

@@ -8,8 +8,9 @@ with attribute labels and parent geocodes (:meth:`Result.to_frame`), and round-t
 directory (:meth:`Result.write` / :meth:`Result.read`, format ``dapp.Result`` version 1).
 
 The truth (:class:`~hierarchy.histograms.Hierarchy`) and the raw measurements
-(:class:`~hierarchy.noisy.NoisyHierarchy`) are read through the same protocol by
-:func:`answers_of`.
+(:class:`~hierarchy.noisy.NoisyHierarchy`) are read through the same protocol: ``levels``,
+``answers(level, query)`` for any query expression, and (for histograms) ``to_frame``; see
+:mod:`hierarchy.frames`.
 
 Examples
 --------
@@ -46,13 +47,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hierarchy.frames import ancestors, resolve_query, tidy_frame
 from hierarchy.geography import Geography
-from hierarchy.queries import Query, Workload, parse_query
+from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from hierarchy.storage import check_file_names, package_versions, write_json, write_parquet
 from postproc.errors import PostprocError
 
-__all__ = ["Result", "resolve_query", "answers_of", "level_table", "histograms_from_table",
+__all__ = ["Result", "resolve_query", "level_table", "histograms_from_table",
            "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION"]
 
 #: The ``format`` and ``format_version`` a result directory's manifest records.
@@ -60,53 +62,6 @@ FORMAT = "dapp.Result"
 FORMAT_VERSION = 1
 #: File stems of a result directory that a level must not be named after.
 RESERVED_STEMS = ("node_stats", "manifest", "microdata", "noisy", "geography")
-
-
-def resolve_query(query: str | Query, schema: Schema, workload: Workload | None = None) -> Query:
-    """A :class:`~hierarchy.queries.Query` from a workload name or a query expression.
-
-    Workload names come first (``va_hisp_race``, ``hhgq`` in the E2E workload); anything else is
-    parsed as an expression (``total``, ``detailed``, ``marginal(cenrace)``, …) and named by it.
-
-    Parameters
-    ----------
-    query : str or Query
-    schema : Schema
-    workload : Workload, optional
-
-    Returns
-    -------
-    Query
-
-    Raises
-    ------
-    PostprocError
-        Neither a workload name nor a valid expression.
-
-    Examples
-    --------
-    >>> from hierarchy.schema import E2E_1940
-    >>> from hierarchy.queries import e2e_workload
-    >>> resolve_query("va_hisp_race", E2E_1940, e2e_workload(E2E_1940)).n_answers
-    24
-    >>> resolve_query("total", E2E_1940).name
-    'total'
-    >>> resolve_query("vhr", E2E_1940, e2e_workload(E2E_1940))
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: unknown query 'vhr': not in the workload [...] and not an ...
-    """
-    if isinstance(query, Query):
-        return query
-    if workload is not None and query in workload:
-        return workload[query]
-    from hierarchy.errors import HierarchyError
-    try:
-        return parse_query(query, schema, name=query)
-    except HierarchyError as exc:
-        names = list(workload.names) if workload is not None else []
-        raise PostprocError(f"unknown query {query!r}: not in the workload {names} and not an "
-                            f"expression ({exc})") from None
 
 
 def level_table(schema: Schema, geography: Geography, level: str, hist: np.ndarray, *,
@@ -139,12 +94,26 @@ def level_table(schema: Schema, geography: Geography, level: str, hist: np.ndarr
 
 
 def histograms_from_table(table: pa.Table | pd.DataFrame, schema: Schema, geography: Geography,
-                          level: str, *, source: str = "table", integer: bool = True
-                          ) -> np.ndarray:
+                          level: str, *, source: str = "table", integer: bool = True,
+                          nonnegative: bool = True) -> np.ndarray:
     """Inverse of :func:`level_table`: dense (units × cells) histograms, validated.
 
-    ``integer`` (default) requires non-negative integer counts and returns int64; otherwise any
-    finite counts are accepted and float64 is returned.
+    ``integer`` (default) requires integer counts and returns int64 — non-negative ones unless
+    ``nonnegative=False`` (the unprocessed measurements and ``bottom_up`` are integers that may
+    be negative); otherwise any finite counts are accepted and float64 is returned.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("m", "f")),))
+    >>> g = Geography(("nation",), (np.array(["US"]),), (np.array([-1]),))
+    >>> table = level_table(s, g, "nation", np.array([[-2, 5]]))
+    >>> histograms_from_table(table, s, g, "nation", nonnegative=False).tolist()
+    [[-2, 5]]
+    >>> histograms_from_table(table, s, g, "nation", source="nation.parquet")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: nation.parquet: counts must be non-negative integers
     """
     frame = table.to_pandas() if isinstance(table, pa.Table) else table
     need = [level, *schema.names, "count"]
@@ -165,8 +134,9 @@ def histograms_from_table(table: pa.Table | pd.DataFrame, schema: Schema, geogra
         cell = cell * attr.size + col.astype(np.int64)
     counts = frame["count"].to_numpy()
     if integer:
-        if np.any(counts < 0) or counts.dtype.kind not in "iu":
-            raise PostprocError(f"{source}: counts must be non-negative integers")
+        if counts.dtype.kind not in "iu" or (nonnegative and np.any(counts < 0)):
+            kind = "non-negative integers" if nonnegative else "integers"
+            raise PostprocError(f"{source}: counts must be {kind}")
         dtype = np.int64
     else:
         if counts.dtype.kind not in "iuf" or not np.isfinite(counts).all():
@@ -397,7 +367,8 @@ class Result:
             if not file.exists():
                 raise PostprocError(f"{file} is missing")
             hists.append(histograms_from_table(pq.read_table(file), schema, geography, lv,
-                                               source=str(file), integer=integer))
+                                               source=str(file), integer=integer,
+                                               nonnegative=False))
         stats = (pq.read_table(directory / "node_stats.parquet").to_pandas()
                  if (directory / "node_stats.parquet").exists() else None)
         return cls(manifest["method"], schema, geography, workload, tuple(hists),
@@ -418,7 +389,7 @@ class Result:
         unit_rep = np.repeat(units, counts)
         cell_rep = np.repeat(cells, counts)
         cols: dict[str, Any] = {}
-        chain = [(lv, ix) for lv, ix in _parent_chain(self.geography, li, unit_rep) if lv > 0]
+        chain = [(lv, ix) for lv, ix in ancestors(self.geography, li, unit_rep) if lv > 0]
         for lv, ix in chain + ([(li, unit_rep)] if li > 0 else []):
             cols[self.geography.levels[lv]] = pa.DictionaryArray.from_arrays(
                 pa.array(ix.astype(np.int32)), pa.array(self.geography.geocodes[lv].astype(str)))
@@ -426,33 +397,6 @@ class Result:
         for attr, c in zip(self.schema.attributes, codes):
             cols[attr.name] = pa.array(c.astype(np.int8 if attr.size <= 127 else np.int32))
         return pa.table(cols)
-
-
-def tidy_frame(schema: Schema, geography: Geography, li: int, hist: np.ndarray, *,
-               labels: bool = True, parents: bool = True, zeros: bool = False) -> pd.DataFrame:
-    """The frame of :meth:`Result.to_frame` for any (units × cells) array of level ``li``."""
-    hist = np.asarray(hist)
-    units, cells = (np.nonzero(hist) if not zeros else np.indices(hist.shape).reshape(2, -1))
-    columns: dict[str, Any] = {}
-    for lv, ix in _parent_chain(geography, li, units) if parents else []:
-        columns[geography.levels[lv]] = geography.geocodes[lv].astype(str)[ix]
-    columns[geography.levels[li]] = geography.geocodes[li].astype(str)[units]
-    codes = np.unravel_index(cells, schema.shape)
-    for attr, c in zip(schema.attributes, codes):
-        columns[attr.name] = (pd.Categorical.from_codes(c, categories=list(attr.labels))
-                              if labels else c.astype(np.int64))
-    columns["count"] = hist[units, cells]
-    return pd.DataFrame(columns)
-
-
-def _parent_chain(geography: Geography, li: int, units: np.ndarray
-                  ) -> list[tuple[int, np.ndarray]]:
-    """Unit indices of the ancestors (root first) of ``units`` of level ``li``."""
-    out = []
-    for lv in range(li, 0, -1):
-        units = geography.parents[lv][units]
-        out.append((lv - 1, units))
-    return list(reversed(out))
 
 
 def _level_statistics(s: pd.DataFrame) -> dict[str, Any]:
@@ -475,25 +419,3 @@ def _level_statistics(s: pd.DataFrame) -> dict[str, Any]:
                     "moves_proposed": proposed, "moves_accepted": accepted,
                     "acceptance": accepted / proposed if proposed else None})
     return out
-
-
-def answers_of(source: Any, level: str | int, query: str | Query) -> np.ndarray:
-    """Answers of ``query`` at ``level`` from a :class:`Result`, the truth or the measurements.
-
-    The one reading protocol: a :class:`Result` and a :class:`~hierarchy.histograms.Hierarchy`
-    answer from their histograms; a :class:`~hierarchy.noisy.NoisyHierarchy` from the measured
-    query, or the sum of a finer measured one (see :func:`postproc.evaluate.noisy_answers`).
-    """
-    from hierarchy.histograms import Hierarchy
-    from hierarchy.noisy import NoisyHierarchy
-
-    if isinstance(source, NoisyHierarchy):
-        from postproc.evaluate import noisy_answers
-        level_name = source.geography.levels[source.geography.level_index(level)]
-        return noisy_answers(source, level_name, query)[0]
-    if isinstance(source, Hierarchy):
-        return resolve_query(query, source.schema).answer(source.level_counts(level))
-    if isinstance(source, Result):
-        return source.answers(level, query)
-    raise PostprocError(f"cannot read answers from a {type(source).__name__}: pass a Result, a "
-                        f"Hierarchy or a NoisyHierarchy")
