@@ -45,7 +45,7 @@ import uuid
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from postproc.errors import PostprocError
-from postproc.executors import Executor
+from postproc.executor_base import Executor
 
 __all__ = ["DaskExecutor"]
 

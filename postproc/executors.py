@@ -1,7 +1,8 @@
 """Executors: how a level's independent parent problems are mapped over workers.
 
 An executor is anything with ``map(fn, items) -> iterator of results in order`` and
-``close()``. The serial and process-pool executors live here; a distributed one (Dask) implements
+``close()`` (the interface :class:`~postproc.executor_base.Executor`). The serial and
+process-pool executors live here; a distributed one (:mod:`postproc.dask_executor`) implements
 the same two methods. Work items must be picklable (plain arrays and dataclasses).
 
 Examples
@@ -16,35 +17,14 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable
 
 import numpy as np
 
 from postproc.errors import PostprocError
+from postproc.executor_base import Executor
 
 __all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
-
-
-class Executor:
-    """The interface: ``map`` (ordered results) and ``close``; usable as a context manager."""
-
-    name = "base"
-    workers = 1
-
-    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> "Executor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def describe(self) -> dict[str, Any]:
-        return {"executor": self.name, "workers": self.workers}
 
 
 class SerialExecutor(Executor):

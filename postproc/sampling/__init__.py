@@ -16,7 +16,8 @@ Release a draw of the unconstrained noise mechanism *conditioned* on the invaria
   conditional sampling, returning integer histograms per level like ``topdown()``;
 * diagnostics — :func:`effective_sample_size`, acceptance curves, trace and ESS figures.
 
-See ``docs/conditional_sampling.md``.
+See ``docs/conditional_sampling.md``. The names are loaded on first use, so listing the samplers
+(:data:`SAMPLERS`, :data:`DEFAULT_SAMPLER`) loads no numerical library.
 
 Examples
 --------
@@ -26,70 +27,40 @@ Examples
 ('lattice', 12, 'simulation')
 """
 
-from __future__ import annotations
-
+from importlib import import_module
 from typing import Any
 
-from postproc.errors import PostprocError
-from postproc.sampling.diagnostics import (effective_sample_size, plot_acceptance_curve,
-                                           plot_ess, plot_traces, summarize_ess)
-from postproc.sampling.exact import (IndexSet, bareiss_determinant, choose_index_set,
-                                     integer_kernel_basis, row_basis)
-from postproc.sampling.hierarchical import sample_topdown
-from postproc.sampling.engine import LatticeEngine, move_structure
-from postproc.sampling.lattice import sample_lattice
-from postproc.sampling.mis import mis_index_set, sample_mis
-from postproc.sampling.result import SamplingResult
-from postproc.sampling.table import (DEFAULT_SAMPLER, SAMPLERS, CountTable, TableRelease,
-                                     read_count_table, release_table, table_target)
-from postproc.sampling.target import ConditionalTarget, conditional_target
-from postproc.sampling.tuning import TuningResult, acceptance_curve, tune_proposal_epsilon
+# exported name -> the module that defines it
+_EXPORTS = {
+    **dict.fromkeys(["SAMPLERS", "DEFAULT_SAMPLER", "sample_conditional"],
+                    "postproc.sampling.samplers"),
+    **dict.fromkeys(["effective_sample_size", "plot_acceptance_curve", "plot_ess", "plot_traces",
+                     "summarize_ess"], "postproc.sampling.diagnostics"),
+    **dict.fromkeys(["IndexSet", "bareiss_determinant", "choose_index_set",
+                     "integer_kernel_basis", "row_basis"], "postproc.sampling.exact"),
+    "sample_topdown": "postproc.sampling.hierarchical",
+    "LatticeEngine": "postproc.sampling.engine", "move_structure": "postproc.sampling.engine",
+    "sample_lattice": "postproc.sampling.lattice",
+    "mis_index_set": "postproc.sampling.mis", "sample_mis": "postproc.sampling.mis",
+    "SamplingResult": "postproc.sampling.result",
+    **dict.fromkeys(["CountTable", "TableRelease", "read_count_table", "release_table",
+                     "table_target"], "postproc.sampling.table"),
+    "ConditionalTarget": "postproc.sampling.target",
+    "conditional_target": "postproc.sampling.target",
+    **dict.fromkeys(["TuningResult", "acceptance_curve", "tune_proposal_epsilon"],
+                    "postproc.sampling.tuning"),
+}
 
-__all__ = ["ConditionalTarget", "conditional_target", "sample_conditional", "sample_mis",
-           "sample_lattice", "SamplingResult", "IndexSet", "choose_index_set", "mis_index_set",
-           "row_basis", "bareiss_determinant", "integer_kernel_basis", "move_structure",
-           "LatticeEngine", "TuningResult", "acceptance_curve", "tune_proposal_epsilon",
-           "effective_sample_size", "summarize_ess", "plot_acceptance_curve", "plot_traces",
-           "plot_ess", "CountTable", "read_count_table", "table_target", "release_table",
-           "TableRelease", "SAMPLERS", "DEFAULT_SAMPLER", "sample_topdown"]
+__all__ = list(_EXPORTS)
 
 
-def sample_conditional(target: ConditionalTarget, *, sampler: str = DEFAULT_SAMPLER,
-                       draws: int, rng: Any = None, **options: Any) -> SamplingResult:
-    """Draw from ``target`` with the named sampler.
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # resolved once
+    return value
 
-    Parameters
-    ----------
-    target : ConditionalTarget
-    sampler : {'lattice', 'mis'}
-        Default ``'lattice'`` (more effective samples per second; see the module docs).
-    draws : int
-        Sweeps (lattice) or iterations (MIS) after burn-in.
-    rng : None, int, numpy.random.Generator or Randomness
-        ``None`` is release mode.
-    **options
-        The sampler's keyword options.
 
-    Returns
-    -------
-    SamplingResult
-
-    Raises
-    ------
-    PostprocError
-        Unknown sampler or an option it does not take.
-    """
-    import inspect
-
-    samplers = {"lattice": sample_lattice, "mis": sample_mis}
-    if sampler not in samplers:
-        raise PostprocError(f"unknown sampler {sampler!r}; use one of {', '.join(SAMPLERS)}")
-    fn = samplers[sampler]
-    known = {p.name for p in inspect.signature(fn).parameters.values()
-             if p.kind is p.KEYWORD_ONLY}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise PostprocError(f"sampler {sampler!r} takes no option {unknown[0]!r}; its options "
-                            f"are {', '.join(sorted(known - {'draws', 'rng'}))}")
-    return fn(target, draws=draws, rng=rng, **options)
-
+def __dir__() -> list[str]:
+    return sorted(__all__)

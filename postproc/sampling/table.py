@@ -42,17 +42,13 @@ from hierarchy.randomness import as_randomness
 from hierarchy.schema import Attribute, Schema
 from postproc.errors import PostprocError
 from postproc.sampling.result import SamplingResult
+from postproc.sampling.samplers import DEFAULT_SAMPLER, sample_conditional
 from postproc.sampling.target import (MEMORY_LIMIT, ConditionalTarget, conditional_target,
                                       format_bytes)
 
 __all__ = ["CountTable", "read_count_table", "complete_table", "invariant_rows", "table_target",
-           "TableRelease", "release_table", "SAMPLERS", "DEFAULT_SAMPLER", "MAX_CELLS"]
+           "TableRelease", "release_table", "MAX_CELLS"]
 
-#: Conditional samplers by name.
-SAMPLERS = ("lattice", "mis")
-#: The default: lattice moves give several times more effective samples per second than the MIS
-#: on Gong & Meng's table (see docs/conditional_sampling.md and benchmarks/bench_sampling.py).
-DEFAULT_SAMPLER = "lattice"
 #: Largest table (cells of the cross-product of its levels) ``postproc mis`` builds.
 MAX_CELLS = 10_000_000
 
@@ -588,8 +584,6 @@ def release_table(table: CountTable | str | Path, invariants: Sequence[str], *,
     >>> r.invariants_hold, int(r.released.sum()), r.to_dict()["sampler"]
     (True, 12, 'mis')
     """
-    from postproc.sampling import sample_conditional
-
     source = as_randomness(rng)
     if source.safe_for_release and mechanism == "laplace":
         raise PostprocError(
