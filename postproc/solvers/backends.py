@@ -32,6 +32,7 @@ LP and MILP go to HiGHS through ``highspy`` (:func:`solve_lp`).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable, Sequence
 
@@ -143,7 +144,7 @@ def _cvxpy(name: str) -> Callable[[QP], Solution]:
                 "SCS": dict(eps_abs=1e-7, eps_rel=1e-7, max_iters=100000),
                 "CLARABEL": dict(tol_gap_abs=1e-8, tol_gap_rel=1e-8, tol_feas=1e-8)}[name]
         try:
-            prob.solve(solver=name, **opts)
+            prob.solve(solver=name, verbose=False, **opts)
         except cp.error.SolverError as exc:
             return Solution(None, Status.ERROR, seconds=time.perf_counter() - t0,
                             backend=f"cvxpy-{name.lower()}", message=str(exc))
@@ -256,6 +257,24 @@ def _no_variables(l: np.ndarray, u: np.ndarray, constant: float) -> Solution:
                     attempts=(("empty", Status.INFEASIBLE.value),))
 
 
+@functools.cache
+def _quiet_highs() -> type:
+    """``highspy.Highs`` with its console log off before it can print anything.
+
+    HiGHS prints a banner ("Running HiGHS …", a THIRD_PARTY_NOTICES line) on the first call of a
+    process that finds ``output_flag`` still on — and ``highspy.Highs()`` makes such a call
+    (``enableCallbacks``) inside its constructor, before an option can be set.
+    """
+    import highspy
+
+    class QuietHighs(highspy.Highs):
+        def enableCallbacks(self):  # noqa: N802  (highspy's name)
+            self.setOptionValue("output_flag", False)
+            return super().enableCallbacks()
+
+    return QuietHighs
+
+
 def solve_lp(lp: LP, *, time_limit: float | None = None) -> Solution:
     """Solve an LP or MILP with HiGHS, called directly through ``highspy``.
 
@@ -267,8 +286,8 @@ def solve_lp(lp: LP, *, time_limit: float | None = None) -> Solution:
     if lp.c.size == 0:
         return _no_variables(lp.l, lp.u, 0.0)
     t0 = time.perf_counter()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _quiet_highs()()
+    h.setOptionValue("output_flag", False)  # no log, whatever the constructor does
     if time_limit:
         h.setOptionValue("time_limit", float(time_limit))
     n = int(lp.c.size)
