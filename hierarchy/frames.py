@@ -9,19 +9,15 @@ parents=True, zeros=False)``. The pieces they share live here.
 
 Examples
 --------
+A query expression becomes a :class:`~hierarchy.queries.Query` that answers any histogram:
+
 >>> import numpy as np
->>> import pandas as pd
->>> from hierarchy.schema import Schema, Attribute
->>> from hierarchy.geography import Geography
->>> schema = Schema((Attribute("sex", ("male", "female")),))
->>> geo = Geography.from_frame(pd.DataFrame({"level": ["nation", "state", "state"],
-...                                          "geocode": ["US", "A", "B"],
-...                                          "parent": ["", "US", "US"]}), ["nation", "state"])
->>> tidy_frame(schema, geo, 1, np.array([[1, 4], [2, 0]]))
-  nation state     sex  count
-0     US     A    male      1
-1     US     A  female      4
-2     US     B    male      2
+>>> from hierarchy.schema import E2E_1940
+>>> q = resolve_query("marginal(votingage)", E2E_1940)
+>>> q.answer_labels
+[('under 18',), ('18+',)]
+>>> q.answer(np.ones(E2E_1940.size, dtype=np.int64)).tolist()
+[96, 96]
 """
 
 from __future__ import annotations
@@ -111,7 +107,32 @@ def tidy_frame(schema: Schema, geography: Geography, li: int, hist: np.ndarray, 
 
     Examples
     --------
-    See the module's example.
+    Two states, a one-attribute schema: by default zero cells are dropped and the parent
+    geocodes come first.
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> from hierarchy.geography import Geography
+    >>> schema = Schema((Attribute("sex", ("male", "female")),))
+    >>> geo = Geography.from_frame(pd.DataFrame({"level": ["nation", "state", "state"],
+    ...                                          "geocode": ["US", "A", "B"],
+    ...                                          "parent": ["", "US", "US"]}), ["nation", "state"])
+    >>> hist = np.array([[1, 4], [2, 0]])
+    >>> tidy_frame(schema, geo, 1, hist)
+      nation state     sex  count
+    0     US     A    male      1
+    1     US     A  female      4
+    2     US     B    male      2
+
+    Integer codes, no parent columns, every cell kept:
+
+    >>> tidy_frame(schema, geo, 1, hist, labels=False, parents=False, zeros=True)
+      state  sex  count
+    0     A    0      1
+    1     A    1      4
+    2     B    0      2
+    3     B    1      0
     """
     hist = np.asarray(hist)
     units, cells = (np.nonzero(hist) if not zeros else np.indices(hist.shape).reshape(2, -1))

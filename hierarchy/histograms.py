@@ -36,6 +36,35 @@ class Hierarchy:
         schema). ``None`` when no units table was tabulated.
     unit_attribute : str or None
         The schema attribute that types the units (``"hhgq"``).
+
+    Raises
+    ------
+    HierarchyError
+        If a level's counts (or units) do not have one row per unit of the level and one column
+        per cell (per unit type), or units are given without ``unit_attribute``.
+
+    Examples
+    --------
+    A nation of two states, persons counted by sex (usually :func:`~hierarchy.tabulate.tabulate`
+    builds this from microdata):
+
+    >>> import numpy as np
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> from hierarchy.geography import Geography
+    >>> schema = Schema((Attribute("sex", ("male", "female")),))
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["A", "B"]]])
+    >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
+    >>> truth.summary()
+    {'nation': {'units': 1, 'persons': 7}, 'state': {'units': 2, 'persons': 7}}
+    >>> truth.totals("state").tolist()
+    [5, 2]
+
+    Each level needs one row per unit:
+
+    >>> Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4]])))
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: level 'state': counts have shape (1, 2), expected (2, 2)
     """
 
     schema: Schema
