@@ -1,15 +1,11 @@
 """The data model: schemas, queries, geography, tabulation, mechanisms, budgets, measurements.
 
-The whole path from microdata to a saved and reloaded ``NoisyHierarchy``:
+The names a user needs are exported here, loaded on first use (``import hierarchy`` stays
+cheap). The whole path from microdata to a saved and reloaded ``NoisyHierarchy``:
 
 >>> import tempfile
->>> from hierarchy.synth import synthesize_1940
->>> from hierarchy.schema import E2E_1940
->>> from hierarchy.queries import e2e_workload
->>> from hierarchy.tabulate import tabulate
->>> from hierarchy.budget import Budget
->>> from hierarchy.measure import measure
->>> from hierarchy.noisy import NoisyHierarchy
+>>> from hierarchy import (E2E_1940, Budget, NoisyHierarchy, e2e_workload, measure,
+...                        synthesize_1940, tabulate)
 >>> levels = ["nation", "state", "county", "enum_dist"]
 >>> data = synthesize_1940(50_000, seed=7)                       # microdata
 >>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
@@ -23,3 +19,59 @@ True
 >>> noisy.provenance["randomness"]["safe_for_release"]           # seeded: simulation mode
 False
 """
+
+import sys
+import types
+from importlib import import_module
+from typing import Any
+
+# exported name -> the module that defines it
+_EXPORTS = {
+    "Schema": "hierarchy.schema", "E2E_1940": "hierarchy.schema",
+    "Query": "hierarchy.queries", "Workload": "hierarchy.queries",
+    "e2e_workload": "hierarchy.queries", "parse_query": "hierarchy.queries",
+    "Geography": "hierarchy.geography", "Hierarchy": "hierarchy.histograms",
+    "tabulate": "hierarchy.tabulate", "Budget": "hierarchy.budget",
+    "PureDP": "hierarchy.budget", "ZCDP": "hierarchy.budget",
+    "measure": "hierarchy.measure", "NoisyHierarchy": "hierarchy.noisy",
+    "synthesize_1940": "hierarchy.synth", "get_mechanism": "hierarchy.mechanisms",
+    "DappError": "hierarchy.errors", "HierarchyError": "hierarchy.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            value = version("dapp")
+        except PackageNotFoundError:  # a source tree that was never installed
+            value = "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # resolved once
+    return value
+
+
+class _Package(types.ModuleType):
+    """This package; an exported function keeps its name when its same-named module loads.
+
+    Importing a submodule sets it as an attribute of its package, so without this
+    ``from hierarchy import measure`` would give the module once anything had imported it. The
+    modules stay in ``sys.modules`` (``from hierarchy.measure import …`` is unchanged).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        shadowed = _EXPORTS.get(name) == f"{__name__}.{name}"
+        if not (shadowed and isinstance(value, types.ModuleType)):
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, "__version__"])

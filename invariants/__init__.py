@@ -1,1 +1,36 @@
-"""invariants package."""
+"""Invariants and constraints: a declarative spec, compiled per level, verified exactly.
+
+The names a user needs are exported here, loaded on first use (``import invariants`` stays
+cheap):
+
+>>> from invariants import Spec, SpecError
+>>> spec = Spec.e2e(["nation", "state", "county", "enum_dist"])
+>>> [invariant.name for invariant in spec.invariants]
+['tot', 'gqhh_vect', 'gqhh_tot']
+>>> issubclass(SpecError, ValueError)
+True
+"""
+
+from importlib import import_module
+from typing import Any
+
+# exported name -> the module that defines it
+_EXPORTS = {
+    "Spec": "invariants.spec", "verify_histograms": "invariants.verify",
+    "SpecError": "invariants.errors", "DappError": "hierarchy.errors",
+    "__version__": "hierarchy",  # one distribution, one version
+}
+
+__all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, "__version__"])

@@ -1,1 +1,72 @@
-"""postproc package."""
+"""Post-processing of noisy measurements, and what it does to error and privacy loss.
+
+The names a user needs are exported here, loaded on first use (``import postproc`` stays cheap):
+the post-processors by name (:func:`postprocess`, :func:`available`, :func:`register` for your
+own; ``postprocess(noisy, "topdown", spec)`` runs TopDown), the one :class:`Result` type,
+:func:`evaluate`, configured runs (:func:`load_config`, :class:`RunConfig`, :func:`run_pipeline`)
+and the package's base exception.
+
+>>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+>>> from invariants import Spec
+>>> from postproc import available, evaluate, postprocess
+>>> levels = ["nation", "state", "county", "enum_dist"]
+>>> data = synthesize_1940(20_000, seed=1)
+>>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
+>>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1.0, levels), "geometric",
+...                 rng=2, publish={"tot": ["nation", "state"], "gqhh": ["enum_dist"]})
+>>> "topdown" in available()
+True
+>>> result = postprocess(noisy, "topdown", Spec.e2e(levels))
+>>> int(result.histograms[0].sum()) == int(truth.counts[0].sum())   # the invariant total
+True
+>>> table = evaluate(result, truth)
+>>> sorted(set(table["level"])) == sorted(levels)
+True
+"""
+
+import sys
+import types
+from importlib import import_module
+from typing import Any
+
+# exported name -> the module that defines it
+_EXPORTS = {
+    "postprocess": "postproc.methods", "register": "postproc.methods",
+    "available": "postproc.methods",
+    "Result": "postproc.result", "evaluate": "postproc.evaluate",
+    "load_config": "postproc.config", "RunConfig": "postproc.config",
+    "run_pipeline": "postproc.pipeline", "PostprocError": "postproc.errors",
+    "DappError": "hierarchy.errors",
+    "__version__": "hierarchy",  # one distribution, one version
+}
+
+__all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+class _Package(types.ModuleType):
+    """This package; an exported function keeps its name when its same-named module loads.
+
+    Importing a submodule sets it as an attribute of its package, so without this
+    ``from postproc import evaluate`` would give the module once anything had imported it. The
+    modules stay in ``sys.modules`` (``from postproc.evaluate import …`` is unchanged).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        shadowed = _EXPORTS.get(name) == f"{__name__}.{name}"
+        if not (shadowed and isinstance(value, types.ModuleType)):
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, "__version__"])

@@ -1,13 +1,16 @@
 """The base exception of the ``postproc`` package."""
 
+from hierarchy.errors import DappError
+
 __all__ = ["PostprocError"]
 
 
-class PostprocError(ValueError):
+class PostprocError(DappError):
     """Bad input to a post-processor, the privacy accountant, inference or the CLI.
 
-    Every ``postproc`` error derives from this class, so a caller (and the CLI, which maps it to
-    exit code 1) can catch them all at once. Messages name the offending thing (level, query,
+    Every ``postproc`` error derives from this class, and it from the toolkit's base
+    :class:`hierarchy.errors.DappError`, so a caller (and the CLI, which maps it to exit code 1)
+    can catch them all at once. Messages name the offending thing (level, query,
     unit geocode, parameter, file and line) and say how to fix it.
 
     Examples

@@ -373,3 +373,29 @@ def test_error_table_is_written_atomically(project, tmp_path, capsys, monkeypatc
     assert not (conf / "error_table.csv").exists() and not (out / "error_table.csv").exists()
     assert not [p.name for p in list(out.iterdir()) + list(conf.iterdir())
                 if p.name.endswith(".tmp")]
+
+
+def test_cli_lists_the_library_s_experiments_and_samplers():
+    # the parser is built without importing these packages; the names it offers must still be
+    # the library's own
+    from postproc.cli.experiment import experiment_names
+    from postproc.experiments import EXPERIMENTS
+    from postproc.sampling.target import MIN_STEPS
+    assert experiment_names() == sorted(EXPERIMENTS)
+    mis = build_parser()._subparsers._group_actions[0].choices["mis"]
+    burn_in = next(a for a in mis._actions if a.dest == "burn_in")
+    assert f"at least {MIN_STEPS} " in burn_in.help
+
+
+def test_toolkit_errors_exit_1_with_their_message(capsys, monkeypatch):
+    # the CLI maps the one base exception, whichever package raised it
+    from hierarchy.errors import DappError
+    from invariants.errors import SpecError
+    import postproc.cli.synth as synth
+    for error in (SpecError("invariant 'tot': fix it"), DappError("something: fix it")):
+        def fail(args, error=error):
+            raise error
+        monkeypatch.setattr(synth, "run", fail)
+        code = main(["synth1940", "--persons", "10", "--seed", "1", "--out", "x"])
+        assert code == 1
+        assert capsys.readouterr().err.strip() == f"postproc synth1940: error: {error}"

@@ -4,8 +4,13 @@ Each sub-command lives in a module of this package that exposes ``register(subpa
 integer ``ORDER`` (its place in ``postproc --help``); the module adds its parser and sets ``func``
 to a function ``run(args) -> int``. Modules are discovered, so adding a command touches no
 shared file. The CLI parses,
-calls one library function, and maps the packages' base exceptions to exit code 1 with the
-message (no traceback): the message already says what is wrong and how to fix it.
+calls one library function, and maps the toolkit's base exception
+(:class:`hierarchy.errors.DappError`) to exit code 1 with the message (no traceback): the
+message already says what is wrong and how to fix it.
+
+A command module imports only the standard library at module level and in ``register``; its
+library imports go inside ``run`` (``postproc --help`` stays fast: no numpy, pandas, scipy or
+solver is loaded to build the parser).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import pkgutil
 import sys
 from concurrent.futures.process import BrokenProcessPool
 
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import DappError
 
 
 def _command_modules() -> list:
@@ -32,23 +37,23 @@ def _command_modules() -> list:
     return sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The package base exceptions whose message is the whole story for a user."""
-    errors: list[type[BaseException]] = [HierarchyError]
-    for module, name in [("invariants.errors", "SpecError"),
-                         ("postproc.errors", "PostprocError")]:
-        try:
-            errors.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errors)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The ``postproc`` parser, with every discovered command.
+
+    Examples
+    --------
+    >>> parser = build_parser()
+    >>> parser.parse_args(["synth1940", "--persons", "10", "--seed", "1", "--out", "d"]).command
+    'synth1940'
+    """
+    import hierarchy
+
     parser = argparse.ArgumentParser(
         prog="postproc",
         description="Disclosure-avoidance post-processing: synthesize, measure, post-process "
                     "(TopDown, conditional sampling, baselines), evaluate error and privacy loss.")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {hierarchy.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in _command_modules():
@@ -57,11 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``postproc`` with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    Examples
+    --------
+    >>> main(["account", "convert", "--epsilon", "1", "--json"]) == 0  # doctest: +ELLIPSIS
+    {...
+    True
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except _user_errors() as exc:
+    except DappError as exc:
         print(f"postproc {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

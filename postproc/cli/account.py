@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from postproc.accounting import NOMINAL_COVERAGE, MOEAccounting, PrivacyLoss, account_moe
-from postproc.accounting._checks import (MAX_EPSILON, MAX_RHO, _delta, _epsilon, _gamma, _moe,
-                                         _rho, _sensitivity, _stability)
 from postproc.errors import PostprocError
+
+if TYPE_CHECKING:
+    from postproc.accounting import MOEAccounting, PrivacyLoss
 
 ORDER = 60
 
@@ -73,9 +73,8 @@ def register(subparsers: Any) -> None:
                     "and via zCDP (analytic and numeric).")
     budget = convert.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, metavar="E",
-                        help=f"pure-DP budget of a geometric mechanism, in [0, {MAX_EPSILON:g}]")
-    budget.add_argument("--rho", type=float, metavar="R",
-                        help=f"zCDP budget, in [0, {MAX_RHO:g}]")
+                        help="pure-DP budget of a geometric mechanism (>= 0)")
+    budget.add_argument("--rho", type=float, metavar="R", help="zCDP budget (>= 0)")
     convert.add_argument("--delta", type=float, default=1e-10, metavar="D",
                          help="delta, in (0, 1) (default 1e-10)")
     convert.add_argument("--sensitivity", type=int, default=1, metavar="S",
@@ -84,35 +83,9 @@ def register(subparsers: Any) -> None:
     convert.set_defaults(func=run)
 
 
-def _option(flag: str, check: Any, *values: Any, **options: Any) -> Any:
-    """``check(*values)``, its PostprocError prefixed with the option that was given."""
-    try:
-        return check(*values, **options)
-    except PostprocError as exc:
-        raise PostprocError(f"{flag}: {exc}") from None
-
-
-def _check_options(args: argparse.Namespace) -> None:
-    """Check every numeric option first, so that an error names the option and its range."""
-    _option("--delta", _delta, args.delta)
-    if args.account_command == "moe":
-        for level, value in enumerate(args.moe, start=1):
-            _option("--moe", _moe, value, level=level)
-        _option("--total-only-moe", _total_only_moes, args.total_only_moe, len(args.moe))
-        for level, value in enumerate(args.total_only_levels or (), start=len(args.moe) + 1):
-            _option("--total-only-levels", _moe, value, level=level, what="TotalOnly MOE")
-        _option("--stability", _stability, args.stability)
-        _option("--gamma", _gamma, args.gamma)
-        return
-    if args.epsilon is not None:
-        _option("--epsilon", _epsilon, args.epsilon)
-    if args.rho is not None:
-        _option("--rho", _rho, args.rho)
-    _option("--sensitivity", _sensitivity, args.sensitivity)
-
-
 def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] | None:
-    """``--total-only-moe``: one integer MOE or ``-`` per ``--moe`` level."""
+    """``--total-only-moe``: one integer MOE or ``-`` per ``--moe`` level (their range is
+    checked by :func:`postproc.accounting.account_moe`)."""
     if values is None:
         return None
     if len(values) != levels:
@@ -124,17 +97,21 @@ def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] 
             parsed.append(None)
             continue
         try:
-            number = int(value)
+            parsed.append(int(value))
         except ValueError:
-            raise PostprocError(f"TotalOnly MOE of level {level} must be an integer >= 1 or '-', "
-                                f"not {value!r}") from None
-        parsed.append(_moe(number, level=level, what="TotalOnly MOE"))
+            raise PostprocError(f"--total-only-moe: the TotalOnly MOE of level {level} must be "
+                                f"an integer >= 1 or '-', not {value!r}") from None
     return parsed
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``postproc account moe`` or ``postproc account convert``."""
-    _check_options(args)
+    """Run ``postproc account moe`` or ``postproc account convert``.
+
+    The library checks every value before it computes anything; its errors name the value as
+    the option does (``delta``, ``stability``, ``MOE of level 2``, …).
+    """
+    from postproc.accounting import PrivacyLoss, account_moe
+
     if args.account_command == "moe":
         extra = list(args.total_only_levels or ())
         total_only = _total_only_moes(args.total_only_moe, len(args.moe))
@@ -162,6 +139,8 @@ def _percent(value: float | None, width: int) -> str:
 
 
 def _moe_table(result: MOEAccounting) -> str:
+    from postproc.accounting import NOMINAL_COVERAGE
+
     total_only = result.includes_total_only
     rule = ("level = s * max(step2 / (1 - gamma), TotalOnly count)" if total_only
             else "level = s * step2 / (1 - gamma)")

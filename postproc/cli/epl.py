@@ -16,12 +16,14 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from postproc.epl import EPLResult, estimate_epl
 from postproc.errors import PostprocError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from postproc.epl import EPLResult
 
 ORDER = 50
 
@@ -126,6 +128,8 @@ def read_errors(path: str | Path) -> np.ndarray:
 
 
 def _read_npy(path: Path) -> np.ndarray:
+    import numpy as np
+
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -147,7 +151,9 @@ def _read_npy(path: Path) -> np.ndarray:
 
 
 def _read_csv(path: Path) -> np.ndarray:
+    import numpy as np
     import pandas as pd
+
     try:
         table = pd.read_csv(path, header=None, dtype=str, keep_default_na=False,
                             skip_blank_lines=False)
@@ -214,6 +220,8 @@ def _summary(result: EPLResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc epl``."""
+    from postproc.epl import estimate_epl
+
     errors = read_errors(args.errors)
     options: dict[str, Any] = {}
     if args.bandwidth is not None:

@@ -15,10 +15,27 @@ from typing import Any
 ORDER = 35
 
 
+def experiment_names() -> list[str]:
+    """The reference analyses: the public modules of :mod:`postproc.experiments`.
+
+    Found without importing the package (which loads pandas), so ``postproc --help`` stays fast;
+    :data:`postproc.experiments.EXPERIMENTS` lists the same names.
+
+    Examples
+    --------
+    >>> experiment_names()
+    ['clark_dajani', 'flaxman2019', 'petti_flaxman']
+    """
+    import pkgutil
+    from importlib.util import find_spec
+
+    spec = find_spec("postproc.experiments")
+    return sorted(info.name for info in pkgutil.iter_modules(spec.submodule_search_locations)
+                  if not info.name.startswith("_"))
+
+
 def register(subparsers: Any) -> None:
     """Add ``experiment`` to the ``postproc`` parser."""
-    from postproc.experiments import EXPERIMENTS
-
     p = subparsers.add_parser(
         "experiment", help="run a reference analysis (tables, figures, summary)",
         description="Run a reference analysis and write its CSV tables, PNG figures and "
@@ -26,7 +43,7 @@ def register(subparsers: Any) -> None:
                     "direct estimates), petti_flaxman (TopDown MAE and EPL on 1940-style data, "
                     "SRS matches, county and ED bias by homogeneity, beside the paper's "
                     "numbers), clark_dajani (bottom-up L1/L2 error against ε).")
-    p.add_argument("name", choices=sorted(EXPERIMENTS), help="which analysis")
+    p.add_argument("name", choices=experiment_names(), help="which analysis")
     p.add_argument("--out", metavar="DIR",
                    help="output directory (default experiments/NAME, or experiments/NAME-quick)")
     p.add_argument("--quick", action="store_true", help="small, fast variant (seconds)")

@@ -36,8 +36,7 @@ ORDER = 40
 
 def register(subparsers: Any) -> None:
     """Add ``mis`` to the ``postproc`` parser."""
-    from postproc.sampling.table import DEFAULT_SAMPLER, SAMPLERS
-    from postproc.sampling.target import MIN_STEPS
+    from postproc.sampling.samplers import DEFAULT_SAMPLER, SAMPLERS  # loads no numpy
 
     parser = subparsers.add_parser(
         "mis", help="release a count table by conditional sampling under invariants",
@@ -69,7 +68,8 @@ def register(subparsers: Any) -> None:
                              "(default 20000)")
     parser.add_argument("--burn-in", type=int, metavar="B",
                         help="default draws // 10, raised so that burn-in + draws is at least "
-                             f"{MIN_STEPS} (the shortest chain whose state may be released)")
+                             "50 (postproc.sampling.target.MIN_STEPS: the shortest chain whose "
+                             "state may be released)")
     parser.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th state")
     parser.add_argument("--chains", type=int, metavar="C", help="lattice: chains (default 4)")
     parser.add_argument("--seed", type=int, metavar="S",
