@@ -14,13 +14,58 @@ from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload
 from hierarchy.randomness import as_randomness
 
-__all__ = ["measure", "published_statistics", "PUBLISHABLE"]
+__all__ = ["measure", "published_statistics", "persons_per_unit", "units_by_type",
+           "PUBLISHABLE"]
 
-#: Exact statistics that can be published as invariants: name → description.
-PUBLISHABLE = {
-    "tot": "persons per unit (shape: units)",
-    "gqhh": "housing units / group-quarters facilities of each type per unit (shape: units × types)",
-}
+
+def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
+    """The exact number of persons of each unit of ``level`` (the ``tot`` statistic).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> persons = pd.DataFrame({"state": ["01", "02", "02"], "hhgq": [0, 0, 3],
+    ...                         "votingage": [1, 1, 0], "hispanic": [0, 0, 0],
+    ...                         "cenrace": [0, 1, 2]})
+    >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+    >>> persons_per_unit(truth, "state").tolist()
+    [1, 2]
+    """
+    return np.asarray(truth.counts[truth.geography.level_index(level)].sum(axis=1),
+                      dtype=np.int64)
+
+
+def units_by_type(truth: Hierarchy, level: str) -> np.ndarray:
+    """The exact numbers of occupied housing units and group-quarters facilities of each type
+    in each unit of ``level`` (the ``gqhh`` statistic), shape (units, types).
+
+    Raises
+    ------
+    HierarchyError
+        If ``truth`` was tabulated without a units table.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> persons = pd.DataFrame({"state": ["01"], "hhgq": [0], "votingage": [1],
+    ...                         "hispanic": [0], "cenrace": [0]})
+    >>> units_by_type(tabulate(persons, schema=E2E_1940, levels=["nation", "state"]), "state")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: this hierarchy has no units table; tabulate one with tabulate(..., units=...)
+    """
+    return np.array(truth.level_units(level), dtype=np.int64)   # a copy, never the truth
+
+
+#: Exact statistics that can be published as invariants: name → how it is computed from the
+#: truth, ``f(truth, level) → int64 array``. What each means and which invariants and constraints
+#: use it is the invariant catalogue's (:mod:`invariants.catalogue`, which reads these functions:
+#: ``hierarchy`` never imports ``invariants``).
+PUBLISHABLE = {"tot": persons_per_unit, "gqhh": units_by_type}
 
 
 def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
@@ -39,8 +84,7 @@ def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
             levels = [levels]
         for lv in levels:
             i = truth.geography.level_index(lv)
-            value = truth.counts[i].sum(axis=1) if stat == "tot" else truth.level_units(lv)
-            out.setdefault(truth.levels[i], {})[stat] = np.array(value, dtype=np.int64)
+            out.setdefault(truth.levels[i], {})[stat] = PUBLISHABLE[stat](truth, lv)
     return out
 
 

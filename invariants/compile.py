@@ -43,8 +43,9 @@ import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
-from hierarchy.queries import marginal, parse_query, total
+from hierarchy.queries import parse_query
 from hierarchy.schema import Schema
+from invariants.catalogue import CONSTRAINTS, INVARIANTS, STATISTICS, Rows, needed_statistics
 from invariants.errors import SpecError
 from invariants.spec import Constraint, Spec
 
@@ -104,20 +105,6 @@ class LevelConstraints:
 
 # -- statistics ---------------------------------------------------------------------------------
 
-def _needed_statistics(spec: Spec, schema: Schema, levels: Sequence[str]
-                       ) -> dict[str, set[str]]:
-    need: dict[str, set[str]] = {lv: set() for lv in levels}
-    for lv in spec.invariant_levels("tot", levels):
-        need[lv].add("tot")
-    for c in spec.constraints:
-        for lv in spec.levels_of(c, levels):
-            if c.type == "catalogue":
-                need[lv].add("gqhh")
-            elif c.type == "linear" and c.statistic_reference():
-                need[lv].add(c.statistic_reference()[0])
-    return need
-
-
 def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
                        published: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The exact statistics each level's constraints need, validated and consistent.
@@ -134,25 +121,26 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
     """
     levels = geography.levels
     spec.check_levels(levels)
-    need = _needed_statistics(spec, schema, levels)
-    declared = {stat: spec.invariant_levels(stat, levels) for stat in ("tot", "gqhh")}
-    # Units data is shaped (units, types) wherever it is declared or needed.
+    need = needed_statistics(spec, levels)
+    declared = {stat: spec.invariant_levels(stat, levels) for stat in STATISTICS}
+    # Data typed by the unit attribute is shaped (units, types) wherever declared or needed.
     n_types = None
-    if declared["gqhh"] or any("gqhh" in s for s in need.values()):
-        if spec.unit_attribute not in schema.names:
-            raise SpecError(f"units data (gqhh) is typed by the spec's unit attribute "
-                            f"{spec.unit_attribute!r}, which is not in the schema "
-                            f"{list(schema.names)}")
-        n_types = schema.attribute(spec.unit_attribute).size
+    for stat, entry in STATISTICS.items():
+        if entry.per_type and (declared[stat] or any(stat in s for s in need.values())):
+            if spec.unit_attribute not in schema.names:
+                raise SpecError(f"units data ({stat}) is typed by the spec's unit attribute "
+                                f"{spec.unit_attribute!r}, which is not in the schema "
+                                f"{list(schema.names)}")
+            n_types = schema.attribute(spec.unit_attribute).size
     data: dict[str, dict[str, np.ndarray]] = {}
-    for stat in ("tot", "gqhh"):
+    for stat, entry in STATISTICS.items():
         for lv in declared[stat]:
             value = published.get(lv, {}).get(stat)
             if value is None:
-                if stat == "tot" or not any(
-                        published.get(low, {}).get("gqhh") is not None
+                if not entry.summable or not any(
+                        published.get(low, {}).get(stat) is not None
                         for low in levels[levels.index(lv):]):
-                    name = "tot" if stat == "tot" else "gqhh_vect"
+                    name = entry.declared_by
                     raise SpecError(
                         f"invariant {name!r} is declared at level {lv!r} but no {stat!r} data was "
                         f"published there; publish it when measuring (measure(..., publish="
@@ -161,7 +149,7 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
             arr = _check_statistic(np.asarray(value), stat, lv, geography, n_types)
             data.setdefault(lv, {})[stat] = arr
     # Consistency across declared levels: each declared level equals the sum of the next one.
-    for stat in ("tot", "gqhh"):
+    for stat in STATISTICS:
         have = [lv for lv in levels if stat in data.get(lv, {})]
         for upper_lv, lower_lv in zip(have, have[1:]):
             summed = geography.aggregate(data[lower_lv][stat], lower_lv, upper_lv)
@@ -169,7 +157,7 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
                 summed.shape[0], -1), axis=1))
             if bad.size:
                 u = bad[0]
-                name = "tot" if stat == "tot" else "gqhh_vect"
+                name = STATISTICS[stat].declared_by
                 raise SpecError(
                     f"invariant {name!r} is inconsistent across levels: {upper_lv} "
                     f"{geography.geocodes[levels.index(upper_lv)][u]!r} has "
@@ -182,22 +170,32 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
             if stat in data.get(lv, {}):
                 resolved[lv][stat] = data[lv][stat]
                 continue
-            if stat == "tot":
+            entry = STATISTICS[stat]
+            if not entry.summable:
                 raise SpecError(
-                    f"a constraint at level {lv!r} uses the total ('tot') but the 'tot' invariant "
-                    f"is not declared at {lv!r}; declare it or remove the constraint there")
-            below = [low for low in levels[levels.index(lv) + 1:] if "gqhh" in data.get(low, {})]
+                    f"a constraint at level {lv!r} uses {entry.label} ({stat!r}) but the "
+                    f"{entry.declared_by!r} invariant is not declared at {lv!r}; declare it or "
+                    "remove the constraint there")
+            below = [low for low in levels[levels.index(lv) + 1:] if stat in data.get(low, {})]
             if not below:
                 users = sorted({c.name for c in spec.constraints
                                 if lv in spec.levels_of(c, levels)
-                                and (c.type == "catalogue" or (c.statistic_reference() or
-                                                               ("",))[0] == "gqhh")})
+                                and stat in _statistics_used(c)})
                 raise SpecError(
-                    f"constraint(s) {users} at level {lv!r} need units by type (gqhh) at {lv!r} "
-                    "or a level below, but 'gqhh_vect' is not declared and published at any of "
-                    "them; declare gqhh_vect (e.g. at the bottom level) and publish 'gqhh'")
-            resolved[lv][stat] = geography.aggregate(data[below[0]]["gqhh"], below[0], lv)
+                    f"constraint(s) {users} at level {lv!r} need {entry.label} ({stat}) at "
+                    f"{lv!r} or a level below, but {entry.declared_by!r} is not declared and "
+                    f"published at any of them; declare {entry.declared_by} (e.g. at the bottom "
+                    f"level) and publish {stat!r}")
+            resolved[lv][stat] = geography.aggregate(data[below[0]][stat], below[0], lv)
     return resolved
+
+
+def _statistics_used(c: Constraint) -> tuple[str, ...]:
+    """The statistics a constraint reads (a catalogue constraint's, or a linear rhs's)."""
+    if c.type == "catalogue":
+        return CONSTRAINTS[c.name].needs
+    ref = c.statistic_reference()
+    return (ref[0],) if ref else ()
 
 
 def _show(v: np.ndarray) -> str:
@@ -227,14 +225,6 @@ def _check_statistic(arr: np.ndarray, stat: str, level: str, geography: Geograph
 
 # -- row blocks ---------------------------------------------------------------------------------
 
-@dataclass
-class _Block:
-    matrix: sp.csr_matrix      # r × n
-    lower: np.ndarray          # units × r
-    upper: np.ndarray
-    labels: list[str]
-
-
 def _answers(q, answers: tuple[int, ...] | None, c: Constraint, where: str):
     m = q.matrix
     labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
@@ -248,29 +238,8 @@ def _answers(q, answers: tuple[int, ...] | None, c: Constraint, where: str):
     return m[idx], [labels[i] for i in idx], idx
 
 
-def _catalogue_block(c: Constraint, spec: Spec, schema: Schema, stats: Mapping[str, np.ndarray],
-                     n_units: int) -> _Block:
-    gqhh = stats["gqhh"]
-    if c.name == "total_ge_households":
-        q = total(schema)
-        lower = gqhh[:, spec.household_level:spec.household_level + 1].astype(np.float64)
-        return _Block(q.matrix, lower, np.full_like(lower, np.inf), [f"{c.name}: total"])
-    q = marginal(schema, spec.unit_attribute)
-    labels = [f"{c.name}: {spec.unit_attribute}={lab[0]}" for lab in q.answer_labels]
-    if c.name == "hhgq_total_lb":
-        lower = gqhh.astype(np.float64)
-        return _Block(q.matrix, lower, np.full_like(lower, np.inf), labels)
-    # hhgq_total_ub
-    upper = np.full(gqhh.shape, np.inf)
-    if "tot" in stats:
-        others = gqhh.sum(axis=1, keepdims=True) - gqhh
-        upper = (stats["tot"][:, None] - others).astype(np.float64)
-    upper[gqhh == 0] = 0.0
-    return _Block(q.matrix, np.full_like(upper, -np.inf), upper, labels)
-
-
 def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], n_units: int
-                ) -> _Block:
+                ) -> Rows:
     where = f"{c.source}, line {c.line}: " if c.source and c.line else ""
     try:
         q = parse_query(c.query, schema)
@@ -281,7 +250,7 @@ def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], 
     r = m.shape[0]
     if c.type == "structural_zero":
         z = np.zeros((n_units, r))
-        return _Block(m, z, z.copy(), labels)
+        return Rows(m, z, z.copy(), labels)
     ref = c.statistic_reference()
     if ref is None:
         rhs = np.broadcast_to(np.asarray(c.rhs, dtype=np.float64), (r,)) if not isinstance(
@@ -310,10 +279,10 @@ def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], 
     # integers: verification compares them in int64.
     lower = np.ceil(rhs) if c.sense in ("==", ">=") else np.full_like(rhs, -np.inf)
     upper = np.floor(rhs) if c.sense in ("==", "<=") else np.full_like(rhs, np.inf)
-    return _Block(m, np.array(lower), np.array(upper), labels)
+    return Rows(m, np.array(lower), np.array(upper), labels)
 
 
-def _merge(blocks: Sequence[_Block], n_units: int, n_cells: int
+def _merge(blocks: Sequence[Rows], n_units: int, n_cells: int
            ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, tuple[str, ...]]:
     """Stack blocks; identical rows become one row with the intersection of their bounds."""
     if not blocks:
@@ -402,15 +371,13 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
     raw: dict[str, tuple] = {}
     for li, lv in enumerate(levels):
         n = geography.n_units(lv)
-        blocks = []
-        if lv in spec.invariant_levels("tot", levels):
-            t = stats[lv]["tot"].astype(np.float64)[:, None]
-            blocks.append(_Block(total(schema).matrix, t, t.copy(), ["tot: total"]))
+        blocks = [INVARIANTS[inv.name].rows(schema, spec, stats[lv]) for inv in spec.invariants
+                  if INVARIANTS[inv.name].rows is not None and lv in spec.levels_of(inv, levels)]
         for c in spec.constraints:
             if lv not in spec.levels_of(c, levels):
                 continue
             if c.type == "catalogue":
-                blocks.append(_catalogue_block(c, spec, schema, stats[lv], n))
+                blocks.append(CONSTRAINTS[c.name].rows(schema, spec, stats[lv]))
             else:
                 blocks.append(_user_block(c, schema, stats[lv], n))
         raw[lv] = (blocks, n)
@@ -428,7 +395,7 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
                 lo = np.where(np.isnan(lo), -np.inf, lo)
                 hi = np.where(np.isnan(hi), np.inf, hi)
                 labels = [_implied_label(lab, child) for lab in clab]
-                blocks = list(blocks) + [_Block(cm, lo, hi, labels)]
+                blocks = list(blocks) + [Rows(cm, lo, hi, labels)]
         merged[lv] = _merge(blocks, n, schema.size)
     for li, lv in enumerate(levels):
         matrix, lower, upper, labels = merged[lv]

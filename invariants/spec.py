@@ -5,7 +5,9 @@ levels (``tot``: persons per unit; ``gqhh_vect``: housing units / facilities by 
 ``gqhh_tot``: their total). A **constraint** restricts post-processed histograms: catalogue
 constraints (``hhgq_total_lb``, ``hhgq_total_ub``, ``total_ge_households``), structural zeros,
 and arbitrary linear equalities or inequalities over named queries. Every item lists the levels
-it applies to (or ``"all"``). :data:`CATALOGUE_CONSTRAINTS` below gives their meanings.
+it applies to (or ``"all"``). The catalogue (:mod:`invariants.catalogue`) defines every named
+invariant and catalogue constraint; :data:`INVARIANTS` and :data:`CATALOGUE_CONSTRAINTS` below
+are its names and meanings.
 
 TOML form::
 
@@ -52,35 +54,28 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from hierarchy.tomlconfig import TomlDocument, parse_toml, read_toml
+from invariants import catalogue
 from invariants.errors import SpecError
 
 __all__ = ["Invariant", "Constraint", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAINTS", "SENSES"]
 
-#: Invariant name → (statistic it publishes, meaning).
-INVARIANTS = {
-    "tot": ("tot", "total persons of the unit is exact"),
-    "gqhh_vect": ("gqhh", "numbers of occupied households and group-quarters facilities of each "
-                          "type are exact data"),
-    "gqhh_tot": ("gqhh", "total number of occupied housing units and facilities is exact data"),
-}
+#: Invariant name → (statistic it publishes, meaning); the catalogue's
+#: :data:`invariants.catalogue.INVARIANTS`.
+INVARIANTS = {name: (entry.statistic, entry.meaning)
+              for name, entry in catalogue.INVARIANTS.items()}
 
-#: Catalogue constraint name → meaning (SPEC §4).
-CATALOGUE_CONSTRAINTS = {
-    "hhgq_total_lb": "persons of each unit type ≥ units of that type (each occupied unit holds at "
-                     "least one person)",
-    "hhgq_total_ub": "persons of type g ≤ total − units of every other type where the total is "
-                     "invariant; 0 where there is no unit of type g",
-    "total_ge_households": "total persons ≥ occupied households",
-}
+#: Catalogue constraint name → meaning (SPEC §4), from :data:`invariants.catalogue.CONSTRAINTS`.
+CATALOGUE_CONSTRAINTS = {name: entry.meaning for name, entry in catalogue.CONSTRAINTS.items()}
 
 SENSES = ("==", ">=", "<=")
 _KINDS = ("catalogue", "structural_zero", "linear")
-_STAT_REF = re.compile(r"^\s*(tot|gqhh)\s*(?:\[\s*(\d+)\s*\])?\s*$")
+_STAT_REF = re.compile(rf"^\s*({'|'.join(map(re.escape, catalogue.STATISTICS))})\s*"
+                       r"(?:\[\s*(\d+)\s*\])?\s*$")
 
 
 def _where(source: str | None, line: int | None) -> str:
@@ -297,14 +292,45 @@ class Spec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
-                  text: str | None = None) -> "Spec":
-        """From a mapping shaped like the TOML form (``invariant``/``constraint`` lists)."""
+                  text: str | None = None, table: str = "") -> "Spec":
+        """From a mapping shaped like the TOML form (``invariant``/``constraint`` lists).
+
+        Parameters
+        ----------
+        data : mapping
+        source : str, optional
+            The file name used in messages.
+        text : str, optional
+            The TOML text ``data`` comes from, for line numbers in messages.
+        table : str, optional
+            Where ``data`` sits in that text: ``""`` for a spec file, ``"spec"`` for the
+            ``[spec]`` section of a run configuration.
+
+        Returns
+        -------
+        Spec
+
+        Raises
+        ------
+        SpecError
+            Naming the file and line of the offending entry when ``source`` and ``text`` are
+            given.
+
+        Examples
+        --------
+        >>> Spec.from_dict({"invariant": [{"name": "tot", "levels": ["nation"]}]}).invariants
+        (Invariant(name='tot', levels=('nation',)),)
+        """
+        doc = TomlDocument(data, text or "", source=source or "", error=SpecError)
+
+        def line(key: str) -> int | None:
+            return doc.line(table, key) if source else None
+
         known = {"invariant", "constraint", "unit_attribute", "household_level", "imply_upward"}
-        lines = _LineFinder(text)
         unknown = set(data) - known
         if unknown:
             first = sorted(unknown)[0]
-            raise SpecError(f"{_where(source, lines.key(first))}unknown spec key(s) "
+            raise SpecError(f"{_where(source, line(first))}unknown spec key(s) "
                             f"{sorted(unknown)}; a spec has {sorted(known)}")
         for key, kind, ok in (("unit_attribute", "a string (an attribute name)",
                                lambda v: isinstance(v, str)),
@@ -313,29 +339,36 @@ class Spec:
                                and v >= 0),
                               ("imply_upward", "true or false", lambda v: isinstance(v, bool))):
             if key in data and not ok(data[key]):
-                raise SpecError(f"{_where(source, lines.key(key))}{key} must be {kind}, not "
+                raise SpecError(f"{_where(source, line(key))}{key} must be {kind}, not "
                                 f"{data[key]!r}")
+        items: dict[str, list[tuple[Mapping[str, Any], int | None]]] = {}
+        for what in ("invariant", "constraint"):
+            entries = data.get(what, [])
+            if isinstance(entries, Mapping):
+                entries = [entries]
+            if not isinstance(entries, list) or not all(isinstance(v, Mapping) for v in entries):
+                raise SpecError(f"{_where(source, None)}{what} entries must be tables "
+                                f"([[{what}]] in TOML)")
+            block = f"{table}.{what}" if table else what
+            items[what] = [(item, _entry_line(doc, block, i, item) if source else None)
+                           for i, item in enumerate(entries)]
         invariants, constraints = [], []
-        for i, item in enumerate(_as_list(data.get("invariant", []), "invariant", source)):
-            line = (lines.find("name", item.get("name")) or lines.header("invariant", i)
-                    or lines.mention("name", item.get("name")))
-            _only(item, {"name", "levels"}, "invariant", source, line)
+        for item, at in items["invariant"]:
+            _only(item, {"name", "levels"}, "invariant", source, at)
             invariants.append(Invariant(item.get("name"), item.get("levels", "all"),
-                                        source=source, line=line))
-        for i, item in enumerate(_as_list(data.get("constraint", []), "constraint", source)):
-            line = (lines.find("name", item.get("name")) or lines.header("constraint", i)
-                    or lines.mention("name", item.get("name")))
+                                        source=source, line=at))
+        for i, (item, at) in enumerate(items["constraint"]):
             _only(item, {"name", "levels", "type", "query", "answers", "sense", "rhs"},
-                  "constraint", source, line)
+                  "constraint", source, at)
             for key in ("rhs", "answers"):       # the keys that hold numbers
                 if key in item:
                     _check_finite(item[key], key, f"constraint {item.get('name')!r}", source,
-                                  lines.key_after(key, line) or line)
+                                  _key_line(doc, table, i, key, at))
             kind = item.get("type", "catalogue")
             constraints.append(Constraint(
                 item.get("name"), item.get("levels", "all"), kind, item.get("query"),
                 item.get("answers"), item.get("sense"), item.get("rhs"), source=source,
-                line=line))
+                line=at))
         return cls(tuple(invariants), tuple(constraints),
                    unit_attribute=data.get("unit_attribute", "hhgq"),
                    household_level=data.get("household_level", 0),
@@ -343,11 +376,20 @@ class Spec:
 
     @classmethod
     def from_toml_string(cls, text: str, *, source: str = "<spec>") -> "Spec":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"{source}: invalid TOML: {exc}") from None
-        return cls.from_dict(data, source=source, text=text)
+        """Parse a spec from TOML text (see the module's TOML form).
+
+        Raises
+        ------
+        SpecError
+            If the text is not TOML or holds an invalid spec, naming ``source`` and the line.
+
+        Examples
+        --------
+        >>> Spec.from_toml_string('[[invariant]]\\nname = "tot"\\n').invariants[0].levels
+        'all'
+        """
+        doc = parse_toml(text, source=source, error=SpecError)
+        return cls.from_dict(doc.data, source=source, text=text)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "Spec":
@@ -359,22 +401,16 @@ class Spec:
             If the file does not exist, is not a regular file (a directory, or a named pipe or
             device, which could block the read forever), cannot be read as UTF-8 text, or holds
             an invalid spec; the message names the file (and the line where there is one).
-        """
-        from hierarchy.storage import special_file_kind
 
-        path = Path(path)
-        if not path.exists():
-            raise SpecError(f"spec file {path} does not exist")
-        kind = special_file_kind(path)
-        if kind is not None:
-            raise SpecError(f"spec file {path} is not a regular file: it is {kind}; give the path "
-                            "of a .toml file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(f"spec file {path} cannot be read as UTF-8 text: "
-                            f"{getattr(exc, 'strerror', None) or exc}") from None
-        return cls.from_toml_string(text, source=str(path))
+        Examples
+        --------
+        >>> Spec.from_toml("no/such/spec.toml")
+        Traceback (most recent call last):
+        ...
+        invariants.errors.SpecError: spec file no/such/spec.toml does not exist
+        """
+        doc = read_toml(path, what="spec file", error=SpecError)
+        return cls.from_dict(doc.data, source=doc.source, text=doc.text)
 
     def to_dict(self) -> dict[str, Any]:
         return {"unit_attribute": self.unit_attribute, "household_level": self.household_level,
@@ -411,63 +447,24 @@ class Spec:
                                 f"{list(all_levels)}")
 
 
-class _LineFinder:
-    """Line numbers of ``key = "value"`` in the TOML text, for error messages."""
+def _entry_line(doc: TomlDocument, block: str, index: int, item: Mapping[str, Any]
+                ) -> int | None:
+    """The line of an invariant or constraint: its ``name =`` (else its ``[[header]]``) when
+    written as a table, else where its name appears (an inline table)."""
+    if doc.has_table(block, index):
+        return doc.line(block, "name", index)
+    return doc.mention("name", item.get("name"))
 
-    def __init__(self, text: str | None):
-        self.lines = text.splitlines() if text else []
-        self.used: set[int] = set()
 
-    def find(self, key: str, value: Any) -> int | None:
-        if not self.lines or value is None:
-            return None
-        pat = re.compile(rf"^\s*{re.escape(key)}\s*=\s*[\"']{re.escape(str(value))}[\"']")
-        for i, line in enumerate(self.lines, start=1):
-            if i not in self.used and pat.match(line):
-                self.used.add(i)
-                return i
-        return None
-
-    def header(self, kind: str, ordinal: int) -> int | None:
-        """Line of the ``ordinal``-th (0-based) ``[[kind]]`` (or ``[[spec.kind]]``) header, for
-        entries without a findable name."""
-        pat = re.compile(rf"^\s*\[\[\s*(?:[\w.]+\.)?{re.escape(kind)}\s*\]\]")
-        hits = [i for i, line in enumerate(self.lines, start=1) if pat.match(line)]
-        return hits[ordinal] if ordinal < len(hits) else None
-
-    def mention(self, key: str, value: Any) -> int | None:
-        """Line holding ``key = "value"`` anywhere (an inline table), for error messages."""
-        if not self.lines or value is None:
-            return None
-        pat = re.compile(rf"\b{re.escape(key)}\s*=\s*[\"']{re.escape(str(value))}[\"']")
-        return next((i for i, line in enumerate(self.lines, start=1) if pat.search(line)), None)
-
-    def key_after(self, key: str, start: int | None) -> int | None:
-        """Line of ``key = …`` in the table that holds line ``start`` (searching from the table's
-        header to the next header); ``None`` when it cannot be found."""
-        if not self.lines or start is None:
-            return None
-        header = re.compile(r"^\s*\[")
-        pat = re.compile(rf"^\s*{re.escape(key)}\s*=")
-        first = start
-        while first > 1 and not header.match(self.lines[first - 1]):
-            first -= 1
-        for i in range(first, len(self.lines) + 1):
-            text = self.lines[i - 1]
-            if i > first and header.match(text):
-                return None
-            if pat.match(text):
-                return i
-        return None
-
-    def key(self, key: str) -> int | None:
-        """Line of a top-level ``key = …``, ``[key]`` or ``[[key]]``."""
-        pat = re.compile(rf"^\s*(?:{re.escape(key)}\s*=|\[\[?\s*(?:[\w.]+\.)?"
-                         rf"{re.escape(key)}\s*\]\]?)")
-        for i, line in enumerate(self.lines, start=1):
-            if pat.match(line):
-                return i
-        return None
+def _key_line(doc: TomlDocument, table: str, index: int, key: str,
+              entry: int | None) -> int | None:
+    """Line of ``key`` in the ``index``-th constraint when written as a table; else the
+    entry's own line."""
+    block = f"{table}.constraint" if table else "constraint"
+    if not doc.has_table(block, index):
+        return entry
+    block_keys = doc.line(block, key, index)
+    return block_keys if block_keys != doc.line(block, None, index) else entry
 
 
 def _check_finite(value: Any, key: str, owner: str, source: str | None,
@@ -490,15 +487,6 @@ def _check_finite(value: Any, key: str, owner: str, source: str | None,
 def _second(items: Sequence[Invariant | Constraint], name: str) -> Invariant | Constraint:
     """The second item called ``name`` (where a duplicate is reported)."""
     return [it for it in items if it.name == name][1]
-
-
-def _as_list(value: Any, what: str, source: str | None) -> Iterable[Mapping[str, Any]]:
-    if isinstance(value, Mapping):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise SpecError(f"{_where(source, None)}{what} entries must be tables ([[{what}]] in "
-                        "TOML)")
-    return value
 
 
 def _only(item: Mapping[str, Any], allowed: set[str], what: str, source: str | None,

@@ -1,26 +1,27 @@
-"""The run configuration: one TOML file, parsed into one typed :class:`RunConfig`.
+"""The run configuration: one TOML file, or Python arguments, validated into one :class:`RunConfig`.
 
 See ``examples/e2e1940.toml`` for a complete, commented example. Relative paths are relative to
 the config file's directory. Every error names the file, the line where it could be found, the
-key, and what would be valid.
+key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
+and validates them through the same code (its errors name the section and key); the TOML layer
+itself is :mod:`hierarchy.tomlconfig`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from hierarchy.budget import Budget
-from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms import get_mechanism
+from hierarchy.mechanisms import Mechanism, get_mechanism
 from hierarchy.queries import Workload, e2e_workload
-from hierarchy.schema import Schema, get_schema
-from hierarchy.storage import special_file_kind
+from hierarchy.schema import SCHEMAS, Schema, get_schema
+from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
+from invariants.catalogue import statistics_to_publish
 from invariants.errors import SpecError
 from invariants.spec import Spec
 from postproc.errors import PostprocError
@@ -81,15 +82,126 @@ class RunConfig:
         return None if self.randomness_mode == "release" else self.seed
 
     def publish(self) -> dict[str, list[str]]:
-        """Exact statistics the spec's invariants need published, by level."""
-        out = {}
-        tot = self.spec.invariant_levels("tot", self.levels)
-        gqhh = self.spec.invariant_levels("gqhh", self.levels)
-        if tot:
-            out["tot"] = list(tot)
-        if gqhh:
-            out["gqhh"] = list(gqhh)
-        return out
+        """Exact statistics the spec's invariants need published: statistic → levels (see
+        :func:`invariants.catalogue.statistics_to_publish`)."""
+        return statistics_to_publish(self.spec, self.levels)
+
+    @classmethod
+    def build(cls, *, persons: str | Path, levels: Sequence[str], budget: Any,
+              schema: str | Schema | Mapping[str, Any] = "e2e_1940",
+              workload: str | Workload | Mapping[str, str] = "e2e",
+              mechanism: str | Mechanism | Mapping[str, Any] = "geometric",
+              mode: str = "simulation", seed: int | None = None,
+              spec: str | Spec | Path | None = "e2e", units: str | Path | None = None,
+              columns: Mapping[str, str] | None = None,
+              values: Mapping[str, Mapping[Any, Any]] | None = None,
+              method: str = "topdown", method_options: Mapping[str, Any] | None = None,
+              solver_chain: Sequence[str] | None = None, executor: str = "serial",
+              workers: int | None = None, failsafe: bool = True,
+              failsafe_keep: Sequence[str] | str = "auto",
+              passes: Sequence[Sequence[str]] | None = None, output: str | Path = "out",
+              microdata: bool = False, error_table: bool | None = None,
+              base: str | Path = ".") -> "RunConfig":
+        """A run configuration from Python values, validated exactly as a TOML file is.
+
+        The values are written into the TOML file's shape (kept as :attr:`raw`, so
+        :meth:`to_toml` saves a file that ``postproc run`` reads back to the same configuration)
+        and go through the same checks as :func:`load_config`.
+
+        Parameters
+        ----------
+        persons : str or Path
+            The persons file (relative paths are relative to ``base``).
+        levels : sequence of str
+            Geography levels, root first.
+        budget : number, str, Budget or mapping
+            A number (or a string such as ``"1/2"``) is a pure-DP ε split as in the E2E test;
+            a :class:`~hierarchy.budget.Budget` is used as is; a mapping is the ``[budget]``
+            table.
+        schema : str, Schema or mapping
+            A preset name (``"e2e_1940"``), a Schema, or the ``[schema]`` table.
+        workload : "e2e", Workload or mapping
+            The E2E workload, a Workload, or ``{name: query expression}``.
+        mechanism : str, Mechanism or mapping
+            A registered name, a mechanism object (its options kept), or the ``[mechanism]``
+            table.
+        mode : {"simulation", "release"}
+        seed : int, optional
+            Needed in simulation mode, refused in release mode.
+        spec : "e2e", Spec, Path or None
+            The E2E spec for these levels, a Spec, a spec file, or no invariants.
+        units, columns, values
+            As ``[data]`` of the TOML file.
+        method, method_options
+            The post-processor (``[postprocess]``).
+        solver_chain, executor, workers, failsafe, failsafe_keep, passes
+            As ``[solver]``.
+        output, microdata, error_table
+            As ``[output]``.
+        base : str or Path, optional
+            The directory relative paths are relative to (default: the current one).
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        PostprocError
+            ``RunConfig.build: [section] …`` or ``RunConfig.build [section]: …`` naming the
+            argument's section and key, with what would be valid.
+
+        Examples
+        --------
+        >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+        ...                          budget=1, seed=7)
+        >>> config.budget.total, config.rng, config.publish()
+        (Fraction(1, 1), 7, {'tot': ['nation', 'state'], 'gqhh': ['state']})
+        >>> RunConfig.build(persons="p.parquet", levels=["nation", "state"], budget=1,
+        ...                 mode="release", seed=7)
+        Traceback (most recent call last):
+        ...
+        postproc.errors.PostprocError: RunConfig.build: [randomness] release mode cannot be seeded; remove seed or use mode = "simulation"
+        """
+        data: dict[str, Any] = {
+            "data": {"persons": str(persons), "units": None if units is None else str(units),
+                     "columns": None if columns is None else dict(columns),
+                     "values": None if values is None else {
+                         attr: {str(k): v for k, v in mapping.items()}
+                         for attr, mapping in values.items()}},
+            "schema": _schema_table(schema),
+            "geography": {"levels": list(levels)},
+            "workload": _workload_table(workload),
+            "budget": _budget_table(budget),
+            "mechanism": _mechanism_table(mechanism),
+            "randomness": {"mode": mode, "seed": seed},
+            "spec": _spec_table(spec),
+            "postprocess": {"method": method, "options": dict(method_options or {}) or None},
+            "solver": {"chain": None if solver_chain is None else list(solver_chain),
+                       "executor": executor, "workers": workers, "failsafe": failsafe,
+                       "failsafe_keep": (failsafe_keep if isinstance(failsafe_keep, str)
+                                         else list(failsafe_keep)),
+                       "passes": None if passes is None else [list(p) for p in passes]},
+            "output": {"directory": str(output), "microdata": microdata,
+                       "error_table": error_table},
+        }
+        data = _without_none(data)
+        return config_from_dict(data, base=base, source="RunConfig.build")
+
+    def to_toml(self) -> str:
+        """The TOML text of this configuration (its :attr:`raw` form), which
+        :func:`load_config` reads back to an equal configuration when saved in the directory
+        its relative paths are relative to.
+
+        Examples
+        --------
+        >>> import tomllib
+        >>> config = RunConfig.build(persons="/data/p.parquet", levels=["nation", "state"],
+        ...                          budget="1/2", seed=1)
+        >>> config_from_dict(tomllib.loads(config.to_toml())).budget == config.budget
+        True
+        """
+        return dumps(self.raw, error=PostprocError)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready copy for manifests: the parsed TOML, with resolved paths in simulation mode.
@@ -124,289 +236,263 @@ class RunConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class _Where:
-    """Locate ``key`` inside ``[section]`` of the TOML text for messages."""
-
-    def __init__(self, text: str, source: str):
-        self.lines = text.splitlines()
-        self.source = source
-
-    def line(self, section: str, key: str | None = None) -> int | None:
-        """The line of ``key = …`` in ``[section]``, or (no key) of the section's header or of
-        a top-level ``section = …``; None if absent."""
-        in_section = False
-        top_level = True
-        for i, raw in enumerate(self.lines, start=1):
-            s = raw.strip()
-            m = re.match(r"^\[+([^\]]+)\]+", s)
-            if m:
-                top_level = False
-                in_section = m.group(1).strip() == section or m.group(1).strip().startswith(
-                    section + ".")
-                if in_section and key is None:
-                    return i
-                continue
-            if key is None:
-                if top_level and re.match(rf"^{re.escape(section)}\s*[=.]", s):
-                    return i
-            elif in_section and re.match(rf"^{re.escape(key)}\s*=", s):
-                return i
-        return None
-
-    def __call__(self, section: str, key: str | None = None) -> str:
-        # The key's line; a key written as its own table ([section.key]); else the section.
-        line = None
-        if key is not None:
-            line = self.line(section, key) or self.line(f"{section}.{key}")
-        line = line or self.line(section)
-        return f"{self.source}, line {line}" if line else f"{self.source} [{section}]"
-
-
-def _fail(where: str, message: str) -> PostprocError:
-    return PostprocError(f"{where}: {message}")
-
-
 def read_config_text(path: str | Path) -> str:
     """The text of a config file; a missing or unreadable file is a :class:`PostprocError`
-    naming it."""
-    path = Path(path)
-    kind = special_file_kind(path)   # a FIFO or device would block the read forever
-    if kind is not None:
-        raise PostprocError(f"config file {path} is not a regular file: it is {kind}; give the "
-                            "TOML file")
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PostprocError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PostprocError(f"config file {path} cannot be read as UTF-8 text: "
-                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    naming it.
+
+    Examples
+    --------
+    >>> read_config_text("no/such/run.toml")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: config file no/such/run.toml does not exist
+    """
+    return read_toml(path, error=PostprocError).text
 
 
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a run configuration file.
 
+    Parameters
+    ----------
+    path : str or Path
+        The TOML file; relative paths in it are relative to its directory.
+
+    Returns
+    -------
+    RunConfig
+
     Raises
     ------
     PostprocError
         With the file, line and key of the problem and what would be valid.
+
+    Examples
+    --------
+    >>> config = load_config("examples/e2e1940.toml")
+    >>> config.levels, config.method, config.publish()["tot"]
+    (('nation', 'state', 'county', 'enum_dist'), 'topdown', ['nation', 'state'])
     """
     path = Path(path)
-    text = read_config_text(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PostprocError(f"{path}: invalid TOML: {exc}") from None
-    return config_from_dict(data, base=path.parent, source=str(path), text=text)
+    document = read_toml(path, error=PostprocError)
+    return _from_document(document, base=path.parent)
 
 
 def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
                      source: str = "<config>", text: str = "") -> RunConfig:
-    """Build a :class:`RunConfig` from a parsed TOML mapping (see :func:`load_config`)."""
-    base = Path(base)
-    where = _Where(text, source)
-    unknown = set(data) - _SECTIONS
-    if unknown:
-        raise _fail(where(sorted(unknown)[0]), f"unknown section(s) {sorted(unknown)}; sections "
-                                               f"are {sorted(_SECTIONS)}")
+    """Build a :class:`RunConfig` from a parsed TOML mapping (see :func:`load_config`).
 
-    def section(name: str, required: bool = True) -> Mapping[str, Any]:
-        value = data.get(name)
-        if value is None:
-            if required:
-                raise _fail(source, f"missing section [{name}]")
-            return {}
-        if not isinstance(value, Mapping):
-            raise _fail(where(name), f"[{name}] must be a table")
-        return value
+    Parameters
+    ----------
+    data : mapping
+        Shaped like the TOML file (sections ``data``, ``schema``, …).
+    base : str or Path, optional
+        The directory relative paths are relative to.
+    source : str, optional
+        The file name used in messages.
+    text : str, optional
+        The TOML text ``data`` was parsed from, for line numbers in messages.
 
-    def check_keys(name: str, sec: Mapping[str, Any], allowed: set[str]) -> None:
-        extra = set(sec) - allowed
-        if extra:
-            key = sorted(extra)[0]
-            raise _fail(where(name, key), f"unknown key {key!r} in [{name}]; allowed: "
-                                          f"{sorted(allowed)}")
+    Returns
+    -------
+    RunConfig
 
+    Raises
+    ------
+    PostprocError
+        As :func:`load_config`.
+
+    Examples
+    --------
+    >>> import tomllib
+    >>> data = tomllib.loads(open("examples/e2e1940.toml").read())
+    >>> data["randomness"]["seed"] = -1
+    >>> config_from_dict(data, base="examples")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: <config>: [randomness] simulation mode needs seed = <non-negative integer>, not -1
+    """
+    document = TomlDocument(data, text, source=source, error=PostprocError)
+    return _from_document(document, base=Path(base))
+
+
+def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without ``None`` values and without tables left empty by dropping them."""
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            value = _without_none(value)
+            if not value:
+                continue
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _schema_table(schema: Any) -> Any:
+    if isinstance(schema, str):
+        return {"preset": schema}
+    if isinstance(schema, Schema):
+        preset = SCHEMAS.get(schema.name)
+        return {"preset": schema.name} if preset == schema else schema.to_dict()
+    return schema
+
+
+def _workload_table(workload: Any) -> Any:
+    if isinstance(workload, str):
+        return {"preset": workload}
+    if isinstance(workload, Workload):
+        return {"queries": workload.to_dict()}
+    if isinstance(workload, Mapping) and "preset" not in workload and "queries" not in workload:
+        return {"queries": dict(workload)}
+    return workload
+
+
+def _budget_table(budget: Any) -> Any:
+    if isinstance(budget, Budget):
+        return budget.to_dict()
+    if isinstance(budget, Fraction):
+        budget = str(budget)
+    if isinstance(budget, (int, float, str)) and not isinstance(budget, bool):
+        return {"kind": "pure", "total": budget, "preset": "e2e"}
+    return budget
+
+
+def _mechanism_table(mechanism: Any) -> Any:
+    if isinstance(mechanism, str):
+        return {"name": mechanism}
+    if isinstance(mechanism, Mechanism):
+        return {"name": mechanism.name, **{f.name: getattr(mechanism, f.name)
+                                           for f in fields(mechanism)}}
+    return mechanism
+
+
+def _spec_table(spec: Any) -> Any:
+    if spec is None:
+        return {}
+    if isinstance(spec, str):
+        return {"preset": spec}
+    if isinstance(spec, Spec):
+        return spec.to_dict()
+    if isinstance(spec, Path):
+        return {"file": str(spec)}
+    return spec
+
+
+def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
+    """The one path from TOML-shaped data to a :class:`RunConfig`, each error located."""
+    source, data = doc.source, doc.data
+    doc.check_sections(_SECTIONS)
     # [data]
-    d = section("data")
-    check_keys("data", d, {"persons", "units", "columns", "values"})
+    d = doc.table("data", required=True, allowed={"persons", "units", "columns", "values"})
     if "persons" not in d:
-        raise _fail(where("data"), "[data] needs persons = \"path/to/persons.parquet\"")
-    persons = (base / d["persons"]).resolve()
-    units = (base / d["units"]).resolve() if d.get("units") else None
+        raise d.fail(None, "[data] needs persons = \"path/to/persons.parquet\"")
+    persons = d.path("persons", base=base)
+    units = d.path("units", base=base) if d.get("units") else None
     columns = d.get("columns", {})
     if not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
-        raise _fail(where("data", "columns"), "columns must be a table of level or attribute "
-                                              "= \"column in the file\", e.g. "
-                                              "{ state = \"STATEFIP\" }")
+        raise d.fail("columns", "columns must be a table of level or attribute = \"column in "
+                                "the file\", e.g. { state = \"STATEFIP\" }")
     values = d.get("values", {})
     if not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
-        raise _fail(where("data", "values"), "values must be a table of attribute = { \"value in "
-                                             "the file\" = label or code }, e.g. { cenrace = "
-                                             "{ \"1\" = \"white\" } }")
+        raise d.fail("values", "values must be a table of attribute = { \"value in the file\" = "
+                               "label or code }, e.g. { cenrace = { \"1\" = \"white\" } }")
     columns = dict(columns)
     values = {k: dict(v) for k, v in values.items()}
     # [schema]
-    s = section("schema")
-    try:
-        if "preset" in s:
-            check_keys("schema", s, {"preset"})
-            schema = get_schema(s["preset"])
-        else:
-            check_keys("schema", s, {"name", "attributes"})
-            schema = Schema.from_dict(s)
-    except HierarchyError as exc:
-        raise _fail(where("schema", "preset" if "preset" in s else None), str(exc)) from None
+    s = doc.table("schema", required=True)
+    s.check_keys({"preset"} if "preset" in s else {"name", "attributes"})
+    schema = s.located("preset" if "preset" in s else None, lambda: (
+        get_schema(s["preset"]) if "preset" in s else Schema.from_dict(s)))
     # [geography]
-    g = section("geography")
-    check_keys("geography", g, {"levels"})
+    g = doc.table("geography", required=True, allowed={"levels"})
     levels = g.get("levels")
     if not (isinstance(levels, list) and levels and all(isinstance(x, str) for x in levels)):
-        raise _fail(where("geography", "levels"), "levels must be a list of level names, root "
-                                                  "first, e.g. [\"nation\", \"state\", \"county\"]")
+        raise g.fail("levels", "levels must be a list of level names, root first, e.g. "
+                               "[\"nation\", \"state\", \"county\"]")
     levels = tuple(levels)
     if len(set(levels)) != len(levels):
-        raise _fail(where("geography", "levels"), f"levels repeat a name: {list(levels)}")
+        raise g.fail("levels", f"levels repeat a name: {list(levels)}")
     # [data] columns and values name levels and attributes (a misspelt values key would
     # otherwise be ignored and the file's codes read unmapped)
     mappable = {"columns": list(levels[1:]) + list(schema.names), "values": list(schema.names)}
     for key, mapping in (("columns", columns), ("values", values)):
         unknown_names = [k for k in mapping if k not in mappable[key]]
         if unknown_names:
-            raise _fail(where("data", key), f"{key} names {unknown_names}, which are not "
-                                            f"{'levels or ' if key == 'columns' else ''}"
-                                            f"attributes; valid: {mappable[key]}")
+            raise d.fail(key, f"{key} names {unknown_names}, which are not "
+                              f"{'levels or ' if key == 'columns' else ''}attributes; valid: "
+                              f"{mappable[key]}")
     # [workload]
-    w = section("workload")
-    try:
-        if w.get("preset") == "e2e":
-            check_keys("workload", w, {"preset"})
-            workload = e2e_workload(schema)
-        elif "preset" in w:
-            raise _fail(where("workload", "preset"), f"unknown workload preset {w['preset']!r}; "
-                                                     "the preset is \"e2e\"")
-        else:
-            check_keys("workload", w, {"queries"})
-            queries = w.get("queries")
-            if not isinstance(queries, Mapping) or not queries:
-                raise _fail(where("workload"), "[workload] needs preset = \"e2e\" or a "
-                                               "[workload.queries] table of name = expression")
-            workload = Workload.from_expressions(schema, queries)
-    except HierarchyError as exc:
-        raise _fail(where("workload"), str(exc)) from None
+    w = doc.table("workload", required=True)
+    if w.get("preset") == "e2e":
+        w.check_keys({"preset"})
+        workload = w.located(None, lambda: e2e_workload(schema))
+    elif "preset" in w:
+        raise w.fail("preset", f"unknown workload preset {w['preset']!r}; the preset is \"e2e\"")
+    else:
+        w.check_keys({"queries"})
+        queries = w.get("queries")
+        if not isinstance(queries, Mapping) or not queries:
+            raise w.fail(None, "[workload] needs preset = \"e2e\" or a [workload.queries] table "
+                               "of name = expression")
+        workload = w.located(None, lambda: Workload.from_expressions(schema, queries))
     # [budget]
-    b = section("budget")
-    check_keys("budget", b, {"kind", "total", "preset", "neighbours", "level_fractions",
-                             "query_fractions"})
-    budget = _budget(b, levels, workload, where)
+    b = doc.table("budget", required=True, allowed={"kind", "total", "preset", "neighbours",
+                                                    "level_fractions", "query_fractions"})
+    budget = _budget(b, levels, workload)
     # [mechanism]
-    m = section("mechanism")
-    check_keys("mechanism", m, {"name", "exact", "max_denominator"})
-    try:
-        options = {k: v for k, v in m.items() if k != "name"}
-        mechanism = get_mechanism(m.get("name", "geometric"), **options)
-    except HierarchyError as exc:
-        raise _fail(where("mechanism", "name"), str(exc)) from None
+    m = doc.table("mechanism", required=True, allowed={"name", "exact", "max_denominator"})
+    options = {k: v for k, v in m.items() if k != "name"}
+    mechanism = m.located("name", lambda: get_mechanism(m.get("name", "geometric"), **options))
     if mechanism.accounting == "zcdp" and budget.kind == "pure":
-        raise _fail(where("mechanism", "name"), f"the {mechanism.name} mechanism needs a zCDP "
-                                                "budget: set kind = \"zcdp\" in [budget]")
+        raise m.fail("name", f"the {mechanism.name} mechanism needs a zCDP budget: set kind = "
+                             "\"zcdp\" in [budget]")
     # [randomness]
-    r = section("randomness")
-    check_keys("randomness", r, {"mode", "seed"})
-    mode = r.get("mode")
-    if mode not in ("release", "simulation"):
-        raise _fail(where("randomness", "mode"), "mode must be \"release\" (cryptographically "
-                                                 "secure, unseedable) or \"simulation\" (seeded, "
-                                                 "NOT safe for releases)")
-    seed = r.get("seed")
-    if mode == "release" and seed is not None:
-        raise _fail(where("randomness", "seed"), "release mode cannot be seeded; remove seed or "
-                                                 "use mode = \"simulation\"")
-    if mode == "simulation" and (not isinstance(seed, int) or isinstance(seed, bool)
-                                 or seed < 0):
-        raise _fail(where("randomness", "seed"), "simulation mode needs seed = <non-negative "
-                                                 "integer>")
+    r = doc.table("randomness", required=True, allowed={"mode", "seed"})
+    mode, seed = read_randomness(r)
     if mode == "release" and not mechanism.discrete:
         exact = "geometric" if mechanism.accounting == "pure" else "discrete_gaussian"
-        raise _fail(where("mechanism", "name"), f"the {mechanism.name} mechanism adds "
-                    "floating-point noise, which release mode refuses (its rounding leaks the "
-                    f"value it protects, Mironov 2012); use name = \"{exact}\" (exact integer "
-                    "sampling), or mode = \"simulation\" in [randomness] for experiments")
+        raise m.fail("name", f"the {mechanism.name} mechanism adds floating-point noise, which "
+                             "release mode refuses (its rounding leaks the value it protects, "
+                             f"Mironov 2012); use name = \"{exact}\" (exact integer sampling), "
+                             "or mode = \"simulation\" in [randomness] for experiments")
     # [spec]
-    sp_ = section("spec", required=False)
-    try:
-        if sp_.get("preset") == "e2e":
-            check_keys("spec", sp_, {"preset"})
-            spec = Spec.e2e(levels)
-        elif "preset" in sp_:
-            raise _fail(where("spec", "preset"), f"unknown spec preset {sp_['preset']!r}; the "
-                                                 "preset is \"e2e\"")
-        elif "file" in sp_:
-            check_keys("spec", sp_, {"file"})
-            spec = Spec.from_toml(base / sp_["file"])
-        else:
-            spec = Spec.from_dict(sp_, source=source, text=text)
-        spec.check_levels(levels)
-    except SpecError as exc:
-        message = str(exc)
-        if message.startswith(f"{source}, line "):  # an inline spec: located in this file
-            raise PostprocError(message) from None
-        key = next((k for k in ("file", "preset") if k in sp_), None)
-        raise _fail(where("spec", key), message.removeprefix(f"{source}: ")) from None
+    spec = _spec(doc, base, levels)
     # [postprocess]
-    pp = section("postprocess", required=False)
-    check_keys("postprocess", pp, {"method", "options"})
-    method, method_options = _postprocess(pp, where)
+    pp = doc.table("postprocess", allowed={"method", "options"})
+    method, method_options = _postprocess(pp)
     # [solver]
-    sv = section("solver", required=False)
-    check_keys("solver", sv, {"chain", "executor", "workers", "scheduler", "failsafe",
-                              "failsafe_keep", "passes"})
-    try:
-        chain = check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN)))
-    except PostprocError as exc:
-        raise _fail(where("solver", "chain"), str(exc)) from None
+    sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
+                                      "failsafe_keep", "passes"})
+    chain = sv.located("chain", lambda: check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN))),
+                       catch=(PostprocError,))
     executor = sv.get("executor", "serial")
     if executor not in EXECUTORS:
-        raise _fail(where("solver", "executor"), f"unknown executor {executor!r}; choose from "
-                                                 f"{sorted(EXECUTORS)}")
-    workers = sv.get("workers")
-    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
-                                or workers < 1):
-        raise _fail(where("solver", "workers"), f"workers must be a positive integer, not "
-                                                f"{workers!r}")
+        raise sv.fail("executor", f"unknown executor {executor!r}; choose from "
+                                  f"{sorted(EXECUTORS)}")
+    workers = sv.positive_int("workers")
     if sv.get("scheduler") is not None:
-        raise _fail(where("solver", "scheduler"), "a Dask scheduler address is not read from "
-                    "a config file: the confidential work items would be sent to that host. "
-                    "Remove scheduler here and name it on the command line with --scheduler "
-                    "ADDRESS (a local cluster is used otherwise)")
-    failsafe = _boolean(sv, "failsafe", True, where("solver", "failsafe"))
-    failsafe_keep = sv.get("failsafe_keep", "auto")
-    try:
-        from postproc.topdown.failsafe import check_failsafe_keep
-
-        checked = check_failsafe_keep(failsafe_keep, workload)
-    except PostprocError as exc:
-        raise _fail(where("solver", "failsafe_keep"), str(exc)) from None
-    failsafe_keep = "auto" if checked is None else checked
+        raise sv.fail("scheduler", "a Dask scheduler address is not read from a config file: "
+                      "the confidential work items would be sent to that host. Remove scheduler "
+                      "here and name it on the command line with --scheduler ADDRESS (a local "
+                      "cluster is used otherwise)")
+    failsafe = sv.boolean("failsafe", True)
+    failsafe_keep = _failsafe_keep(sv, workload)
     passes = sv.get("passes")
     if passes is not None:
         if not (isinstance(passes, list) and all(isinstance(p, list) for p in passes)):
-            raise _fail(where("solver", "passes"), "passes must be a list of lists of query "
-                                                   "names, e.g. [[\"total\"]]")
+            raise sv.fail("passes", "passes must be a list of lists of query names, e.g. "
+                                    "[[\"total\"]]")
         bad = [q for p in passes for q in p if q not in workload]
         if bad:
-            raise _fail(where("solver", "passes"), f"passes name queries {bad} that are not in "
-                                                   f"the workload {list(workload.names)}")
+            raise sv.fail("passes", f"passes name queries {bad} that are not in the workload "
+                                    f"{list(workload.names)}")
         passes = tuple(tuple(p) for p in passes)
     # [output]
-    o = section("output", required=False)
-    check_keys("output", o, {"directory", "microdata", "error_table"})
-    directory = o.get("directory", "out")
-    if not isinstance(directory, str) or not directory.strip():
-        raise _fail(where("output", "directory"), "directory must be a non-empty path string")
-    output = (base / directory).resolve()
-    microdata = _boolean(o, "microdata", False, where("output", "microdata"))
-    error_table = _boolean(o, "error_table", None, where("output", "error_table"))
+    o = doc.table("output", allowed={"directory", "microdata", "error_table"})
+    output = o.path("directory", "out", base=base)
+    microdata = o.boolean("microdata", False)
+    error_table = o.boolean("error_table", None)
     return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
                      mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
                      passes, output, microdata, error_table, source, dict(data),
@@ -414,7 +500,42 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
                      method_options=method_options)
 
 
-def _postprocess(section: Mapping[str, Any], where: _Where) -> tuple[str, dict[str, Any]]:
+def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
+    """The ``[spec]``: the E2E preset, a spec file, or the spec written inline; a spec file's
+    own errors keep its file and line, after the line of ``file =`` here."""
+    sp_ = doc.table("spec")
+    try:
+        if sp_.get("preset") == "e2e":
+            sp_.check_keys({"preset"})
+            spec = Spec.e2e(levels)
+        elif "preset" in sp_:
+            raise sp_.fail("preset", f"unknown spec preset {sp_['preset']!r}; the preset is "
+                                     "\"e2e\"")
+        elif "file" in sp_:
+            sp_.check_keys({"file"})
+            spec = Spec.from_toml(base / sp_["file"])
+        else:
+            spec = Spec.from_dict(sp_.data, source=doc.source, text=doc.text, table="spec")
+        spec.check_levels(levels)
+    except SpecError as exc:
+        message = str(exc)
+        if message.startswith(f"{doc.source}, line "):  # an inline spec: located in this file
+            raise PostprocError(message) from None
+        key = next((k for k in ("file", "preset") if k in sp_), None)
+        raise sp_.fail(key, message.removeprefix(f"{doc.source}: ")) from None
+    return spec
+
+
+def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
+    """``[solver] failsafe_keep``: "auto" or workload queries the failsafe keeps exact."""
+    from postproc.topdown.failsafe import check_failsafe_keep
+
+    checked = sv.located("failsafe_keep", lambda: check_failsafe_keep(
+        sv.get("failsafe_keep", "auto"), workload), catch=(PostprocError,))
+    return "auto" if checked is None else checked
+
+
+def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
     """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
     ``[postprocess.options]``, checked against what the method takes. TopDown's solver options
     live in ``[solver]``."""
@@ -422,44 +543,31 @@ def _postprocess(section: Mapping[str, Any], where: _Where) -> tuple[str, dict[s
 
     method = section.get("method", "topdown")
     if method not in available():
-        raise _fail(where("postprocess", "method"), f"unknown method {method!r}; registered: "
-                                                    f"{list(available())} (postproc methods "
-                                                    "lists them)")
+        raise section.fail("method", f"unknown method {method!r}; registered: "
+                                       f"{list(available())} (postproc methods lists them)")
     options = section.get("options", {})
     if not isinstance(options, Mapping):
-        raise _fail(where("postprocess", "options"), "options must be a table, e.g. "
-                                                     "options = { sweeps = 200 }")
+        raise section.fail("options", "options must be a table, e.g. options = { sweeps = 200 }")
     allowed = set(get(method).options()) - {"solver", "executor", "workers", "scheduler",
                                             "failsafe", "failsafe_keep", "passes", "progress",
                                             "on_level", "resume_from"}
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise _fail(where("postprocess", "options"), f"{method} takes no option(s) {unknown}; "
-                    f"it takes {sorted(allowed) or 'none'}"
-                    + ("; TopDown's solver options go in [solver]" if method == "topdown"
-                       else ""))
+        raise section.fail("options", f"{method} takes no option(s) {unknown}; it takes "
+                                      f"{sorted(allowed) or 'none'}"
+                                      + ("; TopDown's solver options go in [solver]"
+                                         if method == "topdown" else ""))
     return method, dict(options)
 
 
-def _boolean(section: Mapping[str, Any], key: str, default: Any, where: str) -> Any:
-    """A TOML boolean (``true``/``false``); a string such as ``"false"`` is an error, never
-    read as true."""
-    value = section.get(key, default)
-    if value is default or isinstance(value, bool):
-        return value
-    raise _fail(where, f"{key} must be true or false (a TOML boolean, without quotes), not "
-                       f"{value!r}")
-
-
-def _budget(b: Mapping[str, Any], levels: tuple[str, ...], workload: Workload,
-            where: _Where) -> Budget:
+def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
     """The [budget] section as a Budget, each error located at the key that causes it.
 
     Budget validates kind, neighbours, total, level fractions and query fractions in turn; each
     step below adds one of them to otherwise valid arguments, so a failure belongs to its key.
     """
     if "total" not in b:
-        raise _fail(where("budget"), "[budget] needs total = <epsilon or rho>")
+        raise b.fail(None, "[budget] needs total = <epsilon or rho>")
     kind = b.get("kind", "pure")
     neighbours = b.get("neighbours", "change")
     one = {"_": 1}
@@ -472,32 +580,25 @@ def _budget(b: Mapping[str, Any], levels: tuple[str, ...], workload: Workload,
         steps.append(("preset", lambda: Budget.e2e(b["total"], levels, kind=kind,
                                                    neighbours=neighbours)))
     elif "preset" in b:
-        raise _fail(where("budget", "preset"), f"unknown budget preset {b['preset']!r}; the "
-                                               "preset is \"e2e\"")
+        raise b.fail("preset", f"unknown budget preset {b['preset']!r}; the preset is \"e2e\"")
     elif "level_fractions" not in b or "query_fractions" not in b:
-        raise _fail(where("budget"), "[budget] needs preset = \"e2e\" or both "
-                                     "level_fractions and query_fractions")
+        raise b.fail(None, "[budget] needs preset = \"e2e\" or both level_fractions and "
+                           "query_fractions")
     elif not isinstance(b["query_fractions"], Mapping):
-        raise _fail(where("budget", "query_fractions"), "query_fractions must be a table of "
-                    "query = fraction (or of level = {query = fraction, …})")
+        raise b.fail("query_fractions", "query_fractions must be a table of query = fraction "
+                                        "(or of level = {query = fraction, …})")
     else:
         steps.append(("level_fractions", lambda: Budget(kind, 1, b["level_fractions"], one)))
         steps.append(("query_fractions", lambda: Budget(kind, b["total"], b["level_fractions"],
                                                         b["query_fractions"], neighbours)))
     budget = None
     for key, build in steps:
-        try:
-            budget = build()
-        except HierarchyError as exc:
-            raise _fail(where("budget", key), str(exc)) from None
+        budget = b.located(key, build)
     if "preset" in b:
         key = "preset"
     elif any(lv not in levels for lv in budget.levels):
         key = "level_fractions"
     else:
         key = "query_fractions"
-    try:
-        budget.check_against(workload, levels)
-    except HierarchyError as exc:
-        raise _fail(where("budget", key), str(exc)) from None
+    b.located(key, lambda: budget.check_against(workload, levels))
     return budget

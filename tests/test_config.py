@@ -277,7 +277,7 @@ def test_config_from_dict_without_text():
     data = tomllib.loads(PRESETS)
     del data["randomness"]["seed"]
     with pytest.raises(PostprocError,
-                       match=r"^<config> \[randomness\]: simulation mode needs seed"):
+                       match=r"^<config>: \[randomness\] simulation mode needs seed"):
         config_from_dict(data)
 
 
@@ -343,7 +343,8 @@ ERRORS = [
      'total = 1.0\nlevel_fractions = { nation = 0.5, tract = 0.5 }\n'
      'query_fractions = { detailed = 1.0 }', r"level_fractions\s*=", ["'tract'", "'county'"]),
     ("budget without total", 'total = 1.0\n', "", r"\[budget\]", ["total ="]),
-    ("non-positive total", 'total = 1.0', 'total = -1.0', r"total\s*=", ["positive"]),
+    ("non-positive total", 'total = 1.0', 'total = -1.0', r"total\s*=",
+     ["the total budget ε", "-1"]),
     ("unknown budget kind", 'kind = "pure"', 'kind = "approx"', r"kind\s*=",
      ["'approx'", "'pure'", "'zcdp'"]),
     ("unknown mechanism", 'name = "geometric"', 'name = "cauchy"', r'name = "cauchy"',
@@ -354,8 +355,8 @@ ERRORS = [
      ['"release"', '"simulation"']),
     ("release mode with a seed", 'mode = "simulation"', 'mode = "release"', r"seed\s*=",
      ["cannot be seeded", "remove seed"]),
-    ("simulation without a seed", 'seed = 7\n', "", r"\[randomness\]",
-     ["needs seed = <non-negative integer>"]),
+    ("simulation without a seed", 'seed = 7\n', "", r'mode = "simulation"',
+     ["[randomness] simulation mode needs seed = <non-negative integer>"]),
     ("negative seed", 'seed = 7', 'seed = -7', r"seed\s*=", ["non-negative"]),
     ("unknown executor", 'executor = "serial"', 'executor = "threads"', r"executor\s*=",
      ["'threads'", "'process'", "'serial'"]),

@@ -50,15 +50,16 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import Mechanism, get_mechanism
 from hierarchy.storage import check_file_names
+from hierarchy.tomlconfig import (Table, TomlDocument, check_randomness, parse_toml,
+                                 read_randomness, read_toml)
 from postproc.accounting import as_fraction
 from postproc.errors import PostprocError
 from postproc.safetab.budgets import _gamma, _stability, notion_of
@@ -407,7 +408,7 @@ class SafeTabConfig:
             if unknown:
                 raise PostprocError(f"level {level.name!r} names iterations {unknown} that are "
                                     f"not defined; defined: {ids}")
-        _randomness(self.randomness_mode, self.seed)
+        check_randomness(self.randomness_mode, self.seed, error=PostprocError)
         _release_noise(self.mechanism, self.randomness_mode)
         if (self.persons is None) == (self.synthetic is None):
             raise PostprocError("give exactly one data source: persons (a parquet file) or "
@@ -527,71 +528,9 @@ def _delta(value: Any) -> float:
     return float(value)
 
 
-def _randomness(mode: Any, seed: Any) -> None:
-    if mode not in ("release", "simulation"):
-        raise PostprocError("mode must be \"release\" (cryptographically secure, unseedable) or "
-                            "\"simulation\" (seeded, NOT safe for releases)")
-    if mode == "release" and seed is not None:
-        raise PostprocError("release mode cannot be seeded; remove seed or use "
-                            "mode = \"simulation\"")
-    if mode == "simulation" and (not isinstance(seed, int) or isinstance(seed, bool)
-                                 or seed < 0):
-        raise PostprocError("simulation mode needs seed = <non-negative integer>")
-
-
 # ---------------------------------------------------------------------------------------------
 # parsing with locations
 # ---------------------------------------------------------------------------------------------
-class _Locator:
-    """Lines of tables, arrays of tables and keys in TOML text, for messages."""
-
-    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
-    _KEY = re.compile(r"^\s*(\"[^\"]+\"|[A-Za-z0-9_-]+)\s*=")
-
-    def __init__(self, text: str, source: str):
-        self.source = source
-        self.headers: dict[tuple[str, int], int] = {}
-        self.keys: dict[tuple[str, int, str], int] = {}
-        counts: dict[str, int] = {}
-        block = ("", 0)
-        for number, line in enumerate(text.splitlines(), start=1):
-            header = self._HEADER.match(line)
-            if header:
-                name = header.group(2)
-                index = counts.get(name, 0)
-                if header.group(1) == "[[":
-                    counts[name] = index + 1
-                else:
-                    index = 0
-                block = (name, index)
-                self.headers.setdefault(block, number)
-                continue
-            key = self._KEY.match(line)
-            if key:
-                self.keys.setdefault((*block, key.group(1).strip('"')), number)
-
-    def __call__(self, section: str, key: str | None = None, index: int = 0) -> str:
-        """``"file, line N"`` of ``key`` in ``[section]`` (the ``index``-th ``[[section]]``),
-        else of the section's header, else ``"file [section]"``."""
-        line = None
-        if key is not None:          # the key, or a key written as its own table
-            line = (self.keys.get((section, index, key))
-                    or self.headers.get((f"{section}.{key}", 0)))
-        if line is None:             # the section's header
-            line = self.headers.get((section, index))
-        if line is None:             # a section written inline (data.columns = {...}) or dotted
-            parent, _, child = section.rpartition(".")
-            line = self.keys.get((parent, 0, child))
-        return f"{self.source}, line {line}" if line else f"{self.source} [{section}]"
-
-
-def _located(where: str, build: Callable[[], Any]) -> Any:
-    try:
-        return build()
-    except (PostprocError, HierarchyError) as exc:
-        raise PostprocError(f"{where}: {exc}") from None
-
-
 def load_safetab_config(path: str | Path) -> SafeTabConfig:
     """Read and validate a SafeTab configuration file.
 
@@ -616,10 +555,8 @@ def load_safetab_config(path: str | Path) -> SafeTabConfig:
     ...
     postproc.errors.PostprocError: config file no/such/file.toml does not exist
     """
-    from postproc.config import read_config_text
-
-    path = Path(path)
-    return parse_safetab_config(read_config_text(path), source=str(path), base=path.parent)
+    doc = read_toml(path, error=PostprocError)
+    return _from_document(doc, base=Path(path).parent)
 
 
 def parse_safetab_config(text: str, *, source: str = "<config>",
@@ -644,84 +581,58 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
     PostprocError
         With ``source``, the line and the key of the problem.
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PostprocError(f"{source}: invalid TOML: {exc}") from None
-    base = Path(base)
-    where = _Locator(text, source)
-    unknown = sorted(set(data) - _SECTIONS)
-    if unknown:
-        raise PostprocError(f"{where(unknown[0])}: unknown section or key {unknown[0]!r}; "
-                            f"sections are {sorted(_SECTIONS)}")
+    return _from_document(parse_toml(text, source=source, error=PostprocError), base=Path(base))
 
-    def table(name: str, allowed: set[str]) -> Mapping[str, Any]:
-        value = data.get(name, {})
-        if not isinstance(value, Mapping):
-            raise PostprocError(f"{where(name)}: [{name}] must be a table")
-        _check_keys(where, name, value, allowed)
-        return value
+
+#: What the value types of this module and of hierarchy raise, located by the parser.
+_CAUGHT = (PostprocError, HierarchyError)
+
+
+def _from_document(doc: TomlDocument, *, base: Path) -> SafeTabConfig:
+    """The parsed TOML as a :class:`SafeTabConfig`, each error located at its key."""
+    data, source = doc.data, doc.source
+    doc.check_sections(_SECTIONS)
 
     # [data]
-    d = table("data", {"persons", "synthetic", "columns"})
+    d = doc.table("data", allowed={"persons", "synthetic", "columns"})
     persons = synthetic = None
     if ("persons" in d) == ("synthetic" in d):
-        raise PostprocError(f"{where('data')}: [data] needs exactly one of persons = "
-                            f"\"persons.parquet\" and synthetic = {{ persons = N, seed = S }}")
+        raise d.fail(None, "[data] needs exactly one of persons = \"persons.parquet\" and "
+                           "synthetic = { persons = N, seed = S }")
     if "persons" in d:
-        if not isinstance(d["persons"], str):
-            raise PostprocError(f"{where('data', 'persons')}: persons must be a path string")
-        persons = (base / d["persons"]).resolve()
+        persons = d.path("persons", base=base)
     else:
-        synthetic = _located(where("data", "synthetic"), lambda: _synthetic(d["synthetic"]))
-    columns = _located(where("data", "columns"), lambda: _columns(d.get("columns", {})))
+        synthetic = d.located("synthetic", lambda: _synthetic(d["synthetic"]), _CAUGHT)
+    columns = d.located("columns", lambda: _columns(d.get("columns", {})), _CAUGHT)
 
     # [randomness]
-    r = table("randomness", {"mode", "seed"})
-    mode, seed = r.get("mode", "release"), r.get("seed")
-    bad_mode = mode not in ("release", "simulation")
-    _located(where("randomness", "seed" if "seed" in r and not bad_mode else "mode"),
-             lambda: _randomness(mode, seed))
+    mode, seed = read_randomness(doc.table("randomness", allowed={"mode", "seed"}),
+                                 default_mode="release")
 
     # [mechanism], [adaptive], [accounting]
-    m = table("mechanism", {"name", "exact", "max_denominator"})
-    mechanism = _mechanism(m, where, release=mode == "release")
-    a = table("adaptive", {"gamma", "thresholds"})
-    gamma = _located(where("adaptive", "gamma"), lambda: _gamma(a.get("gamma", "0.1")))
+    m = doc.table("mechanism", allowed={"name", "exact", "max_denominator"})
+    mechanism = _mechanism(m, release=mode == "release")
+    a = doc.table("adaptive", allowed={"gamma", "thresholds"})
+    gamma = a.located("gamma", lambda: _gamma(a.get("gamma", "0.1")), _CAUGHT)
     default_thresholds = a.get("thresholds")
     if default_thresholds is not None:
-        _located(where("adaptive", "thresholds"), lambda: _thresholds(default_thresholds))
-    acc = table("accounting", {"delta"})
-    delta = _located(where("accounting", "delta"), lambda: _delta(acc.get("delta", 1e-10)))
+        a.located("thresholds", lambda: _thresholds(default_thresholds), _CAUGHT)
+    acc = doc.table("accounting", allowed={"delta"})
+    delta = acc.located("delta", lambda: _delta(acc.get("delta", 1e-10)), _CAUGHT)
 
     # [output]
-    o = table("output", {"directory", "overwrite", "accuracy_report"})
-    for key in ("overwrite", "accuracy_report"):
-        if key in o and not isinstance(o[key], bool):
-            raise PostprocError(f"{where('output', key)}: {key} must be true or false")
-    if not isinstance(o.get("directory", ""), str):
-        raise PostprocError(f"{where('output', 'directory')}: directory must be a path string")
-    output = (base / o.get("directory", "safetab_out")).resolve()
-    overwrite = o.get("overwrite", False)
-    accuracy = o.get("accuracy_report", mode == "simulation")
+    o = doc.table("output", allowed={"directory", "overwrite", "accuracy_report"})
+    overwrite = o.boolean("overwrite", False)
+    accuracy = o.boolean("accuracy_report", mode == "simulation")
+    output = o.path("directory", "safetab_out", base=base)
 
-    # [[iteration]]
-    iterations = _iterations(data.get("iteration"), where)
-    ids = [it.id for it in iterations]
-    # [[level]]
-    levels = _levels(data.get("level"), where, ids, default_thresholds)
+    # [[iteration]], [[level]]
+    iterations = _iterations(doc)
+    levels = _levels(doc, [it.id for it in iterations], default_thresholds)
 
-    return _located(source, lambda: SafeTabConfig(
+    return doc.located("", None, lambda: SafeTabConfig(
         iterations, levels, mechanism, gamma, delta, mode, seed, persons, synthetic,
-        columns, output, overwrite, accuracy, source, dict(data)))
-
-
-def _check_keys(where: _Locator, section: str, value: Mapping[str, Any], allowed: set[str],
-                index: int = 0) -> None:
-    extra = sorted(set(value) - allowed)
-    if extra:
-        raise PostprocError(f"{where(section, extra[0], index)}: unknown key {extra[0]!r} in "
-                            f"[{section}]; allowed: {sorted(allowed)}")
+        columns, output, overwrite, accuracy, source, dict(data)), catch=_CAUGHT)
 
 
 def _synthetic(value: Any) -> tuple[int, int]:
@@ -747,54 +658,57 @@ def _columns(value: Any) -> DataColumns:
                        origin or None)
 
 
-def _mechanism(m: Mapping[str, Any], where: _Locator, *, release: bool) -> Mechanism:
+def _mechanism(m: Table, *, release: bool) -> Mechanism:
     """The ``[mechanism]``: each option checked at its own line; in release mode the geometric
     mechanism samples exactly (``exact = true`` by default, ``exact = false`` refused)."""
     name = m.get("name", "discrete_gaussian")
-    mechanism = _located(where("mechanism", "name"), lambda: get_mechanism(name))
-    notion = _located(where("mechanism", "name"), lambda: notion_of(mechanism))
+    mechanism = m.located("name", lambda: get_mechanism(name), _CAUGHT)
+    notion = m.located("name", lambda: notion_of(mechanism), _CAUGHT)
     options = {k: v for k, v in m.items() if k != "name"}
     if release and notion == "pure":
         options.setdefault("exact", True)
     for key, value in options.items():
-        _located(where("mechanism", key if key in m else "name"),
-                 lambda: get_mechanism(name, **{key: value}))
+        m.located(key if key in m else "name", lambda: get_mechanism(name, **{key: value}),
+                  _CAUGHT)
     mechanism = get_mechanism(name, **options)
-    _located(where("mechanism", "exact" if "exact" in m else "name"),
-             lambda: _release_noise(mechanism, "release" if release else "simulation"))
+    m.located("exact" if "exact" in m else "name",
+              lambda: _release_noise(mechanism, "release" if release else "simulation"), _CAUGHT)
     return mechanism
 
 
-def _iterations(value: Any, where: _Locator) -> tuple[Iteration, ...]:
+def _entries(doc: TomlDocument, name: str, allowed: set[str], needs: str) -> list[Table]:
+    """The ``[[name]]`` tables (at least one), their keys checked."""
+    value = doc.data.get(name)
     if not isinstance(value, list) or not value:
-        raise PostprocError(f"{where('iteration')}: define at least one [[iteration]] with id, "
-                            f"name and codes")
+        raise doc.fail(name, None, f"define at least one [[{name}]] with {needs}")
+    return doc.tables(name, allowed=allowed)
+
+
+def _iterations(doc: TomlDocument) -> tuple[Iteration, ...]:
     out = []
     seen: dict[str, int] = {}
-    for k, item in enumerate(value):
-        _check_keys(where, "iteration", item, {"id", "name", "codes", "alone", "total_only"}, k)
+    for item in _entries(doc, "iteration", {"id", "name", "codes", "alone", "total_only"},
+                         "id, name and codes"):
+        k = item.index
         for key in ("id", "codes"):
             if key not in item:
-                raise PostprocError(f"{where('iteration', None, k)}: [[iteration]] number "
-                                    f"{k + 1} needs {key}")
+                raise item.fail(None, f"[[iteration]] number {k + 1} needs {key}")
         ident = item["id"]
         if isinstance(ident, int) and not isinstance(ident, bool):
             ident = str(ident)
         if ident in seen:
-            raise PostprocError(f"{where('iteration', 'id', k)}: iteration id {ident!r} is "
-                                f"already used by [[iteration]] number {seen[ident] + 1}")
+            raise item.fail("id", f"iteration id {ident!r} is already used by [[iteration]] "
+                                  f"number {seen[ident] + 1}")
         seen[ident] = k
         codes = item["codes"]
-        _located(where("iteration", "codes", k), lambda: _codes(codes))
-        if not isinstance(item.get("name", ident), str):
-            raise PostprocError(f"{where('iteration', 'name', k)}: name must be a string")
-        for key in ("alone", "total_only"):
-            if not isinstance(item.get(key, False), bool):
-                raise PostprocError(f"{where('iteration', key, k)}: {key} must be true or false")
-        out.append(_located(where("iteration", "alone" if item.get("alone") else "id", k),
-                            lambda: Iteration(ident, item.get("name", ident), codes,
-                                              item.get("alone", False),
-                                              item.get("total_only", False))))
+        item.located("codes", lambda: _codes(codes), _CAUGHT)
+        name = item.get("name", ident)
+        if not isinstance(name, str):
+            raise item.error("name", f"must be a string, not {name!r}")
+        alone, total_only = item.boolean("alone", False), item.boolean("total_only", False)
+        out.append(item.located("alone" if alone else "id",
+                                lambda: Iteration(ident, name, codes, alone, total_only),
+                                _CAUGHT))
     return tuple(out)
 
 
@@ -802,46 +716,45 @@ _LEVEL_KEYS = {"name", "geography", "iterations", "stability", "budget", "moe", 
                "total_only"}
 
 
-def _levels(value: Any, where: _Locator, ids: list[str],
-            default_thresholds: Any) -> tuple[Level, ...]:
-    if not isinstance(value, list) or not value:
-        raise PostprocError(f"{where('level')}: define at least one [[level]] with name, "
-                            f"geography, stability and budget or moe")
+def _levels(doc: TomlDocument, ids: list[str], default_thresholds: Any) -> tuple[Level, ...]:
     out = []
     names: dict[str, int] = {}
-    for k, item in enumerate(value):
-        _check_keys(where, "level", item, _LEVEL_KEYS, k)
-        at = lambda key=None: where("level", key, k)  # noqa: E731
+    for item in _entries(doc, "level", _LEVEL_KEYS,
+                         "name, geography, stability and budget or moe"):
+        k = item.index
         for key in ("name", "stability"):
             if key not in item:
-                raise PostprocError(f"{at()}: [[level]] number {k + 1} needs {key}")
+                raise item.fail(None, f"[[level]] number {k + 1} needs {key}")
         name = item["name"]
         if name in names:
-            raise PostprocError(f"{at('name')}: level name {name!r} is already used by [[level]] "
-                                f"number {names[name] + 1}")
+            raise item.fail("name", f"level name {name!r} is already used by [[level]] number "
+                                    f"{names[name] + 1}")
         names[name] = k
         geography = item.get("geography", name)
         its = item.get("iterations", "all")
         its = list(ids) if its == "all" else its
-        _located(at("iterations"), lambda: _iteration_ids(its))
+        item.located("iterations", lambda: _iteration_ids(its), _CAUGHT)
         unknown = [i for i in its if i not in ids]
         if unknown:
-            raise PostprocError(f"{at('iterations')}: level {name!r} names iterations {unknown} "
-                                f"that no [[iteration]] defines; defined: {ids}")
-        _located(at("stability"), lambda: _stability(item["stability"]))
+            raise item.fail("iterations", f"level {name!r} names iterations {unknown} that no "
+                                          f"[[iteration]] defines; defined: {ids}")
+        item.located("stability", lambda: _stability(item["stability"]), _CAUGHT)
         budget, moe = item.get("budget"), item.get("moe")
         key = "budget" if "budget" in item else "moe" if "moe" in item else None
-        _located(at(key), lambda: _budget_or_moe(budget, moe))
+        item.located(key, lambda: _budget_or_moe(budget, moe), _CAUGHT)
         thresholds = item.get("thresholds", default_thresholds)
         if thresholds is None:
-            raise PostprocError(f"{at()}: level {name!r} needs thresholds = [theta1, theta2, "
-                                f"theta3] (or give a default in [adaptive])")
-        _located(at("thresholds") if "thresholds" in item else where("adaptive", "thresholds"),
-                 lambda: _thresholds(thresholds))
+            raise item.fail(None, f"level {name!r} needs thresholds = [theta1, theta2, theta3] "
+                                  "(or give a default in [adaptive])")
+        if "thresholds" in item:
+            item.located("thresholds", lambda: _thresholds(thresholds), _CAUGHT)
+        else:
+            doc.located("adaptive", "thresholds", lambda: _thresholds(thresholds),
+                        catch=_CAUGHT)
         total_only = item.get("total_only", [])
-        out.append(_located(at("total_only" if "total_only" in item else "name"), lambda: Level(
+        out.append(item.located("total_only" if "total_only" in item else "name", lambda: Level(
             name, geography, tuple(its), item["stability"], budget, moe, tuple(thresholds),
             frozenset(total_only) if isinstance(total_only, list) else total_only,
-            at("stability"))))
-        _located(at("name"), lambda: level_file_names([lv.name for lv in out]))
+            item.where("stability")), _CAUGHT))
+        item.located("name", lambda: level_file_names([lv.name for lv in out]), _CAUGHT)
     return tuple(out)
