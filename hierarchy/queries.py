@@ -86,6 +86,30 @@ class Query:
     schema : Schema
     blocks : tuple
         One block per attribute.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")),
+    ...             Attribute("age", ("child", "adult", "senior"))))
+    >>> q = marginal(s, "sex")
+    >>> q.name, q.n_answers, q.answer_labels
+    ('marginal(sex)', 2, [('male',), ('female',)])
+    >>> q.matrix.toarray()
+    array([[1, 1, 1, 0, 0, 0],
+           [0, 0, 0, 1, 1, 1]], dtype=int8)
+
+    Cells are in row-major order, first attribute outermost: (male, child), (male, adult), …
+    A stack of histograms, shape (units, cells), gives (units, answers):
+
+    >>> hist = np.array([[5, 1, 0, 2, 3, 4], [0, 0, 1, 1, 0, 0]])
+    >>> q.answer(hist).tolist()
+    [[6, 9], [1, 1]]
+    >>> q.answer(np.ones(4))
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: query 'marginal(sex)' expects histograms with 6 cells, got shape (4,)
     """
 
     name: str
@@ -167,12 +191,38 @@ class Query:
 # -- builders ---------------------------------------------------------------------------------
 
 def detailed(schema: Schema, *, name: str = "detailed") -> Query:
-    """The identity query: every cell of the detailed histogram."""
+    """The identity query: every cell of the detailed histogram, named ``name``.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")),
+    ...             Attribute("age", ("child", "adult", "senior"))))
+    >>> q = detailed(s)
+    >>> q.n_answers, q.expression
+    (6, 'detailed')
+    >>> q.answer_labels[:2]
+    [('male', 'child'), ('male', 'adult')]
+    >>> q.answer([5, 1, 0, 2, 3, 4]).tolist()
+    [5, 1, 0, 2, 3, 4]
+    """
     return Query(name, schema, tuple(_Block(_KEEP) for _ in schema.attributes))
 
 
 def total(schema: Schema, *, name: str = "total") -> Query:
-    """The total count: one row of ones."""
+    """The total count: one row of ones, named ``name``.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")),
+    ...             Attribute("age", ("child", "adult", "senior"))))
+    >>> q = total(s)
+    >>> q.answer([[5, 1, 0, 2, 3, 4], [0, 0, 1, 1, 0, 0]]).tolist()
+    [[15], [2]]
+    >>> q.answer_labels, q.answer_attributes
+    ([()], ())
+    """
     return Query(name, schema, tuple(_Block(_SUM) for _ in schema.attributes))
 
 
@@ -199,6 +249,37 @@ def recode(schema: Schema, attribute: str, groups: Mapping[str, Iterable[Any]], 
     """Counts of groups of one attribute's levels (other attributes summed out).
 
     Groups may overlap and need not cover every level. Levels are codes or labels.
+
+    Parameters
+    ----------
+    schema : Schema
+    attribute : str
+        The attribute whose levels are grouped.
+    groups : mapping str → iterable of codes or labels
+        Group label → the attribute's levels in the group.
+    name : str, optional
+        The query's name (default: its expression).
+
+    Raises
+    ------
+    HierarchyError
+        An unknown attribute or level, no group, an empty group, or a group label the query
+        text syntax cannot carry (``;``, ``=``, unbalanced parentheses).
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")),
+    ...             Attribute("age", ("child", "adult", "senior"))))
+    >>> q = recode(s, "age", {"minor": ["child"], "grown": ["adult", 2]})
+    >>> q.name, q.answer_labels
+    ('recode(age: minor=0; grown=1,2)', [('minor',), ('grown',)])
+    >>> q.answer([5, 1, 0, 2, 3, 4]).tolist()
+    [7, 8]
+    >>> recode(s, "age", {"teen": ["teenager"]})
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: attribute 'age' has no level 'teenager'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
     """
     attr = schema.attribute(attribute)
     if not groups:
@@ -232,7 +313,36 @@ def _check_group_label(label: str, attribute: str) -> None:
 
 
 def product(*queries: Query, name: str | None = None) -> Query:
-    """The product (cross-tabulation) of queries on disjoint attributes."""
+    """The product (cross-tabulation) of queries on disjoint attributes.
+
+    Parameters
+    ----------
+    *queries : Query
+        Queries on one schema, each using attributes the others sum out.
+    name : str, optional
+        Default: the product's canonical expression, e.g. ``marginal(sex) * recode(age: …)``.
+
+    Raises
+    ------
+    HierarchyError
+        No query, queries on different schemas, or two queries using one attribute.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")),
+    ...             Attribute("age", ("child", "adult", "senior"))))
+    >>> adults = recode(s, "age", {"minor": [0], "grown": [1, 2]})
+    >>> q = product(marginal(s, "sex"), adults)
+    >>> q.answer_labels
+    [('male', 'minor'), ('male', 'grown'), ('female', 'minor'), ('female', 'grown')]
+    >>> q.answer([5, 1, 0, 2, 3, 4]).tolist()
+    [5, 1, 2, 7]
+    >>> product(marginal(s, "age"), adults)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: product uses attribute 'age' twice (in 'recode(age: minor=0; grown=1,2)'); a product needs disjoint attributes
+    """
     if not queries:
         raise HierarchyError("product needs at least one query")
     schema = queries[0].schema
@@ -294,10 +404,40 @@ def _split_top(text: str, sep: str) -> list[str]:
 def parse_query(expression: str, schema: Schema, *, name: str | None = None) -> Query:
     """Build a query from its text form (see the module docstring).
 
+    Parameters
+    ----------
+    expression : str
+        ``detailed``, ``total``, ``marginal(a, b)``, ``recode(a: g1=0,1; g2=2-5)`` or a product
+        of terms on disjoint attributes joined by ``*``.
+    schema : Schema
+    name : str, optional
+        The query's name (default: its canonical expression).
+
+    Returns
+    -------
+    Query
+
     Raises
     ------
     HierarchyError
         With the offending part of the expression and the valid forms.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")),
+    ...             Attribute("age", ("child", "adult", "senior"))))
+    >>> q = parse_query("marginal(sex) * recode(age: minor=child; grown=1-2)", s)
+    >>> q.name
+    'marginal(sex) * recode(age: minor=0; grown=1,2)'
+    >>> q.answer([5, 1, 0, 2, 3, 4]).tolist()
+    [5, 1, 2, 7]
+    >>> parse_query("total", s, name="persons").name
+    'persons'
+    >>> parse_query("margin(sex)", s)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: unknown query term 'margin(sex)' in 'margin(sex)'; use detailed, total, marginal(a, b), recode(a: g1=0,1; g2=2-5)
     """
     if not isinstance(expression, str) or not expression.strip():
         raise HierarchyError("a query expression must be a non-empty string")
@@ -406,7 +546,27 @@ class Workload:
 
 
 def e2e_workload(schema: Schema) -> Workload:
-    """The E2E workload: ``detailed``, ``hhgq`` = marginal(hhgq), ``va_hisp_race``."""
+    """The E2E workload: ``detailed``, ``hhgq`` = marginal(hhgq), ``va_hisp_race``.
+
+    Parameters
+    ----------
+    schema : Schema
+        A schema with the attributes ``hhgq``, ``votingage``, ``hispanic`` and ``cenrace``
+        (:data:`hierarchy.schema.E2E_1940`).
+
+    Returns
+    -------
+    Workload
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> w = e2e_workload(E2E_1940)
+    >>> w.to_dict()
+    {'detailed': 'detailed', 'hhgq': 'marginal(hhgq)', 'va_hisp_race': 'marginal(votingage, hispanic, cenrace)'}
+    >>> [q.n_answers for q in w]
+    [192, 8, 24]
+    """
     return Workload((detailed(schema),
                      marginal(schema, "hhgq", name="hhgq"),
                      marginal(schema, "votingage", "hispanic", "cenrace", name="va_hisp_race")))
