@@ -59,6 +59,32 @@ class Randomness:
         The simulation generator; ``None`` in release mode.
     key : tuple of int
         The spawn key of a child stream (see :meth:`child`).
+
+    Raises
+    ------
+    HierarchyError
+        An unknown mode, a seed or generator in release mode, or simulation mode without one.
+
+    Examples
+    --------
+    A seeded stream for an experiment, with a child stream per level (fair dice rolls here):
+
+    >>> rng = Randomness.simulation(7)
+    >>> rng.child(2)
+    Randomness.simulation(seed=7, stream=(2,))
+    >>> rng.child(2).integers_below([6, 6, 6]).tolist()
+    [5, 4, 3]
+    >>> rng.provenance()["label"]
+    'SIMULATION MODE - seeded, reproducible randomness: anyone with the seed can recompute the noise. NOT SAFE FOR A REAL RELEASE.'
+
+    Release mode draws from the operating system and cannot be seeded:
+
+    >>> Randomness.release().safe_for_release
+    True
+    >>> Randomness("release", seed=3)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: release mode cannot be seeded; use Randomness.simulation(seed) for reproducible (unsafe) runs
     """
 
     __slots__ = ("mode", "seed", "key", "_generator", "origin")
@@ -234,6 +260,33 @@ def as_randomness(rng: Any) -> Randomness:
     ``None`` means **release** mode (secure by default); an ``int`` is a simulation seed; a
     ``numpy.random.Generator`` is wrapped as simulation randomness; a :class:`Randomness` is
     returned unchanged.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.Generator or Randomness
+
+    Returns
+    -------
+    Randomness
+
+    Raises
+    ------
+    HierarchyError
+        Any other type, or a negative seed.
+
+    Examples
+    --------
+    >>> as_randomness(3)
+    Randomness.simulation(seed=3, stream=())
+    >>> as_randomness(None)
+    Randomness.release()
+    >>> wrapped = as_randomness(np.random.default_rng(0))
+    >>> wrapped.mode, wrapped.provenance()["generator"]["bit_generator"]
+    ('simulation', 'PCG64')
+    >>> as_randomness(0.5)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: rng must be None (release mode), an integer seed, a numpy Generator or a Randomness, not float
     """
     if rng is None:
         return Randomness.release()
