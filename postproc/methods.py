@@ -308,6 +308,16 @@ def _rake(noisy, spec=None, *, rng=None):
     return rake(noisy, spec, rng=rng)
 
 
+@register("rake_unclipped", summary="Flaxman's raking (RDPC's reconciler): each parent split in "
+                                    "proportion to its children's noisy counts as measured, "
+                                    "equally where their sum is <= 0 (may be negative)",
+          consistent=True)
+def _rake_unclipped(noisy, spec=None, *, rng=None):
+    from postproc.baselines import rake
+
+    return rake(noisy, spec, rng=rng, clip=False)
+
+
 @register("bottom_up", summary="the bottom level's noisy detailed counts, summed up the tree "
                                "(may be negative)", consistent=True)
 def _bottom_up(noisy, spec=None, *, rng=None):

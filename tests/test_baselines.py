@@ -1,6 +1,8 @@
 """Baselines: each one's defining property.
 
-Raking sums to parents, ADPC is the mean of its runs, bottom-up margins are sums of noisy cells,
+The tree baselines and bottom-up are a measuring step and a reconciling step that reproduce the
+one-call implementations they replaced draw for draw (reference kernels below), raking sums to
+parents, ADPC is the mean of its runs, bottom-up margins are sums of noisy cells,
 the closed-form least squares is consistent and equals an independent ``numpy.linalg.lstsq`` of
 the stacked system (and Hay et al.'s published formulas on a regular tree), clipping leaves no
 negatives, calibration hits the published totals, SRS is unbiased.
@@ -13,19 +15,21 @@ import pandas as pd
 import pytest
 
 from hierarchy.budget import Budget
-from hierarchy.mechanisms import two_sided_geometric_variance
+from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
 from hierarchy.measure import measure
-from hierarchy.queries import e2e_workload
+from hierarchy.queries import Workload, e2e_workload, marginal
+from hierarchy.randomness import as_randomness
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulate import tabulate
 from postproc.result import Result
-from postproc.baselines import (TreeCounts, adpc, bottom_up, calibrate_to_totals,
-                                children_per_node, clip_negative, clip_tree, flaxman_population,
-                                gdpc, hay, hay_consistency, rdpc, srs, sample_counts,
-                                tree_least_squares)
+from postproc.baselines import (STRATEGIES, TREE_SCHEMA, TreeCounts, adpc, bottom_up,
+                                calibrate_to_totals, children_per_node, clip_negative, clip_tree,
+                                flaxman_population, gdpc, hay, hay_consistency, measure_bottom,
+                                measure_tree, rdpc, srs, sample_counts, tree_least_squares)
 from postproc.errors import PostprocError
+from postproc.methods import postprocess
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 
@@ -133,6 +137,249 @@ def test_clip_tree_has_no_negatives(population):
 def test_bad_arguments_are_rejected(population, call, fragment):
     with pytest.raises(PostprocError, match=fragment):
         call(population)
+
+
+# -- measuring, then reconciling: the same numbers as the one-call kernels they replaced ----------
+# The kernels of gdpc, adpc, rdpc (postproc/baselines/tree.py) and bottom_up
+# (postproc/baselines/histograms.py) as they were before they became a measuring step and a
+# reconciling step (as of commit 59b7e9f), verbatim but for returning bare arrays. The compositions must
+# give the same numbers from the same rng: same streams, same draws, same arithmetic.
+def _reference_sums(leaves, children, depth):
+    counts = [leaves]
+    for _ in range(depth):
+        counts.append(counts[-1].reshape(-1, children).sum(axis=1))
+    return list(reversed(counts))
+
+
+def _reference_gdpc(truth, epsilon, rng, sensitivity=1.0):
+    rnd = as_randomness(rng)
+    noise = sample_two_sided_geometric(epsilon / sensitivity, truth.leaves.size, rnd)
+    return _reference_sums(truth.leaves.astype(np.int64) + noise, truth.children, truth.depth)
+
+
+def _reference_adpc(truth, epsilon, rng, runs=4, sensitivity=1.0):
+    rnd = as_randomness(rng)
+    total = np.zeros(truth.leaves.size, dtype=np.float64)
+    for p in range(runs):
+        total += _reference_gdpc(truth, epsilon / runs, rnd.child(p), sensitivity)[-1]
+    return _reference_sums(total / runs, truth.children, truth.depth)
+
+
+def _reference_rdpc(truth, epsilon, rng, sensitivity=1.0):
+    z = epsilon / (truth.depth + 1) / sensitivity
+    rnd = as_randomness(rng)
+    c = truth.children
+    raked = [truth.counts[0].astype(np.float64) + sample_two_sided_geometric(z, 1, rnd.child(0))]
+    equal_splits = []
+    for j in range(1, truth.depth + 1):
+        noisy = (truth.counts[j].astype(np.float64)
+                 + sample_two_sided_geometric(z, truth.counts[j].size, rnd.child(j)))
+        groups = noisy.reshape(-1, c)
+        sums = groups.sum(axis=1)
+        parent = raked[-1]
+        bad = sums <= 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            child = groups * (parent / np.where(bad, 1.0, sums))[:, None]
+        child[bad] = (parent[bad] / c)[:, None]
+        raked.append(child.ravel())
+        equal_splits.append(int(bad.sum()))
+    return raked, equal_splits
+
+
+def _reference_bottom_up(truth, epsilon, rng, sensitivity=2.0):
+    rnd = as_randomness(rng)
+    leaves = truth.counts[-1]
+    out = [leaves.astype(np.int64)
+           + sample_two_sided_geometric(epsilon / sensitivity, leaves.shape, rnd)]
+    geo = truth.geography
+    for li in range(geo.depth - 1, 0, -1):
+        out.append(np.add.reduceat(out[-1], geo.child_offsets(li - 1)[:-1], axis=0))
+    return list(reversed(out))
+
+
+#: Every kind of rng, made afresh for each call (a seed, a stream of a seed, a caller's Generator).
+RNGS = {"seed": lambda: 11, "stream": lambda: Randomness.simulation(3).child(2, 5),
+        "generator": lambda: np.random.default_rng(8)}
+#: (children, depth, mean leaf): C ≥ 8 (numpy sums sibling groups pairwise), C < 8, a chain, and
+#: an empty tree (at small ε many sibling groups have a noisy sum ≤ 0: RDPC's equal splits).
+FLAXMAN_TREES = {"C=9,J=3": (9, 3, 20), "C=3,J=4": (3, 4, 5), "chain": (1, 3, 50),
+                 "empty": (4, 3, 0)}
+
+
+def _tree(name):
+    children, depth, mean = FLAXMAN_TREES[name]
+    leaves = np.random.default_rng(1).poisson(mean, children ** depth).astype(np.int64)
+    return TreeCounts.from_leaves(leaves, children, depth=depth)
+
+
+def _same(mine, theirs):
+    assert len(mine) == len(theirs)
+    for a, b in zip(mine, theirs):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("tree", FLAXMAN_TREES)
+@pytest.mark.parametrize("rng", RNGS)
+@pytest.mark.parametrize("epsilon, sensitivity", [(0.05, 1.0), (1.0, 1.0), (1.5, 2.0)])
+def test_tree_baselines_reproduce_the_one_call_kernels_draw_for_draw(tree, rng, epsilon,
+                                                                     sensitivity):
+    truth, fresh = _tree(tree), RNGS[rng]
+    _same(gdpc(truth, epsilon, fresh(), sensitivity=sensitivity).counts,
+          _reference_gdpc(truth, epsilon, fresh(), sensitivity))
+    for runs in (1, 2, 4, 8):       # the averaged leaves are binary fractions: sums are exact
+        _same(adpc(truth, epsilon, fresh(), runs=runs, sensitivity=sensitivity).counts,
+              _reference_adpc(truth, epsilon, fresh(), runs, sensitivity))
+    raked = rdpc(truth, epsilon, fresh(), sensitivity=sensitivity)
+    expected, splits = _reference_rdpc(truth, epsilon, fresh(), sensitivity)
+    _same(raked.counts, expected)
+    assert raked.provenance["equal_splits"] == splits
+    if tree == "empty" and epsilon == 0.05:
+        assert sum(splits) > 0                       # the equal-split branch is exercised
+
+
+def test_adpc_with_runs_not_a_power_of_two_matches_to_float_rounding():
+    # With P = 3 the averaged leaves are not binary fractions, so their sums depend on the order
+    # of addition: the reference summed each sibling group with numpy's pairwise sum,
+    # bottom_up_sums adds them left to right (np.add.reduceat). The leaves are the same numbers;
+    # each sum of C = 9 terms over J = 3 levels is within J·C·2⁻⁵² of the other, relatively
+    # (the counts are positive).
+    truth = _tree("C=9,J=3")
+    mine, theirs = adpc(truth, 1.0, 5, runs=3), _reference_adpc(truth, 1.0, 5, runs=3)
+    assert np.array_equal(mine.leaves, theirs[-1])
+    for a, b in zip(mine.counts, theirs):
+        np.testing.assert_allclose(a, b, rtol=3 * 9 * 2.0 ** -52, atol=0)
+
+
+@pytest.mark.parametrize("rng", RNGS)
+def test_bottom_up_reproduces_the_one_call_kernel_draw_for_draw(truth, rng):
+    for sensitivity in (2.0, 1.0):
+        est = bottom_up(truth, 0.7, RNGS[rng](), sensitivity=sensitivity)
+        _same(est.histograms, _reference_bottom_up(truth, 0.7, RNGS[rng](), sensitivity))
+    assert est.method == "bottom_up" and est.randomness["mode"] == "simulation"
+
+
+def test_the_baselines_keep_their_provenance(population):
+    assert {"method", "epsilon", "z", "randomness"} <= set(gdpc(population, 1, 1).provenance)
+    assert adpc(population, 1, 1, runs=3).provenance["runs"] == 3
+    assert adpc(population, 1, 1).provenance["z_per_run"] == pytest.approx(1 / 4)
+    raked = rdpc(population, 1, 1)
+    assert raked.provenance["z_per_level"] == pytest.approx(1 / 4)
+    assert (raked.provenance["measurement"], raked.provenance["reconciler"]) == \
+        ("every_level", "rake_unclipped")
+
+
+# -- the measuring step ---------------------------------------------------------------------------
+def _measured(noisy):
+    return [lv for lv in noisy.levels if noisy.queries(lv)]
+
+
+def test_measure_tree_strategies_measure_what_they_say(population):
+    leaves = measure_tree(population, 2.0, 1, strategy="leaves")
+    assert _measured(leaves) == ["level3"] and leaves.schema == TREE_SCHEMA
+    m = leaves.get("level3", "detailed")
+    assert m.values.dtype == np.int64 and m.values.shape == (population.leaves.size, 1)
+    assert np.all(m.variances == two_sided_geometric_variance(2.0))
+
+    averaged = measure_tree(population, 2.0, 1, strategy="averaged_leaves", runs=5)
+    m = averaged.get("level3", "detailed")
+    assert _measured(averaged) == ["level3"] and m.values.dtype == np.float64
+    assert np.array_equal(m.values * 5, np.round(m.values * 5))        # means of 5 integers
+    assert m.variances[0, 0] == pytest.approx(two_sided_geometric_variance(2.0 / 5) / 5)
+
+    every = measure_tree(population, 2.0, 1, strategy="every_level")
+    assert _measured(every) == list(population.geography.levels)
+    spent = sum(p["detailed"]["budget"] for p in every.provenance["parameters"].values())
+    assert spent == pytest.approx(2.0)                 # ε/(J+1) on each of J+1 levels
+    assert every.provenance["parameters"]["level0"]["detailed"]["z"] == pytest.approx(0.5)
+    assert set(STRATEGIES) == {"leaves", "averaged_leaves", "every_level"}
+
+
+def test_averaged_leaves_have_the_stated_variance(population):
+    noisy = measure_tree(population, 1.0, 2, strategy="averaged_leaves")       # P = 4
+    error = noisy.get("level3", "detailed").values[:, 0] - population.leaves
+    variance = noisy.get("level3", "detailed").variances[0, 0]
+    # 13,824 leaves; the mean of 4 discrete Laplace draws has kurtosis < 4, so the sample
+    # variance's sd is < var·sqrt(3/13824) < 0.015·var: 0.1·var is > 6 sd (false failure < 1e-9).
+    assert abs(error.var() - variance) < 0.1 * variance
+    assert variance > two_sided_geometric_variance(1.0)          # more than GDPC's, at equal ε
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda p: measure_tree(p, 1, strategy="root"), "unknown measurement strategy 'root'"),
+    (lambda p: measure_tree(p, 1, strategy="leaves", runs=2), "runs is an option of the "
+                                                               "'averaged_leaves' strategy"),
+    (lambda p: measure_tree(p, 1, strategy="averaged_leaves", runs=0), "runs must be a positive"),
+    (lambda p: measure_tree(p, -1, strategy="leaves"), "epsilon must be positive"),
+    (lambda p: measure_tree(p, 1, strategy="leaves", sensitivity=0), "sensitivity must be"),
+    (lambda p: measure_tree(TreeCounts.from_leaves([0.5, 1.0], 2), 1, strategy="leaves"),
+     "not whole numbers"),
+])
+def test_measure_tree_rejects_bad_arguments(population, call, fragment):
+    with pytest.raises(PostprocError, match=fragment):
+        call(population)
+
+
+def test_tree_measurements_go_to_any_registered_post_processor(population):
+    every = measure_tree(population, 1.0, 6, strategy="every_level")
+    for method, baseline in (("rake_unclipped", rdpc), ("hay", hay)):
+        tree = TreeCounts.from_result(postprocess(every, method))
+        _same(tree.counts, baseline(population, 1.0, 6).counts)
+    leaves = measure_tree(population, 1.0, 6, strategy="leaves")
+    _same(TreeCounts.from_result(postprocess(leaves, "bottom_up")).counts,
+          gdpc(population, 1.0, 6).counts)
+    small = TreeCounts.from_leaves(np.arange(27), 3)
+    integer = TreeCounts.from_result(postprocess(
+        measure_tree(small, 1.0, 0, strategy="every_level"), "topdown"))
+    assert integer.leaves.dtype.kind == "i" and (integer.leaves >= 0).all()
+    assert np.array_equal(integer.counts[-2], integer.leaves.reshape(-1, 3).sum(axis=1))
+
+
+def test_a_tree_is_a_one_cell_hierarchy_and_back(population):
+    hierarchy = population.to_hierarchy()
+    assert hierarchy.schema == TREE_SCHEMA and hierarchy.levels == ("level0", "level1",
+                                                                    "level2", "level3")
+    for j in range(population.depth + 1):
+        assert np.array_equal(hierarchy.totals(j), population.counts[j])
+        assert np.array_equal(hierarchy.geography.parents[j], population.parents(j))
+    noisy = measure(hierarchy, Workload.from_expressions(TREE_SCHEMA, {"detailed": "detailed"}),
+                    Budget("pure", 1, {lv: "1/4" for lv in hierarchy.levels}, {"detailed": 1}),
+                    rng=3)
+    tree = TreeCounts.from_result(postprocess(noisy, "hay"))
+    assert tree.children == population.children and tree.method == "hay"
+    assert population.geography is TreeCounts.from_leaves(population.leaves, 24).geography
+    with pytest.raises(ValueError):
+        population.geography.parents[1][0] = 5                  # shared, so read-only
+
+
+def test_from_result_refuses_what_is_not_a_tree(truth, population):
+    with pytest.raises(PostprocError, match="one count per unit; this result has 192 cells"):
+        TreeCounts.from_result(bottom_up(truth, 1.0, rng=0))
+    from hierarchy.geography import Geography
+    uneven = Geography(("a", "b"), (np.array(["r"]), np.array(["x", "y", "z"])),
+                       (np.array([-1]), np.array([0, 0, 0])))
+    nested = Geography(("a", "b", "c"), (np.array(["r"]), np.array(["x", "y"]),
+                                         np.array(["1", "2", "3"])),
+                       (np.array([-1]), np.array([0, 0]), np.array([0, 0, 1])))
+    hists = (np.ones((1, 1)), np.ones((2, 1)), np.ones((3, 1)))
+    assert TreeCounts.from_result(Result("x", TREE_SCHEMA, uneven, Workload.from_expressions(
+        TREE_SCHEMA, {"detailed": "detailed"}), hists[:1] + (np.ones((3, 1)),))).children == 3
+    with pytest.raises(PostprocError, match="not a regular tree"):
+        TreeCounts.from_result(Result("x", TREE_SCHEMA, nested, Workload.from_expressions(
+            TREE_SCHEMA, {"detailed": "detailed"}), hists))
+    with pytest.raises(PostprocError, match="not whole numbers"):
+        rdpc(population, 1.0, rng=0).to_hierarchy()
+
+
+def test_measure_bottom_measures_the_bottom_detailed_cells_only(truth):
+    noisy = measure_bottom(truth, 1.0, 2)
+    assert _measured(noisy) == ["enum_dist"] and noisy.queries("enum_dist") == ("detailed",)
+    assert np.all(noisy.get("enum_dist", "detailed").variances
+                  == two_sided_geometric_variance(0.5))              # z = ε/Δ, Δ = 2
+    hhgq = Workload((marginal(E2E_1940, "hhgq", name="hhgq"),))
+    assert measure_bottom(truth, 1.0, 2, workload=hhgq).workload.names == ("detailed", "hhgq")
+    with pytest.raises(PostprocError, match="query 'detailed' is 'marginal"):
+        measure_bottom(truth, 1.0, 2, workload=Workload((marginal(E2E_1940, "hhgq",
+                                                                  name="detailed"),)))
 
 
 # -- closed-form least squares --------------------------------------------------------------------

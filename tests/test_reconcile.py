@@ -1,4 +1,5 @@
-"""The simple reconcilers of a NoisyHierarchy: least_squares, clip_scale, rake, bottom_up.
+"""The simple reconcilers of a NoisyHierarchy: least_squares, clip_scale, rake, rake_unclipped,
+bottom_up.
 
 Every run goes through the registry (``postprocess``), so each result is also checked against
 its method's declared promises by :func:`invariants.verify.verify_histograms`.
@@ -25,7 +26,7 @@ from postproc.evaluate import noisy_answers
 from postproc.methods import get, postprocess
 
 LEVELS = ["nation", "state", "county"]
-METHODS = ["least_squares", "clip_scale", "rake", "bottom_up"]
+METHODS = ["least_squares", "clip_scale", "rake", "rake_unclipped", "bottom_up"]
 
 
 @pytest.fixture(scope="module")
@@ -137,18 +138,22 @@ def test_clip_scale_spreads_the_total_of_a_unit_without_positive_cells():
 
 
 # -- rake ---------------------------------------------------------------------------------------
-def test_rake_is_consistent_nonnegative_with_the_published_root_total(noisy):
-    result = postprocess(noisy, "rake")
+@pytest.mark.parametrize("method", ["rake", "rake_unclipped"])
+def test_rake_is_consistent_with_the_published_root_total(noisy, method):
+    result = postprocess(noisy, method)
     assert result.provenance["root_total"] == "invariant tot"
     assert result.histograms[0].sum() == pytest.approx(noisy.invariants["nation"]["tot"][0],
                                                        rel=1e-12)
     geo = noisy.geography
-    for li in range(1, len(LEVELS)):
+    for li in range(1, len(LEVELS)):            # to float rounding of the children's magnitudes
         summed = geo.aggregate(result.histograms[li], li, li - 1)
-        parent = result.histograms[li - 1]
-        assert np.all(np.abs(summed - parent) <= 1e-9 * np.maximum(1.0, np.abs(parent)))
-    assert all((h >= 0).all() for h in result.histograms)
+        scale = geo.aggregate(np.abs(result.histograms[li]), li, li - 1)
+        assert np.all(np.abs(summed - result.histograms[li - 1]) <= 1e-12 * np.maximum(1, scale))
     assert result.provenance["equal_splits"]["county"] > 0         # empty cells are common
+    if method == "rake":
+        assert all((h >= 0).all() for h in result.histograms)
+    else:
+        assert (result.histograms[-1] < 0).any()                    # nothing is clipped
 
 
 def test_rake_splits_equally_where_the_children_have_nothing():
@@ -159,6 +164,21 @@ def test_rake_splits_equally_where_the_children_have_nothing():
     result = postprocess(noisy, "rake")
     assert result.histograms[1][:, :2].tolist() == [[4.0, 1.5], [2.0, 1.5]]
     np.testing.assert_allclose(result.histograms[2][2:, 0], [2 / 3] * 3)
+
+
+def test_rake_unclipped_is_flaxmans_rule():
+    noisy = _tiny({"nation": {"detailed": np.array([[6.0, 3, -2, 0, 0, 0]])},
+                   "state": {"detailed": np.array([[2.0, -1, 1, 0, 0, 0],
+                                                   [1.0, 4, -3, 0, 0, 0]])},
+                   "county": {"detailed": np.ones((5, 6))}})
+    result = postprocess(noisy, "rake_unclipped")
+    assert result.histograms[0].tolist() == [[6.0, 3.0, -2.0, 0.0, 0.0, 0.0]]    # as measured
+    # cell 0: 2 and 1 scaled to 6; cell 1: -1 and 4 already sum to 3, the negative one is kept;
+    # cell 2: the children sum to -2 ≤ 0, so the parent's -2 is split equally
+    assert result.histograms[1][:, :3].tolist() == [[4.0, -1.0, -1.0], [2.0, 4.0, -1.0]]
+    assert result.provenance["root_total"] == "as measured"
+    assert result.provenance["equal_splits"] == {"state": 4, "county": 0}     # cells 2 … 5
+    np.testing.assert_allclose(result.histograms[2][2:, 1], [4 / 3] * 3)
 
 
 # -- bottom_up ----------------------------------------------------------------------------------
@@ -178,7 +198,8 @@ def test_bottom_up_is_exactly_consistent_and_keeps_the_bottom_measurements(noisy
 def test_registered_promises():
     assert {m: get(m).promises for m in METHODS} == {
         "least_squares": (), "clip_scale": ("nonnegative",),
-        "rake": ("consistent", "nonnegative"), "bottom_up": ("consistent",)}
+        "rake": ("consistent", "nonnegative"), "rake_unclipped": ("consistent",),
+        "bottom_up": ("consistent",)}
     assert all(get(m).options() == () and not get(m).randomized for m in METHODS)
 
 
@@ -198,7 +219,7 @@ def test_a_spec_with_invariants_is_refused(noisy, method):
         postprocess(noisy, method, spec)
 
 
-@pytest.mark.parametrize("method", ["clip_scale", "rake", "bottom_up"])
+@pytest.mark.parametrize("method", ["clip_scale", "rake", "rake_unclipped", "bottom_up"])
 def test_a_missing_detailed_measurement_is_named(truth, method):
     noisy = measure(truth, e2e_workload(E2E_1940),
                     _budget({lv: {"hhgq": 1, "va_hisp_race": 1} for lv in LEVELS}), rng=5)

@@ -1,14 +1,26 @@
-"""Baselines on the hierarchy data model: nonnegative clipping, bottom-up, calibration to totals.
+"""Baselines that measure and then reconcile, and simple adjustments of their results.
+
+Each baseline here is a measuring step (a strategy that returns a
+:class:`~hierarchy.noisy.NoisyHierarchy`) followed by a reconciling step (a post-processor of
+:mod:`postproc.baselines.reconcile` that takes it), so its measurements can also be handed to any
+other registered post-processor (:mod:`postproc.methods`):
+
+``bottom_up`` = :func:`measure_bottom`, then :func:`~postproc.baselines.reconcile.bottom_up_sums`
+    Geometric noise on every detailed cell of every bottom-level unit, spending the *whole*
+    budget there (``z = ε/Δ``, ``Δ = 2`` for the E2E "change one record" neighbours); every higher
+    level's histograms, margins and totals are sums of those noisy cells (Clark & Dajani 2019).
+    Compare it with TopDown at the same total ε.
+``gdpc``, ``adpc``, ``rdpc`` = :func:`~postproc.baselines.tree.measure_tree`, then a reconciler
+    Flaxman's (2019) baselines on a :class:`~postproc.baselines.tree.TreeCounts`: the leaves
+    measured (GDPC) or measured ``P`` times and averaged (ADPC), then summed up the tree
+    (``bottom_up_sums``); or every level measured and raked top-down (RDPC,
+    :func:`~postproc.baselines.reconcile.rake` with ``clip=False``). They return a ``TreeCounts``.
+
+And on any result:
 
 ``clip_negative``
     Negative cells set to 0 — of the noisy ``detailed`` measurements of every level (each level
     on its own, so levels stop adding up), or of any :class:`~postproc.result.Result`.
-``bottom_up``
-    Geometric noise on every detailed cell of every bottom-level unit, spending the *whole*
-    budget there (``z = ε/Δ``, ``Δ = 2`` for the E2E "change one record" neighbours); every higher
-    level's histograms, margins and totals are sums of those noisy cells (Clark & Dajani 2019).
-    It is its own measurement, not a post-processing of a NoisyHierarchy, so compare it with
-    TopDown at the same total ε.
 ``calibrate_to_totals``
     Optional calibration of a bottom-level estimate to published totals (e.g. the invariant
     ``tot`` of states), two ways. ``additive`` (default): the least-squares adjustment — every
@@ -28,41 +40,273 @@ from typing import Any
 import numpy as np
 
 from hierarchy.histograms import Hierarchy
-from hierarchy.mechanisms import sample_two_sided_geometric
-from hierarchy.noisy import NoisyHierarchy
-from hierarchy.queries import Workload, e2e_workload
+from hierarchy.mechanisms import (get_mechanism, sample_two_sided_geometric,
+                                  two_sided_geometric_variance)
+from hierarchy.noisy import Measurement, NoisyHierarchy
+from hierarchy.queries import Workload, detailed, e2e_workload
 from hierarchy.randomness import as_randomness
 from postproc.result import Result
-from postproc.baselines.tree import _budget
+from postproc.baselines.reconcile import bottom_up_sums, rake, sums_from_bottom
+from postproc.baselines.tree import TreeCounts, _budget, measure_tree
 from postproc.errors import PostprocError
 
-__all__ = ["clip_negative", "bottom_up", "calibrate_to_totals", "sums_from_bottom"]
+__all__ = ["measure_bottom", "bottom_up", "gdpc", "adpc", "rdpc", "clip_negative",
+           "calibrate_to_totals", "sums_from_bottom"]
 
 
-def sums_from_bottom(geography, bottom: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Every level's histograms as sums of the bottom level's, root first.
+def measure_bottom(truth: Hierarchy, epsilon: float, rng: Any = None, *,
+                   sensitivity: float = 2.0, workload: Workload | None = None) -> NoisyHierarchy:
+    """Bottom-up's measurement: geometric noise on every detailed cell of the bottom level.
 
     Parameters
     ----------
-    geography : Geography
-    bottom : array, shape (bottom-level units, cells)
+    truth : Hierarchy
+        Exact histograms.
+    epsilon : float
+        The whole budget, spent on the bottom level's detailed cells (the units of one level
+        compose in parallel); ``z = ε/Δ``, drawn from ``rng`` itself.
+    rng : None, int, numpy.random.Generator or Randomness
+        Noise source (``None``: release mode, exact sampler).
+    sensitivity : float
+        ``Δ`` of the detailed histogram of one level: 2 when one person's record may change
+        (the E2E neighbours), 1 for adding or removing a person.
+    workload : Workload, optional
+        The queries of the measurements (default: the E2E workload if the schema has its
+        attributes, else ``detailed`` alone). Its ``detailed`` query is the one measured; one
+        named ``detailed`` is added in front if it has none.
 
     Returns
     -------
-    tuple of arrays
+    NoisyHierarchy
+        The bottom level's ``detailed`` query measured (int64, variance ``V(z)`` per cell), no
+        other level; ``provenance`` has the strategy (``"bottom"``), budget, ``z``, sensitivity
+        and randomness.
+
+    Raises
+    ------
+    PostprocError
+        A non-positive budget or sensitivity, or a workload whose query named ``detailed`` is
+        another query.
 
     Examples
     --------
-    >>> from hierarchy.geography import Geography
-    >>> geo = Geography(("n", "s"), (np.array(["0"]), np.array(["a", "b"])),
-    ...                 (np.array([-1]), np.array([0, 0])))
-    >>> [h.tolist() for h in sums_from_bottom(geo, np.array([[1, 2], [3, 4]]))]
-    [[[4, 6]], [[1, 2], [3, 4]]]
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> from hierarchy.schema import E2E_1940
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> measure_bottom(truth, 1.0, rng=3)
+    NoisyHierarchy(state[detailed]; randomness=simulation)
     """
-    out = [np.asarray(bottom)]
-    for li in range(geography.depth - 1, 0, -1):
-        out.append(np.add.reduceat(out[-1], geography.child_offsets(li - 1)[:-1], axis=0))
-    return tuple(reversed(out))
+    epsilon = _budget(epsilon)
+    delta = _budget(sensitivity, "sensitivity")
+    z = epsilon / delta
+    rnd = as_randomness(rng)
+    workload = _with_detailed(workload or _default_workload(truth.schema))
+    query = next(q.name for q in workload if q.expression == "detailed")
+    leaves = truth.counts[-1]
+    values = leaves.astype(np.int64) + sample_two_sided_geometric(z, leaves.shape, rnd)
+    variance = two_sided_geometric_variance(z)
+    bottom = truth.levels[-1]
+    measured = Measurement(query, values, np.broadcast_to(np.float64(variance), values.shape))
+    return NoisyHierarchy(truth.schema, truth.geography, workload, {bottom: {query: measured}},
+                          {}, {"strategy": "bottom", "epsilon": epsilon, "sensitivity": delta,
+                               "mechanism": get_mechanism("geometric").to_dict(),
+                               "parameters": {bottom: {query: {"budget": epsilon, "z": z,
+                                                               "variance": variance}}},
+                               "randomness": rnd.provenance()})
+
+
+def bottom_up(truth: Hierarchy, epsilon: float, rng: Any = None, *, sensitivity: float = 2.0,
+              workload: Workload | None = None) -> Result:
+    """Bottom-up: :func:`measure_bottom`, then :func:`~postproc.baselines.reconcile.bottom_up_sums`.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+        Exact histograms.
+    epsilon : float
+        The whole budget, spent on the bottom level's detailed cells.
+    rng : None, int, numpy.random.Generator or Randomness
+        Noise source (``None``: release mode).
+    sensitivity : float
+        ``Δ`` of the detailed histogram of one level (2: E2E neighbours; 1: add/remove).
+    workload : Workload, optional
+        Named queries for :meth:`Result.answers` (see :func:`measure_bottom`).
+
+    Returns
+    -------
+    Result
+        ``method="bottom_up"``, int64 histograms (possibly negative), consistent by construction;
+        ``provenance["noisy"]`` is the measurement's provenance.
+
+    Raises
+    ------
+    PostprocError
+        A non-positive budget or sensitivity.
+
+    Examples
+    --------
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> from hierarchy.schema import E2E_1940
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> est = bottom_up(truth, 1.0, rng=3)
+    >>> bool((est.histograms[0] == est.histograms[1].sum(axis=0)).all())
+    True
+    """
+    return bottom_up_sums(measure_bottom(truth, epsilon, rng, sensitivity=sensitivity,
+                                         workload=workload))
+
+
+def gdpc(truth: TreeCounts, epsilon: float, rng: Any = None, *,
+         sensitivity: float = 1.0) -> TreeCounts:
+    """GDPC: the leaves measured with the whole budget (``z = ε/Δ``); higher levels are sums.
+
+    :func:`~postproc.baselines.tree.measure_tree` with ``strategy="leaves"``, then
+    :func:`~postproc.baselines.reconcile.bottom_up_sums`.
+
+    Parameters
+    ----------
+    truth : TreeCounts
+        Exact counts.
+    epsilon : float
+        The whole budget, all spent on the leaves.
+    rng : None, int, numpy.random.Generator or Randomness
+        Noise source (``None``: release mode).
+    sensitivity : float
+        ``Δ`` of a leaf count.
+
+    Returns
+    -------
+    TreeCounts
+        ``method="gdpc"``, int64 (possibly negative).
+
+    Raises
+    ------
+    PostprocError
+        A non-positive budget or sensitivity.
+
+    Examples
+    --------
+    >>> pop = TreeCounts.from_leaves(np.full(4, 50), 2)
+    >>> noisy = gdpc(pop, 1.0, rng=1)
+    >>> int(noisy.counts[0][0]) == int(noisy.leaves.sum())
+    True
+    """
+    noisy = measure_tree(truth, epsilon, rng, strategy="leaves", sensitivity=sensitivity)
+    return _tree("gdpc", bottom_up_sums(noisy), noisy, z="z")
+
+
+def adpc(truth: TreeCounts, epsilon: float, rng: Any = None, *, runs: int = 4,
+         sensitivity: float = 1.0) -> TreeCounts:
+    """ADPC: the mean of ``runs`` independent GDPC runs, each with budget ``ε / runs``.
+
+    :func:`~postproc.baselines.tree.measure_tree` with ``strategy="averaged_leaves"`` (run ``p``
+    draws from ``rng.child(p)``), then :func:`~postproc.baselines.reconcile.bottom_up_sums`: the
+    mean of the runs' leaves summed up the tree, which is the mean of the runs' trees.
+
+    Parameters
+    ----------
+    truth : TreeCounts
+    epsilon : float
+        Total budget (sequential composition of the runs).
+    rng : None, int, numpy.random.Generator or Randomness
+    runs : int
+        ``P``.
+    sensitivity : float
+
+    Returns
+    -------
+    TreeCounts
+        ``method="adpc"``, float64 (multiples of ``1/P``).
+
+    Raises
+    ------
+    PostprocError
+        ``runs`` not a positive integer, or a bad budget.
+
+    Examples
+    --------
+    >>> from hierarchy.randomness import Randomness
+    >>> pop = TreeCounts.from_leaves(np.full(8, 30), 2)
+    >>> mean = adpc(pop, 1.0, rng=5, runs=4)
+    >>> parts = [gdpc(pop, 0.25, Randomness.simulation(5).child(p)).leaves for p in range(4)]
+    >>> bool(np.allclose(mean.leaves, np.mean(parts, axis=0)))
+    True
+    """
+    noisy = measure_tree(truth, epsilon, rng, strategy="averaged_leaves", runs=runs,
+                         sensitivity=sensitivity)
+    return _tree("adpc", bottom_up_sums(noisy), noisy, z="z_per_run",
+                 runs=noisy.provenance["runs"])
+
+
+def rdpc(truth: TreeCounts, epsilon: float, rng: Any = None, *,
+         sensitivity: float = 1.0) -> TreeCounts:
+    """RDPC: noisy counts at every level (``ε/(J+1)`` each), raked top-down to their parents.
+
+    :func:`~postproc.baselines.tree.measure_tree` with ``strategy="every_level"`` (level ``j``
+    draws from ``rng.child(j)``), then :func:`~postproc.baselines.reconcile.rake` with
+    ``clip=False``: ``RDPC_root = N + G``; ``RDPC_child = NoisyC_child · RDPC_parent /
+    Σ_siblings NoisyC``, or ``RDPC_parent / C`` for every sibling when ``Σ_siblings NoisyC ≤ 0``.
+    Siblings sum to their parent up to float rounding: ``|Σ − parent| ≤ C · 4 · 2⁻⁵² · Σ|child|``.
+
+    Parameters
+    ----------
+    truth : TreeCounts
+    epsilon : float
+        Total budget, split equally over the ``J + 1`` levels.
+    rng : None, int, numpy.random.Generator or Randomness
+        Level ``j`` draws its noise from ``rng.child(j)``.
+    sensitivity : float
+
+    Returns
+    -------
+    TreeCounts
+        ``method="rdpc"``, float64; ``provenance["equal_splits"]`` counts the sibling groups whose
+        noisy sum was not positive, per level below the root.
+
+    Raises
+    ------
+    PostprocError
+        A bad budget.
+
+    Examples
+    --------
+    >>> pop = TreeCounts.from_leaves(np.full(16, 40), 4)
+    >>> raked = rdpc(pop, 1.0, rng=2)
+    >>> bool(np.allclose(raked.leaves.reshape(4, 4).sum(axis=1), raked.counts[1]))
+    True
+    """
+    noisy = measure_tree(truth, epsilon, rng, strategy="every_level", sensitivity=sensitivity)
+    raked = rake(noisy, clip=False)
+    splits = raked.provenance["equal_splits"]
+    return _tree("rdpc", raked, noisy, z="z_per_level",
+                 equal_splits=[splits[level] for level in noisy.levels[1:]])
+
+
+def _tree(method: str, result: Result, noisy: NoisyHierarchy, *, z: str, **extra: Any
+          ) -> TreeCounts:
+    """A tree baseline's TreeCounts: every level of ``result``; what was measured, in the
+    provenance (under the keys the baselines have always used, ``z`` named as given)."""
+    measured = noisy.provenance
+    parameters = next(iter(measured["parameters"].values()))["detailed"]
+    return TreeCounts.from_result(result, method=method, provenance={
+        "method": method, "epsilon": measured["epsilon"], z: parameters["z"], **extra,
+        "measurement": measured["strategy"], "reconciler": result.method,
+        "randomness": measured["randomness"]})
+
+
+def _with_detailed(workload: Workload) -> Workload:
+    """``workload``, with a ``detailed`` query added in front if it has none."""
+    if any(q.expression == "detailed" for q in workload):
+        return workload
+    if "detailed" in workload:
+        raise PostprocError(f"the workload's query 'detailed' is "
+                            f"{workload['detailed'].expression!r}, not the detailed histogram; "
+                            f"rename it or add the detailed query under another name")
+    return Workload((detailed(workload.schema), *workload))
 
 
 def clip_negative(source: NoisyHierarchy | Result, *, query: str = "detailed") -> Result:
@@ -115,59 +359,6 @@ def clip_negative(source: NoisyHierarchy | Result, *, query: str = "detailed") -
         hists.append(np.maximum(values, 0))
     return Result("clip", source.schema, source.geography, source.workload, tuple(hists),
                     {"method": "clip", "query": query, "noisy": dict(source.provenance)})
-
-
-def bottom_up(truth: Hierarchy, epsilon: float, rng: Any = None, *, sensitivity: float = 2.0,
-              workload: Workload | None = None) -> Result:
-    """Bottom-up: geometric noise on every detailed cell of the bottom level; the rest are sums.
-
-    Parameters
-    ----------
-    truth : Hierarchy
-        Exact histograms.
-    epsilon : float
-        The whole budget, spent on the bottom level's detailed cells (the units of one level
-        compose in parallel).
-    rng : None, int, numpy.random.Generator or Randomness
-        Noise source (``None``: release mode).
-    sensitivity : float
-        ``Δ`` of the detailed histogram of one level: 2 when one person's record may change
-        (the E2E neighbours), 1 for adding or removing a person.
-    workload : Workload, optional
-        Named queries for :meth:`Result.answers` (default: the E2E workload if the schema has
-        its attributes, else ``detailed`` alone).
-
-    Returns
-    -------
-    Result
-        ``method="bottom_up"``, int64 histograms (possibly negative), consistent by construction.
-
-    Raises
-    ------
-    PostprocError
-        A non-positive budget or sensitivity.
-
-    Examples
-    --------
-    >>> from hierarchy.synth import synthesize_1940
-    >>> from hierarchy.tabulate import tabulate
-    >>> from hierarchy.schema import E2E_1940
-    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
-    ...                  levels=["nation", "state"])
-    >>> est = bottom_up(truth, 1.0, rng=3)
-    >>> bool((est.histograms[0] == est.histograms[1].sum(axis=0)).all())
-    True
-    """
-    epsilon = _budget(epsilon)
-    z = epsilon / _budget(sensitivity, "sensitivity")
-    rnd = as_randomness(rng)
-    leaves = truth.counts[-1]
-    noisy = leaves.astype(np.int64) + sample_two_sided_geometric(z, leaves.shape, rnd)
-    return Result("bottom_up", truth.schema, truth.geography,
-                    workload or _default_workload(truth.schema),
-                    sums_from_bottom(truth.geography, noisy),
-                    {"method": "bottom_up", "epsilon": epsilon, "z": z,
-                     "sensitivity": float(sensitivity), "randomness": rnd.provenance()})
 
 
 def _default_workload(schema) -> Workload:

@@ -19,21 +19,22 @@ histograms (``bottom_up_sums`` keeps the measurements' dtype).
     and large ones down (the bias of the "proportional" calibration in
     :func:`postproc.baselines.histograms.calibrate_to_totals`).
 ``rake``
-    Raking down the tree (Flaxman's RDPC, :func:`postproc.baselines.tree.rdpc`, for histograms):
-    the root is ``clip_scale``'s; on each next level the children's noisy ``detailed`` counts are
-    clipped at 0 and, per parent and cell, scaled so they sum to the parent's cell — split equally
-    among the children where their clipped sum is 0. Nonnegative and consistent (to float
-    rounding). Unlike ``rdpc`` the children are clipped before scaling, so the result is
-    nonnegative; only the root's total comes from an invariant, those published lower down are
-    not imposed.
+    Raking down the tree (Flaxman's RDPC for histograms): the root is ``clip_scale``'s; on each
+    next level the children's noisy ``detailed`` counts are clipped at 0 and, per parent and cell,
+    scaled so they sum to the parent's cell — split equally among the children where their
+    clipped sum is 0. Nonnegative and consistent (to float rounding); only the root's total comes
+    from an invariant, those published lower down are not imposed. ``clip=False`` is Flaxman's
+    own rule (registered as ``rake_unclipped``; :func:`postproc.baselines.rdpc` reconciles with
+    it): the root as measured (raked to ``tot`` if published), the children's noisy counts
+    unclipped, an equal split where their sum is ≤ 0 — consistent, may be negative.
 ``bottom_up_sums`` (registered as ``bottom_up``)
     The bottom level's noisy ``detailed`` counts, every level above their sums
-    (:func:`postproc.baselines.histograms.sums_from_bottom`). Bottom-up is really a *measurement
-    strategy* — spend the whole budget on the bottom level's detailed cells
-    (:func:`postproc.baselines.histograms.bottom_up` measures that way, Clark & Dajani 2019) — and
-    this is the reconciler to run on such measurements; it works on any NoisyHierarchy with a
-    bottom-level ``detailed`` measurement, ignoring the other levels. Exactly consistent; integer
-    when the measurements are; may be negative.
+    (:func:`sums_from_bottom`). Bottom-up is a *measurement strategy* — spend the whole budget on
+    the bottom level's detailed cells (:func:`postproc.baselines.histograms.measure_bottom`,
+    Clark & Dajani 2019; :func:`postproc.baselines.tree.measure_tree` with ``strategy="leaves"``
+    on a tree) — and this is the reconciler to run on such measurements; it works on any
+    NoisyHierarchy with a bottom-level ``detailed`` measurement, ignoring the other levels.
+    Exactly consistent; integer when the measurements are; may be negative.
 
 Examples
 --------
@@ -61,13 +62,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from hierarchy.noisy import Measurement, NoisyHierarchy
-from postproc.baselines.histograms import sums_from_bottom
 from postproc.baselines.least_squares import _apply, _information
 from postproc.errors import PostprocError
 from postproc.methods import _no_spec
 from postproc.result import Result
 
-__all__ = ["level_least_squares", "clip_scale", "rake", "bottom_up_sums"]
+__all__ = ["level_least_squares", "clip_scale", "rake", "bottom_up_sums", "sums_from_bottom"]
 
 
 def level_least_squares(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> Result:
@@ -203,14 +203,22 @@ def clip_scale(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> R
         "spread_evenly": spread})
 
 
-def rake(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> Result:
+def rake(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None, clip: bool = True
+         ) -> Result:
     """Top-down raking: each parent's cells split among its children in proportion to their
-    clipped noisy counts.
+    noisy counts (clipped at 0 unless ``clip=False``).
 
-    The root is :func:`clip_scale`'s (scaled to the published ``tot`` when there is one). On each
-    next level, with ``c`` the children's noisy ``detailed`` counts clipped at 0, child ``k`` of
-    parent ``p`` gets ``x_k = c_k · x_p / Σ_siblings c`` in every cell, or ``x_p / n_children``
-    where the siblings' clipped sum is 0.
+    With ``clip`` (the registry's ``rake``): the root is :func:`clip_scale`'s (scaled to the
+    published ``tot`` when there is one); on each next level, with ``c`` the children's noisy
+    ``detailed`` counts clipped at 0, child ``k`` of parent ``p`` gets
+    ``x_k = c_k · x_p / Σ_siblings c`` in every cell, or ``x_p / n_children`` where the siblings'
+    clipped sum is 0.
+
+    With ``clip=False`` (registered as ``rake_unclipped``): Flaxman's (2019) RDPC rule. The root
+    is as measured — or, where ``tot`` is published there, its cells raked to it by the same
+    rule — and ``c`` are the children's noisy counts as measured: ``x_k = c_k · x_p / Σ c``, or
+    ``x_p / n_children`` where ``Σ c ≤ 0`` (the ratio would flip or blow up every sibling).
+    Negative children under a positive sum are kept, so the result may be negative.
 
     Parameters
     ----------
@@ -220,14 +228,17 @@ def rake(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> Result:
         Refused if it has invariants or constraints.
     rng : ignored
         Nothing is random.
+    clip : bool
+        Clip the noisy counts at 0 before raking (default), or rake them as measured.
 
     Returns
     -------
     Result
-        ``method="rake"``; float64, nonnegative, consistent (siblings sum to their parent up to
-        float rounding, about 1e-15 relative). ``provenance["root_total"]`` says where the root's
-        total came from; ``provenance["equal_splits"]`` counts, per level below the root, the
-        (parent, cell) pairs split equally.
+        ``method="rake"`` (``"rake_unclipped"``); float64, consistent (siblings sum to their
+        parent up to float rounding, about 1e-15 relative to the children's magnitudes);
+        nonnegative with ``clip``. ``provenance["root_total"]`` says where the root's total came
+        from; ``provenance["equal_splits"]`` counts, per level below the root, the (parent, cell)
+        pairs split equally.
 
     Raises
     ------
@@ -251,28 +262,49 @@ def rake(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> Result:
     True
     >>> est.provenance["root_total"]
     'sum of va_hisp_race'
+
+    Flaxman's rule keeps a negative child whose siblings' sum is positive; clipping does not:
+
+    >>> from hierarchy.noisy import Measurement, NoisyHierarchy
+    >>> from hierarchy.queries import Workload, detailed
+    >>> from postproc.baselines.tree import TREE_SCHEMA, TreeCounts
+    >>> tree = NoisyHierarchy(TREE_SCHEMA, TreeCounts.from_leaves([0, 0], 2).geography,
+    ...                       Workload((detailed(TREE_SCHEMA),)), {
+    ...     "level0": {"detailed": Measurement("detailed", [[10]], 1.0)},
+    ...     "level1": {"detailed": Measurement("detailed", [[-2], [6]], 1.0)}})
+    >>> [h.ravel().tolist() for h in rake(tree, clip=False).histograms]
+    [[10.0], [-5.0, 15.0]]
+    >>> [h.ravel().tolist() for h in rake(tree).histograms]
+    [[10.0], [0.0, 10.0]]
     """
-    _no_spec("rake", spec)
+    method = "rake" if clip else "rake_unclipped"
+    _no_spec(method, spec)
     geo = noisy.geography
-    root, source, _ = _clip_scale_level(noisy, noisy.levels[0], "rake")
+    if clip or "tot" in noisy.invariants.get(noisy.levels[0], {}):
+        root, source, _ = _clip_scale_level(noisy, noisy.levels[0], method, clip=clip)
+    else:
+        root = _detailed(noisy, noisy.levels[0], method).values.astype(np.float64)
+        source = "as measured"
     hists, splits = [root], {}
     for li in range(1, geo.depth):
         level = noisy.levels[li]
-        clipped = np.maximum(_detailed(noisy, level, "rake").values, 0).astype(np.float64)
+        children = _detailed(noisy, level, method).values.astype(np.float64)
+        if clip:
+            children = np.maximum(children, 0)
         parent = geo.parents[li]
         n_parents = geo.n_units(li - 1)
         aggregate = sp.csr_matrix((np.ones(parent.size), (parent, np.arange(parent.size))),
                                   shape=(n_parents, parent.size))
-        sums = np.asarray(aggregate @ clipped)
+        sums = np.asarray(aggregate @ children)
         empty = sums <= 0
         above = hists[-1]
         ratio = np.where(empty, 0.0, above / np.where(empty, 1.0, sums))
         n_children = np.bincount(parent, minlength=n_parents)
         equal = np.where(empty, above / np.maximum(n_children, 1)[:, None], 0.0)
-        hists.append(clipped * ratio[parent] + equal[parent])
+        hists.append(children * ratio[parent] + equal[parent])
         splits[level] = int(empty[n_children > 0].sum())
-    return Result("rake", noisy.schema, geo, noisy.workload, tuple(hists), {
-        "method": "rake", "noisy": dict(noisy.provenance), "root_total": source,
+    return Result(method, noisy.schema, geo, noisy.workload, tuple(hists), {
+        "method": method, "noisy": dict(noisy.provenance), "root_total": source,
         "equal_splits": splits})
 
 
@@ -341,12 +373,17 @@ def _detailed(noisy: NoisyHierarchy, level: str, method: str) -> Measurement:
                         f"post-processor that fits the other queries (hay, topdown)")
 
 
-def _clip_scale_level(noisy: NoisyHierarchy, level: str, method: str
+def _clip_scale_level(noisy: NoisyHierarchy, level: str, method: str, *, clip: bool = True
                       ) -> tuple[np.ndarray, str, int]:
-    """One level of :func:`clip_scale`: histograms, where the totals came from, units spread."""
+    """One level of :func:`clip_scale`: histograms, where the totals came from, units spread.
+
+    Without ``clip`` the cells are scaled as measured (a unit whose cells sum to ≤ 0 gets its
+    total spread evenly)."""
     from postproc.evaluate import noisy_answers
 
-    clipped = np.maximum(_detailed(noisy, level, method).values, 0).astype(np.float64)
+    cells = _detailed(noisy, level, method).values.astype(np.float64)
+    if clip:
+        cells = np.maximum(cells, 0)
     published = noisy.invariants.get(level, {})
     if "tot" in published:
         totals = np.asarray(published["tot"], dtype=np.float64).ravel()
@@ -354,11 +391,38 @@ def _clip_scale_level(noisy: NoisyHierarchy, level: str, method: str
     else:
         answers, source = noisy_answers(noisy, level, "total")
         totals = np.maximum(np.asarray(answers, dtype=np.float64)[:, 0], 0)
-    sums = clipped.sum(axis=1)
+    sums = cells.sum(axis=1)
     empty = sums <= 0
-    out = clipped * np.where(empty, 0.0, totals / np.where(empty, 1.0, sums))[:, None]
-    out += np.where(empty, totals / clipped.shape[1], 0.0)[:, None]
+    out = cells * np.where(empty, 0.0, totals / np.where(empty, 1.0, sums))[:, None]
+    out += np.where(empty, totals / cells.shape[1], 0.0)[:, None]
     return out, source, int(empty.sum())
+
+
+def sums_from_bottom(geography, bottom: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Every level's histograms as sums of the bottom level's, root first.
+
+    Parameters
+    ----------
+    geography : Geography
+    bottom : array, shape (bottom-level units, cells)
+
+    Returns
+    -------
+    tuple of arrays
+        Of ``bottom``'s dtype; the bottom level is ``bottom`` itself.
+
+    Examples
+    --------
+    >>> from hierarchy.geography import Geography
+    >>> geo = Geography(("n", "s"), (np.array(["0"]), np.array(["a", "b"])),
+    ...                 (np.array([-1]), np.array([0, 0])))
+    >>> [h.tolist() for h in sums_from_bottom(geo, np.array([[1, 2], [3, 4]]))]
+    [[[4, 6]], [[1, 2], [3, 4]]]
+    """
+    out = [np.asarray(bottom)]
+    for li in range(geography.depth - 1, 0, -1):
+        out.append(np.add.reduceat(out[-1], geography.child_offsets(li - 1)[:-1], axis=0))
+    return tuple(reversed(out))
 
 
 def _symmetric_inverse(matrix: np.ndarray) -> tuple[np.ndarray | None, int]:

@@ -1,4 +1,4 @@
-"""Flaxman's (2019) synthetic population on a regular tree and the GDPC, ADPC, RDPC baselines.
+"""Flaxman's (2019) synthetic population on a regular tree, and how its counts are measured.
 
 The population (SPEC §5): ``N`` persons, ``J`` nested levels below a root, ``C = ⌊(N/μ)^{1/J}⌋``
 children per node, so ``C^J`` leaves with mean ``μ`` persons each; every person's unit at each level
@@ -6,44 +6,60 @@ is drawn uniformly from its parent's ``C`` children, i.e. the leaf is uniform ov
 leaves. The statistic is the total count (TC) of every unit.
 
 A :class:`TreeCounts` holds the counts of every level, root first; node ``i`` of level ``j`` has the
-children ``i·C … i·C + C − 1`` on level ``j + 1``. The baselines return one as well:
+children ``i·C … i·C + C − 1`` on level ``j + 1``. The same tree is a
+:class:`~hierarchy.histograms.Hierarchy` (:meth:`TreeCounts.to_hierarchy`) whose schema
+(:data:`TREE_SCHEMA`) has one cell, the unit's count: level ``j`` is named ``"level{j}"`` and node
+``i`` has the geocode ``str(i)``. So the tree's measurements are a
+:class:`~hierarchy.noisy.NoisyHierarchy` that every post-processor of :mod:`postproc.methods` reads,
+and each of Flaxman's baselines is a measuring step (:func:`measure_tree`) followed by a
+reconciling step (composed in :mod:`postproc.baselines.histograms`):
 
 ``gdpc``
-    Two-sided geometric noise with ``z = ε/Δ`` on every leaf count; the counts of higher levels
-    are sums of the noisy leaves (integers, possibly negative).
+    ``strategy="leaves"`` (the whole ``ε`` on the leaves), reconciled by
+    :func:`~postproc.baselines.reconcile.bottom_up_sums` (higher levels are sums of the leaves).
 ``adpc``
-    The mean of ``P`` independent GDPC runs, each with budget ``ε/P`` (run ``p`` draws from the
-    child stream ``p`` of ``rng``); not integers.
+    ``strategy="averaged_leaves"`` (``P`` runs of ``ε/P`` on the leaves, averaged), reconciled by
+    :func:`~postproc.baselines.reconcile.bottom_up_sums`.
 ``rdpc``
-    Raking: budget ``ε/(J+1)`` per level. The root is ``N + G``; each lower level's noisy counts
-    are scaled so that siblings sum to their parent's raked count,
-    ``RDPC_child = NoisyC_child · RDPC_parent / Σ_siblings NoisyC``. When the siblings' noisy sum
-    is zero or negative the ratio is meaningless (it would flip or blow up every sibling), so the
-    parent is split equally among its ``C`` children instead; negative noisy children under a
-    positive sum are kept as the formula gives them (the siblings still sum to the parent).
-    Level ``j`` draws from the child stream ``j`` of ``rng``.
+    ``strategy="every_level"`` (``ε/(J+1)`` per level), reconciled by Flaxman's raking,
+    :func:`~postproc.baselines.reconcile.rake` with ``clip=False``.
 ``hay``
-    The same measurements as RDPC (every node, ``ε/(J+1)`` per level), made consistent by the
-    closed-form least squares of Hay et al. (2010), see :mod:`postproc.baselines.least_squares`.
+    ``strategy="every_level"``, reconciled by
+    :func:`~postproc.baselines.least_squares.hay_consistency` (Hay et al.'s least squares).
 
-Sensitivity ``Δ`` is 1 by default: one person added, removed or moved changes a unit's count by
-at most one, and the EPL of a count is measured per unit, so GDPC's log ratio is exactly ``ε``.
+The noise is two-sided geometric with ``z = ε/Δ`` per measurement (Δ = 1 by default: one person
+added, removed or moved changes a unit's count by at most one, and the EPL of a count is measured
+per unit, so GDPC's log ratio is exactly ``ε``). :func:`clip_tree` clips a tree's counts at 0.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
 
-from hierarchy.mechanisms import sample_two_sided_geometric
+from hierarchy.geography import Geography
+from hierarchy.histograms import Hierarchy
+from hierarchy.mechanisms import (get_mechanism, sample_two_sided_geometric,
+                                  two_sided_geometric_variance)
+from hierarchy.noisy import Measurement, NoisyHierarchy
+from hierarchy.queries import Workload, detailed
 from hierarchy.randomness import as_randomness
+from hierarchy.schema import Attribute, Schema
 from postproc.errors import PostprocError
 
-__all__ = ["TreeCounts", "children_per_node", "flaxman_population", "gdpc", "adpc", "rdpc",
-           "clip_tree"]
+__all__ = ["TreeCounts", "TREE_SCHEMA", "STRATEGIES", "children_per_node", "flaxman_population",
+           "measure_tree", "clip_tree"]
+
+#: The schema of a tree of total counts as a :class:`~hierarchy.histograms.Hierarchy`: one
+#: attribute with one level, so every unit's histogram is its count.
+TREE_SCHEMA = Schema((Attribute("persons", ("all",)),), name="tree_total")
+
+#: The measurement strategies of :func:`measure_tree`.
+STRATEGIES = ("leaves", "averaged_leaves", "every_level")
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,6 +181,92 @@ class TreeCounts:
             return np.array([-1], dtype=np.int64)
         return np.arange(self.children ** level, dtype=np.int64) // self.children
 
+    @property
+    def geography(self) -> Geography:
+        """The tree as a :class:`~hierarchy.geography.Geography`: levels ``level0`` (the root) to
+        ``level{J}``, node ``i`` of a level with the geocode ``str(i)`` (one object per shape,
+        shared and read-only).
+
+        Examples
+        --------
+        >>> TreeCounts.from_leaves([1, 2, 3, 4], children=2).geography
+        Geography(level0=1, level1=2, level2=4)
+        """
+        return _tree_geography(self.children, self.depth)
+
+    def to_hierarchy(self) -> Hierarchy:
+        """The same tree as a :class:`~hierarchy.histograms.Hierarchy` of :data:`TREE_SCHEMA`.
+
+        Every unit's histogram is one cell, its count, so anything that reads a Hierarchy
+        (:func:`hierarchy.measure.measure`, :func:`postproc.evaluate.evaluate`, …) reads the tree.
+
+        Returns
+        -------
+        Hierarchy
+            int64 counts of shape (units, 1) per level.
+
+        Raises
+        ------
+        PostprocError
+            Counts that are not whole numbers (a Hierarchy holds exact counts).
+
+        Examples
+        --------
+        >>> truth = TreeCounts.from_leaves([1, 2, 3, 4], children=2).to_hierarchy()
+        >>> truth.levels, truth.totals("level1").tolist()
+        (('level0', 'level1', 'level2'), [3, 7])
+        """
+        return Hierarchy(TREE_SCHEMA, self.geography,
+                         tuple(c[:, None] for c in _exact_counts(self)))
+
+    @classmethod
+    def from_result(cls, result: Any, *, method: str | None = None,
+                    provenance: Mapping[str, Any] | None = None) -> "TreeCounts":
+        """The tree of a post-processor's result on tree measurements (every level kept as is).
+
+        Parameters
+        ----------
+        result : Result
+            Histograms of one cell per unit (:data:`TREE_SCHEMA`) on a regular tree, e.g. a
+            post-processor's output for :func:`measure_tree`'s measurements.
+        method : str, optional
+            Default: the result's.
+        provenance : dict, optional
+            Default: the result's.
+
+        Returns
+        -------
+        TreeCounts
+
+        Raises
+        ------
+        PostprocError
+            More than one cell per unit, or a geography that is not a regular tree.
+
+        Examples
+        --------
+        >>> from postproc.baselines.reconcile import bottom_up_sums
+        >>> truth = TreeCounts.from_leaves([5, 0, 2, 9], children=2)
+        >>> noisy = measure_tree(truth, 1.0, rng=3, strategy="leaves")
+        >>> tree = TreeCounts.from_result(bottom_up_sums(noisy))
+        >>> tree.method, tree.children, int(tree.counts[0][0]) == int(tree.leaves.sum())
+        ('bottom_up', 2, True)
+        """
+        cells = result.schema.size
+        if cells != 1:
+            raise PostprocError(f"a TreeCounts holds one count per unit; this result has {cells} "
+                                f"cells per unit (sum them, or use the Result itself)")
+        geo = result.geography
+        children = geo.n_units(1) if geo.depth > 1 else 1
+        regular = all(np.array_equal(geo.parents[j], np.arange(children ** j) // children)
+                      for j in range(1, geo.depth))
+        if not regular:
+            raise PostprocError(f"the result's geography {geo!r} is not a regular tree (node i of "
+                                f"a level the parent of nodes i·C … i·C + C − 1 below it)")
+        counts = tuple(np.asarray(h)[:, 0] for h in result.histograms)
+        return cls(children, counts, method or result.method,
+                   result.provenance if provenance is None else provenance)
+
 
 def children_per_node(persons: int, levels: int, mean_leaf: float) -> int:
     """``C = ⌊(N/μ)^{1/J}⌋``, computed exactly (no floating-point root at the boundary).
@@ -258,154 +360,136 @@ def _budget(epsilon: Any, name: str = "epsilon") -> float:
     return value
 
 
-def gdpc(truth: TreeCounts, epsilon: float, rng: Any = None, *,
-         sensitivity: float = 1.0) -> TreeCounts:
-    """GDPC: geometric noise (``z = ε/Δ``) on every leaf count; higher levels are sums.
+def measure_tree(truth: TreeCounts, epsilon: float, rng: Any = None, *, strategy: str,
+                 runs: int | None = None, sensitivity: float = 1.0) -> NoisyHierarchy:
+    """Measure a tree's counts with two-sided geometric noise: the measuring step of the baselines.
+
+    ``"leaves"``
+        The whole budget on the leaves, ``z = ε/Δ``, drawn from ``rng`` itself (GDPC's and Clark
+        & Dajani's bottom-up measurement). Variance ``V(z)`` per leaf, where
+        ``V(z) = 2e^{-z}/(1 − e^{-z})²`` is the two-sided geometric variance.
+    ``"averaged_leaves"``
+        ``P = runs`` (default 4) independent measurements of the leaves with ``z = ε/P/Δ`` each
+        (sequential composition: ``ε`` in all), run ``p`` drawn from ``rng.child(p)``, stored as
+        their mean (ADPC's measurement). The mean is what a least-squares reconciler would make of
+        the ``P`` measurements anyway (equal variances), so one measurement of variance
+        ``V(ε/P/Δ)/P`` per leaf is kept. It is larger than GDPC's ``V(ε/Δ)`` (about ``P`` times
+        when ``ε`` is small).
+    ``"every_level"``
+        Every node counted with ``z = ε/(J+1)/Δ``, level ``j`` drawn from ``rng.child(j)``
+        (RDPC's and Hay et al.'s measurement); variance ``V(z)``.
 
     Parameters
     ----------
     truth : TreeCounts
-        Exact counts.
+        Exact counts (whole numbers).
     epsilon : float
-        The whole budget, all spent on the leaves.
+        The total budget.
     rng : None, int, numpy.random.Generator or Randomness
-        Noise source (``None``: release mode).
+        Noise source (``None``: release mode, exact sampler).
+    strategy : {'leaves', 'averaged_leaves', 'every_level'}
+    runs : int, optional
+        ``P`` of ``"averaged_leaves"`` (default 4); refused for the other strategies.
     sensitivity : float
-        ``Δ`` of a leaf count.
+        ``Δ`` of one unit's count.
 
     Returns
     -------
-    TreeCounts
-        ``method="gdpc"``, int64.
+    NoisyHierarchy
+        Of :data:`TREE_SCHEMA` on :attr:`TreeCounts.geography`; the measured query is
+        ``detailed`` (the count); int64 values, float64 for ``"averaged_leaves"``.
+        ``provenance`` has the strategy, the budget, ``z`` and variance per measured level
+        (``parameters``), ``runs`` and the randomness.
 
     Raises
     ------
     PostprocError
-        A non-positive budget or sensitivity.
+        An unknown strategy, a bad budget, sensitivity or ``runs``, or counts that are not whole
+        numbers.
 
     Examples
     --------
-    >>> pop = TreeCounts.from_leaves(np.full(4, 50), 2)
-    >>> noisy = gdpc(pop, 1.0, rng=1)
-    >>> int(noisy.counts[0][0]) == int(noisy.leaves.sum())
+    >>> truth = TreeCounts.from_leaves(np.full(4, 50), 2)
+    >>> noisy = measure_tree(truth, 1.0, rng=1, strategy="every_level")
+    >>> noisy
+    NoisyHierarchy(level0[detailed]; level1[detailed]; level2[detailed]; randomness=simulation)
+    >>> noisy.provenance["parameters"]["level2"]["detailed"]["z"]        # ε / (J + 1)
+    0.3333333333333333
+    >>> mean = measure_tree(truth, 1.0, rng=1, strategy="averaged_leaves", runs=2)
+    >>> one = two_sided_geometric_variance(0.5)                          # each run: ε/2
+    >>> bool(np.isclose(mean.get("level2", "detailed").variances[0, 0], one / 2))
     True
     """
+    if strategy not in STRATEGIES:
+        raise PostprocError(f"unknown measurement strategy {strategy!r}; use one of "
+                            f"{', '.join(map(repr, STRATEGIES))}")
+    if runs is not None and strategy != "averaged_leaves":
+        raise PostprocError(f"runs is an option of the 'averaged_leaves' strategy, not of "
+                            f"{strategy!r}; leave it out")
     epsilon = _budget(epsilon)
-    z = epsilon / _budget(sensitivity, "sensitivity")
+    delta = _budget(sensitivity, "sensitivity")
+    exact = _exact_counts(truth)
     rnd = as_randomness(rng)
-    noise = sample_two_sided_geometric(z, truth.leaves.size, rnd)
-    return TreeCounts.from_leaves(truth.leaves.astype(np.int64) + noise, truth.children,
-                                  depth=truth.depth, method="gdpc", provenance={
-                                      "method": "gdpc", "epsilon": epsilon, "z": z,
-                                      "randomness": rnd.provenance()})
+    bottom = truth.depth
+    if strategy == "leaves":
+        z = epsilon / delta
+        values = {bottom: exact[bottom] + sample_two_sided_geometric(z, exact[bottom].size, rnd)}
+        variance, share = two_sided_geometric_variance(z), epsilon
+    elif strategy == "averaged_leaves":
+        runs = 4 if runs is None else runs
+        if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+            raise PostprocError(f"runs must be a positive integer, not {runs!r}")
+        z = epsilon / runs / delta
+        total = np.zeros(exact[bottom].size, dtype=np.float64)
+        for p in range(runs):
+            total += exact[bottom] + sample_two_sided_geometric(z, exact[bottom].size,
+                                                                rnd.child(p))
+        values = {bottom: total / runs}
+        variance, share = two_sided_geometric_variance(z) / runs, epsilon
+    else:
+        z = epsilon / (bottom + 1) / delta
+        values = {j: exact[j] + sample_two_sided_geometric(z, exact[j].size, rnd.child(j))
+                  for j in range(bottom + 1)}
+        variance, share = two_sided_geometric_variance(z), epsilon / (bottom + 1)
+    geo = truth.geography
+    measurements = {geo.levels[j]: {"detailed": Measurement(
+        "detailed", v[:, None], np.broadcast_to(np.float64(variance), (v.size, 1)))}
+        for j, v in values.items()}
+    parameters = {geo.levels[j]: {"detailed": {"budget": share, "z": z, "variance": variance}}
+                  for j in values}
+    provenance = {"strategy": strategy, "epsilon": epsilon, "sensitivity": delta,
+                  "mechanism": get_mechanism("geometric").to_dict(), "parameters": parameters,
+                  "randomness": rnd.provenance()}
+    if strategy == "averaged_leaves":
+        provenance["runs"] = int(runs)
+    return NoisyHierarchy(TREE_SCHEMA, geo, _TREE_WORKLOAD, measurements, {}, provenance)
 
 
-def adpc(truth: TreeCounts, epsilon: float, rng: Any = None, *, runs: int = 4,
-         sensitivity: float = 1.0) -> TreeCounts:
-    """ADPC: the mean of ``runs`` independent GDPC runs, each with budget ``ε / runs``.
-
-    Run ``p`` is ``gdpc(truth, ε/runs, rng.child(p))`` with ``rng`` normalised by
-    :func:`~hierarchy.randomness.as_randomness`.
-
-    Parameters
-    ----------
-    truth : TreeCounts
-    epsilon : float
-        Total budget (sequential composition of the runs).
-    rng : None, int, numpy.random.Generator or Randomness
-    runs : int
-        ``P``.
-    sensitivity : float
-
-    Returns
-    -------
-    TreeCounts
-        ``method="adpc"``, float64 (multiples of ``1/P``).
-
-    Raises
-    ------
-    PostprocError
-        ``runs`` not a positive integer, or a bad budget.
-
-    Examples
-    --------
-    >>> from hierarchy.randomness import Randomness
-    >>> pop = TreeCounts.from_leaves(np.full(8, 30), 2)
-    >>> mean = adpc(pop, 1.0, rng=5, runs=4)
-    >>> parts = [gdpc(pop, 0.25, Randomness.simulation(5).child(p)).leaves for p in range(4)]
-    >>> bool(np.allclose(mean.leaves, np.mean(parts, axis=0)))
-    True
-    """
-    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
-        raise PostprocError(f"runs must be a positive integer, not {runs!r}")
-    epsilon = _budget(epsilon)
-    rnd = as_randomness(rng)
-    total = np.zeros(truth.leaves.size, dtype=np.float64)
-    for p in range(runs):
-        total += gdpc(truth, epsilon / runs, rnd.child(p), sensitivity=sensitivity).leaves
-    return TreeCounts.from_leaves(total / runs, truth.children, depth=truth.depth,
-                                  method="adpc", provenance={
-        "method": "adpc", "epsilon": epsilon, "runs": int(runs),
-        "z_per_run": epsilon / runs / float(sensitivity), "randomness": rnd.provenance()})
+_TREE_WORKLOAD = Workload((detailed(TREE_SCHEMA),))
 
 
-def rdpc(truth: TreeCounts, epsilon: float, rng: Any = None, *,
-         sensitivity: float = 1.0) -> TreeCounts:
-    """RDPC: noisy counts at every level (``ε/(J+1)`` each), raked top-down to their parents.
+def _exact_counts(truth: TreeCounts) -> list[np.ndarray]:
+    """Every level's counts as int64; an error if some count is not a whole number."""
+    out = []
+    for j, c in enumerate(truth.counts):
+        if c.dtype.kind == "f" and not np.array_equal(c, np.round(c)):
+            raise PostprocError(f"level {j} of the tree ({truth.method!r}) has counts that are "
+                                f"not whole numbers; measure exact counts (e.g. "
+                                f"flaxman_population or TreeCounts.from_leaves of integers)")
+        out.append(c.astype(np.int64))
+    return out
 
-    ``RDPC_root = N + G``; ``RDPC_child = NoisyC_child · RDPC_parent / Σ_siblings NoisyC``, or
-    ``RDPC_parent / C`` for every sibling when ``Σ_siblings NoisyC ≤ 0``. Siblings sum to their
-    parent up to float rounding: ``|Σ − parent| ≤ C · 4 · 2⁻⁵² · Σ|child|``.
 
-    Parameters
-    ----------
-    truth : TreeCounts
-    epsilon : float
-        Total budget, split equally over the ``J + 1`` levels.
-    rng : None, int, numpy.random.Generator or Randomness
-        Level ``j`` draws its noise from ``rng.child(j)``.
-    sensitivity : float
-
-    Returns
-    -------
-    TreeCounts
-        ``method="rdpc"``, float64; ``provenance["equal_splits"]`` counts the sibling groups whose
-        noisy sum was not positive, per level.
-
-    Raises
-    ------
-    PostprocError
-        A bad budget.
-
-    Examples
-    --------
-    >>> pop = TreeCounts.from_leaves(np.full(16, 40), 4)
-    >>> raked = rdpc(pop, 1.0, rng=2)
-    >>> bool(np.allclose(raked.leaves.reshape(4, 4).sum(axis=1), raked.counts[1]))
-    True
-    """
-    epsilon = _budget(epsilon)
-    z = epsilon / (truth.depth + 1) / _budget(sensitivity, "sensitivity")
-    rnd = as_randomness(rng)
-    c = truth.children
-    raked = [truth.counts[0].astype(np.float64)
-             + sample_two_sided_geometric(z, 1, rnd.child(0))]
-    equal_splits = []
-    for j in range(1, truth.depth + 1):
-        noisy = (truth.counts[j].astype(np.float64)
-                 + sample_two_sided_geometric(z, truth.counts[j].size, rnd.child(j)))
-        groups = noisy.reshape(-1, c)
-        sums = groups.sum(axis=1)
-        parent = raked[-1]
-        bad = sums <= 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            child = groups * (parent / np.where(bad, 1.0, sums))[:, None]
-        child[bad] = (parent[bad] / c)[:, None]
-        raked.append(child.ravel())
-        equal_splits.append(int(bad.sum()))
-    return TreeCounts(c, tuple(raked), "rdpc", {
-        "method": "rdpc", "epsilon": epsilon, "z_per_level": z, "equal_splits": equal_splits,
-        "randomness": rnd.provenance()})
+@lru_cache(maxsize=16)
+def _tree_geography(children: int, depth: int) -> Geography:
+    """The geography of a regular tree (cached; its arrays are read-only)."""
+    sizes = [children ** j for j in range(depth + 1)]
+    geo = Geography(tuple(f"level{j}" for j in range(depth + 1)),
+                    tuple(np.arange(n).astype(str) for n in sizes),
+                    tuple([np.array([-1])] + [np.arange(n) // children for n in sizes[1:]]))
+    for array in geo.geocodes + geo.parents:
+        array.flags.writeable = False
+    return geo
 
 
 def clip_tree(tree: TreeCounts) -> TreeCounts:

@@ -6,9 +6,10 @@ changes along both paths). Run a mechanism ``R`` times on each and compare the d
 one unit's released value with :func:`postproc.epl.direct_epl` — no exchangeability assumption,
 unlike the residual estimators, which pool the errors of many units of one run.
 
-``R`` must be large (10⁴–10⁵ runs per dataset), so the three mechanisms of
-:mod:`postproc.baselines.tree` are applied here to ``R`` runs at once: the noise of every run is
-drawn in one call and the same arithmetic is applied along a leading run axis.
+``R`` must be large (10⁴–10⁵ runs per dataset), so the three mechanisms (each a measurement of
+:func:`~postproc.baselines.tree.measure_tree` and its reconciler) are applied here to ``R`` runs at
+once: the noise of every run is drawn in one call and the same arithmetic is applied along a
+leading run axis.
 :func:`release_runs` is that arithmetic; ``tests/test_experiments_neighbours.py`` checks it
 against :func:`~postproc.baselines.gdpc`, :func:`~postproc.baselines.adpc` and
 :func:`~postproc.baselines.rdpc` bit for bit, given the same noise.
@@ -104,8 +105,9 @@ def release_runs(method: str, truth: TreeCounts, noise: Sequence[np.ndarray]) ->
     Returns
     -------
     numpy.ndarray, shape (runs, leaves)
-        The same numbers (int64 for GDPC, float64 otherwise) as the function of
-        :mod:`postproc.baselines.tree` would release from that noise.
+        The same numbers (int64 for GDPC, float64 otherwise) as :func:`~postproc.baselines.gdpc`,
+        :func:`~postproc.baselines.adpc` or :func:`~postproc.baselines.rdpc` would release from
+        that noise.
 
     Examples
     --------
