@@ -422,7 +422,8 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     Result
         Method ``"sampling"``: int64 histograms per level, root first;
         ``node_stats`` per parent (children, moves proposed and accepted, acceptance rate);
-        ``provenance['sampler']`` with the law, parameters, sweeps, timings and randomness.
+        ``provenance['sampler']`` with the law, parameters, sweeps, randomness and each
+        level's acceptance rate (``None`` where no move was proposed).
 
     Raises
     ------
@@ -517,7 +518,7 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     hists: list[np.ndarray] = []
     stats: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
-    acceptance: dict[str, float] = {}
+    acceptance: dict[str, float | None] = {}
     reports: list[dict[str, Any]] = []
     st = setup(0, None)
     start = start_of(0, st, strict=True)
@@ -588,7 +589,9 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
                           "acceptance": float("nan"), "copied": True})
         _verify(lc, hist, hists[li - 1] if li else None, geo, li)
         hists.append(hist)
-        acceptance[level] = accepted / proposed if proposed else float("nan")
+        # None (JSON null), not NaN, where no move was proposed: the provenance goes into a
+        # result directory's manifest.json, and NaN is not JSON
+        acceptance[level] = accepted / proposed if proposed else None
         timings[level] = time.perf_counter() - t0
         st, start = next_st, next_start
     provenance = {
