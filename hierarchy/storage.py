@@ -60,7 +60,27 @@ _LEFTOVER = re.compile(r"^\..+\.tmp$")
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
+
+    If the block raises, the temporary file is removed and ``path`` is left as it was.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> with atomic_path(d / "table.csv") as tmp:
+    ...     _ = tmp.write_text("geocode,count")
+    >>> (d / "table.csv").read_text()
+    'geocode,count'
+    >>> with atomic_path(d / "half.csv") as tmp:
+    ...     _ = tmp.write_text("geocode,")
+    ...     raise RuntimeError("interrupted")
+    Traceback (most recent call last):
+    ...
+    RuntimeError: interrupted
+    >>> sorted(p.name for p in d.iterdir())   # no half-written file, no leftover
+    ['table.csv']
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -85,7 +105,24 @@ def _umask() -> int:
 def write_parquet(table: pa.Table, path: str | os.PathLike, *,
                   metadata: Mapping[str, Any] | None = None) -> Path:
     """Write a table atomically; ``metadata`` is stored as JSON in the file's key-value metadata
-    (under ``b"dapp"``), so provenance such as the randomness label travels with the file."""
+    (under ``b"dapp"``), so provenance such as the randomness label travels with the file.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "counts.parquet"
+    >>> _ = write_parquet(pa.table({"geocode": ["A", "B"], "count": [3, 4]}), path,
+    ...                   metadata={"randomness": "simulation"})
+    >>> pq.read_table(path).column("count").to_pylist()
+    [3, 4]
+    >>> read_parquet_metadata(path)
+    {'randomness': 'simulation'}
+    """
     if metadata is not None:
         existing = dict(table.schema.metadata or {})
         existing[b"dapp"] = json.dumps(metadata, default=str).encode()
@@ -103,7 +140,24 @@ def read_parquet_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def write_json(obj: Any, path: str | os.PathLike) -> Path:
-    """Write JSON atomically (indented, UTF-8)."""
+    """Write JSON atomically (indented, UTF-8) and return ``path``; values JSON cannot hold
+    (paths, dates) are written as text.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = write_json({"levels": ["nation", "state"], "epsilon": 1.0},
+    ...                   Path(tempfile.mkdtemp()) / "metadata.json")
+    >>> print(path.read_text())
+    {
+      "levels": [
+        "nation",
+        "state"
+      ],
+      "epsilon": 1.0
+    }
+    <BLANKLINE>
+    """
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n",
                        encoding="utf-8")
@@ -111,6 +165,25 @@ def write_json(obj: Any, path: str | os.PathLike) -> Path:
 
 
 def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file (UTF-8).
+
+    Raises
+    ------
+    HierarchyError
+        If the file does not exist, or is not valid JSON (with the line and column).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> read_json(write_json({"epsilon": 1.0}, d / "ok.json"))
+    {'epsilon': 1.0}
+    >>> _ = (d / "bad.json").write_text('{"epsilon": 1.0,}')
+    >>> read_json(d / "bad.json")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: .../bad.json is not valid JSON: line 1, column 17: Expecting property name enclosed in double quotes
+    """
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -122,14 +195,34 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def mark_owned(path: str | os.PathLike, made_by: str) -> None:
-    """Write the ownership marker into directory ``path``."""
+    """Write the ownership marker into directory ``path`` (which must exist).
+
+    Only for a directory the toolkit has just created as a whole: the marker lets the toolkit
+    later replace or delete it. :func:`claim_directory` and :func:`atomic_directory` call it.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> mark_owned(d, "doctest")
+    >>> read_json(d / MARKER)["made_by"]
+    'doctest'
+    """
     with atomic_path(Path(path) / MARKER) as tmp:
         tmp.write_text(json.dumps({"made_by": made_by, "note": "written by the dapp toolkit; "
                                    "it may replace or delete this directory"}) + "\n")
 
 
 def is_owned(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a directory the toolkit wrote (it carries :data:`MARKER`)."""
+    """Whether ``path`` is a directory the toolkit wrote (it carries :data:`MARKER`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> is_owned(d), is_owned(claim_directory(d / "run", made_by="doctest"))
+    (False, True)
+    """
     return (Path(path) / MARKER).is_file()
 
 
@@ -153,10 +246,45 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     An existing non-empty directory is taken only with ``reuse=True`` (a resumed run) and only if
     the toolkit wrote it; nothing in it is removed.
 
+    Parameters
+    ----------
+    path : path
+    made_by : str
+        What claims it (recorded in the marker), e.g. ``"postproc run"``.
+    reuse : bool
+        Take an owned directory that already holds outputs (to resume a run).
+    how_to_reuse : str
+        The advice the error gives when ``reuse`` is needed.
+
+    Returns
+    -------
+    pathlib.Path
+
     Raises
     ------
     HierarchyError
         If ``path`` is a file, lies under a file, is not ours, or is not empty without ``reuse``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> out = claim_directory(d / "run", made_by="doctest")
+    >>> _ = (out / "result.parquet").write_text("…")
+    >>> claim_directory(out, made_by="doctest")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: .../run already holds outputs; resume the run there, or choose another output directory
+    >>> claim_directory(out, made_by="doctest", reuse=True) == out
+    True
+
+    A user's non-empty directory is never taken, even to resume:
+
+    >>> _ = (d / "notes.txt").write_text("mine")
+    >>> claim_directory(d, made_by="doctest", reuse=True)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: ... is not empty and was not written by this toolkit (no .dapp-output marker); choose another output directory
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -193,6 +321,17 @@ def remove_leftovers(directory: str | os.PathLike, *, recursive: bool = True) ->
     files and directories of :func:`atomic_path` and :func:`atomic_directory`.
 
     Returns the removed paths. Only directories the toolkit wrote are cleaned.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = claim_directory(Path(tempfile.mkdtemp()) / "run", made_by="doctest")
+    >>> _ = (out / "state.parquet").write_text("kept")
+    >>> _ = (out / ".state.parquet.x1y2.tmp").write_text("half-written")
+    >>> [p.name for p in remove_leftovers(out)]
+    ['.state.parquet.x1y2.tmp']
+    >>> sorted(p.name for p in out.iterdir())
+    ['.dapp-output', 'state.parquet']
     """
     directory = Path(directory)
     removed: list[Path] = []
@@ -224,6 +363,19 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
     ------
     HierarchyError
         At once, if another process holds the lock.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = claim_directory(Path(tempfile.mkdtemp()) / "run", made_by="doctest")
+    >>> with lock_directory(out, what="first run"):
+    ...     with lock_directory(out):   # a second run into the same directory
+    ...         pass
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: .../run is in use by first run (pid ..., since ...); wait for it to finish, or choose another output directory (two runs into one directory would measure the data twice)
+    >>> with lock_directory(out):   # released when the block ends
+    ...     pass
     """
     import fcntl
 
@@ -250,7 +402,13 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
 
 def safe_file_name(name: str) -> str:
     """``name`` with every character other than letters, digits, ``-``, ``_`` and ``.`` replaced
-    by ``_`` (and no leading dot), for use as a file name."""
+    by ``_`` (and no leading dot), for use as a file name.
+
+    Examples
+    --------
+    >>> safe_file_name("county 01/001"), safe_file_name(".hidden"), safe_file_name("")
+    ('county_01_001', '_hidden', '_')
+    """
     out = re.sub(r"[^A-Za-z0-9._-]", "_", str(name))
     return "_" + out[1:] if out.startswith(".") else (out or "_")
 
@@ -262,10 +420,28 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
     ``names`` is an iterable of names (sanitised with :func:`safe_file_name`) or a mapping
     name → stem already chosen. Comparison ignores case (case-insensitive file systems).
 
+    Returns
+    -------
+    dict
+        Name → file stem.
+
     Raises
     ------
     HierarchyError
         Naming the two colliding names, or the name that would take a reserved file.
+
+    Examples
+    --------
+    >>> check_file_names(["Tract 1", "tract/2"], what="level")
+    {'Tract 1': 'Tract_1', 'tract/2': 'tract_2'}
+    >>> check_file_names(["County", "county"], what="level")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: level names 'County' and 'county' would both be written as 'county'; rename one of them
+    >>> check_file_names(["metadata"], what="level", reserved=["metadata"])
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: level name 'metadata' would be written as 'metadata', which the toolkit reserves for its own output; rename the level
     """
     stems = dict(names) if isinstance(names, Mapping) else {n: safe_file_name(n) for n in names}
     seen: dict[str, str] = {}
@@ -293,7 +469,32 @@ directory before publishing the outputs.
 
 
 def confidential_directory(directory: str | os.PathLike, *, what: str = "") -> Path:
-    """``DIR/confidential`` (created with a banner README, readable by the owner only)."""
+    """``DIR/confidential`` (created with a banner README, readable by the owner only).
+
+    Everything computed from the confidential data (errors, exact counts, EPL, input paths)
+    goes here, never elsewhere in an output directory.
+
+    Parameters
+    ----------
+    directory : path
+        The output directory.
+    what : str
+        What will be kept there, for the README.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> secret = confidential_directory(out, what="errors against the truth")
+    >>> secret.name, oct(secret.stat().st_mode & 0o777)
+    ('confidential', '0o700')
+    >>> print((secret / "README.txt").read_text().splitlines()[0])
+    CONFIDENTIAL - computed from the confidential input data. DO NOT PUBLISH.
+    """
     path = Path(directory) / CONFIDENTIAL_DIR
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
@@ -337,6 +538,33 @@ def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False,
     The new directory carries the ownership marker. With ``overwrite=False`` an existing
     non-empty ``path`` is an error; with ``overwrite=True`` it is replaced only if the toolkit
     wrote it (it carries :data:`MARKER`) — a directory we did not write is never lost.
+
+    Raises
+    ------
+    HierarchyError
+        If ``path`` is a file, or a non-empty directory without ``overwrite``, or with
+        ``overwrite`` one that the toolkit did not write.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> with atomic_directory(d / "release", made_by="doctest") as tmp:
+    ...     _ = (tmp / "old.txt").write_text("first")
+    >>> with atomic_directory(d / "release", overwrite=True, made_by="doctest") as tmp:
+    ...     _ = (tmp / "new.txt").write_text("second")
+    >>> sorted(p.name for p in (d / "release").iterdir())
+    ['.dapp-output', 'new.txt']
+
+    A directory the toolkit did not write is never replaced:
+
+    >>> (d / "mine").mkdir()
+    >>> _ = (d / "mine" / "thesis.tex").write_text("…")
+    >>> with atomic_directory(d / "mine", overwrite=True) as tmp:
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: .../mine exists and was not written by this toolkit (it has no .dapp-output marker), so it is never replaced or deleted; choose another output directory
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -371,7 +599,16 @@ def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False,
 
 
 def package_versions() -> dict[str, str]:
-    """Versions of this toolkit and of the libraries whose behaviour shapes its outputs."""
+    """Versions of this toolkit and of the libraries whose behaviour shapes its outputs.
+
+    Libraries that are not installed are left out; ``python`` is always there.
+
+    Examples
+    --------
+    >>> versions = package_versions()
+    >>> {"dapp", "numpy", "python"} <= set(versions)
+    True
+    """
     from importlib import metadata
 
     out = {}
