@@ -43,6 +43,23 @@ def column_array(table: Any, name: str) -> Any:
 
     Geocode columns are returned as they are (dictionary arrays stay dictionary-encoded);
     attribute columns are converted by the caller.
+
+    Raises
+    ------
+    HierarchyError
+        If the table has no such column (listing the columns it has).
+
+    Examples
+    --------
+    >>> persons = {"state": ["01", "02"], "cenrace": [0, 3]}
+    >>> column_array(pa.table(persons), "state").to_pylist()
+    ['01', '02']
+    >>> column_array(pd.DataFrame(persons), "cenrace").tolist()
+    [0, 3]
+    >>> column_array(pd.DataFrame(persons), "county")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: table has no column 'county'; columns are ['state', 'cenrace']
     """
     if isinstance(table, pa.Table):
         if name not in table.column_names:
@@ -213,6 +230,38 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
     Returns
     -------
     Hierarchy
+
+    Raises
+    ------
+    HierarchyError
+        A missing column, a missing value, an attribute column that is not integer codes or
+        holds a code outside its attribute, or a geocode outside the given ``geography``.
+
+    Examples
+    --------
+    Four persons in two states, counted by sex × age (cells (male, child), (male, adult),
+    (female, child), (female, adult)):
+
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("sex", ("male", "female")), Attribute("age", ("child", "adult"))))
+    >>> persons = {"state": ["A", "A", "B", "B"], "sex": [0, 1, 1, 1], "age": [1, 1, 0, 1]}
+    >>> truth = tabulate(persons, schema=s, levels=["nation", "state"])
+    >>> truth.level_counts("state").tolist(), truth.level_counts("nation").tolist()
+    ([[0, 1, 0, 1], [0, 0, 1, 1]], [[0, 1, 1, 2]])
+
+    A prebuilt geography keeps units that have nobody in them (state ``C`` here):
+
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["A", "B", "C"]]])
+    >>> tabulate(persons, schema=s, levels=["nation", "state"], geography=geo).totals("state")
+    array([2, 2, 0])
+
+    Attribute columns must hold codes; :func:`hierarchy.io.read_microdata` maps labels:
+
+    >>> tabulate({"state": ["A"], "sex": ["female"], "age": [1]}, schema=s,
+    ...          levels=["nation", "state"])
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: column 'sex' must hold integer codes 0..1, not <U6; map labels to codes first (hierarchy.io does this)
     """
     levels = list(levels)
     geo_cols = list(geocode_columns) if geocode_columns is not None else levels[1:]
