@@ -22,8 +22,8 @@ hand-built persons table and housing-units table (every household and facility h
 person, none of the E2E structural-zero types, so the truth satisfies every E2E constraint), a
 :class:`~hierarchy.noisy.NoisyHierarchy` measured with seeded geometric noise (simulation mode)
 under the E2E workload and budget split, and a :class:`~invariants.spec.Spec` (``None`` for
-``normal``). Every case is small (at most ~550 persons, 192 cells) so that every post-processor
-runs on it in about a second.
+``normal``). Every case is small (a few hundred persons at most, 192 cells), so that every
+post-processor runs on it in well under a second.
 
 Use it from any test file::
 
@@ -205,6 +205,10 @@ def make_case() -> Callable[..., Case]:
 
 
 def pytest_generate_tests(metafunc: Any) -> None:
-    """A test that takes a ``case_name`` argument runs once per case of the catalogue."""
-    if "case_name" in metafunc.fixturenames:
+    """A test that takes a ``case_name`` argument runs once per case of the catalogue, unless it
+    parametrizes ``case_name`` itself."""
+    own = {name.strip() for mark in metafunc.definition.iter_markers("parametrize")
+           for name in (mark.args[0].split(",") if isinstance(mark.args[0], str)
+                        else mark.args[0])}
+    if "case_name" in metafunc.fixturenames and "case_name" not in own:
         metafunc.parametrize("case_name", CASE_NAMES)
