@@ -60,6 +60,24 @@ def read_table(path: str | os.PathLike) -> pa.Table:
         If the path does not exist, is a special file (a named pipe, device or socket, which
         could block the read forever) or a directory where a file is needed, has an unknown
         suffix, or cannot be parsed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "people.csv").write_text("state,county,cenrace\\n01,01001,2\\n")
+    >>> table = read_table(d / "people.csv")
+    >>> table.column("county").to_pylist(), table.column("cenrace").to_pylist()
+    (['01001'], ['2'])
+    >>> read_table(d / "people.xlsx")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: .../people.xlsx does not exist
+    >>> _ = (d / "people.xlsx").write_text("")
+    >>> read_table(d / "people.xlsx")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: .../people.xlsx: unknown file type; use .csv, .csv.gz, .parquet or .pq
     """
     path = Path(path)
     if not path.exists():
@@ -201,7 +219,31 @@ def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence
 
 @dataclass(frozen=True)
 class Microdata:
-    """Normalised microdata: columns renamed to level and attribute names, codes as integers."""
+    """Normalised microdata: columns renamed to level and attribute names, codes as integers.
+
+    Made by :func:`read_microdata`; ready for :func:`hierarchy.tabulate.tabulate`.
+
+    Attributes
+    ----------
+    persons : pyarrow.Table
+        A geocode column per non-root level (dictionary-encoded text), an integer code column
+        per schema attribute.
+    units : pyarrow.Table or None
+        The same geocode columns and ``unit_attribute``, one row per housing unit / facility.
+    levels : tuple of str
+    unit_attribute : str or None
+    persons_source, units_source : str
+        Where the records came from (a path, or ``"table"``), for error messages.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("age", ("child", "adult")),))
+    >>> data = read_microdata(pa.table({"county": ["001", "003"], "age": ["adult", "child"]}),
+    ...                       schema=s, levels=["state", "county"])
+    >>> data.persons.column("age").to_pylist(), data.levels, data.units
+    ([1, 0], ('state', 'county'), None)
+    """
 
     persons: pa.Table
     units: pa.Table | None
@@ -235,12 +277,38 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
         Check persons against units here. A caller that tabulates anyway can pass ``False`` and
         call :func:`check_tabulated_units` on the result, which costs nothing extra.
 
+    Returns
+    -------
+    Microdata
+
     Raises
     ------
     HierarchyError
         Naming the file, column, rows and fix: missing columns, missing geocodes, unknown
         attribute values, persons in a unit with no housing unit or facility of their type, or
         units without a person of their type.
+
+    Examples
+    --------
+    Files with their own column names and coding (tables here; paths work the same way):
+
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("hhgq", ("household", "gq")), Attribute("age", ("child", "adult"))))
+    >>> persons = pa.table({"co": ["001", "001", "003"], "hh": ["H", "H", "G"],
+    ...                     "age": ["adult", "child", "adult"]})
+    >>> options = dict(schema=s, levels=["state", "county"],
+    ...                columns={"county": "co", "hhgq": "hh"},
+    ...                values={"hhgq": {"H": "household", "G": "gq"}})
+    >>> read_microdata(persons, **options).persons.to_pydict()
+    {'county': ['001', '001', '003'], 'hhgq': [0, 0, 1], 'age': [1, 0, 1]}
+
+    The person in county 003 lives in group quarters, which the units table lacks:
+
+    >>> read_microdata(persons, units=pa.table({"co": ["001", "003"], "hh": ["H", "H"]}),
+    ...                **options)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: table: 1 person(s) live in a county with no unit of their hhgq type in table; e.g. county '003', hhgq 1, row 2. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     columns = dict(columns or {})
     values = dict(values or {})
@@ -274,10 +342,35 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
     """Every person lives in a bottom-level unit with ≥ 1 unit of their type, and every unit
     type present has at least as many persons as units (each occupied unit holds ≥ 1 person).
 
+    Parameters
+    ----------
+    persons, units : pyarrow.Table
+        Normalised tables (:attr:`Microdata.persons`, :attr:`Microdata.units`).
+    geocode_names : sequence of str
+        The geocode columns, top non-root level first.
+    unit_attribute : str
+    n_types : int
+        The number of levels of ``unit_attribute``.
+    persons_where, units_where : str
+        The records' sources, for the message.
+
     Raises
     ------
     HierarchyError
         Naming the unit, the type and the rows of the offending records.
+
+    Examples
+    --------
+    Two housing units (type 0) in county 001 but only one person of that type there:
+
+    >>> persons = pa.table({"county": ["001", "003"], "hhgq": [0, 1]})
+    >>> units = pa.table({"county": ["001", "001", "003"], "hhgq": [0, 0, 1]})
+    >>> check_units(persons, units, ["county"], "hhgq", 2)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: units: county '001' has 2 unit(s) of hhgq type 0 (rows 0, 1) but only 1 person(s) of that type; every occupied unit holds at least one person — remove vacant units from the units table (1 county/type pair(s) affected)
+    >>> check_units(persons, units.slice(1), ["county"], "hhgq", 2) is None
+    True
     """
     _check_units(persons, units, geocode_names, unit_attribute, n_types, persons_where,
                  units_where)
@@ -302,7 +395,34 @@ def _check_units(persons, units, geocode_names, unit_attribute, n_types, persons
 def check_tabulated_units(truth, data: Microdata) -> None:
     """:func:`check_units` on an already tabulated hierarchy: the comparison uses the bottom
     level's histograms and unit counts (no pass over the records unless something is wrong,
-    and then only to name the rows)."""
+    and then only to name the rows). Nothing to check without units.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+        ``data`` tabulated with its units.
+    data : Microdata
+        Read with ``check_units=False``.
+
+    Raises
+    ------
+    HierarchyError
+        As :func:`check_units`.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> from hierarchy.tabulate import tabulate
+    >>> s = Schema((Attribute("hhgq", ("household", "gq")),))
+    >>> data = read_microdata(pa.table({"county": ["001", "003"], "hhgq": [0, 1]}), schema=s,
+    ...                       levels=["state", "county"], check_units=False,
+    ...                       units=pa.table({"county": ["001", "003"], "hhgq": [0, 0]}))
+    >>> truth = tabulate(data.persons, schema=s, levels=data.levels, units=data.units)
+    >>> check_tabulated_units(truth, data)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: table: 1 person(s) live in a county with no unit of their hhgq type in table; e.g. county '003', hhgq 1, row 1. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    """
     if data.units is None or truth.units is None:
         return
     from hierarchy.queries import marginal
