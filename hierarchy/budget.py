@@ -46,14 +46,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
-
-import numpy as np
+from typing import Any, ClassVar, Mapping, Sequence
 
 from hierarchy.errors import HierarchyError
+from hierarchy.numbers import as_fraction
 from hierarchy.queries import Query, Workload
 
-__all__ = ["Budget", "as_fraction", "E2E_QUERY_FRACTIONS", "MIN_BUDGET", "MAX_BUDGET"]
+__all__ = ["Budget", "PureDP", "ZCDP", "NOTIONS", "notion", "as_privacy", "as_fraction",
+           "E2E_QUERY_FRACTIONS", "MIN_BUDGET", "MAX_BUDGET"]
 
 #: The E2E split of each level's budget over its three queries (SPEC §3).
 E2E_QUERY_FRACTIONS = {"detailed": Fraction(1, 10), "hhgq": Fraction(9, 40),
@@ -100,31 +100,263 @@ def _check_range(value: Fraction, what: str, fix: str) -> None:
             f"vanish like e^-budget), and such a budget protects nothing; {fix}")
 
 
-def as_fraction(value: Any, *, what: str = "value") -> Fraction:
-    """An exact rational from an int, a decimal or ``a/b`` string, a Fraction or a float.
+@dataclass(frozen=True, repr=False)
+class PureDP:
+    """A pure ε-differential-privacy budget: an exact, positive ε.
 
-    Floats are read through their shortest decimal representation (``0.1`` → 1/10).
+    Parameters
+    ----------
+    epsilon : int, Fraction, Decimal, str or float
+        Read exactly with :func:`hierarchy.numbers.as_fraction` (``"1/3"``, ``0.5``, ``2``).
+
+    Attributes
+    ----------
+    kind : str
+        ``'pure'``: the name of the notion in configurations, reports and
+        ``Mechanism.accounting``.
+    symbol, parameter_name : str
+        ``'ε'`` and ``'epsilon'``.
+
+    Raises
+    ------
+    HierarchyError
+        If ε is not a finite number > 0 (or a float that is not a short decimal).
+
+    Examples
+    --------
+    >>> PureDP("1/2")
+    PureDP('1/2')
+    >>> PureDP(1).to_zcdp()                 # ε-DP implies ε²/2-zCDP (Bun & Steinke 2016)
+    ZCDP('1/2')
+    >>> PureDP(0.5) == PureDP("1/2"), PureDP(2).kind, str(PureDP(2))
+    (True, 'pure', 'ε = 2 (pure DP)')
+    >>> PureDP(0)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: the ε of PureDP must be positive (> 0), not 0
     """
-    if isinstance(value, bool):
-        raise HierarchyError(f"{what} must be a number, not {value!r}")
-    try:
-        if isinstance(value, float):   # also numpy.float64, a float subclass
-            if not math.isfinite(value):
-                raise ValueError
-            # repr(float(...)): numpy 2 prints np.float64 as 'np.float64(0.1)'
-            return Fraction(repr(float(value)))
-        if isinstance(value, (int, np.integer)):
-            return Fraction(int(value))
-        if isinstance(value, np.floating):
-            return as_fraction(float(value), what=what)
-        if isinstance(value, Fraction):
-            return value
-        if isinstance(value, str):
-            return Fraction(value.strip())
-    except (ValueError, ZeroDivisionError):
-        pass
-    raise HierarchyError(f"{what} must be a finite number or a fraction like '9/40', "
-                         f"not {value!r}")
+
+    epsilon: Fraction
+    kind: ClassVar[str] = "pure"
+    symbol: ClassVar[str] = "ε"
+    parameter_name: ClassVar[str] = "epsilon"
+
+    def __init__(self, epsilon: Any):
+        object.__setattr__(self, "epsilon",
+                           as_fraction(epsilon, what="the ε of PureDP", positive=True))
+
+    @property
+    def value(self) -> Fraction:
+        """ε, whatever the notion's parameter is called."""
+        return self.epsilon
+
+    def to_zcdp(self) -> "ZCDP":
+        """The zCDP budget this one implies: ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4)."""
+        return ZCDP(self.epsilon * self.epsilon / 2)
+
+    def spendable(self, accounting: str) -> float:
+        """What a mechanism accounted in ``accounting`` may spend of this budget, as a float.
+
+        A pure-DP mechanism spends ε. A zCDP mechanism (Gaussian noise) cannot keep a pure-DP
+        promise, so that raises.
+
+        Parameters
+        ----------
+        accounting : {'pure', 'zcdp'}
+            ``Mechanism.accounting``.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        HierarchyError
+            For a zCDP mechanism or an unknown notion.
+
+        Examples
+        --------
+        >>> PureDP("1/4").spendable("pure")
+        0.25
+        """
+        if notion(accounting) is ZCDP:
+            raise HierarchyError(f"a zCDP mechanism (Gaussian noise) cannot keep the pure-DP "
+                                 f"budget {self}; use a ZCDP budget or a pure-DP mechanism "
+                                 f"(geometric, laplace)")
+        return float(self.epsilon)
+
+    def __repr__(self) -> str:
+        return f"PureDP({_literal(self.epsilon)})"
+
+    def __str__(self) -> str:
+        return f"ε = {self.epsilon} (pure DP)"
+
+
+@dataclass(frozen=True, repr=False)
+class ZCDP:
+    """A zero-concentrated differential privacy budget: an exact, positive ρ.
+
+    Parameters
+    ----------
+    rho : int, Fraction, Decimal, str or float
+        Read exactly with :func:`hierarchy.numbers.as_fraction`.
+
+    Attributes
+    ----------
+    kind : str
+        ``'zcdp'``.
+    symbol, parameter_name : str
+        ``'ρ'`` and ``'rho'``.
+
+    Raises
+    ------
+    HierarchyError
+        If ρ is not a finite number > 0.
+
+    Examples
+    --------
+    >>> budget = ZCDP("0.005")
+    >>> budget, budget.rho, budget.kind
+    (ZCDP('1/200'), Fraction(1, 200), 'zcdp')
+    >>> budget.spendable("pure")            # a pure mechanism with ε = sqrt(2ρ) is ρ-zCDP
+    0.1
+    """
+
+    rho: Fraction
+    kind: ClassVar[str] = "zcdp"
+    symbol: ClassVar[str] = "ρ"
+    parameter_name: ClassVar[str] = "rho"
+
+    def __init__(self, rho: Any):
+        object.__setattr__(self, "rho", as_fraction(rho, what="the ρ of ZCDP", positive=True))
+
+    @property
+    def value(self) -> Fraction:
+        """ρ, whatever the notion's parameter is called."""
+        return self.rho
+
+    def to_zcdp(self) -> "ZCDP":
+        """This budget (already zCDP)."""
+        return self
+
+    def spendable(self, accounting: str) -> float:
+        """What a mechanism accounted in ``accounting`` may spend of this budget, as a float.
+
+        A zCDP mechanism spends ρ; a pure-DP mechanism spends ε = sqrt(2ρ), since ε-DP implies
+        ε²/2-zCDP.
+
+        Parameters
+        ----------
+        accounting : {'pure', 'zcdp'}
+            ``Mechanism.accounting``.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        HierarchyError
+            For an unknown notion.
+
+        Examples
+        --------
+        >>> ZCDP("1/8").spendable("zcdp"), ZCDP("1/8").spendable("pure")
+        (0.125, 0.5)
+        """
+        if notion(accounting) is PureDP:
+            return math.sqrt(2 * float(self.rho))
+        return float(self.rho)
+
+    def __repr__(self) -> str:
+        return f"ZCDP({_literal(self.rho)})"
+
+    def __str__(self) -> str:
+        return f"ρ = {self.rho} (zCDP)"
+
+
+def _literal(value: Fraction) -> str:
+    """``2`` or ``'1/3'``: a constructor argument that rebuilds ``value`` exactly."""
+    return str(value.numerator) if value.denominator == 1 else f"'{value}'"
+
+
+#: The privacy notions a total budget can be given in, by their ``kind``.
+NOTIONS: dict[str, type[PureDP] | type[ZCDP]] = {PureDP.kind: PureDP, ZCDP.kind: ZCDP}
+
+
+def notion(kind: Any, *, error: type[Exception] = HierarchyError) -> type[PureDP] | type[ZCDP]:
+    """The budget type of a notion named ``'pure'`` or ``'zcdp'`` (or of a typed budget).
+
+    Parameters
+    ----------
+    kind : str, PureDP or ZCDP (or their classes)
+    error : type of Exception, optional
+        The exception to raise; :class:`~hierarchy.errors.HierarchyError` by default.
+
+    Returns
+    -------
+    type
+        :class:`PureDP` or :class:`ZCDP`.
+
+    Raises
+    ------
+    HierarchyError (or ``error``)
+        For any other value; the message lists the notions.
+
+    Examples
+    --------
+    >>> notion("zcdp"), notion(PureDP(1))
+    (<class 'hierarchy.budget.ZCDP'>, <class 'hierarchy.budget.PureDP'>)
+    """
+    if isinstance(kind, (PureDP, ZCDP)) or kind in (PureDP, ZCDP):
+        return kind if isinstance(kind, type) else type(kind)
+    if isinstance(kind, str) and kind in NOTIONS:
+        return NOTIONS[kind]
+    raise error(f"budget kind must be 'pure' (ε) or 'zcdp' (ρ), or a PureDP or ZCDP "
+                f"budget, not {kind!r}")
+
+
+def as_privacy(value: Any, kind: Any = None, *, what: str = "the total budget",
+               error: type[Exception] = HierarchyError) -> PureDP | ZCDP:
+    """A typed budget from a :class:`PureDP` / :class:`ZCDP` or a bare number and its notion.
+
+    A bare number means what it always meant: ε when ``kind`` is ``'pure'`` (the default), ρ
+    when it is ``'zcdp'``. A typed budget is returned unchanged; a ``kind`` given with it must
+    agree (a budget is never converted silently).
+
+    Parameters
+    ----------
+    value : PureDP, ZCDP or number
+    kind : {'pure', 'zcdp'}, optional
+    what : str, optional
+        What the value is, for messages.
+    error : type of Exception, optional
+
+    Returns
+    -------
+    PureDP or ZCDP
+
+    Raises
+    ------
+    HierarchyError (or ``error``)
+        On an invalid number, an unknown kind, or a kind that contradicts the typed budget.
+
+    Examples
+    --------
+    >>> as_privacy(1), as_privacy("1/2", "zcdp"), as_privacy(ZCDP(1))
+    (PureDP(1), ZCDP('1/2'), ZCDP(1))
+    >>> as_privacy(PureDP(1), "zcdp")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: the total budget is PureDP(1) but the notion given with it is 'zcdp'; give one of them, or convert explicitly (PureDP(ε).to_zcdp())
+    """
+    if isinstance(value, (PureDP, ZCDP)):
+        if kind is not None and notion(kind, error=error) is not type(value):
+            raise error(f"{what} is {value!r} but the notion given with it is {kind!r}; give "
+                        f"one of them, or convert explicitly (PureDP(ε).to_zcdp())")
+        return value
+    cls = notion("pure" if kind is None else kind, error=error)
+    return cls(as_fraction(value, what=what, positive=True, error=error))
 
 
 def _fractions(mapping: Mapping[str, Any], what: str) -> tuple[tuple[str, Fraction], ...]:
@@ -148,10 +380,13 @@ class Budget:
 
     Parameters
     ----------
-    kind : {'pure', 'zcdp'}
-        ``'pure'``: ``total`` is ε; ``'zcdp'``: ``total`` is ρ.
-    total : number or str
-        The whole budget, between :data:`MIN_BUDGET` (1e-12) and :data:`MAX_BUDGET` (500).
+    kind : {'pure', 'zcdp'} or None
+        ``'pure'``: ``total`` is ε; ``'zcdp'``: ``total`` is ρ. ``None`` takes the notion of a
+        typed ``total`` (and means ``'pure'`` for a bare number).
+    total : PureDP, ZCDP, number or str
+        The whole budget, between :data:`MIN_BUDGET` (1e-12) and :data:`MAX_BUDGET` (500); a
+        bare number is read exactly (:func:`hierarchy.numbers.as_fraction`) as ε or ρ by
+        ``kind``.
     level_fractions : mapping level → fraction
         Must be positive and sum to 1 exactly.
     query_fractions : mapping query → fraction, or mapping level → (mapping query → fraction)
@@ -163,8 +398,8 @@ class Budget:
     Raises
     ------
     HierarchyError
-        On an unknown kind or neighbour relation, a total that is not a finite number in
-        [1e-12, 500], fractions that are not positive or do not sum to 1, or a query whose share
+        On an unknown kind or neighbour relation, a kind that contradicts a typed total, a total
+        that is not a finite number in [1e-12, 500], fractions that are not positive or do not sum to 1, or a query whose share
         ``total × level fraction × query fraction`` falls outside [1e-12, 500].
     """
 
@@ -174,17 +409,15 @@ class Budget:
     query_fractions: tuple[tuple[str, tuple[tuple[str, Fraction], ...]], ...]
     neighbours: str = "change"
 
-    def __init__(self, kind: str, total: Any, level_fractions: Mapping[str, Any],
+    def __init__(self, kind: str | None, total: Any, level_fractions: Mapping[str, Any],
                  query_fractions: Mapping[str, Any], neighbours: str = "change"):
-        if kind not in ("pure", "zcdp"):
-            raise HierarchyError(f"budget kind must be 'pure' (ε) or 'zcdp' (ρ), not {kind!r}")
+        if kind is not None:
+            notion(kind)
         if neighbours not in ("change", "add_remove"):
             raise HierarchyError(f"neighbours must be 'change' or 'add_remove', not "
                                  f"{neighbours!r}")
-        total_f = as_fraction(total, what="the total budget")
-        if total_f <= 0:
-            raise HierarchyError(f"the total budget must be positive, got {total_f}")
-        symbol = "ε" if kind == "pure" else "ρ"
+        privacy = as_privacy(total, kind)
+        kind, total_f, symbol = privacy.kind, privacy.value, privacy.symbol
         _check_range(total_f, f"the total budget {symbol}",
                      f"use a total between {float(MIN_BUDGET):g} and {float(MAX_BUDGET):g}")
         levels = _fractions(level_fractions, "level fractions")
@@ -218,9 +451,30 @@ class Budget:
 
     # -- presets -------------------------------------------------------------------------------
     @classmethod
-    def e2e(cls, epsilon: Any, levels: Sequence[str], *, kind: str = "pure",
+    def e2e(cls, epsilon: Any, levels: Sequence[str], *, kind: str | None = None,
             neighbours: str = "change") -> "Budget":
-        """The E2E split: equal levels; 0.1 / 0.225 / 0.675 to detailed / hhgq / va_hisp_race."""
+        """The E2E split: equal levels; 0.1 / 0.225 / 0.675 to detailed / hhgq / va_hisp_race.
+
+        Parameters
+        ----------
+        epsilon : PureDP, ZCDP or number
+            The total; a bare number is ε (or ρ with ``kind='zcdp'``).
+        levels : sequence of str
+        kind : {'pure', 'zcdp'}, optional
+            The notion of a bare number (default ``'pure'``); must agree with a typed total.
+        neighbours : {'change', 'add_remove'}, optional
+
+        Returns
+        -------
+        Budget
+
+        Examples
+        --------
+        >>> Budget.e2e(ZCDP("1/2"), ["nation"]).describe().splitlines()[0]
+        'zcdp budget ρ = 1/2 (change neighbours)'
+        >>> Budget.e2e(PureDP(1), ["nation"]) == Budget.e2e(1, ["nation"])
+        True
+        """
         levels = list(levels)
         if not levels:
             raise HierarchyError("the E2E budget needs at least one level")
@@ -233,8 +487,13 @@ class Budget:
         return tuple(k for k, _ in self.level_fractions)
 
     @property
+    def privacy(self) -> PureDP | ZCDP:
+        """The total as a typed budget, :class:`PureDP` or :class:`ZCDP`."""
+        return NOTIONS[self.kind](self.total)
+
+    @property
     def symbol(self) -> str:
-        return "ε" if self.kind == "pure" else "ρ"
+        return NOTIONS[self.kind].symbol
 
     def queries(self, level: str) -> tuple[str, ...]:
         """Queries measured at ``level``."""
@@ -296,23 +555,20 @@ class Budget:
             can push a share that is in range over the edge); the message names the level, the
             query, the share and the sensitivity.
         """
-        share = self.query_budget(level, query.name)
+        share = NOTIONS[self.kind](self.query_budget(level, query.name))
         l1, l2 = self.sensitivity(query)
-        if mechanism.accounting == "pure":
-            eps = float(share) if self.kind == "pure" else math.sqrt(2 * float(share))
-            parameter, sensitivity = mechanism.parameter(eps, l1), l1
-        elif self.kind == "pure":
+        if isinstance(share, PureDP) and notion(mechanism.accounting) is ZCDP:
             raise HierarchyError(f"the {mechanism.name} mechanism needs a zCDP budget (ρ); this "
                                  f"budget is pure ε — use kind='zcdp' or a pure-DP mechanism "
                                  "(geometric, laplace)")
-        else:
-            parameter, sensitivity = mechanism.parameter(float(share), l2), l2
+        sensitivity = l1 if notion(mechanism.accounting) is PureDP else l2
+        parameter = mechanism.parameter(share.spendable(mechanism.accounting), sensitivity)
         variance = mechanism.variance(parameter) if math.isfinite(parameter) and parameter > 0 \
             else math.nan
         if not (math.isfinite(variance) and variance > 0):
             raise HierarchyError(
                 f"query {query.name!r} at level {level!r}: its share {self.symbol} = "
-                f"{_short(share)} with sensitivity {sensitivity:g} gives the {mechanism.name} "
+                f"{_short(share.value)} with sensitivity {sensitivity:g} gives the {mechanism.name} "
                 f"mechanism {mechanism.parameter_name} = {parameter:g} and noise variance "
                 f"{variance:g}, which float64 cannot use; move the share towards 1 (raise a tiny "
                 f"share, lower a huge one)")

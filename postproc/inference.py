@@ -97,11 +97,40 @@ class NoiseModel:
         object.__setattr__(self, "parameter", float(value))
 
     @classmethod
-    def from_budget(cls, mechanism: str | Mechanism, budget: float, *,
+    def from_budget(cls, mechanism: str | Mechanism, budget: Any, *,
                     sensitivity: float = 1.0) -> "NoiseModel":
-        """The noise of ``mechanism`` answering a sensitivity-Δ query with ``budget`` (ε or ρ).
+        """The noise of ``mechanism`` answering a sensitivity-Δ query with ``budget``.
 
         For ε = ∞ there is no noise; use the complete-data analysis instead.
+
+        Parameters
+        ----------
+        mechanism : str or Mechanism
+            A registered mechanism (:func:`hierarchy.mechanisms.get_mechanism`).
+        budget : PureDP, ZCDP or float
+            A typed budget (:class:`hierarchy.budget.PureDP`, :class:`~hierarchy.budget.ZCDP`),
+            or a bare ε (pure-DP mechanisms) or ρ (zCDP mechanisms), as
+            :meth:`Mechanism.parameter <hierarchy.mechanisms.Mechanism.parameter>` reads it.
+        sensitivity : float, optional
+            Δ of the query. Default 1.
+
+        Returns
+        -------
+        NoiseModel
+
+        Raises
+        ------
+        PostprocError
+            On an unknown mechanism, an invalid budget, or a typed budget the mechanism cannot
+            spend (a zCDP mechanism under ``PureDP``).
+
+        Examples
+        --------
+        >>> from hierarchy.budget import PureDP, ZCDP
+        >>> NoiseModel.from_budget("laplace", PureDP("1/5")) == NoiseModel.from_budget("laplace", 0.2)
+        True
+        >>> NoiseModel.from_budget("gaussian", ZCDP("1/2"), sensitivity=2).parameter
+        4.0
         """
         try:
             mech = get_mechanism(mechanism)

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hierarchy.budget import E2E_QUERY_FRACTIONS, Budget, as_fraction
+from hierarchy.budget import E2E_QUERY_FRACTIONS, NOTIONS, ZCDP, Budget, PureDP, as_privacy, notion
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.queries import (Workload, detailed, e2e_workload, marginal, parse_query, product,
@@ -48,24 +48,6 @@ def test_e2e_shares_are_exact():
     assert b.query_budget("county", "va_hisp_race") == Fraction(27, 1600)
     assert Budget.e2e("1/3", LEVELS[:3], kind="zcdp").query_budget("nation", "hhgq") == \
         Fraction(1, 3) * Fraction(1, 3) * Fraction(9, 40)
-
-
-@pytest.mark.parametrize("value, expected", [
-    ("0.225", Fraction(9, 40)), ("9/40", Fraction(9, 40)), (" 9/40 ", Fraction(9, 40)),
-    (0.1, Fraction(1, 10)), (0.225, Fraction(9, 40)), (np.float64(0.675), Fraction(27, 40)),
-    (3, Fraction(3)), (np.int32(2), Fraction(2)), (Fraction(1, 7), Fraction(1, 7)),
-    (" 0.5 ", Fraction(1, 2)), ("1e-1", Fraction(1, 10)),
-])
-def test_as_fraction_reads_the_printed_decimal(value, expected):
-    got = as_fraction(value)
-    assert got == expected and isinstance(got, Fraction)
-
-
-@pytest.mark.parametrize("value", ["abc", "1/0", "", float("nan"), float("inf"), True, None,
-                                   [0.5], np.float64("nan")])
-def test_as_fraction_rejects(value):
-    with pytest.raises(HierarchyError, match="finite number or a fraction|must be a number"):
-        as_fraction(value, what="x")
 
 
 def test_decimal_fractions_sum_to_one_exactly():
@@ -270,3 +252,88 @@ def test_describe_lists_every_share():
     assert text.splitlines()[0] == "pure budget ε = 1 (change neighbours)"
     assert "  county: 1/4 = detailed 1/40, hhgq 9/160, va_hisp_race 27/160" in text
     assert len(text.splitlines()) == 5
+
+
+# ---------------------------------------------------------------------------------------------
+# typed budgets: PureDP(ε), ZCDP(ρ)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls, value", [(PureDP, 0), (PureDP, -1), (ZCDP, "0"), (ZCDP, "nan"),
+                                        (PureDP, True), (ZCDP, "x"), (PureDP, 1 / 3),
+                                        (ZCDP, None)])
+def test_typed_budget_construction_is_validated(cls, value):
+    with pytest.raises(HierarchyError, match=f"the {cls.symbol} of {cls.__name__}"):
+        cls(value)
+
+
+def test_typed_budgets_are_exact_frozen_values():
+    eps = PureDP(0.25)
+    assert eps.epsilon == Fraction(1, 4) == eps.value and eps.kind == "pure"
+    assert PureDP("1/4") == eps and hash(PureDP("1/4")) == hash(eps) and eps != ZCDP("1/4")
+    assert eval(repr(PureDP("1/3"))) == PureDP("1/3") and eval(repr(ZCDP(2))) == ZCDP(2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        eps.epsilon = Fraction(1)
+    assert NOTIONS == {"pure": PureDP, "zcdp": ZCDP}
+    assert notion("zcdp") is ZCDP and notion(PureDP(1)) is PureDP and notion(ZCDP) is ZCDP
+    with pytest.raises(HierarchyError, match="kind must be 'pure'"):
+        notion("approx")
+
+
+@pytest.mark.parametrize("epsilon", ["1/3", 2, "0.001"])
+def test_pure_to_zcdp_is_the_standard_bound(epsilon):
+    e = Fraction(epsilon)
+    assert PureDP(epsilon).to_zcdp() == ZCDP(e * e / 2)
+    assert ZCDP(e).to_zcdp() == ZCDP(e)
+    # a pure mechanism spends sqrt(2ρ) of a zCDP budget: the inverse of the bound
+    assert math.isclose(PureDP(epsilon).to_zcdp().spendable("pure"), float(e))
+    with pytest.raises(HierarchyError, match="cannot keep the pure-DP budget"):
+        PureDP(epsilon).spendable("zcdp")
+
+
+def test_as_privacy_reads_bare_numbers_as_today_and_refuses_contradictions():
+    assert as_privacy(1) == PureDP(1) and as_privacy("1/2", "zcdp") == ZCDP("1/2")
+    assert as_privacy(ZCDP(1), "zcdp") == ZCDP(1)
+    with pytest.raises(HierarchyError, match="notion given with it is 'pure'"):
+        as_privacy(ZCDP(1), "pure")
+    with pytest.raises(HierarchyError, match="notion given with it is 'zcdp'"):
+        Budget.e2e(PureDP(1), LEVELS, kind="zcdp")
+
+
+@pytest.mark.parametrize("typed, bare, kind, mechanism", [
+    (PureDP(1), 1, "pure", "geometric"), (PureDP("0.5"), 0.5, "pure", "laplace"),
+    (ZCDP("1/2"), "1/2", "zcdp", "discrete_gaussian"), (ZCDP(2), 2, "zcdp", "geometric"),
+    (ZCDP("0.01"), 0.01, "zcdp", "gaussian"),
+])
+def test_a_typed_total_gives_the_same_budget_noise_and_accounting_as_a_bare_number(
+        typed, bare, kind, mechanism):
+    from postproc.accounting import account_levels
+    b_typed = Budget.e2e(typed, LEVELS)
+    b_bare = Budget.e2e(bare, LEVELS, kind=kind)
+    assert b_typed == b_bare and b_typed.to_dict() == b_bare.to_dict()
+    assert b_typed.privacy == typed and b_typed.kind == typed.kind
+    mech = get_mechanism(mechanism)
+    for level in LEVELS:
+        for name in b_bare.queries(level):
+            assert b_typed.noise_parameter(level, W[name], mech) == \
+                b_bare.noise_parameter(level, W[name], mech)
+    shares = {lv: {q: b_bare.query_budget(lv, q) for q in b_bare.queries(lv)} for lv in LEVELS}
+    typed_shares = {lv: {q: NOTIONS[kind](v) for q, v in qs.items()} for lv, qs in shares.items()}
+    assert account_levels(typed_shares, notion=type(typed), sensitivity=2).to_dict() == \
+        account_levels(shares, notion=kind, sensitivity=2).to_dict()
+
+
+def test_budget_kind_may_come_from_the_typed_total_only():
+    assert Budget(None, ZCDP(1), {"a": 1}, {"q": 1}).kind == "zcdp"
+    assert Budget(None, 1, {"a": 1}, {"q": 1}).kind == "pure"
+    assert Budget("zcdp", ZCDP(1), {"a": 1}, {"q": 1}) == Budget("zcdp", 1, {"a": 1}, {"q": 1})
+    with pytest.raises(HierarchyError, match="needs a zCDP budget"):
+        Budget.e2e(PureDP(1), LEVELS).noise_parameter("nation", W["hhgq"],
+                                                      get_mechanism("discrete_gaussian"))
+
+
+def test_mechanism_parameter_takes_typed_budgets():
+    geometric, dgauss = get_mechanism("geometric"), get_mechanism("discrete_gaussian")
+    assert geometric.parameter(PureDP("1/2"), 2) == geometric.parameter(0.5, 2)
+    assert geometric.parameter(ZCDP("1/8"), 1) == math.sqrt(2 * 0.125)
+    assert dgauss.parameter(ZCDP("1/2"), 1) == dgauss.parameter(0.5, 1)
+    with pytest.raises(HierarchyError, match="cannot keep the pure-DP budget"):
+        dgauss.parameter(PureDP(1), 1)

@@ -333,15 +333,73 @@ def test_sample_conditional_dispatch_and_errors(gong):
         sample_conditional(gong, draws=10, rng=0, proposal_epsilon=0.6)
 
 
-def test_log_noise_density_matches_the_mechanism_logpmfs():
-    from hierarchy.mechanisms import discrete_gaussian_logpmf, two_sided_geometric_logpmf
+@pytest.mark.parametrize("mechanism, parameter", [
+    ("geometric", 0.3), ("discrete_gaussian", 2.0), ("discrete_gaussian", 0.75),
+    ("laplace", 1.7), ("gaussian", 3.0)])
+def test_the_target_density_is_the_registry_mechanisms_law(mechanism, parameter):
+    """log π(s) − Σ log pmf(s − c) is one constant over states: the target's noise law is the
+    registry's, up to its normalizing constant."""
+    from hierarchy.mechanisms import get_mechanism
 
-    k = np.arange(-5, 6)
-    g = log_noise_density("geometric", k, 0.3)
-    assert np.allclose(g - g[5], two_sided_geometric_logpmf(k, 0.3)
-                       - two_sided_geometric_logpmf(0, 0.3))
-    d = log_noise_density("discrete_gaussian", k, 2.0)
-    assert np.allclose(d - d[5], discrete_gaussian_logpmf(k, 2.0) - discrete_gaussian_logpmf(0, 2.0))
+    law = get_mechanism(mechanism)
+    centre = np.array([3, 0, 5, 2])
+    target = conditional_target([[1, 1, 1, 1]], [10], centre=centre, mechanism=mechanism,
+                                parameter=parameter)
+    assert target.noise == law and target.integer == law.discrete
+    states = np.array([[3, 0, 5, 2], [0, 0, 10, 0], [1, 2, 3, 4], [10, 0, 0, 0], [2, 2, 3, 3]])
+    if not law.discrete:
+        states = states + np.array([0.5, -0.25, -0.25, 0.0])
+    gap = target.log_density(states) - law.logpmf(states - centre, parameter).sum(axis=1)
+    assert np.allclose(gap, gap[0], rtol=0, atol=1e-9)
+    k = np.arange(-6, 7)
+    kernel = log_noise_density(mechanism, k, parameter)
+    assert np.allclose(kernel - kernel[6], law.logpmf(k, parameter) - law.logpmf(0, parameter))
+
+
+def test_a_registered_mechanism_samples_without_touching_the_target_module():
+    """A user's mechanism (a discrete Laplace with its own class) is sampled by name: its
+    chain's draws are feasible and its target density is its own log pmf."""
+    from dataclasses import dataclass
+
+    from hierarchy.mechanisms import (Mechanism, register_mechanism, sample_two_sided_geometric,
+                                      two_sided_geometric_logpmf, two_sided_geometric_variance,
+                                      unregister_mechanism)
+
+    @dataclass(frozen=True)
+    class MyDiscreteLaplace(Mechanism):
+        name = "my_discrete_laplace"
+        accounting = "pure"
+        discrete = True
+        parameter_name = "z"
+
+        def _parameter(self, budget, sensitivity):
+            return budget / sensitivity
+
+        def variance(self, parameter):
+            return two_sided_geometric_variance(parameter)
+
+        def sample(self, parameter, size, rng=None):
+            return sample_two_sided_geometric(parameter, size, rng)
+
+        def logpmf(self, k, parameter):
+            return two_sided_geometric_logpmf(k, parameter)
+
+    register_mechanism(MyDiscreteLaplace)
+    try:
+        centre = np.array([4, 1, 0, 5])
+        target = conditional_target([[1, 1, 0, 0], [0, 0, 1, 1]], [5, 5], centre=centre,
+                                    mechanism="my_discrete_laplace", epsilon=0.5)
+        reference = conditional_target([[1, 1, 0, 0], [0, 0, 1, 1]], [5, 5], centre=centre,
+                                       mechanism="geometric", epsilon=0.5)
+        states = np.array([[4, 1, 0, 5], [0, 5, 5, 0], [2, 3, 1, 4]])
+        gap = target.log_density(states) - reference.log_density(states)
+        assert np.allclose(gap, gap[0]) and target.integer and target.parameter == 0.5
+        result = sample_conditional(target, draws=60, rng=3)
+        draws = np.asarray(result.chain).reshape(-1, 4)
+        assert target.feasible(draws).all() and result.acceptance_rate > 0
+        assert len({tuple(d) for d in draws}) > 1          # the chain moved
+    finally:
+        unregister_mechanism("my_discrete_laplace")
 
 
 @pytest.mark.slow

@@ -27,7 +27,9 @@ Mechanisms
 ----------
 :func:`get_mechanism` returns one of the frozen dataclasses registered in :data:`MECHANISMS`
 (``'geometric'``, ``'discrete_gaussian'``, ``'laplace'``, ``'gaussian'``), each with
-``parameter(budget, sensitivity)``, ``variance``, ``sample``, ``logpmf`` and ``to_dict``.
+``parameter(budget, sensitivity)``, ``variance``, ``sample``, ``logpmf``, ``log_kernel`` and
+``to_dict``; :func:`register_mechanism` adds a user's own. This registry is the one source of
+the noise laws: the samplers, inference and SafeTab read them from it.
 
 Examples
 --------
@@ -51,7 +53,8 @@ from hierarchy.mechanisms.distributions import (
     sample_two_sided_geometric, two_sided_geometric_logpmf, two_sided_geometric_pmf,
     two_sided_geometric_variance)
 from hierarchy.mechanisms.registry import (
-    MECHANISMS, DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism, get_mechanism)
+    MECHANISMS, DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism, get_mechanism,
+    register_mechanism, unregister_mechanism)
 
 # private helpers that tests/test_mechanisms.py reaches as ``hierarchy.mechanisms._name``
 from hierarchy.mechanisms._exact import (  # noqa: F401
@@ -67,5 +70,5 @@ __all__ = [
     "sample_laplace", "laplace_logpdf", "laplace_variance",
     "sample_gaussian", "gaussian_logpdf", "gaussian_variance",
     "Mechanism", "Geometric", "DiscreteGaussian", "Laplace", "Gaussian",
-    "MECHANISMS", "get_mechanism",
+    "MECHANISMS", "get_mechanism", "register_mechanism", "unregister_mechanism",
 ]

@@ -3,27 +3,11 @@
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-
-
-def _positive(value: Any, name: str, *, exact: bool = False) -> float | Fraction:
-    """``value`` as a float (or an exact Fraction) after checking it is positive and finite."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (int, float, Fraction, np.integer, np.floating)):
-        raise HierarchyError(f"{name} must be a positive finite number, not {value!r}")
-    if isinstance(value, (int, np.integer, Fraction)):
-        if value <= 0:
-            raise HierarchyError(f"{name} must be positive, not {value}")
-        return Fraction(value) if exact else float(value)
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise HierarchyError(f"{name} must be a positive finite number, not {value!r}")
-    return Fraction(number) if exact else number
 
 
 def _shape(size: Any) -> tuple[tuple[int, ...], int]:

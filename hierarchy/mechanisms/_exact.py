@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms._checks import _max_denominator, _positive, _shape
+from hierarchy.numbers import positive
+from hierarchy.mechanisms._checks import _max_denominator, _shape
 from hierarchy.randomness import as_randomness
 
 __all__ = ["DEFAULT_MAX_DENOMINATOR", "round_up_to_rational", "sample_discrete_laplace_exact",
@@ -70,7 +71,7 @@ def round_up_to_rational(x: Any, *, max_denominator: int = DEFAULT_MAX_DENOMINAT
     >>> round_up_to_rational(3.14159265, max_denominator=100)
     Fraction(22, 7)
     """
-    target = _positive(x, "x", exact=True)
+    target = positive(x, "x", exact=True)
     limit = _max_denominator(max_denominator)
     if target.denominator <= limit:
         return target
@@ -93,7 +94,7 @@ def round_up_to_rational(x: Any, *, max_denominator: int = DEFAULT_MAX_DENOMINAT
 
 def _exact_parameter(value: Any, name: str, max_denominator: int) -> Fraction:
     """An exact sampler's parameter: ints and Fractions as given, floats rounded up."""
-    exact = _positive(value, name, exact=True)
+    exact = positive(value, name, exact=True)
     if isinstance(value, (float, np.floating)):
         return round_up_to_rational(exact, max_denominator=max_denominator)
     return exact

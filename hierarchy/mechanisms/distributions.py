@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms._checks import _integer_mask, _positive, _shape
+from hierarchy.numbers import positive
+from hierarchy.mechanisms._checks import _integer_mask, _shape
 from hierarchy.mechanisms._exact import (DEFAULT_MAX_DENOMINATOR, round_up_to_rational,
                                          sample_discrete_laplace_exact)
 from hierarchy.mechanisms._inversion import _table_size, sample_two_sided_geometric_inversion
@@ -88,13 +89,13 @@ def sample_two_sided_geometric(z: float, size: int | tuple[int, ...], rng: Any =
     True
     """
     given = z
-    z = _positive(z, "z")
+    z = positive(z, "z")
     if z < _MIN_Z:
         raise HierarchyError(f"z = {z!r} is below {_MIN_Z}: the noise would not fit in int64")
     shape, n = _shape(size)
     source = as_randomness(rng)
     if exact or source.mode == "release":
-        scale = 1 / _positive(given, "z", exact=True)
+        scale = 1 / positive(given, "z", exact=True)
         if isinstance(given, (float, np.floating)):
             scale = round_up_to_rational(scale, max_denominator=max_denominator)
         if _table_size(1 / scale) <= _MAX_INVERSION_TABLE:
@@ -146,7 +147,7 @@ def two_sided_geometric_logpmf(k: Any, z: float) -> np.ndarray:
     >>> np.round(two_sided_geometric_logpmf([0, -2, 0.5], 1.0), 6)
     array([-0.771937, -2.771937, -inf])
     """
-    z = _positive(z, "z")
+    z = positive(z, "z")
     values, integer = _integer_mask(k)
     log_norm = math.log(-math.expm1(-z)) - math.log1p(math.exp(-z))
     with np.errstate(invalid="ignore"):
@@ -202,7 +203,7 @@ def two_sided_geometric_variance(z: float) -> float:
     >>> round(two_sided_geometric_variance(0.25), 4)
     31.8339
     """
-    z = _positive(z, "z")
+    z = positive(z, "z")
     return 2.0 * math.exp(-z) / math.expm1(-z) ** 2
 
 
@@ -246,7 +247,7 @@ def discrete_gaussian_logpmf(k: Any, sigma2: Any) -> np.ndarray:
     >>> np.round(discrete_gaussian_logpmf([0, 1, 2], 1.0), 6)
     array([-0.918939, -1.418939, -2.918939])
     """
-    sigma2 = _positive(sigma2, "sigma2")
+    sigma2 = positive(sigma2, "sigma2")
     values, integer = _integer_mask(k)
     log_norm = _discrete_gaussian_log_normalizer(sigma2)
     with np.errstate(invalid="ignore"):
@@ -307,7 +308,7 @@ def discrete_gaussian_variance(sigma2: Any) -> float:
     >>> round(discrete_gaussian_variance(0.3), 6), round(discrete_gaussian_variance(4.0), 6)
     (0.281054, 4.0)
     """
-    sigma2 = _positive(sigma2, "sigma2")
+    sigma2 = positive(sigma2, "sigma2")
     if sigma2 > 1e8:
         m = np.arange(1, 4)
         weights = np.exp(-2 * math.pi ** 2 * sigma2 * m * m)
@@ -353,7 +354,7 @@ def sample_laplace(scale: float, size: int | tuple[int, ...], rng: Any = None) -
     >>> sample_laplace(2.0, (3, 1), Randomness.simulation(0)).shape
     (3, 1)
     """
-    scale = _positive(scale, "scale")
+    scale = positive(scale, "scale")
     shape, n = _shape(size)
     source = as_randomness(rng)
     _refuse_float_release(source, 'Laplace')
@@ -390,7 +391,7 @@ def laplace_logpdf(x: Any, scale: float) -> np.ndarray:
     >>> np.round(laplace_logpdf([0.0, 1.0], 1.0), 6)
     array([-0.693147, -1.693147])
     """
-    scale = _positive(scale, "scale")
+    scale = positive(scale, "scale")
     return -math.log(2 * scale) - np.abs(np.asarray(x, dtype=np.float64)) / scale
 
 
@@ -416,7 +417,7 @@ def laplace_variance(scale: float) -> float:
     >>> laplace_variance(3.0)
     18.0
     """
-    scale = _positive(scale, "scale")
+    scale = positive(scale, "scale")
     return 2.0 * scale * scale
 
 
@@ -450,7 +451,7 @@ def sample_gaussian(sigma2: float, size: int | tuple[int, ...], rng: Any = None)
     >>> sample_gaussian(4.0, 3, Randomness.simulation(0)).shape
     (3,)
     """
-    sigma = math.sqrt(_positive(sigma2, "sigma2"))
+    sigma = math.sqrt(positive(sigma2, "sigma2"))
     shape, n = _shape(size)
     source = as_randomness(rng)
     _refuse_float_release(source, 'Gaussian')
@@ -491,7 +492,7 @@ def gaussian_logpdf(x: Any, sigma2: float) -> np.ndarray:
     >>> np.round(gaussian_logpdf([0.0, 1.0], 1.0), 6)
     array([-0.918939, -1.418939])
     """
-    sigma2 = _positive(sigma2, "sigma2")
+    sigma2 = positive(sigma2, "sigma2")
     x = np.asarray(x, dtype=np.float64)
     return -0.5 * math.log(2 * math.pi * sigma2) - x * x / (2 * sigma2)
 
@@ -518,4 +519,4 @@ def gaussian_variance(sigma2: float) -> float:
     >>> gaussian_variance(2)
     2.0
     """
-    return float(_positive(sigma2, "sigma2"))
+    return float(positive(sigma2, "sigma2"))

@@ -2,7 +2,34 @@
 
 :func:`get_mechanism` returns one of the frozen dataclasses registered in :data:`MECHANISMS`
 (``'geometric'``, ``'discrete_gaussian'``, ``'laplace'``, ``'gaussian'``), each with
-``parameter(budget, sensitivity)``, ``variance``, ``sample``, ``logpmf`` and ``to_dict``.
+``parameter(budget, sensitivity)``, ``variance``, ``sample``, ``logpmf``, ``log_kernel`` and
+``to_dict``. This registry is the one place the noise laws live: measuring, the conditional
+samplers (:mod:`postproc.sampling.target`), inference and SafeTab all read them from here.
+:func:`register_mechanism` adds a user's mechanism, which then works everywhere a name is taken.
+
+Examples
+--------
+A user's mechanism (here: geometric noise with twice the scale, for illustration):
+
+>>> from dataclasses import dataclass
+>>> @register_mechanism
+... @dataclass(frozen=True)
+... class HalfGeometric(Mechanism):
+...     name = "half_geometric"
+...     accounting = "pure"
+...     discrete = True
+...     parameter_name = "z"
+...     def _parameter(self, budget, sensitivity):
+...         return budget / (2 * sensitivity)
+...     def variance(self, parameter):
+...         return two_sided_geometric_variance(parameter)
+...     def sample(self, parameter, size, rng=None):
+...         return sample_two_sided_geometric(parameter, size, rng)
+...     def logpmf(self, k, parameter):
+...         return two_sided_geometric_logpmf(k, parameter)
+>>> get_mechanism("half_geometric").parameter(PureDP(1), 1)
+0.5
+>>> unregister_mechanism("half_geometric")
 """
 
 from __future__ import annotations
@@ -12,8 +39,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hierarchy.budget import PureDP, ZCDP, notion
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms._checks import _max_denominator, _positive
+from hierarchy.numbers import positive
+from hierarchy.mechanisms._checks import _max_denominator
 from hierarchy.mechanisms._exact import (DEFAULT_MAX_DENOMINATOR, _exact_parameter,
                                          sample_discrete_gaussian)
 from hierarchy.mechanisms.distributions import (
@@ -22,7 +51,7 @@ from hierarchy.mechanisms.distributions import (
     two_sided_geometric_logpmf, two_sided_geometric_variance)
 
 __all__ = ["Mechanism", "Geometric", "DiscreteGaussian", "Laplace", "Gaussian", "MECHANISMS",
-           "get_mechanism"]
+           "get_mechanism", "register_mechanism", "unregister_mechanism"]
 
 
 @dataclass(frozen=True)
@@ -30,14 +59,19 @@ class Mechanism:
     """A noise mechanism: how a budget becomes a noise parameter, and that noise's law.
 
     Subclasses are frozen dataclasses registered in :data:`MECHANISMS`; use
-    :func:`get_mechanism`. Class attributes: ``name``, ``accounting`` (``'pure'`` or ``'zcdp'``),
-    ``discrete`` (integer noise or not) and ``parameter_name``.
+    :func:`get_mechanism`. Class attributes: ``name``, ``accounting`` (the ``kind`` of the budget
+    type it spends, :attr:`PureDP.kind <hierarchy.budget.PureDP>` ``'pure'`` or
+    :attr:`ZCDP.kind <hierarchy.budget.ZCDP>` ``'zcdp'``), ``discrete`` (integer noise or not)
+    and ``parameter_name``. A subclass implements ``_parameter``, ``variance``, ``sample`` and
+    ``logpmf``; ``log_kernel`` (what samplers use) defaults to ``logpmf``.
 
     Examples
     --------
     >>> mech = get_mechanism("discrete_gaussian")
     >>> mech.accounting, mech.parameter_name, mech.parameter(0.5, 1)
     ('zcdp', 'sigma2', 1.0)
+    >>> mech.parameter(ZCDP("1/2"), 1)
+    1.0
     >>> Mechanism.from_dict(mech.to_dict()) == mech
     True
     """
@@ -47,14 +81,39 @@ class Mechanism:
     discrete: ClassVar[bool]
     parameter_name: ClassVar[str]
 
-    def parameter(self, budget: float, sensitivity: float) -> float:
+    def parameter(self, budget: Any, sensitivity: float) -> float:
         """The noise parameter for a query of ``sensitivity`` answered with ``budget``.
 
-        ``budget`` is ε for ``'pure'`` mechanisms (sensitivity Δ₁) and ρ for ``'zcdp'`` ones
-        (sensitivity Δ₂).
+        Parameters
+        ----------
+        budget : PureDP, ZCDP or float
+            A typed budget, converted to what this mechanism spends (a pure-DP mechanism
+            under ``ZCDP(ρ)`` spends ε = sqrt(2ρ); a zCDP mechanism refuses ``PureDP``); or a
+            bare number: ε for ``'pure'`` mechanisms and ρ for ``'zcdp'`` ones.
+        sensitivity : float
+            Δ₁ for ``'pure'`` mechanisms, Δ₂ for ``'zcdp'`` ones.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        HierarchyError
+            If the budget or sensitivity is not a positive finite number, or a typed budget
+            cannot fund this mechanism.
+
+        Examples
+        --------
+        >>> get_mechanism("geometric").parameter(PureDP("1/2"), 2)
+        0.25
+        >>> get_mechanism("geometric").parameter(ZCDP("1/8"), 1)    # ε = sqrt(2ρ) = 0.5
+        0.5
         """
-        budget = _positive(budget, "epsilon" if self.accounting == "pure" else "rho")
-        sensitivity = _positive(sensitivity, "sensitivity")
+        if isinstance(budget, (PureDP, ZCDP)):
+            budget = budget.spendable(self.accounting)
+        budget = positive(budget, notion(self.accounting).parameter_name)
+        sensitivity = positive(sensitivity, "sensitivity")
         return self._parameter(budget, sensitivity)
 
     def _parameter(self, budget: float, sensitivity: float) -> float:
@@ -62,7 +121,7 @@ class Mechanism:
 
     def check_parameter(self, parameter: Any) -> float:
         """``parameter`` as a float, after checking it is positive and finite."""
-        return _positive(parameter, self.parameter_name)
+        return positive(parameter, self.parameter_name)
 
     def variance(self, parameter: Any) -> float:
         """Variance of the noise with this parameter."""
@@ -75,6 +134,34 @@ class Mechanism:
     def logpmf(self, k: Any, parameter: Any) -> np.ndarray:
         """Log pmf (log density for continuous mechanisms) of the noise at ``k``."""
         raise NotImplementedError
+
+    def log_kernel(self, deviation: Any, parameter: Any) -> np.ndarray:
+        """:meth:`logpmf` up to a term that depends on ``parameter`` only, elementwise.
+
+        What samplers evaluate: they need ratios of the density at one parameter, so the
+        normalizing constant is left out. ``parameter`` may be an array broadcastable to
+        ``deviation`` (one parameter per cell) and is not validated here (samplers check it
+        once, not at every step). The default is :meth:`logpmf` itself, so a registered
+        mechanism needs to define only that.
+
+        Parameters
+        ----------
+        deviation : array_like
+            Noise values (a state minus its centre).
+        parameter : float or array_like
+
+        Returns
+        -------
+        numpy.ndarray of float64
+
+        Examples
+        --------
+        >>> get_mechanism("geometric").log_kernel([-2, 0, 3], 0.5).tolist()
+        [-1.0, -0.0, -1.5]
+        """
+        parameter = np.asarray(parameter, dtype=np.float64)
+        return np.asarray(self.logpmf(deviation, float(parameter) if parameter.ndim == 0
+                                      else parameter), dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description (name, accounting, parameter name and options)."""
@@ -111,7 +198,7 @@ class Geometric(Mechanism):
     """
 
     name: ClassVar[str] = "geometric"
-    accounting: ClassVar[str] = "pure"
+    accounting: ClassVar[str] = PureDP.kind
     discrete: ClassVar[bool] = True
     parameter_name: ClassVar[str] = "z"
     exact: bool = False
@@ -132,6 +219,10 @@ class Geometric(Mechanism):
     def logpmf(self, k, parameter):
         return two_sided_geometric_logpmf(k, parameter)
 
+    def log_kernel(self, deviation, parameter):
+        """``-z |k|``."""
+        return -parameter * np.abs(np.asarray(deviation, dtype=np.float64))
+
 
 @dataclass(frozen=True)
 class DiscreteGaussian(Mechanism):
@@ -146,7 +237,7 @@ class DiscreteGaussian(Mechanism):
     """
 
     name: ClassVar[str] = "discrete_gaussian"
-    accounting: ClassVar[str] = "zcdp"
+    accounting: ClassVar[str] = ZCDP.kind
     discrete: ClassVar[bool] = True
     parameter_name: ClassVar[str] = "sigma2"
     max_denominator: int = DEFAULT_MAX_DENOMINATOR
@@ -170,13 +261,19 @@ class DiscreteGaussian(Mechanism):
     def logpmf(self, k, parameter):
         return discrete_gaussian_logpmf(k, self._sampled(parameter))
 
+    def log_kernel(self, deviation, parameter):
+        """``-k² / (2σ²)`` with the σ² given (a sampler's model; :meth:`logpmf` describes the
+        σ² the exact sampler draws with, rounded up by less than ``1/max_denominator``)."""
+        d = np.asarray(deviation, dtype=np.float64)
+        return -(d * d) / (2.0 * np.asarray(parameter, dtype=np.float64))
+
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
     """Continuous Laplace noise, ``scale = Δ₁ / ε`` (pure DP in exact arithmetic)."""
 
     name: ClassVar[str] = "laplace"
-    accounting: ClassVar[str] = "pure"
+    accounting: ClassVar[str] = PureDP.kind
     discrete: ClassVar[bool] = False
     parameter_name: ClassVar[str] = "scale"
 
@@ -192,13 +289,17 @@ class Laplace(Mechanism):
     def logpmf(self, k, parameter):
         return laplace_logpdf(k, parameter)
 
+    def log_kernel(self, deviation, parameter):
+        """``-|x| / b``."""
+        return -np.abs(np.asarray(deviation, dtype=np.float64)) / parameter
+
 
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
     """Continuous Gaussian noise, ``σ² = Δ₂² / (2ρ)`` (zCDP in exact arithmetic)."""
 
     name: ClassVar[str] = "gaussian"
-    accounting: ClassVar[str] = "zcdp"
+    accounting: ClassVar[str] = ZCDP.kind
     discrete: ClassVar[bool] = False
     parameter_name: ClassVar[str] = "sigma2"
 
@@ -214,10 +315,92 @@ class Gaussian(Mechanism):
     def logpmf(self, k, parameter):
         return gaussian_logpdf(k, parameter)
 
+    def log_kernel(self, deviation, parameter):
+        """``-x² / (2σ²)``."""
+        d = np.asarray(deviation, dtype=np.float64)
+        return -(d * d) / (2.0 * np.asarray(parameter, dtype=np.float64))
+
 
 MECHANISMS: dict[str, type[Mechanism]] = {
     cls.name: cls for cls in (Geometric, DiscreteGaussian, Laplace, Gaussian)}
-"""Registry of mechanism classes by name."""
+"""Registry of mechanism classes by name (add to it with :func:`register_mechanism`)."""
+
+_BUILT_IN = frozenset(MECHANISMS)
+
+
+def register_mechanism(cls: type[Mechanism], *, replace: bool = False) -> type[Mechanism]:
+    """Register a mechanism class under its ``name`` (usable as a class decorator).
+
+    The class must be a :class:`Mechanism` subclass (a frozen dataclass) with the class
+    attributes ``name``, ``accounting`` (``'pure'`` or ``'zcdp'``), ``discrete`` and
+    ``parameter_name``, and implement ``_parameter``, ``variance``, ``sample`` and ``logpmf``.
+    It is then found by :func:`get_mechanism` and usable by name wherever a mechanism is taken:
+    budgets, measuring, the conditional samplers, inference.
+
+    Parameters
+    ----------
+    cls : type
+    replace : bool, optional
+        Allow replacing a registered mechanism of the same name (never a built-in one).
+
+    Returns
+    -------
+    type
+        ``cls``.
+
+    Raises
+    ------
+    HierarchyError
+        If ``cls`` is not a Mechanism subclass, lacks a class attribute, has an unknown
+        accounting, or its name is taken (built-in, or registered without ``replace=True``).
+
+    Examples
+    --------
+    See the module's example.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Mechanism)) or cls is Mechanism:
+        raise HierarchyError(f"a mechanism to register must be a subclass of "
+                             f"hierarchy.mechanisms.Mechanism, not {cls!r}")
+    missing = [a for a in ("name", "accounting", "discrete", "parameter_name")
+               if not hasattr(cls, a)]
+    if missing:
+        raise HierarchyError(f"mechanism class {cls.__name__} lacks the class attribute(s) "
+                             f"{missing}; set them in the class body")
+    if not isinstance(cls.name, str) or not cls.name.isidentifier():
+        raise HierarchyError(f"a mechanism name must be an identifier such as 'my_noise', not "
+                             f"{cls.name!r}")
+    notion(cls.accounting)
+    if cls.name in _BUILT_IN or (cls.name in MECHANISMS and not replace):
+        raise HierarchyError(f"a mechanism named {cls.name!r} is already registered; choose "
+                             f"another name" + ("" if cls.name in _BUILT_IN
+                                                else " or pass replace=True"))
+    MECHANISMS[cls.name] = cls
+    return cls
+
+
+def unregister_mechanism(name: str) -> None:
+    """Remove a mechanism registered with :func:`register_mechanism` (not a built-in one).
+
+    Parameters
+    ----------
+    name : str
+
+    Raises
+    ------
+    HierarchyError
+        For a built-in or unknown name.
+
+    Examples
+    --------
+    >>> unregister_mechanism("geometric")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: 'geometric' is a built-in mechanism and cannot be unregistered
+    """
+    if name in _BUILT_IN:
+        raise HierarchyError(f"{name!r} is a built-in mechanism and cannot be unregistered")
+    _mechanism_class(name)
+    del MECHANISMS[name]
 
 
 def _mechanism_class(name: Any) -> type[Mechanism]:
@@ -233,8 +416,9 @@ def get_mechanism(name: str | Mechanism, **options: Any) -> Mechanism:
     Parameters
     ----------
     name : str or Mechanism
-        ``'geometric'``, ``'discrete_gaussian'``, ``'laplace'`` or ``'gaussian'``; a
-        :class:`Mechanism` is returned unchanged (then no options are allowed).
+        ``'geometric'``, ``'discrete_gaussian'``, ``'laplace'``, ``'gaussian'`` or a name
+        registered with :func:`register_mechanism`; a :class:`Mechanism` is returned unchanged
+        (then no options are allowed).
     **options
         Dataclass options: ``exact`` for ``'geometric'``, ``max_denominator`` for
         ``'discrete_gaussian'``.

@@ -61,13 +61,6 @@ def _rho(value: Any, name: str = "rho") -> float:
                      f"to 1 in float64 and the (epsilon, delta) conversions break down")
 
 
-def _positive(value: Any, name: str) -> float:
-    number = _nonnegative(value, name)
-    if number == 0:
-        raise PostprocError(f"{name} must be > 0, not {value!r}")
-    return number
-
-
 def _delta(delta: Any) -> float:
     if isinstance(delta, bool):
         raise PostprocError(f"delta must be a number in (0, 1), not {delta!r}")

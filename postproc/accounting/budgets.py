@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
-from numbers import Rational
 from typing import Any, Mapping
 
-import numpy as np
-
+from hierarchy import numbers
+from hierarchy.budget import PureDP, ZCDP
 from postproc.errors import PostprocError
 
 __all__ = ["as_fraction", "split_budget", "allocate_budget"]
 
 
 def as_fraction(value: Any, *, name: str = "budget") -> Fraction:
-    """An exact, non-negative rational from a Fraction, an int, a decimal string or a float.
+    """An exact, non-negative rational: :func:`hierarchy.numbers.as_fraction` for ``postproc``.
 
-    Strings may be decimals (``"0.225"``) or ratios (``"9/40"``). A float is read by its shortest
-    decimal representation (``0.1`` becomes ``1/10``, not the binary ``3602879701896397/2**55``),
-    which is what the user typed.
+    The toolkit's one parser (strings ``"0.225"`` or ``"9/40"``, ints, Fractions, Decimals,
+    floats that are short decimals such as ``0.1``; a float like ``1/3`` is refused with the
+    suggestion to write ``'1/3'``), raising :class:`~postproc.errors.PostprocError` and refusing
+    negative values, as budgets and their shares are never negative.
 
     Parameters
     ----------
-    value : Fraction, int, str or float
+    value : Fraction, int, str, Decimal or float
     name : str
         What the value is, for error messages.
 
@@ -34,34 +33,25 @@ def as_fraction(value: Any, *, name: str = "budget") -> Fraction:
     Raises
     ------
     PostprocError
-        If the value is not a number, is negative, infinite or NaN.
+        If the value is not an exact number (see :func:`hierarchy.numbers.as_fraction`) or is
+        negative.
 
     Examples
     --------
     >>> as_fraction("0.225"), as_fraction("9/40"), as_fraction(0.1), as_fraction(2)
     (Fraction(9, 40), Fraction(9, 40), Fraction(1, 10), Fraction(2, 1))
     """
-    if isinstance(value, bool):
-        raise PostprocError(f"{name} must be a number, not {value!r}")
-    try:
-        if isinstance(value, Rational):
-            result = Fraction(value.numerator, value.denominator)
-        elif isinstance(value, (float, np.floating)):
-            if not math.isfinite(value):
-                raise ValueError
-            result = Fraction(repr(float(value)))
-        elif isinstance(value, (int, np.integer)):
-            result = Fraction(int(value))
-        elif isinstance(value, str):
-            result = Fraction(value.strip())
-        else:
-            raise TypeError
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise PostprocError(f"{name} must be a finite number such as 0.225 or '9/40', "
-                            f"not {value!r}") from None
+    result = numbers.as_fraction(value, what=name, error=PostprocError)
     if result < 0:
         raise PostprocError(f"{name} must be >= 0, not {value!r}")
     return result
+
+
+def _total(total: Any) -> Fraction:
+    """The value of a total budget: ε or ρ of a typed budget, or a bare number read exactly."""
+    if isinstance(total, (PureDP, ZCDP)):
+        return total.value
+    return as_fraction(total, name="total budget")
 
 
 def split_budget(total: Any, fractions: Mapping[str, Any], *,
@@ -70,8 +60,8 @@ def split_budget(total: Any, fractions: Mapping[str, Any], *,
 
     Parameters
     ----------
-    total : Fraction, int, str or float
-        The budget to split (ε or ρ); read with :func:`as_fraction`.
+    total : PureDP, ZCDP, Fraction, int, str or float
+        The budget to split (ε or ρ); a bare number is read with :func:`as_fraction`.
     fractions : mapping of str to Fraction, int, str or float
         Share of each part.
     what : str
@@ -96,7 +86,7 @@ def split_budget(total: Any, fractions: Mapping[str, Any], *,
     ...
     postproc.errors.PostprocError: budget fractions must sum to exactly 1, but a, b sum to 9/10 (0.9); ...
     """
-    total_fraction = as_fraction(total, name="total budget")
+    total_fraction = _total(total)
     if not fractions:
         raise PostprocError(f"{what}: nothing to split the budget over; give at least one part")
     parsed = {name: as_fraction(value, name=f"fraction of {name!r}")
@@ -120,7 +110,7 @@ def allocate_budget(total: Any, *, levels: Mapping[str, Any],
 
     Parameters
     ----------
-    total : Fraction, int, str or float
+    total : PureDP, ZCDP, Fraction, int, str or float
         Total ε (pure DP) or ρ (zCDP).
     levels : mapping of str to fraction
         Share of each geographic level (positive, summing to 1).
@@ -145,6 +135,8 @@ def allocate_budget(total: Any, *, levels: Mapping[str, Any],
     {'detailed': Fraction(1, 40), 'hhgq': Fraction(9, 160), 'va_hisp_race': Fraction(27, 160)}
     >>> sum(sum(q.values()) for q in b.values())
     Fraction(1, 1)
+    >>> allocate_budget(ZCDP("1/2"), levels={"nation": 1}, queries={"total": 1})
+    {'nation': {'total': Fraction(1, 2)}}
     """
     per_level = split_budget(total, levels, what="level fractions")
     nested = bool(queries) and all(isinstance(v, Mapping) for v in queries.values())

@@ -29,11 +29,6 @@ from postproc.errors import PostprocError
 __all__ = ["LevelCurve", "compose_group_kinds"]
 
 
-def _zcdp_rho(curve: RDPCurve) -> float:
-    """ρ of a composition: its zCDP terms' ρ plus ε²/2 for each geometric term."""
-    return sum(w * (p if k == "zcdp" else p * p / 2.0) for k, p, _, w in curve.terms)
-
-
 @dataclass(frozen=True)
 class LevelCurve:
     """The RDP curve of a level: ``stability · max_k τ_k(α)`` over its kinds of group.
@@ -93,7 +88,7 @@ class LevelCurve:
     def zcdp_rho(self) -> float:
         """The level's ρ: ``stability · max_k ρ_k``, with ρ of a kind its zCDP terms' ρ plus
         ε²/2 for each geometric mechanism (pure ε-DP implies ε²/2-zCDP)."""
-        return self.stability * max(_zcdp_rho(curve) for curve in self.curves)
+        return self.stability * max(curve.zcdp_rho for curve in self.curves)
 
 
 def compose_group_kinds(curves: Iterable[RDPCurve], *, stability: int) -> LevelCurve:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from scipy.special import erfc
 
-from postproc.accounting._checks import _nonnegative, _positive, _sensitivity
+from hierarchy.numbers import positive
+from postproc.accounting._checks import _nonnegative, _sensitivity
 from postproc.errors import PostprocError
 
 __all__ = ["moe_geometric", "calibrate_geometric", "moe_discrete_gaussian",
@@ -55,7 +56,7 @@ def moe_geometric(epsilon: Any, *, sensitivity: int = 1) -> int:
     >>> moe_geometric(math.log(20) / 7)
     6
     """
-    eps = _positive(epsilon, "epsilon")
+    eps = positive(epsilon, "epsilon", error=PostprocError)
     b = _sensitivity(sensitivity) / eps
     if 1.0 / b > 700.0:
         return 0
@@ -119,7 +120,7 @@ def moe_discrete_gaussian(rho: Any, *, sensitivity: int = 1) -> int:
     >>> moe_discrete_gaussian(1.92 / 36)
     6
     """
-    r = _positive(rho, "rho")
+    r = positive(rho, "rho", error=PostprocError)
     sigma = _sensitivity(sensitivity) / math.sqrt(2.0 * r)
     return math.floor(1.96 * sigma)
 
@@ -199,7 +200,7 @@ def coverage_geometric(epsilon: Any, *, moe: Any = None, sensitivity: int = 1) -
     >>> round(coverage_geometric(calibrate_geometric(0), moe=0), 6)
     0.904762
     """
-    eps = _positive(epsilon, "epsilon")
+    eps = positive(epsilon, "epsilon", error=PostprocError)
     d = _sensitivity(sensitivity)
     m = moe_geometric(eps, sensitivity=d) if moe is None else _coverage_moe(moe)
     z = eps / d
@@ -266,7 +267,7 @@ def coverage_discrete_gaussian(rho: Any, *, moe: Any = None, sensitivity: int = 
     >>> round(coverage_discrete_gaussian(calibrate_discrete_gaussian(6)), 6)   # MOE 6
     0.967024
     """
-    r = _positive(rho, "rho")
+    r = positive(rho, "rho", error=PostprocError)
     d = _sensitivity(sensitivity)
     m = moe_discrete_gaussian(r, sensitivity=d) if moe is None else _coverage_moe(moe)
     tail, total = _discrete_gaussian_sums(m, d / math.sqrt(2.0 * r))

@@ -17,7 +17,8 @@ from typing import Any, Iterable
 import numpy as np
 from scipy.special import logsumexp
 
-from postproc.accounting._checks import (_alpha, _epsilon, _nonnegative, _positive, _rho,
+from hierarchy.numbers import positive
+from postproc.accounting._checks import (_alpha, _epsilon, _nonnegative, _rho,
                                          _sensitivity)
 from postproc.errors import PostprocError
 
@@ -195,8 +196,8 @@ def rdp_gaussian(alpha: Any, sigma: Any, *, sensitivity: float = 1.0) -> np.ndar
     0.375
     """
     a = _alpha(alpha)
-    s = _positive(sigma, "sigma")
-    d = _positive(sensitivity, "sensitivity")
+    s = positive(sigma, "sigma", error=PostprocError)
+    d = positive(sensitivity, "sensitivity", error=PostprocError)
     out = a * d * d / (2.0 * s * s)
     return out if out.ndim else float(out)
 
@@ -295,8 +296,8 @@ class RDPCurve:
     @classmethod
     def gaussian(cls, sigma: Any, *, sensitivity: float = 1.0) -> "RDPCurve":
         """The (continuous or discrete) Gaussian mechanism: ρ = Δ²/(2σ²)."""
-        s = _positive(sigma, "sigma")
-        d = _positive(sensitivity, "sensitivity")
+        s = positive(sigma, "sigma", error=PostprocError)
+        d = positive(sensitivity, "sensitivity", error=PostprocError)
         return cls.zcdp(d * d / (2.0 * s * s))
 
     def __add__(self, other: "RDPCurve") -> "RDPCurve":
@@ -314,6 +315,18 @@ class RDPCurve:
     def rho(self) -> float:
         """The total ρ of the zCDP terms (the geometric terms are not included)."""
         return sum(w * p for k, p, _, w in self.terms if k == "zcdp")
+
+    @property
+    def zcdp_rho(self) -> float:
+        """ρ of the whole composition as zCDP: the zCDP terms' ρ plus ε²/2 for each geometric
+        term (pure ε-DP implies ε²/2-zCDP, then composition).
+
+        Examples
+        --------
+        >>> (RDPCurve.geometric(1.0) + RDPCurve.zcdp(0.25)).zcdp_rho
+        0.75
+        """
+        return sum(w * (p if k == "zcdp" else p * p / 2.0) for k, p, _, w in self.terms)
 
     @property
     def pure_epsilon(self) -> float:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Mapping
 
+from hierarchy.budget import PureDP, ZCDP
+from hierarchy.budget import notion as notion_type
 from postproc.accounting._checks import _delta, _sensitivity
 from postproc.accounting.budgets import allocate_budget  # noqa: F401  (account_levels' doctest)
 from postproc.accounting.budgets import as_fraction
@@ -63,24 +65,26 @@ class PrivacyLoss:
         """
         d = _delta(delta)
         pure = curve.pure_epsilon
-        rho = sum(w * (p if k == "zcdp" else p * p / 2.0) for k, p, _, w in curve.terms)
+        rho = curve.zcdp_rho
         return cls(pure_epsilon=pure if math.isfinite(pure) else None, rho=rho,
                    rdp_epsilon=rdp_to_approx_dp(curve, d),
                    zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
                    zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
 
     @classmethod
-    def of(cls, *, epsilon: Any = None, rho: Any = None, delta: Any = 1e-10,
-           sensitivity: int = 1) -> "PrivacyLoss":
+    def of(cls, *, epsilon: Any = None, rho: Any = None, budget: PureDP | ZCDP | None = None,
+           delta: Any = 1e-10, sensitivity: int = 1) -> "PrivacyLoss":
         """All notions for one geometric mechanism with budget ε, or one ρ-zCDP mechanism.
 
         Parameters
         ----------
         epsilon : float, optional
-            Pure-DP budget of a geometric mechanism, in [0, 1e15] (give exactly one of ε and ρ;
-            beyond 1e15 its ρ = ε²/2 is too large for the conversions).
+            Pure-DP budget of a geometric mechanism, in [0, 1e15] (give exactly one of ε, ρ and
+            ``budget``; beyond 1e15 its ρ = ε²/2 is too large for the conversions).
         rho : float, optional
             zCDP budget (e.g. of a discrete Gaussian mechanism), in [0, 1e30].
+        budget : PureDP or ZCDP, optional
+            The same, typed: ``PureDP(ε)`` is ``epsilon=ε``, ``ZCDP(ρ)`` is ``rho=ρ``.
         delta : float, optional
             Default 1e−10.
         sensitivity : int, optional
@@ -93,16 +97,24 @@ class PrivacyLoss:
         Raises
         ------
         PostprocError
-            Unless exactly one of ε and ρ is given, or on invalid values.
+            Unless exactly one of ε, ρ and ``budget`` is given, or on invalid values.
 
         Examples
         --------
         >>> round(PrivacyLoss.of(rho=0.5, delta=1e-10).zcdp_epsilon_numeric, 4)
         6.8393
+        >>> PrivacyLoss.of(budget=PureDP(1)) == PrivacyLoss.of(epsilon=1)
+        True
         """
-        if (epsilon is None) == (rho is None):
-            raise PostprocError("give exactly one of epsilon (pure DP, geometric mechanism) "
-                                "and rho (zCDP)")
+        if sum(v is not None for v in (epsilon, rho, budget)) != 1:
+            raise PostprocError("give exactly one of epsilon (pure DP, geometric mechanism), "
+                                "rho (zCDP) and budget (a PureDP or ZCDP)")
+        if budget is not None:
+            if not isinstance(budget, (PureDP, ZCDP)):
+                raise PostprocError(f"budget must be a PureDP or ZCDP, not {budget!r}; give a "
+                                    f"bare number as epsilon= or rho=")
+            epsilon, rho = ((float(budget.epsilon), None) if isinstance(budget, PureDP)
+                            else (None, float(budget.rho)))
         if epsilon is not None:
             curve = RDPCurve.geometric(epsilon, sensitivity=sensitivity)
         else:
@@ -154,7 +166,7 @@ class LevelsAccounting:
             "loss", "queries": {query: {"budget", "sensitivity", "loss"}}}}, "total": {"budget",
             "loss"}}``.
         """
-        mechanism = "geometric" if self.notion == "pure" else "discrete_gaussian"
+        mechanism = "geometric" if notion_type(self.notion) is PureDP else "discrete_gaussian"
         levels = {}
         for level, queries in self.budgets.items():
             levels[level] = {
@@ -175,7 +187,7 @@ class LevelsAccounting:
         }
 
 
-def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "pure",
+def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: Any = "pure",
                    delta: Any = 1e-10,
                    sensitivity: int | Mapping[str, int] = 1) -> LevelsAccounting:
     """Account for a run that measures queries at every level of a geographic hierarchy.
@@ -190,8 +202,10 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "p
     Parameters
     ----------
     budgets : mapping of level to mapping of query to budget
-        Budgets, read exactly with :func:`as_fraction`, e.g. from :func:`allocate_budget`.
-    notion : {'pure', 'zcdp'}, optional
+        Budgets, read exactly with :func:`as_fraction`, e.g. from :func:`allocate_budget`; or
+        typed (:class:`~hierarchy.budget.PureDP`, :class:`~hierarchy.budget.ZCDP`) of the
+        notion.
+    notion : {'pure', 'zcdp'}, PureDP or ZCDP (the class), optional
         Default ``'pure'``.
     delta : float, optional
         δ for the (ε, δ) conversions. Default 1e−10.
@@ -217,10 +231,17 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "p
     (1.0, 0.15625)
     >>> acc.to_dict()["levels"]["state"]["queries"]["detailed"]["budget"]
     '3/8'
+    >>> typed = account_levels({"nation": {"total": PureDP(1)}}, notion=PureDP)
+    >>> typed.total == account_levels({"nation": {"total": 1}}).total
+    True
     """
-    if notion not in ("pure", "zcdp"):
+    try:
+        kind = notion_type(notion).kind
+    except ValueError:
         raise PostprocError(f"notion must be 'pure' (geometric noise, budgets are epsilon) or "
-                            f"'zcdp' (discrete Gaussian noise, budgets are rho), not {notion!r}")
+                            f"'zcdp' (discrete Gaussian noise, budgets are rho), not "
+                            f"{notion!r}") from None
+    pure = kind == PureDP.kind
     d = _delta(delta)
     if not budgets:
         raise PostprocError("no levels to account for; give budgets[level][query]")
@@ -231,7 +252,13 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "p
                                 f"budgets[{level!r}] = {{query: budget, ...}}")
         exact[level] = {}
         for query, value in queries.items():
-            b = as_fraction(value, name=f"budget of query {query!r} at level {level!r}")
+            what = f"budget of query {query!r} at level {level!r}"
+            if isinstance(value, (PureDP, ZCDP)):
+                if value.kind != kind:
+                    raise PostprocError(f"the {what} is {value!r}, but the notion is {kind!r}; "
+                                        f"give every budget in one notion")
+                value = value.value
+            b = as_fraction(value, name=what)
             if b <= 0:
                 raise PostprocError(f"the budget of query {query!r} at level {level!r} is 0; "
                                     f"give it a positive budget or leave it out")
@@ -248,7 +275,7 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "p
         sens = {q: s for q in query_names}
 
     def curve_of(query: str, budget: Fraction) -> RDPCurve:
-        if notion == "pure":
+        if pure:
             return RDPCurve.geometric(float(budget), sensitivity=sens[query])
         return RDPCurve.zcdp(float(budget))
 
@@ -257,13 +284,13 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: str = "p
     level_curves = {lv: compose(curves[(lv, q)] for q in qs) for lv, qs in exact.items()}
     per_level = {lv: PrivacyLoss.from_curve(c, delta=d) for lv, c in level_curves.items()}
     total = PrivacyLoss.from_curve(compose(level_curves.values()), delta=d)
-    if notion == "pure":
+    if pure:
         # Report the exact sums rather than float accumulations where they are defined.
         total = _with_exact_pure(total, sum((sum(q.values(), Fraction(0))
                                              for q in exact.values()), Fraction(0)))
         per_level = {lv: _with_exact_pure(per_level[lv], sum(qs.values(), Fraction(0)))
                      for lv, qs in exact.items()}
-    return LevelsAccounting(notion=notion, delta=d, budgets=exact, sensitivity=sens,
+    return LevelsAccounting(notion=kind, delta=d, budgets=exact, sensitivity=sens,
                             per_query=per_query, per_level=per_level, total=total)
 
 

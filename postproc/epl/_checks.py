@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
 import numpy as np
 
+from hierarchy.numbers import positive
 from postproc.errors import PostprocError
 
 
@@ -29,13 +29,8 @@ def _as_errors(errors: Any, name: str = "errors") -> np.ndarray:
 
 
 def _positive(value: Any, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise PostprocError(f"{name} must be a positive number, not {value!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise PostprocError(f"{name} must be a positive number, not {value!r}")
-    return value
+    """:func:`hierarchy.numbers.positive` raising a PostprocError (the EPL modules' spelling)."""
+    return positive(value, name, error=PostprocError)
 
 
 def _degenerate(e: np.ndarray) -> str | None:

@@ -31,6 +31,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from hierarchy.budget import NOTIONS as BUDGET_TYPES
+from hierarchy.budget import PureDP, ZCDP, as_privacy, notion
 from hierarchy.mechanisms import Mechanism, get_mechanism, round_up_to_rational
 from postproc.accounting import (PrivacyLoss, RDPCurve, account_moe, as_fraction,
                                  calibrate_discrete_gaussian, calibrate_geometric,
@@ -43,7 +45,7 @@ __all__ = ["NOTIONS", "LevelBudget", "Noise", "LevelAccounting", "SafeTabAccount
            "account_safetab", "notion_of"]
 
 #: The noise of each accounting notion: pure DP → geometric, zCDP → discrete Gaussian.
-NOTIONS = {"pure": "geometric", "zcdp": "discrete_gaussian"}
+NOTIONS = {PureDP.kind: "geometric", ZCDP.kind: "discrete_gaussian"}
 
 
 def notion_of(mechanism: Mechanism | str) -> str:
@@ -68,9 +70,9 @@ def notion_of(mechanism: Mechanism | str) -> str:
     ('zcdp', 'pure')
     """
     name = mechanism.name if isinstance(mechanism, Mechanism) else mechanism
-    for notion, mech in NOTIONS.items():
+    for kind, mech in NOTIONS.items():
         if name == mech:
-            return notion
+            return kind
     raise PostprocError(f"SafeTab noise must be 'geometric' (pure DP, budgets are epsilon) or "
                         f"'discrete_gaussian' (zCDP, budgets are rho), not {name!r}")
 
@@ -91,7 +93,7 @@ def _simplest_fraction(value: float) -> Fraction:
         candidate = exact.limit_denominator(bound)
         if abs(candidate - exact) <= 2 * Fraction(math.ulp(value)):
             return candidate
-    return as_fraction(value, name="calibrated budget")
+    return as_fraction(repr(value), name="calibrated budget")
 
 
 def _stability(value: Any) -> int:
@@ -109,8 +111,9 @@ class LevelBudget:
     ----------
     notion : {'pure', 'zcdp'}
         ε of geometric noise or ρ of discrete Gaussian noise.
-    total : Fraction, int, str or float
-        The level's budget ``B`` (read exactly with :func:`postproc.accounting.as_fraction`).
+    total : PureDP, ZCDP, Fraction, int, str or float
+        The level's budget ``B``: a typed budget of that notion, or a bare number read exactly
+        with :func:`postproc.accounting.as_fraction`.
     stability : int
         The declared ``s``.
     gamma : Fraction, str or float
@@ -129,6 +132,8 @@ class LevelBudget:
     Traceback (most recent call last):
     ...
     postproc.errors.PostprocError: a level budget must be > 0, not 0
+    >>> LevelBudget("zcdp", ZCDP("1/2"), stability=5, gamma="1/10").group
+    Fraction(1, 10)
     """
 
     notion: str
@@ -140,7 +145,11 @@ class LevelBudget:
     def __post_init__(self):
         if self.notion not in NOTIONS:
             raise PostprocError(f"notion must be one of {sorted(NOTIONS)}, not {self.notion!r}")
-        total = as_fraction(self.total, name="level budget")
+        if isinstance(self.total, (PureDP, ZCDP)):
+            total = as_privacy(self.total, self.notion, what="the level budget",
+                               error=PostprocError).value
+        else:
+            total = as_fraction(self.total, name="level budget")
         if total <= 0:
             raise PostprocError(f"a level budget must be > 0, not {self.total!r}")
         object.__setattr__(self, "total", total)
@@ -184,10 +193,16 @@ class LevelBudget:
             raise PostprocError(f"a target MOE must be an integer >= 1, not {moe!r}")
         if notion not in NOTIONS:
             raise PostprocError(f"notion must be one of {sorted(NOTIONS)}, not {notion!r}")
-        calibrate = calibrate_geometric if notion == "pure" else calibrate_discrete_gaussian
+        calibrate = calibrate_geometric if notion == PureDP.kind else calibrate_discrete_gaussian
         step2 = _simplest_fraction(calibrate(int(moe)))
         g = _gamma(gamma)
         return cls(notion, _stability(stability) * step2 / (1 - g), stability, g, int(moe))
+
+    @property
+    def privacy(self) -> PureDP | ZCDP:
+        """The level's budget as a typed budget, :class:`~hierarchy.budget.PureDP` or
+        :class:`~hierarchy.budget.ZCDP`."""
+        return BUDGET_TYPES[self.notion](self.total)
 
     @property
     def group(self) -> Fraction:
@@ -270,8 +285,9 @@ class Noise:
         ----------
         mechanism : Mechanism or str
             ``'geometric'`` or ``'discrete_gaussian'``.
-        budget : Fraction, int, str or float
-            > 0.
+        budget : PureDP, ZCDP, Fraction, int, str or float
+            > 0; a typed budget must be of the mechanism's notion
+            (``mechanism.accounting``).
 
         Returns
         -------
@@ -283,11 +299,15 @@ class Noise:
             On another mechanism or a budget ≤ 0.
         """
         mech = get_mechanism(mechanism)
-        notion = notion_of(mech)
-        b = as_fraction(budget, name="budget")
+        kind = notion_of(mech)
+        if isinstance(budget, (PureDP, ZCDP)):
+            b = as_privacy(budget, mech.accounting, what=f"the budget of {mech.name} noise",
+                           error=PostprocError).value
+        else:
+            b = as_fraction(budget, name="budget")
         if b <= 0:
             raise PostprocError(f"a noise budget must be > 0, not {budget!r}")
-        if notion == "pure":
+        if notion(kind) is PureDP:
             z = float(b)
             if Fraction(z) > b:
                 z = float(np.nextafter(z, 0.0))
@@ -383,7 +403,7 @@ def _group_curves(budget: LevelBudget, kinds: tuple[str, ...]) -> list[RDPCurve]
     """The RDP curve of each kind of group of a level (sensitivity 1)."""
     curves = []
     for kind in kinds:
-        if budget.notion == "zcdp":
+        if notion(budget.notion) is ZCDP:
             curves.append(RDPCurve.zcdp(float(budget.group)))
         elif kind == "adaptive":
             curves.append(RDPCurve.geometric(float(budget.step1))
@@ -439,7 +459,8 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
     notions = {b.notion for b in budgets.values()}
     if len(notions) != 1:
         raise PostprocError(f"every level must use the same notion, got {sorted(notions)}")
-    notion = notions.pop()
+    kind = notions.pop()
+    pure = notion(kind) is PureDP
     d = PrivacyLoss.of(rho=1.0, delta=delta).delta        # validates delta
     levels: dict[str, LevelAccounting] = {}
     level_curves = []
@@ -451,7 +472,7 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
         s = budget.stability
         curve = compose_group_kinds(_group_curves(budget, level_kinds), stability=s)
         rho = curve.zcdp_rho
-        loss = PrivacyLoss(pure_epsilon=float(budget.total) if notion == "pure" else None,
+        loss = PrivacyLoss(pure_epsilon=float(budget.total) if pure else None,
                            rho=rho, rdp_epsilon=rdp_to_approx_dp(curve, d),
                            zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
                            zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
@@ -467,8 +488,8 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
 
     total_budget = sum((b.total for b in budgets.values()), Fraction(0))
     rho = sum(level.loss.rho for level in levels.values())
-    total = PrivacyLoss(pure_epsilon=float(total_budget) if notion == "pure" else None, rho=rho,
+    total = PrivacyLoss(pure_epsilon=float(total_budget) if pure else None, rho=rho,
                         rdp_epsilon=rdp_to_approx_dp(total_curve, d),
                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
-    return SafeTabAccounting(notion, d, levels, total_budget, total)
+    return SafeTabAccounting(kind, d, levels, total_budget, total)

@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from hierarchy.budget import notion
+from hierarchy.numbers import as_fraction
+from postproc.errors import PostprocError
 from postproc.safetab.algorithm import choose_tables
 from postproc.safetab.recodes import TABLE_TYPES
 
@@ -192,8 +195,7 @@ def format_accounting(accounting: dict[str, Any], plans: dict[str, Any]) -> str:
     -------
     str
     """
-    pure = accounting["notion"] == "pure"
-    unit = "epsilon" if pure else "rho"
+    unit = notion(accounting["notion"], error=PostprocError).parameter_name
     header = (f"{'level':<10} {'s':>3} {unit + ' level':>13} {unit + ' group':>13} "
               f"{'MOE step2':>9} {'MOE total-only':>14} {'eps RDP':>8} {'eps zCDP':>9}")
     lines = [f"Privacy accounting: {accounting['mechanism']} noise ({accounting['notion']}), "
@@ -203,14 +205,14 @@ def format_accounting(accounting: dict[str, Any], plans: dict[str, Any]) -> str:
         budget = entry["budget"]
         noise = plans[level]["noise"]
         lines.append(
-            f"{level:<10} {budget['stability']:>3} {float(_fraction(budget['total'])):>13.6g} "
-            f"{float(_fraction(budget['group'])):>13.6g} {noise['step2']['moe']:>9} "
+            f"{level:<10} {budget['stability']:>3} {_budget(budget['total']):>13.6g} "
+            f"{_budget(budget['group']):>13.6g} {noise['step2']['moe']:>9} "
             f"{noise['total_only']['moe']:>14} {entry['loss']['rdp_epsilon']:>8.4f} "
             f"{entry['loss']['zcdp_epsilon_numeric']:>9.4f}")
     lines.append("-" * len(header))
     total = accounting["total"]
     loss = total["loss"]
-    lines.append(f"{'total':<10} {'':>3} {float(_fraction(total['budget'])):>13.6g}")
+    lines.append(f"{'total':<10} {'':>3} {_budget(total['budget']):>13.6g}")
     lines += ["", f"total privacy loss (delta = {accounting['delta']:g}):"]
     if loss["pure_epsilon"] is not None:
         lines.append(f"  pure DP                         epsilon = {loss['pure_epsilon']:.4f}")
@@ -248,6 +250,6 @@ def format_choices(choices: dict[str, dict[str, int]]) -> str:
     return "\n".join(lines)
 
 
-def _fraction(text: str):
-    from fractions import Fraction
-    return Fraction(text)
+def _budget(text: str) -> float:
+    """A budget written exactly in a report dict (``'9/100'``) as a float for the table."""
+    return float(as_fraction(text, what="a budget of the accounting report", error=PostprocError))

@@ -1,13 +1,16 @@
 """The law a conditional sampler draws from: a noise mechanism around a centre, restricted to
 ``S* = {s : A s = a, B s ≥ b}`` (SPEC §6).
 
-For a mechanism with per-cell noise law ``f`` (two-sided geometric, discrete Gaussian or
-continuous Laplace) and centre ``c`` (Gong & Meng's confidential ``s*``), the target is
+For a mechanism with per-cell noise law ``f`` and centre ``c`` (Gong & Meng's confidential
+``s*``), the target is
 
     ``π(s) ∝ ∏_j f(s_j − c_j) · 1(A s = a) · 1(B s ≥ b)``.
 
+The noise law is the mechanism's, read from the registry of :mod:`hierarchy.mechanisms`
+(two-sided geometric, discrete Gaussian, Laplace, Gaussian, or a mechanism registered with
+:func:`~hierarchy.mechanisms.register_mechanism`); nothing here knows a law by its name.
 Samplers only need ratios of ``π``, so :meth:`ConditionalTarget.log_density` omits the
-normalizing constants. Rows of ``B`` with a single nonzero entry become per-cell bounds
+normalizing constants (:meth:`Mechanism.log_kernel <hierarchy.mechanisms.Mechanism.log_kernel>`). Rows of ``B`` with a single nonzero entry become per-cell bounds
 (:attr:`ConditionalTarget.lower`, :attr:`~ConditionalTarget.upper`); the others are *coupled* rows.
 
 Examples
@@ -31,33 +34,47 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from hierarchy.mechanisms import (discrete_gaussian_variance, get_mechanism,
-                                  laplace_variance, two_sided_geometric_variance)
+from hierarchy.budget import PureDP, ZCDP, notion
+from hierarchy.mechanisms import Mechanism, get_mechanism
+from hierarchy.numbers import positive
 from postproc.errors import PostprocError
 from postproc.sampling.exact import row_basis
 
-__all__ = ["ConditionalTarget", "conditional_target", "MECHANISMS", "log_noise_density",
+__all__ = ["ConditionalTarget", "conditional_target", "log_noise_density", "noise_sd",
            "plan_chain", "MIN_STEPS", "MEMORY_LIMIT", "format_bytes"]
 
-#: Mechanisms a conditional sampler supports: name → (integer data?, parameter name).
-MECHANISMS = {"geometric": (True, "z"), "discrete_gaussian": (True, "sigma2"),
-              "laplace": (False, "scale")}
+
+def _law(mechanism: str | Mechanism) -> Mechanism:
+    """The registered mechanism of that name (or the Mechanism itself), or a PostprocError."""
+    try:
+        return get_mechanism(mechanism)
+    except ValueError as exc:
+        raise PostprocError(f"conditional sampling: {exc}") from None
 
 
-def log_noise_density(mechanism: str, deviation: Any, parameter: Any) -> np.ndarray:
+def log_noise_density(mechanism: str | Mechanism, deviation: Any,
+                      parameter: Any) -> np.ndarray:
     """Unnormalized log density of a mechanism's noise at ``deviation`` (elementwise).
 
-    ``-z |d|`` (geometric), ``-d² / (2 σ²)`` (discrete Gaussian), ``-|d| / b`` (Laplace).
+    The registry's :meth:`~hierarchy.mechanisms.Mechanism.log_kernel`: ``-z |d|`` (geometric),
+    ``-d² / (2 σ²)`` (discrete Gaussian, Gaussian), ``-|d| / b`` (Laplace), or a registered
+    mechanism's log pmf.
 
     Parameters
     ----------
-    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    mechanism : str or Mechanism
+        A registered name (``'geometric'``, ``'discrete_gaussian'``, ``'laplace'``, …).
     deviation : array_like
     parameter : float or array broadcastable to ``deviation``
 
     Returns
     -------
     numpy.ndarray of float64
+
+    Raises
+    ------
+    PostprocError
+        For an unknown mechanism (the message lists the registered ones).
 
     Examples
     --------
@@ -66,23 +83,35 @@ def log_noise_density(mechanism: str, deviation: Any, parameter: Any) -> np.ndar
     >>> log_noise_density("discrete_gaussian", [2], 2.0).tolist()
     [-1.0]
     """
-    d = np.asarray(deviation, dtype=np.float64)
-    if mechanism == "geometric":
-        return -parameter * np.abs(d)
-    if mechanism == "discrete_gaussian":
-        return -(d * d) / (2.0 * parameter)
-    if mechanism == "laplace":
-        return -np.abs(d) / parameter
-    raise PostprocError(f"unknown mechanism {mechanism!r}; conditional sampling supports "
-                        f"{', '.join(MECHANISMS)}")
+    return _law(mechanism).log_kernel(deviation, parameter)
 
 
-def _noise_sd(mechanism: str, parameter: float) -> float:
-    if mechanism == "geometric":
-        return math.sqrt(two_sided_geometric_variance(parameter))
-    if mechanism == "discrete_gaussian":
-        return math.sqrt(discrete_gaussian_variance(parameter))
-    return math.sqrt(laplace_variance(parameter))
+def noise_sd(mechanism: str | Mechanism, parameter: float) -> float:
+    """Standard deviation of one cell's noise: ``sqrt(mechanism.variance(parameter))``.
+
+    Parameters
+    ----------
+    mechanism : str or Mechanism
+    parameter : float
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    PostprocError
+        For an unknown mechanism.
+
+    Examples
+    --------
+    >>> noise_sd("laplace", 2.0)                 # sqrt(2 b²)
+    2.8284271247461903
+    """
+    return math.sqrt(_law(mechanism).variance(parameter))
+
+
+_noise_sd = noise_sd      # the name postproc.sampling.engine imports
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,9 +130,13 @@ class ConditionalTarget:
     b : array (p,)
     centre : array (n,)
         The mechanism's centre (``s*``).
-    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    mechanism : str
+        The mechanism's registered name (given as a name or a Mechanism).
+    noise : Mechanism
+        The mechanism itself, from :func:`hierarchy.mechanisms.get_mechanism`: the noise law.
     parameter : float
-        ``z`` (geometric: pmf ∝ e^{−z|k|}), ``σ²`` (discrete Gaussian) or the Laplace scale ``b``.
+        ``z`` (geometric: pmf ∝ e^{−z|k|}), ``σ²`` (discrete Gaussian) or the Laplace scale ``b``:
+        the mechanism's ``parameter_name``.
     cell_labels, row_labels : tuple of str, optional
         Names of the cells and of the rows of ``A`` (for messages and outputs).
 
@@ -118,7 +151,7 @@ class ConditionalTarget:
     ...                   "geometric", -1.0)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the z of the geometric mechanism must be a positive finite number, not -1.0
+    postproc.errors.PostprocError: the z of the geometric mechanism must be a positive number, not -1.0
     """
 
     A: np.ndarray
@@ -126,22 +159,19 @@ class ConditionalTarget:
     B: sp.csr_matrix
     b: np.ndarray
     centre: np.ndarray
-    mechanism: str = "geometric"
+    mechanism: str | Mechanism = "geometric"
     parameter: float = 1.0
     cell_labels: tuple[str, ...] | None = field(default=None, repr=False)
     row_labels: tuple[str, ...] | None = field(default=None, repr=False)
+    noise: Mechanism = field(init=False, repr=False)
 
     def __post_init__(self):
-        if self.mechanism not in MECHANISMS:
-            raise PostprocError(f"unknown mechanism {self.mechanism!r}; conditional sampling "
-                                f"supports {', '.join(MECHANISMS)}")
-        integer = MECHANISMS[self.mechanism][0]
-        parameter = self.parameter
-        if isinstance(parameter, bool) or not isinstance(parameter, (int, float, np.integer,
-                                                                      np.floating)) \
-                or not math.isfinite(parameter) or parameter <= 0:
-            raise PostprocError(f"the {MECHANISMS[self.mechanism][1]} of the {self.mechanism} "
-                                f"mechanism must be a positive finite number, not {parameter!r}")
+        law = _law(self.mechanism)
+        object.__setattr__(self, "noise", law)
+        object.__setattr__(self, "mechanism", law.name)
+        integer = law.discrete
+        parameter = positive(self.parameter, f"the {law.parameter_name} of the {law.name} "
+                                             f"mechanism", error=PostprocError)
         object.__setattr__(self, "parameter", float(parameter))
         centre = _vector(self.centre, "centre", integer)
         n = centre.size
@@ -189,17 +219,18 @@ class ConditionalTarget:
 
     @property
     def integer(self) -> bool:
-        """Integer data (geometric, discrete Gaussian) or continuous (Laplace)."""
-        return MECHANISMS[self.mechanism][0]
+        """Integer data (the mechanism's noise is ``discrete``: geometric, discrete Gaussian)
+        or continuous (Laplace, Gaussian)."""
+        return self.noise.discrete
 
     @property
     def noise_sd(self) -> float:
         """Standard deviation of one cell's unconstrained noise."""
-        return _noise_sd(self.mechanism, self.parameter)
+        return noise_sd(self.noise, self.parameter)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description (mechanism, parameter, sizes)."""
-        return {"mechanism": self.mechanism, MECHANISMS[self.mechanism][1]: self.parameter,
+        return {"mechanism": self.mechanism, self.noise.parameter_name: self.parameter,
                 "cells": self.n, "equalities": int(self.A.shape[0]),
                 "inequalities": int(self.B.shape[0])}
 
@@ -257,7 +288,7 @@ class ConditionalTarget:
         The indicator of ``S*`` is not included; see :meth:`feasible`.
         """
         s = np.asarray(s)
-        return log_noise_density(self.mechanism, s - self.centre, self.parameter).sum(axis=-1)
+        return self.noise.log_kernel(s - self.centre, self.parameter).sum(axis=-1)
 
     def feasible(self, s: Any) -> np.ndarray:
         """Whether each ``s`` (last axis = cells) is in ``S*``; exact for integer data.
@@ -433,9 +464,9 @@ def _l1_closest(target: ConditionalTarget, point: np.ndarray) -> np.ndarray:
 
 
 def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = None,
-                       nonnegative: bool = True, mechanism: str = "geometric",
+                       nonnegative: bool = True, mechanism: str | Mechanism = "geometric",
                        epsilon: float | None = None, rho: float | None = None,
-                       parameter: float | None = None,
+                       budget: PureDP | ZCDP | None = None, parameter: float | None = None,
                        cell_labels: Sequence[str] | None = None,
                        row_labels: Sequence[str] | None = None) -> ConditionalTarget:
     """Build a :class:`ConditionalTarget` from invariants, constraints and a budget.
@@ -450,12 +481,17 @@ def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = N
         Extra inequalities ``B s ≥ b``.
     nonnegative : bool
         Add ``s ≥ 0`` (default).
-    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    mechanism : str or Mechanism
+        A registered mechanism (:func:`hierarchy.mechanisms.get_mechanism`): ``'geometric'``,
+        ``'discrete_gaussian'``, ``'laplace'``, ``'gaussian'`` or a user's.
     epsilon : float, optional
-        Per-cell budget (sensitivity 1 per cell, as in Gong & Meng): geometric ``z = ε``,
-        Laplace scale ``1/ε``.
+        Per-cell budget of a pure-DP mechanism (sensitivity 1 per cell, as in Gong & Meng):
+        geometric ``z = ε``, Laplace scale ``1/ε``.
     rho : float, optional
-        zCDP budget per cell for the discrete Gaussian: ``σ² = 1/(2ρ)``.
+        Per-cell budget of a zCDP mechanism: discrete Gaussian ``σ² = 1/(2ρ)``.
+    budget : PureDP or ZCDP, optional
+        The per-cell budget, typed; converted as :meth:`Mechanism.parameter
+        <hierarchy.mechanisms.Mechanism.parameter>` does.
     parameter : float, optional
         The noise parameter itself (``z``, ``σ²`` or the Laplace scale) instead of a budget.
     cell_labels, row_labels : sequence of str, optional
@@ -467,8 +503,8 @@ def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = N
     Raises
     ------
     PostprocError
-        Bad shapes or values, or not exactly one of ``epsilon``, ``rho``, ``parameter`` fitting
-        the mechanism.
+        Bad shapes or values, an unknown mechanism, or not exactly one of ``epsilon``, ``rho``,
+        ``budget``, ``parameter`` fitting the mechanism.
 
     Examples
     --------
@@ -479,24 +515,23 @@ def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = N
     Traceback (most recent call last):
     ...
     postproc.errors.PostprocError: the laplace mechanism takes epsilon (or parameter=), not rho
+    >>> conditional_target([[1, 1]], [4], centre=[2, 2], budget=PureDP("1/2")).parameter
+    0.5
     """
-    if mechanism not in MECHANISMS:
-        raise PostprocError(f"unknown mechanism {mechanism!r}; conditional sampling supports "
-                            f"{', '.join(MECHANISMS)}")
-    given = [k for k, v in (("epsilon", epsilon), ("rho", rho), ("parameter", parameter))
-             if v is not None]
+    law = _law(mechanism)
+    given = [k for k, v in (("epsilon", epsilon), ("rho", rho), ("budget", budget),
+                            ("parameter", parameter)) if v is not None]
     if len(given) != 1:
-        raise PostprocError("give exactly one of epsilon, rho or parameter (the noise "
+        raise PostprocError("give exactly one of epsilon, rho, budget or parameter (the noise "
                             f"parameter); got {given or 'none'}")
-    accounting = "zcdp" if mechanism == "discrete_gaussian" else "pure"
-    if given[0] == "epsilon" and accounting != "pure" or given[0] == "rho" and accounting != "zcdp":
-        want = "rho" if accounting == "zcdp" else "epsilon"
-        raise PostprocError(f"the {mechanism} mechanism takes {want} (or parameter=), not "
+    want = notion(law.accounting).parameter_name          # 'epsilon' or 'rho'
+    if given[0] in ("epsilon", "rho") and given[0] != want:
+        raise PostprocError(f"the {law.name} mechanism takes {want} (or parameter=), not "
                             f"{given[0]}")
     if parameter is None:
-        budget = epsilon if epsilon is not None else rho
+        spend = next(v for v in (epsilon, rho, budget) if v is not None)
         try:
-            parameter = get_mechanism(mechanism).parameter(budget, 1)
+            parameter = law.parameter(spend, 1)
         except ValueError as exc:
             raise PostprocError(str(exc)) from None
     centre_arr = np.asarray(centre)
@@ -513,7 +548,7 @@ def conditional_target(A: Any, a: Any, *, centre: Any, B: Any = None, b: Any = N
     Bm = sp.vstack(B_parts, format="csr") if B_parts else None
     bv = np.concatenate(b_parts) if b_parts else None
     return ConditionalTarget(np.asarray(A) if not sp.issparse(A) else A.toarray(), np.asarray(a),
-                             Bm, bv, centre_arr, mechanism, parameter,
+                             Bm, bv, centre_arr, law, parameter,
                              tuple(cell_labels) if cell_labels is not None else None,
                              tuple(row_labels) if row_labels is not None else None)
 
