@@ -52,6 +52,24 @@ class Measurement:
         int64 for discrete mechanisms, float64 otherwise.
     variances : float64 array (units, answers)
         Noise variance of each answer (may be a broadcast view when constant).
+
+    Raises
+    ------
+    HierarchyError
+        Values that are not a 2-d numeric array of finite numbers, or variances that are not
+        positive and finite.
+
+    Examples
+    --------
+    One query answer for each of two units, with noise variance 2 (a scalar is broadcast):
+
+    >>> m = Measurement("total", np.array([[3], [5]]), 2.0)
+    >>> m.variances.tolist(), m.weights.tolist()
+    ([[2.0], [2.0]], [[0.5], [0.5]])
+    >>> Measurement("total", np.array([[3], [5]]), 0.0)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: variances of 'total' must be positive and finite
     """
 
     query: str
@@ -97,6 +115,42 @@ class NoisyHierarchy:
         (units,)) and ``"gqhh"`` (units of each type per unit, shape (units, types)).
     provenance : dict
         JSON-ready description: budget, mechanism, parameters, randomness (with its label).
+
+    Raises
+    ------
+    HierarchyError
+        A workload on another schema, or a measurement or invariant whose shape does not match
+        its level's units and its query's answers.
+
+    Examples
+    --------
+    :func:`hierarchy.measure.measure` makes these; by hand, for two states and one attribute:
+
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> from hierarchy.queries import detailed, total
+    >>> s = Schema((Attribute("sex", ("male", "female")),))
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["A", "B"]]])
+    >>> noisy = NoisyHierarchy(s, geo, Workload((detailed(s), total(s))), {
+    ...     "nation": {"detailed": Measurement("detailed", np.array([[4, 2]]), 2.0)},
+    ...     "state": {"detailed": Measurement("detailed", np.array([[1, 3], [2, 0]]), 2.0)}})
+    >>> noisy
+    NoisyHierarchy(nation[detailed]; state[detailed]; randomness=unknown)
+    >>> noisy.answers("state", "total").tolist()    # sums of the detailed measurements
+    [[4], [2]]
+    >>> noisy.to_measurements().head(3)
+        level geocode     query  index  value  variance
+    0  nation       0  detailed      0    4.0       2.0
+    1  nation       0  detailed      1    2.0       2.0
+    2   state       A  detailed      0    1.0       2.0
+
+    Saved as parquet and JSON, read back unchanged:
+
+    >>> import tempfile
+    >>> path = noisy.save(Path(tempfile.mkdtemp()) / "noisy")
+    >>> sorted(p.name for p in path.iterdir())
+    ['.dapp-output', 'geography.parquet', 'measurements', 'metadata.json']
+    >>> NoisyHierarchy.load(path).equals(noisy)
+    True
     """
 
     schema: Schema
@@ -395,7 +449,7 @@ class NoisyHierarchy:
 
         Examples
         --------
-        See the README's worked example; :meth:`load` reads it back and ``equals`` compares.
+        See the class's example: :meth:`load` reads it back and ``equals`` compares.
         """
         directory = Path(directory)
         label = self.provenance.get("randomness", {}).get("label")
