@@ -398,6 +398,16 @@ def test_a_registered_mechanism_samples_without_touching_the_target_module():
         draws = np.asarray(result.chain).reshape(-1, 4)
         assert target.feasible(draws).all() and result.acceptance_rate > 0
         assert len({tuple(d) for d in draws}) > 1          # the chain moved
+        # the MIS kernel reads the law from the registry too: its weights for the user's
+        # mechanism (the geometric law under another name) equal the built-in fast path's
+        from postproc.sampling.mis_kernel import MISKernel, mis_index_set, reference_epsilon
+        assert reference_epsilon(target) == pytest.approx(reference_epsilon(reference))
+        mine = MISKernel(target, mis_index_set(target), 0.7)
+        built_in = MISKernel(reference, mis_index_set(reference), 0.7)
+        d = np.random.default_rng(0).integers(-6, 7, size=(50, 4)).astype(np.float64)
+        w_mine = mine.log_weight(d[:, mine.free], d[:, mine.basic])
+        w_ref = built_in.log_weight(d[:, built_in.free], d[:, built_in.basic])
+        assert np.allclose(w_mine - w_mine[0], w_ref - w_ref[0])
     finally:
         unregister_mechanism("my_discrete_laplace")
 

@@ -42,6 +42,8 @@ __all__ = ["mis_index_set", "MISKernel", "run_mis", "reference_epsilon", "DEFAUL
 _TWO_POW_53_INV = 1.0 / 9007199254740992.0
 _EXACT_FLOAT = float(1 << 52)
 DEFAULT_BLOCK = 1024
+#: Mechanisms whose parameter is the variance σ² and whose log kernel is ``-d²/(2σ²)``.
+_GAUSSIANS = ("discrete_gaussian", "gaussian")
 
 
 def reference_epsilon(target: ConditionalTarget) -> float:
@@ -61,7 +63,9 @@ def reference_epsilon(target: ConditionalTarget) -> float:
         return target.parameter
     if target.mechanism == "laplace":
         return 1.0 / target.parameter
-    s2 = target.parameter
+    # the Gaussians' parameter is σ²; any other registered mechanism: its variance
+    s2 = (target.parameter if target.mechanism in _GAUSSIANS
+          else float(target.noise.variance(target.parameter)))
     q = ((s2 + 1) - math.sqrt((s2 + 1) ** 2 - s2 * s2)) / s2
     return -math.log(q)
 
@@ -174,6 +178,10 @@ class MISKernel:
             return (eps - p) * mag_sum - p * np.abs(d_basic).sum(axis=-1)
         if self.mech == "laplace":
             return (eps - 1.0 / p) * mag_sum - np.abs(d_basic).sum(axis=-1) / p
+        if self.mech not in _GAUSSIANS:  # a registered mechanism: its own log kernel
+            law = self.target.noise
+            return (eps * mag_sum + law.log_kernel(d_free, p).sum(axis=-1)
+                    + law.log_kernel(d_basic, p).sum(axis=-1))
         sq = np.einsum("...i,...i->...", d_free, d_free) + \
             np.einsum("...i,...i->...", d_basic, d_basic)
         return eps * mag_sum - sq / (2.0 * p)
