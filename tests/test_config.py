@@ -18,7 +18,7 @@ from hierarchy.budget import Budget
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
-from invariants.spec import Spec
+from invariants.spec import Invariant, Spec
 from postproc.config import RunConfig, config_from_dict, load_config
 from postproc.errors import PostprocError
 
@@ -344,7 +344,7 @@ ERRORS = [
      'query_fractions = { detailed = 1.0 }', r"level_fractions\s*=", ["'tract'", "'county'"]),
     ("budget without total", 'total = 1.0\n', "", r"\[budget\]", ["total ="]),
     ("non-positive total", 'total = 1.0', 'total = -1.0', r"total\s*=",
-     ["the total budget ε", "-1"]),
+     ["total budget", "-1"]),
     ("unknown budget kind", 'kind = "pure"', 'kind = "approx"', r"kind\s*=",
      ["'approx'", "'pure'", "'zcdp'"]),
     ("unknown mechanism", 'name = "geometric"', 'name = "cauchy"', r'name = "cauchy"',
@@ -443,3 +443,104 @@ def test_missing_or_unreadable_config_file(tmp_path):
         load_config(tmp_path / "nope.toml")
     with pytest.raises(PostprocError, match=rf"config file {re.escape(str(tmp_path))} "):
         load_config(tmp_path)  # a directory: a clear error, not an OSError
+
+
+# -- RunConfig.build: Python values through the same validation ----------------------------------
+
+def test_build_equals_the_toml_presets(tmp_path):
+    preset = load_config(_write(tmp_path, PRESETS))
+    built = RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
+                            levels=LEVELS, budget=1.0, seed=7, base=tmp_path)
+    for name in ("persons", "units", "output", "schema", "levels", "budget", "mechanism",
+                 "randomness_mode", "seed", "solver_chain", "executor", "failsafe",
+                 "failsafe_keep", "passes", "microdata", "error_table", "method"):
+        assert getattr(built, name) == getattr(preset, name), name
+    assert built.workload.names == preset.workload.names
+    assert built.spec.to_dict() == preset.spec.to_dict()
+    assert built.publish() == preset.publish() == {"tot": ["nation", "state"],
+                                                   "gqhh": ["enum_dist"]}
+
+
+def test_build_takes_python_objects(tmp_path):
+    explicit = load_config(_write(tmp_path, EXPLICIT))
+    spec = Spec.from_toml_string(SPEC_BODY.format(p=""))
+    built = RunConfig.build(
+        persons=tmp_path / "in" / "people.csv", units=tmp_path / "in" / "housing.csv",
+        columns=explicit.columns, values={"cenrace": {1: "white", 2: "black"}},
+        schema=E2E_1940, levels=LEVELS, workload=explicit.workload, budget=explicit.budget,
+        mechanism=get_mechanism("geometric", exact=True), seed=11, spec=spec,
+        solver_chain=("osqp", "clarabel"), executor="process", workers=2, failsafe=False,
+        passes=[["va_hisp_race"], ["hhgq", "detailed"]], output=tmp_path / "results" / "run1",
+        microdata=True)
+    for name in ("persons", "units", "columns", "values", "schema", "levels", "budget",
+                 "mechanism", "seed", "solver_chain", "executor", "workers", "failsafe",
+                 "passes", "output", "microdata"):
+        assert getattr(built, name) == getattr(explicit, name), name
+    for q in explicit.workload:
+        assert (built.workload[q.name].matrix != q.matrix).nnz == 0, q.name
+    assert built.spec.to_dict() == explicit.spec.to_dict()
+    # a spec file, method options and no spec at all
+    spec_file = _write(tmp_path, SPEC_BODY.format(p=""), "spec.toml")
+    assert RunConfig.build(persons="p", levels=LEVELS, budget=1, seed=1,
+                           spec=spec_file).spec.to_dict() == spec.to_dict()
+    empty = RunConfig.build(persons="p", levels=LEVELS, budget=1, seed=1, spec=None,
+                            method="sampling", method_options={"sweeps": 3})
+    assert empty.spec == Spec() and empty.publish() == {}
+    assert (empty.method, dict(empty.method_options)) == ("sampling", {"sweeps": 3})
+
+
+@pytest.mark.parametrize("options, table, words", [
+    (dict(mode="release", seed=3), "randomness", "release mode cannot be seeded"),
+    (dict(seed=None), "randomness", "simulation mode needs seed"),
+    (dict(budget=-1), "budget", "the total budget"),
+    (dict(budget=True), "budget", "[budget] must be a table"),
+    (dict(schema="e2e_1950"), "schema", "'e2e_1940_144'"),
+    (dict(workload="sf1"), "workload", "unknown workload preset 'sf1'"),
+    (dict(mechanism="cauchy"), "mechanism", "'discrete_gaussian'"),
+    (dict(mechanism="laplace", mode="release", seed=None), "mechanism", "Mironov"),
+    (dict(spec="pl94"), "spec", "unknown spec preset 'pl94'"),
+    (dict(levels=["nation", "nation"]), "geography", "levels repeat a name"),
+    (dict(workers=0), "solver", "[solver] workers must be a positive integer"),
+    (dict(failsafe="no"), "solver", "[solver] failsafe must be true or false"),
+    (dict(executor="threads"), "solver", "unknown executor 'threads'"),
+    (dict(passes=[["total"]]), "solver", "passes name queries ['total']"),
+    (dict(method="magic"), "postprocess", "unknown method 'magic'"),
+    (dict(microdata="yes"), "output", "[output] microdata must be true or false"),
+])
+def test_build_refuses_what_the_toml_path_refuses(options, table, words):
+    settings = dict(persons="p.parquet", levels=LEVELS, budget=1, seed=1)
+    settings.update(options)
+    with pytest.raises(PostprocError) as info:
+        RunConfig.build(**settings)
+    message = str(info.value)
+    assert message.startswith("RunConfig.build"), message
+    assert f"[{table}]" in message and words in message, message
+
+
+def test_to_toml_reads_back_to_the_same_configuration(tmp_path):
+    spec = Spec.from_toml_string(SPEC_BODY.format(p=""))
+    built = RunConfig.build(persons="data/persons.parquet", levels=LEVELS, seed=5,
+                            budget=Budget.e2e("1/3", LEVELS, kind="zcdp"),
+                            mechanism="discrete_gaussian", spec=spec,
+                            failsafe_keep=["va_hisp_race"], error_table=True, base=tmp_path)
+    path = tmp_path / "saved.toml"
+    path.write_text(built.to_toml())
+    again = load_config(path)
+    assert again.raw == built.raw and again.fingerprint() == built.fingerprint()
+    for name in ("persons", "budget", "mechanism", "seed", "failsafe_keep", "error_table",
+                 "output"):
+        assert getattr(again, name) == getattr(built, name), name
+    assert again.spec.to_dict() == built.spec.to_dict()
+
+
+def test_publish_follows_the_catalogue():
+    from hierarchy.measure import PUBLISHABLE
+    from invariants.catalogue import INVARIANTS, STATISTICS
+
+    # every statistic the catalogue names is one hierarchy can compute, with that function
+    assert set(STATISTICS) == set(PUBLISHABLE)
+    assert all(STATISTICS[s].compute is PUBLISHABLE[s] for s in STATISTICS)
+    for name, entry in INVARIANTS.items():
+        spec = Spec(invariants=(Invariant(name, ("state",)),))
+        config = RunConfig.build(persons="p", levels=LEVELS, budget=1, seed=1, spec=spec)
+        assert config.publish() == {entry.statistic: ["state"]}

@@ -17,8 +17,10 @@ import os
 import re
 import threading
 import time
+import tomllib
 from fractions import Fraction
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +41,8 @@ from postproc.accounting import (RDPCurve, account_moe, calibrate_discrete_gauss
 from postproc.cli import main
 from postproc.epl import direct_epl, improved_epl, published_epl
 from postproc.errors import PostprocError
+
+from _configs import save_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "e2e1940.toml"
 LEVELS = ["nation", "state", "county", "enum_dist"]
@@ -68,19 +72,13 @@ def data_dir(tmp_path_factory):
     return directory
 
 
-def example_config(folder: Path, data: Path, **replace: str) -> Path:
-    """examples/e2e1940.toml beside ``data``, with its data paths pointed there and ``replace``
-    (regex → replacement) applied."""
-    text = EXAMPLE.read_text()
-    text = text.replace("../data/e2e1940/persons.parquet", str(data / "persons.parquet"))
-    text = text.replace("../data/e2e1940/units.parquet", str(data / "units.parquet"))
-    text = text.replace("../out/e2e1940", "out")
-    for pattern, value in replace.items():
-        text, count = re.subn(pattern, value, text, flags=re.M)
-        assert count == 1, pattern
-    path = folder / "config.toml"
-    path.write_text(text)
-    return path
+def example_config(folder: Path, data: Path, /, **sections: Mapping[str, Any] | None) -> Path:
+    """examples/e2e1940.toml beside ``data``, with its data paths pointed there, its output in
+    ``folder/out`` and the keys of ``sections`` changed (see :func:`_configs.save_config`)."""
+    raw = tomllib.loads(EXAMPLE.read_text())
+    raw["data"].update(persons=str(data / "persons.parquet"), units=str(data / "units.parquet"))
+    raw["output"]["directory"] = "out"
+    return save_config(folder / "config.toml", raw, **sections)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +144,7 @@ def test_noise_parameter_that_floats_cannot_use_names_the_query():
 ])
 def test_config_budget_extremes_exit_1_naming_file_line_and_range(tmp_path, capsys, data_dir,
                                                                  total, fragment):
-    config = example_config(tmp_path, data_dir, **{r"^total = 1\.0": f"total = {total}"})
+    config = example_config(tmp_path, data_dir, budget={"total": float(total)})
     line = line_of(config.read_text(), r"total = ")
     for argv in (["validate", str(config)],
                  ["run", str(config), "--out", str(tmp_path / "out"), "--no-progress"]):
@@ -207,10 +205,9 @@ def test_spec_non_finite_elsewhere_and_from_python():
 
 
 def test_config_inline_spec_with_nan_exits_1(tmp_path, capsys, data_dir):
-    config = example_config(tmp_path, data_dir, **{
-        r'^preset = "e2e"                 # tot': (
-            '[[spec.constraint]]\nname = "cap"\ntype = "linear"\nquery = "total()"\n'
-            'sense = "<="\nrhs = nan\nlevels = "all"\n#')})
+    cap = {"name": "cap", "type": "linear", "query": "total()", "sense": "<=",
+           "rhs": float("nan"), "levels": "all"}
+    config = example_config(tmp_path, data_dir, spec={"preset": None, "constraint": [cap]})
     line = line_of(config.read_text(), r"rhs = nan")
     code, _, err = run_cli(capsys, ["validate", str(config)])
     assert code == 1
@@ -479,8 +476,7 @@ def test_microdata_fifo_is_refused(fifo, make_fifo):
 
 @pytest.mark.timeout(20)
 def test_config_with_fifo_microdata_exits_1(tmp_path, capsys, data_dir, fifo):
-    config = example_config(tmp_path, data_dir)
-    config.write_text(config.read_text().replace(str(data_dir / "persons.parquet"), str(fifo)))
+    config = example_config(tmp_path, data_dir, data={"persons": str(fifo)})
     for argv in (["validate", str(config)],
                  ["run", str(config), "--out", str(tmp_path / "out"), "--no-progress"]):
         code, _, err = run_cli(capsys, argv)
@@ -514,8 +510,7 @@ def test_spec_file_fifo_and_directory_are_refused(tmp_path, capsys, data_dir, ma
     with pytest.raises(SpecError, match="cannot be read as UTF-8 text"):
         Spec.from_toml(binary)
     for target in (spec_pipe, folder):
-        config = example_config(tmp_path, data_dir, **{
-            r'^preset = "e2e"                 # tot': f'file = "{target}"\n#'})
+        config = example_config(tmp_path, data_dir, spec={"preset": None, "file": str(target)})
         line = line_of(config.read_text(), r"file = ")
         code, _, err = run_cli(capsys, ["validate", str(config)])
         assert code == 1 and f"line {line}: spec file {target} is not a regular file" in err

@@ -17,6 +17,7 @@ import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -33,58 +34,30 @@ from hierarchy.randomness import Randomness
 from hierarchy.storage import (MARKER, atomic_directory, check_file_names, lock_directory,
                                remove_leftovers)
 from hierarchy.synth import write_synthetic_1940
+from invariants.spec import Constraint, Spec
 from postproc.cli import main
 from postproc.config import load_config
 from postproc.errors import PostprocError
 from postproc.pipeline import load_truth, run_pipeline
 
+from _configs import e2e_config, save_config
+
 LEVELS = ("nation", "state", "county", "enum_dist")
 PERSONS = 20_000
 
-CONFIG = """\
-[data]
-persons = "{data}/persons.parquet"
-units = "{data}/units.parquet"
-
-[schema]
-preset = "e2e_1940"
-
-[geography]
-levels = ["nation", "state", "county", "enum_dist"]
-
-[workload]
-preset = "e2e"
-
-[budget]
-kind = "{kind}"
-total = 1.0
-preset = "e2e"
-
-[mechanism]
-name = "{mechanism}"
-
-[randomness]
-{randomness}
-{spec}
-[solver]
-{solver}
-[output]
-directory = "out"
-{output}
-"""
-
-
 def write_config(directory: Path, data: Path, *, seed: int | None = None,
-                 mechanism: str = "geometric", kind: str = "pure", solver: str = "",
-                 output: str = "", spec: str = '[spec]\npreset = "e2e"\n',
+                 mechanism: str = "geometric", kind: str = "pure",
+                 solver: Mapping[str, Any] | None = None,
+                 output: Mapping[str, Any] | None = None, spec: Any = "e2e",
                  name: str = "run.toml") -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    randomness = 'mode = "release"' if seed is None else f'mode = "simulation"\nseed = {seed}'
-    path = directory / name
-    path.write_text(CONFIG.format(data=data, kind=kind, mechanism=mechanism,
-                                  randomness=randomness, spec=spec, solver=solver,
-                                  output=output), encoding="utf-8")
-    return path
+    """The E2E configuration on ``data`` built in Python and saved in ``directory``: release
+    mode unless seeded. ``mechanism``, ``kind``, ``solver`` and ``output`` are written as given,
+    so a test can write what validation refuses."""
+    config = e2e_config(data, seed=0 if seed is None else seed, spec=spec)
+    randomness = {"mode": "release", "seed": None} if seed is None else {}
+    return save_config(directory / name, config, mechanism={"name": mechanism},
+                       budget={"kind": kind}, randomness=randomness, solver=solver or {},
+                       output=output or {})
 
 
 def quiet(_message: str) -> None:
@@ -115,7 +88,7 @@ def data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def truth(data, tmp_path_factory):
-    return load_truth(load_config(write_config(tmp_path_factory.mktemp("t"), data, seed=1)))
+    return load_truth(e2e_config(data, seed=1))
 
 
 @pytest.fixture(scope="module")
@@ -208,14 +181,8 @@ def test_simulation_run_still_prints_its_error_table(data, tmp_path, capsys):
 
 # -- 2. the data are checked against the spec before anything is measured ------------------------
 
-NO_ADULTS = """[spec]
-[[spec.constraint]]
-name = "no_adults"
-type = "structural_zero"
-query = "marginal(votingage)"
-answers = [1]
-levels = "all"
-"""
+NO_ADULTS = Spec(constraints=(Constraint("no_adults", "all", type="structural_zero",
+                                          query="marginal(votingage)", answers=(1,)),))
 
 
 def test_run_refuses_a_spec_the_data_contradict_without_printing_counts(data, truth, tmp_path,
@@ -302,7 +269,7 @@ def test_exact_release_geometric_matches_its_pmf():
 # -- 5. one run, one output ------------------------------------------------------------------------
 
 def test_a_second_run_into_a_locked_directory_fails_at_once(data, tmp_path):
-    config = load_config(write_config(tmp_path, data, seed=2))
+    config = e2e_config(data, seed=2)
     out = tmp_path / "run"
     out.mkdir()
     (out / MARKER).write_text("{}")
@@ -335,7 +302,7 @@ def test_two_concurrent_cli_runs_one_fails_and_the_data_are_measured_once(data, 
 
 
 def test_resume_removes_leftovers_of_an_interrupted_save(data, tmp_path, monkeypatch):
-    config = load_config(write_config(tmp_path, data, seed=5))
+    config = e2e_config(data, seed=5)
     out = tmp_path / "run"
     real_save = pipeline.NoisyHierarchy.save
 
@@ -363,7 +330,7 @@ def test_resume_removes_leftovers_of_an_interrupted_save(data, tmp_path, monkeyp
 def test_resume_with_changed_data_is_refused(data, tmp_path, monkeypatch):
     copy = tmp_path / "data"
     shutil.copytree(data, copy)
-    config = load_config(write_config(tmp_path, copy, seed=6))
+    config = e2e_config(copy, seed=6)
     out = tmp_path / "run"
     real = pipeline.topdown
 
@@ -404,7 +371,7 @@ def test_evaluate_refuses_another_truth_with_the_same_geography(data, tmp_path, 
 # -- 6. a remote scheduler only from the command line, with a warning -----------------------------
 
 def test_scheduler_in_a_config_is_refused(data, tmp_path, capsys):
-    config = write_config(tmp_path, data, solver='scheduler = "tcp://10.0.0.1:8786"\n')
+    config = write_config(tmp_path, data, solver={"scheduler": "tcp://10.0.0.1:8786"})
     assert main(["validate", str(config)]) == 1
     err = capsys.readouterr().err
     assert "--scheduler" in err and line_of(config, "scheduler =") in err
@@ -457,7 +424,7 @@ def test_reserved_and_colliding_level_names_are_refused(data, tmp_path):
         check_file_names(["a/b", "a_b"], what="level")
     with pytest.raises(HierarchyError, match="'State' and 'state'"):
         check_file_names(["State", "state"], what="level")
-    config = load_config(write_config(tmp_path, data, seed=1))
+    config = e2e_config(data, seed=1)
     from dataclasses import replace
 
     bad = replace(config, levels=("nation", "state", "county", "node_stats"))
@@ -467,16 +434,15 @@ def test_reserved_and_colliding_level_names_are_refused(data, tmp_path):
 
 # -- 9. booleans are booleans, counts are counts -----------------------------------------------
 
-@pytest.mark.parametrize("section,text,key", [
-    ("solver", 'failsafe = "false"\n', "failsafe"),
-    ("output", 'microdata = "no"\n', "microdata"),
-    ("output", 'error_table = 1\n', "error_table"),
-    ("solver", "workers = 0\n", "workers"),
-    ("solver", "workers = true\n", "workers"),
+@pytest.mark.parametrize("section,key,value", [
+    ("solver", "failsafe", "false"),
+    ("output", "microdata", "no"),
+    ("output", "error_table", 1),
+    ("solver", "workers", 0),
+    ("solver", "workers", True),
 ])
-def test_strict_booleans_and_counts_in_the_config(data, tmp_path, capsys, section, text, key):
-    kwargs = {section: text}
-    config = write_config(tmp_path, data, **kwargs)
+def test_strict_booleans_and_counts_in_the_config(data, tmp_path, capsys, section, key, value):
+    config = write_config(tmp_path, data, **{section: {key: value}})
     assert main(["validate", str(config)]) == 1
     err = capsys.readouterr().err
     assert key in err and "line " in err
@@ -570,7 +536,7 @@ def test_a_corrupt_level_file_on_resume_is_recomputed(data, tmp_path, capsys):
 def test_kill_9_at_20m_persons_then_resume_reproduces_the_run(tmp_path):
     data = tmp_path / "data"
     write_synthetic_1940(data, 20_000_000, seed=1, progress=False)
-    config = write_config(tmp_path, data, seed=1, solver='executor = "process"\nworkers = 2\n')
+    config = write_config(tmp_path, data, seed=1, solver={"executor": "process", "workers": 2})
     reference = tmp_path / "reference"
     assert main(["run", str(config), "--out", str(reference), "--no-progress"]) == 0
     out = tmp_path / "run"
@@ -600,10 +566,10 @@ def test_a_fifo_or_directory_as_config_is_refused_without_hanging(tmp_path, caps
 
 
 def test_failsafe_keep_is_read_and_checked_from_the_config(data, tmp_path, capsys):
-    config = write_config(tmp_path, data, solver='failsafe_keep = ["va_hisp_race"]\n')
+    config = write_config(tmp_path, data, solver={"failsafe_keep": ["va_hisp_race"]})
     assert load_config(config).failsafe_keep == ("va_hisp_race",)
     assert load_config(write_config(tmp_path, data, name="b.toml")).failsafe_keep == "auto"
-    bad = write_config(tmp_path, data, solver='failsafe_keep = ["no_such_query"]\n',
+    bad = write_config(tmp_path, data, solver={"failsafe_keep": ["no_such_query"]},
                        name="c.toml")
     assert main(["validate", str(bad)]) == 1
     err = capsys.readouterr().err
@@ -616,8 +582,6 @@ def test_a_fifo_as_mis_table_or_safetab_persons_is_refused_without_hanging(tmp_p
     os.mkfifo(fifo)
     assert main(["mis", "--table", str(fifo), "--invariant", "total", "--epsilon", "1"]) == 1
     assert "named pipe" in capsys.readouterr().err
-    from postproc.safetab import load_safetab_config
-
     example = Path(__file__).resolve().parents[1] / "examples" / "safetab_1940.toml"
     text = example.read_text()
     import re
