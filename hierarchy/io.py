@@ -308,7 +308,7 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
     ...                **options)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: table: 1 person(s) live in a county with no unit of their hhgq type in table; e.g. county '003', hhgq 1, row 2. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    hierarchy.errors.HierarchyError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 2. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     columns = dict(columns or {})
     values = dict(values or {})
@@ -318,17 +318,17 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
         raise HierarchyError(f"column mapping names {sorted(unknown)}, which are neither levels "
                              f"{geocode_names} nor attributes {list(schema.names)}")
 
-    def load(src, names):
-        where = str(src) if not isinstance(src, pa.Table) else "table"
+    def load(src, names, kind):
+        where = str(src) if not isinstance(src, pa.Table) else f"{kind} table"
         csv = not isinstance(src, pa.Table) and ".csv" in str(src).lower()
         table = src if isinstance(src, pa.Table) else read_table(src)
         return _normalise(table, names=names, geocode_names=geocode_names, schema=schema,
                           columns=columns, values=values, where=where, csv=csv), where
 
-    p_table, p_where = load(persons, geocode_names + list(schema.names))
+    p_table, p_where = load(persons, geocode_names + list(schema.names), "persons")
     u_table, u_where = None, None
     if units is not None:
-        u_table, u_where = load(units, geocode_names + [unit_attribute])
+        u_table, u_where = load(units, geocode_names + [unit_attribute], "units")
         if check_units:
             _check_units(p_table, u_table, geocode_names, unit_attribute,
                          schema.attribute(unit_attribute).size, p_where, u_where)
@@ -421,7 +421,7 @@ def check_tabulated_units(truth, data: Microdata) -> None:
     >>> check_tabulated_units(truth, data)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: table: 1 person(s) live in a county with no unit of their hhgq type in table; e.g. county '003', hhgq 1, row 1. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    hierarchy.errors.HierarchyError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 1. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     if data.units is None or truth.units is None:
         return

@@ -92,7 +92,7 @@ def _integer_column(table: Any, name: str, size: int) -> np.ndarray:
 
 
 def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequence[int],
-           start: int, stop: int, dtype) -> np.ndarray:
+           start: int, stop: int, dtype, names: Sequence[str] | None = None) -> np.ndarray:
     """Row-major cell index of records ``start:stop``, with every code range-checked.
 
     An int8/uint8 column is checked with one ``max`` over its uint8 view (a negative int8 reads
@@ -108,7 +108,8 @@ def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequenc
             bad = part.size and (part.max() >= size or part.min() < 0)
         if bad:
             row = int(np.flatnonzero((col[start:stop] >= size) | (col[start:stop] < 0))[0])
-            raise HierarchyError(f"attribute {j} has code {col[start + row]} at row "
+            what = repr(names[j]) if names is not None else str(j)
+            raise HierarchyError(f"attribute {what} has code {col[start + row]} at row "
                                  f"{start + row}, outside 0..{size - 1}")
         term = part.astype(dtype, copy=False)
         if stride != 1:
@@ -121,8 +122,8 @@ def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequenc
 
 
 def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence[int],
-                n_leaves: int, *, chunk: int = _CHUNK, leaf_sorted: bool | None = None
-                ) -> np.ndarray:
+                n_leaves: int, *, chunk: int = _CHUNK, leaf_sorted: bool | None = None,
+                names: Sequence[str] | None = None) -> np.ndarray:
     """Count records per (leaf, cell): the core kernel of :func:`tabulate`.
 
     Records are processed in cache-sized chunks. When the leaf index is sorted (records grouped
@@ -142,6 +143,8 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     n_leaves : int
     leaf_sorted : bool, optional
         Whether ``leaf`` is non-decreasing; checked (one pass) when not given.
+    names : sequence of str, optional
+        Attribute names, for error messages (else attributes are named by position).
 
     Returns
     -------
@@ -156,6 +159,10 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     --------
     >>> count_cells(np.array([0, 0, 1]), [np.array([1, 1, 0], np.int8)], [2], 2).tolist()
     [[0, 2], [1, 0]]
+    >>> count_cells(np.array([0, 1]), [np.array([1, 2])], [2], 2, names=["sex"])
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: attribute 'sex' has code 2 at row 1, outside 0..1
     """
     leaf = np.asarray(leaf)
     n = int(leaf.shape[0])
@@ -176,7 +183,7 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     n_spill = 0
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
-        cell = _cells(columns, shape, strides, start, stop, cell_dtype)
+        cell = _cells(columns, shape, strides, start, stop, cell_dtype, names)
         if leaf_sorted:
             first, last = int(leaf[start]), int(leaf[stop - 1])
             key = leaf[start:stop].astype(key_dtype)
@@ -289,7 +296,7 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
         # geography cannot know it), and every record is in the root.
         leaves[0] = np.zeros(len(columns[0]), dtype=np.int64)
     leaf_counts = count_cells(leaves[0], columns, schema.shape, n_leaves, chunk=chunk,
-                              leaf_sorted=leaf_sorted[0])
+                              leaf_sorted=leaf_sorted[0], names=schema.names)
     counts = _all_levels(geography, leaf_counts)
     unit_counts = None
     if units is not None:
@@ -298,7 +305,7 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
         if geography.depth == 1:
             leaves[1] = np.zeros(len(types), dtype=np.int64)
         leaf_units = count_cells(leaves[1], [types], [attr.size], n_leaves, chunk=chunk,
-                                 leaf_sorted=leaf_sorted[1])
+                                 leaf_sorted=leaf_sorted[1], names=[unit_attribute])
         unit_counts = _all_levels(geography, leaf_units)
     return Hierarchy(schema, geography, counts, unit_counts,
                      unit_attribute if units is not None else None)
