@@ -26,7 +26,9 @@ Every result is computed once per (method, case, seed) and shared by the tests.
 from __future__ import annotations
 
 import functools
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,15 @@ def same_histograms(a: Result, b: Result) -> bool:
         x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a.histograms, b.histograms))
 
 
+def strict_json(path) -> Any:
+    """The JSON document at ``path``, refusing the ``NaN`` and ``Infinity`` that Python's json
+    module writes and reads but JSON does not have."""
+    def refuse(constant):
+        raise ValueError(f"{path} holds {constant}, which is not JSON")
+
+    return json.loads(Path(path).read_text(), parse_constant=refuse)
+
+
 def by_type(hist: np.ndarray, schema) -> np.ndarray:
     """Persons per value of ``hhgq``, the E2E unit attribute (units × types)."""
     axis = schema.position("hhgq")
@@ -93,6 +104,7 @@ def test_one_histogram_per_level_with_the_units_and_cells(entry, case_name, make
     for li, hist in enumerate(result.histograms):
         assert hist.shape == (geo.n_units(li), noisy.schema.size) == truth.counts[li].shape
         assert hist.dtype.kind in "iuf" and np.isfinite(hist).all()
+        np.testing.assert_allclose(result.answers(li, "total")[:, 0], hist.sum(axis=1))
     # the measurements were simulated: the result says so and is not safe for release
     assert result.randomness["mode"] == "simulation" and not result.safe_for_release
 
@@ -206,6 +218,14 @@ def test_an_invariant_stated_twice_acts_as_stated_once(entry):
     assert same_histograms(entry(noisy, once, rng=SEED), run(entry, "duplicate_invariants"))
 
 
+@pytest.mark.parametrize("entry", METHODS, ids=_ids(METHODS))
+def test_an_unknown_option_is_an_error_naming_the_method_and_its_options(entry):
+    _, noisy, _ = build_case("normal")
+    with pytest.raises(PostprocError, match=rf"{re.escape(entry.name)}: unknown option\(s\) "
+                                            rf"\['no_such_option'\]; it takes "):
+        entry(noisy, None, rng=SEED, no_such_option=1)
+
+
 # ---------------------------------------------------------------------------------------------
 # randomness
 # ---------------------------------------------------------------------------------------------
@@ -243,6 +263,7 @@ def test_deterministic_methods_ignore_rng(entry, case_name):
 def test_write_read_round_trip(entry, case_name, tmp_path):
     result = run(entry, case_name)
     back = Result.read(result.write(tmp_path / "out"))
+    assert strict_json(tmp_path / "out" / "manifest.json")["method"] == entry.name
     assert back.method == result.method
     assert same_histograms(back, result)
     assert back.provenance == result.provenance
@@ -327,15 +348,9 @@ def test_sampling_manifest_is_strict_json_when_no_move_was_proposed(tmp_path):
     """On a chain below the levels with invariant totals no move can be proposed, and the
     sampler's acceptance of such a level was NaN, which ``manifest.json`` then held as ``NaN`` —
     not JSON (jq and JavaScript reject it). It is null now."""
-    import json
-
     result = run(next(e for e in METHODS if e.name == "sampling"), "chain")
     result.write(tmp_path)
-
-    def refuse(constant):
-        raise ValueError(f"manifest.json holds {constant}, which is not JSON")
-
-    manifest = json.loads((tmp_path / "manifest.json").read_text(), parse_constant=refuse)
+    manifest = strict_json(tmp_path / "manifest.json")
     acceptance = manifest["provenance"]["sampler"]["acceptance"]
     stats = result.node_stats.groupby("level")[["proposed", "accepted"]].sum()
     assert set(acceptance) == set(result.levels) == set(stats.index)
