@@ -44,6 +44,9 @@ Examples
 
 from __future__ import annotations
 
+from postproc.accounting._checks import (MAX_EPSILON, MAX_RHO, check_delta, check_epsilon,
+                                         check_gamma, check_moe, check_rho, check_sensitivity,
+                                         check_stability)
 from postproc.accounting.budgets import allocate_budget, as_fraction, split_budget
 from postproc.accounting.conversions import ALPHA_GRID_MINUS_ONE  # noqa: F401  (not in __all__)
 from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
@@ -59,6 +62,8 @@ from postproc.accounting.reports import LevelsAccounting, PrivacyLoss, account_l
 
 __all__ = [
     "as_fraction", "split_budget", "allocate_budget",
+    "check_epsilon", "check_rho", "check_delta", "check_sensitivity", "check_moe",
+    "check_stability", "check_gamma", "MAX_EPSILON", "MAX_RHO",
     "pure_to_zcdp", "rdp_geometric", "rdp_gaussian", "rdp_discrete_gaussian", "RDPCurve",
     "compose", "compose_parallel",
     "rdp_to_approx_dp", "zcdp_to_approx_dp_analytic", "zcdp_to_approx_dp_numeric",

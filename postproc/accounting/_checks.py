@@ -1,4 +1,5 @@
-"""Argument checks shared by the accounting modules; a bad value raises a PostprocError."""
+"""Argument checks shared by the accounting modules and their command line; a bad value raises a
+PostprocError that names the value and its valid range."""
 
 from __future__ import annotations
 
@@ -47,21 +48,21 @@ def _in_range(value: Any, name: str, high: float, why: str) -> float:
     return number
 
 
-def _epsilon(value: Any, name: str = "epsilon") -> float:
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
     """A pure-DP ε in [0, MAX_EPSILON], or a PostprocError naming ``name`` and the range."""
     return _in_range(value, name, MAX_EPSILON,
                      f"above {MAX_EPSILON:g} its zCDP rho = {name}²/2 exceeds {MAX_RHO:g}, where "
                      f"the (epsilon, delta) conversions break down")
 
 
-def _rho(value: Any, name: str = "rho") -> float:
+def check_rho(value: Any, name: str = "rho") -> float:
     """A zCDP ρ in [0, MAX_RHO], or a PostprocError naming ``name`` and the range."""
     return _in_range(value, name, MAX_RHO,
                      f"above {MAX_RHO:g} the best Renyi order 1 + sqrt(log(1/delta)/rho) rounds "
                      f"to 1 in float64 and the (epsilon, delta) conversions break down")
 
 
-def _delta(delta: Any) -> float:
+def check_delta(delta: Any) -> float:
     if isinstance(delta, bool):
         raise PostprocError(f"delta must be a number in (0, 1), not {delta!r}")
     try:
@@ -74,7 +75,7 @@ def _delta(delta: Any) -> float:
     return value
 
 
-def _sensitivity(value: Any, name: str = "sensitivity") -> int:
+def check_sensitivity(value: Any, name: str = "sensitivity") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise PostprocError(f"{name} of a geometric mechanism must be a positive integer "
                             f"(counts change by whole units), not {value!r}")
@@ -88,7 +89,7 @@ def _alpha(alpha: Any) -> np.ndarray:
     return a
 
 
-def _moe(value: Any, *, level: int, what: str = "MOE") -> int:
+def check_moe(value: Any, *, level: int, what: str = "MOE") -> int:
     """A target MOE: an integer >= 1 (ints and integral floats), or a PostprocError naming
     ``what`` and the level."""
     try:
@@ -100,7 +101,7 @@ def _moe(value: Any, *, level: int, what: str = "MOE") -> int:
     return int(m_float)
 
 
-def _stability(stability: Any) -> int:
+def check_stability(stability: Any) -> int:
     """The stability s (the most groups of one level a record is in): an integer >= 1."""
     if isinstance(stability, bool) or not isinstance(stability, (int, np.integer)) \
             or stability < 1:
@@ -109,7 +110,7 @@ def _stability(stability: Any) -> int:
     return int(stability)
 
 
-def _gamma(gamma: Any) -> Fraction:
+def check_gamma(gamma: Any) -> Fraction:
     """γ, the share of a group's budget for the noisy total: an exact number in [0, 1)."""
     try:
         g = as_fraction(gamma, name="gamma")
@@ -119,3 +120,4 @@ def _gamma(gamma: Any) -> Fraction:
         raise PostprocError(f"gamma (the share of a group's budget for the noisy total) must be "
                             f"a number in [0, 1), not {gamma!r}; SafeTab uses 0.1")
     return g
+

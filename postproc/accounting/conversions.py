@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from postproc.accounting._checks import _delta, _nonnegative, _rho
+from postproc.accounting._checks import _nonnegative, check_delta, check_rho
 from postproc.accounting.rdp import RDPCurve
 from postproc.errors import PostprocError
 
@@ -64,7 +64,7 @@ def rdp_to_approx_dp(curve: RDPCurve | Callable[[np.ndarray], np.ndarray], delta
     >>> round(rdp_to_approx_dp(RDPCurve.zcdp(0.5), 1e-10), 4)
     6.8393
     """
-    d = _delta(delta)
+    d = check_delta(delta)
     log_inv_delta = -math.log(d)
     extra = np.asarray(list(alphas), dtype=float) - 1.0
     if extra.size and np.any(extra <= 0):
@@ -116,7 +116,7 @@ def zcdp_to_approx_dp_analytic(rho: Any, delta: Any) -> float:
     7.2861
     """
     r = _nonnegative(rho, "rho")
-    d = _delta(delta)
+    d = check_delta(delta)
     return r + math.sqrt(4.0 * r * math.log(1.0 / d))
 
 
@@ -148,8 +148,8 @@ def zcdp_to_approx_dp_numeric(rho: Any, delta: Any) -> float:
     >>> round(zcdp_to_approx_dp_numeric(0.5, 1e-10), 4)
     6.8393
     """
-    r = _rho(rho)
-    d = _delta(delta)
+    r = check_rho(rho)
+    d = check_delta(delta)
     if r == 0.0:
         return 0.0
     return rdp_to_approx_dp(RDPCurve.zcdp(r), d,

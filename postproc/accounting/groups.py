@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from postproc.accounting._checks import _alpha, _stability
+from postproc.accounting._checks import _alpha, check_stability
 from postproc.accounting.rdp import RDPCurve
 from postproc.errors import PostprocError
 
@@ -69,7 +69,7 @@ class LevelCurve:
                 raise PostprocError(f"the loss of one group of a kind must be an RDPCurve, not "
                                     f"{curve!r}")
         object.__setattr__(self, "curves", curves)
-        object.__setattr__(self, "stability", _stability(self.stability))
+        object.__setattr__(self, "stability", check_stability(self.stability))
 
     def __call__(self, alpha: Any) -> np.ndarray | float:
         """τ(α) of the level."""

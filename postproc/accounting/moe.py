@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import erfc
 
 from hierarchy.numbers import positive
-from postproc.accounting._checks import _nonnegative, _sensitivity
+from postproc.accounting._checks import _nonnegative, check_sensitivity
 from postproc.errors import PostprocError
 
 __all__ = ["moe_geometric", "calibrate_geometric", "moe_discrete_gaussian",
@@ -57,7 +57,7 @@ def moe_geometric(epsilon: Any, *, sensitivity: int = 1) -> int:
     6
     """
     eps = positive(epsilon, "epsilon", error=PostprocError)
-    b = _sensitivity(sensitivity) / eps
+    b = check_sensitivity(sensitivity) / eps
     if 1.0 / b > 700.0:
         return 0
     return max(0, math.floor(b * math.log(40.0 / (1.0 + math.exp(1.0 / b)))))
@@ -93,7 +93,7 @@ def calibrate_geometric(moe: Any, *, sensitivity: int = 1) -> float:
     6
     """
     m = math.floor(_nonnegative(moe, "MOE"))
-    return _sensitivity(sensitivity) * math.log(20.0) / (m + 1)
+    return check_sensitivity(sensitivity) * math.log(20.0) / (m + 1)
 
 
 def moe_discrete_gaussian(rho: Any, *, sensitivity: int = 1) -> int:
@@ -121,7 +121,7 @@ def moe_discrete_gaussian(rho: Any, *, sensitivity: int = 1) -> int:
     6
     """
     r = positive(rho, "rho", error=PostprocError)
-    sigma = _sensitivity(sensitivity) / math.sqrt(2.0 * r)
+    sigma = check_sensitivity(sensitivity) / math.sqrt(2.0 * r)
     return math.floor(1.96 * sigma)
 
 
@@ -157,7 +157,7 @@ def calibrate_discrete_gaussian(moe: Any, *, sensitivity: int = 1) -> float:
     if m < 1:
         raise PostprocError(f"a discrete Gaussian MOE must be at least 1 (an MOE of {moe!r} "
                             f"would need infinite rho); ask for MOE >= 1")
-    d = _sensitivity(sensitivity)
+    d = check_sensitivity(sensitivity)
     return 1.92 * d * d / (m * m)
 
 
@@ -201,7 +201,7 @@ def coverage_geometric(epsilon: Any, *, moe: Any = None, sensitivity: int = 1) -
     0.904762
     """
     eps = positive(epsilon, "epsilon", error=PostprocError)
-    d = _sensitivity(sensitivity)
+    d = check_sensitivity(sensitivity)
     m = moe_geometric(eps, sensitivity=d) if moe is None else _coverage_moe(moe)
     z = eps / d
     return 1.0 - 2.0 * math.exp(-z * (m + 1)) / (1.0 + math.exp(-z))
@@ -268,7 +268,7 @@ def coverage_discrete_gaussian(rho: Any, *, moe: Any = None, sensitivity: int = 
     0.967024
     """
     r = positive(rho, "rho", error=PostprocError)
-    d = _sensitivity(sensitivity)
+    d = check_sensitivity(sensitivity)
     m = moe_discrete_gaussian(r, sensitivity=d) if moe is None else _coverage_moe(moe)
     tail, total = _discrete_gaussian_sums(m, d / math.sqrt(2.0 * r))
     return 1.0 - 2.0 * tail / total

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from postproc.accounting._checks import _delta, _gamma, _moe, _stability
+from postproc.accounting._checks import check_delta, check_gamma, check_moe, check_stability
 from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
                                              zcdp_to_approx_dp_numeric)
 from postproc.accounting.groups import LevelCurve, compose_group_kinds
@@ -255,9 +255,9 @@ def _levels_of(moes: Iterable[Any], total_only_moes: Iterable[Any] | None
         if moe is None and total_only is None:
             raise PostprocError(f"level {i} has neither two-step groups (an MOE) nor TotalOnly "
                                 f"groups (a TotalOnly MOE); give it one of them")
-        levels.append((None if moe is None else _moe(moe, level=i),
+        levels.append((None if moe is None else check_moe(moe, level=i),
                        None if total_only is None
-                       else _moe(total_only, level=i, what="TotalOnly MOE")))
+                       else check_moe(total_only, level=i, what="TotalOnly MOE")))
     return levels
 
 
@@ -337,9 +337,9 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
     2.4511
     """
     levels_in = _levels_of(moes, total_only_moes)
-    s = _stability(stability)
-    g = _gamma(gamma)
-    d = _delta(delta)
+    s = check_stability(stability)
+    g = check_gamma(gamma)
+    d = check_delta(delta)
     levels: list[MOELevel] = []
     terms: list[tuple[str, float, int, float]] = []
     mixed: dict[tuple[int | None, int | None], list[Any]] = {}      # key → [curve, count]

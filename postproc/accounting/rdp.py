@@ -18,8 +18,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from hierarchy.numbers import positive
-from postproc.accounting._checks import (_alpha, _epsilon, _nonnegative, _rho,
-                                         _sensitivity)
+from postproc.accounting._checks import (_alpha, _nonnegative, check_epsilon, check_rho,
+                                         check_sensitivity)
 from postproc.errors import PostprocError
 
 __all__ = ["pure_to_zcdp", "rdp_geometric", "rdp_gaussian", "rdp_discrete_gaussian", "RDPCurve",
@@ -150,7 +150,7 @@ def rdp_geometric(alpha: Any, epsilon: Any, *, sensitivity: int = 1) -> np.ndarr
     """
     a = _alpha(alpha)
     eps = _nonnegative(epsilon, "epsilon")
-    delta_q = _sensitivity(sensitivity)
+    delta_q = check_sensitivity(sensitivity)
     out = np.zeros(a.shape, dtype=float)
     if eps == 0.0:
         return out if out.ndim else float(out)
@@ -232,7 +232,7 @@ def rdp_discrete_gaussian(alpha: Any, sigma: Any, *, sensitivity: int = 1) -> np
     >>> rdp_discrete_gaussian(3.0, 2.0, sensitivity=2)
     1.5
     """
-    return rdp_gaussian(alpha, sigma, sensitivity=_sensitivity(sensitivity))
+    return rdp_gaussian(alpha, sigma, sensitivity=check_sensitivity(sensitivity))
 
 
 _KINDS = ("geometric", "zcdp")
@@ -280,18 +280,19 @@ class RDPCurve:
                 raise PostprocError(f"an RDP term is (kind, parameter, sensitivity, weight) with "
                                     f"kind 'geometric' or 'zcdp', not {term!r}")
             _nonnegative(term[1], f"{term[0]} parameter")
-            _sensitivity(term[2])
+            check_sensitivity(term[2])
             _nonnegative(term[3], "weight of an RDP term")
 
     @classmethod
     def geometric(cls, epsilon: Any, *, sensitivity: int = 1) -> "RDPCurve":
         """The geometric mechanism with budget ε (in [0, 1e15]) on a sensitivity-Δ query."""
-        return cls((("geometric", _epsilon(epsilon), _sensitivity(sensitivity), 1.0),))
+        return cls((("geometric", check_epsilon(epsilon), check_sensitivity(sensitivity),
+                     1.0),))
 
     @classmethod
     def zcdp(cls, rho: Any) -> "RDPCurve":
         """Any ρ-zCDP mechanism (ρ in [0, 1e30]): τ(α) = αρ."""
-        return cls((("zcdp", _rho(rho), 1, 1.0),))
+        return cls((("zcdp", check_rho(rho), 1, 1.0),))
 
     @classmethod
     def gaussian(cls, sigma: Any, *, sensitivity: float = 1.0) -> "RDPCurve":

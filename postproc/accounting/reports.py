@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from hierarchy.budget import PureDP, ZCDP
 from hierarchy.budget import notion as notion_type
-from postproc.accounting._checks import _delta, _sensitivity
+from postproc.accounting._checks import check_delta, check_sensitivity
 from postproc.accounting.budgets import allocate_budget  # noqa: F401  (account_levels' doctest)
 from postproc.accounting.budgets import as_fraction
 from postproc.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
@@ -63,7 +63,7 @@ class PrivacyLoss:
         The pure ε is τ(∞) (``None`` when a zCDP term makes it infinite); ρ is the zCDP terms'
         ρ plus ε²/2 for each geometric term (pure ε-DP ⇒ ε²/2-zCDP, then composition).
         """
-        d = _delta(delta)
+        d = check_delta(delta)
         pure = curve.pure_epsilon
         rho = curve.zcdp_rho
         return cls(pure_epsilon=pure if math.isfinite(pure) else None, rho=rho,
@@ -242,7 +242,7 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: Any = "p
                             f"'zcdp' (discrete Gaussian noise, budgets are rho), not "
                             f"{notion!r}") from None
     pure = kind == PureDP.kind
-    d = _delta(delta)
+    d = check_delta(delta)
     if not budgets:
         raise PostprocError("no levels to account for; give budgets[level][query]")
     exact: dict[str, dict[str, Fraction]] = {}
@@ -269,9 +269,9 @@ def account_levels(budgets: Mapping[str, Mapping[str, Any]], *, notion: Any = "p
         if missing:
             raise PostprocError(f"no sensitivity given for queries {missing}; add them to "
                                 f"the sensitivity mapping")
-        sens = {q: _sensitivity(sensitivity[q], f"sensitivity of {q!r}") for q in query_names}
+        sens = {q: check_sensitivity(sensitivity[q], f"sensitivity of {q!r}") for q in query_names}
     else:
-        s = _sensitivity(sensitivity)
+        s = check_sensitivity(sensitivity)
         sens = {q: s for q in query_names}
 
     def curve_of(query: str, budget: Fraction) -> RDPCurve:

@@ -104,14 +104,48 @@ def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] 
     return parsed
 
 
+def _option(flag: str, check: Any, *values: Any, **options: Any) -> Any:
+    """``check(*values)``, its PostprocError prefixed with the option that was given."""
+    try:
+        return check(*values, **options)
+    except PostprocError as exc:
+        raise PostprocError(f"{flag}: {exc}") from None
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Check every numeric option first, so that an error names the option and its range."""
+    from postproc import accounting as acc
+
+    _option("--delta", acc.check_delta, args.delta)
+    if args.account_command == "moe":
+        for level, value in enumerate(args.moe, start=1):
+            _option("--moe", acc.check_moe, value, level=level)
+        total_only = _total_only_moes(args.total_only_moe, len(args.moe)) or []
+        for level, value in enumerate(total_only, start=1):
+            if value is not None:
+                _option("--total-only-moe", acc.check_moe, value, level=level,
+                        what="TotalOnly MOE")
+        for level, value in enumerate(args.total_only_levels or (), start=len(args.moe) + 1):
+            _option("--total-only-levels", acc.check_moe, value, level=level,
+                    what="TotalOnly MOE")
+        _option("--stability", acc.check_stability, args.stability)
+        _option("--gamma", acc.check_gamma, args.gamma)
+        return
+    if args.epsilon is not None:
+        _option("--epsilon", acc.check_epsilon, args.epsilon)
+    if args.rho is not None:
+        _option("--rho", acc.check_rho, args.rho)
+    _option("--sensitivity", acc.check_sensitivity, args.sensitivity)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc account moe`` or ``postproc account convert``.
 
-    The library checks every value before it computes anything; its errors name the value as
-    the option does (``delta``, ``stability``, ``MOE of level 2``, …).
+    Every numeric option is checked first, so that an error names the option and its range.
     """
     from postproc.accounting import PrivacyLoss, account_moe
 
+    _check_options(args)
     if args.account_command == "moe":
         extra = list(args.total_only_levels or ())
         total_only = _total_only_moes(args.total_only_moe, len(args.moe))
