@@ -239,7 +239,7 @@ def _topdown(noisy, spec=None, *, rng=None, solver=None, executor="serial", work
 @register("sampling", summary="top-down conditional sampling under the invariants "
                               "(Gong & Meng); integer and consistent",
           integer=True, consistent=True, nonnegative=True, invariants=True, randomized=True)
-def _sampling(noisy, spec=None, *, rng=None, sweeps=100, mechanism=None, queries="detailed",
+def _sampling(noisy, spec=None, *, rng=None, sweeps=100, mechanism=None, queries="all",
               step_factor=0.8, retries=10):
     from postproc.sampling import sample_topdown
 

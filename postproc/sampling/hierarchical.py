@@ -33,7 +33,11 @@ node. Two consequences, stated plainly:
   draw's worth of spread before the invariants shrink it. Expect errors above TopDown's, which
   returns (near) the mode; the sampled release is unbiased-in-spirit rather than optimal.
 
-Only the ``detailed`` measurements enter ``π_p`` (the other queries' measurements are not used).
+By default every measured query's noise law enters ``π_p`` (``queries="all"``: the likelihood
+of all the measurements, which is what TopDown fits too); ``queries="detailed"`` keeps only the
+detailed measurements, which wastes the budget spent on marginals: on a 20,000-person E2E
+hierarchy at ε = 1 it left county ``hhgq`` errors about 4 times larger (mean absolute error 10.3
+against 2.4 with ``"all"``, TopDown 1.5), and more sweeps did not help.
 
 How it is sampled
 -----------------
@@ -386,7 +390,7 @@ def _queries(noisy: NoisyHierarchy, queries: Any) -> list[str]:
 
 def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any = None,
                    sweeps: int = 100, mechanism: str | None = None,
-                   queries: Any = "detailed", step_factor: float = 0.8,
+                   queries: Any = "all", step_factor: float = 0.8,
                    retries: int = 10) -> Result:
     """Post-process a noisy hierarchy by top-down conditional sampling (see the module docs).
 
@@ -404,10 +408,11 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     mechanism : str, optional
         Override the measurement mechanism named in the provenance.
     queries : 'detailed', 'all' or list of query names
-        Which measurements enter the law. ``'detailed'`` (default) is the construction above;
-        ``'all'`` multiplies in every measured query's noise law at its answers,
+        Which measurements enter the law. ``'all'`` (default) multiplies in every measured
+        query's noise law at its answers,
         ``∏_q ∏_a f_q((Q_q X_k)_a − y_{k,q,a})`` — the likelihood of all measurements, which
-        is much tighter when most of the budget went to marginals (as in the E2E split).
+        is much tighter when most of the budget went to marginals (as in the E2E split);
+        ``'detailed'`` uses the detailed measurements only.
     step_factor : float
         Mean step = ``max(1, min(step_factor · σ, x̂_pj / K_p))`` with ``σ`` the smallest noise
         sd among the used queries.
