@@ -16,52 +16,12 @@ from typing import Callable
 
 from postproc.errors import PostprocError
 
-__all__ = ["run_demo", "demo_config", "DEMO_CONFIG"]
+__all__ = ["run_demo", "demo_config"]
 
 _MARKER = ".postproc-demo"
 
 #: The demo's levels, root first.
 DEMO_LEVELS = ("nation", "state", "county", "enum_dist")
-
-#: The demo configuration as TOML text with ``str.format`` fields; kept for callers that write
-#: it themselves (``demo_config(...).to_toml()`` gives the same configuration).
-DEMO_CONFIG = """\
-# The E2E 1940 configuration, as written by `postproc demo`. Rerun it with
-#   postproc run {dir}/config.toml --out {dir}/run-again
-[data]
-persons = "data/persons.parquet"
-units = "data/units.parquet"
-
-[schema]
-preset = "e2e_1940"
-
-[geography]
-levels = ["nation", "state", "county", "enum_dist"]
-
-[workload]
-preset = "e2e"
-
-[budget]
-kind = "pure"
-total = {epsilon}
-preset = "e2e"
-
-[mechanism]
-name = "geometric"
-
-[randomness]
-mode = "simulation"
-seed = {seed}
-
-[spec]
-preset = "e2e"
-
-[solver]
-executor = "{executor}"
-
-[output]
-directory = "run"
-"""
 
 
 def run_demo(out: str | Path = "postproc-demo", *, persons: int = 1_000_000, seed: int = 2024,

@@ -31,7 +31,7 @@ from hierarchy.tabulate import tabulate  # noqa: E402
 from invariants.spec import Spec  # noqa: E402
 from postproc.cli import main  # noqa: E402
 from postproc.dask_executor import DaskExecutor  # noqa: E402
-from postproc.demo import DEMO_CONFIG  # noqa: E402
+from postproc.demo import demo_config  # noqa: E402
 from postproc.errors import PostprocError  # noqa: E402
 from postproc.executors import get_executor  # noqa: E402
 from postproc.solvers import SolverError  # noqa: E402
@@ -225,7 +225,7 @@ def _outputs(directory: Path) -> dict[str, object]:
 def test_cli_run_with_dask_matches_serial(cluster, tmp_path, capsys):
     write_synthetic_1940(tmp_path / "data", 20_000, seed=3)
     config = tmp_path / "config.toml"
-    config.write_text(DEMO_CONFIG.format(epsilon=1.0, seed=11, dir=tmp_path, executor="serial"))
+    config.write_text(demo_config(tmp_path, epsilon=1.0, seed=11).to_toml())
     base = ["run", str(config), "--no-progress", "--out"]
     assert main(base + [str(tmp_path / "serial")]) == 0
     assert main(base + [str(tmp_path / "local"), "--executor", "dask", "--workers", "1"]) == 0
