@@ -16,6 +16,7 @@ array([ 12, 191])
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -202,7 +203,17 @@ SCHEMAS: dict[str, Schema] = {"e2e_1940": E2E_1940, "e2e_1940_144": E2E_1940_144
 
 
 def get_schema(name: str | Schema | Mapping[str, Any]) -> Schema:
-    """A preset schema by name (``"e2e_1940"``, ``"e2e_1940_144"``), or a schema from a dict."""
+    """A preset schema by name (``"e2e_1940"``, ``"e2e_1940_144"``, ``"pl94_2020"``), or a
+    schema from a dict.
+
+    ``"pl94_2020"`` is the 2,016-cell PL 94-171 schema of 2020, defined with the other 2020
+    presets in :mod:`hierarchy.pl94` (importing this module registers it).
+
+    Examples
+    --------
+    >>> get_schema("pl94_2020").shape
+    (8, 2, 2, 63)
+    """
     if isinstance(name, Schema):
         return name
     if isinstance(name, Mapping):
@@ -230,3 +241,7 @@ def codes_from_labels(attribute: Attribute, values: Sequence[Any]) -> np.ndarray
             raise HierarchyError(f"{exc} (rows {rows[:10].tolist()}"
                                  f"{' …' if rows.size > 10 else ''})") from None
     return lookup[inverse]
+
+
+# The 2020 preset lives with the other PL 94-171 presets; importing it adds it to SCHEMAS.
+import_module("hierarchy.pl94")
