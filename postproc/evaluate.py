@@ -15,10 +15,12 @@ Raw measurements answer a query they did not measure from the finest measured qu
 determines it (``total`` from the sum of ``va_hisp_race``, say: the most precise such sum), which
 is what a user without post-processing would publish.
 
-:func:`compare_postprocessors` runs every applicable post-processor on the same measurements —
-raw, clipped, closed-form least squares (with and without clipping), TopDown — plus bottom-up
-with the same total ε (its own measurement) and its calibration to the published totals, and
-evaluates them all against the same truth.
+:func:`compare_postprocessors` runs registered post-processors (:mod:`postproc.methods`) on the
+same measurements — by default the clipped measurements, closed-form least squares (with and
+without clipping) and TopDown — beside the raw measurements and bottom-up with the same total ε
+(its own measurement) and its calibration to the published totals, and evaluates them all
+against the same truth. ``postproc compare`` (:mod:`postproc.compare`) is the command-line
+comparison of any registered methods.
 
 Examples
 --------
@@ -60,15 +62,15 @@ from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query, Workload
-from postproc.baselines import (TreeCounts, bottom_up, calibrate_to_totals, clip_negative,
-                                hay_consistency)
+from postproc.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
 from postproc.result import Result, resolve_query
 from postproc.epl import estimate_epl
 from postproc.errors import PostprocError
 from postproc.metrics import METRICS, error_metrics
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers", "noisy_answers",
-           "evaluate", "compare", "compare_postprocessors", "to_json", "pivot", "RunOutput",
+           "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
+           "pivot", "RunOutput",
            "load_run", "load_truth", "evaluate_run"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
@@ -380,35 +382,54 @@ def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
     return float(budget.total), 2.0 if budget.neighbours == "change" else 1.0
 
 
-def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *, topdown: Any = None,
-                           spec: Any = None, rng: Any = None, **options: Any) -> pd.DataFrame:
-    """Raw measurements vs every applicable post-processor: same data, same budget.
+#: The post-processors :func:`compare_postprocessors` runs by default, in its table's order:
+#: registered names (:mod:`postproc.methods`), ``NAME+clip`` for a result with its negative
+#: cells set to 0, and ``clip`` for ``noisy+clip`` (the clipped detailed measurements).
+DEFAULT_COMPARISON = ("clip", "hay", "hay+clip", "topdown")
 
-    Methods (those that apply to these measurements):
+
+def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
+                           methods: Sequence[str] | None = None, topdown: Any = None,
+                           results: Mapping[str, Any] | None = None, spec: Any = None,
+                           rng: Any = None, **options: Any) -> pd.DataFrame:
+    """Raw measurements vs registered post-processors: same data, same budget.
+
+    The rows, in order:
 
     ``noisy``
         The raw measurements (unmeasured queries summed from the finest measured one).
-    ``clip``
-        The noisy ``detailed`` histograms with negative cells set to 0, level by level.
-    ``hay``, ``hay+clip``
-        Closed-form consistent least squares of every measurement, then clipped.
-    ``topdown``
-        ``topdown`` if given (a Result), else TopDown run here with
-        ``spec`` when ``spec`` is given.
+    each of ``methods``
+        A registered post-processor (:func:`postproc.methods.postprocess`) run on ``noisy``,
+        with ``spec`` if it keeps invariants and without otherwise (see
+        :func:`postproc.pipeline.method_spec`); ``NAME+clip`` is its result with negative cells
+        set to 0, and ``clip`` is ``noisy+clip``. ``topdown``, when given, is used instead of
+        running TopDown. By default (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``,
+        ``hay+clip`` and ``topdown`` — the last only when a TopDown result or a ``spec`` is
+        given — each left out if it does not apply to these measurements.
     ``bottom_up``, ``bottom_up+calibrated``
         Geometric noise on the bottom level's detailed cells with the *same total ε* (a new
-        measurement drawn from ``rng``), then calibrated to the deepest published ``tot``; only
-        for a pure-DP geometric budget.
+        measurement drawn from ``rng``: a measurement strategy, not a post-processor of
+        ``noisy``), then calibrated to the deepest published ``tot``; only for a pure-DP
+        geometric budget.
 
     Parameters
     ----------
     noisy : NoisyHierarchy
     truth : Hierarchy
+    methods : sequence of str, optional
+        Post-processors to compare (default :data:`DEFAULT_COMPARISON`). One named here that
+        does not apply is an error.
     topdown : Result, optional
+        TopDown's result on ``noisy`` (e.g. a run's), used for the ``topdown`` row; short for
+        ``results={"topdown": topdown}``.
+    results : mapping name → Result, optional
+        Results of registered methods on ``noisy`` made already (e.g. a run's), used instead of
+        running those methods; a name not among ``methods`` is added after them.
     spec : Spec, optional
-        Run TopDown with it when ``topdown`` is not given.
+        Invariants and constraints for the methods that keep them.
     rng : None, int, numpy.random.Generator or Randomness
-        Bottom-up's noise (child stream 0) and the EPL interval draws (child stream 1).
+        Bottom-up's noise (child stream 0), the EPL interval draws (child stream 1) and each
+        randomized method's draws (:func:`postproc.pipeline.method_rng`).
     **options
         Passed to :func:`evaluate` (``queries``, ``levels``, ``epl_method``, ``epl_options``).
 
@@ -420,7 +441,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *, topdown: 
     Raises
     ------
     PostprocError
-        As :func:`evaluate`.
+        As :func:`evaluate`; an unknown method, or a named one that refuses these measurements.
 
     Examples
     --------
@@ -435,24 +456,40 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *, topdown: 
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
     ...                 publish={"tot": levels})
     >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"])
-    >>> sorted(table["method"].unique())
-    ['bottom_up', 'bottom_up+calibrated', 'clip', 'hay', 'hay+clip', 'noisy']
+    >>> list(dict.fromkeys(table["method"]))
+    ['noisy', 'clip', 'hay', 'hay+clip', 'bottom_up', 'bottom_up+calibrated']
+    >>> table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
+    ...                                rng=0, queries=["total"])
+    >>> list(dict.fromkeys(table["method"]))
+    ['noisy', 'rake', 'least_squares+clip', 'bottom_up', 'bottom_up+calibrated']
     """
     from hierarchy.randomness import as_randomness
+    from postproc.methods import postprocess
+    from postproc.pipeline import method_rng, method_spec
+
     rnd = as_randomness(rng)
     results: dict[str, Any] = {"noisy": noisy}
-    if all("detailed" in noisy.queries(lv) for lv in noisy.levels):
-        results["clip"] = clip_negative(noisy)
-    try:
-        results["hay"] = hay_consistency(noisy)
-        results["hay+clip"] = clip_negative(results["hay"])
-    except PostprocError:
-        pass                                    # the bottom level does not determine its cells
-    if topdown is None and spec is not None:
-        from postproc.topdown import topdown as run_topdown
-        topdown = run_topdown(noisy, spec)
+    made: dict[str, Any] = dict(results or {})
     if topdown is not None:
-        results["topdown"] = topdown
+        made["topdown"] = topdown
+    names = list(DEFAULT_COMPARISON if methods is None else methods)
+    names += [name for name in made if name not in names]
+    for name in names:
+        base, _, suffix = ("noisy+clip" if name == "clip" else name).partition("+")
+        if suffix not in ("", "clip"):
+            raise PostprocError(f"{name!r}: a method is a registered name, optionally followed "
+                                f"by '+clip'")
+        if base not in made:
+            if methods is None and base == "topdown" and spec is None:
+                continue                         # TopDown only with its spec or its result
+            try:
+                made[base] = postprocess(noisy, base, method_spec(base, spec),
+                                         rng=method_rng(rnd, base))
+            except PostprocError:
+                if methods is not None:
+                    raise
+                continue                         # it does not apply to these measurements
+        results[name] = clip_negative(made[base]) if suffix else made[base]
     budget = _e2e_budget(noisy)
     if budget is not None:
         epsilon, sensitivity = budget
@@ -580,7 +617,8 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     Returns
     -------
     RunOutput
-        ``estimate`` is the TopDown result as a :class:`~postproc.result.Result` (``method="topdown"``).
+        ``estimate`` is the run's result as a :class:`~postproc.result.Result`, named by the
+        method the manifest records (``"topdown"`` for runs older than that record).
 
     Raises
     ------
@@ -609,6 +647,8 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     if schema is None or geography is None:
         raise PostprocError(f"{directory}: no noisy/ measurements to take the schema and "
                             f"geography from; pass the truth's geography")
+    method = str(manifest.get("method", "topdown"))       # runs of any registered method
+    integer = bool(manifest.get("integer", True))
     hists = []
     for level in geography.levels:
         path = directory / f"{level}.parquet"
@@ -617,9 +657,9 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
                                 f"(finish it with `postproc run CONFIG --out {directory} "
                                 f"--resume`)")
         hists.append(histograms_from_table(pq.read_table(path), schema, geography, level,
-                                           source=str(path)))
-    estimate = Result("topdown", schema, geography, workload, tuple(hists),
-                      {"method": "topdown", "directory": str(directory)})
+                                           source=str(path), integer=integer))
+    estimate = Result(method, schema, geography, workload, tuple(hists),
+                      {"method": method, "directory": str(directory)})
     return RunOutput(directory, estimate, noisy, config, manifest)
 
 
@@ -687,7 +727,7 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
         The confidential data (see :func:`load_truth`).
     compare_all : bool
         Also evaluate the raw measurements and the other post-processors on them
-        (:func:`compare_postprocessors`, with the run's result as ``topdown``).
+        (:func:`compare_postprocessors`, with the run's result in place of its method's).
     rng : None, int, numpy.random.Generator or Randomness
         EPL interval draws (and bottom-up noise when comparing).
     **options
@@ -729,4 +769,5 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
     if run.noisy is None:
         raise PostprocError(f"{directory} has no noisy/ measurements to compare post-processors "
                             f"on")
-    return compare_postprocessors(run.noisy, truth, topdown=run.estimate, rng=rng, **options)
+    return compare_postprocessors(run.noisy, truth, results={run.estimate.method: run.estimate},
+                                  rng=rng, **options)

@@ -1,13 +1,21 @@
-"""The whole path of ``postproc run``: read, tabulate, measure, TopDown, write — resumable.
+"""The whole path of ``postproc run``: read, tabulate, measure, post-process, write — resumable.
+
+The post-processor is any registered one (:mod:`postproc.methods`): ``config.method`` with
+``config.method_options`` (``[postprocess]`` in the config, ``--method`` on the command line).
+TopDown takes its options from ``[solver]`` and checkpoints after every level; any other method
+runs in one step on the same measurements and writes the same layout.
 
 Output directory::
 
     noisy/                 the NoisyHierarchy (measured once; reused on --resume)
-    <level>.parquet        post-processed histograms, long form, written as each level finishes
-    checkpoint.json        levels completed so far and the config's fingerprint
-    node_stats.parquet     per-parent solver statistics
-    manifest.json          config, versions, randomness mode, accounting, solver statistics,
-                           timings, failsafe reports, the list of release files
+    <level>.parquet        post-processed histograms, long form (TopDown: written as each level
+                           finishes); integer counts, or real-valued for methods that make them
+    checkpoint.json        levels completed so far and the config's fingerprint (which includes
+                           the method and its options)
+    node_stats.parquet     per-parent solver (or sampler) statistics, if the method has any
+    manifest.json          config, the method and its options, versions, randomness mode,
+                           accounting, solver statistics, timings, failsafe reports, the list of
+                           release files
     microdata.parquet      synthetic microdata from the bottom level (if asked for)
     confidential/          NOT FOR PUBLICATION: the input data's fingerprint (checked on --resume
                            and by ``postproc evaluate``) and, when asked for (always in simulation
@@ -23,7 +31,10 @@ Every file is written atomically; the checkpoint is updated only after its level
 place, so an interrupted run resumes from the last complete level and, because measurements are
 reloaded and every solver is deterministic, finishes with identical results. The node statistics
 are saved with each level too, so a resumed run's manifest still counts the earlier levels' work.
-Leftovers of an interrupted write are removed when the run resumes.
+Leftovers of an interrupted write are removed when the run resumes. Another method is not
+checkpointed level by level: a resumed run whose outputs are complete is left as it is, and an
+incomplete one runs the method again on the saved measurements (a randomized method draws from
+the stream :func:`method_rng` derives from the seed, so a simulation gives the same result).
 """
 
 from __future__ import annotations
@@ -57,7 +68,7 @@ from postproc.topdown import topdown
 
 __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
            "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
-           "RESERVED_NAMES"]
+           "RESERVED_NAMES", "method_spec", "method_rng", "method_options", "run_fingerprint"]
 
 #: File stems of a run directory that a level must not be named after.
 RESERVED_NAMES = RESERVED_STEMS + ("checkpoint", "error_table", CONFIDENTIAL_DIR)
@@ -77,6 +88,129 @@ class PipelineResult:
     def release(self) -> bool:
         """Whether the run was in release mode (its outputs may be published)."""
         return bool(self.noisy.safe_for_release)
+
+
+#: The ``[solver]`` settings that are TopDown's options in the registry.
+_SOLVER_OPTIONS = ("solver", "executor", "workers", "failsafe", "failsafe_keep", "passes")
+
+
+def method_spec(method: str, spec: Any) -> Any:
+    """The spec to give the registered post-processor ``method``: ``spec`` if the method keeps
+    invariants (TopDown, conditional sampling), else ``None`` (the others refuse a spec with
+    invariants: they run unconstrained).
+
+    Parameters
+    ----------
+    method : str
+        A registered post-processor.
+    spec : Spec or None
+
+    Returns
+    -------
+    Spec or None
+
+    Raises
+    ------
+    PostprocError
+        ``method`` is not registered.
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> spec = Spec.e2e(["nation", "state"])
+    >>> method_spec("topdown", spec) is spec, method_spec("hay", spec)
+    (True, None)
+    """
+    from postproc.methods import get
+
+    return spec if get(method).invariants else None
+
+
+def method_rng(rng: Any, method: str) -> Any:
+    """The randomness a post-processor ``method`` draws from: the stream ``crc32(method)`` of
+    ``rng`` (independent of the measurements' streams, which are keyed by level and query), so
+    ``postproc run --method M`` and ``postproc compare`` give M the same draws from one seed.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.Generator or Randomness
+        ``None`` is release mode (a fresh secure source).
+    method : str
+
+    Returns
+    -------
+    Randomness
+
+    Examples
+    --------
+    >>> a, b = method_rng(7, "sampling"), method_rng(7, "sampling")
+    >>> bool((a.random_raw(3) == b.random_raw(3)).all()), method_rng(None, "sampling").mode
+    (True, 'release')
+    """
+    import zlib
+
+    from hierarchy.randomness import as_randomness
+
+    return as_randomness(rng).child(zlib.crc32(method.encode()))
+
+
+def method_options(config: RunConfig, method: str) -> dict[str, Any]:
+    """The options a configuration gives the registered post-processor ``method``.
+
+    TopDown takes its ``[solver]`` settings (chain, executor, workers, failsafe, passes); the
+    configured method (``[postprocess] method``) takes ``[postprocess.options]``; any other
+    method runs with its defaults.
+
+    Parameters
+    ----------
+    config : RunConfig
+    method : str
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+    ...                          budget=1.0, seed=1, method="sampling",
+    ...                          method_options={"sweeps": 20})
+    >>> method_options(config, "sampling"), method_options(config, "hay")
+    ({'sweeps': 20}, {})
+    >>> sorted(method_options(config, "topdown"))
+    ['executor', 'failsafe', 'failsafe_keep', 'passes', 'solver', 'workers']
+    """
+    options: dict[str, Any] = {}
+    if method == "topdown":
+        options = {"solver": config.solver_chain, "executor": config.executor,
+                   "workers": config.workers, "failsafe": config.failsafe,
+                   "failsafe_keep": config.failsafe_keep, "passes": config.passes}
+    if method == config.method:
+        options.update(config.method_options)
+    return options
+
+
+def run_fingerprint(config: RunConfig) -> str:
+    """The fingerprint a run directory's checkpoint records: :meth:`RunConfig.fingerprint`,
+    extended by the method and its options unless the method is TopDown with none (so a TopDown
+    run resumes exactly as before methods were configurable, and ``--method`` takes part).
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+    ...                          budget=1.0, seed=1)
+    >>> run_fingerprint(config) == config.fingerprint()
+    True
+    >>> run_fingerprint(replace(config, method="hay")) == config.fingerprint()
+    False
+    """
+    base = config.fingerprint()
+    if config.method == "topdown" and not config.method_options:
+        return base
+    extra = json.dumps({"method": config.method, "options": dict(config.method_options)},
+                       sort_keys=True, default=str)
+    return hashlib.sha256((base + extra).encode()).hexdigest()[:16]
 
 
 def data_fingerprint(truth: Hierarchy) -> dict[str, str | None]:
@@ -247,6 +381,8 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     Parameters
     ----------
     config : RunConfig
+        ``config.method`` names the post-processor (any registered one) and
+        ``config.method_options`` its options.
     out : path, optional
         The output directory (default ``config.output``); created, or resumed with ``resume``.
     resume : bool
@@ -260,18 +396,51 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
         Compute errors against the confidential data into ``out/confidential/error_table.csv``.
         Default ``config.wants_error_table`` (on in simulation mode, off in release mode).
 
+    Returns
+    -------
+    PipelineResult
+
     Raises
     ------
     PostprocError
         If ``out`` already holds a run and ``resume`` is off (nothing is overwritten), was not
         written by this toolkit, is in use by another run, or belongs to a different
-        configuration or other input data; if the data break the spec.
+        configuration or other input data; if the data break the spec; an unknown method or
+        option; microdata asked of a method whose counts are not nonnegative integers.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from dataclasses import replace
+    >>> from postproc.demo import run_demo
+    >>> demo = run_demo(tempfile.mkdtemp() + "/demo", persons=2_000, progress=False,
+    ...                 log=lambda message: None)
+    >>> from postproc.config import load_config
+    >>> config = replace(load_config(demo.directory.parent / "config.toml"), method="rake")
+    >>> out = run_pipeline(config, out=demo.directory.parent / "rake", log=lambda m: None)
+    >>> out.result
+    Result('rake'; real; nation=1, state=49, county=..., enum_dist=... units; 2,000.0 persons; randomness simulation (unsafe for release))
     """
+    from postproc.methods import get
+
     directory = Path(out) if out is not None else config.output
     try:
         check_file_names(config.levels, what="level", reserved=RESERVED_NAMES)
     except HierarchyError as exc:
         raise PostprocError(f"{config.source}: {exc} in [geography] levels") from None
+    entry = get(config.method)
+    allowed = set(entry.options()) - ({*_SOLVER_OPTIONS, "progress"}
+                                      if config.method == "topdown" else set())
+    unknown = sorted(set(config.method_options) - allowed)
+    if unknown:
+        raise PostprocError(f"{config.source}: {config.method} takes no option(s) {unknown}; it "
+                            f"takes {sorted(allowed) or 'none'}"
+                            + ("; TopDown's solver options go in [solver]"
+                               if config.method == "topdown" else ""))
+    if config.microdata and not (entry.integer and entry.nonnegative):
+        raise PostprocError(f"{config.source}: [output] microdata = true needs nonnegative "
+                            f"integer counts, which {config.method} does not promise; set "
+                            "microdata = false or use topdown or sampling")
     wants_errors = config.wants_error_table if error_table is None else bool(error_table)
     try:
         claim_directory(directory, made_by="postproc run", reuse=resume,
@@ -286,8 +455,9 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                 log: Callable[[str], None], wants_errors: bool) -> PipelineResult:
     timings: dict[str, float] = {}
     checkpoint_path = directory / "checkpoint.json"
-    fingerprint = config.fingerprint()
+    fingerprint = run_fingerprint(config)
     completed: list[str] = []
+    finished = False
     if resume:
         removed = remove_leftovers(directory)
         if removed:
@@ -299,7 +469,8 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                 raise PostprocError(f"{directory} was started with a different configuration; "
                                     "resume with the same config or choose another --out")
             completed = list(cp.get("completed", []))
-            if cp.get("finished"):
+            finished = bool(cp.get("finished"))
+            if finished:
                 log(f"{directory}: run already finished; nothing to resume")
     if config.randomness_mode == "simulation":
         log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
@@ -323,8 +494,100 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                         publish=config.publish())
         noisy.save(noisy_dir)
         write_json({"config": fingerprint, "completed": []}, checkpoint_path)
-        completed = []
+        completed, finished = [], False
     timings["measure"] = time.perf_counter() - t
+    if config.method == "topdown":
+        result, completed = _run_topdown(config, directory, noisy, completed, fingerprint,
+                                         progress, log, timings)
+        written = [lv for lv in noisy.levels if lv not in completed]
+    else:
+        result = _run_method(config, directory, noisy, finished, log, timings)
+        written = [] if finished else list(noisy.levels)
+        completed = list(noisy.levels) if finished else []
+    t = time.perf_counter()
+    errors = None
+    if wants_errors:
+        from postproc.report_tables import level_error_table
+
+        errors = level_error_table(truth, noisy, result.histograms, noisy.workload,
+                                   method=result.method)
+        conf = confidential_directory(directory, what="the input data's fingerprint, errors "
+                                                      "against the confidential data")
+        with atomic_path(conf / "error_table.csv") as tmp:
+            errors.to_csv(tmp, index=False)
+    if config.method != "topdown" and finished:   # complete outputs are left as they are
+        timings["write"] = time.perf_counter() - t
+        return PipelineResult(result, noisy, truth, directory, timings, errors)
+    release_files = ["manifest.json", "checkpoint.json", "geography.parquet"] + (
+        ["node_stats.parquet"] if len(result.node_stats) or config.method == "topdown"
+        else []) + ["noisy/"] + [f"{lv}.parquet" for lv in noisy.levels] + (
+        ["microdata.parquet"] if config.microdata else [])
+    entry = _registered(config.method)
+    extra = {"config": config.to_dict(), "accounting": accounting(config),
+             "postprocess": {"method": config.method,
+                             "options": _json_options(config.method_options),
+                             "promises": list(entry.promises),
+                             "constrained": method_spec(config.method, config.spec) is not None,
+                             "randomness": (method_rng(config.rng, config.method).provenance()
+                                            if entry.randomized else None)},
+             "pipeline_timings": timings, "resumed_levels": completed,
+             "release": {"release_files": release_files,
+                         "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the "
+                                            "confidential data: never publish it)"}}
+    result.write(directory, levels=written, extra_manifest=extra)
+    if config.microdata:
+        meta = {"randomness_label": noisy.provenance.get("randomness", {}).get("label"),
+                "schema": config.schema.to_dict()}
+        write_parquet(result.to_microdata(), directory / "microdata.parquet", metadata=meta)
+    write_json({"config": fingerprint, "completed": list(noisy.levels), "finished": True},
+               checkpoint_path)
+    timings["write"] = time.perf_counter() - t
+    return PipelineResult(result, noisy, truth, directory, timings, errors)
+
+
+def _registered(method: str):
+    from postproc.methods import get
+
+    return get(method)
+
+
+def _json_options(options: Any) -> dict[str, Any]:
+    """Options as the manifest records them (JSON values; anything else by its repr)."""
+    return json.loads(json.dumps(dict(options), default=repr))
+
+
+def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finished: bool,
+                log: Callable[[str], None], timings: dict[str, float]) -> Result:
+    """A registered post-processor other than TopDown, in one step; a finished run's outputs
+    are read back instead (when they are complete)."""
+    from postproc.methods import postprocess
+
+    if finished:
+        try:
+            result = Result.read(directory)
+            if result.levels == noisy.levels and result.method == config.method:
+                return result
+        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
+            log(f"resume: the outputs cannot be read ({type(exc).__name__}); running "
+                f"{config.method} again on the saved measurements")
+        else:
+            log(f"resume: the outputs are incomplete; running {config.method} again")
+    spec = method_spec(config.method, config.spec)
+    if spec is None and (config.spec.invariants or config.spec.constraints):
+        log(f"{config.method} does not keep invariants or constraints: it runs without the "
+            "spec (unconstrained)")
+    t = time.perf_counter()
+    result = postprocess(noisy, config.method, spec, rng=method_rng(config.rng, config.method),
+                         **config.method_options)
+    timings["postprocess"] = time.perf_counter() - t
+    return result
+
+
+def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy, completed: list[str],
+                 fingerprint: str, progress: bool, log: Callable[[str], None],
+                 timings: dict[str, float]) -> tuple[Result, list[str]]:
+    """TopDown level by level with a checkpoint after each; resumes after the last one."""
+    checkpoint_path = directory / "checkpoint.json"
     hists = []
     for lv in completed:
         path = directory / f"{lv}.parquet"
@@ -367,37 +630,11 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         result = topdown(noisy, config.spec, solver=config.solver_chain, executor=ex,
                          failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
                          passes=config.passes, progress=progress,
-                         start=(len(hists), hists) if hists else None, on_level=on_level)
+                         start=(len(hists), hists) if hists else None, on_level=on_level,
+                         **config.method_options)
     timings["topdown"] = time.perf_counter() - t
     result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats))
-    t = time.perf_counter()
-    errors = None
-    if wants_errors:
-        from postproc.report_tables import level_error_table
-
-        errors = level_error_table(truth, noisy, result.histograms, noisy.workload)
-        conf = confidential_directory(directory, what="the input data's fingerprint, errors "
-                                                      "against the confidential data")
-        with atomic_path(conf / "error_table.csv") as tmp:
-            errors.to_csv(tmp, index=False)
-    release_files = ["manifest.json", "checkpoint.json", "geography.parquet", "node_stats.parquet",
-                     "noisy/"] + [
-        f"{lv}.parquet" for lv in noisy.levels] + (["microdata.parquet"] if config.microdata
-                                                   else [])
-    extra = {"config": config.to_dict(), "accounting": accounting(config),
-             "pipeline_timings": timings, "resumed_levels": completed,
-             "release": {"release_files": release_files,
-                         "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the "
-                                            "confidential data: never publish it)"}}
-    result.write(directory, levels=[lv for lv in noisy.levels if lv not in completed],
-                 extra_manifest=extra)
-    if config.microdata:
-        write_parquet(result.to_microdata(), directory / "microdata.parquet", metadata=meta)
-    write_json({"config": fingerprint, "completed": list(noisy.levels), "finished": True},
-               checkpoint_path)
-    timings["write"] = time.perf_counter() - t
-    return PipelineResult(result, noisy, truth, directory, timings, errors)
-
+    return result, completed
 
 
 def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

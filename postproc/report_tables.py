@@ -1,4 +1,10 @@
-"""Per-level error tables: noisy measurements vs post-processed results, against the truth."""
+"""Per-level error tables: noisy measurements vs a post-processed result, against the truth.
+
+The table of ``postproc run`` (``confidential/error_table.csv``): for every level and query, the
+median absolute error (MAE), mean absolute error and RMSE of the raw measurements (columns
+``noisy_*``) and of the run's post-processor (columns ``<method>_*``: ``topdown_mae``,
+``sampling_mae``, …), integer or real-valued.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,23 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from postproc.metrics import error_metrics
 
-__all__ = ["level_error_table", "format_error_table", "print_level_summary"]
+__all__ = ["level_error_table", "format_error_table", "print_level_summary", "result_prefix"]
 
 _QUERIES = ("total", "va_hisp_race", "detailed")
+_METRICS = (("mae", "MAE"), ("mean_abs", "mean|e|"), ("rmse", "RMSE"))
+
+
+def result_prefix(method: str) -> str:
+    """The column prefix of a method's errors: its name, but ``noisy_detailed`` for the
+    ``noisy`` method (its histograms are the detailed measurements; ``noisy_*`` are the
+    measurements as measured).
+
+    Examples
+    --------
+    >>> result_prefix("topdown"), result_prefix("noisy")
+    ('topdown', 'noisy_detailed')
+    """
+    return "noisy_detailed" if method == "noisy" else method
 
 
 def _noisy_answers(noisy: NoisyHierarchy, level: str, query: str) -> tuple[np.ndarray, str]:
@@ -29,9 +49,47 @@ def _noisy_answers(noisy: NoisyHierarchy, level: str, query: str) -> tuple[np.nd
 
 
 def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workload,
-                      queries=_QUERIES) -> pd.DataFrame:
+                      queries=_QUERIES, *, method: str = "topdown") -> pd.DataFrame:
     """MAE (median absolute error), mean absolute error and RMSE per level and query, for the
-    noisy measurements and for the post-processed histograms."""
+    noisy measurements and for the post-processed histograms.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+    noisy : NoisyHierarchy
+    histograms : sequence of arrays
+        The post-processed histograms per level (integer or real), root first.
+    workload : Workload
+    queries : sequence of str
+        ``total`` and workload names; those not in the workload are skipped.
+    method : str
+        Names the result's columns (see :func:`result_prefix`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``level, query, units, noisy`` (how the measurement answers), then ``noisy_mae``,
+        ``<method>_mae``, ``noisy_mean_abs``, ``<method>_mean_abs``, ``noisy_rmse``,
+        ``<method>_rmse`` and ``exact_median``.
+
+    Examples
+    --------
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulate import tabulate
+    >>> from hierarchy.measure import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> from postproc.methods import postprocess
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
+    >>> hay = postprocess(noisy, "hay")
+    >>> table = level_error_table(truth, noisy, hay.histograms, noisy.workload, method="hay")
+    >>> list(table.columns[4:8])
+    ['noisy_mae', 'hay_mae', 'noisy_mean_abs', 'hay_mean_abs']
+    """
+    prefix = result_prefix(method)
     rows: list[dict[str, Any]] = []
     for li, level in enumerate(noisy.levels[:len(histograms)]):
         exact_counts = truth.counts[li]
@@ -50,31 +108,63 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
                 continue
             m_noisy = error_metrics(raw, exact)
             m_post = error_metrics(post, exact)
-            rows.append({"level": level, "query": q, "units": int(exact.shape[0]),
-                         "noisy": how, "noisy_mae": m_noisy["mae"],
-                         "topdown_mae": m_post["mae"], "noisy_mean_abs": m_noisy["mean_abs"],
-                         "topdown_mean_abs": m_post["mean_abs"], "noisy_rmse": m_noisy["rmse"],
-                         "topdown_rmse": m_post["rmse"], "exact_median": m_post["exact_median"]})
+            row: dict[str, Any] = {"level": level, "query": q, "units": int(exact.shape[0]),
+                                   "noisy": how}
+            for key, _ in _METRICS:
+                row[f"noisy_{key}"] = m_noisy[key]
+                row[f"{prefix}_{key}"] = m_post[key]
+            row["exact_median"] = m_post["exact_median"]
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _method_of(table: pd.DataFrame) -> str:
+    """The prefix of the result's columns of a :func:`level_error_table` table."""
+    prefixes = [c[:-len("_mae")] for c in table.columns
+                if c.endswith("_mae") and c != "noisy_mae"]
+    return prefixes[0] if prefixes else "topdown"
+
+
 def format_error_table(table: pd.DataFrame) -> str:
-    """A compact aligned text table."""
+    """A compact aligned text table of :func:`level_error_table`'s table.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame([{"level": "nation", "query": "total", "units": 1, "noisy": "total",
+    ...                    "noisy_mae": 2.0, "rake_mae": 0.5, "noisy_mean_abs": 2.0,
+    ...                    "rake_mean_abs": 0.5, "noisy_rmse": 2.0, "rake_rmse": 0.5}])
+    >>> print(format_error_table(t))
+     level query  units  MAE noisy  MAE rake  mean|e| noisy  mean|e| rake  RMSE noisy  RMSE rake
+    nation total      1       2.00      0.50           2.00          0.50        2.00       0.50
+    """
     if table.empty:
         return "(no levels)"
-    show = table[["level", "query", "units", "noisy_mae", "topdown_mae", "noisy_mean_abs",
-                  "topdown_mean_abs", "noisy_rmse", "topdown_rmse"]].copy()
-    show.columns = ["level", "query", "units", "MAE noisy", "MAE TopDown", "mean|e| noisy",
-                    "mean|e| TopDown", "RMSE noisy", "RMSE TopDown"]
+    prefix = _method_of(table)
+    name = "TopDown" if prefix == "topdown" else prefix
+    columns, labels = ["level", "query", "units"], ["level", "query", "units"]
+    for key, label in _METRICS:
+        columns += [f"noisy_{key}", f"{prefix}_{key}"]
+        labels += [f"{label} noisy", f"{label} {name}"]
+    show = table[columns].copy()
+    show.columns = labels
     return show.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
 
 
 def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
-    """Print a finished pipeline's per-level error table (saved in ``DIR/confidential/``).
+    """Print which post-processor ran and a finished pipeline's per-level error table (saved
+    in ``DIR/confidential/``).
 
     In release mode the table is never printed (the terminal is an output too): only where it
     was written, if it was asked for. ``show_confidential`` overrides that for a simulation.
     """
+    from postproc.errors import PostprocError
+    from postproc.methods import get
+
+    try:
+        promises = ", ".join(get(out.result.method).promises) or "no promises"
+    except PostprocError:  # a method unregistered since: say so, do not fail
+        promises = "not registered now"
+    print(f"post-processor: {out.result.method} ({promises})")
     table = out.error_table
     if table is None:
         if out.release:

@@ -10,8 +10,11 @@ be the ones the run measured: they are checked against the run's ``confidential/
 ``--json`` prints one object keyed by level, then query (``total``, ``detailed``, ``hhgq``,
 ``va_hisp_race``, …), each with ``mae``, ``mean_abs``, ``rmse``, ``epl`` and the other metrics; an
 EPL that is undefined because every error is zero (an invariant level) is ``null`` with an
-``epl_reason``. With ``--compare`` the object is keyed by method first (``topdown``, ``noisy``,
-``clip``, ``hay``, ``hay+clip``, ``bottom_up``, ``bottom_up+calibrated``). ``--save`` also writes
+``epl_reason``. The run may be of any registered post-processor (``postproc run --method``).
+With ``--compare`` the object is keyed by method first: the run's own method (``topdown``, …),
+``noisy``, ``clip``, ``hay``, ``hay+clip``, ``bottom_up``, ``bottom_up+calibrated`` (see
+:func:`postproc.evaluate.compare_postprocessors`; ``postproc compare`` compares any registered
+methods on fresh measurements of a configuration). ``--save`` also writes
 ``OUTDIR/confidential/evaluation.csv`` (or ``comparison.csv``) and the JSON next to it, for
 ``postproc report`` — under ``confidential/``, never beside the release files.
 """
@@ -19,9 +22,6 @@ EPL that is undefined because every error is zero (an invariant level) is ``null
 from __future__ import annotations
 
 import argparse
-import json
-import math
-from pathlib import Path
 from typing import Any
 
 ORDER = 30
@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
                    help="print JSON: level -> query -> {mae, mean_abs, rmse, epl, ...}")
     p.add_argument("--compare", action="store_true",
                    help="also evaluate the raw measurements, clipping, closed-form least squares "
-                        "and bottom-up at the same ε (keyed by method)")
+                        "and bottom-up at the same ε beside the run's method (keyed by method; "
+                        "postproc compare compares any registered methods)")
     p.add_argument("--save", action="store_true",
                    help="write OUTDIR/confidential/evaluation.csv (comparison.csv with "
                         "--compare) and .json")
@@ -59,6 +60,8 @@ def register(subparsers: Any) -> None:
 
 
 def _text(table) -> str:
+    import math
+
     import pandas as pd
 
     reasons = list(dict.fromkeys(r for r in table["epl_reason"] if isinstance(r, str)))
@@ -86,6 +89,8 @@ def _text(table) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc evaluate``."""
+    import json
+
     from postproc.evaluate import evaluate_run, to_json
     from postproc.errors import PostprocError
 

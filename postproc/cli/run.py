@@ -1,4 +1,5 @@
-"""``postproc run`` and ``postproc validate``: the configured TopDown job."""
+"""``postproc run`` and ``postproc validate``: the configured job, with any registered
+post-processor (``[postprocess] method`` in the config, or ``--method NAME``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,18 @@ ORDER = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a configured TopDown job (read, measure, post-process)",
-                       description="Read microdata, tabulate, measure under the budget, run "
-                                   "TopDown level by level and write DIR/<level>.parquet and "
-                                   "DIR/manifest.json. Checkpoints after each level.")
+    p = sub.add_parser("run", help="run a configured job (read, measure, post-process)",
+                       description="Read microdata, tabulate, measure under the budget, "
+                                   "post-process with the configured method (TopDown unless "
+                                   "[postprocess] method or --method says otherwise) and write "
+                                   "DIR/<level>.parquet and DIR/manifest.json. TopDown "
+                                   "checkpoints after each level.")
     p.add_argument("config", help="run configuration (TOML; see examples/e2e1940.toml)")
     p.add_argument("--out", help="output directory (default: [output] directory of the config)")
+    p.add_argument("--method", metavar="NAME",
+                   help="override [postprocess] method: any registered post-processor "
+                        "(`postproc methods` lists them); the config's [postprocess.options] "
+                        "apply only to the method they were written for")
     p.add_argument("--resume", action="store_true",
                    help="finish an interrupted run in --out with identical results")
     p.add_argument("--executor", choices=["serial", "process", "dask"],
@@ -56,6 +63,15 @@ def _config(args: argparse.Namespace):
     config = load_config(args.config)
     changes = {k: getattr(args, k) for k in ("executor", "workers", "scheduler")
                if getattr(args, k, None) is not None}
+    method = getattr(args, "method", None)
+    if method is not None and method != config.method:
+        from postproc.methods import get
+
+        get(method)                       # an unknown name: the error lists the registered ones
+        if config.method_options:
+            print(f"postproc: note: [postprocess.options] are {config.method}'s; {method} "
+                  "runs with its defaults", file=sys.stderr)
+        changes.update(method=method, method_options={})
     if changes.get("scheduler"):
         if changes.setdefault("executor", "dask") != "dask":
             from postproc.errors import PostprocError

@@ -1,0 +1,230 @@
+"""``postproc run`` with any registered post-processor: ``[postprocess] method`` and ``--method``.
+
+A small configuration (3 levels, 5,000 persons) is run end to end with methods other than
+TopDown; the outputs are checked against the same method applied to the saved measurements, for
+layout, provenance, resume, the error table (integer and real-valued) and the release gate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.storage import read_json, read_parquet_metadata, write_json
+from hierarchy.synth import write_synthetic_1940
+from postproc.cli import main
+from postproc.config import load_config
+from postproc.errors import PostprocError
+from postproc.evaluate import evaluate, load_run
+from postproc.methods import available, postprocess
+from postproc.pipeline import load_truth, method_rng, run_pipeline
+from postproc.result import Result
+from _configs import e2e_config, save_config
+
+LEVELS = ("nation", "state", "county")
+
+
+def run_config(data: Path, *, seed: int | None = 3, **options):
+    """The E2E configuration on ``data`` at three levels (``seed=None``: release mode)."""
+    return e2e_config(data, levels=LEVELS, seed=seed,
+                      **({"mode": "release"} if seed is None else {}), **options)
+
+
+def config_file(directory: Path, data: Path, name: str = "run.toml", *, sections=None,
+                **options) -> Path:
+    """:func:`run_config` saved as ``directory/name``; ``sections`` changes keys of the file."""
+    return save_config(directory / name, run_config(data, **options), **(sections or {}))
+
+
+def quiet(_message: str) -> None:
+    pass
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".dapp-lock"}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("data")
+    write_synthetic_1940(directory, 5_000, seed=11)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def rake_run(data, tmp_path_factory):
+    """``postproc run CONFIG --method rake`` through the command line."""
+    folder = tmp_path_factory.mktemp("rake")
+    config = config_file(folder, data)
+    out = folder / "run"
+    import contextlib
+    import io
+
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = main(["run", str(config), "--method", "rake", "--out", str(out), "--no-progress"])
+    assert code == 0
+    return config, out, stdout.getvalue()
+
+
+def test_run_method_writes_the_layout_and_names_the_method(rake_run):
+    _, out, stdout = rake_run
+    for level in LEVELS:
+        assert (out / f"{level}.parquet").is_file(), level
+        assert "NOT SAFE" in read_parquet_metadata(out / f"{level}.parquet")["randomness_label"]
+    assert (out / "noisy" / "metadata.json").is_file()
+    manifest = read_json(out / "manifest.json")
+    assert manifest["method"] == "rake" and manifest["integer"] is False
+    assert manifest["postprocess"]["method"] == "rake"
+    assert manifest["postprocess"]["options"] == {}
+    assert manifest["postprocess"]["constrained"] is False
+    assert manifest["randomness"]["mode"] == "simulation"
+    assert set(manifest["release"]["release_files"]) >= {f"{lv}.parquet" for lv in LEVELS}
+    assert read_json(out / "checkpoint.json")["finished"] is True
+    assert "post-processor: rake" in stdout and "MAE rake" in stdout
+    assert f"outputs in {out}" in stdout
+
+
+def test_run_method_result_is_the_method_on_the_saved_measurements(rake_run):
+    _, out, _ = rake_run
+    noisy = NoisyHierarchy.load(out / "noisy")
+    expected = postprocess(noisy, "rake")
+    written = Result.read(out)
+    assert written.method == "rake" and not written.integer
+    for li in range(len(LEVELS)):
+        np.testing.assert_allclose(written.histograms[li], expected.histograms[li],
+                                   rtol=0, atol=1e-9)
+    # rake promises consistency and nonnegativity: the written levels keep them
+    for li in range(1, len(LEVELS)):
+        parents = noisy.geography.parents[li]
+        sums = np.zeros_like(written.histograms[li - 1])
+        np.add.at(sums, parents, written.histograms[li])
+        np.testing.assert_allclose(sums, written.histograms[li - 1], atol=1e-6)
+        assert (written.histograms[li] >= 0).all()
+
+
+def test_error_table_of_a_real_valued_method_matches_evaluate(rake_run):
+    config, out, _ = rake_run
+    table = pd.read_csv(out / "confidential" / "error_table.csv")
+    assert {"noisy_mae", "rake_mae", "rake_mean_abs", "rake_rmse"} <= set(table.columns)
+    run = load_run(out)
+    assert run.estimate.method == "rake"
+    truth = load_truth(load_config(config))
+    evaluation = evaluate(run.estimate, truth, queries=["total", "va_hisp_race"], rng=0,
+                          epl_options={"n_boot": 0}).set_index(["level", "query"])
+    for _, row in table[table["query"].isin(["total", "va_hisp_race"])].iterrows():
+        expected = evaluation.loc[(row["level"], row["query"])]
+        assert row["rake_mae"] == pytest.approx(expected["mae"], rel=1e-9, abs=1e-9)
+        assert row["rake_rmse"] == pytest.approx(expected["rmse"], rel=1e-9, abs=1e-9)
+
+
+def test_configured_sampling_is_seeded_and_resumes(data, tmp_path):
+    config = run_config(data, method="sampling", method_options={"sweeps": 5}, microdata=True)
+    assert config.method == "sampling" and config.method_options == {"sweeps": 5}
+    out = tmp_path / "run"
+    done = run_pipeline(config, out=out, progress=False, log=quiet)
+    result = done.result
+    assert result.method == "sampling" and result.integer
+    again = postprocess(done.noisy, "sampling", config.spec, rng=method_rng(3, "sampling"),
+                        sweeps=5)
+    for a, b in zip(result.histograms, again.histograms):
+        np.testing.assert_array_equal(a, b)           # the seed's stream for this method
+    manifest = read_json(out / "manifest.json")
+    assert manifest["postprocess"]["options"] == {"sweeps": 5}
+    assert manifest["postprocess"]["constrained"] is True
+    assert manifest["postprocess"]["randomness"]["mode"] == "simulation"
+    assert pq.read_table(out / "microdata.parquet").num_rows == int(result.histograms[0].sum())
+    # a finished run is left as it is
+    before = snapshot(out)
+    messages: list[str] = []
+    run_pipeline(config, out=out, resume=True, progress=False, log=messages.append)
+    assert any("already finished" in m for m in messages)
+    assert snapshot(out) == before
+    # an interrupted one (measurements saved, no finished outputs) finishes identically
+    (out / "county.parquet").unlink()
+    (out / "manifest.json").unlink()
+    write_json({"config": read_json(out / "checkpoint.json")["config"], "completed": []},
+               out / "checkpoint.json")
+    messages.clear()
+    run_pipeline(config, out=out, resume=True, progress=False, log=messages.append)
+    assert any("loaded measurements" in m for m in messages)
+    assert (out / "county.parquet").read_bytes() == before["county.parquet"]
+
+
+def test_resume_with_another_method_is_refused(rake_run, tmp_path, capsys):
+    config, out, _ = rake_run
+    copy = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(out, copy)
+    before = snapshot(copy)
+    code = main(["run", str(config), "--method", "hay", "--out", str(copy), "--resume",
+                 "--no-progress"])
+    assert code == 1 and "different configuration" in capsys.readouterr().err
+    assert snapshot(copy) == before
+    assert main(["run", str(config), "--method", "rake", "--out", str(copy), "--resume",
+                 "--no-progress"]) == 0
+    assert "already finished" in capsys.readouterr().out
+
+
+def test_release_mode_error_table_only_on_request_and_under_confidential(data, tmp_path,
+                                                                          capsys):
+    config = config_file(tmp_path, data, seed=None)
+    out = tmp_path / "plain"
+    assert main(["run", str(config), "--method", "hay", "--out", str(out),
+                 "--no-progress"]) == 0
+    stdout = capsys.readouterr().out
+    assert "post-processor: hay" in stdout and "MAE" not in stdout
+    assert not (out / "confidential" / "error_table.csv").exists()
+    assert read_json(out / "manifest.json")["safe_for_release"] is True
+    asked = tmp_path / "asked"
+    assert main(["run", str(config), "--method", "noisy", "--out", str(asked), "--error-table",
+                 "--no-progress"]) == 0
+    stdout = capsys.readouterr().out
+    table = pd.read_csv(asked / "confidential" / "error_table.csv")
+    assert "noisy_detailed_mae" in table.columns and "MAE" not in stdout
+    assert not (asked / "error_table.csv").exists()
+
+
+def test_unknown_method_or_option_is_a_clear_error(data, tmp_path, capsys):
+    config = config_file(tmp_path, data)
+    assert main(["run", str(config), "--method", "tpodown", "--out",
+                 str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert "unknown post-processor 'tpodown'" in err
+    assert all(name in err for name in available())
+    assert not (tmp_path / "x").exists()
+    bad = config_file(tmp_path, data, "bad.toml", sections={"postprocess": {"method": "smapling"}})
+    with pytest.raises(PostprocError, match=r"bad\.toml, line \d+: unknown method 'smapling'"):
+        load_config(bad)
+    bad = config_file(tmp_path, data, "bad2.toml",
+                      sections={"postprocess": {"method": "hay", "options": {"sweeps": 3}}})
+    with pytest.raises(PostprocError, match=r"hay takes no option\(s\) \['sweeps'\]"):
+        load_config(bad)
+    with pytest.raises(PostprocError, match=r"hay takes no option\(s\) \['sweeps'\]"):
+        run_pipeline(replace(run_config(data), method="hay", method_options={"sweeps": 3}),
+                     out=tmp_path / "api", progress=False, log=quiet)
+    assert not (tmp_path / "api").exists()
+    # microdata needs nonnegative integers: refused before anything is written
+    config = run_config(data, method="hay", microdata=True)
+    with pytest.raises(PostprocError, match="microdata"):
+        run_pipeline(config, out=tmp_path / "micro", progress=False, log=quiet)
+    assert not (tmp_path / "micro").exists()
+
+
+def test_method_override_drops_the_other_methods_options(data, tmp_path, capsys):
+    config = config_file(tmp_path, data, method="sampling", method_options={"sweeps": 5})
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--method", "bottom_up", "--out", str(out),
+                 "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "runs with its defaults" in captured.err
+    manifest = read_json(out / "manifest.json")
+    assert manifest["method"] == "bottom_up" and manifest["postprocess"]["options"] == {}
