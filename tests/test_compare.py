@@ -1,0 +1,225 @@
+"""``postproc compare``, :mod:`postproc.compare` and ``postproc methods``.
+
+The table's numbers are checked against :func:`postproc.evaluate.evaluate` of the same result;
+the command is run on a small configuration (nation and state, 2,000 persons) in simulation mode
+(files beside each other, table printed) and in release mode (nothing outside ``confidential/``,
+no number on the terminal); output directories that are not a comparison's are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hierarchy.budget import Budget
+from hierarchy.measure import measure
+from hierarchy.queries import e2e_workload
+from hierarchy.schema import E2E_1940
+from hierarchy.storage import MARKER
+from hierarchy.synth import synthesize_1940, write_synthetic_1940
+from hierarchy.tabulate import tabulate
+from invariants.spec import Invariant, Spec
+from postproc.cli import main
+from postproc.compare import COLUMNS, compare_methods, default_directory, format_pivot
+from postproc.config import load_config
+from postproc.errors import PostprocError
+from postproc.evaluate import compare_postprocessors, default_queries, evaluate
+from postproc.methods import available, postprocess
+from postproc.pipeline import method_rng
+from _configs import e2e_config, save_config
+
+LEVELS = ["nation", "state"]
+NO_BOOT = {"n_boot": 0}
+
+def write_config(directory: Path, data: Path, *, seed: int | None = 5) -> Path:
+    config = e2e_config(data, levels=LEVELS, seed=seed,
+                        **({"mode": "release"} if seed is None else {}))
+    return save_config(directory / "compare.toml", config)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    data = synthesize_1940(2_000, seed=1)
+    truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS)
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), rng=2,
+                    publish={"tot": LEVELS})
+    return truth, noisy, Spec(invariants=(Invariant("tot", "all"),))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("data")
+    write_synthetic_1940(directory, 2_000, seed=4)
+    return directory
+
+
+def run_cli(*argv: str) -> int:
+    return main(["compare", *argv, "--no-progress", "--n-boot", "0"])
+
+
+# -- the library ---------------------------------------------------------------------------------
+
+def test_table_columns_and_numbers_equal_evaluate(measured):
+    truth, noisy, spec = measured
+    queries = ["total", "va_hisp_race"]
+    table = compare_methods(noisy, truth, ["sampling", "hay"], spec, rng=9, queries=queries,
+                            options={"sampling": {"sweeps": 3}}, epl_options=NO_BOOT)
+    assert tuple(table.columns) == COLUMNS
+    assert list(dict.fromkeys(table["method"])) == ["sampling", "hay"]
+    assert table.groupby("method")["constrained"].all().to_dict() == {"sampling": True,
+                                                                      "hay": False}
+    assert len(table) == 2 * len(LEVELS) * len(queries)
+    results = {"sampling": postprocess(noisy, "sampling", spec, rng=method_rng(9, "sampling"),
+                                       sweeps=3),
+               "hay": postprocess(noisy, "hay")}
+    for name, result in results.items():
+        expected = evaluate(result, truth, queries=queries, rng=0, epl_options=NO_BOOT)
+        got = table[table["method"] == name].reset_index(drop=True)
+        assert got["level"].tolist() == expected["level"].tolist()
+        for mine, theirs in (("n", "n"), ("mae", "mae"), ("mean_abs", "mean_abs"),
+                             ("rmse", "rmse"), ("epl", "epl")):
+            np.testing.assert_array_equal(got[mine].to_numpy(), expected[theirs].to_numpy())
+        assert got["epl_note"].tolist() == expected["epl_reason"].fillna("").tolist()
+    # the sampled totals keep the invariant: no error and an undefined EPL that says why
+    exact = table[(table["method"] == "sampling") & (table["query"] == "total")]
+    assert (exact["mae"] == 0).all() and np.isinf(exact["epl"]).all()
+    assert (exact["epl_note"] != "").all()
+    assert "point mass" in exact.set_index("level").loc["state", "epl_note"]
+
+
+def test_default_queries_are_the_workloads(measured):
+    truth, noisy, _ = measured
+    table = compare_methods(noisy, truth, ["noisy"], rng=1, epl_options=NO_BOOT)
+    assert list(dict.fromkeys(table["query"])) == list(default_queries(noisy.workload))
+    assert set(noisy.workload.names) <= set(table["query"])
+
+
+def test_compare_methods_errors(measured):
+    truth, noisy, spec = measured
+    with pytest.raises(PostprocError, match="unknown post-processor 'hays'"):
+        compare_methods(noisy, truth, ["hays"])
+    with pytest.raises(PostprocError, match="more than once"):
+        compare_methods(noisy, truth, ["hay", "hay"])
+    with pytest.raises(PostprocError, match="unknown option"):
+        compare_methods(noisy, truth, ["hay"], options={"hay": {"sweeps": 2}})
+    with pytest.raises(PostprocError, match="not among the methods"):
+        compare_methods(noisy, truth, ["hay"], options={"sampling": {"sweeps": 2}})
+    with pytest.raises(PostprocError, match="direct EPL"):
+        compare_methods(noisy, truth, ["hay"], epl_method="direct")
+
+
+def test_format_pivot_has_a_row_per_query_and_method(measured):
+    truth, noisy, spec = measured
+    table = compare_methods(noisy, truth, ["topdown", "noisy"], spec, rng=1,
+                            queries=["total"], epl_options=NO_BOOT)
+    text = format_pivot(table)
+    assert "topdown " in text and "noisy (unconstrained)" in text
+    header = next(line for line in text.splitlines() if line.startswith("query"))
+    assert header.split()[-2:] == LEVELS
+
+
+def test_compare_postprocessors_runs_registered_methods(measured):
+    truth, noisy, spec = measured
+    table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
+                                   rng=0, queries=["total"], epl_options=NO_BOOT)
+    assert list(dict.fromkeys(table["method"])) == [
+        "noisy", "rake", "least_squares+clip", "bottom_up", "bottom_up+calibrated"]
+    rake = table[table["method"] == "rake"].reset_index(drop=True)
+    expected = evaluate(postprocess(noisy, "rake"), truth, queries=["total"], rng=0,
+                        epl_options=NO_BOOT)
+    np.testing.assert_array_equal(rake["mae"], expected["mae"])
+    with pytest.raises(PostprocError, match="'\\+clip'"):
+        compare_postprocessors(noisy, truth, methods=["hay+round"], rng=0)
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+def test_compare_in_simulation_mode_writes_and_prints_the_table(data, tmp_path, capsys):
+    config = write_config(tmp_path, data)
+    out = tmp_path / "cmp"
+    assert run_cli(str(config), "--methods", "topdown,hay,noisy", "--out", str(out)) == 0
+    stdout = capsys.readouterr().out
+    for name in ("compare.csv", "compare.json", "compare_epl.png", "compare.html",
+                 "manifest.json"):
+        assert (out / name).is_file(), name
+    assert not (out / "confidential").exists()
+    table = pd.read_csv(out / "compare.csv")
+    assert tuple(table.columns) == COLUMNS
+    workload = load_config(config).workload
+    assert set(table["query"]) == set(default_queries(workload))
+    assert len(table) == 3 * len(LEVELS) * len(default_queries(workload))
+    rows = json.loads((out / "compare.json").read_text())
+    assert len(rows) == len(table) and set(rows[0]) == set(COLUMNS)
+    assert all(r["epl"] is None for r in rows if r["epl_note"])
+    page = (out / "compare.html").read_text()
+    assert "data:image/png;base64," in page and "SIMULATION MODE" in page
+    assert "MAE (median absolute error) by level" in stdout
+    assert "hay (unconstrained)" in stdout and "noisy (unconstrained)" in stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["constrained"] == {"topdown": True, "hay": False, "noisy": False}
+    # a second comparison into it replaces the first (it is ours)
+    first = (out / "compare.csv").read_bytes()
+    assert run_cli(str(config), "--methods", "topdown,hay,noisy", "--out", str(out)) == 0
+    assert (out / "compare.csv").read_bytes() == first            # same seed, same table
+
+
+def test_compare_in_release_mode_writes_only_under_confidential_and_prints_no_number(
+        data, tmp_path, capsys):
+    config = write_config(tmp_path, data, seed=None)
+    out = tmp_path / "cmp"
+    assert run_cli(str(config), "--methods", "topdown,sampling,hay", "--out", str(out)) == 0
+    captured = capsys.readouterr()
+    outside = [p.relative_to(out) for p in out.rglob("*")
+               if p.is_file() and p.parts[len(out.parts)] != "confidential"]
+    assert {str(p) for p in outside} <= {MARKER, ".dapp-lock"}
+    for name in ("compare.csv", "compare.json", "compare_epl.png", "compare.html",
+                 "manifest.json"):
+        assert (out / "confidential" / name).is_file(), name
+    for stream in (captured.out, captured.err):
+        text = stream.replace(str(out), "DIR")
+        assert not re.search(r"\d", text), text
+    assert "MAE" not in captured.out and "CONFIDENTIAL" in captured.out
+    table = pd.read_csv(out / "confidential" / "compare.csv")
+    assert set(table["method"]) == {"topdown", "sampling", "hay"}
+
+
+def test_compare_refuses_directories_it_did_not_write(data, tmp_path, capsys):
+    config = write_config(tmp_path, data)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    assert run_cli(str(config), "--methods", "hay", "--out", str(mine)) == 1
+    assert "not empty and was not written by this toolkit" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    run = tmp_path / "run"
+    assert main(["run", str(config), "--method", "noisy", "--out", str(run),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert run_cli(str(config), "--methods", "hay", "--out", str(run)) == 1
+    assert "not of postproc compare" in capsys.readouterr().err
+    assert not (run / "compare.csv").exists()
+
+
+def test_compare_default_directory_and_unknown_method(data, tmp_path, capsys):
+    config = load_config(write_config(tmp_path, data))
+    assert default_directory(config) == config.output.with_name("out-compare")
+    assert run_cli(str(tmp_path / "compare.toml"), "--methods", "topdown,hays") == 1
+    err = capsys.readouterr().err
+    assert "unknown post-processor 'hays'" in err and "postproc methods" in err
+    assert not default_directory(config).exists()
+
+
+def test_methods_lists_every_registered_method_in_100_columns(capsys):
+    assert main(["methods"]) == 0
+    stdout = capsys.readouterr().out
+    names = {line.split()[0] for line in stdout.splitlines()
+             if line and not line.startswith(" ")}
+    assert set(available()) <= names
+    assert max(len(line) for line in stdout.splitlines()) <= 100
+    assert "promises: integer, consistent, nonnegative, invariants" in stdout
+    assert "sweeps" in stdout                      # sampling's options
