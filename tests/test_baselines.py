@@ -127,9 +127,9 @@ def test_clip_tree_has_no_negatives(population):
 
 
 @pytest.mark.parametrize("call, fragment", [
-    (lambda p: gdpc(p, 0), "epsilon must be positive"),
+    (lambda p: gdpc(p, 0), "epsilon must be > 0"),
     (lambda p: adpc(p, 1, runs=0), "runs must be a positive integer"),
-    (lambda p: rdpc(p, float("inf")), "positive and finite"),
+    (lambda p: rdpc(p, float("inf")), "epsilon must be a finite positive number"),
     (lambda p: TreeCounts(2, (np.array([1]), np.array([1, 2, 3]))), "has 2 units"),
     (lambda p: TreeCounts(0, (np.array([1]),)), "children must be a positive integer"),
     (lambda p: srs(p, 1.5), r"fraction must be in \(0, 1\]"),
@@ -309,8 +309,9 @@ def test_averaged_leaves_have_the_stated_variance(population):
     (lambda p: measure_tree(p, 1, strategy="leaves", runs=2), "runs is an option of the "
                                                                "'averaged_leaves' strategy"),
     (lambda p: measure_tree(p, 1, strategy="averaged_leaves", runs=0), "runs must be a positive"),
-    (lambda p: measure_tree(p, -1, strategy="leaves"), "epsilon must be positive"),
-    (lambda p: measure_tree(p, 1, strategy="leaves", sensitivity=0), "sensitivity must be"),
+    (lambda p: measure_tree(p, -1, strategy="leaves"), "epsilon must be a positive number"),
+    (lambda p: measure_tree(p, 1, strategy="leaves", sensitivity=0), "sensitivity must be > 0"),
+    (lambda p: measure_tree(p, "1", strategy="leaves"), "pass the number itself"),
     (lambda p: measure_tree(TreeCounts.from_leaves([0.5, 1.0], 2), 1, strategy="leaves"),
      "not whole numbers"),
 ])

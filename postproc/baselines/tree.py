@@ -46,6 +46,7 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.mechanisms import (get_mechanism, sample_two_sided_geometric,
                                   two_sided_geometric_variance)
 from hierarchy.noisy import Measurement, NoisyHierarchy
+from hierarchy.numbers import positive
 from hierarchy.queries import Workload, detailed
 from hierarchy.randomness import as_randomness
 from hierarchy.schema import Attribute, Schema
@@ -351,13 +352,9 @@ def flaxman_population(persons: int, *, levels: int = 3, mean_leaf: float = 20.0
 
 
 def _budget(epsilon: Any, name: str = "epsilon") -> float:
-    try:
-        value = float(epsilon)
-    except (TypeError, ValueError):
-        raise PostprocError(f"{name} must be a positive number, not {epsilon!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise PostprocError(f"{name} must be positive and finite, not {epsilon!r}")
-    return value
+    """A budget or sensitivity: a positive finite number, as a float
+    (:func:`hierarchy.numbers.positive`, raising :class:`PostprocError`)."""
+    return positive(epsilon, name, error=PostprocError)
 
 
 def measure_tree(truth: TreeCounts, epsilon: float, rng: Any = None, *, strategy: str,
