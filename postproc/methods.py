@@ -19,6 +19,7 @@ hay         Hay et al.: closed-form consistent least squares of every measuremen
 least_sq…   per-level weighted least squares of each unit's measurements (no consistency)
 clip_scale  the noisy detailed counts clipped at 0 and scaled to each unit's noisy total
 rake        raking down the tree: each parent's cells split in proportion to its children's
+rake_unc…   Flaxman's raking (RDPC): ratios of the unclipped noisy counts, equal split at ≤ 0
 bottom_up   the bottom level's noisy counts, summed up the tree
 noisy       the unprocessed detailed measurements of every level
 ========== ==================================================================================
@@ -59,7 +60,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from postproc.errors import PostprocError
+from postproc.errors import PostprocError, refuse_spec
 from postproc.result import Result
 
 __all__ = ["PostProcessor", "PromiseError", "register", "unregister", "get", "available",
@@ -215,12 +216,6 @@ def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) 
 # --------------------------------------------------------------------------------------------------
 # The built-in post-processors
 # --------------------------------------------------------------------------------------------------
-def _no_spec(name: str, spec: Any) -> None:
-    if spec is not None and (getattr(spec, "invariants", ()) or getattr(spec, "constraints", ())):
-        raise PostprocError(f"{name} does not honour invariants or constraints; run it without a "
-                            f"spec, or use topdown or sampling")
-
-
 @register("topdown", summary="TopDown: weighted least squares and constraint-keeping rounding, "
                              "level by level (deterministic)",
           integer=True, consistent=True, nonnegative=True, invariants=True)
@@ -252,7 +247,7 @@ def _sampling(noisy, spec=None, *, rng=None, sweeps=100, mechanism=None, queries
 def _hay(noisy, spec=None, *, rng=None):
     from postproc.baselines import hay_consistency
 
-    _no_spec("hay", spec)
+    refuse_spec("hay", spec)
     return hay_consistency(noisy)
 
 
@@ -264,7 +259,7 @@ def noisy_histograms(noisy: Any, spec: Any = None, *, rng: Any = None) -> Result
     PostprocError
         A level without a ``detailed`` measurement (named).
     """
-    _no_spec("noisy", spec)
+    refuse_spec("noisy", spec)
     hists = []
     for level in noisy.levels:
         detailed = [q for q in noisy.queries(level)

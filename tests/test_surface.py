@@ -171,14 +171,9 @@ def _modules_in_cycles(graph: dict[str, set[str]]) -> set[str]:
     return {m for m in graph if m in _reachable(graph, m)}
 
 
-# Cycles being taken apart by the concurrent registry/evaluation work of issue 12 (those modules
-# are not this test's to edit): every cycle must lie within them, and an entry that is no longer
-# in a cycle must be deleted here, so the list only shrinks.
-PENDING_CYCLE = frozenset({
-    "postproc.baselines", "postproc.baselines.histograms", "postproc.baselines.reconcile",
-    "postproc.baselines.sampling", "postproc.config", "postproc.evaluate", "postproc.methods",
-    "postproc.pipeline", "postproc.report_tables"})
-PENDING_PRIVATE = frozenset({"postproc.baselines.reconcile -> postproc.methods._no_spec"})
+# Allowed exceptions (none left): an entry here must be in a cycle, so the list only shrinks.
+PENDING_CYCLE: frozenset[str] = frozenset()
+PENDING_PRIVATE: frozenset[str] = frozenset()
 
 
 def test_no_import_cycle():

@@ -13,7 +13,7 @@ histograms (``bottom_up_sums`` keeps the measurements' dtype).
 ``clip_scale``
     Every level's noisy ``detailed`` counts clipped at 0, then each unit scaled to its total:
     the published invariant ``tot`` where there is one, else the unit's most precise noisy total
-    (:func:`postproc.evaluate.noisy_answers`, clipped at 0). A unit whose clipped cells are all 0
+    (:meth:`~hierarchy.noisy.NoisyHierarchy.derived_answers`, clipped at 0). A unit whose clipped cells are all 0
     gets its total spread evenly. Nonnegative, not consistent. Clipping lifts the many empty cells
     above 0 and the scaling takes that back from the populated ones, so small cells are biased up
     and large ones down (the bias of the "proportional" calibration in
@@ -63,8 +63,7 @@ import scipy.sparse as sp
 
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from postproc.baselines.least_squares import _apply, _information
-from postproc.errors import PostprocError
-from postproc.methods import _no_spec
+from postproc.errors import PostprocError, refuse_spec
 from postproc.result import Result
 
 __all__ = ["level_least_squares", "clip_scale", "rake", "bottom_up_sums", "sums_from_bottom"]
@@ -116,7 +115,7 @@ def level_least_squares(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = N
     >>> bool(np.allclose(est.histograms[1].sum(axis=0), est.histograms[0][0]))   # not consistent
     False
     """
-    _no_spec("least_squares", spec)
+    refuse_spec("least_squares", spec)
     geo, cells = noisy.geography, noisy.schema.size
     hists, groups = [], {}
     for li, level in enumerate(noisy.levels):
@@ -149,7 +148,7 @@ def clip_scale(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> R
     """Each level's noisy detailed counts clipped at 0 and scaled to each unit's total.
 
     The total of a unit is the published invariant ``tot`` of its level when there is one, else
-    its most precise noisy total (:func:`postproc.evaluate.noisy_answers` of ``"total"``: a
+    its most precise noisy total (:meth:`~hierarchy.noisy.NoisyHierarchy.derived_answers` of ``"total"``: a
     measured total, or the sum of the measured query with the smallest variance), clipped at 0.
     A unit whose clipped cells are all 0 gets its total spread evenly over the cells.
 
@@ -193,7 +192,7 @@ def clip_scale(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> R
     >>> float(est.histograms[0].sum()), bool((est.histograms[1] >= 0).all())
     (2000.0, True)
     """
-    _no_spec("clip_scale", spec)
+    refuse_spec("clip_scale", spec)
     hists, sources, spread = [], {}, {}
     for level in noisy.levels:
         hist, sources[level], spread[level] = _clip_scale_level(noisy, level, "clip_scale")
@@ -278,7 +277,7 @@ def rake(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None, clip: bool
     [[10.0], [0.0, 10.0]]
     """
     method = "rake" if clip else "rake_unclipped"
-    _no_spec(method, spec)
+    refuse_spec(method, spec)
     geo = noisy.geography
     if clip or "tot" in noisy.invariants.get(noisy.levels[0], {}):
         root, source, _ = _clip_scale_level(noisy, noisy.levels[0], method, clip=clip)
@@ -353,7 +352,7 @@ def bottom_up_sums(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) 
     >>> est.integer, bool((est.histograms[0] == est.histograms[1].sum(axis=0)).all())
     (True, True)
     """
-    _no_spec("bottom_up", spec)
+    refuse_spec("bottom_up", spec)
     bottom = noisy.levels[-1]
     m = _detailed(noisy, bottom, "bottom_up")
     return Result("bottom_up", noisy.schema, noisy.geography, noisy.workload,
@@ -379,8 +378,6 @@ def _clip_scale_level(noisy: NoisyHierarchy, level: str, method: str, *, clip: b
 
     Without ``clip`` the cells are scaled as measured (a unit whose cells sum to ≤ 0 gets its
     total spread evenly)."""
-    from postproc.evaluate import noisy_answers
-
     cells = _detailed(noisy, level, method).values.astype(np.float64)
     if clip:
         cells = np.maximum(cells, 0)
@@ -389,7 +386,7 @@ def _clip_scale_level(noisy: NoisyHierarchy, level: str, method: str, *, clip: b
         totals = np.asarray(published["tot"], dtype=np.float64).ravel()
         source = "invariant tot"
     else:
-        answers, source = noisy_answers(noisy, level, "total")
+        answers, source = noisy.derived_answers(level, "total")
         totals = np.maximum(np.asarray(answers, dtype=np.float64)[:, 0], 0)
     sums = cells.sum(axis=1)
     empty = sums <= 0
