@@ -455,11 +455,12 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     >>> truth = tabulate(synthesize_1940(5_000, seed=1).persons, schema=E2E_1940, levels=levels)
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
     ...                 publish={"tot": levels})
-    >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"])
+    >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"],
+    ...                                epl_options={"n_boot": 0})
     >>> list(dict.fromkeys(table["method"]))
     ['noisy', 'clip', 'hay', 'hay+clip', 'bottom_up', 'bottom_up+calibrated']
     >>> table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
-    ...                                rng=0, queries=["total"])
+    ...                                rng=0, queries=["total"], epl_options={"n_boot": 0})
     >>> list(dict.fromkeys(table["method"]))
     ['noisy', 'rake', 'least_squares+clip', 'bottom_up', 'bottom_up+calibrated']
     """
