@@ -68,7 +68,7 @@ from postproc.epl import estimate_epl
 from postproc.errors import PostprocError
 from postproc.metrics import METRICS, error_metrics
 
-__all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers", "noisy_answers",
+__all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
            "pivot", "RunOutput",
            "load_run", "load_truth", "evaluate_run"]
@@ -101,78 +101,6 @@ def default_queries(workload: Workload) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------------------
 # Answers of any result
 # --------------------------------------------------------------------------------------------------
-def _refinement(coarse: Query, fine: Query) -> np.ndarray | None:
-    """``M`` (coarse answers × fine answers, 0/1) with ``Q_coarse = M Q_fine``, or None."""
-    qc = coarse.matrix.astype(np.float64).tocsr()
-    qf = fine.matrix.astype(np.float64).tocsr()
-    overlap = np.asarray((qc @ qf.T).todense())
-    size = np.asarray(qf.sum(axis=1)).ravel()
-    contained = (overlap == size[None, :]) & (size[None, :] > 0)
-    mapping = contained.astype(np.float64)
-    if abs(mapping @ qf - qc).sum() != 0:
-        return None
-    return mapping
-
-
-def noisy_answers(noisy: NoisyHierarchy, level: str, query: str | Query
-                  ) -> tuple[np.ndarray, str]:
-    """Raw noisy answers of ``query`` at ``level``, measured or summed from a finer measurement.
-
-    Parameters
-    ----------
-    noisy : NoisyHierarchy
-    level : str
-    query : str or Query
-
-    Returns
-    -------
-    answers : numpy.ndarray, shape (units, answers)
-    how : str
-        The measured query, or ``"sum of <query>"``.
-
-    Raises
-    ------
-    PostprocError
-        No measured query at ``level`` determines ``query``.
-
-    Examples
-    --------
-    >>> from hierarchy.synth import synthesize_1940
-    >>> from hierarchy.tabulate import tabulate
-    >>> from hierarchy.measure import measure
-    >>> from hierarchy.budget import Budget
-    >>> from hierarchy.queries import e2e_workload
-    >>> from hierarchy.schema import E2E_1940
-    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
-    ...                  levels=["nation", "state"])
-    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
-    >>> values, how = noisy_answers(noisy, "state", "total")
-    >>> values.shape, how
-    ((49, 1), 'sum of va_hisp_race')
-    """
-    q = resolve_query(query, noisy.schema, noisy.workload)
-    measured = noisy.queries(level)
-    for name in measured:
-        if noisy.workload[name].expression == q.expression or name == q.name:
-            return noisy.get(level, name).values, name
-    best = None
-    for name in measured:
-        mapping = _refinement(q, noisy.workload[name])
-        if mapping is None:
-            continue
-        m = noisy.get(level, name)
-        variance = float(np.mean(m.variances @ mapping.T))
-        if best is None or variance < best[0]:
-            best = (variance, name, m.values @ mapping.T)
-    if best is None:
-        raise PostprocError(f"query {q.name!r} is not measured at level {level!r} and no "
-                            f"measured query ({list(measured)}) determines it")
-    values = best[2]
-    if np.issubdtype(noisy.get(level, best[1]).values.dtype, np.integer):
-        values = np.rint(values).astype(np.int64)
-    return values, f"sum of {best[1]}"
-
-
 def result_answers(result: Any, level: str | int, query: str | Query) -> np.ndarray:
     """Answers of ``query`` for every unit of ``level`` of any result.
 
@@ -198,8 +126,7 @@ def result_answers(result: Any, level: str | int, query: str | Query) -> np.ndar
     [[3], [7]]
     """
     if isinstance(result, NoisyHierarchy):
-        return noisy_answers(result, result.geography.levels[
-            result.geography.level_index(level)], query)[0]
+        return result.answers(level, query)
     if isinstance(result, TreeCounts):
         if (query.name if isinstance(query, Query) else query) != "total":
             raise PostprocError("a TreeCounts holds total counts only; ask for 'total'")

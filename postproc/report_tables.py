@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from hierarchy.histograms import Hierarchy
+from hierarchy.errors import HierarchyError
 from hierarchy.noisy import NoisyHierarchy
 from postproc.metrics import error_metrics
 
@@ -34,18 +34,6 @@ def result_prefix(method: str) -> str:
     ('topdown', 'noisy_detailed')
     """
     return "noisy_detailed" if method == "noisy" else method
-
-
-def _noisy_answers(noisy: NoisyHierarchy, level: str, query: str) -> tuple[np.ndarray, str]:
-    """The noisy measurement of ``query`` — or, for ``total``, the sum of the most precise
-    measured query (what a user without post-processing would report)."""
-    measured = noisy.queries(level)
-    if query in measured:
-        return noisy.get(level, query).values, query
-    if query == "total":
-        best = min(measured, key=lambda q: float(np.sum(noisy.get(level, q).variances[0])))
-        return noisy.get(level, best).values.sum(axis=1, keepdims=True), f"sum of {best}"
-    raise KeyError(query)
 
 
 def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workload,
@@ -103,8 +91,8 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
             else:
                 continue
             try:
-                raw, how = _noisy_answers(noisy, level, q)
-            except KeyError:
+                raw, how = noisy.derived_answers(level, q)
+            except HierarchyError:      # not determined by this level's measurements
                 continue
             m_noisy = error_metrics(raw, exact)
             m_post = error_metrics(post, exact)

@@ -19,7 +19,7 @@ from postproc.cli import main
 from postproc.epl import improved_epl
 from postproc.errors import PostprocError
 from postproc.evaluate import (compare_postprocessors, evaluate, load_run, load_truth,
-                               noisy_answers, pivot, to_json)
+                               pivot, to_json)
 from postproc.metrics import error_metrics
 from postproc.result import histograms_from_table
 
@@ -108,10 +108,10 @@ def test_result_objects_and_run_directories_evaluate_alike(demo):
 
 def test_noisy_total_is_the_sum_of_the_most_precise_measurement(demo):
     run = load_run(demo / "run")
-    values, how = noisy_answers(run.noisy, "county", "total")
+    values, how = run.noisy.derived_answers("county", "total")
     assert how == "sum of va_hisp_race"
     assert np.array_equal(values[:, 0], run.noisy.get("county", "va_hisp_race").values.sum(1))
-    detailed, how = noisy_answers(run.noisy, "county", "detailed")
+    detailed, how = run.noisy.derived_answers("county", "detailed")
     assert how == "detailed"
 
 

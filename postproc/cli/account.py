@@ -89,8 +89,9 @@ def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] 
     if values is None:
         return None
     if len(values) != levels:
-        raise PostprocError(f"give one value per --moe level ({levels}), an MOE or '-' where "
-                            f"a level has no TotalOnly groups; got {len(values)}")
+        raise PostprocError(f"--total-only-moe: give one value per --moe level ({levels}), an "
+                            f"MOE or '-' where a level has no TotalOnly groups; got "
+                            f"{len(values)}")
     parsed: list[int | None] = []
     for level, value in enumerate(values, start=1):
         if value.strip() == "-":
