@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from hierarchy.mechanisms import sample_laplace, sample_two_sided_geometric
-from postproc.epl import improved_epl, published_epl
+from postproc.evaluation.epl import improved_epl, published_epl
 
 
 def _seconds(function, repeats: int) -> float:

@@ -43,7 +43,7 @@ import numpy as np
 from hierarchy.mechanisms import (discrete_gaussian_logpmf, sample_discrete_gaussian,
                                   sample_two_sided_geometric, two_sided_geometric_logpmf)
 from hierarchy.randomness import Randomness
-from postproc.epl import direct_epl, improved_epl
+from postproc.evaluation.epl import direct_epl, improved_epl
 
 GEOMETRIC = (0.02, 0.05, 0.1, 0.5, 1.0, 2.0)
 GAUSSIAN = (1.0, 5.0, 20.0)

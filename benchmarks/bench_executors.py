@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 
 from hierarchy.budget import Budget
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.spec import Spec
-from postproc.executors import get_executor
-from postproc.topdown import topdown
+from postproc.infra.executors import get_executor
+from postproc.methods.topdown import topdown
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 EXECUTORS = ("serial", "process", "dask")

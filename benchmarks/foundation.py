@@ -10,10 +10,10 @@ and units in memory (seed ``--seed``); they are saved once to a work directory (
 attribute columns and the precomputed key ``leaf × 192 + cell``. Then each phase runs in a fresh
 interpreter that loads only its own inputs, so no earlier phase's memory can hide its peak:
 
-* ``tabulate`` — :func:`hierarchy.tabulate.tabulate` of the persons table (E2E schema, levels
+* ``tabulate`` — :func:`hierarchy.tabulation.tabulate` of the persons table (E2E schema, levels
   nation/state/county/enum_dist) with the units table: geography from the dictionary-encoded
   geocodes, counts of every unit at every level, units data;
-* ``count_cells`` — the core kernel :func:`hierarchy.tabulate.count_cells` on the pre-encoded
+* ``count_cells`` — the core kernel :func:`hierarchy.tabulation.count_cells` on the pre-encoded
   leaf index and the four int8 attribute columns (it still forms the keys, chunk by chunk);
 * ``naive`` — a one-line numpy tabulation for reference: the int64 key computed from the same
   leaf index and columns over whole arrays, then ``np.bincount``;
@@ -114,7 +114,7 @@ def phase(kind: str, directory: str, repeats: int) -> dict[str, Any]:
     import numpy as np
 
     from hierarchy.schema import E2E_1940
-    from hierarchy.tabulate import count_cells, tabulate
+    from hierarchy.tabulation import count_cells, tabulate
 
     d = Path(directory)
     meta = json.loads((d / "meta.json").read_text())

@@ -15,10 +15,10 @@ Then for **every parent problem** — the root and each parent with more than on
 level (a single child copies its parent; no fit) — or a random sample of ``--max-parents`` per
 level (seed 0), it times, interleaved, ``--repeats`` times each (median per parent):
 
-* **engine** — :func:`postproc.topdown.node.assemble_fit` + :func:`postproc.solvers.solve_qp`
+* **engine** — :func:`postproc.methods.topdown.node.assemble_fit` + :func:`postproc.infra.solvers.solve_qp`
   with the default backend chain, and mapping the solution back to the children × cells
   (exactly the fit of ``solve_node``; rounding is not included on either side);
-* **generic** — :func:`postproc.topdown.generic.fit_node_generic`: one CVXPY problem per parent,
+* **generic** — :func:`postproc.methods.topdown.generic.fit_node_generic`: one CVXPY problem per parent,
   built afresh (Clarabel, tolerances 1e-9), build + solve.
 
 Both start with one untimed warm-up (imports, first-call overheads). The report gives, per level
@@ -56,11 +56,11 @@ def build_workload(persons: int, *, epsilon: float = 1.0, data_seed: int = 1,
                    noise_seed: int = 3):
     """Synthesize, tabulate and measure: the NoisyHierarchy and the E2E spec."""
     from hierarchy.budget import Budget
-    from hierarchy.measure import measure
+    from hierarchy.measurement import measure
     from hierarchy.queries import e2e_workload
     from hierarchy.schema import E2E_1940
     from hierarchy.synth import synthesize_1940
-    from hierarchy.tabulate import tabulate
+    from hierarchy.tabulation import tabulate
     from invariants.spec import Spec
 
     data = synthesize_1940(persons, seed=data_seed)
@@ -75,8 +75,8 @@ def engine_fit(task, chain) -> dict[str, Any]:
     """The engine's fit of one node: assemble the QP, solve it, map it back to the cells."""
     import numpy as np
 
-    from postproc.solvers import Status, solve_qp
-    from postproc.topdown.node import assemble_fit
+    from postproc.infra.solvers import Status, solve_qp
+    from postproc.methods.topdown.node import assemble_fit
 
     t0 = time.perf_counter()
     qp, layout, scale, info = assemble_fit(task)
@@ -95,8 +95,8 @@ def engine_fit(task, chain) -> dict[str, Any]:
 
 def generic_fit(task) -> dict[str, Any]:
     """The generic path: one CVXPY problem built afresh."""
-    from postproc.solvers import SolverError
-    from postproc.topdown.generic import fit_node_generic
+    from postproc.infra.solvers import SolverError
+    from postproc.methods.topdown.generic import fit_node_generic
 
     t0 = time.perf_counter()
     try:
@@ -146,9 +146,9 @@ def run(persons: int = 1_000_000, *, repeats: int = 3, max_parents: int | None =
     import numpy as np
 
     from invariants.compile import compile_spec
-    from postproc.solvers import DEFAULT_QP_CHAIN
-    from postproc.topdown import topdown
-    from postproc.topdown.run import level_tasks, root_task
+    from postproc.infra.solvers import DEFAULT_QP_CHAIN
+    from postproc.methods.topdown import topdown
+    from postproc.methods.topdown.run import level_tasks, root_task
 
     context = common.context_start()
     t0 = time.perf_counter()

@@ -4,14 +4,14 @@ Synthesize persons (default 100,000), tabulate nation → state → county → E
 workload with the E2E budget (geometric noise) and the E2E invariants (total at nation and state;
 housing units at the ED), then post-process the same noisy hierarchy three ways:
 
-* ``topdown`` — :func:`postproc.topdown.topdown` (least squares, then L1 rounding);
-* ``sampled`` — :func:`postproc.sampling.sample_topdown` with the detailed measurements only (the
+* ``topdown`` — :func:`postproc.methods.topdown.topdown` (least squares, then L1 rounding);
+* ``sampled`` — :func:`postproc.methods.sampling.sample_topdown` with the detailed measurements only (the
   conditional mechanism of docs/conditional_sampling.md);
 * ``sampled_all`` — the same sampler with every measured query in the law (``queries='all'``).
 
 For every level and for the total count, the 24-cell ``va_hisp_race`` table and the detailed
 cells the table gives the median absolute error (MAE), the mean absolute error, the RMSE and the
-empirical privacy loss of the per-level errors (improved estimator, :func:`postproc.epl
+empirical privacy loss of the per-level errors (improved estimator, :func:`postproc.evaluation.epl
 .estimate_epl`; ``undefined`` when the errors are all equal, e.g. at invariant levels).
 
 Run::
@@ -33,16 +33,16 @@ import numpy as np
 import pandas as pd
 
 from hierarchy.budget import Budget
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.spec import Spec
-from postproc.epl import estimate_epl
-from postproc.metrics import error_metrics
-from postproc.sampling import sample_topdown
-from postproc.topdown import topdown
+from postproc.evaluation.epl import estimate_epl
+from postproc.evaluation.metrics import error_metrics
+from postproc.methods.sampling import sample_topdown
+from postproc.methods.topdown import topdown
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 QUERIES = ("total", "va_hisp_race", "detailed")

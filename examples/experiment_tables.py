@@ -9,7 +9,7 @@ names in ``docs/experiments.md`` (each table is headed by the comment naming it)
     python examples/experiment_tables.py experiments
 
 Paper numbers come from ``paper_comparison.csv`` (written by ``petti_flaxman`` from
-``postproc/experiments/_papers.py``); a cell is ``–`` where the paper has no number.
+``postproc/apps/experiments/_papers.py``); a cell is ``–`` where the paper has no number.
 """
 
 from __future__ import annotations

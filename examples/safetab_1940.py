@@ -2,7 +2,7 @@
 
 Generates persons with sex, single-year age and detailed race/Hispanic-origin codes
 (:func:`hierarchy.synth_detailed.write_synthetic_detailed_1940`), runs the configuration
-``examples/safetab_1940.toml`` on them (:func:`postproc.safetab.run_safetab`) and prints the
+``examples/safetab_1940.toml`` on them (:func:`postproc.apps.safetab.run_safetab`) and prints the
 privacy accounting, the realized adaptive choices and the accuracy report (theoretical MOE next
 to the observed error against the truth; written to ``OUT/safetab/confidential/`` and, in
 release mode, never printed)::
@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from hierarchy.synth_detailed import write_synthetic_detailed_1940
-from postproc.safetab import load_safetab_config, run_safetab
-from postproc.safetab.report import format_accounting, format_choices, format_report
+from postproc.apps.safetab import load_safetab_config, run_safetab
+from postproc.apps.safetab.report import format_accounting, format_choices, format_report
 
 CONFIG = Path(__file__).with_name("safetab_1940.toml")
 

@@ -20,8 +20,6 @@ True
 False
 """
 
-import sys
-import types
 from importlib import import_module
 from typing import Any
 
@@ -31,9 +29,9 @@ _EXPORTS = {
     "Query": "hierarchy.queries", "Workload": "hierarchy.queries",
     "e2e_workload": "hierarchy.queries", "parse_query": "hierarchy.queries",
     "Geography": "hierarchy.geography", "Hierarchy": "hierarchy.histograms",
-    "tabulate": "hierarchy.tabulate", "Budget": "hierarchy.budget",
+    "tabulate": "hierarchy.tabulation", "Budget": "hierarchy.budget",
     "PureDP": "hierarchy.budget", "ZCDP": "hierarchy.budget",
-    "measure": "hierarchy.measure", "NoisyHierarchy": "hierarchy.noisy",
+    "measure": "hierarchy.measurement", "NoisyHierarchy": "hierarchy.noisy",
     "synthesize_1940": "hierarchy.synth", "get_mechanism": "hierarchy.mechanisms",
     "DappError": "hierarchy.errors", "HierarchyError": "hierarchy.errors",
 }
@@ -54,23 +52,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # resolved once
     return value
-
-
-class _Package(types.ModuleType):
-    """This package; an exported function keeps its name when its same-named module loads.
-
-    Importing a submodule sets it as an attribute of its package, so without this
-    ``from hierarchy import measure`` would give the module once anything had imported it. The
-    modules stay in ``sys.modules`` (``from hierarchy.measure import …`` is unchanged).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        shadowed = _EXPORTS.get(name) == f"{__name__}.{name}"
-        if not (shadowed and isinstance(value, types.ModuleType)):
-            super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

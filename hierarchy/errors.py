@@ -6,7 +6,7 @@ base of every toolkit error lives here: :class:`DappError`, with
 :class:`postproc.errors.PostprocError` beneath it.
 """
 
-__all__ = ["DappError", "HierarchyError"]
+__all__ = ["DappError", "HierarchyError", "AccountingError"]
 
 
 class DappError(ValueError):
@@ -36,4 +36,19 @@ class HierarchyError(DappError):
     --------
     >>> issubclass(HierarchyError, DappError) and issubclass(HierarchyError, ValueError)
     True
+    """
+
+
+class AccountingError(HierarchyError):
+    """Bad input to the privacy accountant (:mod:`hierarchy.accounting`): a budget, δ, a
+    sensitivity, a margin of error or a Rényi order out of range. Messages name the value and its
+    valid range.
+
+    Examples
+    --------
+    >>> from hierarchy.accounting import PrivacyLoss
+    >>> PrivacyLoss.of(epsilon=1, delta=2)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.AccountingError: delta must be in the open interval (0, 1), not 2; ...
     """

@@ -21,7 +21,7 @@ __all__ = ["Hierarchy"]
 class Hierarchy:
     """Exact histograms of every unit at every level — the confidential truth.
 
-    Build it with :func:`hierarchy.tabulate.tabulate`. Nothing in this object is ever written to
+    Build it with :func:`hierarchy.tabulation.tabulate`. Nothing in this object is ever written to
     an output unless the user asks for it explicitly.
 
     Parameters
@@ -45,7 +45,7 @@ class Hierarchy:
 
     Examples
     --------
-    A nation of two states, persons counted by sex (usually :func:`~hierarchy.tabulate.tabulate`
+    A nation of two states, persons counted by sex (usually :func:`~hierarchy.tabulation.tabulate`
     builds this from microdata):
 
     >>> import numpy as np
@@ -114,7 +114,7 @@ class Hierarchy:
         Examples
         --------
         >>> from hierarchy.synth import synthesize_1940
-        >>> from hierarchy.tabulate import tabulate
+        >>> from hierarchy.tabulation import tabulate
         >>> from hierarchy.schema import E2E_1940
         >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940,
         ...                  levels=["nation", "state"])
@@ -133,7 +133,7 @@ class Hierarchy:
         Examples
         --------
         >>> from hierarchy.synth import synthesize_1940
-        >>> from hierarchy.tabulate import tabulate
+        >>> from hierarchy.tabulation import tabulate
         >>> from hierarchy.schema import E2E_1940
         >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940,
         ...                  levels=["nation", "state"])

@@ -221,7 +221,7 @@ def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence
 class Microdata:
     """Normalised microdata: columns renamed to level and attribute names, codes as integers.
 
-    Made by :func:`read_microdata`; ready for :func:`hierarchy.tabulate.tabulate`.
+    Made by :func:`read_microdata`; ready for :func:`hierarchy.tabulation.tabulate`.
 
     Attributes
     ----------
@@ -379,7 +379,7 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
 def _check_units(persons, units, geocode_names, unit_attribute, n_types, persons_where,
                  units_where) -> None:
     from hierarchy.geography import Geography
-    from hierarchy.tabulate import count_cells
+    from hierarchy.tabulation import count_cells
 
     levels = ["(root)"] + list(geocode_names)
     geo, (p_leaf, u_leaf) = Geography.from_columns(
@@ -412,7 +412,7 @@ def check_tabulated_units(truth, data: Microdata) -> None:
     Examples
     --------
     >>> from hierarchy.schema import Schema, Attribute
-    >>> from hierarchy.tabulate import tabulate
+    >>> from hierarchy.tabulation import tabulate
     >>> s = Schema((Attribute("hhgq", ("household", "gq")),))
     >>> data = read_microdata(pa.table({"county": ["001", "003"], "hhgq": [0, 1]}), schema=s,
     ...                       levels=["state", "county"], check_units=False,
@@ -440,7 +440,7 @@ def _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, u
     if not (homeless.any() or empty.any()):
         return
     if leaves is None:  # error path only: locate the records
-        from hierarchy.tabulate import _leaf_in
+        from hierarchy.tabulation import _leaf_in
 
         leaves = (_leaf_in(geo, [persons.column(c) for c in geocode_names]),
                   _leaf_in(geo, [units.column(c) for c in geocode_names]))

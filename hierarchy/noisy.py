@@ -124,7 +124,7 @@ class NoisyHierarchy:
 
     Examples
     --------
-    :func:`hierarchy.measure.measure` makes these; by hand, for two states and one attribute:
+    :func:`hierarchy.measurement.measure` makes these; by hand, for two states and one attribute:
 
     >>> from hierarchy.schema import Schema, Attribute
     >>> from hierarchy.queries import detailed, total
@@ -210,8 +210,8 @@ class NoisyHierarchy:
         Examples
         --------
         >>> from hierarchy.synth import synthesize_1940
-        >>> from hierarchy.tabulate import tabulate
-        >>> from hierarchy.measure import measure
+        >>> from hierarchy.tabulation import tabulate
+        >>> from hierarchy.measurement import measure
         >>> from hierarchy.budget import Budget
         >>> from hierarchy.queries import e2e_workload
         >>> from hierarchy.schema import E2E_1940
@@ -245,8 +245,8 @@ class NoisyHierarchy:
         Examples
         --------
         >>> from hierarchy.synth import synthesize_1940
-        >>> from hierarchy.tabulate import tabulate
-        >>> from hierarchy.measure import measure
+        >>> from hierarchy.tabulation import tabulate
+        >>> from hierarchy.measurement import measure
         >>> from hierarchy.budget import Budget
         >>> from hierarchy.queries import e2e_workload
         >>> from hierarchy.schema import E2E_1940

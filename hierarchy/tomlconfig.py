@@ -1,7 +1,7 @@
 """One TOML layer for every configuration file: reading, line lookup, allowed keys, typed values.
 
-The run configuration (:mod:`postproc.config`), the SafeTab configuration
-(:mod:`postproc.safetab.config`) and a spec of invariants (:mod:`invariants.spec`) all read their
+The run configuration (:mod:`postproc.apps.runs.config`), the SafeTab configuration
+(:mod:`postproc.apps.safetab.config`) and a spec of invariants (:mod:`invariants.spec`) all read their
 text through :func:`read_toml` or :func:`parse_toml`. Both return a :class:`TomlDocument`: the
 parsed data, and the text to find the line of a table or key when something is wrong. A
 :class:`Table` of it checks its allowed keys and reads typed values; every message starts with

@@ -5,7 +5,7 @@ Three kinds of entries (SPEC §4):
 * a **statistic** (:data:`STATISTICS`) is an exact count of the confidential data that may be
   published: ``tot`` (persons per unit) and ``gqhh`` (occupied housing units and group-quarters
   facilities per unit, by type). Each says how it is computed from the truth — a function of
-  :mod:`hierarchy.measure`, which computes what is published without knowing this catalogue —
+  :mod:`hierarchy.measurement`, which computes what is published without knowing this catalogue —
   and the shape of its data.
 * an **invariant** (:data:`INVARIANTS`) declares a statistic published at some levels, and may
   compile into rows of its own (``tot``: the unit's total is exact).
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from hierarchy.measure import PUBLISHABLE
+from hierarchy.measurement import PUBLISHABLE
 from hierarchy.queries import marginal, total
 from hierarchy.schema import Schema
 
@@ -66,7 +66,7 @@ class Statistic:
         A level without it may use the sum of a lower level where it is published.
     compute : callable
         ``compute(truth, level) → int64 array``: how it is computed from the confidential
-        :class:`~hierarchy.histograms.Hierarchy` (:data:`hierarchy.measure.PUBLISHABLE`).
+        :class:`~hierarchy.histograms.Hierarchy` (:data:`hierarchy.measurement.PUBLISHABLE`).
 
     Examples
     --------
@@ -227,7 +227,7 @@ CONSTRAINTS: dict[str, CatalogueConstraint] = {
 
 def statistics_to_publish(spec: "Spec", levels: Sequence[str]) -> dict[str, list[str]]:
     """The exact statistics a spec's invariants declare, with their levels: the ``publish``
-    argument of :func:`hierarchy.measure.measure`.
+    argument of :func:`hierarchy.measurement.measure`.
 
     Parameters
     ----------

@@ -2,7 +2,8 @@
 
 The names a user needs are exported here, loaded on first use (``import postproc`` stays cheap):
 the post-processors by name (:func:`postprocess`, :func:`available`, :func:`register` for your
-own; ``postprocess(noisy, "topdown", spec)`` runs TopDown), the one :class:`Result` type,
+own; ``postprocess(noisy, "topdown", spec)`` or :func:`topdown` runs TopDown), the one
+:class:`Result` type,
 :func:`evaluate`, configured runs (:func:`load_config`, :class:`RunConfig`, :func:`run_pipeline`)
 and the package's base exception.
 
@@ -24,18 +25,16 @@ True
 True
 """
 
-import sys
-import types
 from importlib import import_module
 from typing import Any
 
 # exported name -> the module that defines it
 _EXPORTS = {
     "postprocess": "postproc.methods", "register": "postproc.methods",
-    "available": "postproc.methods",
-    "Result": "postproc.result", "evaluate": "postproc.evaluate",
-    "load_config": "postproc.config", "RunConfig": "postproc.config",
-    "run_pipeline": "postproc.pipeline", "PostprocError": "postproc.errors",
+    "available": "postproc.methods", "topdown": "postproc.methods.topdown",
+    "Result": "postproc.result", "evaluate": "postproc.evaluation.evaluate",
+    "load_config": "postproc.apps.runs.config", "RunConfig": "postproc.apps.runs.config",
+    "run_pipeline": "postproc.apps.runs.pipeline", "PostprocError": "postproc.errors",
     "DappError": "hierarchy.errors",
     "__version__": "hierarchy",  # one distribution, one version
 }
@@ -49,23 +48,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(_EXPORTS[name]), name)
     globals()[name] = value  # resolved once
     return value
-
-
-class _Package(types.ModuleType):
-    """This package; an exported function keeps its name when its same-named module loads.
-
-    Importing a submodule sets it as an attribute of its package, so without this
-    ``from postproc import evaluate`` would give the module once anything had imported it. The
-    modules stay in ``sys.modules`` (``from postproc.evaluate import …`` is unchanged).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        shadowed = _EXPORTS.get(name) == f"{__name__}.{name}"
-        if not (shadowed and isinstance(value, types.ModuleType)):
-            super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hierarchy.tomlconfig import dumps
-from postproc.config import RunConfig
+from postproc.apps.runs.config import RunConfig
 
 __all__ = ["LEVELS", "e2e_config", "save_config"]
 

@@ -50,11 +50,11 @@ import pytest
 from hierarchy.budget import Budget
 from hierarchy.geography import Geography
 from hierarchy.histograms import Hierarchy
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.spec import Constraint, Invariant, Spec
 
 #: hhgq codes of the E2E schema that hold persons (1 correctional and 5 college are structural

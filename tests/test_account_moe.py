@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-import postproc.accounting.moe as moe_module
+import hierarchy.accounting.moe as moe_module
 from hierarchy.mechanisms import discrete_gaussian_logpmf, two_sided_geometric_logpmf
-from postproc.accounting import (NOMINAL_COVERAGE, LevelCurve, RDPCurve, account_moe,
+from hierarchy.accounting import (NOMINAL_COVERAGE, LevelCurve, RDPCurve, account_moe,
                                  calibrate_discrete_gaussian, calibrate_geometric,
                                  compose_group_kinds, coverage_discrete_gaussian,
                                  coverage_geometric, rdp_geometric, rdp_to_approx_dp,
                                  zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
 from postproc.cli import main
-from postproc.errors import PostprocError
-from postproc.safetab import LevelBudget, account_safetab
+from hierarchy.errors import AccountingError
+from postproc.apps.safetab import LevelBudget, account_safetab
 
 MOES = [6, 6, 11, 11, 50, 50, 50]
 REFERENCE = ["account", "moe", "--moe", "6", "6", "11", "11", "50", "50", "50",
@@ -113,7 +113,7 @@ def test_discrete_gaussian_coverage_of_a_huge_moe_is_the_continuous_limit():
     (lambda: coverage_discrete_gaussian(1.0, moe=True), "integer >= 0"),
 ])
 def test_coverage_rejects_bad_input(call, message):
-    with pytest.raises(PostprocError, match=message):
+    with pytest.raises(AccountingError, match=message):
         call()
 
 
@@ -311,7 +311,7 @@ def test_total_only_options_errors_name_the_option(capsys, extra, message):
     (dict(moes=[6], total_only_moes=[0]), "TotalOnly MOE of level 1 must be an integer >= 1"),
 ])
 def test_account_moe_total_only_validation(kwargs, message):
-    with pytest.raises(PostprocError, match=message):
+    with pytest.raises(AccountingError, match=message):
         account_moe(kwargs.pop("moes"), stability=S, **kwargs)
 
 
@@ -339,5 +339,5 @@ def test_compose_group_kinds_is_s_times_the_pointwise_maximum():
     ((RDPCurve.geometric(0.5),), True, "stability must be a positive integer"),
 ])
 def test_level_curve_rejects_invalid_construction(curves, stability, message):
-    with pytest.raises(PostprocError, match=message):
+    with pytest.raises(AccountingError, match=message):
         LevelCurve(curves, stability)

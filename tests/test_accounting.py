@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from postproc.accounting import (
+from hierarchy.accounting import (
     RDPCurve, account_levels, account_moe, allocate_budget, as_fraction, calibrate_discrete_gaussian,
     calibrate_geometric, compose, compose_parallel, moe_discrete_gaussian, moe_geometric,
     pure_to_zcdp, rdp_discrete_gaussian, rdp_gaussian, rdp_geometric, rdp_to_approx_dp,
     split_budget, zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
-from postproc.errors import PostprocError
+from hierarchy.errors import AccountingError
 
 E2E_QUERIES = {"detailed": "0.1", "hhgq": "0.225", "va_hisp_race": "0.675"}
 E2E_LEVELS = {lv: "1/4" for lv in ("nation", "state", "county", "ed")}
@@ -63,7 +63,7 @@ def test_as_fraction_reads_decimals_ratios_and_floats_exactly():
 @pytest.mark.parametrize("bad", [-1, "-0.1", float("nan"), float("inf"), True, "abc", "1/0",
                                  None, [1]])
 def test_as_fraction_rejects_bad_values(bad):
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         as_fraction(bad)
 
 
@@ -83,12 +83,12 @@ def test_split_budget_e2e_fractions_sum_exactly_even_from_floats():
     ({}, "nothing to split"),
 ])
 def test_split_budget_rejects_invalid_fractions(fractions, message):
-    with pytest.raises(PostprocError, match=message):
+    with pytest.raises(AccountingError, match=message):
         split_budget(1, fractions)
 
 
 def test_split_budget_rejects_negative_total():
-    with pytest.raises(PostprocError, match="total budget"):
+    with pytest.raises(AccountingError, match="total budget"):
         split_budget(-1, {"a": 1})
 
 
@@ -105,7 +105,7 @@ def test_allocate_budget_per_level_queries_and_missing_level():
     b = allocate_budget(2, levels={"nation": "1/2", "state": "1/2"}, queries=queries)
     assert b == {"nation": {"total": 1}, "state": {"total": Fraction(1, 2),
                                                    "detailed": Fraction(1, 2)}}
-    with pytest.raises(PostprocError, match="no query fractions for level 'county'"):
+    with pytest.raises(AccountingError, match="no query fractions for level 'county'"):
         allocate_budget(1, levels={"nation": "1/2", "county": "1/2"}, queries=queries)
 
 
@@ -171,11 +171,11 @@ def test_rdp_geometric_bounds_and_limits(eps, delta_q):
 
 def test_rdp_geometric_zero_budget_and_validation():
     assert rdp_geometric(2.0, 0.0) == 0.0
-    with pytest.raises(PostprocError, match="alpha must be > 1"):
+    with pytest.raises(AccountingError, match="alpha must be > 1"):
         rdp_geometric(1.0, 1.0)
-    with pytest.raises(PostprocError, match="positive integer"):
+    with pytest.raises(AccountingError, match="positive integer"):
         rdp_geometric(2.0, 1.0, sensitivity=1.5)
-    with pytest.raises(PostprocError, match="epsilon"):
+    with pytest.raises(AccountingError, match="epsilon"):
         rdp_geometric(2.0, -1.0)
 
 
@@ -184,9 +184,9 @@ def test_gaussian_and_discrete_gaussian_rdp():
     assert rdp_gaussian(4.0, 3.0, sensitivity=2.0) == pytest.approx(4 * 4 / 18)
     assert rdp_discrete_gaussian(4.0, 3.0, sensitivity=2) == rdp_gaussian(4.0, 3.0,
                                                                           sensitivity=2.0)
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         rdp_gaussian(2.0, 0.0)
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         rdp_discrete_gaussian(2.0, 1.0, sensitivity=0)
 
 
@@ -210,16 +210,16 @@ def test_sequential_and_parallel_composition():
 
 @pytest.mark.parametrize("degree", [0, -1, 1.5, True])
 def test_parallel_composition_rejects_bad_degree(degree):
-    with pytest.raises(PostprocError, match="positive integer"):
+    with pytest.raises(AccountingError, match="positive integer"):
         compose_parallel(1.0, degree=degree)
 
 
 def test_compose_nothing_and_bad_curves():
-    with pytest.raises(PostprocError, match="nothing to compose"):
+    with pytest.raises(AccountingError, match="nothing to compose"):
         compose([])
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         RDPCurve((("laplace", 1.0, 1, 1.0),))
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         RDPCurve.zcdp(-0.1)
 
 
@@ -268,7 +268,7 @@ def test_conversions_reject_bad_delta(delta):
     for f in (lambda: zcdp_to_approx_dp_analytic(1.0, delta),
               lambda: zcdp_to_approx_dp_numeric(1.0, delta),
               lambda: rdp_to_approx_dp(RDPCurve.zcdp(1.0), delta)):
-        with pytest.raises(PostprocError, match="delta"):
+        with pytest.raises(AccountingError, match="delta"):
             f()
 
 
@@ -300,7 +300,7 @@ def test_geometric_moe_meaning_off_by_one(m):
 def test_geometric_moe_large_epsilon_is_zero():
     assert moe_geometric(5.0) == 0
     assert moe_geometric(1e6) == 0
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         moe_geometric(0.0)
 
 
@@ -313,9 +313,9 @@ def test_discrete_gaussian_moe_calibration_round_trips_and_edge():
     assert calibrate_discrete_gaussian(6.5) == calibrate_discrete_gaussian(6)
     assert moe_discrete_gaussian(calibrate_discrete_gaussian(7, sensitivity=3),
                                  sensitivity=3) == 7
-    with pytest.raises(PostprocError, match="at least 1"):
+    with pytest.raises(AccountingError, match="at least 1"):
         calibrate_discrete_gaussian(0.5)
-    with pytest.raises(PostprocError):
+    with pytest.raises(AccountingError):
         calibrate_geometric(-1)
 
 
@@ -377,7 +377,7 @@ def test_account_moe_gamma_zero_and_stability_one():
     (dict(moes=[5], stability=9, delta=0.0), "delta"),
 ])
 def test_account_moe_validation(kwargs, message):
-    with pytest.raises(PostprocError, match=message):
+    with pytest.raises(AccountingError, match=message):
         account_moe(kwargs.pop("moes"), **kwargs)
 
 
@@ -420,5 +420,5 @@ def test_account_levels_zcdp():
     (dict(budgets={"a": {"q": 1}}, delta=1.5), "delta"),
 ])
 def test_account_levels_validation(kwargs, message):
-    with pytest.raises(PostprocError, match=message):
+    with pytest.raises(AccountingError, match=message):
         account_levels(**kwargs)

@@ -16,15 +16,15 @@ import pytest
 
 from hierarchy.budget import Budget
 from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import Workload, e2e_workload, marginal
 from hierarchy.randomness import as_randomness
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from postproc.result import Result
-from postproc.baselines import (STRATEGIES, TREE_SCHEMA, TreeCounts, adpc, bottom_up,
+from postproc.methods.baselines import (STRATEGIES, TREE_SCHEMA, TreeCounts, adpc, bottom_up,
                                 calibrate_to_totals, children_per_node, clip_negative, clip_tree,
                                 flaxman_population, gdpc, hay, hay_consistency, measure_bottom,
                                 measure_tree, rdpc, srs, sample_counts, tree_least_squares)
@@ -140,8 +140,8 @@ def test_bad_arguments_are_rejected(population, call, fragment):
 
 
 # -- measuring, then reconciling: the same numbers as the one-call kernels they replaced ----------
-# The kernels of gdpc, adpc, rdpc (postproc/baselines/tree.py) and bottom_up
-# (postproc/baselines/histograms.py) as of commit 59b7e9f, before they became a measuring step
+# The kernels of gdpc, adpc, rdpc (postproc/methods/baselines/tree.py) and bottom_up
+# (postproc/methods/baselines/histograms.py) as of commit 59b7e9f, before they became a measuring step
 # and a reconciling step; verbatim but for returning bare arrays. The compositions must give the
 # same numbers from the same rng: same streams, same draws, same arithmetic.
 def _reference_sums(leaves, children, depth):

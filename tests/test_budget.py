@@ -305,7 +305,7 @@ def test_as_privacy_reads_bare_numbers_as_today_and_refuses_contradictions():
 ])
 def test_a_typed_total_gives_the_same_budget_noise_and_accounting_as_a_bare_number(
         typed, bare, kind, mechanism):
-    from postproc.accounting import account_levels
+    from hierarchy.accounting import account_levels
     b_typed = Budget.e2e(typed, LEVELS)
     b_bare = Budget.e2e(bare, LEVELS, kind=kind)
     assert b_typed == b_bare and b_typed.to_dict() == b_bare.to_dict()

@@ -21,8 +21,8 @@ import pytest
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.synth import write_synthetic_1940
 from postproc.cli import build_parser, main
-from postproc.config import load_config
-from postproc.pipeline import load_truth
+from postproc.apps.runs.config import load_config
+from postproc.apps.runs.pipeline import load_truth
 from postproc.result import histograms_from_table
 
 LEVELS = ("nation", "state", "county", "enum_dist")
@@ -333,12 +333,12 @@ def test_data_errors_exit_1_without_traceback(project, tmp_path, capsys):
 
 
 def test_interrupt_exits_130(project, tmp_path, capsys, monkeypatch):
-    import postproc.pipeline
+    import postproc.apps.runs.pipeline
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(postproc.pipeline, "run_pipeline", interrupted)
+    monkeypatch.setattr(postproc.apps.runs.pipeline, "run_pipeline", interrupted)
     assert main(["run", str(project / "run.toml"), "--out", str(tmp_path / "o")]) == 130
     assert capsys.readouterr().err == ("postproc run: interrupted; the outputs written so far are "
                                        "complete files — rerun the same command with --resume "
@@ -346,12 +346,12 @@ def test_interrupt_exits_130(project, tmp_path, capsys, monkeypatch):
 
 
 def test_bugs_are_not_disguised_as_user_errors(project, monkeypatch):
-    import postproc.pipeline
+    import postproc.apps.runs.pipeline
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(postproc.pipeline, "validate_config", broken)
+    monkeypatch.setattr(postproc.apps.runs.pipeline, "validate_config", broken)
     with pytest.raises(ZeroDivisionError):
         main(["validate", str(project / "run.toml")])
 
@@ -379,8 +379,8 @@ def test_cli_lists_the_library_s_experiments_and_samplers():
     # the parser is built without importing these packages; the names it offers must still be
     # the library's own
     from postproc.cli.experiment import experiment_names
-    from postproc.experiments import EXPERIMENTS
-    from postproc.sampling.target import MIN_STEPS
+    from postproc.apps.experiments import EXPERIMENTS
+    from postproc.methods.sampling.target import MIN_STEPS
     assert experiment_names() == sorted(EXPERIMENTS)
     mis = build_parser()._subparsers._group_actions[0].choices["mis"]
     burn_in = next(a for a in mis._actions if a.dest == "burn_in")

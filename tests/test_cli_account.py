@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from postproc.accounting import account_moe, zcdp_to_approx_dp_analytic
+from hierarchy.accounting import account_moe, zcdp_to_approx_dp_analytic
 from postproc.cli import main
 
 REFERENCE = ["account", "moe", "--moe", "6", "6", "11", "11", "50", "50", "50",

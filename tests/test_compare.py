@@ -1,6 +1,6 @@
-"""``postproc compare``, :mod:`postproc.compare` and ``postproc methods``.
+"""``postproc compare``, :mod:`postproc.evaluation.compare` and ``postproc methods``.
 
-The table's numbers are checked against :func:`postproc.evaluate.evaluate` of the same result;
+The table's numbers are checked against :func:`postproc.evaluation.evaluate.evaluate` of the same result;
 the command is run on a small configuration (nation and state, 2,000 persons) in simulation mode
 (files beside each other, table printed) and in release mode (nothing outside ``confidential/``,
 no number on the terminal); output directories that are not a comparison's are refused.
@@ -17,20 +17,20 @@ import pandas as pd
 import pytest
 
 from hierarchy.budget import Budget
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
 from hierarchy.storage import MARKER
 from hierarchy.synth import synthesize_1940, write_synthetic_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec
 from postproc.cli import main
-from postproc.compare import COLUMNS, compare_methods, default_directory, format_pivot
-from postproc.config import load_config
+from postproc.evaluation.compare import COLUMNS, compare_methods, default_directory, format_pivot
+from postproc.apps.runs.config import load_config
 from postproc.errors import PostprocError
-from postproc.evaluate import compare_postprocessors, default_queries, evaluate
+from postproc.evaluation.evaluate import compare_postprocessors, default_queries, evaluate
 from postproc.methods import available, postprocess
-from postproc.pipeline import method_rng
+from postproc.apps.runs.pipeline import method_rng
 from _configs import e2e_config, save_config
 
 LEVELS = ["nation", "state"]

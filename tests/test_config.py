@@ -1,6 +1,6 @@
 """The run configuration: TOML → RunConfig, explicit and preset forms, and located errors.
 
-Every error test checks the promise of :mod:`postproc.config`: the message starts with the file
+Every error test checks the promise of :mod:`postproc.apps.runs.config`: the message starts with the file
 and the line of the offending key (found in the text independently of the parser) and says what
 would be valid.
 """
@@ -19,7 +19,7 @@ from hierarchy.mechanisms import get_mechanism
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
 from invariants.spec import Invariant, Spec
-from postproc.config import RunConfig, config_from_dict, load_config
+from postproc.apps.runs.config import RunConfig, config_from_dict, load_config
 from postproc.errors import PostprocError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -534,7 +534,7 @@ def test_to_toml_reads_back_to_the_same_configuration(tmp_path):
 
 
 def test_publish_follows_the_catalogue():
-    from hierarchy.measure import PUBLISHABLE
+    from hierarchy.measurement import PUBLISHABLE
     from invariants.catalogue import INVARIANTS, STATISTICS
 
     # every statistic the catalogue names is one hierarchy can compute, with that function

@@ -23,19 +23,19 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from hierarchy.budget import Budget  # noqa: E402
-from hierarchy.measure import measure  # noqa: E402
+from hierarchy.measurement import measure  # noqa: E402
 from hierarchy.queries import e2e_workload  # noqa: E402
 from hierarchy.schema import E2E_1940  # noqa: E402
 from hierarchy.synth import synthesize_1940, write_synthetic_1940  # noqa: E402
-from hierarchy.tabulate import tabulate  # noqa: E402
+from hierarchy.tabulation import tabulate  # noqa: E402
 from invariants.spec import Spec  # noqa: E402
 from postproc.cli import main  # noqa: E402
-from postproc.dask_executor import DaskExecutor  # noqa: E402
-from postproc.demo import demo_config  # noqa: E402
+from postproc.infra.dask_executor import DaskExecutor  # noqa: E402
+from postproc.apps.runs.demo import demo_config  # noqa: E402
 from postproc.errors import PostprocError  # noqa: E402
-from postproc.executors import get_executor  # noqa: E402
-from postproc.solvers import SolverError  # noqa: E402
-from postproc.topdown import topdown  # noqa: E402
+from postproc.infra.executors import get_executor  # noqa: E402
+from postproc.infra.solvers import SolverError  # noqa: E402
+from postproc.methods.topdown import topdown  # noqa: E402
 
 # Workers cannot import this test module (it is not on their path): ship its functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

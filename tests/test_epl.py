@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy.stats import gaussian_kde
 
-import postproc.epl as epl_module
-import postproc.epl._kernel as epl_kernel
+import postproc.evaluation.epl as epl_module
+import postproc.evaluation.epl._kernel as epl_kernel
 from hierarchy.mechanisms import sample_two_sided_geometric
 from postproc.cli import main
-from postproc.epl import EPLResult, estimate_epl, improved_epl, published_epl
+from postproc.evaluation.epl import EPLResult, estimate_epl, improved_epl, published_epl
 from postproc.errors import PostprocError
 
 # --------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 
 from hierarchy.mechanisms import sample_laplace, sample_two_sided_geometric
 from hierarchy.randomness import Randomness
-from postproc.epl import direct_epl
+from postproc.evaluation.epl import direct_epl
 from postproc.errors import PostprocError
 
 

@@ -21,8 +21,8 @@ from scipy.stats import t as student_t
 from hierarchy.mechanisms import (discrete_gaussian_pmf, sample_discrete_gaussian, sample_laplace,
                                   sample_two_sided_geometric, two_sided_geometric_pmf)
 from hierarchy.randomness import Randomness
-from postproc.epl import default_bandwidth, improved_epl
-from postproc.epl._smooth import fit_side
+from postproc.evaluation.epl import default_bandwidth, improved_epl
+from postproc.evaluation.epl._smooth import fit_side
 from postproc.errors import PostprocError
 
 

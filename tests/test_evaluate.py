@@ -1,4 +1,4 @@
-"""postproc.evaluate and ``postproc evaluate``: the JSON's keys and values on a small run, checked
+"""postproc.evaluation.evaluate and ``postproc evaluate``: the JSON's keys and values on a small run, checked
 against an independent computation from the run's files; raw-measurement answers; the comparison
 of post-processors; the HTML report of a run directory; errors that name the problem."""
 
@@ -12,15 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from hierarchy.queries import total
-from postproc.baselines import TreeCounts, gdpc
+from postproc.methods.baselines import TreeCounts, gdpc
 from postproc.cli import main
-from postproc.epl import improved_epl
+from postproc.evaluation.epl import improved_epl
 from postproc.errors import PostprocError
-from postproc.evaluate import (compare_postprocessors, evaluate, load_run, load_truth,
+from postproc.evaluation.evaluate import (compare_postprocessors, evaluate, load_run, load_truth,
                                pivot, to_json)
-from postproc.metrics import error_metrics
+from postproc.evaluation.metrics import error_metrics
 from postproc.result import histograms_from_table
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
@@ -28,7 +28,7 @@ LEVELS = ["nation", "state", "county", "enum_dist"]
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    from postproc.demo import run_demo
+    from postproc.apps.runs.demo import run_demo
 
     out = tmp_path_factory.mktemp("evaluate") / "demo"
     run_demo(out, persons=40_000, seed=7, epsilon=2.0, progress=False, log=lambda m: None)

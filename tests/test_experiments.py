@@ -22,8 +22,8 @@ import pytest
 
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.experiments import EXPERIMENTS, describe, run_experiment
-from postproc.report import render_report, write_report
+from postproc.apps.experiments import EXPERIMENTS, describe, run_experiment
+from postproc.apps.runs.report import render_report, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -89,7 +89,7 @@ def test_petti_flaxman_tables_have_the_expected_content(quick_runs):
 def test_petti_flaxman_paper_grid_and_seeds():
     """Review item 3: the paper's ε grid (with 6) and its 4 seeds in the full run; the authors'
     homogeneity index by default."""
-    from postproc.experiments.petti_flaxman import FULL
+    from postproc.apps.experiments.petti_flaxman import FULL
 
     assert FULL["epsilons"] == [0.25, 0.5, 0.75, 1.0, 2.0, 4.0, 6.0, 8.0]
     assert len(FULL["seeds"]) == 4 and len(set(FULL["seeds"])) == 4
@@ -165,9 +165,9 @@ def test_paper_numbers_through_our_joint_rule_give_the_papers_matches():
     """Our joint rule on the authors' own TopDown and SRS numbers reproduces the three matches the
     paper's discussion states (county SC: ε = 1 → 50 %, 2 → 75 %, 6 → 95 %); matching on the
     error alone does not (35 %, 55 %, 95 %)."""
-    from postproc.experiments import _papers
-    from postproc.experiments._matching import match_srs
-    from postproc.experiments.petti_flaxman import _paper_tables
+    from postproc.apps.experiments import _papers
+    from postproc.apps.experiments._matching import match_srs
+    from postproc.apps.experiments.petti_flaxman import _paper_tables
 
     derived = match_srs(*_paper_tables(), measure={"total": "mae", "sc": "mae"})
     derived = derived[(derived["epl_estimator"] == "published") & (derived["query"] == "sc")
@@ -181,8 +181,8 @@ def test_paper_numbers_through_our_joint_rule_give_the_papers_matches():
 def test_quick_hierarchies_have_several_units_per_parent(quick_runs, name):
     """Review item 7: with one county per state (the old 100,000-person quick data) county totals
     copy the invariant state totals and every county comparison is degenerate."""
-    from postproc.experiments import clark_dajani, petti_flaxman
-    from postproc.experiments._common import synthetic_truth
+    from postproc.apps.experiments import clark_dajani, petti_flaxman
+    from postproc.apps.experiments._common import synthetic_truth
 
     module = {"petti_flaxman": petti_flaxman, "clark_dajani": clark_dajani}[name]
     geography = synthetic_truth(module.QUICK).geography
@@ -195,8 +195,8 @@ def test_quick_hierarchies_have_several_units_per_parent(quick_runs, name):
 
 
 def test_flaxman_quick_trees_have_several_children():
-    from postproc.baselines import children_per_node
-    from postproc.experiments.flaxman2019 import FULL, QUICK
+    from postproc.methods.baselines import children_per_node
+    from postproc.apps.experiments.flaxman2019 import FULL, QUICK
 
     for params in (QUICK, FULL):
         assert children_per_node(params["persons"], params["levels"], params["mean_leaf"]) >= 3

@@ -1,5 +1,5 @@
-"""Flaxman's D/D′ experiment (postproc.experiments._neighbours): the mechanisms vectorised over runs
-reproduce postproc.baselines bit for bit given the same noise; the neighbour differs by one person
+"""Flaxman's D/D′ experiment (postproc.apps.experiments._neighbours): the mechanisms vectorised over runs
+reproduce postproc.methods.baselines bit for bit given the same noise; the neighbour differs by one person
 moved; the direct EPL recovers ε for GDPC and orders the mechanisms.
 
 Why the statistical assertions are reliable. The quick configuration (64 leaves, 20,000 runs per
@@ -17,10 +17,10 @@ import pytest
 
 from hierarchy.mechanisms import sample_two_sided_geometric
 from hierarchy.randomness import Randomness
-from postproc.baselines import TreeCounts, adpc, flaxman_population, gdpc, rdpc
+from postproc.methods.baselines import TreeCounts, adpc, flaxman_population, gdpc, rdpc
 from postproc.errors import PostprocError
-from postproc.experiments import _neighbours
-from postproc.experiments._neighbours import (ADPC_RUNS, neighbour, neighbour_epl,
+from postproc.apps.experiments import _neighbours
+from postproc.apps.experiments._neighbours import (ADPC_RUNS, neighbour, neighbour_epl,
                                               noise_parameters, noise_shapes, release_runs)
 
 
@@ -30,7 +30,7 @@ def population():
 
 
 def library_noise(method, truth, epsilon, seed):
-    """The noise the postproc.baselines function draws with rng=Randomness.simulation(seed)."""
+    """The noise the postproc.methods.baselines function draws with rng=Randomness.simulation(seed)."""
     z = noise_parameters(method, epsilon, truth.depth)
     root = Randomness.simulation(seed)
     streams = ([root] if method == "gdpc"      # gdpc draws from rng; adpc run p and rdpc level

@@ -26,16 +26,16 @@ import pytest
 import scipy.sparse as sp
 
 from hierarchy.budget import Budget
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
 from invariants.compile import compile_spec, violations
 from invariants.spec import Invariant, Spec
 from postproc.errors import PostprocError
-from postproc.solvers import InfeasibleError
-from postproc.topdown import NodeTask, QueryData, solve_node, topdown
-from postproc.topdown.failsafe import KeptQuery, total_kept
-from postproc.topdown.node import VerificationError
+from postproc.infra.solvers import InfeasibleError
+from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
+from postproc.methods.topdown.failsafe import KeptQuery, total_kept
+from postproc.methods.topdown.node import VerificationError
 from test_topdown import LEVELS, make_noisy, make_truth   # noqa: E402  (tests/ is on sys.path)
 
 HHGQ = 8
@@ -184,7 +184,7 @@ def test_failsafe_keep_is_validated(review_case):
 def test_empty_parent_with_invariant_children_is_an_error_before_any_solver(monkeypatch):
     """``tot`` published at the county level but the state handed in with nobody: splitting it
     could only add persons. The error names the state and its counties, and no solver runs."""
-    import postproc.topdown.node as node_module
+    import postproc.methods.topdown.node as node_module
 
     truth = make_truth(20_000, seed=4, eds_per_county=1)      # some states have 3 counties
     spec = Spec.e2e(LEVELS)
@@ -302,7 +302,7 @@ def test_total_infeasible_falls_back_to_free_cells():
 
 def test_verification_checks_the_kept_answers(monkeypatch):
     """A rounding that moved a person across classes breaks a kept answer: VerificationError."""
-    import postproc.topdown.node as node_module
+    import postproc.methods.topdown.node as node_module
 
     real = node_module._round
 

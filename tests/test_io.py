@@ -11,7 +11,7 @@ import pytest
 from hierarchy.errors import HierarchyError
 from hierarchy.io import check_units, read_microdata, read_table
 from hierarchy.schema import E2E_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 
 LEVELS = ["nation", "state", "county"]
 COLUMNS = {"state": "st", "county": "co", "hhgq": "gq", "votingage": "age18",

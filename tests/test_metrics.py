@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from postproc.errors import PostprocError
-from postproc.metrics import (METRICS, bias_by_homogeneity, error_metrics, error_table,
+from postproc.evaluation.metrics import (METRICS, bias_by_homogeneity, error_metrics, error_table,
                               homogeneity_index)
 
 VA, HISP, RACE = 2, 2, 6

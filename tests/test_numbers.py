@@ -1,5 +1,5 @@
 """hierarchy.numbers: the one exact-number parser and the one positive-number check, and that
-every former copy (hierarchy.budget, postproc.accounting, the mechanisms, the EPL estimators,
+every former copy (hierarchy.budget, hierarchy.accounting, the mechanisms, the EPL estimators,
 the SafeTab report) now goes through them with its old behaviour."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import get_mechanism, sample_two_sided_geometric
 from hierarchy.numbers import MAX_FLOAT_DIGITS, as_fraction, positive
+from hierarchy.errors import AccountingError
 from postproc.errors import PostprocError
 
 
@@ -132,17 +133,17 @@ def test_hierarchy_budget_reads_fractions_through_the_one_parser():
         Budget("pure", 1, {"a": 1}, {"x": 1 / 3, "y": 2 / 3})
 
 
-def test_accounting_as_fraction_is_the_parser_with_postproc_errors_and_no_negatives():
-    from postproc.accounting import as_fraction as accounting_fraction
-    from postproc.accounting import split_budget
+def test_accounting_as_fraction_is_the_parser_with_accounting_errors_and_no_negatives():
+    from hierarchy.accounting import as_fraction as accounting_fraction
+    from hierarchy.accounting import split_budget
     for value in ("0.225", " 9/40 ", 0.675, Fraction(1, 3), np.float64(0.1), 2, Decimal("0.5")):
         assert accounting_fraction(value) == numbers.as_fraction(value, what="x")
     for bad in (-1, "-0.1", float("nan"), True, "abc", None, 1 / 3):
-        with pytest.raises(PostprocError):
+        with pytest.raises(AccountingError):
             accounting_fraction(bad)
-    with pytest.raises(PostprocError, match="must be >= 0"):
+    with pytest.raises(AccountingError, match="must be >= 0"):
         accounting_fraction("-1/2", name="the budget")
-    with pytest.raises(PostprocError, match="'1/3'"):
+    with pytest.raises(AccountingError, match="'1/3'"):
         split_budget(1, {"a": 1 / 3, "b": "2/3"})
 
 
@@ -157,19 +158,19 @@ def test_mechanisms_check_parameters_with_positive(function, name):
             function(bad)
 
 
-def test_accounting_and_epl_positive_checks_raise_postproc_errors():
-    from postproc.accounting import coverage_geometric, rdp_gaussian
-    from postproc.epl import direct_epl
-    with pytest.raises(PostprocError, match="epsilon must be > 0"):
+def test_accounting_and_epl_positive_checks_raise_their_packages_errors():
+    from hierarchy.accounting import coverage_geometric, rdp_gaussian
+    from postproc.evaluation.epl import direct_epl
+    with pytest.raises(AccountingError, match="epsilon must be > 0"):
         coverage_geometric(0.0)
-    with pytest.raises(PostprocError, match="sigma must be a positive number"):
+    with pytest.raises(AccountingError, match="sigma must be a positive number"):
         rdp_gaussian(2.0, -1.0)
     with pytest.raises(PostprocError, match="bin_width must be a positive number"):
         direct_epl(np.arange(10.0), np.arange(10.0), bin_width=-1.0)
 
 
 def test_safetab_report_reads_exact_budget_strings():
-    from postproc.safetab import report
+    from postproc.apps.safetab import report
     assert report._budget("9/100") == 0.09
     with pytest.raises(PostprocError, match="a budget of the accounting report"):
         report._budget("nine")

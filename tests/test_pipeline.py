@@ -22,10 +22,10 @@ from hierarchy.errors import HierarchyError
 from hierarchy.schema import E2E_1940
 from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
-from postproc.config import load_config
+from postproc.apps.runs.config import load_config
 from postproc.errors import PostprocError
-import postproc.pipeline as pipeline
-from postproc.pipeline import accounting, load_truth, run_pipeline, validate_config
+import postproc.apps.runs.pipeline as pipeline
+from postproc.apps.runs.pipeline import accounting, load_truth, run_pipeline, validate_config
 from postproc.result import histograms_from_table
 
 LEVELS = ("nation", "state", "county", "enum_dist")

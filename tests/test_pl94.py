@@ -209,7 +209,7 @@ def test_query_ordering_refuses_unknown_queries():
 # -- spec and the example configuration ---------------------------------------------------------
 def test_spec_and_example_config_equal_the_presets():
     from invariants.spec import Spec
-    from postproc.config import load_config
+    from postproc.apps.runs.config import load_config
 
     spec = Spec.from_dict(pl94_spec_dict())
     # person_default.ini: theInvariants.Block = gqhh_vect, gqhh_tot; theInvariants.State = tot;

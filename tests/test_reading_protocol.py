@@ -8,11 +8,11 @@ import pytest
 from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
 from hierarchy.frames import refinement, resolve_query
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import Workload, e2e_workload, total
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from postproc.result import Result
 
 LEVELS = ["nation", "state", "county"]

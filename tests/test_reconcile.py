@@ -14,12 +14,12 @@ import pytest
 
 from hierarchy.budget import Budget
 from hierarchy.geography import Geography
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload, detailed, e2e_workload, marginal, total
 from hierarchy.schema import E2E_1940, Attribute, Schema
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec
 from postproc.errors import PostprocError
 from postproc.methods import get, postprocess

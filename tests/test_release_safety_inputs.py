@@ -35,11 +35,11 @@ from hierarchy.schema import E2E_1940
 from hierarchy.synth import MADE_BY, write_synthetic_1940
 from invariants.errors import SpecError
 from invariants.spec import Constraint, Spec
-from postproc.accounting import (RDPCurve, account_moe, calibrate_discrete_gaussian,
+from hierarchy.accounting import (RDPCurve, account_moe, calibrate_discrete_gaussian,
                                  calibrate_geometric, compose, rdp_geometric, rdp_to_approx_dp,
                                  zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
 from postproc.cli import main
-from postproc.epl import direct_epl, improved_epl, published_epl
+from postproc.evaluation.epl import direct_epl, improved_epl, published_epl
 from postproc.errors import PostprocError
 
 from _configs import save_config
@@ -364,7 +364,7 @@ GiB = 2 ** 30
 @pytest.fixture
 def two_gib(monkeypatch):
     """Pretend 2 GiB are available, so the guards fire the same way on every machine."""
-    import postproc.epl._checks as checks
+    import postproc.evaluation.epl._checks as checks
     monkeypatch.setattr(checks, "_available_memory", lambda: 2 * GiB)
 
 

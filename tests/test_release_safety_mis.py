@@ -21,10 +21,10 @@ import pytest
 from hierarchy.schema import Attribute, Schema
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.sampling import (CountTable, conditional_target, read_count_table, release_table,
+from postproc.methods.sampling import (CountTable, conditional_target, read_count_table, release_table,
                                sample_lattice, sample_mis)
-from postproc.sampling.table import complete_table
-from postproc.sampling.target import MIN_STEPS
+from postproc.methods.sampling.table import complete_table
+from postproc.methods.sampling.target import MIN_STEPS
 
 GONG = Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"
 GONG_ARGS = ["--invariant", "total", "--invariant", "marginal(sex)", "--invariant",

@@ -24,9 +24,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-import postproc.pipeline as pipeline
+import postproc.apps.runs.pipeline as pipeline
 from hierarchy.errors import HierarchyError
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.mechanisms import distributions
 from hierarchy.mechanisms.distributions import (sample_gaussian, sample_laplace,
                                                 sample_two_sided_geometric)
@@ -36,9 +36,9 @@ from hierarchy.storage import (MARKER, atomic_directory, check_file_names, lock_
 from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Constraint, Spec
 from postproc.cli import main
-from postproc.config import load_config
+from postproc.apps.runs.config import load_config
 from postproc.errors import PostprocError
-from postproc.pipeline import load_truth, run_pipeline
+from postproc.apps.runs.pipeline import load_truth, run_pipeline
 
 from _configs import e2e_config, save_config
 
@@ -458,7 +458,7 @@ def test_workers_zero_on_the_command_line_is_an_error(data, tmp_path, capsys):
 
 
 def test_process_executor_refuses_zero_workers():
-    from postproc.executors import ProcessExecutor
+    from postproc.infra.executors import ProcessExecutor
 
     with pytest.raises(PostprocError, match="workers must be an integer ≥ 1, not 0"):
         ProcessExecutor(0)

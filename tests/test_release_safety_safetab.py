@@ -1,4 +1,4 @@
-"""Release safety of ``postproc safetab`` (:mod:`postproc.safetab.run` and ``.config``).
+"""Release safety of ``postproc safetab`` (:mod:`postproc.apps.safetab.run` and ``.config``).
 
 Each test asserts the property a release depends on: nothing computed from the confidential data
 outside ``DIR/confidential/`` or on the terminal in release mode; the user's files survive any
@@ -24,7 +24,7 @@ from hierarchy.storage import MARKER
 from hierarchy.synth_detailed import synthesize_detailed_1940
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.safetab import (Iteration, Level, SafeTabConfig, format_report,
+from postproc.apps.safetab import (Iteration, Level, SafeTabConfig, format_report,
                               load_safetab_config, parse_safetab_config, run_safetab, safetab,
                               write_safetab)
 
@@ -238,8 +238,8 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next_run(tmp_path):
     # a real kill -9 while the manifest is being written
     script = textwrap.dedent(f"""
         import os, signal
-        import postproc.safetab.run as run
-        from postproc.safetab import load_safetab_config
+        import postproc.apps.safetab.run as run
+        from postproc.apps.safetab import load_safetab_config
         run.write_json = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
         run.run_safetab(load_safetab_config({str(path)!r}), out={str(out)!r})
         """)
@@ -262,7 +262,7 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next_run(tmp_path):
 
 
 def test_a_second_run_into_the_same_directory_fails_at_once(tmp_path, monkeypatch):
-    from postproc.safetab.run import _output_lock
+    from postproc.apps.safetab.run import _output_lock
 
     config = parse_safetab_config(config_text(mode="simulation"))
     out = tmp_path / "busy"
@@ -270,7 +270,7 @@ def test_a_second_run_into_the_same_directory_fails_at_once(tmp_path, monkeypatc
     def must_not_read(_config):
         raise AssertionError("the data were read although the output is locked")
 
-    monkeypatch.setattr("postproc.safetab.run.load_persons", must_not_read)
+    monkeypatch.setattr("postproc.apps.safetab.run.load_persons", must_not_read)
     with _output_lock(out):                           # what a running first run holds
         with pytest.raises(PostprocError, match=f"another run is writing {out}.*in use by"):
             run_safetab(config, out=out)

@@ -19,11 +19,11 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
 from postproc.cli import main
-from postproc.config import load_config
+from postproc.apps.runs.config import load_config
 from postproc.errors import PostprocError
-from postproc.evaluate import evaluate, load_run
+from postproc.evaluation.evaluate import evaluate, load_run
 from postproc.methods import available, postprocess
-from postproc.pipeline import load_truth, method_rng, run_pipeline
+from postproc.apps.runs.pipeline import load_truth, method_rng, run_pipeline
 from postproc.result import Result
 from _configs import e2e_config, save_config
 

@@ -1,4 +1,4 @@
-"""SafeTab-style adaptive tabulation (:mod:`postproc.safetab`, SPEC §8).
+"""SafeTab-style adaptive tabulation (:mod:`postproc.apps.safetab`, SPEC §8).
 
 Budget bookkeeping is checked exactly in rationals; thresholds and tables on hand-made noisy
 totals and on noise-free runs; stability on hand-made multi-race records; accuracy statistically,
@@ -20,17 +20,17 @@ import pytest
 
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.synth_detailed import synthesize_detailed_1940
-from postproc.accounting import account_moe
+from hierarchy.accounting import account_moe
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.safetab import (AGE4, AGE9, AGE23, STAT_LABELS, TABLE_TYPES, AgeRecode,
+from postproc.apps.safetab import (AGE4, AGE9, AGE23, STAT_LABELS, TABLE_TYPES, AgeRecode,
                               DataColumns, GroupCounts, Iteration, Level, LevelBudget, Noise,
                               SafeTabConfig, account_safetab, accuracy_report, cell_labels,
                               check_stability, choose_tables, iteration_members,
                               load_safetab_config, measure_level, parse_safetab_config,
                               plan_level, prepare_records, run_safetab, safetab,
                               tabulate_groups)
-from postproc.safetab.recodes import MAX_AGE, stat_offset
+from postproc.apps.safetab.recodes import MAX_AGE, stat_offset
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "safetab_1940.toml"
@@ -249,7 +249,7 @@ def test_plans_and_accounting_add_up(persons_small, mechanism):
 
 @pytest.mark.parametrize("moes", [[6, 11], [6, 6, 11, 11, 50, 50, 50]])
 def test_accounting_matches_account_moe(moes):
-    """Levels calibrated to MOEs with one stability: the same totals as postproc.accounting."""
+    """Levels calibrated to MOEs with one stability: the same totals as hierarchy.accounting."""
     reference = account_moe(moes, stability=9, gamma="0.1", delta=1e-10)
     for notion in ("pure", "zcdp"):
         budgets = {f"L{i}": LevelBudget.from_moe(m, notion=notion, stability=9, gamma="0.1")

@@ -16,12 +16,12 @@ from scipy import stats
 
 from hierarchy.randomness import Randomness
 from postproc.errors import PostprocError
-from postproc.sampling import (acceptance_curve, bareiss_determinant, choose_index_set,
+from postproc.methods.sampling import (acceptance_curve, bareiss_determinant, choose_index_set,
                                conditional_target, effective_sample_size, integer_kernel_basis,
                                mis_index_set, move_structure, read_count_table, row_basis,
                                sample_conditional, sample_lattice, sample_mis, table_target)
-from postproc.sampling.mis import MISKernel
-from postproc.sampling.target import log_noise_density
+from postproc.methods.sampling.mis import MISKernel
+from postproc.methods.sampling.target import log_noise_density
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"
 INVARIANTS = ["total", "marginal(sex)", "marginal(voting_age)"]
@@ -265,7 +265,7 @@ def test_acceptance_curve_peaks_slightly_above_epsilon(gong):
 
 
 def test_tuner_picks_a_proposal_near_the_peak(gong):
-    from postproc.sampling import tune_proposal_epsilon
+    from postproc.methods.sampling import tune_proposal_epsilon
 
     tuning = tune_proposal_epsilon(gong, rng=4, proposals=40_000)
     assert 0.45 <= tuning.best <= 0.85
@@ -400,7 +400,7 @@ def test_a_registered_mechanism_samples_without_touching_the_target_module():
         assert len({tuple(d) for d in draws}) > 1          # the chain moved
         # the MIS kernel reads the law from the registry too: its weights for the user's
         # mechanism (the geometric law under another name) equal the built-in fast path's
-        from postproc.sampling.mis_kernel import MISKernel, mis_index_set, reference_epsilon
+        from postproc.methods.sampling.mis_kernel import MISKernel, mis_index_set, reference_epsilon
         assert reference_epsilon(target) == pytest.approx(reference_epsilon(reference))
         mine = MISKernel(target, mis_index_set(target), 0.7)
         built_in = MISKernel(reference, mis_index_set(reference), 0.7)

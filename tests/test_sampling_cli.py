@@ -11,7 +11,7 @@ import pytest
 
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.sampling import read_count_table, release_table
+from postproc.methods.sampling import read_count_table, release_table
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"
 # voting_age is a function of age_group in the Gong table (46 of the 92 combinations exist):

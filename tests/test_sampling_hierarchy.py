@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from hierarchy.budget import Budget
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import e2e_workload
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError
-from postproc.sampling import LatticeEngine, move_structure, sample_topdown
+from postproc.methods.sampling import LatticeEngine, move_structure, sample_topdown
 from postproc.result import Result
 
 LEVELS = ["nation", "state", "county", "enum_dist"]

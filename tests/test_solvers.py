@@ -7,7 +7,7 @@ objective of every fit is ``Σ w (x − y)²`` written as ``½ xᵀPx + qᵀx + 
 ``q = −2 w y`` and ``r = Σ w y²``.
 
 Tolerances (relative to ``max(1, ‖x*‖∞)`` for points and ``max(1, |f*|)`` for objectives) are
-per backend, from how each method stops (settings in :mod:`postproc.solvers.backends`), with the
+per backend, from how each method stops (settings in :mod:`postproc.infra.solvers.backends`), with the
 worst error measured on this catalogue in brackets:
 
 * clarabel (interior point, gap 1e-10): points 1e-7 [1e-11], objectives 1e-8 [3.4e-9];
@@ -42,7 +42,7 @@ import pytest
 import scipy.sparse as sp
 
 from postproc.errors import PostprocError
-from postproc.solvers import (DEFAULT_QP_CHAIN, LP, QP, QP_BACKENDS, InfeasibleError, Solution,
+from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, QP_BACKENDS, InfeasibleError, Solution,
                               SolverError, Status, available_qp_backends, check_chain, solve_lp,
                               solve_qp)
 
@@ -430,7 +430,7 @@ def test_lp_infeasible_and_unbounded_statuses():
 def random_task(rng, *, root=False):
     """A random small NodeTask that is feasible by construction: bounds are drawn around a
     nonnegative integer ``truth`` whose cell sums are the parent."""
-    from postproc.topdown.node import NodeTask, QueryData
+    from postproc.methods.topdown.node import NodeTask, QueryData
 
     k = 1 if root else int(rng.integers(2, 5))
     n = int(rng.integers(3, 9))
@@ -468,8 +468,8 @@ def test_engine_fit_matches_generic_path(seed):
     directly) and the generic path (one CVXPY problem over every cell) solve the same problem:
     objectives agree to 1e-6 relative, and — the objective being strictly convex in x because
     every cell is measured — the points agree too."""
-    from postproc.topdown.generic import fit_node_generic
-    from postproc.topdown.node import assemble_fit, solve_node
+    from postproc.methods.topdown.generic import fit_node_generic
+    from postproc.methods.topdown.node import assemble_fit, solve_node
 
     rng = np.random.default_rng(seed)
     task = random_task(rng, root=seed % 4 == 0)
@@ -493,7 +493,7 @@ def test_engine_fit_matches_generic_path(seed):
 
 
 def test_node_fallback_is_recorded_in_node_stats(registry):
-    from postproc.topdown.node import solve_node
+    from postproc.methods.topdown.node import solve_node
 
     task = random_task(np.random.default_rng(3))
     result = solve_node(task, chain=("crashing", "clarabel"))
@@ -502,7 +502,7 @@ def test_node_fallback_is_recorded_in_node_stats(registry):
 
 
 def test_node_solver_failure_is_an_error_not_a_failsafe(registry):
-    from postproc.topdown.node import solve_node
+    from postproc.methods.topdown.node import solve_node
 
     task = random_task(np.random.default_rng(4))
     with pytest.raises(SolverError, match="every solver failed"):
@@ -529,7 +529,7 @@ def test_problems_without_variables():
 
 
 def test_node_with_an_all_zero_parent():
-    from postproc.topdown.node import NodeTask, QueryData, solve_node
+    from postproc.methods.topdown.node import NodeTask, QueryData, solve_node
 
     task = NodeTask("county", "P", np.zeros(2, np.int64), np.array(["a", "b"], dtype=object),
                     (QueryData("detailed", sp.identity(2, format="csr"),

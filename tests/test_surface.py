@@ -25,8 +25,8 @@ PACKAGES = ("hierarchy", "invariants", "postproc")
 EXPORTS = {
     "hierarchy": {"Schema": "hierarchy.schema", "Query": "hierarchy.queries",
                   "Workload": "hierarchy.queries", "Geography": "hierarchy.geography",
-                  "Hierarchy": "hierarchy.histograms", "tabulate": "hierarchy.tabulate",
-                  "Budget": "hierarchy.budget", "measure": "hierarchy.measure",
+                  "Hierarchy": "hierarchy.histograms", "tabulate": "hierarchy.tabulation",
+                  "Budget": "hierarchy.budget", "measure": "hierarchy.measurement",
                   "NoisyHierarchy": "hierarchy.noisy", "synthesize_1940": "hierarchy.synth",
                   "get_mechanism": "hierarchy.mechanisms", "DappError": "hierarchy.errors",
                   "HierarchyError": "hierarchy.errors", "E2E_1940": "hierarchy.schema",
@@ -35,9 +35,9 @@ EXPORTS = {
                    "SpecError": "invariants.errors", "DappError": "hierarchy.errors"},
     "postproc": {"postprocess": "postproc.methods",
                  "register": "postproc.methods", "available": "postproc.methods",
-                 "Result": "postproc.result", "evaluate": "postproc.evaluate",
-                 "load_config": "postproc.config", "RunConfig": "postproc.config",
-                 "run_pipeline": "postproc.pipeline", "PostprocError": "postproc.errors",
+                 "Result": "postproc.result", "evaluate": "postproc.evaluation.evaluate",
+                 "load_config": "postproc.apps.runs.config", "RunConfig": "postproc.apps.runs.config",
+                 "run_pipeline": "postproc.apps.runs.pipeline", "PostprocError": "postproc.errors",
                  "DappError": "hierarchy.errors"},
 }
 # Exported once another change defines them (typed budgets): checked only where they exist.
@@ -151,10 +151,10 @@ def test_cycle_through_finds_a_cycle_and_only_a_cycle():
 
 
 def test_the_graph_sees_imports_inside_functions_and_lazy_exports():
-    # the CLI's demo command imports postproc.demo inside its run function; the top-level
+    # the CLI's demo command imports postproc.apps.runs.demo inside its run function; the top-level
     # packages import their exports on first use — the graph must see those edges
-    assert "postproc.demo" in _graph()["postproc.cli.demo"]
-    assert "hierarchy.measure" in _graph()["hierarchy"]
+    assert "postproc.apps.runs.demo" in _graph()["postproc.cli.demo"]
+    assert "hierarchy.measurement" in _graph()["hierarchy"]
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -256,15 +256,15 @@ def test_top_level_exports_are_the_defining_modules_objects(package):
 
 
 def test_an_exported_function_is_not_replaced_by_its_module():
-    # hierarchy.measure (module) defines hierarchy.measure (function): importing the module, as
+    # hierarchy.measurement (module) defines hierarchy.measurement (function): importing the module, as
     # the toolkit does everywhere, must not change what ``from hierarchy import measure`` gives
     out = _fresh_python(
-        "import hierarchy.measure, hierarchy.tabulate, postproc.evaluate\n"
+        "import hierarchy.measurement, hierarchy.tabulation, postproc.evaluation.evaluate\n"
         "from hierarchy import measure, tabulate\nfrom postproc import evaluate\n"
         "import sys\n"
-        "print(measure is sys.modules['hierarchy.measure'].measure,"
-        " tabulate is sys.modules['hierarchy.tabulate'].tabulate,"
-        " evaluate is sys.modules['postproc.evaluate'].evaluate)")
+        "print(measure is sys.modules['hierarchy.measurement'].measure,"
+        " tabulate is sys.modules['hierarchy.tabulation'].tabulate,"
+        " evaluate is sys.modules['postproc.evaluation.evaluate'].evaluate)")
     assert out.split() == ["True", "True", "True"]
 
 
@@ -333,7 +333,7 @@ def test_no_solver_banner_on_the_terminal():
     done = subprocess.run([sys.executable, "-c", """
 from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
 from invariants import Spec
-from postproc.topdown import topdown
+from postproc.methods.topdown import topdown
 levels = ["nation", "state", "county"]
 data = synthesize_1940(2000, seed=1)
 truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.schema import E2E_1940, Attribute, Schema
-from hierarchy.tabulate import count_cells, tabulate
+from hierarchy.tabulation import count_cells, tabulate
 
 # ---------------------------------------------------------------------------------------------
 # references

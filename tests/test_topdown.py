@@ -32,16 +32,16 @@ import pytest
 import scipy.sparse as sp
 
 from hierarchy.budget import Budget
-from hierarchy.measure import measure
+from hierarchy.measurement import measure
 from hierarchy.queries import Workload, detailed, e2e_workload, marginal, total
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
-from hierarchy.tabulate import tabulate
+from hierarchy.tabulation import tabulate
 from invariants.spec import Constraint, Invariant, Spec
 from postproc.errors import PostprocError
-from postproc.solvers import InfeasibleError
+from postproc.infra.solvers import InfeasibleError
 from postproc.result import Result, histograms_from_table
-from postproc.topdown import NodeTask, QueryData, solve_node, topdown
+from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 GOLDEN = Path(__file__).parent / "data" / "golden_topdown_e2e_5k.json"
@@ -334,7 +334,7 @@ def test_multipass_holds_first_pass_answers_within_the_tolerance(truth):
     total-only fit's (whose child totals are unique: the objective is strictly convex in them);
     1e-6 allows for the solver's feasibility tolerance."""
     from invariants.compile import compile_spec
-    from postproc.topdown.run import level_tasks
+    from postproc.methods.topdown.run import level_tasks
 
     workload = Workload((detailed(E2E_1940), total(E2E_1940),
                          marginal(E2E_1940, "hhgq", name="hhgq")))
@@ -598,8 +598,8 @@ def test_rounding_with_no_integer_solution_is_a_clear_error():
 def test_fractional_lp_rounding_falls_back_to_milp(monkeypatch):
     """If the rounding LP ever returns a fractional point, it is not used: a MILP is solved and
     the result is integral and verified."""
-    import postproc.topdown.node as node_module
-    from postproc.solvers import Solution
+    import postproc.methods.topdown.node as node_module
+    from postproc.infra.solvers import Solution
 
     real = node_module.solve_lp
     calls = []
@@ -645,8 +645,8 @@ def test_engine_matches_generic_path_on_real_e2e_nodes(noisy, result):
     """The engine's objective equals the generic CVXPY path's to 1e-6 relative on E2E nodes of
     every level (192 cells; the state node has 49 children)."""
     from invariants.compile import compile_spec
-    from postproc.topdown.generic import fit_node_generic
-    from postproc.topdown.run import level_tasks, root_task
+    from postproc.methods.topdown.generic import fit_node_generic
+    from postproc.methods.topdown.run import level_tasks, root_task
 
     compiled = compile_spec(Spec.e2e(LEVELS), noisy.schema, noisy.geography, noisy.invariants)
     tasks = [root_task(noisy, compiled["nation"])]

@@ -36,10 +36,10 @@ from hierarchy.queries import Workload, detailed, marginal, total
 from hierarchy.schema import Attribute, Schema
 from invariants.compile import compile_spec
 from invariants.spec import Constraint, Invariant, Spec
-from postproc.solvers import InfeasibleError
-from postproc.topdown import solve_node, topdown
-from postproc.topdown.node import VerificationError
-from postproc.topdown.run import level_tasks, root_task
+from postproc.infra.solvers import InfeasibleError
+from postproc.methods.topdown import solve_node, topdown
+from postproc.methods.topdown.node import VerificationError
+from postproc.methods.topdown.run import level_tasks, root_task
 
 SETTINGS = dict(max_examples=25, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -4,7 +4,7 @@
 (``'geometric'``, ``'discrete_gaussian'``, ``'laplace'``, ``'gaussian'``), each with
 ``parameter(budget, sensitivity)``, ``variance``, ``sample``, ``logpmf``, ``log_kernel`` and
 ``to_dict``. This registry is the one place the noise laws live: measuring, the conditional
-samplers (:mod:`postproc.sampling.target`), inference and SafeTab all read them from here.
+samplers (:mod:`postproc.methods.sampling.target`), inference and SafeTab all read them from here.
 :func:`register_mechanism` adds a user's mechanism, which then works everywhere a name is taken.
 
 Examples

@@ -4,13 +4,13 @@ Sub-commands:
 
 * ``postproc account moe --moe 6 6 11 11 50 50 50 --stability 9 --gamma 0.1 --delta 1e-10
   [--total-only-moe M|- …] [--total-only-levels M …] [--json]`` — SafeTab-style levels
-  calibrated to target MOEs (:func:`postproc.accounting.account_moe`): which terms of the
+  calibrated to target MOEs (:func:`hierarchy.accounting.account_moe`): which terms of the
   SafeTab paper's eq. 39 the totals include (without TotalOnly MOEs only the two-step groups'),
   per level the ε and ρ of one Step-2 count and of the level and the exact coverage of each
   "95 %" MOE, and the total loss under pure DP, RDP → (ε, δ) and zCDP → (ε, δ) analytic and
   numeric.
 * ``postproc account convert (--epsilon E | --rho R) [--delta D] [--sensitivity S] [--json]``
-  — one mechanism's loss in every notion (:meth:`postproc.accounting.PrivacyLoss.of`).
+  — one mechanism's loss in every notion (:meth:`hierarchy.accounting.PrivacyLoss.of`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from postproc.errors import PostprocError
 
 if TYPE_CHECKING:
-    from postproc.accounting import MOEAccounting, PrivacyLoss
+    from hierarchy.accounting import MOEAccounting, PrivacyLoss
 
 ORDER = 60
 
@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
 
 def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] | None:
     """``--total-only-moe``: one integer MOE or ``-`` per ``--moe`` level (their range is
-    checked by :func:`postproc.accounting.account_moe`)."""
+    checked by :func:`hierarchy.accounting.account_moe`)."""
     if values is None:
         return None
     if len(values) != levels:
@@ -106,16 +106,18 @@ def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] 
 
 
 def _option(flag: str, check: Any, *values: Any, **options: Any) -> Any:
-    """``check(*values)``, its PostprocError prefixed with the option that was given."""
+    """``check(*values)``, its error prefixed with the option that was given."""
+    from hierarchy.errors import AccountingError
+
     try:
         return check(*values, **options)
-    except PostprocError as exc:
+    except AccountingError as exc:
         raise PostprocError(f"{flag}: {exc}") from None
 
 
 def _check_options(args: argparse.Namespace) -> None:
     """Check every numeric option first, so that an error names the option and its range."""
-    from postproc import accounting as acc
+    from hierarchy import accounting as acc
 
     _option("--delta", acc.check_delta, args.delta)
     if args.account_command == "moe":
@@ -144,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
     Every numeric option is checked first, so that an error names the option and its range.
     """
-    from postproc.accounting import PrivacyLoss, account_moe
+    from hierarchy.accounting import PrivacyLoss, account_moe
 
     _check_options(args)
     if args.account_command == "moe":
@@ -174,7 +176,7 @@ def _percent(value: float | None, width: int) -> str:
 
 
 def _moe_table(result: MOEAccounting) -> str:
-    from postproc.accounting import NOMINAL_COVERAGE
+    from hierarchy.accounting import NOMINAL_COVERAGE
 
     total_only = result.includes_total_only
     rule = ("level = s * max(step2 / (1 - gamma), TotalOnly count)" if total_only

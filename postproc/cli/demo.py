@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from postproc.demo import run_demo
-    from postproc.report_tables import print_level_summary
+    from postproc.apps.runs.demo import run_demo
+    from postproc.evaluation.tables import print_level_summary
 
     out = run_demo(args.out, persons=args.persons, seed=args.seed, epsilon=args.epsilon,
                    executor=args.executor, progress=not args.no_progress and sys.stderr.isatty())

@@ -3,7 +3,7 @@
 ``postproc epl --errors FILE [--method published|improved] [--bandwidth H] [--percentile P]
 [--multiplier M] [--reach R] [--precision F] [--n-boot B] [--seed S] [--json]`` reads
 ``DP − exact`` errors from ``FILE`` (a ``.npy`` array, or a one-column CSV with or without a
-header line) and prints :func:`postproc.epl.estimate_epl`'s result: a short summary, or with
+header line) and prints :func:`postproc.evaluation.epl.estimate_epl`'s result: a short summary, or with
 ``--json`` one object with keys ``epl, ci_low, ci_high, n, method, parameters, reason``
 (non-finite numbers are ``null``; an undefined EPL has ``epl: null`` and a ``reason``, and the
 summary prints ``inf`` and ``undefined: <reason>``).
@@ -23,7 +23,7 @@ from postproc.errors import PostprocError
 if TYPE_CHECKING:
     import numpy as np
 
-    from postproc.epl import EPLResult
+    from postproc.evaluation.epl import EPLResult
 
 ORDER = 50
 
@@ -220,7 +220,7 @@ def _summary(result: EPLResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc epl``."""
-    from postproc.epl import estimate_epl
+    from postproc.evaluation.epl import estimate_epl
 
     errors = read_errors(args.errors)
     options: dict[str, Any] = {}

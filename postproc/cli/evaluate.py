@@ -13,7 +13,7 @@ EPL that is undefined because every error is zero (an invariant level) is ``null
 ``epl_reason``. The run may be of any registered post-processor (``postproc run --method``).
 With ``--compare`` the object is keyed by method first: the run's own method (``topdown``, …),
 ``noisy``, ``clip``, ``hay``, ``hay+clip``, ``bottom_up``, ``bottom_up+calibrated`` (see
-:func:`postproc.evaluate.compare_postprocessors`; ``postproc compare`` compares any registered
+:func:`postproc.evaluation.evaluate.compare_postprocessors`; ``postproc compare`` compares any registered
 methods on fresh measurements of a configuration). ``--save`` also writes
 ``OUTDIR/confidential/evaluation.csv`` (or ``comparison.csv``) and the JSON next to it, for
 ``postproc report`` — under ``confidential/``, never beside the release files.
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``postproc evaluate``."""
     import json
 
-    from postproc.evaluate import evaluate_run, to_json
+    from postproc.evaluation.evaluate import evaluate_run, to_json
     from postproc.errors import PostprocError
 
     if args.n_boot is not None and args.n_boot < 0:

@@ -1,7 +1,7 @@
 """``postproc experiment NAME [--out DIR] [--quick]``: run a reference analysis.
 
 ``NAME`` is one of ``flaxman2019``, ``petti_flaxman``, ``clark_dajani`` (see
-:mod:`postproc.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
+:mod:`postproc.apps.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
 ``summary.json`` into ``DIR`` (default ``experiments/NAME``); ``postproc report DIR`` makes an HTML
 page of them. ``--quick`` runs a small variant in seconds (used by the tests). Experiments run in
 simulation mode: seeded, reproducible, never a release.
@@ -16,10 +16,10 @@ ORDER = 35
 
 
 def experiment_names() -> list[str]:
-    """The reference analyses: the public modules of :mod:`postproc.experiments`.
+    """The reference analyses: the public modules of :mod:`postproc.apps.experiments`.
 
     Found without importing the package (which loads pandas), so ``postproc --help`` stays fast;
-    :data:`postproc.experiments.EXPERIMENTS` lists the same names.
+    :data:`postproc.apps.experiments.EXPERIMENTS` lists the same names.
 
     Examples
     --------
@@ -29,7 +29,7 @@ def experiment_names() -> list[str]:
     import pkgutil
     from importlib.util import find_spec
 
-    spec = find_spec("postproc.experiments")
+    spec = find_spec("postproc.apps.experiments")
     return sorted(info.name for info in pkgutil.iter_modules(spec.submodule_search_locations)
                   if not info.name.startswith("_"))
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``postproc experiment``."""
     from pathlib import Path
 
-    from postproc.experiments import run_experiment
+    from postproc.apps.experiments import run_experiment
 
     out = args.out or str(Path("experiments") / (args.name + ("-quick" if args.quick else "")))
     summary = run_experiment(args.name, out, quick=args.quick)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         shown = f"{value:.4g}" if isinstance(value, float) else value
         print(f"  {key}: {shown}")
     if args.report:
-        from postproc.report import write_report
+        from postproc.apps.runs.report import write_report
 
         print(f"report: {write_report(out)}")
     return 0

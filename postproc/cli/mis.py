@@ -13,7 +13,7 @@ key column's levels (the missing cells are then added with count 0); ``--derived
 voting_age=age_group`` declares a column that is a function of another. Without ``--seed`` the
 randomness is release mode (cryptographically secure) and the continuous ``laplace`` mechanism
 is refused; with it, simulation mode, labelled unsafe. In both, the chain must run at least 50
-sweeps or iterations (``--burn-in`` + ``--draws``; ``postproc.sampling.target.MIN_STEPS``).
+sweeps or iterations (``--burn-in`` + ``--draws``; ``postproc.methods.sampling.target.MIN_STEPS``).
 ``--json`` prints one object with ``acceptance_rate``, ``ess`` (``min``, ``median``,
 ``per_cell``, ``min_per_second``), ``released`` (one object per row: key columns and the released
 count), ``invariants_hold`` (checked in exact integer arithmetic), the sampler's settings and the
@@ -36,7 +36,7 @@ ORDER = 40
 
 def register(subparsers: Any) -> None:
     """Add ``mis`` to the ``postproc`` parser."""
-    from postproc.sampling.samplers import DEFAULT_SAMPLER, SAMPLERS  # loads no numpy
+    from postproc.methods.sampling.samplers import DEFAULT_SAMPLER, SAMPLERS  # loads no numpy
 
     parser = subparsers.add_parser(
         "mis", help="release a count table by conditional sampling under invariants",
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
                              "(default 20000)")
     parser.add_argument("--burn-in", type=int, metavar="B",
                         help="default draws // 10, raised so that burn-in + draws is at least "
-                             "50 (postproc.sampling.target.MIN_STEPS: the shortest chain whose "
+                             "50 (postproc.methods.sampling.target.MIN_STEPS: the shortest chain whose "
                              "state may be released)")
     parser.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th state")
     parser.add_argument("--chains", type=int, metavar="C", help="lattice: chains (default 4)")
@@ -108,7 +108,7 @@ def _assignments(values: list[str] | None, option: str) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc mis``."""
-    from postproc.sampling.table import release_table
+    from postproc.methods.sampling.table import release_table
 
     if args.mechanism == "discrete_gaussian":
         if args.rho is None or args.epsilon is not None:

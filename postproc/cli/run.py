@@ -58,7 +58,7 @@ def positive_int(text: str) -> int:
 def _config(args: argparse.Namespace):
     from dataclasses import replace
 
-    from postproc.config import load_config
+    from postproc.apps.runs.config import load_config
 
     config = load_config(args.config)
     changes = {k: getattr(args, k) for k in ("executor", "workers", "scheduler")
@@ -86,8 +86,8 @@ def _config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from postproc.pipeline import run_pipeline
-    from postproc.report_tables import print_level_summary
+    from postproc.apps.runs.pipeline import run_pipeline
+    from postproc.evaluation.tables import print_level_summary
 
     config = _config(args)
     out = run_pipeline(config, out=args.out, resume=args.resume,
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from postproc.pipeline import validate_config
+    from postproc.apps.runs.pipeline import validate_config
 
     validate_config(_config(args))
     return 0

@@ -1,7 +1,7 @@
 """``postproc safetab CONFIG [--out DIR] [--overwrite] [--json]``: SafeTab-style tabulation.
 
-Reads the configuration (:func:`postproc.safetab.load_safetab_config`), runs
-:func:`postproc.safetab.run_safetab` and prints the privacy accounting, the adaptive choices and,
+Reads the configuration (:func:`postproc.apps.safetab.load_safetab_config`), runs
+:func:`postproc.apps.safetab.run_safetab` and prints the privacy accounting, the adaptive choices and,
 when enabled, the accuracy report; ``--json`` prints one JSON object instead, with keys
 ``directory``, ``randomness``, ``accounting``, ``levels`` (plan and choices per level),
 ``accuracy`` (the report, or null) and ``accuracy_report`` (its file, or null).
@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc safetab``."""
-    from postproc.safetab import load_safetab_config, run_safetab
-    from postproc.safetab.report import format_accounting, format_choices, format_report
+    from postproc.apps.safetab import load_safetab_config, run_safetab
+    from postproc.apps.safetab.report import format_accounting, format_choices, format_report
 
     config = load_safetab_config(args.config)
     result = run_safetab(config, out=args.out, overwrite=True if args.overwrite else None)

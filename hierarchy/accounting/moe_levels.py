@@ -1,0 +1,412 @@
+"""SafeTab-style levels calibrated to target MOEs: their budgets, the coverage of each MOE, and
+the total privacy loss (``postproc account moe``; SPEC §3, §8).
+
+A level's groups are *two-step* (a noisy total, then the table it selects; target MOE of the
+released Step-2 counts) and/or *TotalOnly* (one count; its own target MOE). The SafeTab paper's
+privacy-loss total (its eq. 39) has a term for each kind. :func:`account_moe` accounts for the
+TotalOnly term only when it is given TotalOnly MOEs, and its report says which terms it
+includes (:attr:`MOEAccounting.assumption`): without them it answers the narrower question of
+the loss of the two-step groups alone, not the paper's Table 2.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Iterable
+
+import numpy as np
+
+from hierarchy.accounting._checks import check_delta, check_gamma, check_moe, check_stability
+from hierarchy.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
+                                             zcdp_to_approx_dp_numeric)
+from hierarchy.accounting.groups import LevelCurve, compose_group_kinds
+from hierarchy.accounting.moe import (NOMINAL_COVERAGE, calibrate_discrete_gaussian,
+                                     calibrate_geometric, coverage_discrete_gaussian,
+                                     coverage_geometric)
+from hierarchy.accounting.rdp import RDPCurve
+from hierarchy.errors import AccountingError
+
+__all__ = ["CalibratedCount", "MOELevel", "MOEAccounting", "account_moe"]
+
+
+@dataclass(frozen=True)
+class CalibratedCount:
+    """One noisy count calibrated to a target 95 % MOE, with either mechanism.
+
+    Parameters
+    ----------
+    moe : int
+        Target MOE, ≥ 1.
+    epsilon : float
+        Its budget with geometric noise, :func:`~hierarchy.accounting.calibrate_geometric`.
+    rho : float
+        Its budget with discrete Gaussian noise,
+        :func:`~hierarchy.accounting.calibrate_discrete_gaussian`.
+    coverage_geometric, coverage_discrete_gaussian : float
+        The exact ``P[|noise| ≤ moe]`` at that ε and at that ρ (the "95 %" is nominal).
+
+    Examples
+    --------
+    >>> count = CalibratedCount.of(6)
+    >>> round(count.epsilon, 6), round(count.coverage_geometric, 4)
+    (0.427962, 0.9395)
+    """
+
+    moe: int
+    epsilon: float
+    rho: float
+    coverage_geometric: float
+    coverage_discrete_gaussian: float
+
+    @classmethod
+    def of(cls, moe: int) -> "CalibratedCount":
+        """The count with target MOE ``moe`` (an integer ≥ 1)."""
+        eps = calibrate_geometric(moe)
+        rho = calibrate_discrete_gaussian(moe)
+        return cls(moe, eps, rho, coverage_geometric(eps, moe=moe),
+                   coverage_discrete_gaussian(rho, moe=moe))
+
+    def coverage_dict(self) -> dict[str, float]:
+        """``{"nominal": 0.95, "geometric": …, "discrete_gaussian": …}``."""
+        return {"nominal": NOMINAL_COVERAGE, "geometric": self.coverage_geometric,
+                "discrete_gaussian": self.coverage_discrete_gaussian}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``moe, epsilon, rho, coverage``."""
+        return {"moe": self.moe, "epsilon": self.epsilon, "rho": self.rho,
+                "coverage": self.coverage_dict()}
+
+
+@dataclass(frozen=True)
+class MOELevel:
+    """The budgets of one SafeTab population-group level calibrated to target MOEs.
+
+    Parameters
+    ----------
+    moe : int or None
+        Target 95 % MOE of the two-step groups' released (Step 2) counts; ``None`` if the level
+        has only TotalOnly groups (then the ``*_step2`` fields are ``None`` too).
+    epsilon_step2 : float or None
+        ε of one Step-2 count with geometric noise (:func:`calibrate_geometric`).
+    epsilon_total : float
+        The level's pure-DP ε: ``s · epsilon_step2 / (1 − γ)``; with TotalOnly groups,
+        ``s · max(epsilon_step2 / (1 − γ), total_only.epsilon)``.
+    rho_step2 : float or None
+        ρ of one Step-2 count with discrete Gaussian noise (:func:`calibrate_discrete_gaussian`).
+    rho_total : float
+        The level's ρ, likewise.
+    step2 : CalibratedCount or None
+        The Step-2 count, with the exact coverage of its MOE.
+    total_only : CalibratedCount or None
+        The count of a TotalOnly group of the level, if it has any.
+    """
+
+    moe: int | None
+    epsilon_step2: float | None
+    epsilon_total: float
+    rho_step2: float | None
+    rho_total: float
+    step2: CalibratedCount | None = None
+    total_only: CalibratedCount | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """``'adaptive'`` (two-step) and/or ``'total_only'``, as in ``postproc safetab``."""
+        return tuple(kind for kind, part in (("adaptive", self.step2),
+                                             ("total_only", self.total_only)) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``moe, epsilon_step2, epsilon_total, rho_step2, rho_total``, then
+        ``coverage`` (of the Step-2 MOE: nominal, geometric, discrete Gaussian) and
+        ``total_only`` (``None``, or the TotalOnly count's ``moe, epsilon, rho, coverage``)."""
+        return {"moe": self.moe, "epsilon_step2": self.epsilon_step2,
+                "epsilon_total": self.epsilon_total, "rho_step2": self.rho_step2,
+                "rho_total": self.rho_total,
+                "coverage": None if self.step2 is None else self.step2.coverage_dict(),
+                "total_only": None if self.total_only is None else self.total_only.to_dict()}
+
+
+#: The terms of the SafeTab paper's eq. 39, as named in :attr:`MOEAccounting.assumption`.
+TWO_STEP_TERMS = ("two-step groups: Step-1 noisy total", "two-step groups: Step-2 released counts")
+TOTAL_ONLY_TERM = "TotalOnly groups: one count each"
+
+_WITHIN_LEVEL = ("a record is in at most s groups of either kind, so a level with both kinds "
+                 "costs s times its costlier kind of group at every Renyi order (as postproc "
+                 "safetab accounts a level); if s bounds each kind separately, account the "
+                 "TotalOnly groups as a level of their own, which adds their cost. Levels "
+                 "compose sequentially")
+
+
+@dataclass(frozen=True)
+class MOEAccounting:
+    """Total privacy loss of SafeTab-style levels calibrated to MOEs (see :func:`account_moe`).
+
+    Parameters
+    ----------
+    levels : tuple of MOELevel
+    stability : int
+    gamma : Fraction
+    delta : float
+    pure_dp_epsilon : float
+        Σ of the levels' ε (geometric noise, pure DP).
+    rdp_epsilon : float
+        (ε, δ) from the composed RDP curve of the same geometric mechanisms.
+    zcdp_epsilon_analytic, zcdp_epsilon_numeric : float
+        (ε, δ) from Σ of the levels' ρ (discrete Gaussian noise, zCDP).
+    """
+
+    levels: tuple[MOELevel, ...]
+    stability: int
+    gamma: Fraction
+    delta: float
+    pure_dp_epsilon: float
+    rdp_epsilon: float
+    zcdp_epsilon_analytic: float
+    zcdp_epsilon_numeric: float
+
+    @property
+    def rho(self) -> float:
+        """Total ρ over the levels."""
+        return sum(level.rho_total for level in self.levels)
+
+    @property
+    def includes_total_only(self) -> bool:
+        """Whether any level has TotalOnly groups (the TotalOnly term of eq. 39 is included)."""
+        return any(level.total_only is not None for level in self.levels)
+
+    @property
+    def assumption(self) -> dict[str, Any]:
+        """Which terms of the SafeTab paper's eq. 39 the totals include, and what that answers.
+
+        ``{"terms_included", "terms_left_out", "question", "narrower_than_paper_table_2",
+        "within_level", "statement"}``; ``statement`` says it all in one paragraph.
+        """
+        two_step = any(level.step2 is not None for level in self.levels)
+        total_only = self.includes_total_only
+        included = (list(TWO_STEP_TERMS) if two_step else []) \
+            + ([TOTAL_ONLY_TERM] if total_only else [])
+        left_out = ([] if two_step else list(TWO_STEP_TERMS)) \
+            + ([] if total_only else [TOTAL_ONLY_TERM])
+        where = ", ".join(str(i) for i, level in enumerate(self.levels, start=1)
+                          if level.total_only is not None)
+        if two_step and total_only:
+            question = "the loss of the two-step and the TotalOnly groups (both terms of eq. 39)"
+            statement = ("Assumption: these totals include both terms of the SafeTab paper's "
+                         "privacy-loss total (eq. 39): the two-step groups (each group's Step-1 "
+                         "noisy total and its Step-2 released counts) and the TotalOnly groups "
+                         f"(one count each; at levels {where}).")
+        elif total_only:
+            question = "the loss of the TotalOnly groups only"
+            statement = ("Assumption: of the SafeTab paper's privacy-loss total (eq. 39), these "
+                         "totals include only the TotalOnly term (groups that release only "
+                         f"their total; at levels {where}). They answer {question!r}, a narrower "
+                         "question than the paper's Table 2.")
+        else:
+            question = "the loss of the two-step (total then detailed) groups only"
+            statement = ("Assumption: of the SafeTab paper's privacy-loss total (eq. 39), these "
+                         "totals include only the two-step groups' terms (each group's Step-1 "
+                         "noisy total and its Step-2 released counts) and leave out the TotalOnly "
+                         "term (the groups that release only their total). They answer "
+                         f"{question!r}, a narrower question than the paper's Table 2. Give "
+                         "TotalOnly MOEs to include the TotalOnly term.")
+        if total_only:
+            statement += f" Within a level, {_WITHIN_LEVEL}."
+        return {"terms_included": included, "terms_left_out": left_out, "question": question,
+                "narrower_than_paper_table_2": bool(left_out), "within_level": _WITHIN_LEVEL,
+                "statement": statement}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"assumption": {...}, "levels": [...], "total": {"pure_dp_epsilon",
+        "rdp_epsilon", "zcdp_epsilon_analytic", "zcdp_epsilon_numeric"}}``."""
+        return {"assumption": self.assumption,
+                "levels": [level.to_dict() for level in self.levels],
+                "total": {"pure_dp_epsilon": self.pure_dp_epsilon,
+                          "rdp_epsilon": self.rdp_epsilon,
+                          "zcdp_epsilon_analytic": self.zcdp_epsilon_analytic,
+                          "zcdp_epsilon_numeric": self.zcdp_epsilon_numeric}}
+
+    def assumption_text(self, width: int = 95, *, options: str | None = None) -> str:
+        """The assumption's statement wrapped to ``width`` columns; ``options`` (e.g. a CLI's
+        flags) is named after "TotalOnly MOEs" where the statement asks for them."""
+        statement = self.assumption["statement"].replace("eq. 39", "eq.\u00a039")
+        if options:
+            statement = statement.replace("Give TotalOnly MOEs", f"Give TotalOnly MOEs ({options})")
+        return textwrap.fill(statement, width=width).replace("\u00a0", " ")
+
+
+def _levels_of(moes: Iterable[Any], total_only_moes: Iterable[Any] | None
+               ) -> list[tuple[int | None, int | None]]:
+    """Checked ``(two-step MOE, TotalOnly MOE)`` per level, ``None`` where a kind is absent."""
+    moe_list = list(moes)
+    if total_only_moes is None:
+        total_only_list: list[Any] = [None] * len(moe_list)
+    else:
+        total_only_list = list(total_only_moes)
+        if len(total_only_list) != len(moe_list):
+            raise AccountingError(f"give one TotalOnly MOE per level (None where a level has no "
+                                f"TotalOnly groups): got {len(total_only_list)} for "
+                                f"{len(moe_list)} levels")
+    if not moe_list:
+        raise AccountingError("give at least one MOE (one per population-group level)")
+    levels = []
+    for i, (moe, total_only) in enumerate(zip(moe_list, total_only_list), start=1):
+        if moe is None and total_only is None:
+            raise AccountingError(f"level {i} has neither two-step groups (an MOE) nor TotalOnly "
+                                f"groups (a TotalOnly MOE); give it one of them")
+        levels.append((None if moe is None else check_moe(moe, level=i),
+                       None if total_only is None
+                       else check_moe(total_only, level=i, what="TotalOnly MOE")))
+    return levels
+
+
+def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
+                delta: Any = 1e-10, total_only_moes: Iterable[Any] | None = None
+                ) -> MOEAccounting:
+    """Budgets and total privacy loss of SafeTab-style levels with target MOEs (SPEC §8).
+
+    Each population-group level ``i`` has a target 95 % MOE ``m_i`` for the released (Step 2)
+    counts of its two-step groups. Such a group spends a fraction ``γ`` of its budget on the
+    noisy total used for thresholding (Step 1) and ``1 − γ`` on the released counts (Step 2; a
+    record falls in one released cell of its group, so the counts of one group compose in
+    parallel). Hence, with ``s`` the stability (the most groups of one level a record belongs
+    to):
+
+    * Step-2 budget of a group: ``ε₂ = ln 20/(m + 1)`` (geometric) or ``ρ₂ = 1.92/m²`` (discrete
+      Gaussian) — calibrated so the released counts have MOE ``m``;
+    * group budget: ``ε₂/(1 − γ)`` (so Step 1 gets ``γ ε₂/(1 − γ)``), likewise for ρ;
+    * level budget, by generalized parallel composition over groups of degree ``s``:
+      ``ε_level = s · ε₂/(1 − γ)`` and ``ρ_level = s · ρ₂/(1 − γ)``.
+
+    **TotalOnly groups.** Without ``total_only_moes`` the result leaves out the TotalOnly term
+    of the SafeTab paper's eq. 39 and answers the narrower question of the loss of the two-step
+    groups only; its :attr:`~MOEAccounting.assumption` says so. With them, a level ``i`` with
+    TotalOnly MOE ``t_i`` also has groups releasing one count with budget ``ln 20/(t_i + 1)`` or
+    ``1.92/t_i²``. Groups of both kinds share the stability ``s``, so the level costs ``s``
+    times its costlier kind at every Rényi order (:func:`~hierarchy.accounting.
+    compose_group_kinds`, as ``postproc safetab`` accounts a level): pure ε
+    ``s · max(ε₂/(1 − γ), ε_t)``, ρ ``s · max(ρ₂/(1 − γ), ρ_t)``. A level with ``moes[i] =
+    None`` has only TotalOnly groups and costs ``s · ε_t`` (``s · ρ_t``); such levels add their
+    cost to the total, so groups whose stability is counted apart go there.
+
+    Levels compose sequentially. The totals are: pure DP ``Σ ε_level`` (geometric noise);
+    RDP → (ε, δ) for the *same geometric mechanisms*, from the curve ``Σ_i s·[τ(α, γ ε₂/(1 − γ))
+    + τ(α, ε₂)]`` (with TotalOnly groups, ``s·max(…, τ(α, ε_t))``); zCDP → (ε, δ) analytic and
+    numeric for discrete Gaussian noise with the same MOEs, from ``Σ ρ_level``. Sensitivity is
+    1 (one record changes one cell of a group by one). Every MOE comes with the exact
+    probability that the noise of its count lies within it, under either mechanism
+    (:class:`CalibratedCount`).
+
+    Parameters
+    ----------
+    moes : iterable of int or None
+        Target MOE of each level's two-step groups, each ≥ 1; ``None`` for a level of TotalOnly
+        groups only.
+    stability : int
+        s, ≥ 1.
+    gamma : Fraction, str or float, optional
+        Share of a group's budget for the Step-1 total, in [0, 1). Default ``"0.1"``.
+    delta : float, optional
+        δ for the conversions. Default 1e−10.
+    total_only_moes : iterable of int or None, optional
+        One per level: the target MOE of its TotalOnly groups' counts, ``None`` where it has
+        none. Default: no TotalOnly groups anywhere.
+
+    Returns
+    -------
+    MOEAccounting
+
+    Raises
+    ------
+    AccountingError
+        On no levels, an MOE < 1, a level with neither kind of group, ``total_only_moes`` of
+        another length than ``moes``, a bad stability, γ outside [0, 1) or δ outside (0, 1).
+
+    Examples
+    --------
+    >>> acc = account_moe([6, 50], stability=9, gamma="0.1")
+    >>> [round(level.epsilon_total, 4) for level in acc.levels]
+    [4.2796, 0.5874]
+    >>> round(acc.pure_dp_epsilon, 4), round(acc.rho, 4)
+    (4.867, 0.5410)
+    >>> acc.assumption["terms_left_out"], acc.assumption["narrower_than_paper_table_2"]
+    (['TotalOnly groups: one count each'], True)
+    >>> with_total_only = account_moe([6, 50], stability=9, total_only_moes=[None, 10])
+    >>> round(with_total_only.levels[1].epsilon_total, 4)      # 9 · ln 20/11 > 9 · ln 20/51/0.9
+    2.4511
+    """
+    levels_in = _levels_of(moes, total_only_moes)
+    s = check_stability(stability)
+    g = check_gamma(gamma)
+    d = check_delta(delta)
+    levels: list[MOELevel] = []
+    terms: list[tuple[str, float, int, float]] = []
+    mixed: dict[tuple[int | None, int | None], list[Any]] = {}      # key → [curve, count]
+    # Levels with the same MOEs have the same budgets and RDP terms, computed once. The terms
+    # of all levels with one kind of group make one curve at the end: adding the levels' curves
+    # one by one would copy the terms so far at every level, quadratic in the number of levels.
+    seen: dict[tuple[int | None, int | None],
+               tuple[MOELevel, tuple[tuple[str, float, int, float], ...], LevelCurve | None]] = {}
+    for key in levels_in:
+        if key not in seen:
+            seen[key] = _level(*key, stability=s, gamma=g)
+        level, level_terms, level_curve = seen[key]
+        levels.append(level)
+        terms.extend(level_terms)
+        if level_curve is not None:
+            mixed.setdefault(key, [level_curve, 0])[1] += 1
+    curve: Any = RDPCurve(tuple(terms))
+    if mixed:
+        single_kind = curve
+
+        def curve(alpha):
+            out = np.asarray(single_kind(alpha), dtype=float)
+            for level_curve, count in mixed.values():
+                out = out + count * np.asarray(level_curve(alpha), dtype=float)
+            return out
+
+    rho_total = sum(level.rho_total for level in levels)
+    return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
+                         pure_dp_epsilon=sum(level.epsilon_total for level in levels),
+                         rdp_epsilon=rdp_to_approx_dp(curve, d),
+                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho_total, d),
+                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d))
+
+
+def _level(moe: int | None, total_only_moe: int | None, *, stability: int, gamma: Fraction
+           ) -> tuple[MOELevel, tuple[tuple[str, float, int, float], ...], LevelCurve | None]:
+    """One level: its report, and its RDP curve (geometric noise) as terms of a sum when it has
+    one kind of group, else as a :class:`LevelCurve`."""
+    s = stability
+    total_only = None if total_only_moe is None else CalibratedCount.of(total_only_moe)
+    if moe is None:
+        if total_only is None:
+            raise AccountingError("a level needs two-step groups (an MOE) or TotalOnly groups")
+        level = MOELevel(moe=None, epsilon_step2=None, epsilon_total=s * total_only.epsilon,
+                         rho_step2=None, rho_total=s * total_only.rho, total_only=total_only)
+        return level, (("geometric", total_only.epsilon, 1, float(s)),), None
+    step2 = CalibratedCount.of(moe)
+    eps2, rho2 = step2.epsilon, step2.rho
+    eps_group = eps2 / float(1 - gamma)
+    rho_group = rho2 / float(1 - gamma)
+    if total_only is None:
+        # s · [geometric(γ ε_group) + geometric(ε₂)], the terms of compose_parallel(
+        # RDPCurve.geometric(γ ε_group) + RDPCurve.geometric(ε₂), degree=s) written out
+        # (RDPCurve(...) in account_moe checks them all once)
+        group = ((("geometric", float(gamma) * eps_group, 1, float(s)),) if gamma > 0 else ()) \
+            + (("geometric", eps2, 1, float(s)),)
+        level = MOELevel(moe=moe, epsilon_step2=eps2, epsilon_total=s * eps_group,
+                         rho_step2=rho2, rho_total=s * rho2 / float(1 - gamma), step2=step2)
+        return level, group, None
+    two_step = RDPCurve.geometric(eps2)
+    if gamma > 0:
+        two_step = RDPCurve.geometric(float(gamma) * eps_group) + two_step
+    geometric = compose_group_kinds([two_step, RDPCurve.geometric(total_only.epsilon)],
+                                    stability=s)
+    gaussian = compose_group_kinds([RDPCurve.zcdp(rho_group), RDPCurve.zcdp(total_only.rho)],
+                                   stability=s)
+    level = MOELevel(moe=moe, epsilon_step2=eps2,
+                     epsilon_total=s * max(eps_group, total_only.epsilon), rho_step2=rho2,
+                     rho_total=gaussian.zcdp_rho, step2=step2, total_only=total_only)
+    return level, (), geometric

@@ -1,0 +1,185 @@
+"""Clark & Dajani (2019): error of the bottom-up mechanism against ε.
+
+Bottom-up: two-sided geometric noise with the whole budget (``z = ε/Δ``, ``Δ = 2`` for the E2E
+"change one record" neighbours) on every detailed cell of every ED of synthetic 1940-style data;
+every county, state and national count is a sum of noisy ED cells. For each ε and seed, the L1
+error (mean absolute error per answer) and L2 error (root mean squared error per answer) of the
+total, ``va_hisp_race`` and ``detailed`` answers of every level — raw, and calibrated to the
+published state totals either additively (least squares: every cell of a state shifted equally)
+or proportionally (cells clipped at 0, then scaled). The raw errors have a closed form — an
+answer summing ``m`` noisy cells has variance ``m·σ²`` — which the L2 figure overlays as a check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hierarchy.mechanisms import two_sided_geometric_variance
+from hierarchy.queries import detailed, e2e_workload, total
+from hierarchy.randomness import Randomness
+from hierarchy.schema import E2E_1940
+from postproc.methods.baselines import bottom_up, calibrate_to_totals
+from postproc.apps.experiments._common import (E2E_LEVELS, Output, new_figure, plain_log_axis,
+                                          synthetic_truth)
+from postproc.evaluation.metrics import error_metrics
+
+NAME = "clark_dajani"
+TITLE = "Clark & Dajani (2019): bottom-up L1 and L2 error against ε"
+
+LEVELS = E2E_LEVELS
+FULL = {"persons": 20_000_000, "data_seed": 1940, "states": None, "seeds": [1, 2],
+        "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "sensitivity": 2.0}
+#: Three county-rich states of a 3-million-person nation (3 states, 13 counties, 313 EDs): several
+#: units per parent at every level (``synthetic_truth``).
+QUICK = {"persons": 3_000_000, "data_seed": 1940, "states": 3, "seeds": [1, 2],
+         "epsilons": [0.5, 4.0], "sensitivity": 2.0}
+COLORS = {"nation": "#555555", "state": "#2ca02c", "county": "#1f77b4", "enum_dist": "#d62728"}
+
+
+def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]:
+    """Run the analysis into ``out``; return the parameters and headline numbers.
+
+    Parameters
+    ----------
+    out : Output
+    quick : bool
+        The small, fast variant (CI).
+    **overrides
+        Any parameter of :data:`FULL` / :data:`QUICK`.
+
+    Returns
+    -------
+    dict
+    """
+    params = {**(QUICK if quick else FULL), **overrides}
+    truth = synthetic_truth(params)
+    workload = e2e_workload(E2E_1940)
+    queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
+               "detailed": detailed(E2E_1940)}
+    geo = truth.geography
+    # cells summed by each answer: bottom-level units below each unit × cells per answer
+    below = [np.bincount(_ancestor(geo, li), minlength=geo.n_units(li)) for li in range(4)]
+    rows = []
+    for epsilon in params["epsilons"]:
+        z = float(epsilon) / float(params["sensitivity"])
+        variance = two_sided_geometric_variance(z)
+        for seed in params["seeds"]:
+            rnd = Randomness.simulation(int(seed)).child(int(round(1000 * float(epsilon))))
+            raw = bottom_up(truth, float(epsilon), rnd, sensitivity=float(params["sensitivity"]),
+                            workload=workload)
+            variants = [("bottom_up", raw)] + [
+                (f"bottom_up+{how}", calibrate_to_totals(raw, "state", truth.totals("state"),
+                                                         method=how))
+                for how in ("additive", "proportional")]
+            for method, est in variants:
+                for li, level in enumerate(LEVELS):
+                    for qname, query in queries.items():
+                        exact = query.answer(truth.counts[li])
+                        dp = query.answer(est.histograms[li])
+                        m = error_metrics(dp, exact)
+                        cells = below[li] * (E2E_1940.size // query.n_answers)
+                        rows.append({"method": method, "epsilon": float(epsilon),
+                                     "seed": int(seed), "level": level, "query": qname,
+                                     "answers": exact.size, "l1": m["mean_abs"],
+                                     "l2": m["rmse"], "mae": m["mae"],
+                                     "l1_total": m["mean_abs"] * exact.size,
+                                     "l2_total": m["rmse"] * np.sqrt(exact.size),
+                                     "rmse_theory": float(np.sqrt(variance * cells.mean()))
+                                     if method == "bottom_up" else float("nan")})
+        out.log(f"{NAME}: ε = {epsilon:g} done")
+    per_seed = pd.DataFrame(rows)
+    table = (per_seed.groupby(["method", "epsilon", "level", "query"], sort=False)
+             .agg(answers=("answers", "first"), l1=("l1", "mean"), l1_sd=("l1", "std"),
+                  l2=("l2", "mean"), l2_sd=("l2", "std"), mae=("mae", "mean"),
+                  l1_total=("l1_total", "mean"), l2_total=("l2_total", "mean"),
+                  rmse_theory=("rmse_theory", "first")).reset_index())
+    out.table("bottom_up_errors", table,
+              f"Bottom-up errors per ε, level and query, mean over {len(params['seeds'])} "
+              f"seeds: L1 = mean absolute error per answer, L2 = root mean squared error per "
+              f"answer (and their sums over answers, l1_total and l2_total = √Σe²); "
+              f"rmse_theory is the exact expected RMSE of the raw mechanism. The calibrated "
+              f"variants hit the published state totals: additive (every cell of a state "
+              f"shifted equally, least squares) or proportional (clipped at 0, then scaled).")
+    out.table("bottom_up_errors_by_seed", per_seed, "The same, one row per seed.")
+    _figure(out, table, "l1", "L1 error: mean |DP − exact| per answer", "l1_vs_epsilon",
+            "Bottom-up L1 error (mean absolute error per answer) against ε for the total, "
+            "va_hisp_race and detailed answers of every level (log-log). Errors fall as 1/ε "
+            "while the noise is wide, faster once ε/2 > 1 (the geometric's mass piles up at 0), "
+            "and grow as the square root of the number of noisy ED cells an answer sums.")
+    _figure(out, table, "l2", "L2 error: RMSE per answer", "l2_vs_epsilon",
+            "Bottom-up L2 error (RMSE per answer) against ε, with the exact expected RMSE "
+            "(√(m·Var), m noisy cells per answer) as dotted lines: the simulation sits on them.",
+            theory=True)
+    _figure_calibration(out, table)
+    raw = table[table["method"] == "bottom_up"]
+    headline = {f"l1 {r.level}/{r.query}@{r.epsilon:g}": r.l1 for r in raw.itertuples()
+                if r.query in ("total", "va_hisp_race") and r.level in ("county", "enum_dist")}
+    check = raw.dropna(subset=["rmse_theory"])
+    for level in LEVELS:                    # a level's answers × seeds set the sampling noise
+        part = check[check["level"] == level]
+        headline[f"max |L2 / exact expected RMSE − 1| at {level}"] = float(
+            np.max(np.abs(part["l2"] / part["rmse_theory"] - 1)))
+    return {"parameters": {**params, "units": {lv: geo.n_units(lv) for lv in LEVELS}},
+            "headline": headline}
+
+
+def _ancestor(geo, level_index: int) -> np.ndarray:
+    """The unit of ``level_index`` above every bottom-level unit."""
+    owner = np.arange(geo.n_units(-1))
+    for li in range(geo.depth - 1, level_index, -1):
+        owner = geo.parents[li][owner]
+    return owner
+
+
+def _figure(out: Output, table: pd.DataFrame, value: str, ylabel: str, name: str, caption: str,
+            theory: bool = False) -> None:
+    raw = table[table["method"] == "bottom_up"]
+    queries = list(dict.fromkeys(raw["query"]))
+    fig, axes = new_figure(len(queries), 1, width=4.6, height=4.2, sharey=False)
+    for ax, query in zip(axes[0], queries):
+        part = raw[raw["query"] == query]
+        for level in LEVELS:
+            rows = part[part["level"] == level].sort_values("epsilon")
+            ax.plot(rows["epsilon"], rows[value], marker="o", ms=4, color=COLORS[level],
+                    label=level)
+            if theory:
+                ax.plot(rows["epsilon"], rows["rmse_theory"], ls=":", lw=1.5,
+                        color=COLORS[level])
+        plain_log_axis(ax, "both", ticks=sorted(part["epsilon"].unique()))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_xlabel("privacy budget ε (all on the ED cells)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{query}")
+        ax.legend(fontsize=8, title="level" + (" (dotted: exact)" if theory else ""),
+                  title_fontsize=8)
+    out.figure(name, fig, caption)
+
+
+def _figure_calibration(out: Output, table: pd.DataFrame) -> None:
+    fig, axes = new_figure(2, 1, width=5.4, height=4.4)
+    styles = {"bottom_up": ("-", "raw"), "bottom_up+additive": ("--", "additive"),
+              "bottom_up+proportional": (":", "clip + scale")}
+    for ax, query in zip(axes[0], ["total", "va_hisp_race"]):
+        for level in LEVELS[2:]:
+            for method, (ls, name) in styles.items():
+                rows = table[(table["method"] == method) & (table["query"] == query)
+                             & (table["level"] == level)].sort_values("epsilon")
+                ax.plot(rows["epsilon"], rows["l1"], ls=ls, marker="o", ms=3, lw=1.4,
+                        color=COLORS[level], label=f"{level}, {name}")
+        plain_log_axis(ax, "both", ticks=sorted(table["epsilon"].unique()))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_xlabel("privacy budget ε")
+        ax.set_ylabel("L1 error: mean |DP − exact| per answer")
+        ax.set_title(f"{query}: calibration to published state totals", fontsize=10)
+        ax.legend(fontsize=7, ncol=2)
+    out.figure("calibration", fig,
+               "Bottom-up L1 error of county and ED answers: raw (solid), calibrated to the "
+               "published state totals additively (dashed; least squares, every cell of a "
+               "state shifted equally) and by clipping at 0 then scaling (dotted). The additive "
+               "shift is spread over so many cells that it barely moves county and ED errors; "
+               "clipping inflates the many "
+               "empty cells and the scaling takes that excess out of the populated ones, so "
+               "clip-and-scale is far worse at small ε, above all for va_hisp_race.")

@@ -1,0 +1,431 @@
+"""Petti & Flaxman (2020): accuracy and empirical privacy loss of TopDown on 1940-style data.
+
+Synthetic 1940-style persons and units (``hierarchy.synth``), the E2E budget split, geometric
+noise and the E2E spec (``tot`` invariant at nation and state, units data at the ED), TopDown at
+every ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 6, 8} with 4 seeds (the paper's grid and seeds). For the
+total count (TC, query ``total``) and the stratified count (SC, ``va_hisp_race``) of every level:
+
+* MAE (median absolute error, the mean over seeds) and EPL (improved estimator, errors of all
+  seeds pooled: the seeds are independent draws of the same mechanism on the same data; the
+  published estimator beside it);
+* the error distribution of ED totals with its EPL(x) curve;
+* the MAE-vs-EPL trade-off of TopDown against simple random samples (SRS) of 5 %–95 % of persons
+  weighted ``1/f``, and the SRS fraction each ε matches — jointly on error and EPL (the paper's
+  Table 1; rule in :mod:`postproc.apps.experiments._matching`), and on the error alone;
+* the bias of county and ED totals by homogeneity index (:func:`postproc.evaluation.metrics.
+  homogeneity_index`; the authors' definition by default, ``homogeneity="zero_cells"`` for the
+  paper text's; the table has both);
+* at one ε, TopDown against the raw measurements and the other post-processors of the same
+  measurements (clipping, closed-form least squares) and bottom-up at the same ε
+  (:func:`postproc.evaluation.evaluate.compare_postprocessors`);
+* our numbers beside the paper's (``paper_comparison.csv``; :mod:`postproc.apps.experiments._papers`).
+
+The nation and state totals are invariant, so their errors are all zero and their EPL undefined
+(reported as such). The ε of the E2E budget is the *total* over four levels and three queries.
+
+SC is evaluated over three sets of cells, all stated in the outputs:
+
+* ``va_hisp_race``: all 24 cells of every unit. Most are empty; TopDown (nonnegative) and SRS put
+  most of those at exactly 0, so the pooled errors have a spike at 0 whose log ratio
+  ``log f(0)/f(±1)`` dominates the EPL — it measures sparsity, not the mechanism.
+* ``va_hisp_race>0``: the cells whose exact count is positive (closer to exchangeable).
+* ``va_hisp_race:authors``: the cells with a person in the exact *or* the DP data — what the
+  authors' tallies of person records compare (a cell nobody is in, in either file, is never
+  listed). For SRS it is the same set as ``>0`` (a sample has nobody the data lack), so the SRS
+  rows are copied from there.
+
+SRS estimates live on a lattice of spacing ``1/f``; the improved estimator's bins are widened to
+at least ``1/f`` for them (otherwise it measures the lattice). SC's median absolute error over all
+cells or over ``>0`` is 0 or a few persons (small cells), so those two are compared with SRS on the
+mean absolute error; TC and ``va_hisp_race:authors`` on the MAE, as the paper does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hierarchy.budget import Budget
+from hierarchy.measurement import measure
+from hierarchy.queries import e2e_workload, total
+from hierarchy.randomness import Randomness
+from hierarchy.schema import E2E_1940
+from invariants.spec import Spec
+from postproc.methods.baselines import srs
+from postproc.evaluation.epl import default_bandwidth, improved_epl, published_epl
+from postproc.errors import PostprocError
+from postproc.apps.experiments import _papers as paper
+from postproc.apps.experiments._common import E2E_LEVELS, Output, synthetic_truth
+from postproc.apps.experiments._figures_petti_flaxman import (figure_bias, figure_comparison,
+                                                         figure_distribution, figure_levels,
+                                                         figure_tradeoff)
+from postproc.apps.experiments._matching import match_srs
+from postproc.evaluation.metrics import (HOMOGENEITY_DEFINITIONS, bias_by_homogeneity, error_metrics,
+                              homogeneity_index)
+
+NAME = "petti_flaxman"
+TITLE = "Petti & Flaxman (2020): TopDown error and empirical privacy loss on 1940-style data"
+
+LEVELS = E2E_LEVELS
+QUERIES = {"total": "TC (total)", "va_hisp_race": "SC (va_hisp_race, all cells)",
+           "va_hisp_race>0": "SC (va_hisp_race, cells with exact > 0)",
+           "va_hisp_race:authors": "SC (va_hisp_race, cells with a person in exact or DP)"}
+#: The error measure each query is compared on (SC's median |error| over all cells is 0 or 1).
+MEASURE = {"total": "mae", "va_hisp_race": "mean_abs", "va_hisp_race>0": "mean_abs",
+           "va_hisp_race:authors": "mae"}
+#: Levels whose bias by homogeneity index is tabulated.
+BIAS_LEVELS = ("county", "enum_dist")
+
+FULL = {"persons": 20_000_000, "data_seed": 1940, "states": None, "seeds": [1, 2, 3, 4],
+        "epsilons": [0.25, 0.5, 0.75, 1.0, 2.0, 4.0, 6.0, 8.0], "show_epsilon": 1.0,
+        "srs_fractions": [round(0.05 * k, 2) for k in range(1, 20)], "n_boot": 100,
+        "compare_epsilon": 1.0, "homogeneity": "authors", "executor": "serial",
+        "workers": None}
+#: Three county-rich states of a 3-million-person nation: 3 states, 13 counties (3–6 per
+#: state), 313 EDs (3–52 per county), 303,561 persons.
+QUICK = {"persons": 3_000_000, "data_seed": 1940, "states": 3, "seeds": [1, 2],
+         "epsilons": [0.5, 2.0], "show_epsilon": 2.0, "srs_fractions": [0.1, 0.5, 0.9],
+         "n_boot": 20, "compare_epsilon": 2.0, "homogeneity": "authors", "executor": "serial",
+         "workers": None}
+
+
+def _selected(answers: np.ndarray, exact: np.ndarray, query: str) -> np.ndarray | None:
+    """Which answers a query pools (``None``: all of them)."""
+    if query.endswith(">0"):
+        return exact > 0
+    if query.endswith(":authors"):
+        return (exact > 0) | (answers > 0)
+    return None
+
+
+def _query_errors(answers: np.ndarray, exact: np.ndarray,
+                  query: str) -> tuple[np.ndarray, np.ndarray]:
+    """Errors of one query pooled over units and cells, and the exact counts of those cells."""
+    error = (answers - exact).astype(np.float64)
+    mask = _selected(answers, exact, query)
+    if mask is None:
+        return error.ravel(), exact.astype(np.float64).ravel()
+    return error[mask], exact[mask].astype(np.float64)
+
+
+def _summarise(errors: dict, exact: dict, units: dict, n_boot: int, rnd: Randomness,
+               lattice: dict | None = None) -> tuple[list, dict]:
+    """Rows of metrics per (key, level, query) and the pooled EPL estimates.
+
+    ``errors[key]`` and ``exact[key]`` are lists (one array per seed) of the errors and the exact
+    counts of the same cells. ``lattice`` maps a key to the spacing of its errors (SRS: ``1/f``);
+    the estimator's bins are at least that wide.
+    """
+    rows, estimates = [], {}
+    for i, (key, per_seed) in enumerate(errors.items()):
+        *label, level, query = key
+        maes = [float(np.median(np.abs(e))) if e.size else float("nan") for e in per_seed]
+        pooled = np.concatenate(per_seed)
+        values = np.concatenate(exact[key])
+        metrics = error_metrics(pooled + values, values)
+        options: dict[str, Any] = {"n_boot": n_boot, "rng": rnd.child(i)}
+        spacing = (lattice or {}).get(key)
+        if spacing and pooled.size > 1 and np.ptp(pooled) > 0:
+            options["bandwidth"] = max(default_bandwidth(pooled), spacing)
+        estimate = improved_epl(pooled, **options)
+        estimates[key] = estimate
+        rows.append({"key": tuple(label), "level": level, "query": query,
+                     "units": units[level], "n": pooled.size,
+                     "mae": float(np.mean(maes)), "mae_sd": float(np.std(maes, ddof=1))
+                     if len(maes) > 1 else float("nan"),
+                     "mean_abs": metrics["mean_abs"], "rmse": metrics["rmse"],
+                     "p95_abs": metrics["p95_abs"], "epl": estimate.epl,
+                     "epl_ci_low": estimate.ci_low, "epl_ci_high": estimate.ci_high,
+                     "epl_bandwidth": estimate.parameters.get("bandwidth"),
+                     "epl_reason": estimate.reason, "epl_published": published_epl(pooled).epl,
+                     "exact_median": metrics["exact_median"],
+                     "exact_p95": metrics["exact_p95"]})
+    return rows, estimates
+
+
+def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]:
+    """Run the analysis into ``out``; return the parameters and headline numbers.
+
+    Parameters
+    ----------
+    out : Output
+    quick : bool
+        The small, fast variant (CI).
+    **overrides
+        Any parameter of :data:`FULL` / :data:`QUICK`.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    PostprocError
+        An unknown homogeneity definition.
+    """
+    from postproc.infra.executors import get_executor
+    from postproc.methods.topdown import topdown
+
+    params = {**(QUICK if quick else FULL), **overrides}
+    if params["homogeneity"] not in HOMOGENEITY_DEFINITIONS:
+        raise PostprocError(f"homogeneity must be one of {', '.join(HOMOGENEITY_DEFINITIONS)}, "
+                            f"not {params['homogeneity']!r}")
+    truth = synthetic_truth(params)
+    workload = e2e_workload(E2E_1940)
+    spec = Spec.e2e(LEVELS)
+    publish = {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]}
+    units = {lv: truth.geography.n_units(lv) for lv in LEVELS}
+    out.log(f"{NAME}: {int(truth.counts[0].sum()):,} persons; units {units}")
+    queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
+               "va_hisp_race>0": workload["va_hisp_race"],
+               "va_hisp_race:authors": workload["va_hisp_race"]}
+    exact = {(lv, q): query.answer(truth.counts[li]) for li, lv in enumerate(LEVELS)
+             for q, query in queries.items()}
+    errors: dict[tuple, list[np.ndarray]] = {}
+    cells: dict[tuple, list[np.ndarray]] = {}
+    totals: dict[tuple, list[np.ndarray]] = {}
+    seconds = []
+    compared = None
+    with get_executor(params["executor"], workers=params["workers"]) as executor:
+        for ei, epsilon in enumerate(params["epsilons"]):
+            for seed in params["seeds"]:
+                rnd = Randomness.simulation(int(seed)).child(ei)
+                noisy = measure(truth, workload, Budget.e2e(epsilon, LEVELS), "geometric",
+                                rng=rnd, publish=publish)
+                result = topdown(noisy, spec, executor=executor)
+                seconds.append(result.provenance["timings"]["total"])
+                for li, lv in enumerate(LEVELS):
+                    for q, query in queries.items():
+                        e, x = _query_errors(query.answer(result.histograms[li]),
+                                             exact[(lv, q)], q)
+                        errors.setdefault((float(epsilon), lv, q), []).append(e)
+                        cells.setdefault((float(epsilon), lv, q), []).append(x)
+                    if lv in BIAS_LEVELS:
+                        totals.setdefault((float(epsilon), lv), []).append(
+                            result.histograms[li].sum(1))
+                if float(epsilon) == float(params["compare_epsilon"]) and compared is None:
+                    compared = (noisy, result, int(seed))
+            out.log(f"  ε = {epsilon:g}: TopDown × {len(params['seeds'])} "
+                    f"({np.mean(seconds[-len(params['seeds']):]):.1f} s each)")
+    rnd = Randomness.simulation(int(params["data_seed"]))
+    rows, estimates = _summarise(errors, cells, units, int(params["n_boot"]), rnd.child(1))
+    topdown_table = pd.DataFrame(rows)
+    topdown_table.insert(0, "epsilon", [k[0] for k in topdown_table.pop("key")])
+    out.table("topdown_metrics", topdown_table,
+              f"TopDown per ε, level and query: MAE (median absolute error, mean over "
+              f"{len(params['seeds'])} seeds, with its sd), mean absolute error, RMSE, 95th "
+              f"percentile of |error|, and EPL (improved estimator on the errors of all seeds "
+              f"pooled, 95% interval, bin width epl_bandwidth counts; inf = undefined, "
+              f"epl_reason says why) with the published estimator's value for comparison; the "
+              f"median and 95th percentile of the exact counts of the same cells. "
+              f"va_hisp_race>0 pools the cells whose exact count is positive; "
+              f"va_hisp_race:authors the cells with a person in the exact or the TopDown data "
+              f"(the paper's).")
+    srs_table = _srs(out, truth, queries, exact, units, params, rnd.child(2))
+    closest = match_srs(topdown_table, srs_table, measure=MEASURE)
+    out.table("closest_srs", closest,
+              "For each ε, level, query and EPL estimator: the SRS fraction TopDown matches. "
+              "joint_*: nearest point of the SRS curve on the log-log plot of error against "
+              "EPL (distance √(Δlog EPL² + Δlog error²); the grid fraction, the fraction "
+              "interpolated along the curve, the distance, and the SRS error and EPL at the "
+              "grid fraction; empty where an EPL is undefined). error_*: matched on the error "
+              "alone (matched_on: MAE for TC and va_hisp_race:authors, mean |error| for the "
+              "other SC sets), nearest grid point and the fraction interpolated linearly in log "
+              "error (empty when TopDown is outside the SRS range).")
+    bias = _bias(exact, totals)
+    out.table("bias_by_homogeneity", bias,
+              "Bias (mean DP − exact) of county and ED totals by homogeneity index, seeds "
+              "pooled, with its standard error, under both definitions: authors (24 − the "
+              "number of votingage × hispanic × race level combinations of the levels present "
+              "in the unit, as the authors' code computes it) and zero_cells (the number of "
+              "empty cells of the unit's exact 24-cell va_hisp_race table, the paper's text).")
+    comparison = _paper_comparison(topdown_table, closest, bias, params["homogeneity"])
+    out.table("paper_comparison", comparison,
+              "Our numbers beside Petti & Flaxman (2020)'s (the full 1940 census, 4 seeds; "
+              "source column): TC and SC MAE, EPL (published estimator, as theirs), bias by "
+              "homogeneity index (authors' definition), and SRS matches (srs_match_*: their "
+              "row is our joint rule applied to their own TopDown and SRS numbers; "
+              "discussion: the matches their discussion states). ratio = ours / paper.")
+    figure_levels(out, topdown_table, params["epsilons"], QUERIES, MEASURE, LEVELS)
+    show = float(params["show_epsilon"])
+    key = (show, "enum_dist", "total")
+    if key in errors:
+        figure_distribution(out, np.concatenate(errors[key]), estimates[key], show)
+    figure_tradeoff(out, topdown_table, srs_table, closest, QUERIES, MEASURE)
+    figure_bias(out, bias, params["homogeneity"])
+    if compared is not None:
+        _comparison(out, truth, *compared, float(params["compare_epsilon"]),
+                    int(params["n_boot"]))
+    headline = _headline(topdown_table, closest, bias, params["homogeneity"])
+    headline["topdown_seconds_mean"] = float(np.mean(seconds))
+    return {"parameters": {**params, "units": units}, "headline": headline,
+            "notes": ["nation and state totals are invariant (E2E spec): their errors are 0 and "
+                      "their EPL is undefined."]}
+
+
+def _srs(out: Output, truth, queries: dict, exact: dict, units: dict, params: dict,
+         rnd: Randomness) -> pd.DataFrame:
+    """Simple random samples at every fraction and seed, summarised like TopDown."""
+    srs_errors: dict[tuple, list[np.ndarray]] = {}
+    srs_cells: dict[tuple, list[np.ndarray]] = {}
+    lattice: dict[tuple, float] = {}
+    for fi, fraction in enumerate(params["srs_fractions"]):
+        for seed in params["seeds"]:
+            est = srs(truth, float(fraction), rng=Randomness.simulation(int(seed)).child(100, fi))
+            for li, lv in enumerate(LEVELS[1:], start=1):
+                for q, query in queries.items():
+                    if q.endswith(":authors"):
+                        continue                         # the same cells as >0 (see above)
+                    key = (float(fraction), lv, q)
+                    e, x = _query_errors(query.answer(est.histograms[li]), exact[(lv, q)], q)
+                    srs_errors.setdefault(key, []).append(e)
+                    srs_cells.setdefault(key, []).append(x)
+                    lattice[key] = 1.0 / float(fraction)
+    out.log(f"  SRS at {len(params['srs_fractions'])} fractions × {len(params['seeds'])} seeds")
+    rows, _ = _summarise(srs_errors, srs_cells, units, int(params["n_boot"]), rnd, lattice)
+    table = pd.DataFrame(rows)
+    table.insert(0, "fraction", [k[0] for k in table.pop("key")])
+    authors = table[table["query"] == "va_hisp_race>0"].assign(query="va_hisp_race:authors")
+    table = pd.concat([table, authors], ignore_index=True)
+    out.table("srs_metrics", table,
+              "Simple random samples of persons (without replacement, weighted 1/f) per "
+              "fraction, level and query: the same metrics as TopDown's; the EPL bins are at "
+              "least 1/f wide (SRS errors lie on a lattice of that spacing). For SRS the "
+              "va_hisp_race:authors cells are the va_hisp_race>0 cells (rows copied).")
+    return table
+
+
+def _comparison(out: Output, truth, noisy, result, seed: int, epsilon: float,
+                n_boot: int) -> None:
+    from postproc.evaluation.evaluate import compare_postprocessors
+
+    table = compare_postprocessors(noisy, truth, topdown=result, rng=seed,
+                                   queries=["total", "va_hisp_race", "detailed"],
+                                   epl_options={"n_boot": n_boot})
+    out.table("comparison", table,
+              f"At ε = {epsilon:g} (seed {seed}): the raw measurements, nonnegative clipping of "
+              f"the detailed measurements, closed-form least squares (Hay et al., generalised; "
+              f"with and without clipping), TopDown, and bottom-up with the same total ε (its "
+              f"own measurement; raw and calibrated additively to the published state totals), "
+              f"each against the truth per level and query: error metrics and EPL.")
+    figure_comparison(out, table, epsilon)
+
+
+def _bias(exact: dict, totals: dict) -> pd.DataFrame:
+    """Bias of unit totals by homogeneity index, per level, definition and ε."""
+    frames = []
+    for (epsilon, level), runs in totals.items():
+        exact_total = exact[(level, "total")].ravel()
+        for definition in HOMOGENEITY_DEFINITIONS:
+            index = homogeneity_index(exact[(level, "va_hisp_race")], definition=definition)
+            table = bias_by_homogeneity(np.concatenate(runs), np.tile(exact_total, len(runs)),
+                                        np.tile(index, len(runs)))
+            table.insert(0, "epsilon", epsilon)
+            table.insert(0, "definition", definition)
+            table.insert(0, "level", level)
+            frames.append(table)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _paper_comparison(topdown_table: pd.DataFrame, closest: pd.DataFrame, bias: pd.DataFrame,
+                      definition: str) -> pd.DataFrame:
+    """Our numbers beside the paper's, one row per quantity, level, ε (and index)."""
+    rows = []
+
+    def add(quantity, level, epsilon, ours, reference, source, index=None):
+        rows.append({"quantity": quantity, "level": level, "epsilon": epsilon,
+                     "homogeneity_index": index, "ours": ours, "paper": reference,
+                     "ratio": ours / reference if reference else float("nan"),
+                     "source": source})
+
+    metrics = topdown_table.set_index(["epsilon", "level", "query"])
+    for (quantity, query, column, table, source) in (
+            ("tc_mae", "total", "mae", paper.TC_MAE, "mae"),
+            ("sc_mae", "va_hisp_race:authors", "mae", paper.SC_MAE, "mae"),
+            ("tc_epl_published", "total", "epl_published", paper.TC_EPL, "epl"),
+            ("sc_epl_published", "va_hisp_race:authors", "epl_published", paper.SC_EPL, "epl")):
+        for level, values in table.items():
+            for epsilon, reference in values.items():
+                if (epsilon, level, query) in metrics.index:
+                    add(quantity, level, epsilon, float(metrics.loc[(epsilon, level, query),
+                                                                    column]),
+                        reference, paper.SOURCES[source])
+    ours_bias = bias[bias["definition"] == definition].set_index(
+        ["level", "epsilon", "homogeneity_index"])["bias"]
+    for level, by_epsilon in paper.BIAS.items():
+        for epsilon, by_index in by_epsilon.items():
+            for index, reference in by_index.items():
+                if (level, epsilon, index) in ours_bias.index:
+                    add("tc_bias", level, epsilon, float(ours_bias.loc[(level, epsilon, index)]),
+                        reference, paper.SOURCES["bias"] + f"; ours: {definition} index", index)
+    derived = match_srs(*_paper_tables(), measure={"total": "mae", "sc": "mae"})
+    derived = derived[derived["epl_estimator"] == "published"].set_index(
+        ["epsilon", "level", "query"])
+    ours = closest[closest["epl_estimator"] == "published"].set_index(
+        ["epsilon", "level", "query"])
+    for query, theirs in (("total", "total"), ("va_hisp_race:authors", "sc")):
+        for (epsilon, level, _), row in derived.xs(theirs, level="query",
+                                                   drop_level=False).iterrows():
+            if (epsilon, level, query) in ours.index:
+                mine = ours.loc[(epsilon, level, query)]
+                for rule in ("joint", "error"):
+                    add(f"srs_match_{rule}_{'tc' if theirs == 'total' else 'sc'}", level,
+                        epsilon, float(mine[f"{rule}_fraction"]),
+                        float(row[f"{rule}_fraction"]),
+                        "derived: our rule on " + paper.SOURCES["srs"] + " and "
+                        + paper.SOURCES["mae"] + ", " + paper.SOURCES["epl"])
+    for (level, _), matches in paper.DISCUSSION_MATCHES.items():
+        for epsilon, fraction in matches.items():
+            if (epsilon, level, "va_hisp_race:authors") in ours.index:
+                mine = ours.loc[(epsilon, level, "va_hisp_race:authors")]
+                add("srs_match_joint_sc_discussion", level, epsilon,
+                    float(mine["joint_fraction"]), fraction, paper.SOURCES["discussion"])
+    return pd.DataFrame(rows)
+
+
+def _paper_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The paper's TopDown and SRS numbers as tables :func:`match_srs` reads."""
+    topdown, sampled = [], []
+    for query, mae, epl in (("total", paper.TC_MAE, paper.TC_EPL),
+                            ("sc", paper.SC_MAE, paper.SC_EPL)):
+        for level in ("county", "enum_dist"):
+            for epsilon in paper.EPSILONS:
+                topdown.append({"epsilon": epsilon, "level": level, "query": query,
+                                "mae": float(mae[level][epsilon]),
+                                "epl": float(epl[level][epsilon]),
+                                "epl_published": float(epl[level][epsilon])})
+            for fraction in paper.SRS_FRACTIONS:
+                value = paper.SRS_EPL[query][level][fraction]
+                sampled.append({"fraction": fraction, "level": level, "query": query,
+                                "mae": float(paper.SRS_MAE[query][level][fraction]),
+                                "epl": value, "epl_published": value})
+    return pd.DataFrame(topdown), pd.DataFrame(sampled)
+
+
+def _headline(topdown_table: pd.DataFrame, closest: pd.DataFrame, bias: pd.DataFrame,
+              definition: str) -> dict:
+    out: dict[str, Any] = {}
+    for _, r in topdown_table.iterrows():
+        if r["level"] in ("county", "enum_dist") and r["query"] in ("total", "va_hisp_race>0"):
+            tag = f"{r['level']}/{r['query']}@{r['epsilon']:g}"
+            out[f"{MEASURE[r['query']]} {tag}"] = r[MEASURE[r["query"]]]
+            out[f"epl {tag}"] = r["epl"]
+    joint = closest[(closest["level"] == "enum_dist") & (closest["query"] == "total")]
+    for _, r in joint.iterrows():
+        if r["epl_estimator"] == "improved" and np.isfinite(r["joint_fraction"]):
+            out[f"SRS fraction matching enum_dist/total@{r['epsilon']:g} (error and EPL)"] = \
+                r["joint_interpolated_fraction"]
+        if r["epl_estimator"] == "improved":
+            out[f"SRS fraction matching enum_dist/total@{r['epsilon']:g} (error alone)"] = (
+                r["error_interpolated_fraction"] if r["within_srs_range"] else
+                f">{r['error_fraction']:g}" if r["error_fraction"] > 0.5 else
+                f"<{r['error_fraction']:g}")
+    chosen = bias[bias["definition"] == definition]
+    for (level, epsilon), part in chosen.groupby(["level", "epsilon"]):
+        lo, hi = part.iloc[0], part.iloc[-1]
+        out[f"bias {level} total@{epsilon:g}: index {int(lo['homogeneity_index'])} / "
+            f"{int(hi['homogeneity_index'])} ({definition})"] = \
+            f"{lo['bias']:.1f} / {hi['bias']:.1f}"
+    return out

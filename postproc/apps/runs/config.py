@@ -1,0 +1,604 @@
+"""The run configuration: one TOML file, or Python arguments, validated into one :class:`RunConfig`.
+
+See ``examples/e2e1940.toml`` for a complete, commented example. Relative paths are relative to
+the config file's directory. Every error names the file, the line where it could be found, the
+key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
+and validates them through the same code (its errors name the section and key); the TOML layer
+itself is :mod:`hierarchy.tomlconfig`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from hierarchy.budget import Budget
+from hierarchy.mechanisms import Mechanism, get_mechanism
+from hierarchy.queries import Workload, e2e_workload
+from hierarchy.schema import SCHEMAS, Schema, get_schema
+from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
+from invariants.catalogue import statistics_to_publish
+from invariants.errors import SpecError
+from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.infra.executors import EXECUTORS
+from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
+
+__all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text"]
+
+_SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
+             "spec", "postprocess", "solver", "output"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything ``postproc run`` needs, validated."""
+
+    persons: Path
+    units: Path | None
+    columns: Mapping[str, str]
+    values: Mapping[str, Mapping[Any, Any]]
+    schema: Schema
+    levels: tuple[str, ...]
+    workload: Workload
+    budget: Budget
+    mechanism: Any
+    randomness_mode: str
+    seed: int | None
+    spec: Spec
+    solver_chain: tuple[str, ...] = DEFAULT_QP_CHAIN
+    executor: str = "serial"
+    workers: int | None = None
+    scheduler: str | None = None
+    failsafe: bool = True
+    passes: tuple[tuple[str, ...], ...] | None = None
+    output: Path = Path("out")
+    microdata: bool = False
+    error_table: bool | None = None
+    source: str = "<config>"
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    failsafe_keep: tuple[str, ...] | str = "auto"
+    method: str = "topdown"
+    method_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def release(self) -> bool:
+        """Whether this run's outputs are meant for publication (release mode)."""
+        return self.randomness_mode == "release"
+
+    @property
+    def wants_error_table(self) -> bool:
+        """Whether to compute errors against the confidential data: asked for, or by default in
+        simulation mode (never by default in release mode)."""
+        return (not self.release) if self.error_table is None else self.error_table
+
+    @property
+    def rng(self):
+        """The ``rng`` argument: ``None`` (release) or the simulation seed."""
+        return None if self.randomness_mode == "release" else self.seed
+
+    def publish(self) -> dict[str, list[str]]:
+        """Exact statistics the spec's invariants need published: statistic → levels (see
+        :func:`invariants.catalogue.statistics_to_publish`)."""
+        return statistics_to_publish(self.spec, self.levels)
+
+    @classmethod
+    def build(cls, *, persons: str | Path, levels: Sequence[str], budget: Any,
+              schema: str | Schema | Mapping[str, Any] = "e2e_1940",
+              workload: str | Workload | Mapping[str, str] = "e2e",
+              mechanism: str | Mechanism | Mapping[str, Any] = "geometric",
+              mode: str = "simulation", seed: int | None = None,
+              spec: str | Spec | Path | None = "e2e", units: str | Path | None = None,
+              columns: Mapping[str, str] | None = None,
+              values: Mapping[str, Mapping[Any, Any]] | None = None,
+              method: str = "topdown", method_options: Mapping[str, Any] | None = None,
+              solver_chain: Sequence[str] | None = None, executor: str = "serial",
+              workers: int | None = None, failsafe: bool = True,
+              failsafe_keep: Sequence[str] | str = "auto",
+              passes: Sequence[Sequence[str]] | None = None, output: str | Path = "out",
+              microdata: bool = False, error_table: bool | None = None,
+              base: str | Path = ".") -> "RunConfig":
+        """A run configuration from Python values, validated exactly as a TOML file is.
+
+        The values are written into the TOML file's shape (kept as :attr:`raw`, so
+        :meth:`to_toml` saves a file that ``postproc run`` reads back to the same configuration)
+        and go through the same checks as :func:`load_config`.
+
+        Parameters
+        ----------
+        persons : str or Path
+            The persons file (relative paths are relative to ``base``).
+        levels : sequence of str
+            Geography levels, root first.
+        budget : number, str, Budget or mapping
+            A number (or a string such as ``"1/2"``) is a pure-DP ε split as in the E2E test;
+            a :class:`~hierarchy.budget.Budget` is used as is; a mapping is the ``[budget]``
+            table.
+        schema : str, Schema or mapping
+            A preset name (``"e2e_1940"``), a Schema, or the ``[schema]`` table.
+        workload : "e2e", Workload or mapping
+            The E2E workload, a Workload, or ``{name: query expression}``.
+        mechanism : str, Mechanism or mapping
+            A registered name, a mechanism object (its options kept), or the ``[mechanism]``
+            table.
+        mode : {"simulation", "release"}
+        seed : int, optional
+            Needed in simulation mode, refused in release mode.
+        spec : "e2e", Spec, Path or None
+            The E2E spec for these levels, a Spec, a spec file, or no invariants.
+        units, columns, values
+            As ``[data]`` of the TOML file.
+        method, method_options
+            The post-processor (``[postprocess]``).
+        solver_chain, executor, workers, failsafe, failsafe_keep, passes
+            As ``[solver]``.
+        output, microdata, error_table
+            As ``[output]``.
+        base : str or Path, optional
+            The directory relative paths are relative to (default: the current one).
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        PostprocError
+            ``RunConfig.build: [section] …`` or ``RunConfig.build [section]: …`` naming the
+            argument's section and key, with what would be valid.
+
+        Examples
+        --------
+        >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+        ...                          budget=1, seed=7)
+        >>> config.budget.total, config.rng, config.publish()
+        (Fraction(1, 1), 7, {'tot': ['nation', 'state'], 'gqhh': ['state']})
+        >>> RunConfig.build(persons="p.parquet", levels=["nation", "state"], budget=1,
+        ...                 mode="release", seed=7)
+        Traceback (most recent call last):
+        ...
+        postproc.errors.PostprocError: RunConfig.build: [randomness] release mode cannot be seeded; remove seed or use mode = "simulation"
+        """
+        data: dict[str, Any] = {
+            "data": {"persons": str(persons), "units": None if units is None else str(units),
+                     "columns": None if columns is None else dict(columns),
+                     "values": None if values is None else {
+                         attr: {str(k): v for k, v in mapping.items()}
+                         for attr, mapping in values.items()}},
+            "schema": _schema_table(schema),
+            "geography": {"levels": list(levels)},
+            "workload": _workload_table(workload),
+            "budget": _budget_table(budget),
+            "mechanism": _mechanism_table(mechanism),
+            "randomness": {"mode": mode, "seed": seed},
+            "spec": _spec_table(spec),
+            "postprocess": {"method": method, "options": dict(method_options or {}) or None},
+            "solver": {"chain": None if solver_chain is None else list(solver_chain),
+                       "executor": executor, "workers": workers, "failsafe": failsafe,
+                       "failsafe_keep": (failsafe_keep if isinstance(failsafe_keep, str)
+                                         else list(failsafe_keep)),
+                       "passes": None if passes is None else [list(p) for p in passes]},
+            "output": {"directory": str(output), "microdata": microdata,
+                       "error_table": error_table},
+        }
+        data = _without_none(data)
+        return config_from_dict(data, base=base, source="RunConfig.build")
+
+    def to_toml(self) -> str:
+        """The TOML text of this configuration (its :attr:`raw` form), which
+        :func:`load_config` reads back to an equal configuration when saved in the directory
+        its relative paths are relative to.
+
+        Examples
+        --------
+        >>> import tomllib
+        >>> config = RunConfig.build(persons="/data/p.parquet", levels=["nation", "state"],
+        ...                          budget="1/2", seed=1)
+        >>> config_from_dict(tomllib.loads(config.to_toml())).budget == config.budget
+        True
+        """
+        return dumps(self.raw, error=PostprocError)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy for manifests: the parsed TOML, with resolved paths in simulation mode.
+
+        In release mode the input paths are withheld (they can name people, projects or
+        places): the ``[data]`` section keeps its column and value mappings only.
+        """
+        out = {k: v for k, v in self.raw.items()}
+        if self.release:
+            data = dict(out.get("data", {}))
+            for key in ("persons", "units"):
+                if key in data:
+                    data[key] = "(withheld in release mode)"
+            out["data"] = data
+            return out
+        out["resolved"] = {"persons": str(self.persons),
+                           "units": str(self.units) if self.units else None,
+                           "output": str(self.output), "source": self.source}
+        return out
+
+    def fingerprint(self) -> str:
+        """A short hash of everything that determines the run except the input paths (the data
+        themselves are fingerprinted separately, see :func:`postproc.apps.runs.pipeline.data_fingerprint`)
+        and the execution settings that do not change results."""
+        raw = {k: v for k, v in self.raw.items() if k not in ("output",)}
+        if "data" in raw:
+            raw["data"] = {k: v for k, v in raw["data"].items() if k not in ("persons", "units")}
+        if "solver" in raw:
+            raw["solver"] = {k: v for k, v in raw["solver"].items()
+                             if k not in ("executor", "workers", "scheduler")}
+        text = json.dumps(raw, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of a config file; a missing or unreadable file is a :class:`PostprocError`
+    naming it.
+
+    Examples
+    --------
+    >>> read_config_text("no/such/run.toml")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: config file no/such/run.toml does not exist
+    """
+    return read_toml(path, error=PostprocError).text
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a run configuration file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The TOML file; relative paths in it are relative to its directory.
+
+    Returns
+    -------
+    RunConfig
+
+    Raises
+    ------
+    PostprocError
+        With the file, line and key of the problem and what would be valid.
+
+    Examples
+    --------
+    >>> config = load_config("examples/e2e1940.toml")
+    >>> config.levels, config.method, config.publish()["tot"]
+    (('nation', 'state', 'county', 'enum_dist'), 'topdown', ['nation', 'state'])
+    """
+    path = Path(path)
+    document = read_toml(path, error=PostprocError)
+    return _from_document(document, base=path.parent)
+
+
+def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
+                     source: str = "<config>", text: str = "") -> RunConfig:
+    """Build a :class:`RunConfig` from a parsed TOML mapping (see :func:`load_config`).
+
+    Parameters
+    ----------
+    data : mapping
+        Shaped like the TOML file (sections ``data``, ``schema``, …).
+    base : str or Path, optional
+        The directory relative paths are relative to.
+    source : str, optional
+        The file name used in messages.
+    text : str, optional
+        The TOML text ``data`` was parsed from, for line numbers in messages.
+
+    Returns
+    -------
+    RunConfig
+
+    Raises
+    ------
+    PostprocError
+        As :func:`load_config`.
+
+    Examples
+    --------
+    >>> import tomllib
+    >>> data = tomllib.loads(open("examples/e2e1940.toml").read())
+    >>> data["randomness"]["seed"] = -1
+    >>> config_from_dict(data, base="examples")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: <config>: [randomness] simulation mode needs seed = <non-negative integer>, not -1
+    """
+    document = TomlDocument(data, text, source=source, error=PostprocError)
+    return _from_document(document, base=Path(base))
+
+
+def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without ``None`` values and without tables left empty by dropping them."""
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            value = _without_none(value)
+            if not value:
+                continue
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _schema_table(schema: Any) -> Any:
+    if isinstance(schema, str):
+        return {"preset": schema}
+    if isinstance(schema, Schema):
+        preset = SCHEMAS.get(schema.name)
+        return {"preset": schema.name} if preset == schema else schema.to_dict()
+    return schema
+
+
+def _workload_table(workload: Any) -> Any:
+    if isinstance(workload, str):
+        return {"preset": workload}
+    if isinstance(workload, Workload):
+        return {"queries": workload.to_dict()}
+    if isinstance(workload, Mapping) and "preset" not in workload and "queries" not in workload:
+        return {"queries": dict(workload)}
+    return workload
+
+
+def _budget_table(budget: Any) -> Any:
+    if isinstance(budget, Budget):
+        return budget.to_dict()
+    if isinstance(budget, Fraction):
+        budget = str(budget)
+    if isinstance(budget, (int, float, str)) and not isinstance(budget, bool):
+        return {"kind": "pure", "total": budget, "preset": "e2e"}
+    return budget
+
+
+def _mechanism_table(mechanism: Any) -> Any:
+    if isinstance(mechanism, str):
+        return {"name": mechanism}
+    if isinstance(mechanism, Mechanism):
+        return {"name": mechanism.name, **{f.name: getattr(mechanism, f.name)
+                                           for f in fields(mechanism)}}
+    return mechanism
+
+
+def _spec_table(spec: Any) -> Any:
+    if spec is None:
+        return {}
+    if isinstance(spec, str):
+        return {"preset": spec}
+    if isinstance(spec, Spec):
+        return spec.to_dict()
+    if isinstance(spec, Path):
+        return {"file": str(spec)}
+    return spec
+
+
+def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
+    """The one path from TOML-shaped data to a :class:`RunConfig`, each error located."""
+    source, data = doc.source, doc.data
+    doc.check_sections(_SECTIONS)
+    # [data]
+    d = doc.table("data", required=True, allowed={"persons", "units", "columns", "values"})
+    if "persons" not in d:
+        raise d.fail(None, "[data] needs persons = \"path/to/persons.parquet\"")
+    persons = d.path("persons", base=base)
+    units = d.path("units", base=base) if d.get("units") else None
+    columns = d.get("columns", {})
+    if not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
+        raise d.fail("columns", "columns must be a table of level or attribute = \"column in "
+                                "the file\", e.g. { state = \"STATEFIP\" }")
+    values = d.get("values", {})
+    if not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
+        raise d.fail("values", "values must be a table of attribute = { \"value in the file\" = "
+                               "label or code }, e.g. { cenrace = { \"1\" = \"white\" } }")
+    columns = dict(columns)
+    values = {k: dict(v) for k, v in values.items()}
+    # [schema]
+    s = doc.table("schema", required=True)
+    s.check_keys({"preset"} if "preset" in s else {"name", "attributes"})
+    schema = s.located("preset" if "preset" in s else None, lambda: (
+        get_schema(s["preset"]) if "preset" in s else Schema.from_dict(s)))
+    # [geography]
+    g = doc.table("geography", required=True, allowed={"levels"})
+    levels = g.get("levels")
+    if not (isinstance(levels, list) and levels and all(isinstance(x, str) for x in levels)):
+        raise g.fail("levels", "levels must be a list of level names, root first, e.g. "
+                               "[\"nation\", \"state\", \"county\"]")
+    levels = tuple(levels)
+    if len(set(levels)) != len(levels):
+        raise g.fail("levels", f"levels repeat a name: {list(levels)}")
+    # [data] columns and values name levels and attributes (a misspelt values key would
+    # otherwise be ignored and the file's codes read unmapped)
+    mappable = {"columns": list(levels[1:]) + list(schema.names), "values": list(schema.names)}
+    for key, mapping in (("columns", columns), ("values", values)):
+        unknown_names = [k for k in mapping if k not in mappable[key]]
+        if unknown_names:
+            raise d.fail(key, f"{key} names {unknown_names}, which are not "
+                              f"{'levels or ' if key == 'columns' else ''}attributes; valid: "
+                              f"{mappable[key]}")
+    # [workload]
+    w = doc.table("workload", required=True)
+    if w.get("preset") == "e2e":
+        w.check_keys({"preset"})
+        workload = w.located(None, lambda: e2e_workload(schema))
+    elif "preset" in w:
+        raise w.fail("preset", f"unknown workload preset {w['preset']!r}; the preset is \"e2e\"")
+    else:
+        w.check_keys({"queries"})
+        queries = w.get("queries")
+        if not isinstance(queries, Mapping) or not queries:
+            raise w.fail(None, "[workload] needs preset = \"e2e\" or a [workload.queries] table "
+                               "of name = expression")
+        workload = w.located(None, lambda: Workload.from_expressions(schema, queries))
+    # [budget]
+    b = doc.table("budget", required=True, allowed={"kind", "total", "preset", "neighbours",
+                                                    "level_fractions", "query_fractions"})
+    budget = _budget(b, levels, workload)
+    # [mechanism]
+    m = doc.table("mechanism", required=True, allowed={"name", "exact", "max_denominator"})
+    options = {k: v for k, v in m.items() if k != "name"}
+    mechanism = m.located("name", lambda: get_mechanism(m.get("name", "geometric"), **options))
+    if mechanism.accounting == "zcdp" and budget.kind == "pure":
+        raise m.fail("name", f"the {mechanism.name} mechanism needs a zCDP budget: set kind = "
+                             "\"zcdp\" in [budget]")
+    # [randomness]
+    r = doc.table("randomness", required=True, allowed={"mode", "seed"})
+    mode, seed = read_randomness(r)
+    if mode == "release" and not mechanism.discrete:
+        exact = "geometric" if mechanism.accounting == "pure" else "discrete_gaussian"
+        raise m.fail("name", f"the {mechanism.name} mechanism adds floating-point noise, which "
+                             "release mode refuses (its rounding leaks the value it protects, "
+                             f"Mironov 2012); use name = \"{exact}\" (exact integer sampling), "
+                             "or mode = \"simulation\" in [randomness] for experiments")
+    # [spec]
+    spec = _spec(doc, base, levels)
+    # [postprocess]
+    pp = doc.table("postprocess", allowed={"method", "options"})
+    method, method_options = _postprocess(pp)
+    # [solver]
+    sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
+                                      "failsafe_keep", "passes"})
+    chain = sv.located("chain", lambda: check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN))),
+                       catch=(PostprocError,))
+    executor = sv.get("executor", "serial")
+    if executor not in EXECUTORS:
+        raise sv.fail("executor", f"unknown executor {executor!r}; choose from "
+                                  f"{sorted(EXECUTORS)}")
+    workers = sv.positive_int("workers")
+    if sv.get("scheduler") is not None:
+        raise sv.fail("scheduler", "a Dask scheduler address is not read from a config file: "
+                      "the confidential work items would be sent to that host. Remove scheduler "
+                      "here and name it on the command line with --scheduler ADDRESS (a local "
+                      "cluster is used otherwise)")
+    failsafe = sv.boolean("failsafe", True)
+    failsafe_keep = _failsafe_keep(sv, workload)
+    passes = sv.get("passes")
+    if passes is not None:
+        if not (isinstance(passes, list) and all(isinstance(p, list) for p in passes)):
+            raise sv.fail("passes", "passes must be a list of lists of query names, e.g. "
+                                    "[[\"total\"]]")
+        bad = [q for p in passes for q in p if q not in workload]
+        if bad:
+            raise sv.fail("passes", f"passes name queries {bad} that are not in the workload "
+                                    f"{list(workload.names)}")
+        passes = tuple(tuple(p) for p in passes)
+    # [output]
+    o = doc.table("output", allowed={"directory", "microdata", "error_table"})
+    output = o.path("directory", "out", base=base)
+    microdata = o.boolean("microdata", False)
+    error_table = o.boolean("error_table", None)
+    return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
+                     mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
+                     passes, output, microdata, error_table, source, dict(data),
+                     failsafe_keep=failsafe_keep, method=method,
+                     method_options=method_options)
+
+
+def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
+    """The ``[spec]``: the E2E preset, a spec file, or the spec written inline; a spec file's
+    own errors keep its file and line, after the line of ``file =`` here."""
+    sp_ = doc.table("spec")
+    try:
+        if sp_.get("preset") == "e2e":
+            sp_.check_keys({"preset"})
+            spec = Spec.e2e(levels)
+        elif "preset" in sp_:
+            raise sp_.fail("preset", f"unknown spec preset {sp_['preset']!r}; the preset is "
+                                     "\"e2e\"")
+        elif "file" in sp_:
+            sp_.check_keys({"file"})
+            spec = Spec.from_toml(base / sp_["file"])
+        else:
+            spec = Spec.from_dict(sp_.data, source=doc.source, text=doc.text, table="spec")
+        spec.check_levels(levels)
+    except SpecError as exc:
+        message = str(exc)
+        if message.startswith(f"{doc.source}, line "):  # an inline spec: located in this file
+            raise PostprocError(message) from None
+        key = next((k for k in ("file", "preset") if k in sp_), None)
+        raise sp_.fail(key, message.removeprefix(f"{doc.source}: ")) from None
+    return spec
+
+
+def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
+    """``[solver] failsafe_keep``: "auto" or workload queries the failsafe keeps exact."""
+    from postproc.methods.topdown.failsafe import check_failsafe_keep
+
+    checked = sv.located("failsafe_keep", lambda: check_failsafe_keep(
+        sv.get("failsafe_keep", "auto"), workload), catch=(PostprocError,))
+    return "auto" if checked is None else checked
+
+
+def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
+    """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
+    ``[postprocess.options]``, checked against what the method takes. TopDown's solver options
+    live in ``[solver]``."""
+    from postproc.methods import available, get
+
+    method = section.get("method", "topdown")
+    if method not in available():
+        raise section.fail("method", f"unknown method {method!r}; registered: "
+                                       f"{list(available())} (postproc methods lists them)")
+    options = section.get("options", {})
+    if not isinstance(options, Mapping):
+        raise section.fail("options", "options must be a table, e.g. options = { sweeps = 200 }")
+    allowed = set(get(method).options()) - {"solver", "executor", "workers", "scheduler",
+                                            "failsafe", "failsafe_keep", "passes", "progress",
+                                            "on_level", "resume_from"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise section.fail("options", f"{method} takes no option(s) {unknown}; it takes "
+                                      f"{sorted(allowed) or 'none'}"
+                                      + ("; TopDown's solver options go in [solver]"
+                                         if method == "topdown" else ""))
+    return method, dict(options)
+
+
+def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
+    """The [budget] section as a Budget, each error located at the key that causes it.
+
+    Budget validates kind, neighbours, total, level fractions and query fractions in turn; each
+    step below adds one of them to otherwise valid arguments, so a failure belongs to its key.
+    """
+    if "total" not in b:
+        raise b.fail(None, "[budget] needs total = <epsilon or rho>")
+    kind = b.get("kind", "pure")
+    neighbours = b.get("neighbours", "change")
+    one = {"_": 1}
+    steps: list[tuple[str, Callable[[], Budget]]] = [
+        ("kind", lambda: Budget(kind, 1, one, one)),
+        ("neighbours", lambda: Budget("pure", 1, one, one, neighbours)),
+        ("total", lambda: Budget(kind, b["total"], one, one)),
+    ]
+    if b.get("preset") == "e2e":
+        steps.append(("preset", lambda: Budget.e2e(b["total"], levels, kind=kind,
+                                                   neighbours=neighbours)))
+    elif "preset" in b:
+        raise b.fail("preset", f"unknown budget preset {b['preset']!r}; the preset is \"e2e\"")
+    elif "level_fractions" not in b or "query_fractions" not in b:
+        raise b.fail(None, "[budget] needs preset = \"e2e\" or both level_fractions and "
+                           "query_fractions")
+    elif not isinstance(b["query_fractions"], Mapping):
+        raise b.fail("query_fractions", "query_fractions must be a table of query = fraction "
+                                        "(or of level = {query = fraction, …})")
+    else:
+        steps.append(("level_fractions", lambda: Budget(kind, 1, b["level_fractions"], one)))
+        steps.append(("query_fractions", lambda: Budget(kind, b["total"], b["level_fractions"],
+                                                        b["query_fractions"], neighbours)))
+    budget = None
+    for key, build in steps:
+        budget = b.located(key, build)
+    if "preset" in b:
+        key = "preset"
+    elif any(lv not in levels for lv in budget.levels):
+        key = "level_fractions"
+    else:
+        key = "query_fractions"
+    b.located(key, lambda: budget.check_against(workload, levels))
+    return budget

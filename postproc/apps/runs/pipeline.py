@@ -1,0 +1,649 @@
+"""The whole path of ``postproc run``: read, tabulate, measure, post-process, write — resumable.
+
+The post-processor is any registered one (:mod:`postproc.methods`): ``config.method`` with
+``config.method_options`` (``[postprocess]`` in the config, ``--method`` on the command line).
+TopDown takes its options from ``[solver]`` and checkpoints after every level; any other method
+runs in one step on the same measurements and writes the same layout.
+
+Output directory::
+
+    noisy/                 the NoisyHierarchy (measured once; reused on --resume)
+    <level>.parquet        post-processed histograms, long form (TopDown: written as each level
+                           finishes); integer counts, or real-valued for methods that make them
+    checkpoint.json        levels completed so far and the config's fingerprint (which includes
+                           the method and its options)
+    node_stats.parquet     per-parent solver (or sampler) statistics, if the method has any
+    manifest.json          config, the method and its options, versions, randomness mode,
+                           accounting, solver statistics, timings, failsafe reports, the list of
+                           release files
+    microdata.parquet      synthetic microdata from the bottom level (if asked for)
+    confidential/          NOT FOR PUBLICATION: the input data's fingerprint (checked on --resume
+                           and by ``postproc evaluate``) and, when asked for (always in simulation
+                           mode), ``error_table.csv``: errors against the confidential data
+
+The release gate: in release mode nothing computed from the confidential data — errors, exact
+counts that are not published invariants, input paths — is written outside ``confidential/`` or
+printed. The run measures the data once: the directory is locked for the run's duration (a
+second run into it fails at once), and a resumed run reuses ``noisy/`` after checking that the
+input data are the ones measured.
+
+Every file is written atomically; the checkpoint is updated only after its level's parquet is in
+place, so an interrupted run resumes from the last complete level and, because measurements are
+reloaded and every solver is deterministic, finishes with identical results. The node statistics
+are saved with each level too, so a resumed run's manifest still counts the earlier levels' work.
+Leftovers of an interrupted write are removed when the run resumes. Another method is not
+checkpointed level by level: a resumed run whose outputs are complete is left as it is, and an
+incomplete one runs the method again on the saved measurements (a randomized method draws from
+the stream :func:`method_rng` derives from the seed, so a simulation gives the same result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hierarchy.histograms import Hierarchy
+from hierarchy.io import check_tabulated_units, read_microdata
+from hierarchy.measurement import measure
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.errors import HierarchyError
+from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, check_file_names, claim_directory,
+                               confidential_directory, lock_directory, read_json,
+                               remove_leftovers, write_json, write_parquet)
+from hierarchy.tabulation import tabulate
+from invariants.compile import compile_spec
+from postproc.apps.runs.config import RunConfig
+from postproc.errors import PostprocError
+from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
+from postproc.methods.topdown import topdown
+
+__all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
+           "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
+           "RESERVED_NAMES", "method_spec", "method_rng", "method_options", "run_fingerprint"]
+
+#: File stems of a run directory that a level must not be named after.
+RESERVED_NAMES = RESERVED_STEMS + ("checkpoint", "error_table", CONFIDENTIAL_DIR)
+_FINGERPRINT_FILE = "data_fingerprint.json"
+
+
+@dataclass(frozen=True, eq=False)
+class PipelineResult:
+    result: Result
+    noisy: NoisyHierarchy
+    truth: Hierarchy
+    directory: Path
+    timings: dict[str, float]
+    error_table: pd.DataFrame | None = None
+
+    @property
+    def release(self) -> bool:
+        """Whether the run was in release mode (its outputs may be published)."""
+        return bool(self.noisy.safe_for_release)
+
+
+#: The ``[solver]`` settings that are TopDown's options in the registry.
+_SOLVER_OPTIONS = ("solver", "executor", "workers", "failsafe", "failsafe_keep", "passes")
+
+
+def method_spec(method: str, spec: Any) -> Any:
+    """The spec to give the registered post-processor ``method``: ``spec`` if the method keeps
+    invariants (TopDown, conditional sampling), else ``None`` (the others refuse a spec with
+    invariants: they run unconstrained).
+
+    Parameters
+    ----------
+    method : str
+        A registered post-processor.
+    spec : Spec or None
+
+    Returns
+    -------
+    Spec or None
+
+    Raises
+    ------
+    PostprocError
+        ``method`` is not registered.
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> spec = Spec.e2e(["nation", "state"])
+    >>> method_spec("topdown", spec) is spec, method_spec("hay", spec)
+    (True, None)
+    """
+    from postproc.methods import get
+
+    return spec if get(method).invariants else None
+
+
+def method_rng(rng: Any, method: str) -> Any:
+    """The randomness a post-processor ``method`` draws from: the stream ``crc32(method)`` of
+    ``rng`` (independent of the measurements' streams, which are keyed by level and query), so
+    ``postproc run --method M`` and ``postproc compare`` give M the same draws from one seed.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.Generator or Randomness
+        ``None`` is release mode (a fresh secure source).
+    method : str
+
+    Returns
+    -------
+    Randomness
+
+    Examples
+    --------
+    >>> a, b = method_rng(7, "sampling"), method_rng(7, "sampling")
+    >>> bool((a.random_raw(3) == b.random_raw(3)).all()), method_rng(None, "sampling").mode
+    (True, 'release')
+    """
+    import zlib
+
+    from hierarchy.randomness import as_randomness
+
+    return as_randomness(rng).child(zlib.crc32(method.encode()))
+
+
+def method_options(config: RunConfig, method: str) -> dict[str, Any]:
+    """The options a configuration gives the registered post-processor ``method``.
+
+    TopDown takes its ``[solver]`` settings (chain, executor, workers, failsafe, passes); the
+    configured method (``[postprocess] method``) takes ``[postprocess.options]``; any other
+    method runs with its defaults.
+
+    Parameters
+    ----------
+    config : RunConfig
+    method : str
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+    ...                          budget=1.0, seed=1, method="sampling",
+    ...                          method_options={"sweeps": 20})
+    >>> method_options(config, "sampling"), method_options(config, "hay")
+    ({'sweeps': 20}, {})
+    >>> sorted(method_options(config, "topdown"))
+    ['executor', 'failsafe', 'failsafe_keep', 'passes', 'solver', 'workers']
+    """
+    options: dict[str, Any] = {}
+    if method == "topdown":
+        options = {"solver": config.solver_chain, "executor": config.executor,
+                   "workers": config.workers, "failsafe": config.failsafe,
+                   "failsafe_keep": config.failsafe_keep, "passes": config.passes}
+    if method == config.method:
+        options.update(config.method_options)
+    return options
+
+
+def run_fingerprint(config: RunConfig) -> str:
+    """The fingerprint a run directory's checkpoint records: :meth:`RunConfig.fingerprint`,
+    extended by the method and its options unless the method is TopDown with none (so a TopDown
+    run resumes exactly as before methods were configurable, and ``--method`` takes part).
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+    ...                          budget=1.0, seed=1)
+    >>> run_fingerprint(config) == config.fingerprint()
+    True
+    >>> run_fingerprint(replace(config, method="hay")) == config.fingerprint()
+    False
+    """
+    base = config.fingerprint()
+    if config.method == "topdown" and not config.method_options:
+        return base
+    extra = json.dumps({"method": config.method, "options": dict(config.method_options)},
+                       sort_keys=True, default=str)
+    return hashlib.sha256((base + extra).encode()).hexdigest()[:16]
+
+
+def data_fingerprint(truth: Hierarchy) -> dict[str, str | None]:
+    """SHA-256 digests of the tabulated confidential data: ``persons`` (schema, geography and
+    bottom-level histograms) and ``units`` (the units table's bottom level, or None).
+
+    Confidential (a hash of the data lets anyone confirm a guess of it): it is kept under
+    ``confidential/`` only.
+    """
+    h = hashlib.sha256()
+    h.update(json.dumps(truth.schema.to_dict(), sort_keys=True, default=str).encode())
+    geo = truth.geography
+    for li, lv in enumerate(geo.levels):
+        h.update(lv.encode() + b"\0")
+        h.update("\0".join(map(str, geo.geocodes[li])).encode())
+        h.update(np.ascontiguousarray(geo.parents[li], dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(truth.counts[-1], dtype=np.int64).tobytes())
+    units = None
+    if truth.units is not None:
+        units = hashlib.sha256(np.ascontiguousarray(truth.units[-1], dtype=np.int64).tobytes()
+                               ).hexdigest()
+    return {"persons": h.hexdigest(), "units": units}
+
+
+def _write_fingerprint(directory: Path, fingerprint: dict[str, str | None]) -> None:
+    conf = confidential_directory(directory, what="the input data's fingerprint, error tables")
+    write_json({"data_sha256": fingerprint}, conf / _FINGERPRINT_FILE)
+
+
+def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required: bool = True
+                           ) -> bool:
+    """Check that ``truth`` is the data the run in ``directory`` measured.
+
+    The persons must match, and the units (exactly with ``required``, as a resumed run needs;
+    otherwise when both sides have them). Returns False if the run has no fingerprint (e.g. a published copy without ``confidential/``) and ``required`` is off.
+
+    Raises
+    ------
+    PostprocError
+        If the fingerprints differ (or it is missing and ``required``).
+    """
+    path = Path(directory) / CONFIDENTIAL_DIR / _FINGERPRINT_FILE
+    if not path.exists():
+        if required:
+            raise PostprocError(f"{directory} has no {CONFIDENTIAL_DIR}/{_FINGERPRINT_FILE}, so "
+                                "the input data cannot be checked against the ones measured; "
+                                "start a new run in another --out")
+        return False
+    recorded = read_json(path).get("data_sha256") or {}
+    now = data_fingerprint(truth)
+    # a resumed run needs exactly its data; an evaluation may tabulate without the units
+    changed = [k for k in ("persons", "units") if recorded.get(k) != now[k]
+               and (required or k == "persons"
+                    or (recorded.get(k) is not None and now[k] is not None))]
+    if changed:
+        raise PostprocError(f"the input data differ from the data the run in {directory} "
+                            f"measured (the {' and '.join(changed)} fingerprint differs): the "
+                            "input changed since. Use the original data, or start a new run in "
+                            "another --out (a new run measures the new data)")
+    return True
+
+
+def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = None,
+                            compiled: Any = None) -> None:
+    """Refuse data that break the spec (no release could satisfy it honestly).
+
+    The message names each broken constraint, how many units break it and one example unit —
+    never a confidential count.
+
+    Raises
+    ------
+    PostprocError
+    """
+    from hierarchy.measurement import published_statistics
+    from invariants.compile import data_violations
+
+    if compiled is None:
+        stats = published_statistics(truth, config.publish()) if stats is None else stats
+        compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
+    found = [line for lv in config.levels
+             for line in data_violations(compiled[lv], truth.level_counts(lv))]
+    if found:
+        raise PostprocError("the confidential data break the spec, so no release could "
+                            "satisfy it (a structural zero or bound the data contradict):\n  "
+                            + "\n  ".join(found) + "\nfix the spec (or the data) and rerun")
+
+
+def load_truth(config: RunConfig) -> Hierarchy:
+    """Read, validate and tabulate the configured microdata."""
+    data = read_microdata(config.persons, schema=config.schema, levels=config.levels,
+                          columns=config.columns, values=config.values, units=config.units,
+                          unit_attribute=config.spec.unit_attribute, check_units=False)
+    truth = tabulate(data.persons, schema=config.schema, levels=config.levels,
+                     units=data.units,
+                     unit_attribute=config.spec.unit_attribute if data.units is not None
+                     else None)
+    check_tabulated_units(truth, data)
+    return truth
+
+
+def accounting(config: RunConfig) -> dict[str, Any]:
+    """Privacy accounting of the configured measurements, per level and query and in total."""
+    from hierarchy.accounting import account_levels
+
+    b = config.budget
+    budgets = {lv: {q: b.query_budget(lv, q) for q in b.queries(lv)} for lv in b.levels}
+    sens = {q.name: int(round(b.sensitivity(q)[0])) for q in config.workload}
+    notion = "pure" if b.kind == "pure" else "zcdp"
+    try:
+        out = account_levels(budgets, notion=notion, sensitivity=sens).to_dict()
+    except PostprocError as exc:  # accounting is reported, never blocks a run
+        return {"error": str(exc)}
+    out["mechanism_configured"] = config.mechanism.name
+    if out.get("mechanism") != config.mechanism.name:
+        # Pure-DP ε and zCDP ρ compose the same for every mechanism of the notion; the RDP curve
+        # is the assumed mechanism's own, so it does not describe the configured one.
+        out["note"] = (f"rdp_epsilon values are for the {out.get('mechanism')} mechanism's RDP "
+                       f"curve; this run used {config.mechanism.name}, so they are omitted "
+                       "(pure_epsilon, rho and the zCDP conversions hold)")
+        for entry in _loss_entries(out):
+            entry["rdp_epsilon"] = None
+    return out
+
+
+def _loss_entries(accounting_dict: dict[str, Any]):
+    """Every ``loss`` mapping inside an accounting report (per query, per level, total)."""
+    stack = [accounting_dict]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("loss"), dict):
+                yield node["loss"]
+            stack.extend(v for k, v in node.items() if k != "loss")
+
+
+def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) -> Hierarchy:
+    """Check a configuration end to end without measuring: data, geography, spec and its data.
+
+    Returns the tabulated truth (kept in memory only).
+    """
+    t0 = time.perf_counter()
+    truth = load_truth(config)
+    persons = (f"{truth.summary()[config.levels[0]]['persons']:,} persons; "
+               if not config.release or config.levels[0] in config.publish().get("tot", [])
+               else "")
+    log(f"data: {persons}" + ", ".join(f"{lv} {truth.geography.n_units(lv):,}"
+                                       for lv in config.levels))
+    config.budget.check_against(config.workload, config.levels)
+    from hierarchy.measurement import published_statistics
+
+    stats = published_statistics(truth, config.publish())
+    compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
+    for lv in config.levels:
+        lc = compiled[lv]
+        log(f"spec at {lv}: {lc.n_rows} constraint rows from "
+            f"{', '.join(lc.constraint_names()) or 'nothing'}; "
+            f"{int(lc.zero.sum()):,} zero cells over {lc.n_units:,} units")
+    check_data_against_spec(config, truth, compiled=compiled)
+    log(f"configuration valid ({time.perf_counter() - t0:.1f} s)")
+    return truth
+
+
+def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bool = False,
+                 progress: bool = True, log: Callable[[str], None] = print,
+                 error_table: bool | None = None) -> PipelineResult:
+    """Run the configured job, writing outputs (and checkpoints) to ``out``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        ``config.method`` names the post-processor (any registered one) and
+        ``config.method_options`` its options.
+    out : path, optional
+        The output directory (default ``config.output``); created, or resumed with ``resume``.
+    resume : bool
+        Finish an interrupted run in ``out``: its measurements are reused (the data are not
+        measured again) after checking that the input data are the ones measured.
+    progress : bool
+        Progress bars.
+    log : callable
+        Receives one line per step; never anything confidential in release mode.
+    error_table : bool, optional
+        Compute errors against the confidential data into ``out/confidential/error_table.csv``.
+        Default ``config.wants_error_table`` (on in simulation mode, off in release mode).
+
+    Returns
+    -------
+    PipelineResult
+
+    Raises
+    ------
+    PostprocError
+        If ``out`` already holds a run and ``resume`` is off (nothing is overwritten), was not
+        written by this toolkit, is in use by another run, or belongs to a different
+        configuration or other input data; if the data break the spec; an unknown method or
+        option; microdata asked of a method whose counts are not nonnegative integers.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from dataclasses import replace
+    >>> from postproc.apps.runs.demo import run_demo
+    >>> demo = run_demo(tempfile.mkdtemp() + "/demo", persons=2_000, progress=False,
+    ...                 log=lambda message: None)
+    >>> from postproc.apps.runs.config import load_config
+    >>> config = replace(load_config(demo.directory.parent / "config.toml"), method="rake")
+    >>> out = run_pipeline(config, out=demo.directory.parent / "rake", log=lambda m: None)
+    >>> out.result
+    Result('rake'; real; nation=1, state=49, county=..., enum_dist=... units; 2,000.0 persons; randomness simulation (unsafe for release))
+    """
+    from postproc.methods import get
+
+    directory = Path(out) if out is not None else config.output
+    try:
+        check_file_names(config.levels, what="level", reserved=RESERVED_NAMES)
+    except HierarchyError as exc:
+        raise PostprocError(f"{config.source}: {exc} in [geography] levels") from None
+    entry = get(config.method)
+    allowed = set(entry.options()) - ({*_SOLVER_OPTIONS, "progress"}
+                                      if config.method == "topdown" else set())
+    unknown = sorted(set(config.method_options) - allowed)
+    if unknown:
+        raise PostprocError(f"{config.source}: {config.method} takes no option(s) {unknown}; it "
+                            f"takes {sorted(allowed) or 'none'}"
+                            + ("; TopDown's solver options go in [solver]"
+                               if config.method == "topdown" else ""))
+    if config.microdata and not (entry.integer and entry.nonnegative):
+        raise PostprocError(f"{config.source}: [output] microdata = true needs nonnegative "
+                            f"integer counts, which {config.method} does not promise; set "
+                            "microdata = false or use topdown or sampling")
+    wants_errors = config.wants_error_table if error_table is None else bool(error_table)
+    try:
+        claim_directory(directory, made_by="postproc run", reuse=resume,
+                        how_to_reuse="use --resume to finish an interrupted run there")
+        with lock_directory(directory, what="postproc run") as locked:
+            return _run_locked(config, locked, resume, progress, log, wants_errors)
+    except HierarchyError as exc:
+        raise PostprocError(str(exc)) from None
+
+
+def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool,
+                log: Callable[[str], None], wants_errors: bool) -> PipelineResult:
+    timings: dict[str, float] = {}
+    checkpoint_path = directory / "checkpoint.json"
+    fingerprint = run_fingerprint(config)
+    completed: list[str] = []
+    finished = False
+    if resume:
+        removed = remove_leftovers(directory)
+        if removed:
+            log(f"resume: removed {len(removed)} leftover(s) of an interrupted write: "
+                + ", ".join(str(p.relative_to(directory)) for p in removed))
+        if checkpoint_path.exists():
+            cp = read_json(checkpoint_path)
+            if cp.get("config") != fingerprint:
+                raise PostprocError(f"{directory} was started with a different configuration; "
+                                    "resume with the same config or choose another --out")
+            completed = list(cp.get("completed", []))
+            finished = bool(cp.get("finished"))
+            if finished:
+                log(f"{directory}: run already finished; nothing to resume")
+    if config.randomness_mode == "simulation":
+        log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
+            "are labelled NOT SAFE FOR RELEASE")
+    t = time.perf_counter()
+    truth = load_truth(config)
+    timings["read_tabulate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    check_data_against_spec(config, truth)
+    timings["check_spec"] = time.perf_counter() - t
+    noisy_dir = directory / "noisy"
+    t = time.perf_counter()
+    if resume and (noisy_dir / "metadata.json").exists():
+        check_data_fingerprint(directory, truth)
+        noisy = NoisyHierarchy.load(noisy_dir)
+        log(f"resume: loaded measurements from {noisy_dir} (the data are not measured again)")
+    else:
+        # the fingerprint goes first: measurements on disk always have one to be checked against
+        _write_fingerprint(directory, data_fingerprint(truth))
+        noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                        publish=config.publish())
+        noisy.save(noisy_dir)
+        write_json({"config": fingerprint, "completed": []}, checkpoint_path)
+        completed, finished = [], False
+    timings["measure"] = time.perf_counter() - t
+    if config.method == "topdown":
+        result, completed = _run_topdown(config, directory, noisy, completed, fingerprint,
+                                         progress, log, timings)
+        written = [lv for lv in noisy.levels if lv not in completed]
+    else:
+        result = _run_method(config, directory, noisy, finished, log, timings)
+        written = [] if finished else list(noisy.levels)
+        completed = list(noisy.levels) if finished else []
+    t = time.perf_counter()
+    errors = None
+    if wants_errors:
+        from postproc.evaluation.tables import level_error_table
+
+        errors = level_error_table(truth, noisy, result.histograms, noisy.workload,
+                                   method=result.method)
+        conf = confidential_directory(directory, what="the input data's fingerprint, errors "
+                                                      "against the confidential data")
+        with atomic_path(conf / "error_table.csv") as tmp:
+            errors.to_csv(tmp, index=False)
+    if config.method != "topdown" and finished:   # complete outputs are left as they are
+        timings["write"] = time.perf_counter() - t
+        return PipelineResult(result, noisy, truth, directory, timings, errors)
+    release_files = ["manifest.json", "checkpoint.json", "geography.parquet"] + (
+        ["node_stats.parquet"] if len(result.node_stats) or config.method == "topdown"
+        else []) + ["noisy/"] + [f"{lv}.parquet" for lv in noisy.levels] + (
+        ["microdata.parquet"] if config.microdata else [])
+    entry = _registered(config.method)
+    extra = {"config": config.to_dict(), "accounting": accounting(config),
+             "postprocess": {"method": config.method,
+                             "options": _json_options(config.method_options),
+                             "promises": list(entry.promises),
+                             "constrained": method_spec(config.method, config.spec) is not None,
+                             "randomness": (method_rng(config.rng, config.method).provenance()
+                                            if entry.randomized else None)},
+             "pipeline_timings": timings, "resumed_levels": completed,
+             "release": {"release_files": release_files,
+                         "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the "
+                                            "confidential data: never publish it)"}}
+    result.write(directory, levels=written, extra_manifest=extra)
+    if config.microdata:
+        meta = {"randomness_label": noisy.provenance.get("randomness", {}).get("label"),
+                "schema": config.schema.to_dict()}
+        write_parquet(result.to_microdata(), directory / "microdata.parquet", metadata=meta)
+    write_json({"config": fingerprint, "completed": list(noisy.levels), "finished": True},
+               checkpoint_path)
+    timings["write"] = time.perf_counter() - t
+    return PipelineResult(result, noisy, truth, directory, timings, errors)
+
+
+def _registered(method: str):
+    from postproc.methods import get
+
+    return get(method)
+
+
+def _json_options(options: Any) -> dict[str, Any]:
+    """Options as the manifest records them (JSON values; anything else by its repr)."""
+    return json.loads(json.dumps(dict(options), default=repr))
+
+
+def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finished: bool,
+                log: Callable[[str], None], timings: dict[str, float]) -> Result:
+    """A registered post-processor other than TopDown, in one step; a finished run's outputs
+    are read back instead (when they are complete)."""
+    from postproc.methods import postprocess
+
+    if finished:
+        try:
+            result = Result.read(directory)
+            if result.levels == noisy.levels and result.method == config.method:
+                return result
+        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
+            log(f"resume: the outputs cannot be read ({type(exc).__name__}); running "
+                f"{config.method} again on the saved measurements")
+        else:
+            log(f"resume: the outputs are incomplete; running {config.method} again")
+    spec = method_spec(config.method, config.spec)
+    if spec is None and (config.spec.invariants or config.spec.constraints):
+        log(f"{config.method} does not keep invariants or constraints: it runs without the "
+            "spec (unconstrained)")
+    t = time.perf_counter()
+    result = postprocess(noisy, config.method, spec, rng=method_rng(config.rng, config.method),
+                         **config.method_options)
+    timings["postprocess"] = time.perf_counter() - t
+    return result
+
+
+def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy, completed: list[str],
+                 fingerprint: str, progress: bool, log: Callable[[str], None],
+                 timings: dict[str, float]) -> tuple[Result, list[str]]:
+    """TopDown level by level with a checkpoint after each; resumes after the last one."""
+    checkpoint_path = directory / "checkpoint.json"
+    hists = []
+    for lv in completed:
+        path = directory / f"{lv}.parquet"
+        try:
+            table = pq.read_table(path)
+            hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
+                                               source=str(path)))
+        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
+            log(f"resume: {path.name} cannot be read ({type(exc).__name__}); recomputing from "
+                f"level {lv} (the same measurements give the same result)")
+            completed = completed[:len(hists)]
+            break
+    stats_path = directory / "node_stats.parquet"
+    earlier_stats = pd.DataFrame()
+    if completed:
+        log(f"resume: levels {completed} already done")
+        if stats_path.exists():  # solver statistics of the levels done before the interruption
+            try:
+                earlier = pq.read_table(stats_path).to_pandas()
+                earlier_stats = earlier[earlier["level"].isin(completed)]
+            except (OSError, pa.ArrowException) as exc:
+                log(f"resume: {stats_path.name} cannot be read ({type(exc).__name__}); the "
+                    "manifest will count only this session's solver statistics")
+    label = noisy.provenance.get("randomness", {}).get("label")
+    meta = {"randomness_label": label, "schema": config.schema.to_dict()}
+
+    def on_level(li: int, hist: np.ndarray, partial: Result) -> None:
+        lv = noisy.levels[li]
+        write_parquet(level_table(config.schema, noisy.geography, lv, hist),
+                      directory / f"{lv}.parquet", metadata=meta)
+        stats = _join_stats(earlier_stats, partial.node_stats)
+        if len(stats):
+            write_parquet(pa.Table.from_pandas(stats, preserve_index=False), stats_path,
+                          metadata=meta)
+        done = list(noisy.levels[:li + 1])
+        write_json({"config": fingerprint, "completed": done}, checkpoint_path)
+
+    t = time.perf_counter()
+    with _executor(config) as ex:
+        result = topdown(noisy, config.spec, solver=config.solver_chain, executor=ex,
+                         failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
+                         passes=config.passes, progress=progress,
+                         start=(len(hists), hists) if hists else None, on_level=on_level,
+                         **config.method_options)
+    timings["topdown"] = time.perf_counter() - t
+    result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats))
+    return result, completed
+
+
+def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Node statistics of the levels done before a resume followed by this run's."""
+    frames = [f for f in (earlier, new) if len(f)]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames or [new])[0]
+
+
+def _executor(config: RunConfig):
+    from postproc.infra.executors import get_executor
+
+    return get_executor(config.executor, workers=config.workers, scheduler=config.scheduler)

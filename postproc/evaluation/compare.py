@@ -1,0 +1,679 @@
+"""Compare registered post-processors on the same measurements: one tidy table, a figure, a page.
+
+:func:`compare_methods` runs each named post-processor of the registry (:mod:`postproc.methods`)
+on one :class:`~hierarchy.noisy.NoisyHierarchy` — the methods that keep invariants (TopDown,
+conditional sampling) with the spec, the others without it (they refuse invariants: the table
+says ``constrained = False``) — and evaluates every result against the truth with
+:func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the columns of
+:data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
+figure ``compare_epl.png`` (EPL with its 95 % interval, constrained beside unconstrained methods)
+and ``compare.html``. :func:`run_compare` is ``postproc compare``: it reads a run configuration
+and its data once, measures once, compares and writes — under ``DIR/confidential/`` in release
+mode, since every number of the table is computed from the confidential data.
+
+Randomness: a randomized method draws from the stream :func:`postproc.apps.runs.pipeline.method_rng`
+derives for it (so ``postproc run --method M`` gives M the same draws from the same seed), and
+the EPL interval of method ``M`` from the stream ``(crc32("epl"), crc32(M))``.
+
+Examples
+--------
+>>> from hierarchy.synth import synthesize_1940
+>>> from hierarchy.tabulation import tabulate
+>>> from hierarchy.measurement import measure
+>>> from hierarchy.budget import Budget
+>>> from hierarchy.queries import e2e_workload
+>>> from hierarchy.schema import E2E_1940
+>>> from invariants.spec import Invariant, Spec
+>>> levels = ["nation", "state"]
+>>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940, levels=levels)
+>>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
+...                 publish={"tot": levels})
+>>> spec = Spec(invariants=(Invariant("tot", "all"),))
+>>> table = compare_methods(noisy, truth, ["topdown", "hay"], spec, rng=3, queries=["total"],
+...                         epl_options={"n_boot": 0})        # n_boot=0: no interval
+>>> table.groupby("method", sort=False)["constrained"].first().to_dict()
+{'topdown': True, 'hay': False}
+>>> mae = table[table["query"] == "total"].set_index(["method", "level"])["mae"]
+>>> mae["topdown"].tolist()                   # the totals are invariant: exact
+[0.0, 0.0]
+>>> bool(mae["hay", "state"] > 0)
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hierarchy.histograms import Hierarchy
+from hierarchy.noisy import NoisyHierarchy
+from postproc.errors import PostprocError
+from postproc.evaluation.evaluate import default_queries, evaluate
+
+__all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot",
+           "write_table", "write_figure", "write_html", "write_comparison", "CompareOutput",
+           "run_compare", "default_directory"]
+
+#: The columns of :func:`compare_methods`' table.
+COLUMNS = ("method", "constrained", "level", "query", "n", "mae", "mean_abs", "rmse", "epl",
+           "epl_low", "epl_high", "epl_note")
+#: The files :func:`write_comparison` writes (and ``postproc compare`` replaces).
+FILES = ("compare.csv", "compare.json", "compare_epl.png", "compare.html")
+_MADE_BY = "postproc compare"
+_EPL_STREAM = zlib.crc32(b"epl")
+
+
+def parse_methods(text: str | Sequence[str]) -> list[str]:
+    """Registered post-processor names from ``"a,b,c"`` (or a sequence), checked.
+
+    Parameters
+    ----------
+    text : str or sequence of str
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    PostprocError
+        None given, a name repeated, or a name not registered (the message lists the registry).
+
+    Examples
+    --------
+    >>> parse_methods("topdown, hay")
+    ['topdown', 'hay']
+    >>> parse_methods("topdown,tpodown")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: unknown post-processor 'tpodown'; registered: topdown, ...
+    """
+    from postproc.methods import get
+
+    names = ([n.strip() for n in text.split(",")] if isinstance(text, str)
+             else [str(n).strip() for n in text])
+    names = [n for n in names if n]
+    if not names:
+        raise PostprocError("no methods to compare; name them, e.g. --methods topdown,hay,noisy "
+                            "(postproc methods lists them)")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise PostprocError(f"methods named more than once: {repeated}")
+    for name in names:
+        get(name)
+    return names
+
+
+def _constrained(spec: Any) -> bool:
+    return spec is not None and bool(getattr(spec, "invariants", ()) or
+                                     getattr(spec, "constraints", ()))
+
+
+def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[str],
+                    spec: Any = None, *, rng: Any = None, epl_method: str = "improved",
+                    progress: bool = False, queries: Sequence[str] | None = None,
+                    options: Mapping[str, Mapping[str, Any]] | None = None,
+                    epl_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Run each registered post-processor on the same measurements and evaluate it.
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+        The measurements every method post-processes.
+    truth : Hierarchy
+        The confidential counts the errors are measured against.
+    methods : sequence of str
+        Registered post-processors (``postproc methods`` lists them).
+    spec : Spec, optional
+        Given to the methods that keep invariants (TopDown, sampling); the others run without
+        it (``constrained`` is False for them).
+    rng : None, int, numpy.random.Generator or Randomness
+        The randomized methods' draws and the EPL intervals' (see the module docstring);
+        ``None`` is release mode.
+    epl_method : {'improved', 'published'}
+        The EPL estimator (:func:`postproc.evaluation.epl.estimate_epl`). The direct estimator needs
+        repeated runs on neighbouring datasets, which one measurement cannot give.
+    progress : bool
+        One progress line per method on stderr.
+    queries : sequence of str, optional
+        Default: ``total`` and every query of the workload.
+    options : mapping method → mapping, optional
+        Keyword options of each method.
+    epl_options : mapping, optional
+        Options of the EPL estimator (e.g. ``{"n_boot": 0}`` for no interval).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`COLUMNS`, one row per method, level and query: ``mae`` is the median
+        absolute error, ``epl_low``/``epl_high`` the 95 % interval and ``epl_note`` why an EPL
+        is undefined (``epl`` is then ``inf``); the numbers are :func:`~postproc.evaluation.evaluate.evaluate`'s.
+
+    Raises
+    ------
+    PostprocError
+        An unknown method or option, a method that fails on these measurements (named), or
+        an unknown query.
+
+    Examples
+    --------
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> from hierarchy.measurement import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
+    >>> table = compare_methods(noisy, truth, ["noisy", "rake"], rng=0, queries=["total"],
+    ...                         epl_options={"n_boot": 0})
+    >>> table[["method", "constrained", "level", "query", "n"]].to_string(index=False)
+    'method  constrained  level query  n\\n noisy        False nation total  1\\n noisy        False  state total 49\\n  rake        False nation total  1\\n  rake        False  state total 49'
+    """
+    from hierarchy.randomness import as_randomness
+    from postproc.methods import postprocess
+    from postproc.apps.runs.pipeline import method_rng, method_spec
+
+    methods = parse_methods(methods)
+    options = dict(options or {})
+    stray = sorted(set(options) - set(methods))
+    if stray:
+        raise PostprocError(f"options given for {stray}, which are not among the methods "
+                            f"compared {methods}")
+    if epl_method == "direct":
+        raise PostprocError("the direct EPL estimator needs repeated runs of a mechanism on "
+                            "neighbouring datasets, and a comparison measures the data once; "
+                            "use 'improved' (default) or 'published'")
+    rnd = as_randomness(rng)
+    queries = list(queries) if queries is not None else list(default_queries(noisy.workload))
+    frames = []
+    bar = _progress(methods, progress)
+    try:
+        for name in methods:
+            bar.set_description(f"compare: {name}")
+            method_spec_ = method_spec(name, spec)
+            try:
+                result = postprocess(noisy, name, method_spec_, rng=method_rng(rnd, name),
+                                     **dict(options.get(name, {})))
+            except PostprocError as exc:
+                raise PostprocError(f"compare: {exc}") from None
+            table = evaluate(result, truth, queries=queries, epl_method=epl_method,
+                             epl_options=epl_options,
+                             rng=rnd.child(_EPL_STREAM, zlib.crc32(name.encode())))
+            frames.append(pd.DataFrame({
+                "method": name, "constrained": _constrained(method_spec_),
+                "level": table["level"], "query": table["query"], "n": table["n"],
+                "mae": table["mae"], "mean_abs": table["mean_abs"], "rmse": table["rmse"],
+                "epl": table["epl"], "epl_low": table["epl_ci_low"],
+                "epl_high": table["epl_ci_high"],
+                "epl_note": table["epl_reason"].fillna("").astype(str)}))
+            bar.update(1)
+    finally:
+        bar.close()
+    return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+
+
+def _progress(methods: Sequence[str], progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=len(methods), disable=not progress, file=sys.stderr, unit="method",
+                leave=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Text, table files, figure, page
+# --------------------------------------------------------------------------------------------------
+def _number(value: float) -> str:
+    return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def _epl_text(row: Mapping[str, Any]) -> str:
+    if not math.isfinite(row["epl"]):
+        return "undefined"
+    interval = (f" [{row['epl_low']:.2g}, {row['epl_high']:.2g}]"
+                if math.isfinite(row["epl_low"]) and math.isfinite(row["epl_high"]) else "")
+    return f"{row['epl']:.2g}{interval}"
+
+
+def format_pivot(table: pd.DataFrame) -> str:
+    """The comparison for a terminal: one row per query and method, one column per level;
+    first the MAE (median absolute error), then the EPL with its interval.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"method": ["hay", "hay"], "constrained": [False, False],
+    ...                   "level": ["nation", "state"], "query": ["total", "total"],
+    ...                   "n": [1, 49], "mae": [2.0, 1.5], "mean_abs": [2.0, 1.7],
+    ...                   "rmse": [2.0, 2.1], "epl": [float("inf"), 0.52],
+    ...                   "epl_low": [float("nan"), 0.4], "epl_high": [float("nan"), 0.61],
+    ...                   "epl_note": ["one error", ""]})
+    >>> print(format_pivot(t))
+    MAE (median absolute error) by level
+    query  method                 nation  state
+    total  hay (unconstrained)         2    1.5
+    <BLANKLINE>
+    EPL [95% interval] by level
+    query  method                    nation              state
+    total  hay (unconstrained)    undefined  0.52 [0.4, 0.61]
+    """
+    levels = [str(lv) for lv in dict.fromkeys(table["level"])]
+    shown = table.assign(
+        label=table["method"] + np.where(table["constrained"], "", " (unconstrained)"),
+        mae_text=table["mae"].map(_number), epl_text=table.apply(_epl_text, axis=1))
+    blocks = []
+    for column, title in (("mae_text", "MAE (median absolute error) by level"),
+                          ("epl_text", "EPL [95% interval] by level")):
+        rows = [["query", "method", *levels]]
+        for query in dict.fromkeys(shown["query"]):
+            for i, (label, part) in enumerate(
+                    shown[shown["query"] == query].groupby("label", sort=False)):
+                values = part.set_index("level")[column].reindex(levels).fillna("")
+                rows.append([str(query) if i == 0 else "", label, *values])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1])]
+                           + [v.rjust(w) for v, w in zip(r[2:], widths[2:])]).rstrip()
+                 for r in rows]
+        blocks.append(title + "\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts: non-finite numbers become None."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, (np.integer,)):
+            return int(value)
+        if isinstance(value, (float, np.floating)):
+            return float(value) if math.isfinite(value) else None
+        return value
+
+    return [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
+
+
+def write_table(table: pd.DataFrame, directory: str | Path) -> list[Path]:
+    """Write ``compare.csv`` and ``compare.json`` (a list of rows; undefined numbers ``null``)
+    into ``directory``, atomically.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+    directory : str or Path
+
+    Returns
+    -------
+    list of Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
+    ...                    "epl": float("inf"), "epl_low": float("nan"),
+    ...                    "epl_high": float("nan"), "epl_note": "one error"}])
+    >>> paths = write_table(t, tempfile.mkdtemp())
+    >>> json.loads(paths[1].read_text())[0]["epl"] is None
+    True
+    """
+    from hierarchy.storage import atomic_path
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    csv, js = directory / "compare.csv", directory / "compare.json"
+    with atomic_path(csv) as tmp:
+        table.to_csv(tmp, index=False)
+    with atomic_path(js) as tmp:
+        tmp.write_text(json.dumps(_records(table), indent=1, allow_nan=False) + "\n",
+                       encoding="utf-8")
+    return [csv, js]
+
+
+def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the EPL figure: one panel per query, levels along the x axis, each method's EPL
+    with its 95 % interval — constrained methods (filled markers) beside unconstrained ones
+    (open markers) at every level; an undefined EPL is an ``×`` on the axis. A panel whose
+    EPLs span more than a factor 20 has a log scale.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+    path : str or Path
+        A ``.png`` file (written atomically).
+
+    Returns
+    -------
+    Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = pd.DataFrame({"method": ["topdown", "hay"], "constrained": [True, False],
+    ...                   "level": ["state", "state"], "query": ["total", "total"],
+    ...                   "n": [49, 49], "mae": [1.0, 2.0], "mean_abs": [1.0, 2.0],
+    ...                   "rmse": [1.0, 2.0], "epl": [0.4, 0.6], "epl_low": [0.3, 0.5],
+    ...                   "epl_high": [0.5, 0.7], "epl_note": ["", ""]})
+    >>> write_figure(t, tempfile.mkdtemp() + "/epl.png").read_bytes()[:4]
+    b'\\x89PNG'
+    """
+    from matplotlib.figure import Figure
+
+    from hierarchy.storage import atomic_path
+
+    queries = list(dict.fromkeys(table["query"]))
+    levels = list(dict.fromkeys(table["level"]))
+    order = table.drop_duplicates("method")
+    order = pd.concat([order[order["constrained"]], order[~order["constrained"]]])
+    methods = list(order["method"])
+    constrained = dict(zip(order["method"], order["constrained"]))
+    ncols = min(len(queries), 2)
+    nrows = math.ceil(len(queries) / ncols)
+    fig = Figure(figsize=(6.2 * ncols, 3.8 * nrows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    colors = [f"C{i % 10}" for i in range(len(methods))]
+    width = 0.8 / max(1, len(methods))
+    for ax, query in zip(axes, queries):
+        part = table[table["query"] == query].set_index(["method", "level"])
+        for mi, (method, color) in enumerate(zip(methods, colors)):
+            xs, ys, lo, hi, undefined = [], [], [], [], []
+            for li, level in enumerate(levels):
+                x = li - 0.4 + width * (mi + 0.5)
+                if (method, level) not in part.index:
+                    continue
+                row = part.loc[(method, level)]
+                if math.isfinite(row["epl"]):
+                    xs.append(x)
+                    ys.append(row["epl"])
+                    low = row["epl_low"] if math.isfinite(row["epl_low"]) else row["epl"]
+                    high = row["epl_high"] if math.isfinite(row["epl_high"]) else row["epl"]
+                    lo.append(row["epl"] - low)
+                    hi.append(high - row["epl"])
+                else:
+                    undefined.append(x)
+            filled = constrained[method]
+            label = method if filled else f"{method} (unconstrained)"
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color=color, capsize=3, label=label,
+                        markerfacecolor=color if filled else "white", markersize=6)
+            if undefined:                          # on the x axis, whatever the y scale
+                ax.plot(undefined, [0] * len(undefined), "x", color=color, markersize=7,
+                        clip_on=False, transform=ax.get_xaxis_transform())
+        ax.set_xticks(range(len(levels)), levels)
+        ax.set_xlim(-0.6, len(levels) - 0.4)
+        finite = part["epl"][np.isfinite(part["epl"]) & (part["epl"] > 0)]
+        if len(finite) and finite.max() > 20 * finite.min():
+            ax.set_yscale("log")                   # EPLs of different orders of magnitude
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_title(query, fontsize=10)
+        ax.set_ylabel("EPL (95% interval)")
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in axes[len(queries):]:
+        ax.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(methods)),
+               fontsize=8, frameon=False)
+    fig.suptitle("Empirical privacy loss by level: filled = constrained (invariants kept), "
+                 "open = unconstrained; × = undefined", fontsize=9)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    return path
+
+
+def write_html(table: pd.DataFrame, path: str | Path, *, figure: str | Path | None = None,
+               title: str = "Comparison of post-processors", notes: Sequence[str] = ()) -> Path:
+    """Write a self-contained page: the notes, the figure (embedded) and the table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+    path : str or Path
+    figure : str or Path, optional
+        A PNG to embed.
+    title : str
+    notes : sequence of str
+        Paragraphs above the table (plain text; escaped).
+
+    Returns
+    -------
+    Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
+    ...                    "epl": float("inf"), "epl_low": float("nan"),
+    ...                    "epl_high": float("nan"), "epl_note": "<one error>"}])
+    >>> page = write_html(t, tempfile.mkdtemp() + "/c.html", notes=["SIMULATION"]).read_text()
+    >>> "&lt;one error&gt;" in page and "<table" in page
+    True
+    """
+    from hierarchy.storage import atomic_path
+
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
+             f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;"
+             "max-width:1200px;margin:2em auto;padding:0 1em}table{border-collapse:collapse;"
+             "font-size:0.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+             "img{max-width:100%}.note{color:#555}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
+    if figure is not None:
+        data = base64.b64encode(Path(figure).read_bytes()).decode("ascii")
+        parts.append(f"<h2>Empirical privacy loss</h2><img alt='EPL by level and query' "
+                     f"src='data:image/png;base64,{data}'>")
+    shown = table.copy()
+    for column in ("mae", "mean_abs", "rmse", "epl", "epl_low", "epl_high"):
+        shown[column] = shown[column].map(lambda v: "" if not math.isfinite(v) else f"{v:.4g}")
+    parts.append("<h2>Errors and EPL</h2><p class='note'>mae = median absolute error; "
+                 "mean_abs = mean absolute error; epl_low, epl_high = 95% interval; epl_note = "
+                 "why an EPL is undefined.</p>")
+    parts.append(shown.to_html(index=False, escape=True, border=0))
+    parts.append("</body></html>\n")
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(parts), encoding="utf-8")
+    return path
+
+
+def write_comparison(table: pd.DataFrame, directory: str | Path, *,
+                     notes: Sequence[str] = ()) -> list[Path]:
+    """Write :data:`FILES` into ``directory``: the table (CSV and JSON), the EPL figure and the
+    page that shows both.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+    directory : str or Path
+    notes : sequence of str
+        Paragraphs for the page (e.g. the randomness label).
+
+    Returns
+    -------
+    list of Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
+    ...                    "epl": 0.5, "epl_low": 0.4, "epl_high": 0.6, "epl_note": ""}])
+    >>> [p.name for p in write_comparison(t, tempfile.mkdtemp())]
+    ['compare.csv', 'compare.json', 'compare_epl.png', 'compare.html']
+    """
+    directory = Path(directory)
+    paths = write_table(table, directory)
+    figure = write_figure(table, directory / "compare_epl.png")
+    page = write_html(table, directory / "compare.html", figure=figure, notes=notes)
+    return paths + [figure, page]
+
+
+# --------------------------------------------------------------------------------------------------
+# postproc compare
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class CompareOutput:
+    """What :func:`run_compare` did: the table, where it wrote it, and the mode."""
+
+    table: pd.DataFrame
+    directory: Path
+    files: list[Path]
+    release: bool
+
+
+def default_directory(config: Any) -> Path:
+    """``postproc compare``'s default output: the config's output directory + ``-compare``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> default_directory(SimpleNamespace(output=Path("/x/out/e2e1940"))).name
+    'e2e1940-compare'
+    """
+    output = Path(config.output)
+    return output.with_name(output.name + "-compare")
+
+
+def _claim(directory: Path) -> None:
+    """Take ``directory`` for a comparison: new, empty, or a previous comparison's output."""
+    from hierarchy.errors import HierarchyError
+    from hierarchy.storage import MARKER, claim_directory, read_json
+
+    marker = directory / MARKER
+    if marker.is_file():
+        try:
+            made_by = read_json(marker).get("made_by")
+        except HierarchyError:
+            made_by = None
+        if made_by != _MADE_BY and any(p.name not in (MARKER, ".dapp-lock")
+                                       for p in directory.iterdir()):
+            raise PostprocError(f"{directory} holds the output of {made_by or 'another command'}"
+                                f", not of {_MADE_BY}; choose another --out")
+    try:
+        claim_directory(directory, made_by=_MADE_BY, reuse=True)
+    except HierarchyError as exc:
+        raise PostprocError(str(exc)) from None
+
+
+def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | None = None,
+                epl_method: str = "improved", progress: bool = False,
+                log: Callable[[str], None] = print, queries: Sequence[str] | None = None,
+                epl_options: Mapping[str, Any] | None = None) -> CompareOutput:
+    """``postproc compare``: read the configured data once, measure once, run each method on
+    the same measurements and write the comparison.
+
+    Parameters
+    ----------
+    config : RunConfig
+        Data, schema, geography, workload, budget, mechanism, randomness and spec. TopDown
+        takes its ``[solver]`` settings, the configured method its ``[postprocess.options]``.
+    methods : str or sequence of str
+        ``"topdown,sampling,hay,noisy"`` or a list of registered names.
+    out : str or Path, optional
+        Default :func:`default_directory`. A new or empty directory, or the output of an earlier
+        comparison (its files are replaced); anything else is refused.
+    epl_method : {'improved', 'published'}
+    progress : bool
+        Progress per method on stderr.
+    log : callable
+        One line per step; nothing computed from the confidential data.
+    queries : sequence of str, optional
+        Default: ``total`` and every query of the workload.
+    epl_options : mapping, optional
+        Options of the EPL estimator.
+
+    Returns
+    -------
+    CompareOutput
+
+    Raises
+    ------
+    PostprocError
+        An unknown method, an output directory that is not ours, data that break the spec, a
+        method that fails.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postproc.apps.runs.demo import run_demo
+    >>> from postproc.apps.runs.config import load_config
+    >>> demo = run_demo(tempfile.mkdtemp() + "/demo", persons=2_000, progress=False,
+    ...                 log=lambda message: None)
+    >>> config = load_config(demo.directory.parent / "config.toml")
+    >>> done = run_compare(config, "topdown,noisy", log=lambda m: None, queries=["total"],
+    ...                    epl_options={"n_boot": 0})
+    >>> [p.name for p in done.files]
+    ['compare.csv', 'compare.json', 'compare_epl.png', 'compare.html', 'manifest.json']
+    """
+    from hierarchy.measurement import measure
+    from hierarchy.storage import (CONFIDENTIAL_DIR, confidential_directory, lock_directory,
+                                   package_versions, write_json)
+    from postproc.apps.runs.pipeline import check_data_against_spec, load_truth, method_options, method_spec
+
+    names = parse_methods(methods)
+    directory = Path(out) if out is not None else default_directory(config)
+    _claim(directory)
+    with lock_directory(directory, what=_MADE_BY):
+        for place in (directory, directory / CONFIDENTIAL_DIR):     # our earlier outputs
+            for name in (*FILES, "manifest.json"):
+                if (place / name).is_file() and place.is_dir():
+                    (place / name).unlink()
+        if config.release:
+            log("release mode: the comparison is written under "
+                f"{directory / CONFIDENTIAL_DIR} only and not printed")
+        else:
+            log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed")
+        truth = load_truth(config)
+        check_data_against_spec(config, truth)
+        noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                        publish=config.publish())
+        log(f"measured once; comparing {', '.join(names)} on the same measurements")
+        table = compare_methods(noisy, truth, names, config.spec, rng=config.rng,
+                                epl_method=epl_method, progress=progress, queries=queries,
+                                options={m: method_options(config, m) for m in names},
+                                epl_options=epl_options)
+        randomness = noisy.provenance.get("randomness", {})
+        notes = [str(randomness.get("label", "")),
+                 f"Methods: {', '.join(names)}, each run on the same measurements; "
+                 "unconstrained ones ran without the spec's invariants and constraints. "
+                 f"EPL estimator: {epl_method}."]
+        if config.release:
+            notes.insert(0, "CONFIDENTIAL - computed from the confidential data. DO NOT "
+                            "PUBLISH.")
+            where = confidential_directory(directory, what="errors and EPL of each method "
+                                                           "against the confidential data")
+        else:
+            where = directory
+        files = write_comparison(table, where, notes=notes)
+        files.append(where / "manifest.json")
+        write_json({"made_by": _MADE_BY, "methods": names,
+                    "constrained": {m: method_spec(m, config.spec) is not None
+                                    and _constrained(config.spec) for m in names},
+                    "epl_method": epl_method, "randomness": randomness,
+                    "config": config.to_dict(), "versions": package_versions(),
+                    "files": [str(p.relative_to(directory)) for p in files]},
+                   where / "manifest.json")
+    return CompareOutput(table, directory, files, bool(config.release))

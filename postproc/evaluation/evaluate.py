@@ -1,0 +1,701 @@
+"""Error and empirical privacy loss of any post-processed result, per level and query (SPEC §7).
+
+:func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result`, the raw :class:`~hierarchy.noisy.NoisyHierarchy`
+measurements, or the directory ``postproc run`` wrote — and the confidential
+:class:`~hierarchy.histograms.Hierarchy`, and returns one tidy row per level and query: the error
+metrics of :func:`postproc.evaluation.metrics.error_metrics` and the EPL of the pooled errors (all units and
+answers of that level and query, treated as draws of one error distribution) with its interval.
+
+The EPL is estimated with :func:`postproc.evaluation.epl.estimate_epl` — the *improved* estimator unless told
+otherwise. Where every error is zero (a level held invariant, e.g. the state totals of the E2E
+spec) the error distribution is a point mass and the EPL is undefined: the table holds ``inf``
+with the reason in ``epl_reason``, and :func:`to_json` writes ``null``.
+
+Raw measurements answer a query they did not measure from the finest measured query that
+determines it (``total`` from the sum of ``va_hisp_race``, say: the most precise such sum), which
+is what a user without post-processing would publish.
+
+:func:`compare_postprocessors` runs registered post-processors (:mod:`postproc.methods`) on the
+same measurements — by default the clipped measurements, closed-form least squares (with and
+without clipping) and TopDown — beside the raw measurements and bottom-up with the same total ε
+(its own measurement) and its calibration to the published totals, and evaluates them all
+against the same truth. ``postproc compare`` (:mod:`postproc.evaluation.compare`) is the command-line
+comparison of any registered methods.
+
+Examples
+--------
+>>> from hierarchy.synth import synthesize_1940
+>>> from hierarchy.tabulation import tabulate
+>>> from hierarchy.measurement import measure
+>>> from hierarchy.budget import Budget
+>>> from hierarchy.queries import e2e_workload
+>>> from hierarchy.schema import E2E_1940
+>>> levels = ["nation", "state", "county"]
+>>> truth = tabulate(synthesize_1940(20_000, seed=1).persons, schema=E2E_1940, levels=levels)
+>>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2)
+>>> table = evaluate(noisy, truth, queries=["total", "va_hisp_race"], rng=0)
+>>> print(table[["level", "query", "n"]].to_string(index=False))
+ level        query    n
+nation        total    1
+nation va_hisp_race   24
+ state        total   49
+ state va_hisp_race 1176
+county        total   49
+county va_hisp_race 1176
+>>> sorted(to_json(table)["county"]["total"])
+['epl', 'epl_ci_high', 'epl_ci_low', 'epl_method', 'epl_reason', 'exact_median', 'exact_p95',
+ 'mae', 'max_abs', 'mean_abs', 'mse', 'n', 'p95_abs', 'rmse']
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hierarchy.errors import HierarchyError
+from hierarchy.histograms import Hierarchy
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.queries import Query, Workload
+from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
+from postproc.result import Result, resolve_query
+from postproc.evaluation.epl import estimate_epl
+from postproc.errors import PostprocError
+from postproc.evaluation.metrics import METRICS, error_metrics
+
+__all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
+           "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
+           "pivot", "RunOutput",
+           "load_run", "load_truth", "evaluate_run"]
+
+#: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
+EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_method", "epl_reason")
+
+
+def default_queries(workload: Workload) -> tuple[str, ...]:
+    """``total`` followed by the workload's queries (``detailed, hhgq, va_hisp_race`` in E2E).
+
+    Parameters
+    ----------
+    workload : Workload
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import e2e_workload
+    >>> default_queries(e2e_workload(E2E_1940))
+    ('total', 'detailed', 'hhgq', 'va_hisp_race')
+    """
+    return tuple(dict.fromkeys(("total", *workload.names)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Answers of any result
+# --------------------------------------------------------------------------------------------------
+def result_answers(result: Any, level: str | int, query: str | Query) -> np.ndarray:
+    """Answers of ``query`` for every unit of ``level`` of any result.
+
+    Parameters
+    ----------
+    result : Result, NoisyHierarchy, Hierarchy or TreeCounts
+        A TreeCounts answers only ``total``, at integer levels.
+    level : str or int
+    query : str or Query
+
+    Returns
+    -------
+    numpy.ndarray, shape (units, answers)
+
+    Raises
+    ------
+    PostprocError
+        An unsupported result type or query.
+
+    Examples
+    --------
+    >>> result_answers(TreeCounts.from_leaves([1, 2, 3, 4], 2), 1, "total").tolist()
+    [[3], [7]]
+    """
+    if isinstance(result, NoisyHierarchy):
+        return result.answers(level, query)
+    if isinstance(result, TreeCounts):
+        if (query.name if isinstance(query, Query) else query) != "total":
+            raise PostprocError("a TreeCounts holds total counts only; ask for 'total'")
+        return np.asarray(result.counts[int(level)])[:, None]
+    if isinstance(result, Hierarchy):
+        q = resolve_query(query, result.schema)
+        return q.answer(result.level_counts(level))
+    histograms = getattr(result, "histograms", None)
+    if histograms is None:
+        raise PostprocError(f"cannot evaluate a {type(result).__name__}: pass a Result, "
+                            f"a NoisyHierarchy, a Hierarchy, a TreeCounts or a run directory")
+    q = resolve_query(query, result.schema, getattr(result, "workload", None))
+    li = result.geography.level_index(level)
+    if li >= len(histograms):
+        raise PostprocError(f"the result has no histograms for level "
+                            f"{result.geography.levels[li]!r}")
+    return q.answer(histograms[li])
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------------
+def _epl_options(method: str, options: Mapping[str, Any] | None, rng: Any) -> dict[str, Any]:
+    if method == "direct":
+        raise PostprocError("the direct EPL estimator needs repeated runs on neighbouring "
+                            "datasets, not one result's errors; use 'improved' or 'published'")
+    out = dict(options or {})
+    if method == "improved":
+        out.setdefault("rng", rng)
+    return out
+
+
+def _epl_row(errors: np.ndarray, method: str, options: dict[str, Any]) -> dict[str, Any]:
+    result = estimate_epl(errors, method=method, **options)
+    return {"epl": result.epl, "epl_ci_low": result.ci_low, "epl_ci_high": result.ci_high,
+            "epl_method": method, "epl_reason": result.reason}
+
+
+def _levels_and_names(result: Any, truth: Any) -> tuple[list[Any], list[str]]:
+    if isinstance(truth, TreeCounts):
+        levels = list(range(truth.depth + 1))
+        return levels, [f"level {j}" for j in levels]
+    levels = list(truth.geography.levels)
+    return levels, levels
+
+
+def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
+             queries: Sequence[str] | None = None, levels: Sequence[str] | None = None,
+             epl_method: str = "improved", epl_options: Mapping[str, Any] | None = None,
+             rng: Any = None) -> pd.DataFrame:
+    """Error metrics and EPL of ``result`` against ``truth`` for every level and query.
+
+    Parameters
+    ----------
+    result : Result, NoisyHierarchy, TreeCounts, or str / Path
+        A path is a ``postproc run`` output directory (see :func:`load_run`).
+    truth : Hierarchy or TreeCounts
+        The exact counts, on the same geography (or the same regular tree).
+    queries : sequence of str, optional
+        Workload names or query expressions; default :func:`default_queries` (``total`` only
+        for a TreeCounts).
+    levels : sequence of str, optional
+        Default: every level of the truth.
+    epl_method : {'improved', 'published'}
+    epl_options : dict, optional
+        Keyword options of the estimator (e.g. ``{"n_boot": 0}``).
+    rng : None, int, numpy.random.Generator or Randomness
+        Bootstrap randomness of the improved estimator.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``level, query`` then :data:`EVALUATION_COLUMNS`; ``epl`` is ``inf`` with an
+        ``epl_reason`` where it is undefined.
+
+    Raises
+    ------
+    PostprocError
+        Different geographies, unknown queries or levels, an unsupported result.
+
+    Examples
+    --------
+    >>> truth = TreeCounts.from_leaves(np.arange(100) % 7, 10)
+    >>> table = evaluate(truth, truth, rng=0)          # no error at all
+    >>> print(table[["level", "query", "mae", "epl"]].iloc[:2].to_string(index=False))
+      level query  mae  epl
+    level 0 total  0.0  inf
+    level 1 total  0.0  inf
+    >>> table["epl_reason"].iloc[1]
+    'all 10 errors equal 0: the error distribution is a point mass (e.g. a level held ...'
+    """
+    if isinstance(result, (str, Path)):
+        result = load_run(result, geography=getattr(truth, "geography", None)).estimate
+    _check_geography(result, truth)
+    level_keys, level_names = _levels_and_names(result, truth)
+    if levels is not None:
+        wanted = list(levels)
+        unknown = [lv for lv in wanted if lv not in level_names]
+        if unknown:
+            raise PostprocError(f"unknown level(s) {unknown}; levels are {level_names}")
+        picked = [(k, n) for k, n in zip(level_keys, level_names) if n in wanted]
+    else:
+        picked = list(zip(level_keys, level_names))
+    if queries is None:
+        workload = getattr(result, "workload", None)
+        queries = ("total",) if isinstance(truth, TreeCounts) or workload is None \
+            else default_queries(workload)
+    options = _epl_options(epl_method, epl_options, rng)
+    if not isinstance(truth, TreeCounts):
+        workload = getattr(result, "workload", None)
+        queries = [resolve_query(q, truth.schema, workload) for q in queries]
+    rows = []
+    for key, name in picked:
+        for query in queries:
+            dp = np.asarray(result_answers(result, key, query), dtype=np.float64)
+            exact = np.asarray(result_answers(truth, key, query), dtype=np.float64)
+            metrics = error_metrics(dp, exact)
+            errors = (dp - exact).ravel()
+            rows.append({"level": name, "query": query if isinstance(query, str) else query.name,
+                         **metrics, **_epl_row(errors, epl_method, options)})
+    return pd.DataFrame(rows, columns=["level", "query", *EVALUATION_COLUMNS])
+
+
+def _check_geography(result: Any, truth: Any) -> None:
+    if isinstance(truth, TreeCounts):
+        if not isinstance(result, TreeCounts) or result.children != truth.children \
+                or result.depth != truth.depth:
+            raise PostprocError("a TreeCounts truth needs a TreeCounts result of the same shape")
+        return
+    geo = getattr(result, "geography", None)
+    if geo is None:
+        return
+    if not geo.equals(truth.geography):
+        sizes = {lv: geo.n_units(lv) for lv in geo.levels}
+        raise PostprocError(f"the result's geography {sizes} differs from the truth's "
+                            f"{ {lv: truth.geography.n_units(lv) for lv in truth.levels} }; "
+                            f"evaluate against the data the result was made from")
+
+
+def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
+            ) -> pd.DataFrame:
+    """:func:`evaluate` every result on the same truth: one table with a ``method`` column.
+
+    Parameters
+    ----------
+    results : mapping name → result
+    truth : Hierarchy or TreeCounts
+    **options
+        Passed to :func:`evaluate`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``method, level, query`` then :data:`EVALUATION_COLUMNS`.
+
+    Examples
+    --------
+    >>> from postproc.methods.baselines import gdpc, rdpc
+    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
+    >>> table = compare({"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}, pop, rng=0)
+    >>> table.groupby("method")["level"].count().to_dict()
+    {'gdpc': 4, 'rdpc': 4}
+    """
+    frames = [evaluate(result, truth, **options).assign(method=name)
+              for name, result in results.items()]
+    table = pd.concat(frames, ignore_index=True)
+    return table[["method", *[c for c in table.columns if c != "method"]]]
+
+
+def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
+    """(total ε, sensitivity of a detailed histogram) of a pure-DP geometric NoisyHierarchy."""
+    from hierarchy.budget import Budget
+    prov = noisy.provenance
+    try:
+        budget = Budget.from_dict(prov["budget"])
+    except (KeyError, TypeError, HierarchyError):
+        return None
+    if budget.kind != "pure" or prov.get("mechanism", {}).get("name") != "geometric":
+        return None
+    return float(budget.total), 2.0 if budget.neighbours == "change" else 1.0
+
+
+#: The post-processors :func:`compare_postprocessors` runs by default, in its table's order:
+#: registered names (:mod:`postproc.methods`), ``NAME+clip`` for a result with its negative
+#: cells set to 0, and ``clip`` for ``noisy+clip`` (the clipped detailed measurements).
+DEFAULT_COMPARISON = ("clip", "hay", "hay+clip", "topdown")
+
+
+def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
+                           methods: Sequence[str] | None = None, topdown: Any = None,
+                           results: Mapping[str, Any] | None = None, spec: Any = None,
+                           rng: Any = None, **options: Any) -> pd.DataFrame:
+    """Raw measurements vs registered post-processors: same data, same budget.
+
+    The rows, in order:
+
+    ``noisy``
+        The raw measurements (unmeasured queries summed from the finest measured one).
+    each of ``methods``
+        A registered post-processor (:func:`postproc.methods.postprocess`) run on ``noisy``,
+        with ``spec`` if it keeps invariants and without otherwise (see
+        :func:`postproc.apps.runs.pipeline.method_spec`); ``NAME+clip`` is its result with negative cells
+        set to 0, and ``clip`` is ``noisy+clip``. ``topdown``, when given, is used instead of
+        running TopDown. By default (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``,
+        ``hay+clip`` and ``topdown`` — the last only when a TopDown result or a ``spec`` is
+        given — each left out if it does not apply to these measurements.
+    ``bottom_up``, ``bottom_up+calibrated``
+        Geometric noise on the bottom level's detailed cells with the *same total ε* (a new
+        measurement drawn from ``rng``: a measurement strategy, not a post-processor of
+        ``noisy``), then calibrated to the deepest published ``tot``; only for a pure-DP
+        geometric budget.
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+    truth : Hierarchy
+    methods : sequence of str, optional
+        Post-processors to compare (default :data:`DEFAULT_COMPARISON`). One named here that
+        does not apply is an error.
+    topdown : Result, optional
+        TopDown's result on ``noisy`` (e.g. a run's), used for the ``topdown`` row; short for
+        ``results={"topdown": topdown}``.
+    results : mapping name → Result, optional
+        Results of registered methods on ``noisy`` made already (e.g. a run's), used instead of
+        running those methods; a name not among ``methods`` is added after them.
+    spec : Spec, optional
+        Invariants and constraints for the methods that keep them.
+    rng : None, int, numpy.random.Generator or Randomness
+        Bottom-up's noise (child stream 0), the EPL interval draws (child stream 1) and each
+        randomized method's draws (:func:`postproc.apps.runs.pipeline.method_rng`).
+    **options
+        Passed to :func:`evaluate` (``queries``, ``levels``, ``epl_method``, ``epl_options``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`compare`.
+
+    Raises
+    ------
+    PostprocError
+        As :func:`evaluate`; an unknown method, or a named one that refuses these measurements.
+
+    Examples
+    --------
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> from hierarchy.measurement import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(5_000, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
+    ...                 publish={"tot": levels})
+    >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"],
+    ...                                epl_options={"n_boot": 0})
+    >>> list(dict.fromkeys(table["method"]))
+    ['noisy', 'clip', 'hay', 'hay+clip', 'bottom_up', 'bottom_up+calibrated']
+    >>> table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
+    ...                                rng=0, queries=["total"], epl_options={"n_boot": 0})
+    >>> list(dict.fromkeys(table["method"]))
+    ['noisy', 'rake', 'least_squares+clip', 'bottom_up', 'bottom_up+calibrated']
+    """
+    from hierarchy.randomness import as_randomness
+    from postproc.methods import postprocess
+    from postproc.apps.runs.pipeline import method_rng, method_spec
+
+    rnd = as_randomness(rng)
+    results: dict[str, Any] = {"noisy": noisy}
+    made: dict[str, Any] = dict(results or {})
+    if topdown is not None:
+        made["topdown"] = topdown
+    names = list(DEFAULT_COMPARISON if methods is None else methods)
+    names += [name for name in made if name not in names]
+    for name in names:
+        base, _, suffix = ("noisy+clip" if name == "clip" else name).partition("+")
+        if suffix not in ("", "clip"):
+            raise PostprocError(f"{name!r}: a method is a registered name, optionally followed "
+                                f"by '+clip'")
+        if base not in made:
+            if methods is None and base == "topdown" and spec is None:
+                continue                         # TopDown only with its spec or its result
+            try:
+                made[base] = postprocess(noisy, base, method_spec(base, spec),
+                                         rng=method_rng(rnd, base))
+            except PostprocError:
+                if methods is not None:
+                    raise
+                continue                         # it does not apply to these measurements
+        results[name] = clip_negative(made[base]) if suffix else made[base]
+    budget = _e2e_budget(noisy)
+    if budget is not None:
+        epsilon, sensitivity = budget
+        results["bottom_up"] = bottom_up(truth, epsilon, rnd.child(0), sensitivity=sensitivity,
+                                         workload=noisy.workload)
+        published = [lv for lv in noisy.levels if "tot" in noisy.invariants.get(lv, {})]
+        if published:
+            deepest = max(published, key=noisy.geography.level_index)
+            results["bottom_up+calibrated"] = calibrate_to_totals(
+                results["bottom_up"], deepest, noisy.invariant(deepest, "tot"))
+    options.setdefault("rng", rnd.child(1))
+    return compare(results, truth, **options)
+
+
+def to_json(table: pd.DataFrame) -> dict[str, Any]:
+    """The nested JSON form of an evaluation: level → query → metrics (→ per method first).
+
+    Non-finite numbers become ``None`` (``null``): an undefined EPL (all errors zero, e.g. an
+    invariant level) is ``null`` with its ``epl_reason``.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`evaluate`, or from :func:`compare` (then keyed by method first).
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> row = {"level": "state", "query": "total", "mae": 0.0, "epl": float("inf"),
+    ...        "epl_reason": "all errors equal 0"}
+    >>> to_json(pd.DataFrame([row]))
+    {'state': {'total': {'mae': 0.0, 'epl': None, 'epl_reason': 'all errors equal 0'}}}
+    """
+    def clean(value: Any) -> Any:
+        if isinstance(value, (np.integer,)):
+            return int(value)
+        if isinstance(value, (float, np.floating)):
+            return float(value) if math.isfinite(value) else None
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return value
+
+    out: dict[str, Any] = {}
+    keys = ["method", "level", "query"] if "method" in table.columns else ["level", "query"]
+    for record in table.to_dict(orient="records"):
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(str(record[key]), {})
+        node[str(record[keys[-1]])] = {k: clean(v) for k, v in record.items() if k not in keys}
+    return out
+
+
+def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
+    """A wide view of a comparison: rows ``(level, query)``, one column per method.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare` or :func:`compare_postprocessors`.
+    value : str
+        The column to spread (``mae``, ``rmse``, ``epl``, …).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"method": ["a", "b"], "level": ["x", "x"], "query": ["total"] * 2,
+    ...                   "mae": [1.0, 2.0]})
+    >>> pivot(t).to_dict(orient="records")
+    [{'level': 'x', 'query': 'total', 'a': 1.0, 'b': 2.0}]
+    """
+    methods = list(dict.fromkeys(table["method"]))
+    wide = table.pivot_table(index=["level", "query"], columns="method", values=value,
+                             sort=False, aggfunc="first")
+    wide = wide.reindex(columns=methods).reset_index()
+    wide.columns.name = None
+    return wide
+
+
+# --------------------------------------------------------------------------------------------------
+# Run output directories
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class RunOutput:
+    """What ``postproc run`` left in a directory: the result, measurements and configuration."""
+
+    directory: Path
+    estimate: Result
+    noisy: NoisyHierarchy | None
+    config: Any
+    manifest: dict[str, Any]
+
+
+def _run_config(manifest: Mapping[str, Any], directory: Path):
+    raw = manifest.get("config")
+    if not isinstance(raw, Mapping):
+        return None
+    from postproc.apps.runs.config import config_from_dict
+    resolved = raw.get("resolved", {}) if isinstance(raw.get("resolved"), Mapping) else {}
+    source = resolved.get("source")
+    base = Path(source).parent if source else directory
+    data = {k: v for k, v in raw.items() if k != "resolved"}
+    try:
+        return config_from_dict(data, base=base, source=str(directory / "manifest.json"))
+    except PostprocError as exc:
+        raise PostprocError(f"{directory}/manifest.json: its configuration does not parse: "
+                            f"{exc}") from None
+
+
+def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
+    """Read a ``postproc run`` output directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Holds ``manifest.json``, ``<level>.parquet`` for every level and (normally) ``noisy/``.
+    geography : Geography, optional
+        Needed only when the directory has no ``noisy/`` measurements to take it from.
+
+    Returns
+    -------
+    RunOutput
+        ``estimate`` is the run's result as a :class:`~postproc.result.Result`, named by the
+        method the manifest records (``"topdown"`` for runs older than that record).
+
+    Raises
+    ------
+    PostprocError
+        Missing manifest or level files, or an unreadable configuration; the message names them.
+    """
+    from hierarchy.storage import read_json
+    from postproc.result import histograms_from_table
+    import pyarrow.parquet as pq
+
+    directory = Path(directory)
+    if not (directory / "manifest.json").is_file():
+        raise PostprocError(f"{directory} is not a postproc run output: no manifest.json there "
+                            f"(run `postproc run CONFIG --out {directory}` first)")
+    manifest = read_json(directory / "manifest.json")
+    config = _run_config(manifest, directory)
+    noisy = None
+    if (directory / "noisy" / "metadata.json").is_file():
+        try:
+            noisy = NoisyHierarchy.load(directory / "noisy")
+        except HierarchyError as exc:
+            raise PostprocError(f"{directory}/noisy: {exc}") from None
+    schema = noisy.schema if noisy is not None else getattr(config, "schema", None)
+    workload = noisy.workload if noisy is not None else getattr(config, "workload", None)
+    geography = noisy.geography if noisy is not None else geography
+    if schema is None or geography is None:
+        raise PostprocError(f"{directory}: no noisy/ measurements to take the schema and "
+                            f"geography from; pass the truth's geography")
+    method = str(manifest.get("method", "topdown"))       # runs of any registered method
+    integer = bool(manifest.get("integer", True))
+    hists = []
+    for level in geography.levels:
+        path = directory / f"{level}.parquet"
+        if not path.is_file():
+            raise PostprocError(f"{path} is missing: the run did not finish level {level!r} "
+                                f"(finish it with `postproc run CONFIG --out {directory} "
+                                f"--resume`)")
+        hists.append(histograms_from_table(pq.read_table(path), schema, geography, level,
+                                           source=str(path), integer=integer))
+    estimate = Result(method, schema, geography, workload, tuple(hists),
+                      {"method": method, "directory": str(directory)})
+    return RunOutput(directory, estimate, noisy, config, manifest)
+
+
+def load_truth(data_dir: str | Path, run: RunOutput) -> Hierarchy:
+    """Tabulate the confidential data of a run from ``DATA_DIR/persons.parquet`` (and units).
+
+    The run's configuration supplies the schema, levels, column and value mappings and the unit
+    attribute; its geography is reused, so the truth lines up unit by unit with the result.
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        Holds ``persons.parquet`` (or ``persons.csv``) and optionally ``units.parquet``, as
+        ``postproc synth1940`` writes them.
+    run : RunOutput
+
+    Returns
+    -------
+    Hierarchy
+
+    Raises
+    ------
+    PostprocError
+        Missing files, or records that do not fit the run's geography.
+    """
+    from hierarchy.io import read_microdata
+    from hierarchy.tabulation import tabulate
+
+    data_dir = Path(data_dir)
+    persons = next((data_dir / name for name in ("persons.parquet", "persons.csv")
+                    if (data_dir / name).is_file()), None)
+    if persons is None:
+        raise PostprocError(f"{data_dir}: no persons.parquet (or persons.csv); pass the directory "
+                            f"`postproc synth1940 --out` wrote, or the run's input data")
+    units = next((data_dir / name for name in ("units.parquet", "units.csv")
+                  if (data_dir / name).is_file()), None)
+    config = run.config
+    schema = run.estimate.schema
+    geography = run.estimate.geography
+    unit_attribute = config.spec.unit_attribute if config is not None else "hhgq"
+    if unit_attribute not in schema.names:
+        units = None
+    try:
+        data = read_microdata(persons, schema=schema, levels=list(geography.levels),
+                              columns=getattr(config, "columns", None),
+                              values=getattr(config, "values", None), units=units,
+                              unit_attribute=unit_attribute)
+        return tabulate(data.persons, schema=schema, levels=list(geography.levels),
+                        units=data.units, unit_attribute=unit_attribute if data.units is not None
+                        else None, geography=geography)
+    except HierarchyError as exc:
+        raise PostprocError(f"the truth in {data_dir} does not fit the run in {run.directory}: "
+                            f"{exc}") from None
+
+
+def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bool = False,
+                 rng: Any = None, **options: Any) -> pd.DataFrame:
+    """Evaluate a ``postproc run`` output against its confidential data.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The run's output directory.
+    data_dir : str or Path
+        The confidential data (see :func:`load_truth`).
+    compare_all : bool
+        Also evaluate the raw measurements and the other post-processors on them
+        (:func:`compare_postprocessors`, with the run's result in place of its method's).
+    rng : None, int, numpy.random.Generator or Randomness
+        EPL interval draws (and bottom-up noise when comparing).
+    **options
+        Passed to :func:`evaluate`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`evaluate`'s table, or :func:`compare`'s with ``compare_all``.
+
+    Raises
+    ------
+    PostprocError
+        As :func:`load_run` and :func:`load_truth`; if the data are not the ones the run
+        measured (checked against its ``confidential/`` fingerprint); comparing needs
+        ``noisy/``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postproc.apps.runs.demo import run_demo
+    >>> out = run_demo(tempfile.mkdtemp() + "/demo", persons=5_000, progress=False,
+    ...                log=lambda message: None)                    # data/ and run/
+    >>> table = evaluate_run(out.directory, out.directory.parent / "data", queries=["total"],
+    ...                      rng=0, epl_options={"n_boot": 0})
+    >>> table.set_index("level").loc["state", ["mae", "epl"]].tolist()   # state totals invariant
+    [0.0, inf]
+    """
+    from postproc.apps.runs.pipeline import check_data_fingerprint
+
+    run = load_run(directory)
+    truth = load_truth(data_dir, run)
+    if not check_data_fingerprint(directory, truth, required=False):
+        warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
+                      "directory), so the truth given cannot be checked to be the data the run "
+                      "measured", stacklevel=2)
+    if not compare_all:
+        return evaluate(run.estimate, truth, rng=rng, **options)
+    if run.noisy is None:
+        raise PostprocError(f"{directory} has no noisy/ measurements to compare post-processors "
+                            f"on")
+    return compare_postprocessors(run.noisy, truth, results={run.estimate.method: run.estimate},
+                                  rng=rng, **options)

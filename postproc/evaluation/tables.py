@@ -1,0 +1,169 @@
+"""Per-level error tables: noisy measurements vs a post-processed result, against the truth.
+
+The table of ``postproc run`` (``confidential/error_table.csv``): for every level and query, the
+median absolute error (MAE), mean absolute error and RMSE of the raw measurements (columns
+``noisy_*``) and of the run's post-processor (columns ``<method>_*``: ``topdown_mae``,
+``sampling_mae``, …), integer or real-valued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from hierarchy.histograms import Hierarchy
+from hierarchy.errors import HierarchyError
+from hierarchy.noisy import NoisyHierarchy
+from postproc.evaluation.metrics import error_metrics
+
+__all__ = ["level_error_table", "format_error_table", "print_level_summary", "result_prefix"]
+
+_QUERIES = ("total", "va_hisp_race", "detailed")
+_METRICS = (("mae", "MAE"), ("mean_abs", "mean|e|"), ("rmse", "RMSE"))
+
+
+def result_prefix(method: str) -> str:
+    """The column prefix of a method's errors: its name, but ``noisy_detailed`` for the
+    ``noisy`` method (its histograms are the detailed measurements; ``noisy_*`` are the
+    measurements as measured).
+
+    Examples
+    --------
+    >>> result_prefix("topdown"), result_prefix("noisy")
+    ('topdown', 'noisy_detailed')
+    """
+    return "noisy_detailed" if method == "noisy" else method
+
+
+def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workload,
+                      queries=_QUERIES, *, method: str = "topdown") -> pd.DataFrame:
+    """MAE (median absolute error), mean absolute error and RMSE per level and query, for the
+    noisy measurements and for the post-processed histograms.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+    noisy : NoisyHierarchy
+    histograms : sequence of arrays
+        The post-processed histograms per level (integer or real), root first.
+    workload : Workload
+    queries : sequence of str
+        ``total`` and workload names; those not in the workload are skipped.
+    method : str
+        Names the result's columns (see :func:`result_prefix`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``level, query, units, noisy`` (how the measurement answers), then ``noisy_mae``,
+        ``<method>_mae``, ``noisy_mean_abs``, ``<method>_mean_abs``, ``noisy_rmse``,
+        ``<method>_rmse`` and ``exact_median``.
+
+    Examples
+    --------
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> from hierarchy.measurement import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> from postproc.methods import postprocess
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
+    >>> hay = postprocess(noisy, "hay")
+    >>> table = level_error_table(truth, noisy, hay.histograms, noisy.workload, method="hay")
+    >>> list(table.columns[4:8])
+    ['noisy_mae', 'hay_mae', 'noisy_mean_abs', 'hay_mean_abs']
+    """
+    prefix = result_prefix(method)
+    rows: list[dict[str, Any]] = []
+    for li, level in enumerate(noisy.levels[:len(histograms)]):
+        exact_counts = truth.counts[li]
+        for q in queries:
+            if q == "total":
+                exact = exact_counts.sum(axis=1, keepdims=True)
+                post = histograms[li].sum(axis=1, keepdims=True)
+            elif q in workload:
+                exact = workload[q].answer(exact_counts)
+                post = workload[q].answer(histograms[li])
+            else:
+                continue
+            try:
+                raw, how = noisy.derived_answers(level, q)
+            except HierarchyError:      # not determined by this level's measurements
+                continue
+            m_noisy = error_metrics(raw, exact)
+            m_post = error_metrics(post, exact)
+            row: dict[str, Any] = {"level": level, "query": q, "units": int(exact.shape[0]),
+                                   "noisy": how}
+            for key, _ in _METRICS:
+                row[f"noisy_{key}"] = m_noisy[key]
+                row[f"{prefix}_{key}"] = m_post[key]
+            row["exact_median"] = m_post["exact_median"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _method_of(table: pd.DataFrame) -> str:
+    """The prefix of the result's columns of a :func:`level_error_table` table."""
+    prefixes = [c[:-len("_mae")] for c in table.columns
+                if c.endswith("_mae") and c != "noisy_mae"]
+    return prefixes[0] if prefixes else "topdown"
+
+
+def format_error_table(table: pd.DataFrame) -> str:
+    """A compact aligned text table of :func:`level_error_table`'s table.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame([{"level": "nation", "query": "total", "units": 1, "noisy": "total",
+    ...                    "noisy_mae": 2.0, "rake_mae": 0.5, "noisy_mean_abs": 2.0,
+    ...                    "rake_mean_abs": 0.5, "noisy_rmse": 2.0, "rake_rmse": 0.5}])
+    >>> print(format_error_table(t))
+     level query  units  MAE noisy  MAE rake  mean|e| noisy  mean|e| rake  RMSE noisy  RMSE rake
+    nation total      1       2.00      0.50           2.00          0.50        2.00       0.50
+    """
+    if table.empty:
+        return "(no levels)"
+    prefix = _method_of(table)
+    name = "TopDown" if prefix == "topdown" else prefix
+    columns, labels = ["level", "query", "units"], ["level", "query", "units"]
+    for key, label in _METRICS:
+        columns += [f"noisy_{key}", f"{prefix}_{key}"]
+        labels += [f"{label} noisy", f"{label} {name}"]
+    show = table[columns].copy()
+    show.columns = labels
+    return show.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+
+
+def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
+    """Print which post-processor ran and a finished pipeline's per-level error table (saved
+    in ``DIR/confidential/``).
+
+    In release mode the table is never printed (the terminal is an output too): only where it
+    was written, if it was asked for. ``show_confidential`` overrides that for a simulation.
+    """
+    from postproc.errors import PostprocError
+    from postproc.methods import get
+
+    try:
+        promises = ", ".join(get(out.result.method).promises) or "no promises"
+    except PostprocError:  # a method unregistered since: say so, do not fail
+        promises = "not registered now"
+    print(f"post-processor: {out.result.method} ({promises})")
+    table = out.error_table
+    if table is None:
+        if out.release:
+            print("release mode: no errors against the confidential data were computed (ask "
+                  "with --error-table; they are written under confidential/ only)")
+        return
+    path = out.directory / "confidential" / "error_table.csv"
+    show = (not out.release) if show_confidential is None else show_confidential
+    if not show:
+        print(f"errors against the confidential data: {path} (CONFIDENTIAL - do not publish)")
+        return
+    print("Error against the confidential data (MAE = median absolute error):")
+    print(format_error_table(table))
+    print(f"(saved in {path})")

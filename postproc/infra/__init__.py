@@ -1,0 +1,1 @@
+"""Infrastructure: solver back-ends and executors (serial, process pool, Dask)."""

@@ -1,0 +1,92 @@
+"""Executors: how a level's independent parent problems are mapped over workers.
+
+An executor is anything with ``map(fn, items) -> iterator of results in order`` and
+``close()`` (the interface :class:`~postproc.infra.executor_base.Executor`). The serial and
+process-pool executors live here; a distributed one (:mod:`postproc.infra.dask_executor`) implements
+the same two methods. Work items must be picklable (plain arrays and dataclasses).
+
+Examples
+--------
+>>> with get_executor("serial") as ex:
+...     list(ex.map(abs, [-1, 2, -3]))
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+from typing import Callable
+
+import numpy as np
+
+from postproc.errors import PostprocError
+from postproc.infra.executor_base import Executor
+
+__all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
+
+
+class SerialExecutor(Executor):
+    """Run items one after another in this process."""
+
+    name = "serial"
+
+    def map(self, fn, items):
+        for item in items:
+            yield fn(item)
+
+
+class ProcessExecutor(Executor):
+    """A pool of worker processes (``spawn``, so workers start clean); results in order."""
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None):
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+            raise PostprocError(f"workers must be an integer ≥ 1, not {workers!r} (leave it "
+                                "out to use every CPU)")
+        self.workers = int(workers)
+        self._pool = cf.ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def map(self, fn, items):
+        futures = [self._pool.submit(fn, item) for item in items]
+        try:
+            for fut in futures:
+                yield fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dask(workers: int | None = None, scheduler: str | None = None) -> Executor:
+    from postproc.infra.dask_executor import DaskExecutor  # optional, imports dask lazily
+
+    return DaskExecutor(workers=workers, scheduler=scheduler)
+
+
+EXECUTORS: dict[str, Callable[..., Executor]] = {
+    "serial": lambda workers=None, scheduler=None: SerialExecutor(),
+    "process": lambda workers=None, scheduler=None: ProcessExecutor(workers),
+    "dask": _dask,
+}
+
+
+def get_executor(spec: str | Executor | None = "serial", *, workers: int | None = None,
+                 scheduler: str | None = None) -> Executor:
+    """An executor by name (``serial``, ``process``, ``dask``) or an existing one."""
+    if isinstance(spec, Executor):
+        return spec
+    if spec is None:
+        spec = "serial"
+    try:
+        factory = EXECUTORS[spec]
+    except KeyError:
+        raise PostprocError(f"unknown executor {spec!r}; choose from {sorted(EXECUTORS)}") from None
+    return factory(workers=workers, scheduler=scheduler)

@@ -1,0 +1,321 @@
+"""One protocol and one registry for every post-processor.
+
+A post-processor is a function ``f(noisy, spec=None, *, rng=None, **options) -> Result``: it
+takes a :class:`~hierarchy.noisy.NoisyHierarchy` (and the invariants and constraints of a
+:class:`~invariants.spec.Spec` where it honours them) and returns a
+:class:`~postproc.result.Result`. Registered under a name with the promises it makes — integer
+counts, consistency between levels, nonnegativity, the spec's invariants — it can be run by name
+from Python (:func:`postprocess`), from ``postproc run --method NAME`` and compared with others
+by ``postproc compare``. Every result is checked against the promises of its method by one
+verifier (:func:`invariants.verify.verify_histograms`, exact integer arithmetic); a broken
+promise raises :class:`PromiseError`.
+
+Built in (``postproc methods`` lists them):
+
+========== ==================================================================================
+topdown     TopDown: weighted least squares and constraint-keeping rounding, level by level
+sampling    top-down conditional sampling under the invariants (Gong & Meng)
+hay         Hay et al.: closed-form consistent least squares of every measurement
+least_sq…   per-level weighted least squares of each unit's measurements (no consistency)
+clip_scale  the noisy detailed counts clipped at 0 and scaled to each unit's noisy total
+rake        raking down the tree: each parent's cells split in proportion to its children's
+rake_unc…   Flaxman's raking (RDPC): ratios of the unclipped noisy counts, equal split at ≤ 0
+bottom_up   the bottom level's noisy counts, summed up the tree
+noisy       the unprocessed detailed measurements of every level
+========== ==================================================================================
+
+Register your own:
+
+>>> import numpy as np
+>>> from postproc.methods import register, postprocess, get
+>>> from postproc.result import Result
+>>> @register("zeros", summary="all counts zero (an example)", integer=True, consistent=True,
+...           nonnegative=True)
+... def zeros(noisy, spec=None, *, rng=None):
+...     hists = tuple(np.zeros((noisy.geography.n_units(lv), noisy.schema.size), dtype=np.int64)
+...                   for lv in noisy.levels)
+...     return Result("zeros", noisy.schema, noisy.geography, noisy.workload, hists,
+...                   {"noisy": dict(noisy.provenance)})
+>>> get("zeros").summary
+'all counts zero (an example)'
+>>> from hierarchy.synth import synthesize_1940
+>>> from hierarchy.tabulation import tabulate
+>>> from hierarchy.measurement import measure
+>>> from hierarchy.budget import Budget
+>>> from hierarchy.queries import e2e_workload
+>>> from hierarchy.schema import E2E_1940
+>>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940,
+...                  levels=["nation", "state"])
+>>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
+>>> postprocess(noisy, "zeros")
+Result('zeros'; integer; nation=1, state=49 units; 0 persons; randomness simulation (unsafe for release))
+>>> unregister("zeros")
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from postproc.errors import PostprocError, refuse_spec
+from postproc.result import Result
+
+__all__ = ["PostProcessor", "PromiseError", "register", "unregister", "get", "available",
+           "catalogue", "postprocess", "check_promises", "noisy_histograms"]
+
+
+class PromiseError(PostprocError):
+    """A post-processor's result breaks a promise its method makes."""
+
+
+@dataclass(frozen=True)
+class PostProcessor:
+    """A registered post-processor and the promises it makes.
+
+    Attributes
+    ----------
+    name : str
+    function : callable ``(noisy, spec=None, *, rng=None, **options) -> Result``
+    summary : str
+        One line for ``postproc methods``.
+    integer, consistent, nonnegative, invariants : bool
+        What every result of it satisfies (checked on every call).
+    randomized : bool
+        Whether it draws randomness of its own (through ``rng``).
+    """
+
+    name: str
+    function: Callable[..., Result]
+    summary: str
+    integer: bool = False
+    consistent: bool = False
+    nonnegative: bool = False
+    invariants: bool = False
+    randomized: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise PostprocError(f"a post-processor's name must be an identifier, not "
+                                f"{self.name!r}")
+        if self.invariants and not self.integer:
+            raise PostprocError(f"{self.name}: invariants are verified in exact integer "
+                                f"arithmetic, so a method that keeps them must be integer")
+
+    @property
+    def promises(self) -> tuple[str, ...]:
+        """Names of the promises, for tables."""
+        return tuple(p for p in ("integer", "consistent", "nonnegative", "invariants")
+                     if getattr(self, p))
+
+    def options(self) -> tuple[str, ...]:
+        """The keyword options the function takes besides ``spec`` and ``rng``."""
+        params = inspect.signature(self.function).parameters.values()
+        return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "rng")
+
+    def __call__(self, noisy: Any, spec: Any = None, *, rng: Any = None, **options: Any
+                 ) -> Result:
+        unknown = sorted(set(options) - set(self.options()))
+        if unknown:
+            raise PostprocError(f"{self.name}: unknown option(s) {unknown}; it takes "
+                                f"{list(self.options()) or 'none'}")
+        result = self.function(noisy, spec, rng=rng, **options)
+        if not isinstance(result, Result):
+            raise PostprocError(f"{self.name} returned a {type(result).__name__}, not a Result")
+        if result.method != self.name:
+            result = Result(self.name, result.schema, result.geography, result.workload,
+                            result.histograms, result.provenance, result.node_stats)
+        check_promises(result, noisy, spec, self)
+        return result
+
+
+_REGISTRY: dict[str, PostProcessor] = {}
+
+
+def register(name: str, *, summary: str, integer: bool = False, consistent: bool = False,
+             nonnegative: bool = False, invariants: bool = False, randomized: bool = False,
+             replace: bool = False) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
+    """Register a post-processor under ``name`` (a decorator; the function is returned as is).
+
+    Raises
+    ------
+    PostprocError
+        ``name`` taken (pass ``replace=True``), not an identifier, or a bad signature.
+    """
+    def decorate(function: Callable[..., Result]) -> Callable[..., Result]:
+        if name in _REGISTRY and not replace:
+            raise PostprocError(f"a post-processor {name!r} is already registered; pass "
+                                f"replace=True to replace it")
+        params = inspect.signature(function).parameters
+        if "rng" not in params or len(params) < 2:
+            raise PostprocError(f"{name}: a post-processor takes (noisy, spec=None, *, "
+                                f"rng=None, **options)")
+        _REGISTRY[name] = PostProcessor(name, function, summary, integer, consistent,
+                                        nonnegative, invariants, randomized)
+        return function
+    return decorate
+
+
+def unregister(name: str) -> None:
+    """Remove a registered post-processor."""
+    _REGISTRY.pop(name, None)
+
+
+def get(name: str) -> PostProcessor:
+    """The post-processor registered as ``name``.
+
+    Raises
+    ------
+    PostprocError
+        No such name (the message lists the registered ones).
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise PostprocError(f"unknown post-processor {name!r}; registered: "
+                            f"{', '.join(available())} (postproc methods lists them)") from None
+
+
+def available() -> tuple[str, ...]:
+    """Registered names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def catalogue() -> list[PostProcessor]:
+    """Every registered post-processor."""
+    return list(_REGISTRY.values())
+
+
+def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: Any = None,
+                **options: Any) -> Result:
+    """Run the post-processor registered as ``method`` on ``noisy``; verify its promises."""
+    return get(method)(noisy, spec, rng=rng, **options)
+
+
+def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) -> None:
+    """Raise :class:`PromiseError` if ``result`` breaks a promise of ``entry``."""
+    from invariants.verify import verify_histograms
+
+    allowed: dict[str, dict[str, list[int]]] = {}
+    for report in result.failsafe_reports:
+        if "parent" in report and "cells" in report:
+            allowed.setdefault(report["level"], {})[str(report["parent"])] = \
+                [int(c) for c in report["cells"]]
+    problems = verify_histograms(
+        result.histograms, spec, result.schema, result.geography,
+        getattr(noisy, "invariants", {}), integer=entry.integer, consistent=entry.consistent,
+        nonnegative=entry.nonnegative, invariants=entry.invariants and spec is not None,
+        allowed=allowed)
+    if problems:
+        raise PromiseError(f"{entry.name}: the result breaks its promises "
+                           f"({', '.join(entry.promises)}):\n  " + "\n  ".join(problems))
+
+
+# --------------------------------------------------------------------------------------------------
+# The built-in post-processors
+# --------------------------------------------------------------------------------------------------
+@register("topdown", summary="TopDown: weighted least squares and constraint-keeping rounding, "
+                             "level by level (deterministic)",
+          integer=True, consistent=True, nonnegative=True, invariants=True)
+def _topdown(noisy, spec=None, *, rng=None, solver=None, executor="serial", workers=None,
+             batch_children=512, failsafe=True, failsafe_keep="auto", passes=None,
+             pass_tolerance=0.5, progress=False):
+    from postproc.methods.topdown import topdown
+    from postproc.methods.topdown.run import DEFAULT_QP_CHAIN
+
+    return topdown(noisy, spec, solver=solver or DEFAULT_QP_CHAIN, executor=executor,
+                   workers=workers, batch_children=batch_children, failsafe=failsafe,
+                   failsafe_keep=failsafe_keep, passes=passes, pass_tolerance=pass_tolerance,
+                   progress=progress)
+
+
+@register("sampling", summary="top-down conditional sampling under the invariants "
+                              "(Gong & Meng); integer and consistent",
+          integer=True, consistent=True, nonnegative=True, invariants=True, randomized=True)
+def _sampling(noisy, spec=None, *, rng=None, sweeps=100, mechanism=None, queries="all",
+              step_factor=0.8, retries=10):
+    from postproc.methods.sampling import sample_topdown
+
+    return sample_topdown(noisy, spec, rng=rng, sweeps=sweeps, mechanism=mechanism,
+                          queries=queries, step_factor=step_factor, retries=retries)
+
+
+@register("hay", summary="Hay et al.: closed-form consistent least squares of every "
+                         "measurement (real-valued, may be negative)", consistent=True)
+def _hay(noisy, spec=None, *, rng=None):
+    from postproc.methods.baselines import hay_consistency
+
+    refuse_spec("hay", spec)
+    return hay_consistency(noisy)
+
+
+def noisy_histograms(noisy: Any, spec: Any = None, *, rng: Any = None) -> Result:
+    """The unprocessed measurements: every level's ``detailed`` query as measured.
+
+    Raises
+    ------
+    PostprocError
+        A level without a ``detailed`` measurement (named).
+    """
+    refuse_spec("noisy", spec)
+    hists = []
+    for level in noisy.levels:
+        detailed = [q for q in noisy.queries(level)
+                    if noisy.workload[q].expression == "detailed"]
+        if not detailed:
+            raise PostprocError(f"noisy: level {level!r} has no detailed measurement (it "
+                                f"measured {list(noisy.queries(level))}); measure 'detailed' "
+                                f"there, or use a post-processor that fits the marginals")
+        hists.append(np.asarray(noisy.get(level, detailed[0]).values))
+    return Result("noisy", noisy.schema, noisy.geography, noisy.workload, tuple(hists),
+                  {"noisy": dict(noisy.provenance)})
+
+
+register("noisy", summary="the unprocessed detailed measurements of every level "
+                          "(inconsistent, may be negative)")(noisy_histograms)
+
+
+@register("least_squares", summary="per-level weighted least squares of each unit's "
+                                   "measurements (unconstrained: inconsistent, may be negative)")
+def _least_squares(noisy, spec=None, *, rng=None):
+    from postproc.methods.baselines import level_least_squares
+
+    return level_least_squares(noisy, spec, rng=rng)
+
+
+@register("clip_scale", summary="the noisy detailed counts clipped at 0 and scaled to each "
+                                "unit's total (invariant or noisy); inconsistent",
+          nonnegative=True)
+def _clip_scale(noisy, spec=None, *, rng=None):
+    from postproc.methods.baselines import clip_scale
+
+    return clip_scale(noisy, spec, rng=rng)
+
+
+@register("rake", summary="raking down the tree: each parent's cells split in proportion to "
+                          "its children's clipped noisy counts (real-valued)",
+          consistent=True, nonnegative=True)
+def _rake(noisy, spec=None, *, rng=None):
+    from postproc.methods.baselines import rake
+
+    return rake(noisy, spec, rng=rng)
+
+
+@register("rake_unclipped", summary="Flaxman's raking (RDPC's reconciler): each parent split in "
+                                    "proportion to its children's noisy counts as measured, "
+                                    "equally where their sum is <= 0 (may be negative)",
+          consistent=True)
+def _rake_unclipped(noisy, spec=None, *, rng=None):
+    from postproc.methods.baselines import rake
+
+    return rake(noisy, spec, rng=rng, clip=False)
+
+
+@register("bottom_up", summary="the bottom level's noisy detailed counts, summed up the tree "
+                               "(may be negative)", consistent=True)
+def _bottom_up(noisy, spec=None, *, rng=None):
+    from postproc.methods.baselines import bottom_up_sums
+
+    return bottom_up_sums(noisy, spec, rng=rng)

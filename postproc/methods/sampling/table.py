@@ -1,0 +1,603 @@
+"""Conditional sampling of a count table read from CSV (the ``postproc mis`` command's library).
+
+The table's rows are the cells: one row for every combination of the levels of its key columns
+(the non-count columns), zero counts included, and :func:`release_table` releases a row for each.
+A table that lacks some combinations (``pandas`` ``groupby().size()`` drops the zero rows) is
+refused — releasing its rows would publish which cells are zero — unless the levels are given,
+and then it is completed with zero rows (:func:`complete_table`). A column that is a function of
+another (``voting_age`` of ``age_group``) is declared *derived* and is not part of the
+cross-product. The schema is built from the key columns (levels in order of first appearance, or
+as given), so invariants are ordinary query expressions over it (``total``, ``marginal(sex)``,
+``marginal(sex, voting_age)``, ``recode(age_group: young=<5,5-9; old=85+)``…) restricted to the
+rows. An invariant's value defaults to the confidential table's answer; ``EXPR=V1,V2,...``
+publishes other values instead (then the invariants may be unsatisfiable, which is reported).
+
+Examples
+--------
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+>>> _ = open(path, "w").write("sex,adult,count\\nf,0,3\\nf,1,5\\nm,0,2\\nm,1,4\\n")
+>>> table = read_count_table(path)
+>>> table.schema.names, table.counts.tolist()
+(('sex', 'adult'), [3, 5, 2, 4])
+>>> release = release_table(table, ["total", "marginal(sex)"], epsilon=0.5, draws=500, rng=1)
+>>> release.invariants_hold, [row["count"] for row in release.rows()][:1] != []
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hierarchy.errors import HierarchyError
+from hierarchy.queries import parse_query
+from hierarchy.randomness import as_randomness
+from hierarchy.schema import Attribute, Schema
+from postproc.errors import PostprocError
+from postproc.methods.sampling.result import SamplingResult
+from postproc.methods.sampling.samplers import DEFAULT_SAMPLER, sample_conditional
+from postproc.methods.sampling.target import (MEMORY_LIMIT, ConditionalTarget, conditional_target,
+                                      format_bytes)
+
+__all__ = ["CountTable", "read_count_table", "complete_table", "invariant_rows", "table_target",
+           "TableRelease", "release_table", "MAX_CELLS"]
+
+#: Largest table (cells of the cross-product of its levels) ``postproc mis`` builds.
+MAX_CELLS = 10_000_000
+
+_INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+@dataclass(frozen=True, eq=False)
+class CountTable:
+    """A table of counts whose rows are the cells.
+
+    Attributes
+    ----------
+    keys : DataFrame
+        The key columns as read (strings), one row per cell.
+    counts : int64 array
+    schema : Schema
+        One attribute per key column, levels in order of first appearance.
+    cells : int64 array
+        Each row's cell in the schema's cross-product.
+    count_column : str
+    source : str
+    """
+
+    keys: pd.DataFrame
+    counts: np.ndarray
+    schema: Schema
+    cells: np.ndarray
+    count_column: str = "count"
+    source: str = "table"
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.size)
+
+    def cell_labels(self) -> list[str]:
+        """``'sex=female, age_group=<5'`` for each row."""
+        cols = list(self.keys.columns)
+        return [", ".join(f"{c}={v}" for c, v in zip(cols, row))
+                for row in self.keys.itertuples(index=False)]
+
+
+def read_count_table(path: str | Path, *, count_column: str = "count") -> CountTable:
+    """Read a CSV whose rows are cells: key columns and one column of nonnegative integer counts.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+    count_column : str
+
+    Returns
+    -------
+    CountTable
+
+    Raises
+    ------
+    PostprocError
+        Missing file, missing count column, no key columns, a key column name that is not an
+        identifier, an empty key, a non-integer or negative count, or a repeated key (naming the
+        file, line and value).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> _ = open(path, "w").write("g,count\\na,3\\nb,2.5\\n")
+    >>> read_count_table(path)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
+    """
+    from hierarchy.storage import special_file_kind
+
+    path = Path(path)
+    if not path.exists():
+        raise PostprocError(f"{path}: no such file; pass --table with a CSV of counts")
+    kind = special_file_kind(path)
+    if kind is not None:
+        raise PostprocError(f"{path} is not a regular file: it is {kind}; pass --table with a "
+                            "CSV file on disk (reading a pipe or device could block forever)")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise PostprocError(f"{path}: not a readable CSV ({str(exc).strip()})") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if count_column not in frame.columns:
+        raise PostprocError(f"{path}: no column {count_column!r}; the columns are "
+                            f"{list(frame.columns)} (choose one with --count-column)")
+    keys = [c for c in frame.columns if c != count_column]
+    if not keys:
+        raise PostprocError(f"{path}: no key columns besides {count_column!r}; each row needs "
+                            "the attributes of its cell")
+    for c in keys:
+        if not c.isidentifier():
+            raise PostprocError(f"{path}: column name {c!r} is not an identifier (letters, "
+                                "digits, _); rename it so invariants like marginal(...) can name "
+                                "it")
+    if frame.empty:
+        raise PostprocError(f"{path}: no rows")
+    text = frame[count_column].astype(str)
+    bad = np.flatnonzero(~text.str.match(_INTEGER).to_numpy())
+    if bad.size:
+        i = int(bad[0])
+        raise PostprocError(f"{path}, line {i + 2}: count {text.iloc[i]!r} is not an integer; "
+                            "counts must be nonnegative integers")
+    counts = text.str.strip().astype(np.int64).to_numpy()
+    neg = np.flatnonzero(counts < 0)
+    if neg.size:
+        i = int(neg[0])
+        raise PostprocError(f"{path}, line {i + 2}: count {counts[i]} is negative; counts must "
+                            "be nonnegative integers")
+    key_frame = frame[keys].apply(lambda col: col.str.strip())
+    empty = np.argwhere((key_frame == "").to_numpy())
+    if empty.size:
+        i, j = empty[0]
+        raise PostprocError(f"{path}, line {i + 2}: column {keys[j]!r} is empty")
+    dup = key_frame.duplicated(keep="first").to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        first = int(np.flatnonzero((key_frame == key_frame.iloc[i]).all(axis=1).to_numpy())[0])
+        raise PostprocError(f"{path}, line {i + 2}: the cell {dict(key_frame.iloc[i])} repeats "
+                            f"line {first + 2}; each cell must appear once")
+    levels = {c: tuple(dict.fromkeys(key_frame[c].tolist())) for c in keys}
+    return _count_table(key_frame.reset_index(drop=True), counts, levels, count_column, str(path),
+                        path.stem)
+
+
+def _count_table(keys: pd.DataFrame, counts: np.ndarray, levels: dict[str, tuple[str, ...]],
+                 count_column: str, source: str, name: str) -> CountTable:
+    """A :class:`CountTable` whose schema has the given levels per key column."""
+    attributes = []
+    codes = {}
+    for c in keys.columns:
+        try:
+            attributes.append(Attribute(c, levels[c]))
+        except HierarchyError as exc:
+            raise PostprocError(f"{source}: {exc}") from None
+        codes[c] = pd.Index(levels[c]).get_indexer(keys[c]).astype(np.int64)
+    schema = Schema(tuple(attributes), name=name)
+    return CountTable(keys, counts, schema, schema.cell_index(codes), count_column, source)
+
+
+def _table_bytes(cells: int, columns: int) -> int:
+    """Working memory of ``postproc mis`` on a table of ``cells`` rows before sampling: keys,
+    counts, codes, cell labels and the target's vectors (an upper estimate)."""
+    return cells * (160 + 40 * columns)
+
+
+def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | None = None,
+                   derived: Mapping[str, str] | None = None) -> CountTable:
+    """Check that a table has a row for every cell, or complete it with zero rows.
+
+    The cells are the cross-product of the levels of the key columns other than the *derived*
+    ones. A table without some of its zero rows (as ``pandas`` ``groupby().size()`` makes) would
+    otherwise be released with exactly the rows it has, publishing which cells are zero; so a
+    missing cell is an error unless ``levels`` is given, and then the table is rebuilt as the
+    full cross-product in the order of the given levels (row-major, the first column slowest),
+    with a zero count for every cell it lacked. The order never depends on which rows were
+    missing.
+
+    Without ``levels`` the levels are those observed, so a level with no row at all (every
+    cell of it zero) cannot be noticed: give ``levels`` whenever a level may be empty.
+
+    Parameters
+    ----------
+    table : CountTable
+    levels : mapping of str to sequence of str, optional
+        The levels of every non-derived key column (public knowledge, not read from the data).
+    derived : mapping of str to str, optional
+        ``{column: source}`` for a key column that is a function of another (``voting_age`` of
+        ``age_group``): it is not part of the cross-product, and a completed row takes its value
+        from the rows of the same ``source`` level.
+
+    Returns
+    -------
+    CountTable
+        ``table`` itself when it is complete and no ``levels`` are given.
+
+    Raises
+    ------
+    PostprocError
+        Missing cells without ``levels`` (how many, one example, the fix); a duplicated cell; a
+        label not among the given levels; levels missing for a column or given for an unknown
+        one; a derived column that is not a function of its source; a cross-product of more
+        than ``MAX_CELLS`` cells or ``MEMORY_LIMIT`` bytes (refused before allocating it).
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"sex": ["f", "m"], "adult": ["1", "0"]})
+    >>> t = _count_table(keys, np.array([3, 4]), {"sex": ("f", "m"), "adult": ("1", "0")},
+    ...                  "count", "t.csv", "t")
+    >>> complete_table(t)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: t.csv: 2 of the 4 cells (sex 2 × adult 2 levels) have no row, e.g. sex=f, ...
+    >>> full = complete_table(t, levels={"sex": ["f", "m"], "adult": ["0", "1"]})
+    >>> full.keys.to_dict("list"), full.counts.tolist()
+    ({'sex': ['f', 'f', 'm', 'm'], 'adult': ['0', '1', '0', '1']}, [0, 3, 4, 0])
+    """
+    columns = list(table.keys.columns)
+    derived = {str(k): str(v) for k, v in (derived or {}).items()}
+    for column, source in derived.items():
+        if column not in columns or source not in columns:
+            bad = column if column not in columns else source
+            raise PostprocError(f"derived column {column}={source}: {bad!r} is not a key column "
+                                f"of {table.source}; the key columns are {columns}")
+        if source == column or source in derived:
+            raise PostprocError(f"derived column {column}={source}: the source must be another, "
+                                "non-derived key column")
+        pairs = table.keys[[source, column]].drop_duplicates()
+        clash = pairs[pairs[source].duplicated(keep=False)]
+        if not clash.empty:
+            level = clash[source].iloc[0]
+            values = clash.loc[clash[source] == level, column].tolist()
+            raise PostprocError(f"{table.source}: {column!r} is not a function of {source!r}: "
+                                f"{source}={level} has {column}={values[0]} and "
+                                f"{column}={values[1]}; drop --derived {column}={source}")
+    primary = [c for c in columns if c not in derived]
+    if levels is None:
+        level_lists = {c: table.schema.attribute(c).labels for c in primary}
+    else:
+        level_lists = {}
+        for column, labels in levels.items():
+            column = str(column)
+            if column not in columns:
+                raise PostprocError(f"levels given for {column!r}, which is not a key column of "
+                                    f"{table.source}; the key columns are {columns}")
+            if column in derived:
+                raise PostprocError(f"levels given for the derived column {column!r}; its levels "
+                                    f"follow from {derived[column]!r}'s")
+            labels = tuple(str(v).strip() for v in labels)
+            if not labels or "" in labels:
+                raise PostprocError(f"the levels of {column!r} must be non-empty labels, not "
+                                    f"{list(labels)}")
+            if len(set(labels)) != len(labels):
+                dup = sorted({v for v in labels if labels.count(v) > 1})
+                raise PostprocError(f"the levels of {column!r} repeat {dup}")
+            level_lists[column] = labels
+        lacking = [c for c in primary if c not in level_lists]
+        if lacking:
+            raise PostprocError(f"give the levels of every key column (missing: "
+                                f"{', '.join(lacking)}), e.g. --levels {lacking[0]}=A,B,C")
+        for column in primary:
+            known = pd.Index(level_lists[column])
+            unknown = np.flatnonzero(known.get_indexer(table.keys[column]) < 0)
+            if unknown.size:
+                label = table.keys[column].iloc[int(unknown[0])]
+                raise PostprocError(f"{table.source}: a row has {column}={label}, which is not "
+                                    f"among the levels given for {column!r} "
+                                    f"({', '.join(level_lists[column])}); add it to --levels")
+    shape = tuple(len(level_lists[c]) for c in primary)
+    size = math.prod(shape)
+    need = _table_bytes(size, len(columns))
+    if size > MAX_CELLS or need > MEMORY_LIMIT:
+        raise PostprocError(
+            f"{table.source}: the cross-product of the levels "
+            f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))}) has {size:,} cells and "
+            f"would need about {format_bytes(need)} (limits: {MAX_CELLS:,} cells, "
+            f"{format_bytes(MEMORY_LIMIT)}); release a smaller table, e.g. one per level of "
+            "a column, or fewer levels")
+    codes = [pd.Index(level_lists[c]).get_indexer(table.keys[c]) for c in primary]
+    flat = np.ravel_multi_index(codes, shape)       # primary is never empty: a source is in it
+    present = np.zeros(size, dtype=bool)
+    present[flat] = True
+    if int(present.sum()) != table.n:
+        seen = pd.Series(flat).duplicated(keep="first").to_numpy()
+        i = int(np.flatnonzero(seen)[0])
+        first = int(np.flatnonzero(flat == flat[i])[0])
+        raise PostprocError(f"{table.source}: rows {first + 1} and {i + 1} are the same cell "
+                            f"({', '.join(f'{c}={table.keys[c].iloc[i]}' for c in primary)}); "
+                            "each cell must appear once")
+    missing = size - table.n
+    if levels is None:
+        if missing == 0:
+            return table
+        where = np.unravel_index(int(np.flatnonzero(~present)[0]), shape)
+        example = ", ".join(f"{c}={level_lists[c][k]}" for c, k in zip(primary, where))
+        raise PostprocError(
+            f"{table.source}: {missing:,} of the {size:,} cells "
+            f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))} levels) have no row, "
+            f"e.g. {example}; releasing only the rows given would publish which cells are "
+            "zero. If the missing cells are zero (pandas groupby().size() drops them), give "
+            "every key column's levels with --levels COLUMN=L1,L2,... (library: levels=) to add "
+            "them as zero rows; if a column is a function of another (voting_age of "
+            "age_group), declare it with --derived COLUMN=SOURCE (library: derived=)")
+    counts = np.zeros(size, dtype=np.int64)
+    counts[flat] = table.counts
+    index = np.unravel_index(np.arange(size), shape)
+    frame = {c: np.asarray(level_lists[c], dtype=object)[index[i]]
+             for i, c in enumerate(primary)}
+    for column, source in derived.items():
+        mapping = dict(zip(table.keys[source], table.keys[column]))
+        values = pd.Series(frame[source]).map(mapping)
+        if values.isna().any():
+            level = frame[source][int(np.flatnonzero(values.isna().to_numpy())[0])]
+            raise PostprocError(f"{table.source}: the derived column {column!r} has no value "
+                                f"for {source}={level}, which has no row; add a row for it "
+                                "(count 0) to the table")
+        frame[column] = values.to_numpy(dtype=object)
+    keys = pd.DataFrame({c: frame[c] for c in columns})
+    all_levels = {c: level_lists[c] if c in level_lists else
+                  tuple(dict.fromkeys(keys[c].tolist())) for c in columns}
+    return _count_table(keys, counts, all_levels, table.count_column, table.source,
+                        table.schema.name)
+
+
+def _split_value(expression: str) -> tuple[str, str | None]:
+    """``'marginal(sex)=130,126'`` → ``('marginal(sex)', '130,126')`` (``=`` at depth 0)."""
+    depth = 0
+    for i in range(len(expression) - 1, -1, -1):
+        ch = expression[i]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            depth -= 1
+        elif ch == "=" and depth == 0:
+            return expression[:i].strip(), expression[i + 1:].strip()
+    return expression.strip(), None
+
+
+def invariant_rows(table: CountTable, expressions: Sequence[str]
+                   ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The equality rows ``(A, a, labels)`` of invariant expressions over a table's cells.
+
+    Answers that count no existing cell are dropped (a published value for one must be 0).
+
+    Parameters
+    ----------
+    table : CountTable
+    expressions : sequence of str
+        Query expressions (:func:`hierarchy.queries.parse_query`), each optionally
+        ``=V1,V2,...`` with one published value per answer.
+
+    Returns
+    -------
+    A : int64 array (rows, cells)
+    a : int64 array (rows,)
+    labels : list of str
+
+    Raises
+    ------
+    PostprocError
+        An unknown expression (with the parser's reason), a bad list of values, or a value for
+        an answer with no cells that is not 0.
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"sex": ["f", "f", "m"], "adult": ["0", "1", "1"]})
+    >>> schema = Schema((Attribute("sex", ("f", "m")), Attribute("adult", ("0", "1"))))
+    >>> t = CountTable(keys, np.array([1, 2, 3]), schema, np.array([0, 1, 3]))
+    >>> A, a, labels = invariant_rows(t, ["marginal(adult)", "marginal(sex)=4,2"])
+    >>> A.tolist(), a.tolist(), labels
+    ([[1, 0, 0], [0, 1, 1], [1, 1, 0], [0, 0, 1]], [1, 5, 4, 2], ['marginal(adult)[0]', 'marginal(adult)[1]', 'marginal(sex)[f]', 'marginal(sex)[m]'])
+    >>> invariant_rows(t, ["marginal(age)"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: invariant 'marginal(age)': schema 'custom' has no attribute 'age'; attributes are ['sex', 'adult']
+    """
+    rows, values, labels = [], [], []
+    if not expressions:
+        raise PostprocError("give at least one invariant (e.g. --invariant total)")
+    for raw in expressions:
+        expr, given = _split_value(str(raw))
+        try:
+            q = parse_query(expr, table.schema)
+        except HierarchyError as exc:
+            raise PostprocError(f"invariant {expr!r}: {exc}") from None
+        M = q.matrix[:, table.cells]
+        if M.shape[0] * M.shape[1] * 8 > MEMORY_LIMIT:
+            raise PostprocError(f"invariant {expr!r} has {M.shape[0]:,} answers over "
+                                f"{M.shape[1]:,} cells: its matrix would need "
+                                f"{format_bytes(M.shape[0] * M.shape[1] * 8)} (limit "
+                                f"{format_bytes(MEMORY_LIMIT)}); use coarser invariants or a "
+                                "smaller table")
+        M = M.toarray().astype(np.int64)
+        truth = M @ table.counts
+        names = [f"{expr}[{', '.join(lab)}]" if lab else expr for lab in q.answer_labels]
+        if given is not None:
+            parts = [p for p in re.split(r"[,\s\[\]]+", given) if p]
+            if len(parts) != M.shape[0] or not all(_INTEGER.match(p) for p in parts):
+                raise PostprocError(f"invariant {expr!r}: published values {given!r} must be "
+                                    f"{M.shape[0]} integer(s), one per answer "
+                                    f"({', '.join(names)})")
+            truth = np.asarray([int(p) for p in parts], dtype=np.int64)
+        empty = ~M.any(axis=1)
+        for i in np.flatnonzero(empty & (truth != 0)):
+            raise PostprocError(f"the invariants are unsatisfiable: {names[i]} counts no cell of "
+                                f"the table but is published as {int(truth[i])}")
+        keep = ~empty
+        rows.append(M[keep])
+        values.append(truth[keep])
+        labels.extend(n for n, k in zip(names, keep) if k)
+    return np.vstack(rows), np.concatenate(values), labels
+
+
+def table_target(table: CountTable, invariants: Sequence[str], *, mechanism: str = "geometric",
+                 epsilon: float | None = None, rho: float | None = None,
+                 parameter: float | None = None) -> ConditionalTarget:
+    """The conditional target of a table: the mechanism around its counts, its invariants and
+    nonnegativity.
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"g": ["a", "b"]})
+    >>> t = CountTable(keys, np.array([3, 4]), Schema((Attribute("g", ("a", "b")),)),
+    ...                np.array([0, 1]))
+    >>> table_target(t, ["total"], epsilon=0.5).a.tolist()
+    [7]
+    """
+    A, a, labels = invariant_rows(table, invariants)
+    return conditional_target(A, a, centre=table.counts, mechanism=mechanism, epsilon=epsilon,
+                              rho=rho, parameter=parameter, cell_labels=table.cell_labels(),
+                              row_labels=labels)
+
+
+@dataclass(frozen=True, eq=False)
+class TableRelease:
+    """A released table: the sampler's result on a :class:`CountTable`."""
+
+    table: CountTable
+    invariants: tuple[str, ...]
+    result: SamplingResult
+    invariants_hold: bool = field(default=False)
+
+    @property
+    def released(self) -> np.ndarray:
+        return self.result.released
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The released table: one object per row, the key columns and the released count."""
+        out = []
+        for key, value in zip(self.table.keys.to_dict("records"), self.released.tolist()):
+            out.append({**key, self.table.count_column: value})
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        frame = self.table.keys.copy()
+        frame[self.table.count_column] = self.released
+        return frame
+
+    @property
+    def release(self) -> bool:
+        """Whether the draw used release-mode randomness (it may be published)."""
+        return bool(self.result.randomness.get("safe_for_release"))
+
+    def to_dict(self, *, diagnostics: bool | None = None) -> dict[str, Any]:
+        """JSON-ready summary: the released rows, the invariants, the settings and randomness.
+
+        The chain's diagnostics (acceptance rate, effective sample sizes) are computed from a
+        chain around the confidential table, so they are a side channel, not part of the DP
+        release: in release mode they (and the input path) are left out unless
+        ``diagnostics=True``, and then they come under ``confidential_diagnostics``.
+        """
+        summary = self.result.to_dict()
+        summary.pop("released")
+        chain = {"acceptance_rate": summary.pop("acceptance_rate"), "ess": summary.pop("ess")}
+        out = {"released": self.rows(), "invariants_hold": self.invariants_hold,
+               "invariants": list(self.invariants), **summary}
+        if not self.release:
+            return {**chain, **out, "table": self.table.source}
+        if diagnostics:
+            out["confidential_diagnostics"] = {
+                **chain, "note": "computed from the chain around the confidential table: not "
+                                 "part of the release; do not publish"}
+        return out
+
+
+def _exact_hold(target: ConditionalTarget, released: np.ndarray) -> bool:
+    """``A s = a`` and ``s ≥ 0`` in Python integers (no overflow possible); continuous data by
+    the target's toleranced check."""
+    if not target.integer:
+        return bool(target.feasible(released))
+    s = [int(v) for v in released.tolist()]
+    if any(v < 0 for v in s):
+        return False
+    for row, value in zip(target.A.tolist(), target.a.tolist()):
+        if sum(int(c) * v for c, v in zip(row, s)) != int(value):
+            return False
+    return bool(target.feasible(released))
+
+
+def release_table(table: CountTable | str | Path, invariants: Sequence[str], *,
+                  epsilon: float | None = None, rho: float | None = None,
+                  mechanism: str = "geometric", sampler: str = DEFAULT_SAMPLER, draws: int = 10_000,
+                  rng: Any = None, proposal_epsilon: float | None = None,
+                  count_column: str = "count", levels: Mapping[str, Sequence[str]] | None = None,
+                  derived: Mapping[str, str] | None = None, **options: Any) -> TableRelease:
+    """Release a table by conditional sampling under its invariants.
+
+    Parameters
+    ----------
+    table : CountTable or path
+    invariants : sequence of str
+        Invariant expressions (see :func:`invariant_rows`).
+    epsilon, rho : float
+        Per-cell budget (``epsilon`` for geometric/Laplace, ``rho`` for the discrete Gaussian).
+    mechanism : {'geometric', 'discrete_gaussian', 'laplace'}
+    sampler : {'lattice', 'mis'}
+    draws : int
+        Iterations (MIS) or sweeps (lattice) after burn-in.
+    rng : None, int, numpy.random.Generator or Randomness
+    proposal_epsilon : float, optional
+        MIS only: ``ε̃`` (default: tuned).
+    count_column : str
+        When ``table`` is a path.
+    levels : mapping of str to sequence of str, optional
+        Every non-derived key column's levels: the table is completed with a zero row for each
+        missing cell (:func:`complete_table`). Without it a table with a missing cell is refused.
+    derived : mapping of str to str, optional
+        ``{column: source}`` for key columns that are functions of another
+        (``{"voting_age": "age_group"}``).
+    **options
+        Passed to the sampler (``burn_in``, ``thin``, ``chains``, ``step``, ``min_steps``…).
+
+    Returns
+    -------
+    TableRelease
+        One released row per cell, zero cells included.
+
+    Raises
+    ------
+    PostprocError
+        Bad table, invariants or options; a table with missing cells and no ``levels``; a table
+        too large; unsatisfiable invariants; no valid index set; continuous Laplace noise in
+        release mode (``rng=None``); a chain too short to leave its start.
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"g": ["a", "b", "c"]})
+    >>> t = CountTable(keys, np.array([3, 4, 5]), Schema((Attribute("g", ("a", "b", "c")),)),
+    ...                np.array([0, 1, 2]))
+    >>> r = release_table(t, ["total"], epsilon=0.5, sampler="mis", proposal_epsilon=0.6,
+    ...                   draws=5000, rng=3)
+    >>> r.invariants_hold, int(r.released.sum()), r.to_dict()["sampler"]
+    (True, 12, 'mis')
+    """
+    source = as_randomness(rng)
+    if source.safe_for_release and mechanism == "laplace":
+        raise PostprocError(
+            "release mode refuses the continuous laplace mechanism: its floating-point samples "
+            "leak the confidential counts through the set of representable values (Mironov "
+            "2012); use --mechanism geometric or discrete_gaussian, or --seed for a simulation")
+    if not isinstance(table, CountTable):
+        table = read_count_table(table, count_column=count_column)
+    table = complete_table(table, levels=levels, derived=derived)
+    target = table_target(table, invariants, mechanism=mechanism, epsilon=epsilon, rho=rho)
+    if sampler == "mis":
+        options["proposal_epsilon"] = proposal_epsilon
+    elif proposal_epsilon is not None:
+        raise PostprocError("a proposal ε̃ applies to the MIS only (sampler='mis')")
+    result = sample_conditional(target, sampler=sampler, draws=draws, rng=source, **options)
+    return TableRelease(table, tuple(map(str, invariants)), result,
+                        _exact_hold(target, result.released) and result.invariants_hold)

@@ -1,0 +1,11 @@
+"""TopDown post-processing (SPEC §4).
+
+``topdown(noisy, spec)`` fits and rounds level by level from the root; see
+:mod:`postproc.methods.topdown.node` for one parent's problem and :mod:`postproc.methods.topdown.run` for the
+level loop.
+"""
+
+from postproc.methods.topdown.node import NodeTask, QueryData, VerificationError, solve_node
+from postproc.methods.topdown.run import topdown
+
+__all__ = ["topdown", "NodeTask", "QueryData", "solve_node", "VerificationError"]

@@ -1,0 +1,345 @@
+"""What the failsafe keeps exact when it relaxes parent consistency (SPEC §4, "Failsafe").
+
+When a node is infeasible — the rounded parent cannot be split among its children under their
+constraints — parent consistency is relaxed: each cell may differ from the parent by a slack.
+As in the Census Bureau's 2018 and 2020 TopDown code, the relaxation keeps the parent's total
+and some of its query answers *exact*, so persons move between cells instead of being added:
+
+    Σ_k x_k = x̂_p + s⁺ − s⁻   cell by cell, s⁺, s⁻ ≥ 0,
+    Q Σ_k x_k = Q x̂_p          for every kept query Q (the total and the kept margins),
+
+minimizing ``Σ (s⁺ + s⁻)`` first, then the usual fit with that total slack as a bound.
+
+**What is kept** (``topdown(..., failsafe_keep=...)``). ``"auto"`` (the default) keeps the total
+and every workload query (but ``detailed``) whose answers sum over all the attributes the
+children's constraints distinguish — the Census Bureau's 2018 E2E code keeps the parent's
+margin over everything but its configured "minimal schema" (``hhgq``). For the E2E spec the
+constraints only see ``hhgq`` (units by type, structural zeros, the total), so the parent's
+total and its ``va_hisp_race`` margin (24 answers) are kept and the failsafe moves persons
+between group-quarters types within a votingage × hispanic × race class. A list of query names
+keeps the total and those queries; an empty list keeps nothing (free cell slacks: persons may be
+added or removed — the behaviour before the kept margins existed).
+
+**Fallbacks**, one level at a time and each recorded in the node's failsafe report: when
+keeping the margins is itself infeasible (a margin the parent has 0 in, where a child needs a
+person), only the total is kept; when that is infeasible too (the children's invariant totals
+disagree with the parent's), nothing is.
+
+A parent with no persons whose children must hold persons is refused before any solver runs
+(:func:`check_parent_can_hold`): no relaxation that keeps the total can split it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from postproc.errors import PostprocError
+from postproc.infra.solvers import InfeasibleError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hierarchy.queries import Workload
+    from hierarchy.schema import Schema
+    from postproc.methods.topdown.node import NodeTask
+
+__all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "total_kept", "constrained_attributes",
+           "resolve_failsafe_keep", "relaxation_stages", "relaxation_of", "stack_kept",
+           "dead_cells", "kept_violations", "check_parent_can_hold", "moved_cells"]
+
+#: ``failsafe_keep`` value: the total and every workload query summing over the constrained
+#: attributes.
+AUTO = "auto"
+
+#: Relaxation labels in failsafe reports, strictest first: ``margins`` (the total and the kept
+#: queries exact), ``total`` (only the total exact), ``cells`` (nothing kept: persons may be
+#: added or removed).
+RELAXATIONS = ("margins", "total", "cells")
+
+
+@dataclass(frozen=True, eq=False)
+class KeptQuery:
+    """A query whose answers the failsafe keeps exact at the parent.
+
+    Parameters
+    ----------
+    name : str
+        The query's name (a workload query, or ``"total"``).
+    matrix : sparse (answers × cells), 0/1
+        The query's matrix; stored as int64 CSR.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> KeptQuery("halves", sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 1]]))).n_answers
+    2
+    >>> KeptQuery("bad", sp.csr_matrix(np.array([[2, 0]])))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: kept query 'bad' must be a 0/1 matrix (each answer counts ...
+    """
+
+    name: str
+    matrix: sp.csr_matrix
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise PostprocError("a kept query needs a non-empty name")
+        m = sp.csr_matrix(self.matrix, dtype=np.int64)
+        m.eliminate_zeros()
+        if m.ndim != 2 or m.shape[0] == 0 or np.any(m.data != 1):
+            raise PostprocError(f"kept query {self.name!r} must be a 0/1 matrix (each answer "
+                                "counts persons in a set of cells)")
+        m.sort_indices()
+        object.__setattr__(self, "matrix", m)
+
+    @property
+    def n_answers(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def partitions_cells(self) -> bool:
+        """Every cell is counted by exactly one answer (the answers sum to the total)."""
+        return bool(np.all(np.asarray(self.matrix.sum(axis=0)).ravel() == 1))
+
+
+def total_kept(n_cells: int) -> KeptQuery:
+    """The total as a kept query (one row of ones)."""
+    return KeptQuery("total", sp.csr_matrix(np.ones((1, n_cells), dtype=np.int64)))
+
+
+def constrained_attributes(matrix: sp.spmatrix, schema: "Schema") -> tuple[str, ...]:
+    """Attributes the constraint rows ``matrix`` (rows × cells) tell apart: a row distinguishes
+    an attribute when its coefficients are not constant along that attribute's axis.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import marginal, total
+    >>> rows = sp.vstack([total(E2E_1940).matrix, marginal(E2E_1940, "hhgq").matrix])
+    >>> constrained_attributes(rows, E2E_1940)
+    ('hhgq',)
+    """
+    if matrix.shape[0] == 0:
+        return ()
+    dense = np.asarray(sp.csr_matrix(matrix).toarray()).reshape((-1, *schema.shape))
+    out = []
+    for axis, attr in enumerate(schema.attributes, start=1):
+        if np.any(dense != np.take(dense, [0], axis=axis)):
+            out.append(attr.name)
+    return tuple(out)
+
+
+def resolve_failsafe_keep(keep: Sequence[str] | str, workload: "Workload",
+                          constraints: sp.spmatrix | None = None) -> tuple[KeptQuery, ...]:
+    """The queries the failsafe keeps exact at one level's parents.
+
+    Parameters
+    ----------
+    keep : "auto" or sequence of str
+        ``"auto"``: the total and every workload query (other than the total itself and
+        ``detailed``) whose answers sum over all the attributes ``constraints`` distinguish
+        (with no constraint rows, every such query). A list of names: the
+        total and those queries (``"total"`` may be listed; it is kept whenever anything is).
+        An empty list: nothing (free cell slacks).
+    workload : Workload
+    constraints : sparse (rows × cells), optional
+        The children's compiled constraint rows (``LevelConstraints.matrix``), for ``"auto"``.
+
+    Returns
+    -------
+    tuple of KeptQuery
+        The total first, then the kept queries in workload order; empty for ``()``.
+
+    Raises
+    ------
+    PostprocError
+        ``keep`` is neither ``"auto"`` nor a list of names of workload queries (or ``"total"``).
+
+    Examples
+    --------
+    >>> from hierarchy.queries import e2e_workload, marginal
+    >>> from hierarchy.schema import E2E_1940
+    >>> w = e2e_workload(E2E_1940)
+    >>> hhgq_rows = marginal(E2E_1940, "hhgq").matrix
+    >>> [(q.name, q.n_answers) for q in resolve_failsafe_keep("auto", w, hhgq_rows)]
+    [('total', 1), ('va_hisp_race', 24)]
+    >>> [q.name for q in resolve_failsafe_keep(["hhgq"], w)]
+    ['total', 'hhgq']
+    >>> resolve_failsafe_keep((), w)
+    ()
+    >>> resolve_failsafe_keep(["race"], w)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_keep names unknown queries ['race']; the workload ...
+    """
+    names = check_failsafe_keep(keep, workload)
+    schema = workload.schema
+    total = total_kept(schema.size)
+    if names is None:  # auto
+        constrained = set(constrained_attributes(
+            constraints if constraints is not None else sp.csr_matrix((0, schema.size)),
+            schema))
+        chosen = [q for q in workload if q.answer_attributes and q.expression != "detailed"
+                  and not constrained & set(q.answer_attributes)]
+        return (total, *(KeptQuery(q.name, q.matrix) for q in chosen))
+    if not names:
+        return ()
+    return (total, *(KeptQuery(n, workload[n].matrix) for n in dict.fromkeys(names)
+                     if n != "total"))
+
+
+def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload") -> tuple[str, ...] | None:
+    """Validate a ``failsafe_keep`` value: ``None`` for ``"auto"``, else the tuple of names."""
+    if isinstance(keep, str):
+        if keep == AUTO:
+            return None
+        raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names (an empty "
+                            f"list keeps nothing), not {keep!r}; e.g. failsafe_keep=[{keep!r}]")
+    try:
+        names = tuple(keep)
+    except TypeError:
+        raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names, not "
+                            f"{keep!r}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise PostprocError(f"failsafe_keep must list query names (strings), not {list(names)}")
+    unknown = [n for n in names if n not in workload and n != "total"]
+    if unknown:
+        raise PostprocError(f"failsafe_keep names unknown queries {unknown}; the workload has "
+                            f"{list(workload.names)} (and 'total' is always available)")
+    return names
+
+
+def relaxation_of(keep: Sequence[KeptQuery]) -> str:
+    """The report label of a kept set: ``margins``, ``total`` or ``cells``."""
+    if not keep:
+        return "cells"
+    return "total" if all(q.name == "total" for q in keep) else "margins"
+
+
+def relaxation_stages(keep: Sequence[KeptQuery]) -> list[tuple[KeptQuery, ...]]:
+    """The kept sets to try in order, one level of relaxation at a time: everything kept, then
+    only the total (when something else was kept), then nothing.
+
+    Examples
+    --------
+    >>> t, m = total_kept(2), KeptQuery("m", sp.identity(2, format="csr"))
+    >>> [relaxation_of(s) for s in relaxation_stages((t, m))]
+    ['margins', 'total', 'cells']
+    >>> [relaxation_of(s) for s in relaxation_stages((t,))]
+    ['total', 'cells']
+    """
+    keep = tuple(keep)
+    stages = [keep] if keep else []
+    total = tuple(q for q in keep if q.name == "total")
+    if total and len(total) < len(keep):
+        stages.append(total)
+    stages.append(())
+    return stages
+
+
+def stack_kept(keep: Sequence[KeptQuery], *, drop_implied: bool = False
+               ) -> tuple[sp.csr_matrix, list[str]]:
+    """The kept queries' rows stacked (answers × cells, int64) and a label per row.
+
+    With ``drop_implied`` the total is left out when another kept query's answers partition the
+    cells (their sum is the total): the problem then has no redundant equality.
+    """
+    keep = list(keep)
+    if drop_implied and any(q.partitions_cells for q in keep if q.name != "total"):
+        keep = [q for q in keep if q.name != "total"]
+    if not keep:
+        return sp.csr_matrix((0, 0), dtype=np.int64), []
+    labels = [q.name if q.n_answers == 1 else f"{q.name}[{i}]"
+              for q in keep for i in range(q.n_answers)]
+    return sp.vstack([q.matrix for q in keep], format="csr").astype(np.int64), labels
+
+
+def dead_cells(keep: Sequence[KeptQuery], parent: np.ndarray) -> np.ndarray:
+    """Cells counted by a kept answer that is 0 in the parent: every child must hold 0 there."""
+    parent = np.asarray(parent, dtype=np.int64)
+    if not keep:
+        return np.zeros(parent.shape[0], dtype=bool)
+    m, _ = stack_kept(keep)
+    empty = np.flatnonzero(m @ parent == 0)
+    return np.asarray(m[empty].sum(axis=0)).ravel() > 0
+
+
+def kept_violations(keep: Sequence[KeptQuery], parent: np.ndarray, children_sum: np.ndarray
+                    ) -> list[str]:
+    """Kept answers where the children's sum differs from the parent, in exact int64."""
+    if not keep:
+        return []
+    m, labels = stack_kept(keep)
+    want = m @ np.asarray(parent, dtype=np.int64)
+    got = m @ np.asarray(children_sum, dtype=np.int64)
+    return [f"kept answer {labels[i]}: children sum to {int(got[i])}, the parent has "
+            f"{int(want[i])}" for i in np.flatnonzero(got != want)]
+
+
+def check_parent_can_hold(task: "NodeTask") -> None:
+    """Refuse a parent with no persons whose children must hold persons.
+
+    A child must hold persons when one of its rows with nonnegative coefficients (rows that
+    count persons) has a positive lower bound — an invariant total, units of a group-quarters
+    type, occupied households. Splitting an empty parent among such children could only add
+    persons, so no failsafe is attempted.
+
+    Raises
+    ------
+    InfeasibleError
+        Naming the parent, the children that need persons and the rows that say so.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from postproc.methods.topdown.node import NodeTask, QueryData
+    >>> tot = np.array([[0.0], [4.0]])
+    >>> task = NodeTask("county", "S1", np.zeros(2, np.int64), np.array(["c0", "c1"]),
+    ...                 (QueryData("detailed", sp.identity(2, format="csr"), np.ones((2, 2)),
+    ...                            np.ones((2, 2))),),
+    ...                 sp.csr_matrix(np.ones((1, 2), np.int64)), tot, tot.copy(),
+    ...                 np.zeros((2, 2), bool), ("tot: total",))
+    >>> check_parent_can_hold(task)
+    Traceback (most recent call last):
+    ...
+    postproc.infra.solvers.base.InfeasibleError: county children of 'S1': the parent has no persons, ...
+    """
+    parent = task.parent_hist
+    if parent is None or int(np.sum(parent)) > 0 or not task.matrix.shape[0]:
+        return
+    m = sp.csr_matrix(task.matrix)
+    nonneg = np.asarray((m.minimum(0) != 0).sum(axis=1)).ravel() == 0
+    top = np.asarray(m.max(axis=1).toarray()).ravel()
+    lower = np.where(nonneg[None, :] & np.isfinite(task.lower) & (top[None, :] > 0),
+                     task.lower, 0.0)
+    persons = np.ceil(lower / np.maximum(top, 1)[None, :])        # persons each row needs
+    need = persons.max(axis=1) if persons.size else np.zeros(task.k)
+    children = np.flatnonzero(need > 0)
+    if not children.size:
+        return
+    shown = []
+    for k in children[:5]:
+        r = int(np.argmax(persons[k]))
+        label = task.labels[r] if task.labels else f"row {r}"
+        shown.append(f"{str(task.children[k])!r} ({label} ≥ {task.lower[k, r]:g})")
+    more = f" and {children.size - 5} more" if children.size > 5 else ""
+    raise InfeasibleError(
+        f"{task.level} children of {task.parent!r}: the parent has no persons, but "
+        f"{children.size} of its {task.k} children must hold persons "
+        f"({int(need[children].sum()):,} in all): {', '.join(shown)}{more}. Splitting it would "
+        "add persons, so it is refused. The parent was rounded to zero while the children's "
+        "constraints need persons — typically an invariant (e.g. 'tot') published at the "
+        f"{task.level} level but not at the parent's: declare it at the parent's level too, or "
+        "check that the published statistics come from the same data")
+
+
+def moved_cells(parent: np.ndarray, children_sum: np.ndarray) -> dict[str, Any]:
+    """Where the children's sum differs from the parent: cells that gained and lost persons
+    (children minus parent), and the persons added in all (0 when the total is kept)."""
+    diff = np.asarray(children_sum, dtype=np.int64) - np.asarray(parent, dtype=np.int64)
+    return {"gained": {int(j): int(diff[j]) for j in np.flatnonzero(diff > 0)},
+            "lost": {int(j): int(-diff[j]) for j in np.flatnonzero(diff < 0)},
+            "persons_added": int(diff.sum())}

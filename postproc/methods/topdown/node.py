@@ -1,0 +1,717 @@
+"""One parent's problem: weighted least-squares fit, constraint-preserving rounding, verification.
+
+A :class:`NodeTask` holds everything about one parent and its ``K`` children: the parent's
+rounded histogram (``None`` at the root), the children's noisy answers and weights for each
+measured query, and the children's compiled constraint rows. :func:`solve_node` turns it into
+integer child histograms.
+
+**Fit** (SPEC §4). Variables are only the cells a child may hold: cells that are 0 in the parent
+and a child's zero cells (structural zeros, unit types the child has no unit of) are fixed at 0
+and dropped. Non-identity queries get auxiliary variables ``z = Q x`` so the objective is
+diagonal. Rows: ``Q x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C x_k ≤ upper`` per child,
+``x ≥ 0``. Weights are divided by their maximum before solving (better conditioning) and the
+objective is reported in the original units.
+
+**Rounding.** ``X̃ = ⌊X*⌋ + B`` with ``B ∈ [0, 1]``: ``Σ_k B_kj = x̂_pj − Σ_k ⌊X*_kj⌋``,
+``lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋``, minimizing ``Σ (1 − 2·frac) B`` (= ``Σ |X̃ − X*|`` up to
+a constant). The constraint matrix is totally unimodular for the usual nested constraints, so the
+LP's vertex optimum is integral: it is solved as an LP, integrality is *verified*, and a MILP is
+solved when it is not.
+
+**Failsafe.** When the fit is infeasible, parent consistency is relaxed with slacks cell by cell
+while the parent's total and its kept query answers stay exact (:mod:`postproc.methods.topdown.failsafe`):
+first the least total slack (LP), then the fit with total slack held at that minimum; the
+rounding keeps the same answers exact and allows integer slacks at a large cost. When keeping
+them is infeasible, the kept set is relaxed one level at a time (margins, then the total). The
+unit, the relaxation, the cells that gained and lost persons and the binding constraints are
+reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, Status, solve_lp,
+                              solve_qp)
+from postproc.infra.solvers.base import SolverError
+from postproc.methods.topdown.failsafe import (KeptQuery, check_parent_can_hold, dead_cells,
+                                       kept_violations, moved_cells, relaxation_of,
+                                       relaxation_stages, stack_kept, total_kept)
+
+__all__ = ["QueryData", "NodeTask", "NodeResult", "solve_node", "assemble_fit", "VerificationError"]
+
+_FRAC_TOL = 1e-7      # X* within this of an integer counts as that integer
+_INT_TOL = 1e-6       # LP solution within this of an integer is integral
+
+
+class VerificationError(InfeasibleError):
+    """A result broke a promise in exact integer arithmetic (a bug, never silently passed)."""
+
+
+@dataclass(frozen=True, eq=False)
+class QueryData:
+    """One measured query of the children: matrix (answers × cells), values and weights
+    (children × answers)."""
+
+    name: str
+    matrix: sp.csr_matrix
+    values: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def is_identity(self) -> bool:
+        m = self.matrix
+        return (m.shape[0] == m.shape[1] and m.nnz == m.shape[0]
+                and np.array_equal(m.indices, np.arange(m.shape[0]))
+                and np.array_equal(m.indptr, np.arange(m.shape[0] + 1)))
+
+
+@dataclass(frozen=True, eq=False)
+class NodeTask:
+    """Everything needed to solve one parent's problem (picklable; no references to the level).
+
+    Attributes
+    ----------
+    level : str
+        The children's level.
+    parent : str
+        The parent's geocode ("" at the root).
+    parent_hist : int64 array (cells,) or None
+        The parent's rounded histogram; ``None`` for the root problem.
+    children : array of str
+        The children's geocodes.
+    queries : tuple of QueryData
+    matrix : csr (rows × cells), int64
+        Constraint rows shared by the level.
+    lower, upper : float arrays (children × rows)
+    zero : bool array (children × cells)
+    labels : tuple of str
+        Row labels (for failsafe reports).
+    passes : tuple of tuples of query names, optional
+        Multipass order; each pass fits its queries, then holds their answers within
+        ``pass_tolerance`` for later passes.
+    failsafe_keep : tuple of KeptQuery, optional
+        Answers of the parent the failsafe keeps exact (see :mod:`postproc.methods.topdown.failsafe`);
+        ``None`` keeps the total, ``()`` keeps nothing.
+    """
+
+    level: str
+    parent: str
+    parent_hist: np.ndarray | None
+    children: np.ndarray
+    queries: tuple[QueryData, ...]
+    matrix: sp.csr_matrix
+    lower: np.ndarray
+    upper: np.ndarray
+    zero: np.ndarray
+    labels: tuple[str, ...] = ()
+    passes: tuple[tuple[str, ...], ...] | None = None
+    pass_tolerance: float = 0.5
+    failsafe_keep: tuple[KeptQuery, ...] | None = None
+
+    @property
+    def kept(self) -> tuple[KeptQuery, ...]:
+        """What the failsafe keeps exact: ``failsafe_keep``, or the total when it is ``None``."""
+        return (total_kept(self.n),) if self.failsafe_keep is None else tuple(self.failsafe_keep)
+
+    @property
+    def k(self) -> int:
+        return int(self.zero.shape[0])
+
+    @property
+    def n(self) -> int:
+        return int(self.zero.shape[1])
+
+
+@dataclass(frozen=True, eq=False)
+class NodeResult:
+    """Integer child histograms and what it took to get them."""
+
+    histograms: np.ndarray
+    stats: dict[str, Any]
+    failsafe: dict[str, Any] | None = None
+    continuous: np.ndarray | None = field(default=None, repr=False)
+
+
+# -- fit ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    allowed: np.ndarray        # (K, n) bool: variable exists
+    var_index: np.ndarray      # (K, n) int: position in x, -1 where fixed at 0
+    active: np.ndarray         # (n,) bool: parent cell > 0 (all True at the root)
+    rows: np.ndarray           # constraint rows kept, as (child, row) pairs flattened index
+    n_x: int
+
+
+def _layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ()) -> _Layout:
+    """Which cells are variables. ``relax`` (the failsafe): cells that are 0 in the parent stay
+    variables too, their parent consistency relaxed with slacks like every other cell's —
+    except cells of a kept answer that is 0 in the parent, which stay 0 in every child."""
+    k, n = task.k, task.n
+    if task.parent_hist is None:
+        active = np.ones(n, bool)
+    elif relax:
+        active = ~dead_cells(keep, task.parent_hist)
+    else:
+        active = task.parent_hist > 0
+    allowed = active[None, :] & ~task.zero
+    var_index = np.full((k, n), -1, dtype=np.int64)
+    var_index[allowed] = np.arange(int(allowed.sum()))
+    return _Layout(allowed, var_index, active, np.zeros(0, np.int64), int(allowed.sum()))
+
+
+class _Rows:
+    """Rows of a sparse constraint matrix, built as COO triplets and assembled once.
+
+    The node problems repeat one small block per child (a query's rows, the constraint rows) and
+    one row per cell across children (parent consistency); building them as index arithmetic
+    over the children × cells variable map is several times faster than sparse ``kron`` and
+    column slicing per node.
+    """
+
+    def __init__(self, n_var: int):
+        self.n_var = n_var
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.data: list[np.ndarray] = []
+        self.lower: list[np.ndarray] = []
+        self.upper: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, rows, cols, data, lower, upper) -> None:
+        """Add ``len(lower)`` rows; ``rows`` are numbered from 0 within the block."""
+        self.rows.append(np.asarray(rows, dtype=np.int64) + self.n)
+        self.cols.append(np.asarray(cols, dtype=np.int64))
+        self.data.append(np.broadcast_to(np.asarray(data, dtype=np.float64), np.shape(rows)))
+        self.lower.append(np.asarray(lower, dtype=np.float64))
+        self.upper.append(np.asarray(upper, dtype=np.float64))
+        self.n += len(self.lower[-1])
+
+    def matrix(self, fmt: str = "csc") -> sp.spmatrix:
+        if not self.rows:
+            return sp.csc_matrix((0, self.n_var)) if fmt == "csc" else sp.csr_matrix(
+                (0, self.n_var))
+        m = sp.coo_matrix((np.concatenate(self.data), (np.concatenate(self.rows),
+                                                       np.concatenate(self.cols))),
+                          shape=(self.n, self.n_var))
+        return m.tocsc() if fmt == "csc" else m.tocsr()
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.lower:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate(self.lower), np.concatenate(self.upper)
+
+
+def _per_child(matrix: sp.spmatrix, var_index: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``kron(I_K, matrix)`` restricted to existing variables, as COO ``(rows, cols, data)``
+    (row ``k·m + r`` is row ``r`` of child ``k``), and which rows kept any variable."""
+    coo = sp.coo_matrix(matrix)
+    k, m = var_index.shape[0], matrix.shape[0]
+    vi = var_index[:, coo.col]                                   # K × nnz
+    keep = vi >= 0
+    rows = (np.arange(k)[:, None] * m + coo.row[None, :])[keep]
+    data = np.broadcast_to(coo.data, vi.shape)[keep]
+    has_var = np.zeros(k * m, dtype=bool)
+    has_var[rows] = True
+    return rows, vi[keep], data, has_var
+
+
+def _per_cell(var_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``Σ_k x_kj`` for each ``j`` in ``cells`` (row i is cell ``cells[i]``), as COO."""
+    vi = var_index[:, cells]                                     # K × len(cells)
+    keep = vi >= 0
+    rows = np.broadcast_to(np.arange(cells.size)[None, :], vi.shape)[keep]
+    return rows, vi[keep]
+
+
+def _parent_rows(var_index: np.ndarray, cells: np.ndarray, first_slack: int | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``Σ_k x_kj`` for each cell in ``cells``, as COO; with ``first_slack``, plus slack
+    columns ``+s⁺_j − s⁻_j`` numbered from ``first_slack`` (s⁺ first, then s⁻)."""
+    r, c = _per_cell(var_index, cells)
+    data = np.ones(r.size)
+    if first_slack is None:
+        return r, c, data
+    m = cells.size
+    return (np.concatenate([r, np.arange(m), np.arange(m)]),
+            np.concatenate([c, first_slack + np.arange(m), first_slack + m + np.arange(m)]),
+            np.concatenate([data, np.ones(m), -np.ones(m)]))
+
+
+def _kept_rows(task: NodeTask, lay: _Layout, keep: Sequence[KeptQuery], n_cols: int,
+               floor: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Rows ``Σ_{j ∈ answer} Σ_k x_kj = parent's answer`` for every kept answer the parent has
+    persons in (minus what ``floor`` accounts for, in the rounding), as COO over the variables;
+    and the labels of such answers that no variable can hold (the relaxation is infeasible)."""
+    m, labels = stack_kept(keep, drop_implied=True)
+    if not m.shape[0]:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0), []
+    parent = task.parent_hist.astype(np.int64)
+    live = np.flatnonzero(m @ parent > 0)     # answers that are 0 hold only dead cells
+    target = (m @ parent if floor is None else m @ (parent - floor.sum(axis=0)))[live]
+    act = np.flatnonzero(lay.active)
+    r, c = _per_cell(lay.var_index, act)
+    cell_vars = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(act.size, n_cols))
+    rows = sp.coo_matrix(m[live][:, act].astype(np.float64) @ cell_vars)
+    empty = np.setdiff1d(np.arange(live.size), rows.row)
+    return (rows.row.astype(np.int64), rows.col.astype(np.int64), rows.data,
+            target.astype(np.float64), [labels[live[i]] for i in empty])
+
+
+def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
+                 hold: Sequence[tuple[QueryData, np.ndarray]] = (),
+                 slack: float | None = None, keep: Sequence[KeptQuery] = ()
+                 ) -> tuple[QP, _Layout, float, dict[str, Any]]:
+    """Build the fit QP of a node (see the module docstring).
+
+    Parameters
+    ----------
+    queries : the queries in the objective (default: all of the task's).
+    hold : (query, answers K × m) pairs held within ``task.pass_tolerance`` (multipass).
+    slack : if not None, parent consistency is relaxed with slack variables whose total is at
+        most ``slack`` (failsafe stage 2); ``slack=np.inf`` builds the slack variables unbounded.
+    keep : with ``slack``, answers of the parent kept exact (the children's sums must equal
+        them); ``info["kept_unholdable"]`` lists kept answers no variable can hold.
+
+    Returns
+    -------
+    qp, layout, scale, info
+        ``qp`` is posed in ``δ = (v − info["centre"]) / info["unit"]`` (``v`` = all variables);
+        its objective is the original objective times ``scale``.
+    """
+    queries = task.queries if queries is None else tuple(queries)
+    lay = _layout(task, relax=slack is not None, keep=keep if slack is not None else ())
+    k = task.k
+    # objective: x (identity queries directly), then one auxiliary block z = Q x per query
+    const = 0.0
+    w_max = max((float(np.max(q.weights)) for q in queries if q.weights.size), default=1.0)
+    scale = 1.0 / w_max if w_max > 0 else 1.0
+    x_diag = np.zeros(lay.n_x)
+    x_lin = np.zeros(lay.n_x)
+    aux = []                      # (query, offset of its z block)
+    diag_parts, lin_parts = [], []
+    n_aux = 0
+    for q in queries:
+        w = q.weights * scale
+        y = q.values.astype(np.float64)
+        const += float(np.sum(w * y * y))
+        if q.is_identity:
+            wa, ya = w[lay.allowed], y[lay.allowed]
+            x_diag += 2 * wa
+            x_lin += -2 * wa * ya
+            continue
+        aux.append((q, lay.n_x + n_aux))
+        diag_parts.append(2 * np.ravel(w))
+        lin_parts.append(-2 * np.ravel(w) * y.ravel())
+        n_aux += k * q.matrix.shape[0]
+    act = np.flatnonzero(lay.active)
+    n_slack = 2 * act.size if (slack is not None and task.parent_hist is not None) else 0
+    slack0 = lay.n_x + n_aux
+    n_var = slack0 + n_slack
+    P = sp.diags(np.concatenate([x_diag] + diag_parts + [np.zeros(n_slack)]), format="csc")
+    q_vec = np.concatenate([x_lin] + lin_parts + [np.zeros(n_slack)])
+    rows = _Rows(n_var)
+    for q, offset in aux:  # Q x − z = 0
+        r, c, v, _ = _per_child(q.matrix, lay.var_index)
+        m = k * q.matrix.shape[0]
+        rows.add(np.concatenate([r, np.arange(m)]), np.concatenate([c, offset + np.arange(m)]),
+                 np.concatenate([v, -np.ones(m)]), np.zeros(m), np.zeros(m))
+    if task.parent_hist is not None:  # Σ_k x_k = parent on active cells (± slacks)
+        r, c, data = _parent_rows(lay.var_index, act, slack0 if n_slack else None)
+        p = task.parent_hist[act].astype(np.float64)
+        rows.add(r, c, data, p, p)
+        if n_slack and np.isfinite(slack):
+            rows.add(np.zeros(n_slack), slack0 + np.arange(n_slack), 1.0, [0.0], [float(slack)])
+    unholdable: list[str] = []
+    if n_slack and keep:  # the parent's kept answers are exact
+        r, c, data, target, unholdable = _kept_rows(task, lay, keep, n_var)
+        rows.add(r, c, data, target, target)
+    infeasible_rows: list[tuple[int, int]] = []
+    if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
+        r, c, v, has_var = _per_child(task.matrix, lay.var_index)
+        lo, hi = task.lower.ravel(), task.upper.ravel()
+        bounded = np.isfinite(lo) | np.isfinite(hi)
+        empty = ~has_var & bounded & ((lo > 0) | (hi < 0))
+        infeasible_rows = [divmod(int(i), task.matrix.shape[0]) for i in np.flatnonzero(empty)]
+        keep = has_var & bounded
+        renumber = np.cumsum(keep) - 1
+        sel = keep[r]
+        rows.add(renumber[r[sel]], c[sel], v[sel], lo[keep], hi[keep])
+    for hq, answers in hold:  # multipass: earlier answers held within the tolerance
+        r, c, v, _ = _per_child(hq.matrix, lay.var_index)
+        a = np.asarray(answers, dtype=np.float64).ravel()
+        rows.add(r, c, v, a - task.pass_tolerance, a + task.pass_tolerance)
+    nonneg = np.concatenate([np.arange(lay.n_x), slack0 + np.arange(n_slack)])  # x, slacks ≥ 0
+    rows.add(np.arange(nonneg.size), nonneg, 1.0, np.zeros(nonneg.size),
+             np.full(nonneg.size, np.inf))
+    A = rows.matrix("csc")
+    l_vec, u_vec = rows.bounds()
+    d = P.diagonal()
+    # Centre every variable at its own unconstrained minimizer v0 = -q/d (the measured targets),
+    # and measure the shift in units of c (the noise s.d. of the most precise measurement):
+    # x = v0 + c·δ. The objective becomes ½ δᵀPδ + r' with no linear term, so solvers' relative
+    # tolerances apply to the residuals that matter. Expanded as ½xᵀPx + qᵀx + r, a state-level
+    # fit (counts ~1e6, residuals ~1e2) loses the optimum to cancellation: Clarabel and OSQP
+    # stopped 0.65 % above it.
+    v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
+    const += float(q_vec @ v0 + 0.5 * v0 @ (d * v0))
+    q_vec = q_vec + d * v0          # zero wherever d > 0
+    av0 = A @ v0
+    c = max(1.0, 1.0 / np.sqrt(w_max)) if w_max > 0 else 1.0
+    qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2)
+    info = {"variables": lay.n_x, "aux": n_aux, "rows": int(A.shape[0]),
+            "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0,
+            "kept_unholdable": unholdable}
+    return qp, lay, scale / c ** 2, info
+
+
+def _variables(sol_x: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    """All variables in original units from a solution of the centred, scaled QP."""
+    return info["centre"] + info["unit"] * sol_x
+
+
+def _scatter(task: NodeTask, lay: _Layout, v: np.ndarray) -> np.ndarray:
+    out = np.zeros((task.k, task.n))
+    out[lay.allowed] = v[:lay.n_x]
+    return out
+
+
+def _fit(task: NodeTask, chain: Sequence[str]
+         ) -> tuple[np.ndarray | None, dict[str, Any], list[QueryData] | None]:
+    """The fit, pass by pass. Returns ``(x*, stats, None)``, or ``(None, stats, queries)`` when
+    the node is infeasible: the failsafe then fits ``queries``."""
+    stats: dict[str, Any] = {"fit_seconds": 0.0, "iterations": 0, "backends": []}
+    passes = task.passes or (tuple(q.name for q in task.queries),)
+    # Queries no pass names are fitted in a final pass of their own ("total first, then the
+    # rest", SPEC §4); without it passes=[["total"]] fitted everything at once.
+    listed = {name for p in passes for name in p}
+    rest = tuple(q.name for q in task.queries if q.name not in listed)
+    if rest:
+        passes = tuple(passes) + (rest,)
+    done: set[str] = set()
+    hold: list[tuple[QueryData, np.ndarray]] = []
+    x_star = None
+    objective = float("nan")
+    for i, names in enumerate(passes):
+        last = i == len(passes) - 1
+        use = [q for q in task.queries if (q.name in names or (last and q.name not in done))]
+        if not use:
+            continue
+        qp, lay, scale, info = assemble_fit(task, queries=use, hold=hold)
+        stats.update(variables=info["variables"], rows=info["rows"])
+        if info["infeasible_rows"]:
+            sol = None
+        else:
+            sol = solve_qp(qp, chain)
+            stats["fit_seconds"] += sol.seconds
+            stats["iterations"] += sol.iterations
+            stats["backends"].append(sol.backend)
+            stats["attempts"] = [f"{b}:{s}" for b, s in sol.attempts]
+        if sol is None or sol.status == Status.INFEASIBLE:
+            if task.passes and i > 0:
+                raise InfeasibleError(
+                    f"{task.level} children of {task.parent!r}: multipass pass {i + 1} is "
+                    f"infeasible with earlier answers held within ±{task.pass_tolerance}; "
+                    "increase the pass tolerance")
+            return None, stats, use
+        x_star = _scatter(task, lay, _variables(sol.x, info))
+        objective = sol.objective / scale
+        for q in use:
+            if q.name in names:
+                hold.append((q, (q.matrix @ x_star.T).T))
+                done.add(q.name)
+    stats["objective"] = objective
+    return x_star, stats, None
+
+
+def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData],
+                  stats: dict[str, Any], keep: Sequence[KeptQuery]
+                  ) -> tuple[np.ndarray, dict[str, Any]]:
+    """Relax parent consistency with slacks, keeping ``keep`` exact: least total slack, then
+    the fit within it. Raises :class:`InfeasibleError` when that is impossible."""
+    qp, lay, scale, info = assemble_fit(task, queries=queries, slack=np.inf, keep=keep)
+    kept = ", ".join(q.name for q in keep)
+    if info["infeasible_rows"]:
+        child, row = info["infeasible_rows"][0]
+        raise InfeasibleError(
+            f"{task.level} {task.children[child]!r}: constraint {task.labels[row]!r} cannot hold "
+            "because every cell it counts is forced to 0 (by zero cells"
+            + (f", or kept answers ({kept}) the parent has 0 in)" if keep else ")"))
+    if info["kept_unholdable"]:
+        raise InfeasibleError(
+            f"{task.level} children of {task.parent!r}: kept answer(s) "
+            f"{info['kept_unholdable'][:5]} hold persons in the parent but no child may hold "
+            "persons in their cells")
+    n_var = qp.n
+    slack_cols = np.arange(n_var - info["n_slack"], n_var)
+    c = np.zeros(n_var)
+    c[slack_cols] = 1.0
+    lp = LP(c, sp.csr_matrix(qp.A), qp.l, qp.u, np.full(n_var, -np.inf), np.full(n_var, np.inf))
+    lp_sol = solve_lp(lp)
+    stats["fit_seconds"] += lp_sol.seconds
+    if not lp_sol.status.ok:
+        if keep:
+            raise InfeasibleError(
+                f"{task.level} children of {task.parent!r}: infeasible with the parent's {kept} "
+                f"kept exact — moving persons between cells cannot meet the children's "
+                f"constraints ({lp_sol.status.value})")
+        raise InfeasibleError(
+            f"{task.level} children of {task.parent!r}: infeasible even with parent consistency "
+            "relaxed — the children's own constraints contradict each other; check their "
+            f"invariant data. Rows: {list(task.labels)}")
+    min_slack = float(lp_sol.objective) * info["unit"]  # back to persons
+    qp2, lay2, scale2, info2 = assemble_fit(task, queries=queries,
+                                            slack=min_slack * (1 + 1e-6) + 1e-6, keep=keep)
+    sol = solve_qp(qp2, chain)
+    stats["fit_seconds"] += sol.seconds
+    if not sol.status.ok:
+        raise InfeasibleError(f"{task.level} children of {task.parent!r}: failsafe fit failed "
+                              f"({sol.status.value})")
+    stats["iterations"] += sol.iterations
+    stats["backends"].append(sol.backend)
+    stats["objective"] = sol.objective / scale2
+    v = _variables(sol.x, info2)
+    x_star = _scatter(task, lay2, v)
+    act = np.flatnonzero(lay2.active)
+    s = act.size
+    slack = v[n_var - 2 * s:n_var - s] - v[n_var - s:]
+    cells = act[np.abs(slack) > 1e-6]
+    binding = _binding_rows(task, x_star)
+    report = {"level": task.level, "parent": task.parent, "total_slack": min_slack,
+              "cells": cells.tolist(), "binding_constraints": binding}
+    return x_star, report
+
+
+def _binding_rows(task: NodeTask, x: np.ndarray, tol: float = 1e-6) -> list[str]:
+    if not task.matrix.shape[0]:
+        return []
+    vals = (task.matrix @ x.T).T
+    tight = (np.isfinite(task.lower) & (vals <= task.lower + tol)) | (
+        np.isfinite(task.upper) & (vals >= task.upper - tol))
+    out = []
+    for child, row in np.argwhere(tight)[:20]:
+        out.append(f"{task.level} {task.children[child]!r}: {task.labels[row]}")
+    return out
+
+
+# -- rounding -----------------------------------------------------------------------------------
+
+def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
+           keep: Sequence[KeptQuery] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+    """``⌊X*⌋ + B`` (module docstring); with ``failsafe``, integer slacks on parent consistency
+    and the ``keep`` answers exact."""
+    lay = _layout(task, relax=failsafe, keep=keep if failsafe else ())
+    x = np.where(lay.allowed, np.maximum(x_star, 0.0), 0.0)
+    floor = np.floor(x + _FRAC_TOL)
+    frac = np.clip(x - floor, 0.0, 1.0)
+    floor = floor.astype(np.int64)
+    cols = np.flatnonzero(lay.allowed.ravel())
+    nb = cols.size
+    act = np.flatnonzero(lay.active)
+    n_slack = 2 * act.size if (failsafe and task.parent_hist is not None) else 0
+    rows = _Rows(nb + n_slack)
+    if task.parent_hist is not None:  # Σ_k B_kj = parent_j − Σ_k ⌊X*_kj⌋ (± integer slacks)
+        need = (task.parent_hist[act] - floor[:, act].sum(axis=0)).astype(np.float64)
+        r, c, data = _parent_rows(lay.var_index, act, nb if n_slack else None)
+        rows.add(r, c, data, need, need)
+        if n_slack and keep:  # kept answers: Σ B over an answer's cells = what floors leave
+            r, c, data, target, _ = _kept_rows(task, lay, keep, nb + n_slack, floor)
+            rows.add(r, c, data, target, target)
+    if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
+        r, cc, v, has_var = _per_child(task.matrix, lay.var_index)
+        base = (task.matrix @ floor.T).T.ravel().astype(np.float64)
+        lo, hi = task.lower.ravel() - base, task.upper.ravel() - base
+        keep = has_var & (np.isfinite(lo) | np.isfinite(hi))
+        renumber = np.cumsum(keep) - 1
+        sel = keep[r]
+        rows.add(renumber[r[sel]], cc[sel], v[sel], lo[keep], hi[keep])
+    c = np.concatenate([1.0 - 2.0 * frac.ravel()[cols], np.full(n_slack, 1e4)])
+    lb = np.zeros(nb + n_slack)
+    ub = np.concatenate([np.ones(nb), np.full(n_slack, np.inf)])
+    A = rows.matrix("csr")
+    l, u = rows.bounds()
+    stats: dict[str, Any] = {"round_seconds": 0.0}
+    sol = solve_lp(LP(c, A, l, u, lb, ub))
+    stats["round_seconds"] += sol.seconds
+    method = "lp"
+    b = None
+    if sol.status.ok:
+        if np.all(np.abs(sol.x - np.round(sol.x)) <= _INT_TOL):
+            b = np.round(sol.x)
+    if b is None:
+        method = "milp"
+        sol = solve_lp(LP(c, A, l, u, lb, ub, integer=np.ones(c.size)))
+        stats["round_seconds"] += sol.seconds
+        if not sol.status.ok:
+            raise InfeasibleError(
+                f"{task.level} children of {task.parent!r}: no integer rounding within ±1 of "
+                f"the fit satisfies the constraints ({sol.status.value})")
+        b = np.round(sol.x)
+    out = floor.copy()
+    flat = out.ravel()
+    flat[cols] += b[:nb].astype(np.int64)
+    stats["rounding"] = method
+    if n_slack:
+        s = n_slack // 2
+        stats["round_slack_cells"] = np.flatnonzero(lay.active)[
+            np.abs(b[nb:nb + s] - b[nb + s:]) > 0].tolist()
+    return out, stats
+
+
+# -- verification -------------------------------------------------------------------------------
+
+def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] = (),
+                keep: Sequence[KeptQuery] = ()) -> None:
+    """Check every promise in exact integer arithmetic; raise :class:`VerificationError`.
+
+    ``allow_cells`` (a failsafe node): cells where the children may differ from the parent;
+    ``keep``: answers of the parent the children must still sum to exactly.
+    """
+    problems: list[str] = []
+    if hist.dtype != np.int64:
+        problems.append(f"histograms are {hist.dtype}, not int64")
+    if np.any(hist < 0):
+        k, j = np.argwhere(hist < 0)[0]
+        problems.append(f"{task.children[k]!r} cell {j} is negative ({hist[k, j]})")
+    if np.any(hist[task.zero] != 0):
+        k, j = np.argwhere(task.zero & (hist != 0))[0]
+        problems.append(f"{task.children[k]!r} cell {j} must be 0, is {hist[k, j]}")
+    if task.parent_hist is not None:
+        diff = hist.sum(axis=0) - task.parent_hist
+        diff[np.asarray(allow_cells, dtype=np.int64)] = 0
+        if np.any(diff != 0):
+            j = int(np.flatnonzero(diff)[0])
+            problems.append(f"children do not sum to the parent in cell {j}: "
+                            f"{int(hist[:, j].sum())} ≠ {int(task.parent_hist[j])}")
+        problems += kept_violations(keep, task.parent_hist, hist.sum(axis=0))[:5]
+    if task.matrix.shape[0]:
+        vals = (task.matrix @ hist.T).T
+        lo_bad = np.isfinite(task.lower) & (vals < np.where(np.isfinite(task.lower),
+                                                             task.lower, 0).astype(np.int64))
+        hi_bad = np.isfinite(task.upper) & (vals > np.where(np.isfinite(task.upper),
+                                                             task.upper, 0).astype(np.int64))
+        for k, r in np.argwhere(lo_bad | hi_bad)[:5]:
+            problems.append(f"{task.children[k]!r}: {task.labels[r] if task.labels else r} = "
+                            f"{int(vals[k, r])} outside [{task.lower[k, r]:g}, "
+                            f"{task.upper[k, r]:g}]")
+    if problems:
+        raise VerificationError(f"{task.level} children of {task.parent!r} fail verification: "
+                                + "; ".join(problems))
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
+               failsafe: bool = True, keep_continuous: bool = False) -> NodeResult:
+    """Fit, round and verify one node. A single child copies its parent (then is verified).
+
+    Raises
+    ------
+    InfeasibleError
+        When the parent has no persons but a child must hold some (before any solver runs);
+        when the problem is infeasible and ``failsafe`` is off, or even the failsafe fails.
+    VerificationError
+        If the result breaks a promise (never expected; it would be a bug).
+    """
+    t0 = time.perf_counter()
+    check_parent_can_hold(task)
+    if task.parent_hist is not None and task.k == 1:
+        hist = task.parent_hist[None, :].astype(np.int64).copy()
+        try:
+            verify_node(task, hist)
+        except VerificationError:
+            # The parent breaks its only child's constraints (possible when they are not
+            # implied upward): solve it like any node, so the failsafe or a clear
+            # InfeasibleError applies.
+            pass
+        else:
+            return NodeResult(hist, {"level": task.level, "parent": task.parent,
+                                     "children": 1, "variables": 0, "rounding": "copy",
+                                     "backend": "copy", "fit_seconds": 0.0,
+                                     "round_seconds": 0.0,
+                                     "seconds": time.perf_counter() - t0,
+                                     "objective": float("nan"), "iterations": 0,
+                                     "failsafe": False})
+    x_star, fit_stats, infeasible = _fit(task, chain)
+    report = None
+    if infeasible is None:
+        hist, round_stats = _round(task, x_star, failsafe=False)
+        verify_node(task, hist)
+    else:
+        x_star, hist, round_stats, report = _failsafe(task, chain, infeasible, fit_stats,
+                                                      failsafe)
+    stats = {"level": task.level, "parent": task.parent, "children": task.k,
+             "variables": fit_stats.get("variables", 0),
+             "backend": "+".join(dict.fromkeys(fit_stats["backends"])),
+             "attempts": ";".join(fit_stats.get("attempts", [])),
+             "fit_seconds": fit_stats["fit_seconds"], "iterations": fit_stats["iterations"],
+             "objective": fit_stats.get("objective", float("nan")),
+             "rounding": round_stats["rounding"], "round_seconds": round_stats["round_seconds"],
+             "failsafe": report is not None, "seconds": time.perf_counter() - t0}
+    return NodeResult(hist, stats, report, x_star if keep_continuous else None)
+
+
+def _failsafe(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData],
+              stats: dict[str, Any], failsafe: bool
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], dict[str, Any]]:
+    """Solve an infeasible node with parent consistency relaxed, trying the kept sets of
+    :func:`~postproc.methods.topdown.failsafe.relaxation_stages` in order (each failure is recorded);
+    with ``failsafe`` off, raise an InfeasibleError describing the first relaxation that fits.
+
+    Returns ``(x*, integer histograms, rounding stats, failsafe report)``.
+    """
+    if task.parent_hist is None:
+        raise InfeasibleError(
+            f"the {task.level} (root) problem is infeasible: its invariants and constraints "
+            f"contradict each other; rows: {list(task.labels)}")
+    stages = relaxation_stages(task.kept)
+    fallbacks: list[dict[str, Any]] = []
+    for i, keep in enumerate(stages):
+        last = i == len(stages) - 1
+        names = [q.name for q in keep]
+        try:
+            x_star, report = _failsafe_fit(task, chain, queries, stats, keep)
+            if not failsafe:
+                break
+            hist, round_stats = _round(task, x_star, failsafe=True, keep=keep)
+        except VerificationError:
+            raise
+        except InfeasibleError as exc:
+            if last:
+                raise
+            fallbacks.append({"relaxation": relaxation_of(keep), "kept": names,
+                              "reason": str(exc)})
+            continue
+        moved = round_stats.get("round_slack_cells", [])   # where the children differ
+        verify_node(task, hist, allow_cells=moved, keep=keep)
+        cells = sorted(set(report["cells"]) | set(moved))
+        children_sum = hist.sum(axis=0)
+        report.update(
+            relaxation=relaxation_of(keep), kept=names, fallbacks=fallbacks, cells=cells,
+            parent_minus_children={int(j): int(task.parent_hist[j] - children_sum[j])
+                                   for j in cells},
+            **moved_cells(task.parent_hist, children_sum))
+        return x_star, hist, round_stats, report
+    kept = f" with the parent's {', '.join(names)} kept exact" if names else ""
+    raise InfeasibleError(
+        f"{task.level} children of {task.parent!r} are infeasible: the rounded parent cannot "
+        f"be split among them under their constraints (a relaxation{kept} would differ from "
+        f"the parent in cells {report['cells']}; binding: {report['binding_constraints'][:3]}). "
+        "Run with failsafe on to relax parent consistency and report it")
+
+
+def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool
+                ) -> list[NodeResult]:
+    """Solve a batch of nodes (the unit of work an executor runs)."""
+    try:
+        return [solve_node(t, chain=chain, failsafe=failsafe) for t in tasks]
+    except SolverError as exc:
+        raise SolverError(f"{exc}") from None

@@ -1,0 +1,325 @@
+"""TopDown, level by level: root first, then every parent's children, mapped over an executor."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hierarchy.noisy import NoisyHierarchy
+from invariants.compile import LevelConstraints, compile_spec, violations
+from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.infra.executors import Executor, get_executor
+from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
+from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
+                                       check_parent_can_hold, kept_violations,
+                                       resolve_failsafe_keep)
+from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
+                                   solve_nodes)
+from postproc.result import Result
+
+__all__ = ["topdown", "level_tasks", "root_task"]
+
+
+def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, np.ndarray,
+                                                                      np.ndarray]]:
+    """(name, matrix, values, weights) of every query measured at ``level``, computed once per
+    level: tasks then hold *views* (slices) of these arrays, never per-task copies."""
+    out = []
+    for name in noisy.queries(level):
+        m = noisy.get(level, name)
+        out.append((name, noisy.workload[name].matrix.astype(np.float64).tocsr(), m.values,
+                    m.weights))
+    return out
+
+
+def _queries(level_queries, units: slice) -> tuple[QueryData, ...]:
+    return tuple(QueryData(name, matrix, values[units], weights[units])
+                 for name, matrix, values, weights in level_queries)
+
+
+def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
+              passes: Sequence[Sequence[str]] | None = None,
+              pass_tolerance: float = 0.5) -> NodeTask:
+    """The root problem (one unit, no parent)."""
+    root = noisy.levels[0]
+    sl = slice(0, 1)
+    lower, upper, zero = lc.rows_of(sl)
+    return NodeTask(root, "", None, noisy.geography.geocodes[0][sl],
+                    _queries(_level_queries(noisy, root), sl),
+                    lc.matrix, lower, upper, zero, lc.labels,
+                    tuple(map(tuple, passes)) if passes else None, pass_tolerance)
+
+
+def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
+                parent_hists: np.ndarray, *, passes: Sequence[Sequence[str]] | None = None,
+                pass_tolerance: float = 0.5,
+                failsafe_keep: Sequence[str] | str | tuple[KeptQuery, ...] = AUTO
+                ) -> list[NodeTask]:
+    """One task per parent of level ``level_index - 1``; ``failsafe_keep`` as for
+    :func:`topdown` (or already resolved KeptQuery objects)."""
+    keep = _resolve_keep(failsafe_keep, noisy, lc)
+    geo = noisy.geography
+    level = geo.levels[level_index]
+    offsets = geo.child_offsets(level_index - 1)
+    parents = geo.geocodes[level_index - 1]
+    children = geo.geocodes[level_index]
+    queries = _level_queries(noisy, level)
+    tasks = []
+    for p in range(parents.size):
+        sl = slice(int(offsets[p]), int(offsets[p + 1]))
+        lower, upper, zero = lc.rows_of(sl)
+        tasks.append(NodeTask(level, str(parents[p]), parent_hists[p], children[sl],
+                              _queries(queries, sl), lc.matrix, lower, upper, zero,
+                              lc.labels, tuple(map(tuple, passes)) if passes else None,
+                              pass_tolerance, keep))
+    return tasks
+
+
+def _resolve_keep(failsafe_keep, noisy: NoisyHierarchy, lc: LevelConstraints
+                  ) -> tuple[KeptQuery, ...]:
+    if not isinstance(failsafe_keep, str) and all(isinstance(q, KeptQuery)
+                                                  for q in failsafe_keep):
+        return tuple(failsafe_keep)
+    return resolve_failsafe_keep(failsafe_keep, noisy.workload, lc.matrix)
+
+
+def _batches(tasks: list[NodeTask], target_children: int) -> list[list[NodeTask]]:
+    out, cur, size = [], [], 0
+    for t in tasks:
+        cur.append(t)
+        size += t.k
+        if size >= target_children:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _refuse_empty_parents(tasks: list[NodeTask], parent_hists: np.ndarray) -> None:
+    """Raise (before any solver runs) for a parent with no persons whose children need some."""
+    for p in np.flatnonzero(parent_hists.sum(axis=1) == 0):
+        check_parent_can_hold(tasks[p])
+
+
+def _label_cells(reports: list[dict[str, Any]], schema) -> None:
+    """Name the cells a failsafe report says gained or lost persons (attribute=label, …)."""
+    for rep in reports:
+        cells = sorted(set(rep.get("gained", {})) | set(rep.get("lost", {})))
+        rep["cell_labels"] = {j: ", ".join(f"{a}={v}" for a, v in schema.cell_labels(j).items())
+                              for j in cells}
+
+
+class _Solver:
+    """Picklable callable an executor maps over batches."""
+
+    def __init__(self, chain: Sequence[str], failsafe: bool):
+        self.chain = tuple(chain)
+        self.failsafe = failsafe
+
+    def __call__(self, batch: list[NodeTask]) -> list[NodeResult]:
+        return solve_nodes(batch, self.chain, self.failsafe)
+
+
+def _check_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int, hist: np.ndarray,
+                 parent_hist: np.ndarray | None, allowed: dict[int, list[int]],
+                 kept: dict[int, tuple[KeptQuery, ...]] | None = None) -> None:
+    """Level-wide exact verification (independent of the per-node checks): failsafe parents
+    (``allowed``) may differ in their reported cells, but not in their ``kept`` answers."""
+    found = violations(lc, hist)
+    if parent_hist is not None:
+        geo = noisy.geography
+        summed = geo.aggregate(hist, li, li - 1)
+        for p, keep in (kept or {}).items():
+            found += [f"{geo.levels[li]} units of {geo.levels[li - 1]} "
+                      f"{geo.geocodes[li - 1][p]!r}: {v}"
+                      for v in kept_violations(keep, parent_hist[p], summed[p])[:5]]
+        diff = summed - parent_hist
+        for p, cells in allowed.items():
+            diff[p, cells] = 0
+        for p, j in np.argwhere(diff != 0)[:5]:
+            found.append(f"{geo.levels[li]} units of {geo.levels[li - 1]} "
+                         f"{geo.geocodes[li - 1][p]!r} sum to {int(summed[p, j])} in cell {j}, "
+                         f"the parent has {int(parent_hist[p, j])}")
+    if found:
+        raise VerificationError("TopDown result fails verification:\n  " + "\n  ".join(found))
+
+
+def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
+            solver: Sequence[str] | str = DEFAULT_QP_CHAIN,
+            executor: str | Executor = "serial", workers: int | None = None,
+            batch_children: int = 512, failsafe: bool = True,
+            failsafe_keep: Sequence[str] | str = AUTO,
+            passes: Sequence[Sequence[str]] | None = None, pass_tolerance: float = 0.5,
+            progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
+            on_level: Callable[[int, np.ndarray, Result], None] | None = None
+            ) -> Result:
+    """TopDown post-processing of a :class:`~hierarchy.noisy.NoisyHierarchy`.
+
+    Root first, then for every parent of each level: the weighted least-squares fit (weights
+    1/variance) with parent consistency, invariants, constraints, nonnegativity and zero cells;
+    then rounding that keeps every constraint; then verification of every promise in exact integer
+    arithmetic (per node and again per level).
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+        Must have measurements at every level.
+    spec : Spec, optional
+        Invariants and constraints (default: none — only nonnegativity and consistency).
+    solver : str or sequence of str
+        QP backend chain (see :mod:`postproc.infra.solvers.backends`); on failure the next is tried
+        and the switch is recorded in the node statistics.
+    executor : 'serial', 'process', 'dask' or an Executor
+    workers : int, optional
+    batch_children : int
+        Children per work item handed to the executor.
+    failsafe : bool
+        Relax parent consistency (and report it) when a node is infeasible; otherwise raise.
+    failsafe_keep : "auto" or list of query names
+        What the failsafe keeps exact at the parent while it moves persons between cells (see
+        :mod:`postproc.methods.topdown.failsafe`). ``"auto"``: the total and every workload query that
+        sums over the attributes the children's constraints distinguish (E2E: ``total`` and
+        ``va_hisp_race``). A list: the total and those workload queries. ``[]``: nothing —
+        free cell slacks, which may add or remove persons (the behaviour before kept answers).
+        When keeping them is infeasible the failsafe keeps only the total, then nothing, and
+        records each step in the node's failsafe report.
+    passes : list of lists of query names, optional
+        Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
+        then the next, … (queries not listed are fitted in a final pass of their own).
+    progress : bool
+        A progress bar per level.
+    start : (level index, histograms of levels before it), optional
+        Resume after a checkpoint: levels before ``start[0]`` are taken as given.
+    on_level : callable(level_index, histograms, partial_result), optional
+        Called after each level (e.g. to write a checkpoint).
+
+    Returns
+    -------
+    Result
+
+    Examples
+    --------
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> from hierarchy.measurement import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> levels = ["nation", "state", "county", "enum_dist"]
+    >>> data = synthesize_1940(20_000, seed=1)
+    >>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), "geometric",
+    ...                 rng=3, publish={"tot": levels[:2], "gqhh": levels[-1:]})
+    >>> result = topdown(noisy, Spec.e2e(levels))
+    >>> bool((result.histograms[-1] >= 0).all())
+    True
+    >>> int(result.histograms[0].sum()) == int(truth.counts[0].sum())   # 'tot' is invariant
+    True
+    """
+    t_start = time.perf_counter()
+    spec = spec or Spec()
+    chain = check_chain(solver)
+    geo = noisy.geography
+    missing = [lv for lv in geo.levels if not noisy.queries(lv)]
+    if missing:
+        raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
+                            f"{missing}. Give those levels a share of the budget")
+    if passes:
+        known = set(noisy.workload.names)
+        bad = [q for p in passes for q in p if q not in known]
+        if bad:
+            raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
+                                f"{sorted(known)}")
+    check_failsafe_keep(failsafe_keep, noisy.workload)
+    compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    kept_by_level: dict[str, list[str]] = {}
+    ex = get_executor(executor, workers=workers)
+    own_executor = not isinstance(executor, Executor)
+    hists: list[np.ndarray] = []
+    stats: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
+    timings: dict[str, float] = {}
+    solve = _Solver(chain, failsafe)
+    first = 0
+    if start is not None:
+        first, given = start
+        hists = [np.asarray(h, dtype=np.int64) for h in given]
+        if len(hists) != first:
+            raise PostprocError(f"resume needs the histograms of the {first} levels before "
+                                f"{geo.levels[first]!r}, got {len(hists)}")
+    try:
+        for li in range(first, geo.depth):
+            t0 = time.perf_counter()
+            level = geo.levels[li]
+            lc = compiled[level]
+            if li == 0:
+                tasks = [root_task(noisy, lc, passes=passes, pass_tolerance=pass_tolerance)]
+            else:
+                keep = _resolve_keep(failsafe_keep, noisy, lc)
+                kept_by_level[level] = [q.name for q in keep]
+                tasks = level_tasks(noisy, lc, li, hists[li - 1], passes=passes,
+                                    pass_tolerance=pass_tolerance, failsafe_keep=keep)
+                _refuse_empty_parents(tasks, hists[li - 1])
+            batches = _batches(tasks, batch_children)
+            bar = _progress(progress, len(tasks), level)
+            results: list[NodeResult] = []
+            try:
+                for batch_results in ex.map(solve, batches):
+                    results.extend(batch_results)
+                    if bar is not None:
+                        bar.update(len(batch_results))
+            finally:
+                if bar is not None:
+                    bar.close()
+            hist = np.concatenate([r.histograms for r in results], axis=0)
+            allowed: dict[int, list[int]] = {}
+            kept: dict[int, tuple[KeptQuery, ...]] = {}
+            level_reports = []
+            for p, r in enumerate(results):
+                stats.append(r.stats)
+                if r.failsafe is not None:
+                    level_reports.append(r.failsafe)
+                    allowed[p] = list(r.failsafe.get("cells", []))
+                    names = set(r.failsafe.get("kept", []))
+                    kept[p] = tuple(q for q in tasks[p].kept if q.name in names)
+            _label_cells(level_reports, noisy.schema)
+            reports.extend(level_reports)
+            _check_level(noisy, lc, li, hist, hists[li - 1] if li else None, allowed, kept)
+            hists.append(hist)
+            timings[level] = time.perf_counter() - t0
+            if on_level is not None:
+                on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
+                                           ex, failsafe, passes, t_start, kept_by_level))
+    finally:
+        if own_executor:
+            ex.close()
+    return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
+                   t_start, kept_by_level)
+
+
+def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
+            kept_by_level) -> Result:
+    node_stats = pd.DataFrame(stats)
+    provenance = {
+        "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
+        "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
+                   "failsafe_keep": dict(kept_by_level),
+                   "passes": [list(p) for p in passes] if passes else None},
+        "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
+        "failsafe_reports": reports,
+    }
+    return Result("topdown", noisy.schema, noisy.geography, noisy.workload, tuple(hists),
+                  provenance, node_stats)
+
+
+def _progress(enabled: bool, total: int, level: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"TopDown {level}", unit="parent", leave=True)
