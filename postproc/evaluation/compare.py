@@ -235,7 +235,11 @@ def _progress(methods: Sequence[str], progress: bool):
 # Text, table files, figure, page
 # --------------------------------------------------------------------------------------------------
 def _number(value: float) -> str:
-    return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    """One number format for every table: whole numbers with thousands separators from 100 on,
+    three significant digits below (never an exponent for an error)."""
+    if not math.isfinite(value):
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _epl_text(row: Mapping[str, Any]) -> str:
@@ -485,8 +489,10 @@ def write_html(table: pd.DataFrame, path: str | Path, *, figure: str | Path | No
         parts.append(f"<h2>Empirical privacy loss</h2><img alt='EPL by level and query' "
                      f"src='data:image/png;base64,{data}'>")
     shown = table.copy()
-    for column in ("mae", "mean_abs", "rmse", "epl", "epl_low", "epl_high"):
-        shown[column] = shown[column].map(lambda v: "" if not math.isfinite(v) else f"{v:.4g}")
+    for column in ("mae", "mean_abs", "rmse"):
+        shown[column] = shown[column].map(_number)
+    for column in ("epl", "epl_low", "epl_high"):
+        shown[column] = shown[column].map(lambda v: "" if not math.isfinite(v) else f"{v:.2g}")
     parts.append("<h2>Errors and EPL</h2><p class='note'>mae = median absolute error; "
                  "mean_abs = mean absolute error; epl_low, epl_high = 95% interval; epl_note = "
                  "why an EPL is undefined.</p>")
