@@ -399,8 +399,29 @@ class Budget:
     ------
     HierarchyError
         On an unknown kind or neighbour relation, a kind that contradicts a typed total, a total
-        that is not a finite number in [1e-12, 500], fractions that are not positive or do not sum to 1, or a query whose share
-        ``total × level fraction × query fraction`` falls outside [1e-12, 500].
+        that is not a finite number in [1e-12, 500], fractions that are not positive or do not
+        sum to 1, or a query whose share ``total × level fraction × query fraction`` falls
+        outside [1e-12, 500].
+
+    Examples
+    --------
+    >>> budget = Budget("pure", 1, {"nation": "1/4", "state": "3/4"},
+    ...                 {"total": "1/2", "detailed": "1/2"})
+    >>> print(budget.describe())
+    pure budget ε = 1 (change neighbours)
+      nation: 1/4 = total 1/8, detailed 1/8
+      state: 3/4 = total 3/8, detailed 3/8
+    >>> budget.query_budget("state", "detailed")
+    Fraction(3, 8)
+
+    Query fractions may differ by level (here one zCDP level measuring only the total):
+
+    >>> Budget("zcdp", "1/2", {"nation": 1}, {"nation": {"total": 1}}).queries("nation")
+    ('total',)
+    >>> Budget("pure", 1, {"nation": 1}, {"total": "1/2", "detailed": 0.4})
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: query fractions must sum to 1 exactly; they sum to 9/10 (total=1/2, detailed=2/5)
     """
 
     kind: str

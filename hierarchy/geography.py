@@ -41,6 +41,41 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
     Categorical, numpy arrays and lists. Dictionary encodings are used as they are (no sort of
     the records), which is what makes building the geography of 100M+ records fast.
     Missing values raise with the offending rows.
+
+    Parameters
+    ----------
+    column : array-like
+        Geocodes, one per record (pyarrow, pandas, numpy or a list).
+    name : str
+        Name of the column, used in error messages.
+
+    Returns
+    -------
+    codes : int array
+        For each record, the position of its geocode in ``dictionary``.
+    dictionary : object array of str
+        The distinct geocodes (sorted, unless the column was already dictionary-encoded).
+
+    Raises
+    ------
+    HierarchyError
+        If a geocode is missing (None, NaN, null or the empty string).
+
+    Examples
+    --------
+    >>> codes, dictionary = encode_column(["06", "01", "06"])
+    >>> codes.tolist(), dictionary.tolist()
+    ([1, 0, 1], ['01', '06'])
+
+    A pyarrow dictionary column keeps its own order:
+
+    >>> codes, dictionary = encode_column(pa.array(["06", "01", "06"]).dictionary_encode())
+    >>> codes.tolist(), dictionary.tolist()
+    ([0, 1, 0], ['06', '01'])
+    >>> encode_column(["06", None, "01"], name="state")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: column 'state' has 1 missing geocode(s), at rows [1]; ...
     """
     if isinstance(column, pd.Series):
         if isinstance(column.dtype, pd.CategoricalDtype):
@@ -110,6 +145,29 @@ class Geography:
     parents : tuple of int64 arrays
         For each level, the index of each unit's parent in the previous level (the root level's
         entry is an array of ``-1``).
+
+    Raises
+    ------
+    HierarchyError
+        If the levels repeat a name, the root has more than one unit, a level repeats a geocode,
+        a parent index is out of range, children are not contiguous in parent order, or a unit
+        above the bottom level has no children.
+
+    See Also
+    --------
+    Geography.from_columns : build the tree from the geocode columns of microdata.
+
+    Examples
+    --------
+    >>> geo = Geography(("nation", "state"), (["0"], ["01", "02"]), ([-1], [0, 0]))
+    >>> geo
+    Geography(nation=1, state=2)
+    >>> geo.n_units("state"), geo.child_offsets("nation").tolist()
+    (2, [0, 2])
+    >>> Geography(("nation", "state"), (["0"], ["01", "01"]), ([-1], [0, 0]))
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: level 'state' repeats geocodes ['01']; geocodes must be ...
     """
 
     levels: tuple[str, ...]

@@ -74,6 +74,42 @@ def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
 
     Only what is asked for is copied: a unit's exact total is confidential unless the user
     declares it invariant.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+        Exact histograms.
+    publish : mapping statistic → levels
+        Which statistics of :data:`PUBLISHABLE` to publish at which levels (a level name alone
+        is one level).
+
+    Returns
+    -------
+    dict
+        ``{level: {statistic: int64 array per unit}}``.
+
+    Raises
+    ------
+    HierarchyError
+        If a statistic is not publishable or a level is not in the geography.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> data = synthesize_1940(500, seed=1)
+    >>> truth = tabulate(data.persons, units=data.units, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> published = published_statistics(truth, {"tot": ["nation"], "gqhh": "state"})
+    >>> published["nation"]
+    {'tot': array([500])}
+    >>> published["state"]["gqhh"].shape     # 49 states × 8 unit types
+    (49, 8)
+    >>> published_statistics(truth, {"total": "nation"})
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: cannot publish 'total'; publishable statistics are ['gqhh', 'tot']
     """
     out: dict[str, dict[str, np.ndarray]] = {}
     for stat, levels in publish.items():

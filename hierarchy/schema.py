@@ -84,6 +84,27 @@ class Schema:
     attributes : sequence of Attribute
     name : str
         A short identifier used in metadata (e.g. ``"e2e_1940"``).
+
+    Raises
+    ------
+    HierarchyError
+        If there is no attribute, an attribute is not an :class:`Attribute`, or two attributes
+        share a name.
+
+    Examples
+    --------
+    >>> schema = Schema((Attribute("sex", ("male", "female")),
+    ...                  Attribute("age", ("0-17", "18-64", "65+"))), name="demo")
+    >>> schema.shape, schema.size
+    ((2, 3), 6)
+    >>> schema.cell_index({"sex": [1, 0], "age": [2, 0]})
+    array([5, 0])
+    >>> schema.cell_labels(5)
+    {'sex': 'female', 'age': '65+'}
+    >>> Schema((Attribute("sex", ("male", "female")), Attribute("sex", ("any",))), name="demo")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: schema 'demo' repeats attribute names ['sex']
     """
 
     attributes: tuple[Attribute, ...]
