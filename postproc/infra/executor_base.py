@@ -22,7 +22,28 @@ __all__ = ["Executor"]
 
 
 class Executor:
-    """The interface: ``map`` (ordered results) and ``close``; usable as a context manager."""
+    """The interface: ``map`` (ordered results) and ``close``; usable as a context manager.
+
+    Subclasses set ``name`` and implement ``map(fn, items)``, returning ``fn(item)`` for each
+    item in the order of ``items``; ``close`` releases workers (the default has none) and runs
+    when a ``with`` block ends. ``describe`` is what a run records in its provenance.
+
+    Examples
+    --------
+    >>> class Squares(Executor):
+    ...     name = "squares"
+    ...     def map(self, fn, items):
+    ...         return (fn(item) ** 2 for item in items)
+    >>> with Squares() as ex:
+    ...     list(ex.map(len, ["ab", "abc"]))
+    [4, 9]
+    >>> Squares().describe()
+    {'executor': 'squares', 'workers': 1}
+    >>> list(Executor().map(abs, [1]))
+    Traceback (most recent call last):
+    ...
+    NotImplementedError
+    """
 
     name = "base"
     workers = 1

@@ -28,7 +28,14 @@ __all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXE
 
 
 class SerialExecutor(Executor):
-    """Run items one after another in this process."""
+    """Run items one after another in this process (the default executor).
+
+    Examples
+    --------
+    >>> ex = SerialExecutor()
+    >>> list(ex.map(str.upper, ["a", "b"])), ex.describe()
+    (['A', 'B'], {'executor': 'serial', 'workers': 1})
+    """
 
     name = "serial"
 
@@ -38,7 +45,31 @@ class SerialExecutor(Executor):
 
 
 class ProcessExecutor(Executor):
-    """A pool of worker processes (``spawn``, so workers start clean); results in order."""
+    """A pool of worker processes (``spawn``, so workers start clean); results in order.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Number of worker processes; every CPU when left out.
+
+    Raises
+    ------
+    PostprocError
+        ``workers`` is not an integer ≥ 1.
+
+    Examples
+    --------
+    The function and the items must be picklable (a module-level function, arrays,
+    dataclasses); the pool is shut down when the ``with`` block ends.
+
+    >>> with ProcessExecutor(workers=2) as ex:
+    ...     list(ex.map(abs, [-3, 1, -2])), ex.describe()
+    ([3, 1, 2], {'executor': 'process', 'workers': 2})
+    >>> ProcessExecutor(workers=0)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: workers must be an integer ≥ 1, not 0 (leave it out to use every CPU)
+    """
 
     name = "process"
 
@@ -80,7 +111,38 @@ EXECUTORS: dict[str, Callable[..., Executor]] = {
 
 def get_executor(spec: str | Executor | None = "serial", *, workers: int | None = None,
                  scheduler: str | None = None) -> Executor:
-    """An executor by name (``serial``, ``process``, ``dask``) or an existing one."""
+    """An executor by name (``serial``, ``process``, ``dask``) or an existing one.
+
+    Parameters
+    ----------
+    spec : str, Executor or None
+        A name from ``EXECUTORS`` (None means ``"serial"``), or an executor, returned as is.
+    workers : int, optional
+        Worker count for ``process`` and ``dask`` (every CPU when left out).
+    scheduler : str, optional
+        Address of a running Dask scheduler (``dask`` only).
+
+    Returns
+    -------
+    Executor
+
+    Raises
+    ------
+    PostprocError
+        ``spec`` names no executor.
+
+    Examples
+    --------
+    >>> ex = get_executor("serial")
+    >>> list(ex.map(len, ["a", "bcd"])), ex.describe()
+    ([1, 3], {'executor': 'serial', 'workers': 1})
+    >>> get_executor(ex) is ex
+    True
+    >>> get_executor("gpu")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: unknown executor 'gpu'; choose from ['dask', 'process', 'serial']
+    """
     if isinstance(spec, Executor):
         return spec
     if spec is None:

@@ -176,7 +176,15 @@ DEFAULT_QP_CHAIN = ("clarabel", "osqp", "cvxpy-ecos", "cvxpy-scs")
 
 
 def available_qp_backends() -> list[str]:
-    """Backends whose solver package is installed."""
+    """Backends whose solver package is installed, in the preference order of ``QP_BACKENDS``.
+
+    Examples
+    --------
+    Every solver is a dependency of the toolkit, so a full install lists them all:
+
+    >>> available_qp_backends()
+    ['clarabel', 'osqp', 'cvxpy-clarabel', 'cvxpy-osqp', 'cvxpy-ecos', 'cvxpy-scs']
+    """
     import importlib.util
 
     needs = {"osqp": "osqp", "clarabel": "clarabel", "cvxpy-clarabel": "clarabel",
@@ -187,7 +195,34 @@ def available_qp_backends() -> list[str]:
 
 
 def check_chain(chain: Sequence[str] | str) -> tuple[str, ...]:
-    """Validate a backend chain (a name or a list of names)."""
+    """Validate a backend chain (a name or a list of names).
+
+    Parameters
+    ----------
+    chain : str or sequence of str
+        Backend names from ``QP_BACKENDS``, tried in this order.
+
+    Returns
+    -------
+    tuple of str
+        The chain as a tuple.
+
+    Raises
+    ------
+    PostprocError
+        The chain is empty, names an unknown backend or one whose package is not installed.
+
+    Examples
+    --------
+    >>> check_chain("osqp")
+    ('osqp',)
+    >>> check_chain(["clarabel", "cvxpy-scs"])
+    ('clarabel', 'cvxpy-scs')
+    >>> check_chain(["gurobi"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: unknown solver(s) ['gurobi']; choose from ['clarabel', 'osqp', 'cvxpy-clarabel', 'cvxpy-osqp', 'cvxpy-ecos', 'cvxpy-scs']
+    """
     chain = (chain,) if isinstance(chain, str) else tuple(chain)
     if not chain:
         raise PostprocError("the solver chain is empty; name at least one of "
@@ -212,10 +247,43 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
     recorded in ``Solution.attempts``. If every backend says the problem is infeasible, the last
     solution (status INFEASIBLE) is returned for the caller's failsafe; other failures raise.
 
+    Parameters
+    ----------
+    qp : QP
+        The problem.
+    chain : sequence of str
+        Backend names (see :func:`check_chain`), tried in order.
+    feasibility_tol : float
+        Largest accepted relative violation of a row.
+
+    Returns
+    -------
+    Solution
+
     Raises
     ------
     SolverError
         No backend produced an optimum and not all of them reported infeasibility.
+
+    Examples
+    --------
+    ``minimize (x0 − 1)² + (x1 − 2)² − 5  subject to  x0 + x1 = 1``:
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from postproc.infra.solvers import QP
+    >>> qp = QP(P=sp.csc_matrix(np.eye(2) * 2), q=np.array([-2.0, -4.0]),
+    ...         A=sp.csc_matrix(np.ones((1, 2))), l=np.array([1.0]), u=np.array([1.0]))
+    >>> sol = solve_qp(qp)
+    >>> sol.status.value, np.round(sol.x, 6).tolist(), round(sol.objective, 6), sol.attempts
+    ('optimal', [0.0, 1.0], -3.0, (('clarabel', 'optimal'),))
+
+    An infeasible problem (``x ≥ 1`` and ``x ≤ 0``) returns no point, for the caller's failsafe:
+
+    >>> bad = QP(P=sp.csc_matrix(np.eye(1)), q=np.zeros(1), A=sp.csc_matrix(np.ones((2, 1))),
+    ...          l=np.array([1.0, -np.inf]), u=np.array([np.inf, 0.0]))
+    >>> sol = solve_qp(bad, ["clarabel", "osqp"])
+    >>> sol.status.value, sol.x, sol.attempts
+    ('infeasible', None, (('clarabel', 'infeasible'), ('osqp', 'infeasible')))
     """
     if qp.n == 0:
         return _no_variables(qp.l, qp.u, qp.r)
@@ -280,6 +348,34 @@ def solve_lp(lp: LP, *, time_limit: float | None = None) -> Solution:
 
     (scipy's ``milp`` wraps the same solver but spent ~4 ms of Python per call on the rounding
     LPs of a TopDown level, twice HiGHS's own time.)
+
+    Parameters
+    ----------
+    lp : LP
+        The problem; variables flagged in ``lp.integer`` must take integer values.
+    time_limit : float, optional
+        Seconds HiGHS may spend (status ITERATION_LIMIT when exceeded).
+
+    Returns
+    -------
+    Solution
+        ``backend`` is ``highs-lp`` or ``highs-milp``; ``x`` is None unless the status is optimal.
+
+    Examples
+    --------
+    ``maximize x0 + 2 x1  subject to  x0 + x1 ≤ 3.5,  0 ≤ x ≤ 10``, continuous then integer:
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from postproc.infra.solvers import LP
+    >>> lp = LP(c=np.array([-1.0, -2.0]), A=sp.csr_matrix(np.ones((1, 2))),
+    ...         l=np.array([-np.inf]), u=np.array([3.5]), lb=np.zeros(2), ub=np.full(2, 10.0))
+    >>> sol = solve_lp(lp)
+    >>> sol.status.value, sol.backend, sol.x.tolist(), sol.objective
+    ('optimal', 'highs-lp', [0.0, 3.5], -7.0)
+    >>> import dataclasses
+    >>> sol = solve_lp(dataclasses.replace(lp, integer=np.array([True, True])))
+    >>> sol.backend, np.rint(sol.x).astype(int).tolist(), sol.objective
+    ('highs-milp', [0, 3], -6.0)
     """
     import highspy
 
