@@ -101,6 +101,20 @@ class MOELevel:
         The Step-2 count, with the exact coverage of its MOE.
     total_only : CalibratedCount or None
         The count of a TotalOnly group of the level, if it has any.
+
+    Examples
+    --------
+    Built by :func:`account_moe`, one per level: here a level of two-step groups with MOE 6
+    and a level of TotalOnly groups with MOE 10.
+
+    >>> acc = account_moe([6, None], stability=9, total_only_moes=[None, 10])
+    >>> two_step, total_only = acc.levels
+    >>> two_step.kinds, round(two_step.epsilon_step2, 4), round(two_step.epsilon_total, 4)
+    (('adaptive',), 0.428, 4.2796)
+    >>> {k: round(v, 4) for k, v in two_step.to_dict()["coverage"].items()}
+    {'nominal': 0.95, 'geometric': 0.9395, 'discrete_gaussian': 0.967}
+    >>> total_only.kinds, total_only.moe, round(total_only.epsilon_total, 4)
+    (('total_only',), None, 2.4511)
     """
 
     moe: int | None
@@ -155,6 +169,23 @@ class MOEAccounting:
         (ε, δ) from the composed RDP curve of the same geometric mechanisms.
     zcdp_epsilon_analytic, zcdp_epsilon_numeric : float
         (ε, δ) from Σ of the levels' ρ (discrete Gaussian noise, zCDP).
+
+    Examples
+    --------
+    >>> acc = account_moe([6, 50], stability=9)
+    >>> round(acc.pure_dp_epsilon, 4), round(acc.rdp_epsilon, 4), round(acc.zcdp_epsilon_numeric, 4)
+    (4.867, 4.8352, 7.1411)
+    >>> acc.includes_total_only
+    False
+    >>> print(acc.assumption_text(60, options="--total-only-moe"))
+    Assumption: of the SafeTab paper's privacy-loss total
+    (eq. 39), these totals include only the two-step groups'
+    terms (each group's Step-1 noisy total and its Step-2
+    released counts) and leave out the TotalOnly term (the
+    groups that release only their total). They answer 'the loss
+    of the two-step (total then detailed) groups only', a
+    narrower question than the paper's Table 2. Give TotalOnly
+    MOEs (--total-only-moe) to include the TotalOnly term.
     """
 
     levels: tuple[MOELevel, ...]

@@ -146,6 +146,19 @@ class LevelsAccounting:
     per_query : dict of (str, str) to PrivacyLoss
     per_level : dict of str to PrivacyLoss
     total : PrivacyLoss
+
+    Examples
+    --------
+    >>> acc = account_levels({"nation": {"total": "1/2"},
+    ...                       "state": {"total": "1/4", "detailed": "1/4"}}, notion="zcdp")
+    >>> acc.per_level["state"].rho, acc.total.rho, acc.total.pure_epsilon
+    (0.5, 1.0, None)
+    >>> round(acc.per_query[("state", "detailed")].zcdp_epsilon_analytic, 3)
+    5.049
+    >>> report = acc.to_dict()
+    >>> total = report["total"]
+    >>> report["mechanism"], total["budget"], round(total["loss"]["rdp_epsilon"], 3)
+    ('discrete_gaussian', '1', 10.034)
     """
 
     notion: str

@@ -195,6 +195,24 @@ class Geometric(Mechanism):
     ----------
     exact : bool, optional
         Sample with the exact integer sampler instead of the inverse CDF.
+
+    Raises
+    ------
+    HierarchyError
+        If ``exact`` is not a bool.
+
+    Examples
+    --------
+    >>> geometric = Geometric()
+    >>> z = geometric.parameter(PureDP(1), 2)      # ε = 1, Δ₁ = 2
+    >>> z, round(geometric.variance(z), 3)
+    (0.5, 7.835)
+    >>> geometric.sample(z, 5, np.random.default_rng(1))
+    array([ 1,  3,  1, -1, -6])
+    >>> Geometric(exact=1)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: geometric option 'exact' must be a bool, not 1
     """
 
     name: ClassVar[str] = "geometric"
@@ -234,6 +252,30 @@ class DiscreteGaussian(Mechanism):
     Parameters
     ----------
     max_denominator : int, optional
+        Largest denominator of the rational σ² the exact sampler uses.
+
+    Raises
+    ------
+    HierarchyError
+        If ``max_denominator`` is not a positive int.
+
+    Examples
+    --------
+    >>> dgauss = DiscreteGaussian()
+    >>> sigma2 = dgauss.parameter(ZCDP("1/4"), 1)       # ρ = 1/4, Δ₂ = 1
+    >>> sigma2, round(dgauss.variance(sigma2), 6)
+    (2.0, 2.0)
+    >>> dgauss.sample(sigma2, 5, np.random.default_rng(1))
+    array([-1,  4,  0, -2,  1])
+    >>> np.exp(dgauss.logpmf([0, 1, 2], sigma2)).round(4)
+    array([0.2821, 0.2197, 0.1038])
+
+    A zCDP mechanism cannot spend a pure-DP budget:
+
+    >>> dgauss.parameter(PureDP(1), 1)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: a zCDP mechanism (Gaussian noise) cannot keep ...
     """
 
     name: ClassVar[str] = "discrete_gaussian"
@@ -270,7 +312,19 @@ class DiscreteGaussian(Mechanism):
 
 @dataclass(frozen=True)
 class Laplace(Mechanism):
-    """Continuous Laplace noise, ``scale = Δ₁ / ε`` (pure DP in exact arithmetic)."""
+    """Continuous Laplace noise, ``scale = Δ₁ / ε`` (pure DP in exact arithmetic).
+
+    Floating-point noise: for simulations only (measuring refuses it in release mode).
+
+    Examples
+    --------
+    >>> laplace = Laplace()
+    >>> scale = laplace.parameter(PureDP("1/2"), 2)     # ε = 1/2, Δ₁ = 2
+    >>> scale, laplace.variance(scale)
+    (4.0, 32.0)
+    >>> laplace.sample(scale, 3, np.random.default_rng(1)).round(3)
+    array([-2.679,  0.203, -7.747])
+    """
 
     name: ClassVar[str] = "laplace"
     accounting: ClassVar[str] = PureDP.kind
@@ -296,7 +350,21 @@ class Laplace(Mechanism):
 
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
-    """Continuous Gaussian noise, ``σ² = Δ₂² / (2ρ)`` (zCDP in exact arithmetic)."""
+    """Continuous Gaussian noise, ``σ² = Δ₂² / (2ρ)`` (zCDP in exact arithmetic).
+
+    Floating-point noise: for simulations only (measuring refuses it in release mode).
+
+    Examples
+    --------
+    >>> gaussian = Gaussian()
+    >>> sigma2 = gaussian.parameter(ZCDP("1/2"), 1)     # ρ = 1/2, Δ₂ = 1
+    >>> sigma2, gaussian.variance(sigma2)
+    (1.0, 1.0)
+    >>> gaussian.sample(sigma2, 3, np.random.default_rng(1)).round(3)
+    array([ 1.102, -0.354,  1.867])
+    >>> gaussian.to_dict()
+    {'name': 'gaussian', 'accounting': 'zcdp', 'discrete': False, 'parameter_name': 'sigma2'}
+    """
 
     name: ClassVar[str] = "gaussian"
     accounting: ClassVar[str] = ZCDP.kind
@@ -356,7 +424,25 @@ def register_mechanism(cls: type[Mechanism], *, replace: bool = False) -> type[M
 
     Examples
     --------
-    See the module's example.
+    A variant of a built-in mechanism needs only its own name (the module's example writes one
+    from scratch):
+
+    >>> @register_mechanism
+    ... class HalfGeometric(Geometric):
+    ...     name = "half_geometric"
+    ...     def _parameter(self, budget, sensitivity):
+    ...         return budget / (2 * sensitivity)
+    >>> get_mechanism("half_geometric").parameter(PureDP(1), 1)
+    0.5
+    >>> register_mechanism(HalfGeometric)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: a mechanism named 'half_geometric' is already registered; ...
+    >>> unregister_mechanism("half_geometric")
+    >>> register_mechanism(int)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: a mechanism to register must be a subclass of ...
     """
     if not (isinstance(cls, type) and issubclass(cls, Mechanism)) or cls is Mechanism:
         raise HierarchyError(f"a mechanism to register must be a subclass of "
