@@ -99,6 +99,20 @@ class Rows:
         ``-inf`` / ``+inf`` where a side is free.
     labels : list of str
         ``"name: answer"`` of each row, for messages.
+
+    Examples
+    --------
+    The rows of the ``tot`` invariant at a level of two units, on a 4-cell schema:
+
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Spec
+    >>> schema = Schema((Attribute("sex", ("male", "female")),
+    ...                  Attribute("age", ("child", "adult"))))
+    >>> rows = INVARIANTS["tot"].rows(schema, Spec(), {"tot": np.array([3, 5])})
+    >>> rows.matrix.toarray().tolist(), rows.labels
+    ([[1, 1, 1, 1]], ['tot: total'])
+    >>> rows.lower.ravel().tolist(), rows.upper.ravel().tolist()     # equalities: lower = upper
+    ([3.0, 5.0], [3.0, 5.0])
     """
 
     matrix: sp.spmatrix
@@ -121,6 +135,14 @@ class CatalogueInvariant:
     rows : callable or None
         How it compiles at a level where it is declared; ``None`` when it only publishes data
         (which catalogue constraints then use).
+
+    Examples
+    --------
+    >>> INVARIANTS["tot"].statistic, INVARIANTS["tot"].needs
+    ('tot', ('tot',))
+    >>> gqhh_tot = INVARIANTS["gqhh_tot"]        # publishes data, compiles into no rows
+    >>> gqhh_tot.statistic, gqhh_tot.needs, gqhh_tot.rows
+    ('gqhh', (), None)
     """
 
     name: str
@@ -145,6 +167,22 @@ class CatalogueConstraint:
         Statistics it needs at each of its levels (published there or, when summable, below).
     rows : callable
         How it compiles at a level.
+
+    Examples
+    --------
+    Upper bounds on the persons of each unit type, in one unit with 10 persons, 2 households
+    and 1 facility of type 7:
+
+    >>> from hierarchy.schema import E2E_1940
+    >>> from invariants.spec import Spec
+    >>> ub = CONSTRAINTS["hhgq_total_ub"]
+    >>> ub.needs
+    ('gqhh',)
+    >>> gqhh = np.array([[2, 0, 0, 0, 0, 0, 0, 1]])
+    >>> stats = {"gqhh": gqhh, "tot": np.array([10])}
+    >>> rows = ub.rows(E2E_1940, Spec.e2e(["nation", "state"]), stats)
+    >>> rows.upper.tolist(), rows.labels[0]
+    ([[9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 8.0]], 'hhgq_total_ub: hhgq=household')
     """
 
     name: str

@@ -71,6 +71,30 @@ class LevelConstraints:
         What each row is (constraint name and answer), for messages and manifests.
     zero : bool array, shape (units, cells)
         Cells that must be 0 in each unit (structural zeros, and rows bounded above by 0).
+
+    Examples
+    --------
+    A state level of two units on a 4-cell schema (sex × age), with an exact total per unit and
+    at least one adult each; the nation level also gets the sums of its states' rows:
+
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Constraint, Invariant
+    >>> schema = Schema((Attribute("sex", ("male", "female")),
+    ...                  Attribute("age", ("child", "adult"))))
+    >>> geo = Geography(("nation", "state"), (["0"], ["01", "02"]), ([-1], [0, 0]))
+    >>> spec = Spec([Invariant("tot", "all")], [Constraint(
+    ...     "adults", "all", "linear", "marginal(age)", [1], ">=", 1)])
+    >>> compiled = compile_spec(spec, schema, geo, {"nation": {"tot": [7]},
+    ...                                              "state": {"tot": [3, 4]}})
+    >>> state = compiled["state"]
+    >>> state.n_units, state.labels
+    (2, ('tot: total', 'adults: adult'))
+    >>> state.matrix.toarray().tolist()
+    [[1, 1, 1, 1], [0, 1, 0, 1]]
+    >>> state.lower.tolist(), state.upper.tolist()
+    ([[3.0, 1.0], [4.0, 1.0]], [[3.0, inf], [4.0, inf]])
+    >>> compiled["nation"].constraint_names()
+    ['tot', 'tot (implied by state)', 'adults', 'adults (implied by state)']
     """
 
     level: str
@@ -113,11 +137,42 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
     (``gqhh``) at a level comes from that level if published there, otherwise it is the sum of
     the nearest lower level where ``gqhh_vect`` is declared and published.
 
+    Parameters
+    ----------
+    spec, schema, geography, published
+        As in :func:`compile_spec`.
+
+    Returns
+    -------
+    dict level → (dict statistic → int64 array)
+        The statistics each level's rows read (every level of the geography is a key).
+
     Raises
     ------
     SpecError
         If data is missing, malformed (negative, not integral, wrong shape), or inconsistent
         across levels (a parent's value is not the sum of its children's), naming the unit.
+
+    Examples
+    --------
+    The E2E spec publishes units data at the bottom level only; the levels above read its sums:
+
+    >>> from hierarchy.schema import E2E_1940
+    >>> geo, _ = Geography.from_columns(["nation", "state", "county"],
+    ...                                 [[["01", "01", "02"], ["01001", "01003", "02001"]]])
+    >>> gqhh = np.zeros((3, 8), np.int64); gqhh[:, 0] = [3, 1, 4]; gqhh[2, 6] = 1
+    >>> published = {"nation": {"tot": np.array([30])}, "state": {"tot": np.array([12, 18])},
+    ...              "county": {"gqhh": gqhh}}
+    >>> stats = resolve_statistics(Spec.e2e(geo.levels), E2E_1940, geo, published)
+    >>> {level: sorted(needed) for level, needed in stats.items()}
+    {'nation': ['gqhh', 'tot'], 'state': ['gqhh', 'tot'], 'county': ['gqhh']}
+    >>> stats["state"]["gqhh"].tolist()
+    [[4, 0, 0, 0, 0, 0, 0, 0], [4, 0, 0, 0, 0, 0, 1, 0]]
+    >>> published["nation"]["tot"] = np.array([31])
+    >>> resolve_statistics(Spec.e2e(geo.levels), E2E_1940, geo, published)
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: invariant 'tot' is inconsistent across levels: nation '0' has 31 but ...
     """
     levels = geography.levels
     spec.check_levels(levels)
@@ -360,6 +415,33 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
     SpecError
         Unknown levels or names, missing or inconsistent invariant data, bad queries, or a unit
         whose constraints contradict each other (naming the unit and the constraints).
+
+    Examples
+    --------
+    A spec with the ``tot`` invariant at every level and a structural zero (no female child:
+    cell 2 of the detailed histogram), on a 4-cell schema:
+
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> spec = Spec.from_toml_string('''
+    ... [[invariant]]
+    ... name = "tot"
+    ... levels = "all"
+    ... [[constraint]]
+    ... name = "no_girls"
+    ... type = "structural_zero"
+    ... query = "detailed"
+    ... answers = [2]
+    ... ''', source="spec.toml")
+    >>> schema = Schema((Attribute("sex", ("male", "female")), Attribute("age", ("0-17", "18+"))))
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02", "03"]]])
+    >>> published = {"nation": {"tot": [9]}, "state": {"tot": [3, 4, 2]}}
+    >>> compiled = compile_spec(spec, schema, geo, published)
+    >>> list(compiled), compiled["state"].zero[0].astype(int).tolist()
+    (['nation', 'state'], [0, 0, 1, 0])
+    >>> compile_spec(spec, schema, geo, {"nation": {"tot": [9]}})
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: invariant 'tot' is declared at level 'state' but no 'tot' data ...
     """
     levels = geography.levels
     if spec.unit_attribute not in schema.names and any(
@@ -432,6 +514,44 @@ def node_cvxpy_constraints(X, lc: LevelConstraints, children: slice | np.ndarray
 
     Vectorized over the children: parent consistency, equality rows, lower rows, upper rows,
     nonnegativity and zero cells are each one constraint object.
+
+    Parameters
+    ----------
+    X : cvxpy Variable or expression, shape (children, cells)
+    lc : LevelConstraints
+        The compiled constraints of the children's level.
+    children : slice or int array
+        Which units of that level are the children (``Geography.child_offsets``).
+    parent : array of shape (cells,), optional
+        The parent's histogram the children must sum to.
+
+    Returns
+    -------
+    list of cvxpy constraints
+
+    Examples
+    --------
+    A least-squares fit of two states' noisy histograms (sex × age) to their exact totals and
+    their nation's histogram:
+
+    >>> import cvxpy as cp
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Invariant
+    >>> schema = Schema((Attribute("sex", ("male", "female")),
+    ...                  Attribute("age", ("child", "adult"))))
+    >>> geo = Geography(("nation", "state"), (["0"], ["01", "02"]), ([-1], [0, 0]))
+    >>> lc = compile_spec(Spec([Invariant("tot", "state")]), schema, geo,
+    ...                   {"state": {"tot": [3, 4]}})["state"]
+    >>> X = cp.Variable((2, 4))
+    >>> constraints = node_cvxpy_constraints(X, lc, slice(0, 2), parent=np.array([2, 2, 1, 2]))
+    >>> len(constraints)         # X ≥ 0, children sum to the parent, totals
+    3
+    >>> noisy = np.array([[1.5, 0.5, 0.2, 1.0], [0.0, 2.5, 1.4, 0.8]])
+    >>> problem = cp.Problem(cp.Minimize(cp.sum_squares(X - noisy)), constraints)
+    >>> problem.solve() is not None, problem.status
+    (True, 'optimal')
+    >>> X.value.sum(axis=1).round(6), X.value.sum(axis=0).round(6)
+    (array([3., 4.]), array([2., 2., 1., 2.]))
     """
     import cvxpy as cp
 
@@ -463,6 +583,49 @@ def node_matrices(lc: LevelConstraints, children: slice | np.ndarray,
 
     Equalities: parent consistency (if ``parent`` is given), equality rows, zero cells.
     Inequalities: finite lower rows, negated finite upper rows, nonnegativity.
+
+    Parameters
+    ----------
+    lc : LevelConstraints
+        The compiled constraints of the children's level.
+    children : slice or int array
+        Which units of that level are the children.
+    parent : int array of shape (cells,), optional
+        The parent's histogram the children must sum to.
+
+    Returns
+    -------
+    A : scipy.sparse.csr_matrix, int64
+    a : int64 array
+    B : scipy.sparse.csr_matrix, int64
+    b : int64 array
+
+    Examples
+    --------
+    Two tracts of a county on a 3-cell schema, each with an exact total and at most 2 persons
+    aged 65+:
+
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Constraint, Invariant
+    >>> schema = Schema((Attribute("age", ("0-17", "18-64", "65+")),))
+    >>> geo, _ = Geography.from_columns(["county", "tract"], [[["A", "B"]]])
+    >>> spec = Spec([Invariant("tot", "tract")],
+    ...             [Constraint("few_seniors", "tract", "linear", "detailed", [2], "<=", 2)])
+    >>> lc = compile_spec(spec, schema, geo, {"tract": {"tot": [5, 4]}})["tract"]
+    >>> A, a, B, b = node_matrices(lc, slice(0, 2), parent=np.array([3, 4, 2]))
+    >>> A.toarray()                         # 3 parent cells, then the 2 totals
+    array([[1, 0, 0, 1, 0, 0],
+           [0, 1, 0, 0, 1, 0],
+           [0, 0, 1, 0, 0, 1],
+           [1, 1, 1, 0, 0, 0],
+           [0, 0, 0, 1, 1, 1]])
+    >>> a
+    array([3, 4, 2, 5, 4])
+    >>> B.shape, b.tolist()                 # 6 nonnegativity rows, then -(65+) ≥ -2 per tract
+    ((8, 6), [0, 0, 0, 0, 0, 0, -2, -2])
+    >>> s = np.array([1, 3, 1, 2, 1, 1])    # tract A: 1, 3, 1; tract B: 2, 1, 1
+    >>> bool((A @ s == a).all() and (B @ s >= b).all())
+    True
     """
     lower, upper, zero = lc.rows_of(children)
     k, n = zero.shape
@@ -501,7 +664,51 @@ def node_matrices(lc: LevelConstraints, children: slice | np.ndarray,
 def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.ndarray
                | None = None, *, limit: int = 10) -> list[str]:
     """Every broken promise of integer ``histograms`` (units × cells), in exact integer
-    arithmetic: negative cells, nonzero zero-cells, rows outside their bounds."""
+    arithmetic: negative cells, nonzero zero-cells, rows outside their bounds.
+
+    Parameters
+    ----------
+    lc : LevelConstraints
+    histograms : int array, shape (units, cells)
+        Histograms of the units ``units`` selects, in that order.
+    units : slice or int array, optional
+        Which units of the level the rows of ``histograms`` are (default: all of them).
+    limit : int, optional
+        At most this many messages (default 10).
+
+    Returns
+    -------
+    list of str
+        One message per broken promise, naming the unit; empty when every promise holds.
+
+    Raises
+    ------
+    SpecError
+        If ``histograms`` are not integers.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Constraint, Invariant
+    >>> schema = Schema((Attribute("sex", ("male", "female")),
+    ...                  Attribute("age", ("child", "adult"))))
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
+    >>> spec = Spec([Invariant("tot", "state")],
+    ...             [Constraint("adults", "state", "linear", "marginal(age)", [1], ">=", 1)])
+    >>> lc = compile_spec(spec, schema, geo, {"state": {"tot": [3, 4]}})["state"]
+    >>> violations(lc, np.array([[1, 1, 0, 1], [1, 1, 1, 1]]))
+    []
+    >>> for problem in violations(lc, np.array([[1, 1, 0, 0], [3, 0, 1, 0]])):
+    ...     print(problem)
+    state '01': tot: total = 2, must be == 3
+    state '02': adults: adult = 0, must be >= 1
+    >>> violations(lc, np.array([[3, 0, 1, 0]]), units=[1])
+    ["state '02': adults: adult = 0, must be >= 1"]
+    >>> violations(lc, np.ones((2, 4)))
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: verification needs integer histograms
+    """
     x = np.asarray(histograms)
     if x.dtype.kind not in "iu":
         raise SpecError("verification needs integer histograms")
@@ -575,7 +782,24 @@ def data_violations(lc: LevelConstraints, histograms: np.ndarray) -> list[str]:
 
 def check_violations(lc: LevelConstraints, histograms: np.ndarray,
                      units: slice | np.ndarray | None = None) -> None:
-    """Raise :class:`SpecError` listing violations, if any (see :func:`violations`)."""
+    """Raise :class:`SpecError` listing violations, if any (see :func:`violations`).
+
+    Examples
+    --------
+    One unit (a single-level geography) with an exact total of 5 persons:
+
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Invariant
+    >>> schema = Schema((Attribute("sex", ("male", "female")), Attribute("age", ("0-17", "18+"))))
+    >>> geo = Geography(("nation",), (["US"],), ([-1],))
+    >>> lc = compile_spec(Spec([Invariant("tot")]), schema, geo, {"nation": {"tot": [5]}})["nation"]
+    >>> check_violations(lc, np.array([[1, 2, 1, 1]]))      # silent when every promise holds
+    >>> check_violations(lc, np.array([[1, 2, 1, 0]]))
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: result violates its constraints:
+      nation 'US': tot: total = 4, must be == 5
+    """
     found = violations(lc, histograms, units)
     if found:
         raise SpecError("result violates its constraints:\n  " + "\n  ".join(found))

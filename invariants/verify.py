@@ -43,7 +43,40 @@ def consistency_violations(geography: Geography, li: int, hist: np.ndarray,
     """Cells where the units of level ``li`` do not sum to their parent (exact for integers).
 
     ``allowed`` maps a parent's geocode to the cells in which a failsafe was allowed (and
-    reported) to break consistency."""
+    reported) to break consistency.
+
+    Parameters
+    ----------
+    geography : Geography
+    li : int
+        The level of ``hist`` (≥ 1); its parents are level ``li - 1``.
+    hist, parent_hist : arrays (units × cells)
+        Histograms of level ``li`` and of level ``li - 1``. Integers are compared exactly,
+        anything else to 1e-6 relative.
+    schema : Schema, optional
+        Names the cells in the messages.
+    allowed : mapping parent geocode → cells, optional
+    limit : int, optional
+        At most this many messages (default 5).
+
+    Returns
+    -------
+    list of str
+        Empty when every parent equals the sum of its children.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Attribute
+    >>> schema = Schema((Attribute("tenure", ("owned", "rented")),))
+    >>> geo, _ = Geography.from_columns(["nation", "county", "tract"],
+    ...                                 [[["A", "A", "B"], ["A1", "A2", "B1"]]])
+    >>> county = np.array([[5, 2], [1, 3]])
+    >>> tract = np.array([[2, 1], [3, 2], [1, 3]])
+    >>> consistency_violations(geo, 2, tract, county, schema)
+    ["tract units of county 'A' sum to 3 in cell 1 (tenure=rented), the parent has 2"]
+    >>> consistency_violations(geo, 2, tract, county, allowed={"A": [1]})
+    []
+    """
     summed = geography.aggregate(np.asarray(hist), li, li - 1)
     if summed.dtype.kind in "iu" and np.asarray(parent_hist).dtype.kind in "iu":
         bad_mask = (summed.astype(np.int64) - np.asarray(parent_hist).astype(np.int64)) != 0
@@ -97,6 +130,32 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
     ------
     SpecError
         ``invariants`` asked of fractional histograms, or the spec does not compile.
+
+    Examples
+    --------
+    Three levels of a one-attribute schema, with the county totals invariant:
+
+    >>> from hierarchy.schema import Attribute
+    >>> from invariants.spec import Invariant
+    >>> schema = Schema((Attribute("tenure", ("owned", "rented")),))
+    >>> geo, _ = Geography.from_columns(["nation", "county", "tract"],
+    ...                                 [[["A", "A", "B"], ["A1", "A2", "B1"]]])
+    >>> spec = Spec([Invariant("tot", ["nation", "county"])])
+    >>> published = {"nation": {"tot": np.array([11])}, "county": {"tot": np.array([7, 4])}}
+    >>> promises = dict(integer=True, consistent=True, nonnegative=True, invariants=True)
+    >>> good = (np.array([[6, 5]]), np.array([[6, 1], [0, 4]]),
+    ...         np.array([[3, 1], [3, 0], [0, 4]]))
+    >>> verify_histograms(good, spec, schema, geo, published, **promises)
+    []
+    >>> bad = good[:2] + (np.array([[3, 1], [3, 0], [-1, 4]]),)
+    >>> for problem in verify_histograms(bad, spec, schema, geo, published, **promises):
+    ...     print(problem)
+    tract 'B1': cell 0 (tenure=owned) is negative (-1); 1 negative cells
+    tract units of county 'B' sum to -1 in cell 0 (tenure=owned), the parent has 0
+    tract 'B1': cell 0 is negative (-1)
+    >>> verify_histograms(good[:2] + (good[2] * 1.0,), spec, schema, geo, published,
+    ...                   integer=True)
+    ['tract: counts are float64, not integers']
     """
     out: list[str] = []
     compiled = None

@@ -357,10 +357,9 @@ class Gaussian(Mechanism):
     Examples
     --------
     >>> gaussian = Gaussian()
-    >>> sigma2 = gaussian.parameter(ZCDP("1/2"), 1)     # ρ = 1/2, Δ₂ = 1
-    >>> sigma2, gaussian.variance(sigma2)
-    (1.0, 1.0)
-    >>> gaussian.sample(sigma2, 3, np.random.default_rng(1)).round(3)
+    >>> gaussian.parameter(ZCDP("1/2"), 1)     # σ² = Δ₂² / (2ρ), ρ = 1/2, Δ₂ = 1
+    1.0
+    >>> gaussian.sample(1.0, 3, np.random.default_rng(1)).round(3)
     array([ 1.102, -0.354,  1.867])
     >>> gaussian.to_dict()
     {'name': 'gaussian', 'accounting': 'zcdp', 'discrete': False, 'parameter_name': 'sigma2'}
