@@ -85,6 +85,21 @@ class LevelPlan:
         Per iteration of the level, whether it is TotalOnly.
     noise : dict of str to Noise
         ``'step1'``, ``'step2'`` and ``'total_only'``.
+
+    Examples
+    --------
+    Made by :func:`plan_level`: a level of two iterations, the second TotalOnly, calibrated to
+    a Step-2 MOE of 6 with discrete Gaussian noise (budgets are exact ρ):
+
+    >>> level = Level("county", "county", ("1", "2"), 2, None, 6, (10, 100, 1000),
+    ...               frozenset({"2"}))
+    >>> plan = plan_level(level, mechanism="discrete_gaussian", gamma="0.1")
+    >>> plan.budget.total, plan.budget.group
+    (Fraction(16, 135), Fraction(8, 135))
+    >>> {step: noise.moe for step, noise in plan.noise.items()}
+    {'step1': 18, 'step2': 6, 'total_only': 5}
+    >>> plan.to_dict()["total_only"]
+    ['2']
     """
 
     level: Level
@@ -184,6 +199,24 @@ class LevelRelease:
         True counts. Confidential: for the accuracy report only.
     truth_totals : numpy.ndarray
         True group totals ``(E, I)``. Confidential.
+
+    Examples
+    --------
+    Made by :func:`measure_level`. Two entities of one TotalOnly iteration release one noisy
+    total each:
+
+    >>> from postproc.apps.safetab.groups import GroupCounts
+    >>> cells = np.zeros((2, 1, 2, 23), np.int64)
+    >>> cells[:, 0, 1, 5] = [12, 30]
+    >>> plan = plan_level(Level("state", "state", ("9",), 1, "1/2", None, (10, 20, 30),
+    ...                         frozenset({"9"})), mechanism="geometric", gamma="0.1")
+    >>> release = measure_level(GroupCounts("state", np.array(["01", "02"]), ("9",), cells, 1),
+    ...                         plan, rng=3)
+    >>> release.rows, release.choice_counts()
+    (2, {'total_only': 2, 'total': 0, 'sex_age4': 0, 'sex_age9': 0, 'sex_age23': 0})
+    >>> release.to_table().select(["geography", "table", "count", "moe"]).to_pylist()
+    [{'geography': '01', 'table': 'total_only', 'count': 13, 'moe': 5},
+     {'geography': '02', 'table': 'total_only', 'count': 30, 'moe': 5}]
     """
 
     level: str

@@ -353,6 +353,18 @@ class LevelAccounting:
     moe_calibration : dict or None
         For an MOE-calibrated level, :func:`hierarchy.accounting.account_moe`'s entry for it
         (the ε and ρ of both mechanisms for that MOE).
+
+    Examples
+    --------
+    A county level calibrated to a Step-2 MOE of 20 with discrete Gaussian noise, stability 3:
+
+    >>> budget = LevelBudget.from_moe(20, notion="zcdp", stability=3, gamma="0.1")
+    >>> level = account_safetab({"county": budget}, kinds={"county": ("adaptive",)}
+    ...                         ).levels["county"]
+    >>> level.kinds, level.loss.rho, round(level.loss.zcdp_epsilon_numeric, 3)
+    (('adaptive',), 0.016, 1.103)
+    >>> level.moe_calibration["moe"], level.moe_calibration["rho_total"]
+    (20, 0.016)
     """
 
     budget: LevelBudget
@@ -378,6 +390,19 @@ class SafeTabAccounting:
     total_budget : Fraction
         Σ of the level budgets (ε or ρ), exact.
     total : PrivacyLoss
+
+    Examples
+    --------
+    Made by :func:`account_safetab`; levels compose sequentially:
+
+    >>> budgets = {"state": LevelBudget("zcdp", "1/10", stability=2, gamma="0.1"),
+    ...            "county": LevelBudget("zcdp", "1/50", stability=3, gamma="0.1")}
+    >>> acc = account_safetab(budgets, kinds={"state": ("adaptive", "total_only"),
+    ...                                       "county": ("adaptive",)})
+    >>> acc.notion, acc.total_budget, acc.total.rho, acc.total.pure_epsilon
+    ('zcdp', Fraction(3, 25), 0.12, None)
+    >>> acc.to_dict()["mechanism"], list(acc.to_dict()["levels"])
+    ('discrete_gaussian', ['state', 'county'])
     """
 
     notion: str

@@ -580,6 +580,39 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
     ------
     PostprocError
         With ``source``, the line and the key of the problem.
+
+    Examples
+    --------
+    A county level of one iteration with geometric noise at ε = 1/2, reading a persons file
+    relative to ``base``:
+
+    >>> text = '''
+    ... [data]
+    ... persons = "persons.parquet"
+    ... [randomness]
+    ... mode = "simulation"
+    ... seed = 1
+    ... [mechanism]
+    ... name = "geometric"
+    ... [[iteration]]
+    ... id = "4000"
+    ... name = "Asian alone or in combination"
+    ... codes = ["4000-4999"]
+    ... [[level]]
+    ... name = "county"
+    ... iterations = ["4000"]
+    ... stability = 1
+    ... budget = "1/2"
+    ... thresholds = [10, 100, 1000]
+    ... '''
+    >>> config = parse_safetab_config(text, source="county.toml", base="/data")
+    >>> config.notion, config.persons.as_posix(), config.levels[0].budget
+    ('pure', '/data/persons.parquet', Fraction(1, 2))
+    >>> parse_safetab_config(text.replace('s = ["4000"]', 's = ["4001"]'),
+    ...                      source="county.toml")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: county.toml, line 15: level 'county' names iterations ['4001'] that no [[iteration]] defines; defined: ['4000']
     """
     return _from_document(parse_toml(text, source=source, error=PostprocError), base=Path(base))
 

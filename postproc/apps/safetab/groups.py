@@ -60,6 +60,20 @@ class Records:
         Detailed race codes, shape (records, race columns), 0 = not reported (int32).
     origin : numpy.ndarray or None
         Detailed Hispanic origin codes, 0 = not Hispanic (int32).
+
+    Examples
+    --------
+    Made by :func:`prepare_records`; ``"nation"`` needs no column (one entity, ``US``):
+
+    >>> persons = pa.table({"county": ["001", "002", "001"], "sex": [2, 1, 1],
+    ...                     "age": [0, 44, 90], "race1": [1000, 1000, 4000],
+    ...                     "hisp_origin": [0, 0, 0]})
+    >>> records = prepare_records(persons, DataColumns(races=("race1",)), ["county", "nation"])
+    >>> records.size, records.cell.tolist(), records.races[:, 0].tolist()
+    (3, [23, 11, 22], [1000, 1000, 4000])
+    >>> entity, geocodes = records.geography["county"]
+    >>> entity.tolist(), geocodes.tolist(), records.geography["nation"][1].tolist()
+    ([0, 1, 0], ['001', '002'], ['US'])
     """
 
     geography: Mapping[str, tuple[np.ndarray, np.ndarray]]
@@ -227,6 +241,16 @@ class GroupCounts:
         The most groups of this level one record belongs to.
     witness : int
         A record (row number) that belongs to that many groups; -1 without records.
+
+    Examples
+    --------
+    Normally made by :func:`tabulate_groups`; one state, one iteration, one person in every
+    sex × Age23 cell:
+
+    >>> counts = GroupCounts("state", np.array(["01"]), ("T",), np.ones((1, 1, 2, 23), np.int64),
+    ...                      observed_stability=1)
+    >>> counts.totals().tolist(), counts.counts.shape
+    ([[46]], (1, 1, 2, 23))
     """
 
     level: str
@@ -262,6 +286,27 @@ def tabulate_groups(records: Records, levels: Sequence[Level],
     ------
     PostprocError
         If a level's geography is not in ``records`` or it names an unknown iteration.
+
+    Examples
+    --------
+    Two counties × (everyone, Asian), and the nation × Asian:
+
+    >>> persons = pa.table({"county": ["001", "002", "001"], "sex": [2, 1, 1],
+    ...                     "age": [0, 44, 90], "race1": [1000, 1000, 4000]})
+    >>> records = prepare_records(persons, DataColumns(races=("race1",), origin=None),
+    ...                           ["county", "nation"])
+    >>> its = {"T": Iteration("T", "Total", "all"), "A": Iteration("A", "Asian", ["4000-4999"])}
+    >>> levels = [Level("county", "county", ("T", "A"), 2, "1", None, (1, 2, 3)),
+    ...           Level("nation", "nation", ("A",), 1, "1", None, (1, 2, 3))]
+    >>> counts = tabulate_groups(records, levels, its)
+    >>> counts["county"].totals().tolist(), counts["county"].observed_stability
+    ([[2, 1], [1, 0]], 2)
+    >>> counts["nation"].geocodes.tolist(), counts["nation"].totals().tolist()
+    (['US'], [[1]])
+    >>> tabulate_groups(records, [Level("state", "state", ("T",), 1, "1", None, (1, 2, 3))], its)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: level 'state': geography 'state' was not read; pass it to prepare_records
     """
     keys, memberships, out = {}, {}, {}
     for level in levels:

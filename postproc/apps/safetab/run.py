@@ -83,6 +83,20 @@ class SafeTabResult:
         Provenance of the noise (mode, seed, label).
     records : int
         Number of persons tabulated.
+
+    Examples
+    --------
+    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from postproc.apps.safetab.config import Iteration, Level
+    >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
+    ...                        (Level("state", "state", ("1",), 1, None, 10, (100, 1000, 10000)),),
+    ...                        randomness_mode="simulation", seed=1, synthetic=(2_000, 1))
+    >>> result = safetab(synthesize_detailed_1940(2_000, seed=1).persons, config)
+    >>> result.records, result.release, result.choices()
+    (2000, False, {'state': {'total_only': 0, 'total': 46, 'sex_age4': 3, 'sex_age9': 0, 'sex_age23': 0}})
+    >>> manifest = result.manifest()            # JSON-ready, no confidential values
+    >>> manifest["levels"]["state"]["released_counts"], manifest["randomness"]["mode"]
+    (70, 'simulation')
     """
 
     config: SafeTabConfig
@@ -205,6 +219,26 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     ------
     PostprocError
         If the file is missing, unreadable or lacks a needed column.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import pyarrow.parquet as pq
+    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from postproc.apps.safetab.config import Iteration, Level
+    >>> path = Path(tempfile.mkdtemp()) / "persons.parquet"
+    >>> pq.write_table(synthesize_detailed_1940(2_000, seed=1).persons, path)
+    >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
+    ...                        (Level("state", "state", ("1",), 1, None, 10, (100, 1000, 10000)),),
+    ...                        randomness_mode="simulation", seed=1, persons=path)
+    >>> persons = load_persons(config)          # only the columns SafeTab needs
+    >>> persons.num_rows, persons.column_names
+    (2000, ['sex', 'age', 'race1', 'race2', 'race3', 'hisp_origin', 'state'])
+    >>> import dataclasses
+    >>> load_persons(dataclasses.replace(config, persons=path.with_name("missing.parquet")))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: <config> [data] persons: .../missing.parquet does not exist
     """
     if config.synthetic is not None:
         from hierarchy.synth_detailed import synthesize_detailed_1940
@@ -253,6 +287,22 @@ class SafeTabRun:
     result : SafeTabResult
     report_path : Path or None
         Where the report was written: ``directory/confidential/accuracy_report.json``.
+
+    Examples
+    --------
+    Without an accuracy report (``[output] accuracy_report = false``) nothing confidential is
+    kept beside the release:
+
+    >>> import tempfile
+    >>> from postproc.apps.safetab.config import Iteration, Level
+    >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
+    ...                        (Level("state", "state", ("1",), 1, "1/10", None, (10, 50, 100)),),
+    ...                        randomness_mode="simulation", seed=2, synthetic=(1_000, 2))
+    >>> run = run_safetab(config, out=Path(tempfile.mkdtemp()) / "safetab")
+    >>> run.report, run.report_path, run.result.records
+    (None, None, 1000)
+    >>> run.manifest["outputs"]
+    {'tables': {'state': 'tables/state.parquet'}, 'choices': {'state': 'choices/state.parquet'}}
     """
 
     directory: Path
@@ -286,6 +336,26 @@ def write_safetab(result: SafeTabResult, directory: str | Path, *, overwrite: bo
     PostprocError
         If the directory exists and is not empty (without ``overwrite``), cannot be replaced or
         written, is being written by another run, or two levels would share a file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from postproc.apps.safetab.config import Iteration, Level
+    >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
+    ...                        (Level("state", "state", ("1",), 1, "1/2", None, (10, 50, 100)),),
+    ...                        randomness_mode="simulation", seed=3, synthetic=(1_000, 3))
+    >>> result = safetab(synthesize_detailed_1940(1_000, seed=3).persons, config)
+    >>> out = Path(tempfile.mkdtemp()) / "release"
+    >>> write_safetab(result, out)["outputs"]["tables"]
+    {'state': 'tables/state.parquet'}
+    >>> sorted(p.relative_to(out).as_posix() for p in out.rglob("*.*"))
+    ['.dapp-output', 'choices/state.parquet', 'manifest.json', 'tables/state.parquet']
+    >>> write_safetab(result, out)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: ... already exists and is not empty; choose another directory, or allow replacing it (overwrite=True, --overwrite)
+    >>> _ = write_safetab(result, out, overwrite=True)     # replaces what this toolkit wrote
     """
     overwrite = _flag(overwrite, "overwrite")
     directory = _output_path(directory)
