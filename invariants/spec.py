@@ -101,7 +101,32 @@ def _levels(value: Any, where: str, name: str) -> tuple[str, ...] | str:
 
 @dataclass(frozen=True)
 class Invariant:
-    """An exact statistic published at some levels (see :data:`INVARIANTS`)."""
+    """An exact statistic published at some levels (see :data:`INVARIANTS`).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`INVARIANTS`: ``'tot'``, ``'gqhh_vect'`` or ``'gqhh_tot'``.
+    levels : tuple of str or "all"
+        The levels where it is published (a single level name is one level).
+
+    Raises
+    ------
+    SpecError
+        On an unknown name or bad levels (naming the file and line when read from one).
+
+    Examples
+    --------
+    >>> tot = Invariant("tot", ["nation", "state"])
+    >>> tot
+    Invariant(name='tot', levels=('nation', 'state'))
+    >>> tot.statistic, tot.to_dict()
+    ('tot', {'name': 'tot', 'levels': ['nation', 'state']})
+    >>> Invariant("total")
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: unknown invariant 'total'; known invariants are [...]
+    """
 
     name: str
     levels: tuple[str, ...] | str = "all"
@@ -144,6 +169,30 @@ class Constraint:
         For linear constraints.
     rhs : number, list of numbers, or statistic reference
         For linear constraints.
+
+    Raises
+    ------
+    SpecError
+        On an unknown catalogue name or type, a missing query, bad answers, or a linear
+        constraint without a valid sense or rhs.
+
+    Examples
+    --------
+    A catalogue constraint takes only levels; your own constraints take a query:
+
+    >>> Constraint("total_ge_households").to_dict()
+    {'name': 'total_ge_households', 'levels': 'all'}
+    >>> adults = Constraint("adults", ["state"], type="linear", query="marginal(votingage)",
+    ...                     answers=[1], sense=">=", rhs=1)
+    >>> adults.answers, adults.statistic_reference()
+    ((1,), None)
+    >>> Constraint("within_total", type="linear", query="total()", sense="<=",
+    ...            rhs="tot").statistic_reference()
+    ('tot', None)
+    >>> Constraint("adults", type="linear", query="marginal(votingage)", sense="=", rhs=1)
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: linear constraint 'adults' needs sense in (...), not '='
     """
 
     name: str
@@ -244,6 +293,31 @@ class Spec:
         Also impose, at every parent level, the sums of its children's constraints (valid for the
         truth, so nothing feasible is lost). This keeps a rounded parent splittable among its
         children, so the failsafe is rarely needed. On by default.
+
+    Raises
+    ------
+    SpecError
+        If two constraints share a name or an invariant is declared twice.
+
+    See Also
+    --------
+    Spec.from_toml, Spec.e2e
+
+    Examples
+    --------
+    >>> spec = Spec(invariants=[Invariant("tot", ["nation", "state"])],
+    ...             constraints=[Constraint("no_minors", type="structural_zero",
+    ...                                     query="marginal(votingage)", answers=[0])])
+    >>> spec.invariant_levels("tot", ["nation", "state", "county"])
+    ('nation', 'state')
+    >>> spec.check_levels(["nation", "county"])
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: invariant 'tot' names unknown level(s) ['state']; ...
+    >>> Spec(invariants=[Invariant("tot", "nation"), Invariant("tot", "state")])
+    Traceback (most recent call last):
+    ...
+    invariants.errors.SpecError: invariant 'tot' is declared twice; list all its levels in one entry
     """
 
     invariants: tuple[Invariant, ...] = ()
