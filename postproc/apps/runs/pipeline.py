@@ -77,6 +77,47 @@ _FINGERPRINT_FILE = "data_fingerprint.json"
 
 @dataclass(frozen=True, eq=False)
 class PipelineResult:
+    """What :func:`run_pipeline` returns: the result, its measurements and the truth.
+
+    Parameters
+    ----------
+    result : Result
+        The post-processed histograms of every level.
+    noisy : NoisyHierarchy
+        The measurements (saved in ``directory/noisy``).
+    truth : Hierarchy
+        The tabulated confidential data (in memory only).
+    directory : Path
+        The run's output directory.
+    timings : dict of str to float
+        Seconds per step.
+    error_table : pandas.DataFrame or None
+        Errors against the confidential data, when asked for (always in simulation mode);
+        saved in ``directory/confidential/error_table.csv``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = write_synthetic_1940(base / "data", 500, seed=1, progress=False)
+    >>> config = RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
+    ...                          levels=["nation", "state"], budget=1, seed=1, base=base)
+    >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
+    >>> out.result
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
+    >>> out.release, sorted(out.timings)
+    (False, ['check_spec', 'measure', 'read_tabulate', 'topdown', 'write'])
+    >>> print(out.error_table[["level", "query", "noisy_mae", "topdown_mae"]].to_string(index=False))
+     level        query  noisy_mae  topdown_mae
+    nation        total       26.0          0.0
+    nation va_hisp_race        3.0          0.0
+    nation     detailed       29.0          0.0
+     state        total       24.0          0.0
+     state va_hisp_race        4.0          0.0
+     state     detailed       28.0          0.0
+    """
+
     result: Result
     noisy: NoisyHierarchy
     truth: Hierarchy
@@ -219,6 +260,28 @@ def data_fingerprint(truth: Hierarchy) -> dict[str, str | None]:
 
     Confidential (a hash of the data lets anyone confirm a guess of it): it is kept under
     ``confidential/`` only.
+
+    Parameters
+    ----------
+    truth : Hierarchy
+
+    Returns
+    -------
+    dict
+        ``{"persons": hex digest, "units": hex digest or None}``.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.synth import synthesize_1940
+    >>> def truth(seed):
+    ...     return tabulate(synthesize_1940(500, seed=seed).persons, schema=E2E_1940,
+    ...                     levels=["nation", "state"])
+    >>> fingerprint = data_fingerprint(truth(1))
+    >>> len(fingerprint["persons"]), fingerprint["units"]
+    (64, None)
+    >>> data_fingerprint(truth(1)) == fingerprint, data_fingerprint(truth(2)) == fingerprint
+    (True, False)
     """
     h = hashlib.sha256()
     h.update(json.dumps(truth.schema.to_dict(), sort_keys=True, default=str).encode())
@@ -247,10 +310,46 @@ def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required:
     The persons must match, and the units (exactly with ``required``, as a resumed run needs;
     otherwise when both sides have them). Returns False if the run has no fingerprint (e.g. a published copy without ``confidential/``) and ``required`` is off.
 
+    Parameters
+    ----------
+    directory : str or Path
+        A ``postproc run`` output directory.
+    truth : Hierarchy
+        The data to check.
+    required : bool
+        Whether a missing fingerprint is an error.
+
+    Returns
+    -------
+    bool
+        True if the fingerprint matches; False if there is none and it is not required.
+
     Raises
     ------
     PostprocError
         If the fingerprints differ (or it is missing and ``required``).
+
+    Examples
+    --------
+    Two data sets, a run on the first (Hay's least squares, which needs no spec):
+
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> base = Path(tempfile.mkdtemp())
+    >>> for seed in (1, 2):
+    ...     _ = write_synthetic_1940(base / f"data{seed}", 500, seed=seed, progress=False)
+    >>> config = RunConfig.build(persons="data1/persons.parquet", levels=["nation", "state"],
+    ...                          budget=1, seed=1, spec=None, method="hay", base=base)
+    >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
+    >>> check_data_fingerprint(base / "run", out.truth)
+    True
+    >>> check_data_fingerprint(base / "data1", out.truth, required=False)   # not a run
+    False
+    >>> other = load_truth(replace(config, persons=base / "data2" / "persons.parquet"))
+    >>> check_data_fingerprint(base / "run", other)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: the input data differ from the data the run in .../run measured (the persons fingerprint differs): the input changed since. Use the original data, or start a new run in another --out (a new run measures the new data)
     """
     path = Path(directory) / CONFIDENTIAL_DIR / _FINGERPRINT_FILE
     if not path.exists():
@@ -280,9 +379,43 @@ def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = No
     The message names each broken constraint, how many units break it and one example unit —
     never a confidential count.
 
+    Parameters
+    ----------
+    config : RunConfig
+    truth : Hierarchy
+        The tabulated data (with units when the spec has units invariants).
+    stats, compiled : optional
+        The published statistics and compiled spec, when the caller has them already.
+
     Raises
     ------
     PostprocError
+        Some unit's data contradict a constraint of the spec.
+
+    Examples
+    --------
+    The E2E spec makes college dormitories (``hhgq = 5``) a structural zero; one student
+    breaks it:
+
+    >>> import pyarrow as pa
+    >>> from hierarchy.synth import synthesize_1940
+    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+    ...                          budget=1, seed=1)
+    >>> data = synthesize_1940(500, seed=1)
+    >>> def tabulated(persons):
+    ...     return tabulate(persons, schema=config.schema, levels=["nation", "state"],
+    ...                     units=data.units, unit_attribute="hhgq")
+    >>> check_data_against_spec(config, tabulated(data.persons))      # fine: returns None
+    >>> student = data.persons.slice(0, 1)
+    >>> student = student.set_column(student.schema.get_field_index("hhgq"), "hhgq",
+    ...                              pa.array([5], pa.int8()))
+    >>> check_data_against_spec(config, tabulated(pa.concat_tables([data.persons, student])))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
+      structural_zeros & hhgq_total_lb (implied by state) & hhgq_total_ub (implied by state) & structural_zeros (implied by state): 1 of 1 nation units break it, e.g. '0'
+      hhgq_total_lb & hhgq_total_ub & structural_zeros: 1 of 49 state units break it, e.g. '01'
+    fix the spec (or the data) and rerun
     """
     from hierarchy.measurement import published_statistics
     from invariants.compile import data_violations
@@ -299,7 +432,37 @@ def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = No
 
 
 def load_truth(config: RunConfig) -> Hierarchy:
-    """Read, validate and tabulate the configured microdata."""
+    """Read, validate and tabulate the configured microdata.
+
+    Parameters
+    ----------
+    config : RunConfig
+        Its ``[data]`` files, schema, levels and the spec's unit attribute.
+
+    Returns
+    -------
+    Hierarchy
+        The confidential truth, with the units table when ``config.units`` is set.
+
+    Raises
+    ------
+    HierarchyError
+        Missing files, columns or values outside the schema (the message names them).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = write_synthetic_1940(base, 500, seed=1, progress=False)
+    >>> config = RunConfig.build(persons="persons.parquet", units="units.parquet",
+    ...                          levels=["nation", "state"], budget=1, seed=1, base=base)
+    >>> truth = load_truth(config)
+    >>> truth.summary()
+    {'nation': {'units': 1, 'persons': 500}, 'state': {'units': 49, 'persons': 500}}
+    >>> truth.units is not None
+    True
+    """
     data = read_microdata(config.persons, schema=config.schema, levels=config.levels,
                           columns=config.columns, values=config.values, units=config.units,
                           unit_attribute=config.spec.unit_attribute, check_units=False)
@@ -312,7 +475,32 @@ def load_truth(config: RunConfig) -> Hierarchy:
 
 
 def accounting(config: RunConfig) -> dict[str, Any]:
-    """Privacy accounting of the configured measurements, per level and query and in total."""
+    """Privacy accounting of the configured measurements, per level and query and in total.
+
+    Reported in every notion (pure ε where it applies, ρ, RDP and zCDP conversions to
+    (ε, δ)); written to the run's manifest. An accounting error is reported in the result
+    (``{"error": message}``), never raised: it must not block a run.
+
+    Parameters
+    ----------
+    config : RunConfig
+
+    Returns
+    -------
+    dict
+        ``notion``, ``mechanism``, ``delta``, ``composition``, ``levels`` (per level and
+        query) and ``total``.
+
+    Examples
+    --------
+    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
+    ...                          budget=1, seed=1)
+    >>> report = accounting(config)
+    >>> report["notion"], report["total"]["budget"], report["total"]["loss"]["pure_epsilon"]
+    ('pure', '1', 1.0)
+    >>> {q: v["budget"] for q, v in report["levels"]["state"]["queries"].items()}
+    {'detailed': '1/20', 'hhgq': '9/80', 'va_hisp_race': '27/80'}
+    """
     from hierarchy.accounting import account_levels
 
     b = config.budget
@@ -349,7 +537,40 @@ def _loss_entries(accounting_dict: dict[str, Any]):
 def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) -> Hierarchy:
     """Check a configuration end to end without measuring: data, geography, spec and its data.
 
-    Returns the tabulated truth (kept in memory only).
+    Returns the tabulated truth (kept in memory only). ``postproc run --check`` prints what it
+    logs; in release mode the persons count is logged only if the spec publishes it.
+
+    Parameters
+    ----------
+    config : RunConfig
+    log : callable
+        Receives one line per step.
+
+    Returns
+    -------
+    Hierarchy
+
+    Raises
+    ------
+    PostprocError
+        The budget does not cover the workload, or the data break the spec.
+
+    Examples
+    --------
+    A release-mode configuration is checked without drawing any noise; the national total is
+    logged because the spec publishes it (``tot`` at the nation):
+
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> data = Path(tempfile.mkdtemp()) / "data"
+    >>> _ = write_synthetic_1940(data, 500, seed=1, progress=False)
+    >>> config = RunConfig.build(persons=data / "persons.parquet", units=data / "units.parquet",
+    ...                          levels=["nation", "state"], budget=1, mode="release")
+    >>> truth = validate_config(config)
+    data: 500 persons; nation 1, state 49
+    spec at nation: 9 constraint rows from tot, ...; 120 zero cells over 1 units
+    spec at state: 9 constraint rows from tot, total_ge_households, hhgq_total_lb, hhgq_total_ub, structural_zeros; 8,184 zero cells over 49 units
+    configuration valid (... s)
     """
     t0 = time.perf_counter()
     truth = load_truth(config)
