@@ -365,6 +365,51 @@ class Spec:
                                     query="recode(hhgq: correctional=1; college=5)")))
 
     @classmethod
+    def pl94_2020(cls, levels: Sequence[str] | None = None) -> "Spec":
+        """The 2020 redistricting-data (PL 94-171) production spec (SPEC §10).
+
+        ``tot`` at the top two levels, ``gqhh_vect`` and ``gqhh_tot`` at the block,
+        ``hhgq_total_lb`` and ``hhgq_total_ub`` at state and block, and ``nurse_nva_0`` (no
+        persons under 18 in nursing facilities) at the block: :func:`hierarchy.pl94.pl94_spec_dict`,
+        where each is traced to the production code.
+
+        Parameters
+        ----------
+        levels : sequence of 6 str, optional
+            The names of US, State, County, Tract, Block_Group and Block, root first (default
+            :data:`hierarchy.pl94.LEVELS`).
+
+        Returns
+        -------
+        Spec
+
+        Raises
+        ------
+        SpecError
+            If ``levels`` is not six distinct names.
+
+        Examples
+        --------
+        >>> spec = Spec.pl94_2020()
+        >>> [(i.name, i.levels) for i in spec.invariants][0]
+        ('tot', ('nation', 'state'))
+        >>> spec.constraints[-1].name, spec.constraints[-1].levels
+        ('nurse_nva_0', ('block',))
+        >>> Spec.pl94_2020(["nation", "state", "county"])
+        Traceback (most recent call last):
+        ...
+        invariants.errors.SpecError: the PL 94 presets need 6 level names, root first, one for each production geolevel ['US', 'State', 'County', 'Tract', 'Block_Group', 'Block']; got ['nation', 'state', 'county']
+        """
+        from hierarchy.errors import HierarchyError
+        from hierarchy.pl94 import pl94_spec_dict
+
+        try:
+            data = pl94_spec_dict(levels)
+        except HierarchyError as exc:
+            raise SpecError(str(exc)) from None
+        return cls.from_dict(data)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
                   text: str | None = None, table: str = "") -> "Spec":
         """From a mapping shaped like the TOML form (``invariant``/``constraint`` lists).

@@ -1,4 +1,4 @@
-"""``postproc demo``: synthesize, measure and post-process ~1M 1940-style persons."""
+"""``postproc demo``: synthesize, measure and post-process ~1M persons (1940 or 2020 style)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,21 @@ ORDER = 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="the whole path on synthetic 1940-style data (minutes)",
-                       description="Synthesize 1940-style microdata, measure it at ε with the "
-                                   "E2E configuration, run TopDown and print a per-level error "
-                                   "table (noisy vs post-processed). Simulation mode: outputs "
-                                   "are labelled unsafe for release.")
+    p = sub.add_parser("demo", help="the whole path on synthetic 1940- or 2020-style data",
+                       description="Synthesize microdata, measure it with a preset "
+                                   "configuration, run TopDown and print a per-level error "
+                                   "table (noisy vs post-processed). --preset e2e_1940 (the "
+                                   "default): 1940-style persons, the E2E configuration at ε. "
+                                   "--preset pl94_2020: 2020-style persons, units and blocks, "
+                                   "the 2020 redistricting-data (PL 94-171) production "
+                                   "configuration at its ρ. Simulation mode: outputs are "
+                                   "labelled unsafe for release.")
+    p.add_argument("--preset", choices=["e2e_1940", "pl94_2020"], default="e2e_1940",
+                   help="what to synthesize and run (default e2e_1940)")
     p.add_argument("--persons", type=int, default=1_000_000, help="persons (default 1,000,000)")
     p.add_argument("--seed", type=int, default=2024, help="seed (default 2024)")
-    p.add_argument("--epsilon", type=float, default=1.0, help="total ε (default 1)")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="total ε of e2e_1940 (default 1); pl94_2020 takes none")
     p.add_argument("--out", default="postproc-demo", help="output directory "
                                                          "(default ./postproc-demo)")
     p.add_argument("--executor", choices=["serial", "process"], default="serial")
@@ -28,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     from postproc.apps.runs.demo import run_demo
     from postproc.evaluation.tables import print_level_summary
 
-    out = run_demo(args.out, persons=args.persons, seed=args.seed, epsilon=args.epsilon,
-                   executor=args.executor, progress=not args.no_progress and sys.stderr.isatty())
+    out = run_demo(args.out, preset=args.preset, persons=args.persons, seed=args.seed,
+                   epsilon=args.epsilon, executor=args.executor,
+                   progress=not args.no_progress and sys.stderr.isatty())
     print_level_summary(out)
     print(f"\nOutputs: {out.directory}/<level>.parquet, manifest.json, "
           f"confidential/error_table.csv; data and config in {out.directory.parent}.")

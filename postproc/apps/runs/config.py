@@ -1,6 +1,7 @@
 """The run configuration: one TOML file, or Python arguments, validated into one :class:`RunConfig`.
 
-See ``examples/e2e1940.toml`` for a complete, commented example. Relative paths are relative to
+See ``examples/e2e1940.toml`` for a complete, commented example (and ``examples/pl94_2020.toml``
+for the 2020 redistricting-data presets). Relative paths are relative to
 the config file's directory. Every error names the file, the line where it could be found, the
 key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
 and validates them through the same code (its errors name the section and key); the TOML layer
@@ -28,10 +29,19 @@ from postproc.errors import PostprocError
 from postproc.infra.executors import EXECUTORS
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 
-__all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text"]
+__all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text", "read_blocks",
+           "PRESETS"]
 
 _SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
              "spec", "postprocess", "solver", "output"}
+
+#: Presets by section: ``[workload]``, ``[budget]`` and ``[spec]`` take ``preset = NAME``,
+#: ``[solver]`` takes ``passes = NAME`` (the per-level production ordering).
+PRESETS = {"workload": ("e2e", "pl94_2020"), "budget": ("e2e", "pl94_2020"),
+           "spec": ("e2e", "pl94_2020"), "passes": ("pl94_2020",)}
+
+#: One level's multipass order: passes of query names.
+Passes = tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ class RunConfig:
     workers: int | None = None
     scheduler: str | None = None
     failsafe: bool = True
-    passes: tuple[tuple[str, ...], ...] | None = None
+    passes: Passes | Mapping[str, Passes] | None = None
     output: Path = Path("out")
     microdata: bool = False
     error_table: bool | None = None
@@ -64,6 +74,7 @@ class RunConfig:
     failsafe_keep: tuple[str, ...] | str = "auto"
     method: str = "topdown"
     method_options: Mapping[str, Any] = field(default_factory=dict)
+    blocks: Path | None = None
 
     @property
     def release(self) -> bool:
@@ -81,6 +92,34 @@ class RunConfig:
         """The ``rng`` argument: ``None`` (release) or the simulation seed."""
         return None if self.randomness_mode == "release" else self.seed
 
+    def passes_at(self, level: str) -> Passes | None:
+        """The multipass order of ``level``: the one list of every level, that level's entry of
+        per-level passes, or ``None`` (the engine's default: every query in one pass).
+
+        Examples
+        --------
+        >>> levels = ["nation", "state", "county", "tract", "block_group", "block"]
+        >>> config = RunConfig.build(persons="p.parquet", levels=levels, schema="pl94_2020",
+        ...                          workload="pl94_2020", budget="pl94_2020",
+        ...                          mechanism="discrete_gaussian", spec="pl94_2020", seed=1,
+        ...                          passes="pl94_2020")
+        >>> [len(config.passes_at(lv)) for lv in levels]
+        [1, 2, 2, 2, 2, 1]
+        >>> config.passes_at("state")[0]
+        ('total',)
+        """
+        if isinstance(self.passes, Mapping):
+            return self.passes.get(level)
+        return self.passes
+
+    def read_geography(self):
+        """The geography of ``[data] blocks`` (every block, empty ones too), or ``None`` when
+        no blocks file is configured (the geography is then built from the persons and units,
+        and a block with neither is not a unit). See :func:`read_blocks`."""
+        if self.blocks is None:
+            return None
+        return read_blocks(self.blocks, self.levels, self.columns)
+
     def publish(self) -> dict[str, list[str]]:
         """Exact statistics the spec's invariants need published: statistic → levels (see
         :func:`invariants.catalogue.statistics_to_publish`)."""
@@ -93,13 +132,14 @@ class RunConfig:
               mechanism: str | Mechanism | Mapping[str, Any] = "geometric",
               mode: str = "simulation", seed: int | None = None,
               spec: str | Spec | Path | None = "e2e", units: str | Path | None = None,
-              columns: Mapping[str, str] | None = None,
+              blocks: str | Path | None = None, columns: Mapping[str, str] | None = None,
               values: Mapping[str, Mapping[Any, Any]] | None = None,
               method: str = "topdown", method_options: Mapping[str, Any] | None = None,
               solver_chain: Sequence[str] | None = None, executor: str = "serial",
               workers: int | None = None, failsafe: bool = True,
               failsafe_keep: Sequence[str] | str = "auto",
-              passes: Sequence[Sequence[str]] | None = None, output: str | Path = "out",
+              passes: Sequence[Sequence[str]] | Mapping[str, Sequence[Sequence[str]]] | str
+              | None = None, output: str | Path = "out",
               microdata: bool = False, error_table: bool | None = None,
               base: str | Path = ".") -> "RunConfig":
         """A run configuration from Python values, validated exactly as a TOML file is.
@@ -116,26 +156,28 @@ class RunConfig:
             Geography levels, root first.
         budget : number, str, Budget or mapping
             A number (or a string such as ``"1/2"``) is a pure-DP ε split as in the E2E test;
+            ``"pl94_2020"`` is the 2020 production budget (:func:`hierarchy.pl94.pl94_budget`);
             a :class:`~hierarchy.budget.Budget` is used as is; a mapping is the ``[budget]``
             table.
         schema : str, Schema or mapping
-            A preset name (``"e2e_1940"``), a Schema, or the ``[schema]`` table.
-        workload : "e2e", Workload or mapping
-            The E2E workload, a Workload, or ``{name: query expression}``.
+            A preset name (``"e2e_1940"``, ``"pl94_2020"``), a Schema, or the ``[schema]`` table.
+        workload : "e2e", "pl94_2020", Workload or mapping
+            A preset, a Workload, or ``{name: query expression}``.
         mechanism : str, Mechanism or mapping
             A registered name, a mechanism object (its options kept), or the ``[mechanism]``
             table.
         mode : {"simulation", "release"}
         seed : int, optional
             Needed in simulation mode, refused in release mode.
-        spec : "e2e", Spec, Path or None
-            The E2E spec for these levels, a Spec, a spec file, or no invariants.
-        units, columns, values
+        spec : "e2e", "pl94_2020", Spec, Path or None
+            A preset for these levels, a Spec, a spec file, or no invariants.
+        units, blocks, columns, values
             As ``[data]`` of the TOML file.
         method, method_options
             The post-processor (``[postprocess]``).
         solver_chain, executor, workers, failsafe, failsafe_keep, passes
-            As ``[solver]``.
+            As ``[solver]``; ``passes`` is one list of passes for every level, a mapping
+            ``{level: passes}``, or ``"pl94_2020"`` (the production ordering of each level).
         output, microdata, error_table
             As ``[output]``.
         base : str or Path, optional
@@ -165,6 +207,7 @@ class RunConfig:
         """
         data: dict[str, Any] = {
             "data": {"persons": str(persons), "units": None if units is None else str(units),
+                     "blocks": None if blocks is None else str(blocks),
                      "columns": None if columns is None else dict(columns),
                      "values": None if values is None else {
                          attr: {str(k): v for k, v in mapping.items()}
@@ -181,7 +224,7 @@ class RunConfig:
                        "executor": executor, "workers": workers, "failsafe": failsafe,
                        "failsafe_keep": (failsafe_keep if isinstance(failsafe_keep, str)
                                          else list(failsafe_keep)),
-                       "passes": None if passes is None else [list(p) for p in passes]},
+                       "passes": _passes_table(passes)},
             "output": {"directory": str(output), "microdata": microdata,
                        "error_table": error_table},
         }
@@ -212,13 +255,14 @@ class RunConfig:
         out = {k: v for k, v in self.raw.items()}
         if self.release:
             data = dict(out.get("data", {}))
-            for key in ("persons", "units"):
+            for key in ("persons", "units", "blocks"):
                 if key in data:
                     data[key] = "(withheld in release mode)"
             out["data"] = data
             return out
         out["resolved"] = {"persons": str(self.persons),
                            "units": str(self.units) if self.units else None,
+                           "blocks": str(self.blocks) if self.blocks else None,
                            "output": str(self.output), "source": self.source}
         return out
 
@@ -228,7 +272,8 @@ class RunConfig:
         and the execution settings that do not change results."""
         raw = {k: v for k, v in self.raw.items() if k not in ("output",)}
         if "data" in raw:
-            raw["data"] = {k: v for k, v in raw["data"].items() if k not in ("persons", "units")}
+            raw["data"] = {k: v for k, v in raw["data"].items()
+                           if k not in ("persons", "units", "blocks")}
         if "solver" in raw:
             raw["solver"] = {k: v for k, v in raw["solver"].items()
                              if k not in ("executor", "workers", "scheduler")}
@@ -351,11 +396,28 @@ def _workload_table(workload: Any) -> Any:
 def _budget_table(budget: Any) -> Any:
     if isinstance(budget, Budget):
         return budget.to_dict()
+    if isinstance(budget, str) and budget in PRESETS["budget"]:
+        return {"preset": budget}
     if isinstance(budget, Fraction):
         budget = str(budget)
     if isinstance(budget, (int, float, str)) and not isinstance(budget, bool):
         return {"kind": "pure", "total": budget, "preset": "e2e"}
     return budget
+
+
+def _passes_table(passes: Any) -> Any:
+    if passes is None or isinstance(passes, str):
+        return passes
+    if isinstance(passes, Mapping):
+        return {level: _pass_lists(value) for level, value in passes.items()}
+    return _pass_lists(passes)
+
+
+def _pass_lists(passes: Any) -> Any:
+    """Sequences of passes as lists of lists (anything else as given, for validation to name)."""
+    if isinstance(passes, str) or not isinstance(passes, Sequence):
+        return passes
+    return [p if isinstance(p, str) or not isinstance(p, Sequence) else list(p) for p in passes]
 
 
 def _mechanism_table(mechanism: Any) -> Any:
@@ -384,11 +446,13 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     source, data = doc.source, doc.data
     doc.check_sections(_SECTIONS)
     # [data]
-    d = doc.table("data", required=True, allowed={"persons", "units", "columns", "values"})
+    d = doc.table("data", required=True, allowed={"persons", "units", "blocks", "columns",
+                                                  "values"})
     if "persons" not in d:
         raise d.fail(None, "[data] needs persons = \"path/to/persons.parquet\"")
     persons = d.path("persons", base=base)
     units = d.path("units", base=base) if d.get("units") else None
+    blocks = d.path("blocks", base=base) if "blocks" in d else None
     columns = d.get("columns", {})
     if not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
         raise d.fail("columns", "columns must be a table of level or attribute = \"column in "
@@ -427,8 +491,12 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     if w.get("preset") == "e2e":
         w.check_keys({"preset"})
         workload = w.located(None, lambda: e2e_workload(schema))
+    elif w.get("preset") == "pl94_2020":
+        w.check_keys({"preset"})
+        workload = _pl94_workload(w, schema)
     elif "preset" in w:
-        raise w.fail("preset", f"unknown workload preset {w['preset']!r}; the preset is \"e2e\"")
+        raise w.fail("preset", f"unknown workload preset {w['preset']!r}; presets are "
+                               f"{_names(PRESETS['workload'])}")
     else:
         w.check_keys({"queries"})
         queries = w.get("queries")
@@ -478,16 +546,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
                       "cluster is used otherwise)")
     failsafe = sv.boolean("failsafe", True)
     failsafe_keep = _failsafe_keep(sv, workload)
-    passes = sv.get("passes")
-    if passes is not None:
-        if not (isinstance(passes, list) and all(isinstance(p, list) for p in passes)):
-            raise sv.fail("passes", "passes must be a list of lists of query names, e.g. "
-                                    "[[\"total\"]]")
-        bad = [q for p in passes for q in p if q not in workload]
-        if bad:
-            raise sv.fail("passes", f"passes name queries {bad} that are not in the workload "
-                                    f"{list(workload.names)}")
-        passes = tuple(tuple(p) for p in passes)
+    passes = _passes(sv, levels, workload, budget)
     # [output]
     o = doc.table("output", allowed={"directory", "microdata", "error_table"})
     output = o.path("directory", "out", base=base)
@@ -497,7 +556,135 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
                      mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
                      passes, output, microdata, error_table, source, dict(data),
                      failsafe_keep=failsafe_keep, method=method,
-                     method_options=method_options)
+                     method_options=method_options, blocks=blocks)
+
+
+def read_blocks(path: str | Path, levels: Sequence[str],
+                columns: Mapping[str, str] | None = None):
+    """The geography of a blocks file: one row per bottom-level unit, empty ones included.
+
+    A geography built from persons and units alone has no unit for a block where nobody lives
+    and no facility stands; TopDown then never gives persons to it, and its published counts
+    are missing rather than zero. ``postproc synth2020`` writes every block to
+    ``blocks.parquet`` (``[data] blocks`` in a run configuration).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV or parquet with one geocode column per non-root level (other columns are ignored).
+    levels : sequence of str
+        Level names, root first.
+    columns : mapping, optional
+        Level name → column name in the file (default: the level's name), as ``[data] columns``.
+
+    Returns
+    -------
+    Geography
+
+    Raises
+    ------
+    PostprocError
+        If the file cannot be read, lacks a level's column, or its geocodes do not form a tree
+        (a missing geocode, or a unit under two parents).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "blocks.csv"
+    >>> _ = path.write_text("state,block,housing_units\\n01,0100,3\\n01,0101,0\\n02,0200,5\\n")
+    >>> geo = read_blocks(path, ["nation", "state", "block"])
+    >>> geo.n_units("state"), list(geo.geocodes[2])
+    (2, ['0100', '0101', '0200'])
+    >>> read_blocks(path, ["nation", "state", "county", "block"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: .../blocks.csv: the blocks file has no column 'county' for level 'county'; its columns are ['state', 'block', 'housing_units'] (name it with [data] columns = { county = "..." })
+    """
+    from hierarchy.errors import HierarchyError
+    from hierarchy.geography import Geography
+    from hierarchy.io import read_table
+
+    columns = dict(columns or {})
+    try:
+        table = read_table(path)
+    except HierarchyError as exc:
+        raise PostprocError(f"[data] blocks: {exc}") from None
+    geocodes = []
+    for level in levels[1:]:
+        name = columns.get(level, level)
+        if name not in table.column_names:
+            raise PostprocError(f"{path}: the blocks file has no column {name!r} for level "
+                                f"{level!r}; its columns are {table.column_names} (name it with "
+                                f"[data] columns = {{ {level} = \"...\" }})")
+        geocodes.append(table.column(name))
+    try:
+        geography, _ = Geography.from_columns(levels, [geocodes])
+    except HierarchyError as exc:
+        raise PostprocError(f"{path}: {exc}") from None
+    return geography
+
+
+def _names(names: Sequence[str]) -> str:
+    return " and ".join(f'"{n}"' for n in names)
+
+
+def _pl94_workload(w: Table, schema: Schema) -> Workload:
+    """``[workload] preset = "pl94_2020"``: the production strategy's 11 queries."""
+    from hierarchy.pl94 import PL94_2020, pl94_workload
+
+    if schema != PL94_2020:
+        raise w.fail("preset", "the pl94_2020 workload is defined on the pl94_2020 schema; set "
+                               "[schema] preset = \"pl94_2020\" (or list the queries in "
+                               "[workload.queries])")
+    return pl94_workload()
+
+
+def _passes(sv: Table, levels: tuple[str, ...], workload: Workload,
+            budget: Budget) -> Passes | dict[str, Passes] | None:
+    """``[solver] passes``: one list of passes for every level, a table ``level = passes``, or
+    the preset ``"pl94_2020"``. Per-level passes may name only queries measured at the level."""
+    passes = sv.get("passes")
+    if passes is None:
+        return None
+    if isinstance(passes, str):
+        if passes != "pl94_2020":
+            raise sv.fail("passes", f"unknown passes preset {passes!r}; the preset is "
+                                    f"{_names(PRESETS['passes'])}, or give a list of lists of "
+                                    "query names, or a table of level = list of lists")
+        from hierarchy.pl94 import pl94_passes
+
+        per_level = sv.located("passes", lambda: {lv: pl94_passes(lv, levels) for lv in levels})
+    elif isinstance(passes, Mapping):
+        unknown = [lv for lv in passes if lv not in levels]
+        if unknown:
+            raise sv.fail("passes", f"passes name levels {unknown} that are not in [geography] "
+                                    f"levels {list(levels)}")
+        per_level = dict(passes)
+    else:
+        bad = [q for q in _pass_names(sv, passes, "passes") if q not in workload]
+        if bad:
+            raise sv.fail("passes", f"passes name queries {bad} that are not in the workload "
+                                    f"{list(workload.names)}")
+        return tuple(tuple(p) for p in passes)
+    out = {}
+    for lv, value in per_level.items():
+        measured = budget.queries(lv) if lv in budget.levels else ()
+        bad = [q for q in _pass_names(sv, value, f"passes of level {lv!r}") if q not in measured]
+        if bad:
+            raise sv.fail("passes", f"passes of level {lv!r} name queries {bad} that are not "
+                                    f"measured at {lv!r}; the budget measures "
+                                    f"{list(measured)} there")
+        out[lv] = tuple(tuple(p) for p in value)
+    return out
+
+
+def _pass_names(sv: Table, passes: Any, what: str) -> list[str]:
+    """The query names of one list of passes, refusing anything but lists of lists of names."""
+    if not (isinstance(passes, list) and passes and all(
+            isinstance(p, list) and p and all(isinstance(q, str) for q in p) for p in passes)):
+        raise sv.fail("passes", f"{what} must be a list of lists of query names, e.g. "
+                                "[[\"total\"], [\"detailed\"]], not " + repr(passes))
+    return [q for p in passes for q in p]
 
 
 def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
@@ -508,9 +695,12 @@ def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
         if sp_.get("preset") == "e2e":
             sp_.check_keys({"preset"})
             spec = Spec.e2e(levels)
+        elif sp_.get("preset") == "pl94_2020":
+            sp_.check_keys({"preset"})
+            spec = Spec.pl94_2020(levels)
         elif "preset" in sp_:
-            raise sp_.fail("preset", f"unknown spec preset {sp_['preset']!r}; the preset is "
-                                     "\"e2e\"")
+            raise sp_.fail("preset", f"unknown spec preset {sp_['preset']!r}; presets are "
+                                     f"{_names(PRESETS['spec'])}")
         elif "file" in sp_:
             sp_.check_keys({"file"})
             spec = Spec.from_toml(base / sp_["file"])
@@ -566,6 +756,11 @@ def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
     Budget validates kind, neighbours, total, level fractions and query fractions in turn; each
     step below adds one of them to otherwise valid arguments, so a failure belongs to its key.
     """
+    if "preset" in b and b["preset"] not in PRESETS["budget"]:
+        raise b.fail("preset", f"unknown budget preset {b['preset']!r}; presets are "
+                               f"{_names(PRESETS['budget'])}")
+    if b.get("preset") == "pl94_2020":
+        return _pl94_budget(b, levels, workload)
     if "total" not in b:
         raise b.fail(None, "[budget] needs total = <epsilon or rho>")
     kind = b.get("kind", "pure")
@@ -579,8 +774,6 @@ def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
     if b.get("preset") == "e2e":
         steps.append(("preset", lambda: Budget.e2e(b["total"], levels, kind=kind,
                                                    neighbours=neighbours)))
-    elif "preset" in b:
-        raise b.fail("preset", f"unknown budget preset {b['preset']!r}; the preset is \"e2e\"")
     elif "level_fractions" not in b or "query_fractions" not in b:
         raise b.fail(None, "[budget] needs preset = \"e2e\" or both level_fractions and "
                            "query_fractions")
@@ -601,4 +794,31 @@ def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
     else:
         key = "query_fractions"
     b.located(key, lambda: budget.check_against(workload, levels))
+    return budget
+
+
+def _pl94_budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
+    """``[budget] preset = "pl94_2020"``: the production shares of every level and query, at
+    the production ρ = (542/339)² unless ``total`` says otherwise; zCDP; add/remove
+    neighbours unless ``neighbours`` says otherwise (see :func:`hierarchy.pl94.pl94_budget`)."""
+    from hierarchy.pl94 import TOTAL_RHO, pl94_budget
+
+    fixed = sorted({"level_fractions", "query_fractions"} & set(b))
+    if fixed:
+        raise b.fail(fixed[0], "preset = \"pl94_2020\" sets every level and query fraction "
+                               f"(the production strategy's); remove {' and '.join(fixed)}, or "
+                               "remove the preset and give both tables")
+    if b.get("kind", "zcdp") != "zcdp":
+        raise b.fail("kind", "the pl94_2020 budget is zCDP (production's ρ); set kind = "
+                             "\"zcdp\" or remove kind")
+    neighbours = b.get("neighbours", "add_remove")
+    one = {"_": 1}
+    b.located("neighbours", lambda: Budget("zcdp", 1, one, one, neighbours))
+    total = b.located("total", lambda: Budget("zcdp", b.get("total", str(TOTAL_RHO)), one,
+                                              one).total)
+    preset = b.located("preset", lambda: pl94_budget(levels, neighbours=neighbours))
+    budget = b.located("total", lambda: Budget(
+        "zcdp", total, dict(preset.level_fractions),
+        {lv: dict(q) for lv, q in preset.query_fractions}, neighbours))
+    b.located("preset", lambda: budget.check_against(workload, levels))
     return budget

@@ -1,9 +1,16 @@
-"""``postproc demo``: the whole path on synthetic 1940-style data, in a couple of minutes.
+"""``postproc demo``: the whole path on synthetic data, in one command.
 
-Synthesizes persons and units, builds the E2E run configuration at the chosen ε in Python
-(:func:`demo_config`) and saves it as ``DIR/config.toml`` to be rerun, runs it (tabulate →
-measure → TopDown → write) into ``DIR/run``, and prints a per-level error table of the noisy
-measurements and the TopDown result against the confidential data. Everything runs in
+Two presets. ``e2e_1940`` (the default): 1940-style persons and units, the E2E run configuration
+at the chosen ε (nation → state → county → enum_dist), in a couple of minutes for 1M persons.
+``pl94_2020``: 2020-style persons, units and blocks (:func:`hierarchy.synth_2020.synthesize_2020`)
+and the 2020 redistricting-data production configuration (:mod:`hierarchy.pl94`: schema,
+workload, budget ρ = (542/339)², spec, multipass order; nation → state → county → tract →
+block_group → block).
+
+Either way the configuration is built in Python (:func:`demo_config`) and saved as
+``DIR/config.toml`` to be rerun, the run (tabulate → measure → TopDown → write) goes into
+``DIR/run`` with the layout of ``postproc run``, and a per-level error table of the noisy
+measurements and the TopDown result against the confidential data is printed. Everything runs in
 simulation mode (seeded, labelled unsafe for releases).
 """
 
@@ -16,26 +23,115 @@ from typing import Callable
 
 from postproc.errors import PostprocError
 
-__all__ = ["run_demo", "demo_config"]
+__all__ = ["run_demo", "demo_config", "DEMO_PRESETS"]
 
 _MARKER = ".postproc-demo"
 
 #: The demo's levels, root first.
 DEMO_LEVELS = ("nation", "state", "county", "enum_dist")
 
+#: Demo presets: name → what it synthesizes and runs.
+DEMO_PRESETS = {"e2e_1940": "1940-style persons, the E2E configuration at ε",
+                "pl94_2020": "2020-style persons, units and blocks, the 2020 PL 94-171 "
+                             "production configuration"}
 
-def run_demo(out: str | Path = "postproc-demo", *, persons: int = 1_000_000, seed: int = 2024,
-             epsilon: float = 1.0, executor: str = "serial", progress: bool = True,
+
+def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
+             persons: int = 1_000_000, seed: int = 2024, epsilon: float | None = None,
+             executor: str = "serial", progress: bool = True,
              log: Callable[[str], None] = print):
-    """Run the demo into ``out`` (a previous demo there is replaced; anything else is kept).
+    """Synthesize data, write the preset's configuration and run it into ``out``.
 
-    Returns the :class:`~postproc.apps.runs.pipeline.PipelineResult`.
+    A previous demo in ``out`` is replaced; a directory the demo did not make is never touched.
+
+    Parameters
+    ----------
+    out : str or Path
+        The demo's directory: ``data/``, ``config.toml`` and the run in ``run/``.
+    preset : {"e2e_1940", "pl94_2020"}
+        What to synthesize and run (:data:`DEMO_PRESETS`).
+    persons : int
+        Synthetic persons.
+    seed : int
+        Seeds the synthesis and the measurements.
+    epsilon : float, optional
+        The total ε of ``e2e_1940`` (default 1). ``pl94_2020`` spends the production ρ and
+        takes no ε.
+    executor : {"serial", "process", "dask"}
+    progress : bool
+        Progress bars (synthesis, TopDown per level) on stderr.
+    log : callable
+        Receives one line per step and, after TopDown, one per level.
+
+    Returns
+    -------
+    PipelineResult
+        See :func:`postproc.apps.runs.pipeline.run_pipeline`.
+
+    Raises
+    ------
+    PostprocError
+        ``out`` is a file, a directory the demo did not make or the current directory; an
+        unknown preset; ε given to ``pl94_2020``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> lines = []
+    >>> out = run_demo(tempfile.mkdtemp() + "/demo", preset="pl94_2020", persons=2_000,
+    ...                progress=False, log=lines.append)
+    >>> out.result.levels
+    ('nation', 'state', 'county', 'tract', 'block_group', 'block')
+    >>> int(out.result.histograms[-1].sum()) == int(out.truth.counts[0].sum())
+    True
+    >>> sum(line.startswith("  TopDown") for line in lines)   # one line per level
+    6
     """
     from hierarchy.storage import atomic_path
-    from hierarchy.synth import write_synthetic_1940
     from postproc.apps.runs.pipeline import run_pipeline
 
-    out = Path(out)
+    if preset not in DEMO_PRESETS:
+        raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
+    if preset == "pl94_2020" and epsilon is not None:
+        raise PostprocError("the pl94_2020 demo spends the production budget, ρ = (542/339)² "
+                            "(zCDP), and takes no ε; leave out --epsilon, or rescale ρ with "
+                            "[budget] total in the config.toml it writes and rerun that")
+    out = _fresh_directory(Path(out))
+    t0 = time.perf_counter()
+    if preset == "e2e_1940":
+        from hierarchy.synth import write_synthetic_1940
+
+        epsilon = 1.0 if epsilon is None else epsilon
+        log(f"1/3 synthesizing {persons:,} 1940-style persons (seed {seed}) …")
+        write_synthetic_1940(out / "data", persons, seed=seed, progress=False)
+        config = demo_config(out, epsilon=epsilon, seed=seed, executor=executor)
+        title, step = "The E2E 1940 configuration", (
+            f"2/3 measuring at ε = {epsilon} (E2E split) and running TopDown "
+            f"({' → '.join(DEMO_LEVELS)}) …")
+    else:
+        from hierarchy.synth_2020 import synthesize_2020
+
+        log(f"1/3 synthesizing {persons:,} 2020-style persons (seed {seed}) …")
+        made = synthesize_2020(persons, seed=seed, out=out / "data", progress=progress)
+        log(f"    {made['persons']:,} persons, {made['blocks']:,} blocks "
+            f"({made['empty_blocks']:,} empty), {made['seconds']:.1f} s")
+        config = demo_config(out, preset=preset, seed=seed, executor=executor)
+        title, step = "The 2020 PL 94-171 production configuration", (
+            f"2/3 tabulating, measuring (discrete Gaussian, ρ = {float(config.budget.total):.4f}"
+            f", 11 queries) and running TopDown ({' → '.join(config.levels)}) …")
+    with atomic_path(out / "config.toml") as path:
+        path.write_text(f"# {title}, as written by `postproc demo`. Rerun it "
+                        f"with\n#   postproc run {out}/config.toml --out {out}/run-again\n"
+                        + config.to_toml(), encoding="utf-8")
+    log(step)
+    result = run_pipeline(config, out=out / "run", progress=progress, log=log)
+    _log_steps(result, log)
+    log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
+    return result
+
+
+def _fresh_directory(out: Path) -> Path:
+    """``out``, emptied of a previous demo (and only of one) and marked as the demo's."""
     if out.exists() and not out.is_dir():
         raise PostprocError(f"{out} exists and is not a directory; choose another --out")
     if out.exists() and any(out.iterdir()):
@@ -49,32 +145,41 @@ def run_demo(out: str | Path = "postproc-demo", *, persons: int = 1_000_000, see
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / _MARKER).write_text("made by postproc demo; safe to delete\n")
-    t0 = time.perf_counter()
-    log(f"1/3 synthesizing {persons:,} 1940-style persons (seed {seed}) …")
-    write_synthetic_1940(out / "data", persons, seed=seed, progress=False)
-    config = demo_config(out, epsilon=epsilon, seed=seed, executor=executor)
-    with atomic_path(out / "config.toml") as path:
-        path.write_text(f"# The E2E 1940 configuration, as written by `postproc demo`. Rerun it "
-                        f"with\n#   postproc run {out}/config.toml --out {out}/run-again\n"
-                        + config.to_toml(), encoding="utf-8")
-    log(f"2/3 measuring at ε = {epsilon} (E2E split) and running TopDown "
-        f"(nation → state → county → enum_dist) …")
-    result = run_pipeline(config, out=out / "run", progress=progress, log=log)
-    log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
-    return result
+    return out
 
 
-def demo_config(directory: str | Path, *, epsilon: float = 1.0, seed: int = 2024,
-                executor: str = "serial"):
-    """The demo's run configuration: the E2E test on ``directory/data`` (as
-    :func:`hierarchy.synth.write_synthetic_1940` writes it) at ``epsilon``, seeded, with its
-    output in ``directory/run``.
+def _log_steps(result, log: Callable[[str], None]) -> None:
+    """One line per step of the pipeline and one per TopDown level: seconds and units."""
+    steps = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f} s"
+                      for name, seconds in result.timings.items())
+    log(f"    steps: {steps}")
+    levels = result.result.provenance.get("timings", {}).get("levels", {})
+    geo = result.result.geography
+    for level, seconds in levels.items():
+        n = geo.n_units(level)
+        log(f"  TopDown {level}: {n:,} unit{'s' if n != 1 else ''} in {seconds:.1f} s")
+
+
+def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: float = 1.0,
+                seed: int = 2024, executor: str = "serial"):
+    """The demo's run configuration on ``directory/data``, seeded, with its output in
+    ``directory/run``.
+
+    ``e2e_1940``: the E2E test at ``epsilon`` on the files
+    :func:`hierarchy.synth.write_synthetic_1940` writes. ``pl94_2020``: the production presets
+    (schema, workload, budget, spec; :mod:`hierarchy.pl94`) with the discrete Gaussian
+    mechanism on the persons, units and blocks :func:`hierarchy.synth_2020.synthesize_2020`
+    writes, fitted in production's passes — the total alone first, then the other queries (one
+    list for every level, which is production's order everywhere but at the block, where
+    production fits all queries in one pass: TopDown takes one list of passes for every level).
 
     Parameters
     ----------
     directory : str or Path
         Where the data are and the configuration file goes (its paths are relative to it).
+    preset : {"e2e_1940", "pl94_2020"}
     epsilon : float, optional
+        The E2E total ε (``e2e_1940`` only).
     seed : int, optional
         Simulation seed.
     executor : str, optional
@@ -83,6 +188,11 @@ def demo_config(directory: str | Path, *, epsilon: float = 1.0, seed: int = 2024
     -------
     RunConfig
 
+    Raises
+    ------
+    PostprocError
+        An unknown preset.
+
     Examples
     --------
     >>> config = demo_config("demo", epsilon=0.5, seed=3)
@@ -90,10 +200,25 @@ def demo_config(directory: str | Path, *, epsilon: float = 1.0, seed: int = 2024
     (('nation', 'state', 'county', 'enum_dist'), '1/2', 3)
     >>> config.persons == (Path("demo") / "data" / "persons.parquet").resolve()
     True
+    >>> config = demo_config("demo", preset="pl94_2020", seed=3)
+    >>> config.schema.size, config.mechanism.name, config.passes_at("block")[0]
+    (2016, 'discrete_gaussian', ('total',))
     """
     from postproc.apps.runs.config import RunConfig
 
+    if preset == "e2e_1940":
+        return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
+                               levels=DEMO_LEVELS, budget=epsilon, mechanism="geometric",
+                               mode="simulation", seed=seed, spec="e2e", executor=executor,
+                               output="run", base=directory)
+    if preset != "pl94_2020":
+        raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
+    from hierarchy.pl94 import LEVELS, pl94_passes
+
+    # production's passes at state, county, tract and block group; the same list everywhere
     return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
-                           levels=DEMO_LEVELS, budget=epsilon, mechanism="geometric",
-                           mode="simulation", seed=seed, spec="e2e", executor=executor,
+                           blocks="data/blocks.parquet", levels=LEVELS, schema="pl94_2020",
+                           workload="pl94_2020", budget="pl94_2020",
+                           mechanism="discrete_gaussian", mode="simulation", seed=seed,
+                           spec="pl94_2020", passes=pl94_passes("state"), executor=executor,
                            output="run", base=directory)
