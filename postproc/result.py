@@ -170,6 +170,31 @@ class Result:
     ------
     PostprocError
         No levels or too many, wrong shapes, or non-finite counts.
+
+    Examples
+    --------
+    A county of two tracts, written to a directory and read back:
+
+    >>> import tempfile
+    >>> from hierarchy.queries import detailed
+    >>> from hierarchy.schema import Attribute
+    >>> schema = Schema((Attribute("tenure", ("owned", "rented")),))
+    >>> geo = Geography(("county", "tract"), (["C"], ["C1", "C2"]), ([-1], [0, 0]))
+    >>> result = Result("mine", schema, geo, Workload((detailed(schema),)),
+    ...                 (np.array([[2, 1]]), np.array([[2, 0], [0, 1]])))
+    >>> result.levels, result.integer, result.safe_for_release    # no provenance: not safe
+    (('county', 'tract'), True, False)
+    >>> path = result.write(tempfile.mkdtemp() + "/result")
+    >>> sorted(file.name for file in path.iterdir())
+    ['county.parquet', 'geography.parquet', 'manifest.json', 'tract.parquet']
+    >>> Result.read(path).histograms[1].tolist()
+    [[2, 0], [0, 1]]
+    >>> result.to_microdata().to_pydict()                        # one row per person
+    {'tract': ['C1', 'C1', 'C2'], 'tenure': [0, 0, 1]}
+    >>> Result("mine", schema, geo, Workload((detailed(schema),)), (np.array([[2, 1, 0]]),))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: mine: level 'county' histograms have shape (1, 3), expected (1, 2)
     """
 
     method: str

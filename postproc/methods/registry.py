@@ -68,7 +68,30 @@ __all__ = ["PostProcessor", "PromiseError", "register", "unregister", "get", "av
 
 
 class PromiseError(PostprocError):
-    """A post-processor's result breaks a promise its method makes."""
+    """A post-processor's result breaks a promise its method makes.
+
+    Raised by :func:`postprocess` (through :func:`check_promises`) with every broken promise,
+    naming the unit and the cell.
+
+    Examples
+    --------
+    A method that promises nonnegative counts and returns the measurements as they are:
+
+    >>> import pandas as pd
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
+    >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
+    ...                         "hispanic": [0, 0], "cenrace": [0, 1]})
+    >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels), rng=3)
+    >>> _ = register("clipped_not", summary="claims too much", integer=True,
+    ...              nonnegative=True)(noisy_histograms)
+    >>> try:
+    ...     postprocess(noisy, "clipped_not")
+    ... except PromiseError as exc:
+    ...     print(str(exc).splitlines()[0])
+    clipped_not: the result breaks its promises (integer, nonnegative):
+    >>> unregister("clipped_not")
+    """
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,23 @@ class PostProcessor:
         What every result of it satisfies (checked on every call).
     randomized : bool
         Whether it draws randomness of its own (through ``rng``).
+
+    Raises
+    ------
+    PostprocError
+        If the name is not an identifier, or invariants are promised without integer counts.
+
+    Examples
+    --------
+    >>> hay = get("hay")
+    >>> hay.promises, hay.randomized, hay.options()
+    (('consistent',), False, ())
+    >>> get("topdown").options()[:3]
+    ('solver', 'executor', 'workers')
+    >>> PostProcessor("keeper", noisy_histograms, "keeps the invariants", invariants=True)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: keeper: invariants are verified in exact integer arithmetic, ...
     """
 
     name: str
@@ -139,10 +179,45 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
              replace: bool = False) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
     """Register a post-processor under ``name`` (a decorator; the function is returned as is).
 
+    Parameters
+    ----------
+    name : str
+        An identifier, unique in the registry.
+    summary : str
+        One line for ``postproc methods``.
+    integer, consistent, nonnegative, invariants : bool, optional
+        The promises every result keeps; each result is verified against them.
+    randomized : bool, optional
+        Whether the method draws randomness of its own (through ``rng``).
+    replace : bool, optional
+        Replace a post-processor registered under the same name.
+
+    Returns
+    -------
+    callable
+        The decorator.
+
     Raises
     ------
     PostprocError
         ``name`` taken (pass ``replace=True``), not an identifier, or a bad signature.
+
+    Examples
+    --------
+    >>> @register("as_measured", summary="the detailed measurements as they are", integer=True)
+    ... def as_measured(noisy, spec=None, *, rng=None):
+    ...     return noisy_histograms(noisy, spec)
+    >>> get("as_measured").promises
+    ('integer',)
+    >>> register("as_measured", summary="again")(as_measured)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: a post-processor 'as_measured' is already registered; pass replace=True ...
+    >>> register("no_rng", summary="lacks rng")(lambda noisy: None)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: no_rng: a post-processor takes (noisy, spec=None, *, rng=None, ...)
+    >>> unregister("as_measured")
     """
     def decorate(function: Callable[..., Result]) -> Callable[..., Result]:
         if name in _REGISTRY and not replace:
@@ -159,7 +234,17 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
 
 
 def unregister(name: str) -> None:
-    """Remove a registered post-processor."""
+    """Remove a registered post-processor (an unknown name is ignored).
+
+    Examples
+    --------
+    >>> _ = register("measured", summary="the measurements")(noisy_histograms)
+    >>> "measured" in available()
+    True
+    >>> unregister("measured")
+    >>> "measured" in available()
+    False
+    """
     _REGISTRY.pop(name, None)
 
 
@@ -170,6 +255,15 @@ def get(name: str) -> PostProcessor:
     ------
     PostprocError
         No such name (the message lists the registered ones).
+
+    Examples
+    --------
+    >>> get("bottom_up").summary
+    "the bottom level's noisy detailed counts, summed up the tree (may be negative)"
+    >>> get("tpodown")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: unknown post-processor 'tpodown'; registered: topdown, ...
     """
     try:
         return _REGISTRY[name]
@@ -179,23 +273,108 @@ def get(name: str) -> PostProcessor:
 
 
 def available() -> tuple[str, ...]:
-    """Registered names, in registration order."""
+    """Registered names, in registration order (the built-in ones first).
+
+    Examples
+    --------
+    >>> available()[:5]
+    ('topdown', 'sampling', 'hay', 'noisy', 'least_squares')
+    """
     return tuple(_REGISTRY)
 
 
 def catalogue() -> list[PostProcessor]:
-    """Every registered post-processor."""
+    """Every registered post-processor, in registration order.
+
+    Examples
+    --------
+    >>> for entry in catalogue()[:3]:
+    ...     print(f"{entry.name:9} {', '.join(entry.promises)}")
+    topdown   integer, consistent, nonnegative, invariants
+    sampling  integer, consistent, nonnegative, invariants
+    hay       consistent
+    """
     return list(_REGISTRY.values())
 
 
 def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: Any = None,
                 **options: Any) -> Result:
-    """Run the post-processor registered as ``method`` on ``noisy``; verify its promises."""
+    """Run the post-processor registered as ``method`` on ``noisy``; verify its promises.
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+    method : str
+        A registered name (:func:`available`); default ``"topdown"``.
+    spec : Spec, optional
+        Invariants and constraints, for the methods that keep them.
+    rng : None, int, numpy Generator or Randomness
+        For randomized methods (``sampling``); ``None`` is release mode.
+    **options
+        The method's own options (``get(method).options()``).
+
+    Returns
+    -------
+    Result
+
+    Raises
+    ------
+    PostprocError
+        An unknown method or option, or a spec given to a method that keeps none.
+    PromiseError
+        If the result breaks a promise of the method.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from invariants.spec import Invariant, Spec
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
+    ...                 publish={"tot": levels})
+    >>> result = postprocess(noisy, "topdown", Spec([Invariant("tot", "all")]))
+    >>> result.method, int(result.histograms[0].sum()), bool((result.histograms[1] >= 0).all())
+    ('topdown', 500, True)
+    >>> postprocess(noisy, "hay", damping=0.5)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: hay: unknown option(s) ['damping']; it takes none
+    """
     return get(method)(noisy, spec, rng=rng, **options)
 
 
 def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) -> None:
-    """Raise :class:`PromiseError` if ``result`` breaks a promise of ``entry``."""
+    """Raise :class:`PromiseError` if ``result`` breaks a promise of ``entry``.
+
+    Consistency may be broken where the result's failsafe reports say it was relaxed; the
+    invariants are checked only when ``spec`` is given (against ``noisy.invariants``).
+
+    Parameters
+    ----------
+    result : Result
+    noisy : NoisyHierarchy or None
+        Where the published invariants come from (``None``: no invariants).
+    spec : Spec or None
+    entry : PostProcessor
+        Whose promises to check.
+
+    Examples
+    --------
+    >>> from hierarchy.geography import Geography
+    >>> from hierarchy.queries import Workload, total
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> schema = Schema((Attribute("tenure", ("owned", "rented")),))
+    >>> geo = Geography(("county", "tract"), (["C"], ["C1", "C2"]), ([-1], [0, 0]))
+    >>> result = Result("mine", schema, geo, Workload((total(schema),)),
+    ...                 (np.array([[2, 1]]), np.array([[2, -1], [0, 1]])))
+    >>> check_promises(result, None, None, get("noisy"))        # promises nothing
+    >>> check_promises(result, None, None, get("rake"))
+    Traceback (most recent call last):
+    ...
+    postproc.methods.registry.PromiseError: rake: the result breaks its promises (...):
+      tract 'C1': cell 1 (tenure=rented) is negative (-1); 1 negative cells
+      tract units of county 'C' sum to 0 in cell 1 (tenure=rented), the parent has 1
+    """
     from invariants.verify import verify_histograms
 
     allowed: dict[str, dict[str, list[int]]] = {}
@@ -257,7 +436,30 @@ def noisy_histograms(noisy: Any, spec: Any = None, *, rng: Any = None) -> Result
     Raises
     ------
     PostprocError
-        A level without a ``detailed`` measurement (named).
+        A level without a ``detailed`` measurement (named), or a spec with invariants or
+        constraints (this method keeps none).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
+    >>> persons = pd.DataFrame({"state": ["01", "02", "02"], "hhgq": [0, 0, 3],
+    ...                         "votingage": [1, 1, 0], "hispanic": [0, 0, 0],
+    ...                         "cenrace": [0, 1, 2]})
+    >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels), rng=3)
+    >>> raw = noisy_histograms(noisy)
+    >>> raw.method, raw.integer, raw.safe_for_release
+    ('noisy', True, False)
+    >>> raw.histograms[1][:, :6]          # noisy counts: negative ones too
+    array([[ -8, -42,  34,   7,  10,  52],
+           [ -3,  32,  -3,  38,  39,  -1]])
+    >>> only_hhgq = Budget("pure", 1, {"nation": "1/2", "state": "1/2"},
+    ...                    {"nation": {"detailed": 1}, "state": {"hhgq": 1}})
+    >>> noisy_histograms(measure(truth, e2e_workload(E2E_1940), only_hhgq, rng=3))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: noisy: level 'state' has no detailed measurement ...
     """
     refuse_spec("noisy", spec)
     hists = []
