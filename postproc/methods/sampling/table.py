@@ -70,6 +70,18 @@ class CountTable:
         Each row's cell in the schema's cross-product.
     count_column : str
     source : str
+
+    See Also
+    --------
+    read_count_table : read one from a CSV file.
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"sex": ["f", "f", "m", "m"], "adult": ["0", "1", "0", "1"]})
+    >>> schema = Schema((Attribute("sex", ("f", "m")), Attribute("adult", ("0", "1"))))
+    >>> table = CountTable(keys, np.array([3, 5, 2, 4]), schema, np.arange(4))
+    >>> table.n, table.cell_labels()[:2]
+    (4, ['sex=f, adult=0', 'sex=f, adult=1'])
     """
 
     keys: pd.DataFrame
@@ -465,7 +477,37 @@ def table_target(table: CountTable, invariants: Sequence[str], *, mechanism: str
 
 @dataclass(frozen=True, eq=False)
 class TableRelease:
-    """A released table: the sampler's result on a :class:`CountTable`."""
+    """A released table: the sampler's result on a :class:`CountTable`.
+
+    Made by :func:`release_table`.
+
+    Attributes
+    ----------
+    table : CountTable
+    invariants : tuple of str
+        The invariant expressions the release keeps.
+    result : SamplingResult
+        The sampler's draw and diagnostics.
+    invariants_hold : bool
+        Whether the released counts keep every invariant, checked exactly.
+
+    Examples
+    --------
+    >>> keys = pd.DataFrame({"sex": ["f", "f", "m", "m"], "adult": ["0", "1", "0", "1"]})
+    >>> schema = Schema((Attribute("sex", ("f", "m")), Attribute("adult", ("0", "1"))))
+    >>> release = release_table(CountTable(keys, np.array([3, 5, 2, 4]), schema, np.arange(4)),
+    ...                         ["marginal(sex)"], epsilon=0.5, draws=500, rng=1)
+    >>> release.invariants_hold, release.release       # seeded: a simulation, not a release
+    (True, False)
+    >>> release.to_frame()                              # 8 women and 6 men, as in the table
+      sex adult  count
+    0   f     0      2
+    1   f     1      6
+    2   m     0      2
+    3   m     1      4
+    >>> release.to_dict()["released"][0]
+    {'sex': 'f', 'adult': '0', 'count': 2}
+    """
 
     table: CountTable
     invariants: tuple[str, ...]

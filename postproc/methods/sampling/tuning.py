@@ -54,6 +54,20 @@ class TuningResult:
     criterion : {'acceptance', 'ess_per_second'}
     proposals : int
         Pilot length per grid point.
+    seconds : float
+        Time the pilots took.
+
+    Examples
+    --------
+    >>> from postproc.methods.sampling.target import conditional_target
+    >>> target = conditional_target([[1, 1, 1]], [9], centre=[3, 3, 3], epsilon=1.0)
+    >>> tuning = acceptance_curve(target, [0.5, 1.0, 2.0], rng=0, proposals=2000)
+    >>> tuning.grid, tuning.criterion, tuning.proposals
+    ((0.5, 1.0, 2.0), 'acceptance', 2000)
+    >>> [round(rate, 2) for rate in tuning.acceptance], tuning.best
+    ([0.22, 0.57, 0.86], 2.0)
+    >>> tuning.to_dict()["ess_per_second"]              # not computed: JSON null
+    [None, None, None]
     """
 
     grid: tuple[float, ...]
