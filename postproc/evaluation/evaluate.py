@@ -507,7 +507,30 @@ def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class RunOutput:
-    """What ``postproc run`` left in a directory: the result, measurements and configuration."""
+    """What ``postproc run`` left in a directory: the result, measurements and configuration.
+
+    Made by :func:`load_run`. ``estimate`` is the run's result; ``noisy`` its measurements
+    (None when ``noisy/`` was not kept); ``config`` the :class:`~postproc.apps.runs.config.RunConfig`
+    its manifest records (None for a manifest without one); ``manifest`` the parsed
+    ``manifest.json``.
+
+    Examples
+    --------
+    A run of Hay et al.'s least squares (real-valued counts, no spec):
+
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> from postproc.apps.runs.config import RunConfig
+    >>> from postproc.apps.runs.pipeline import run_pipeline
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = write_synthetic_1940(base, 500, seed=1, progress=False)
+    >>> config = RunConfig.build(persons=base / "persons.parquet", levels=["nation", "state"],
+    ...                          budget=1, seed=1, spec=None, method="hay")
+    >>> _ = run_pipeline(config, out=base / "hay", progress=False, log=lambda m: None)
+    >>> run = load_run(base / "hay")
+    >>> run.estimate.method, run.manifest["method"], run.config.method, run.noisy.levels
+    ('hay', 'hay', 'hay', ('nation', 'state'))
+    """
 
     directory: Path
     estimate: Result
@@ -552,6 +575,26 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     ------
     PostprocError
         Missing manifest or level files, or an unreadable configuration; the message names them.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> from postproc.apps.runs.config import RunConfig
+    >>> from postproc.apps.runs.pipeline import run_pipeline
+    >>> data = Path(tempfile.mkdtemp()) / "data"
+    >>> _ = write_synthetic_1940(data, 500, seed=1, progress=False)
+    >>> run_pipeline(RunConfig.build(persons=data / "persons.parquet",
+    ...                              units=data / "units.parquet", levels=["nation", "state"],
+    ...                              budget=1, seed=1),
+    ...              out=data.parent / "run", progress=False, log=lambda m: None).result
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
+    >>> load_run(data.parent / "run").estimate                # read back from the files
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness unknown)
+    >>> load_run(data)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: .../data is not a postproc run output: no manifest.json there (run `postproc run CONFIG --out .../data` first)
     """
     from hierarchy.storage import read_json
     from postproc.result import histograms_from_table
@@ -612,6 +655,29 @@ def load_truth(data_dir: str | Path, run: RunOutput) -> Hierarchy:
     ------
     PostprocError
         Missing files, or records that do not fit the run's geography.
+
+    Examples
+    --------
+    The truth tabulated again from the run's input data is the one the run measured:
+
+    >>> import tempfile
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> from postproc.apps.runs.config import RunConfig
+    >>> from postproc.apps.runs.pipeline import run_pipeline
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = write_synthetic_1940(base / "data", 500, seed=1, progress=False)
+    >>> out = run_pipeline(
+    ...     RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
+    ...                     levels=["nation", "state"], budget=1, seed=1, base=base),
+    ...     out=base / "run", progress=False, log=lambda m: None)
+    >>> run = load_run(base / "run")
+    >>> truth = load_truth(base / "data", run)
+    >>> truth.summary()["state"], bool((truth.counts[-1] == out.truth.counts[-1]).all())
+    ({'units': 49, 'persons': 500}, True)
+    >>> load_truth(base, run)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: ...: no persons.parquet (or persons.csv); pass the directory `postproc synth1940 --out` wrote, or the run's input data
     """
     from hierarchy.io import read_microdata
     from hierarchy.tabulation import tabulate

@@ -144,6 +144,40 @@ def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
 
     In release mode the table is never printed (the terminal is an output too): only where it
     was written, if it was asked for. ``show_confidential`` overrides that for a simulation.
+
+    Parameters
+    ----------
+    out : PipelineResult
+        What :func:`postproc.apps.runs.pipeline.run_pipeline` returned.
+    show_confidential : bool, optional
+        Print the error table (default: in simulation mode only).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from hierarchy.synth import write_synthetic_1940
+    >>> from postproc.apps.runs.config import RunConfig
+    >>> from postproc.apps.runs.pipeline import run_pipeline
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = write_synthetic_1940(base, 500, seed=1, progress=False)
+    >>> config = RunConfig.build(persons="persons.parquet", units="units.parquet",
+    ...                          levels=["nation", "state"], budget=1, seed=1, base=base)
+    >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
+    >>> print_level_summary(out)
+    post-processor: topdown (integer, consistent, nonnegative, invariants)
+    Error against the confidential data (MAE = median absolute error):
+     level        query  units  MAE noisy  MAE TopDown  mean|e| noisy  mean|e| TopDown  RMSE noisy  RMSE TopDown
+    nation        total      1      26.00         0.00          26.00             0.00       26.00          0.00
+    nation va_hisp_race      1       3.00         0.00           5.92             1.67        8.99          2.83
+    nation     detailed      1      29.00         0.00          40.86             0.76       57.59          3.59
+     state        total     49      24.00         0.00          29.08             0.00       34.50          0.00
+     state va_hisp_race     49       4.00         0.00           5.65             0.27        7.70          1.07
+     state     detailed     49      28.00         0.00          40.01             0.03       56.36          0.38
+    (saved in .../run/confidential/error_table.csv)
+    >>> print_level_summary(out, show_confidential=False)      # as in release mode
+    post-processor: topdown (integer, consistent, nonnegative, invariants)
+    errors against the confidential data: .../run/confidential/error_table.csv (CONFIDENTIAL - do not publish)
     """
     from postproc.errors import PostprocError
     from postproc.methods import get
