@@ -199,6 +199,20 @@ class ABCResult:
         Number of (θ, s) proposals drawn.
     acceptance_rate : float
         Accepted / proposed (over all proposals drawn, including those past ``n_draws``).
+
+    Examples
+    --------
+    Two Poisson counts with a common rate θ ~ Gamma(10, 1), released with Laplace noise at
+    ε = 0.5 each:
+
+    >>> noise = NoiseModel.from_budget("laplace", 0.5)
+    >>> res = abc_posterior([12.3, 8.9], sample_prior=lambda n, g: g.gamma(10.0, 1.0, n),
+    ...                     sample_data=lambda th, g: g.poisson(th[:, None], (th.size, 2)),
+    ...                     noise=noise, n_draws=500, rng=1)
+    >>> res
+    ABCResult(n_proposed=100000, acceptance_rate=0.08177)
+    >>> res.samples.shape, np.percentile(res.samples, [2.5, 97.5]).round(1).tolist()
+    ((500,), [6.5, 14.5])
     """
 
     samples: np.ndarray = field(repr=False)
@@ -315,6 +329,22 @@ class MCEMResult:
     effective_sample_size : float
         Smallest importance-sampling effective sample size over units at θ̂ (of
         ``final_samples`` draws); small values mean an unreliable E-step.
+
+    Examples
+    --------
+    Three Poisson counts released with Laplace noise (ε = 0.5): the standard error accounts for
+    the noise (a naive analysis of the released values would give √(12.1 / 3) ≈ 2.0):
+
+    >>> noise = NoiseModel.from_budget("laplace", 0.5)
+    >>> result = mcem([12.3, 8.9, 15.2], theta0=[5.0],
+    ...               sample_unit=lambda th, m, g: g.poisson(th[0], m),
+    ...               maximize=lambda s, w: [np.sum(w * s) / np.sum(w)],
+    ...               complete_log_likelihood=lambda s, th: s * np.log(th[0]) - th[0],
+    ...               noise=noise, rng=2, n_iter=30, n_samples=2000)
+    >>> result.theta.round(2), result.standard_errors.round(2)
+    (array([12.03]), array([2.43]))
+    >>> result.history.shape, result.history[:3, 0].round(2).tolist()   # θ⁽⁰⁾, θ⁽¹⁾, θ⁽²⁾
+    ((31, 1), [5.0, 7.68, 10.11])
     """
 
     theta: np.ndarray
