@@ -106,7 +106,14 @@ class KeptQuery:
 
 
 def total_kept(n_cells: int) -> KeptQuery:
-    """The total as a kept query (one row of ones)."""
+    """The total as a kept query (one row of ones).
+
+    Examples
+    --------
+    >>> total = total_kept(4)
+    >>> total.name, total.matrix.toarray().tolist(), total.partitions_cells
+    ('total', [[1, 1, 1, 1]], True)
+    """
     return KeptQuery("total", sp.csr_matrix(np.ones((1, n_cells), dtype=np.int64)))
 
 
@@ -213,7 +220,14 @@ def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload") -> tupl
 
 
 def relaxation_of(keep: Sequence[KeptQuery]) -> str:
-    """The report label of a kept set: ``margins``, ``total`` or ``cells``."""
+    """The report label of a kept set: ``margins``, ``total`` or ``cells``.
+
+    Examples
+    --------
+    >>> halves = KeptQuery("halves", sp.csr_matrix([[1, 1, 0, 0], [0, 0, 1, 1]]))
+    >>> relaxation_of(()), relaxation_of((total_kept(4),)), relaxation_of((total_kept(4), halves))
+    ('cells', 'total', 'margins')
+    """
     if not keep:
         return "cells"
     return "total" if all(q.name == "total" for q in keep) else "margins"
@@ -246,6 +260,15 @@ def stack_kept(keep: Sequence[KeptQuery], *, drop_implied: bool = False
 
     With ``drop_implied`` the total is left out when another kept query's answers partition the
     cells (their sum is the total): the problem then has no redundant equality.
+
+    Examples
+    --------
+    >>> halves = KeptQuery("halves", sp.csr_matrix([[1, 1, 0, 0], [0, 0, 1, 1]]))
+    >>> rows, labels = stack_kept((total_kept(4), halves))
+    >>> rows.toarray().tolist(), labels
+    ([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1]], ['total', 'halves[0]', 'halves[1]'])
+    >>> stack_kept((total_kept(4), halves), drop_implied=True)[1]
+    ['halves[0]', 'halves[1]']
     """
     keep = list(keep)
     if drop_implied and any(q.partitions_cells for q in keep if q.name != "total"):
@@ -258,7 +281,16 @@ def stack_kept(keep: Sequence[KeptQuery], *, drop_implied: bool = False
 
 
 def dead_cells(keep: Sequence[KeptQuery], parent: np.ndarray) -> np.ndarray:
-    """Cells counted by a kept answer that is 0 in the parent: every child must hold 0 there."""
+    """Cells counted by a kept answer that is 0 in the parent: every child must hold 0 there.
+
+    Examples
+    --------
+    >>> halves = KeptQuery("halves", sp.csr_matrix([[1, 1, 0, 0], [0, 0, 1, 1]]))
+    >>> dead_cells((total_kept(4), halves), [2, 1, 0, 0]).tolist()   # halves[1] is 0
+    [False, False, True, True]
+    >>> dead_cells((), [2, 1, 0, 0]).tolist()                       # nothing kept
+    [False, False, False, False]
+    """
     parent = np.asarray(parent, dtype=np.int64)
     if not keep:
         return np.zeros(parent.shape[0], dtype=bool)
@@ -269,7 +301,20 @@ def dead_cells(keep: Sequence[KeptQuery], parent: np.ndarray) -> np.ndarray:
 
 def kept_violations(keep: Sequence[KeptQuery], parent: np.ndarray, children_sum: np.ndarray
                     ) -> list[str]:
-    """Kept answers where the children's sum differs from the parent, in exact int64."""
+    """Kept answers where the children's sum differs from the parent, in exact int64.
+
+    Examples
+    --------
+    A person moved from cell 0 to cell 2: the total is kept, the halves are not.
+
+    >>> halves = KeptQuery("halves", sp.csr_matrix([[1, 1, 0, 0], [0, 0, 1, 1]]))
+    >>> for problem in kept_violations((total_kept(4), halves), [2, 1, 0, 0], [1, 1, 1, 0]):
+    ...     print(problem)
+    kept answer halves[0]: children sum to 2, the parent has 3
+    kept answer halves[1]: children sum to 1, the parent has 0
+    >>> kept_violations((total_kept(4), halves), [2, 1, 0, 0], [1, 2, 0, 0])
+    []
+    """
     if not keep:
         return []
     m, labels = stack_kept(keep)
@@ -338,7 +383,15 @@ def check_parent_can_hold(task: "NodeTask") -> None:
 
 def moved_cells(parent: np.ndarray, children_sum: np.ndarray) -> dict[str, Any]:
     """Where the children's sum differs from the parent: cells that gained and lost persons
-    (children minus parent), and the persons added in all (0 when the total is kept)."""
+    (children minus parent), and the persons added in all (0 when the total is kept).
+
+    Examples
+    --------
+    >>> moved_cells([2, 1, 0, 0], [1, 1, 1, 0])          # one person moved, the total kept
+    {'gained': {2: 1}, 'lost': {0: 1}, 'persons_added': 0}
+    >>> moved_cells([2, 1, 0, 0], [2, 2, 0, 0])["persons_added"]
+    1
+    """
     diff = np.asarray(children_sum, dtype=np.int64) - np.asarray(parent, dtype=np.int64)
     return {"gained": {int(j): int(diff[j]) for j in np.flatnonzero(diff > 0)},
             "lost": {int(j): int(-diff[j]) for j in np.flatnonzero(diff < 0)},

@@ -41,11 +41,45 @@ def fit_node_generic(task: NodeTask, *, solver: str = "CLARABEL",
                      **solver_options) -> tuple[np.ndarray, float, float]:
     """Fit one node with a freshly built CVXPY problem.
 
+    Parameters
+    ----------
+    task : NodeTask
+    solver : str, optional
+        A CVXPY solver name (default ``"CLARABEL"``, with tight tolerances).
+    **solver_options
+        Passed to ``cvxpy.Problem.solve``.
+
     Returns
     -------
     x : (children × cells) continuous optimum
     objective : the weighted least-squares objective (original units)
     seconds : build + solve time
+
+    Raises
+    ------
+    SolverError
+        If CVXPY does not report an optimum (e.g. the node is infeasible).
+
+    Examples
+    --------
+    Two children of a parent (3, 1) whose totals are invariant (2 persons each):
+
+    >>> import scipy.sparse as sp
+    >>> from postproc.methods.topdown.node import QueryData
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> def node(totals):
+    ...     bounds = np.array(totals, dtype=float)[:, None]
+    ...     return NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                     (detailed,), sp.csr_matrix(np.ones((1, 2), np.int64)), bounds,
+    ...                     bounds.copy(), np.zeros((2, 2), bool), ("tot: total",))
+    >>> x, objective, seconds = fit_node_generic(node([2, 2]))
+    >>> np.round(x, 4).tolist(), round(objective, 6)
+    ([[1.25, 0.75], [1.75, 0.25]], 0.75)
+    >>> fit_node_generic(node([3, 2]))
+    Traceback (most recent call last):
+    ...
+    postproc.infra.solvers.base.SolverError: generic fit of county children of 'p': infeasible
     """
     import cvxpy as cp
 

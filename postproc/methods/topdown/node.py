@@ -50,13 +50,36 @@ _INT_TOL = 1e-6       # LP solution within this of an integer is integral
 
 
 class VerificationError(InfeasibleError):
-    """A result broke a promise in exact integer arithmetic (a bug, never silently passed)."""
+    """A result broke a promise in exact integer arithmetic (a bug, never silently passed).
+
+    Examples
+    --------
+    Children that do not sum to their parent:
+
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> verify_node(task, np.array([[2, 1], [2, 0]]))
+    Traceback (most recent call last):
+    ...
+    postproc.methods.topdown.node.VerificationError: county children of 'p' fail verification: ... 4 ≠ 3
+    """
 
 
 @dataclass(frozen=True, eq=False)
 class QueryData:
     """One measured query of the children: matrix (answers × cells), values and weights
-    (children × answers)."""
+    (children × answers).
+
+    Examples
+    --------
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> total = QueryData("total", sp.csr_matrix(np.ones((1, 2))), np.array([[3.0], [2.0]]),
+    ...                   np.ones((2, 1)))
+    >>> detailed.is_identity, total.is_identity      # identity queries need no auxiliaries
+    (True, False)
+    """
 
     name: str
     matrix: sp.csr_matrix
@@ -98,6 +121,21 @@ class NodeTask:
     failsafe_keep : tuple of KeptQuery, optional
         Answers of the parent the failsafe keeps exact (see :mod:`postproc.methods.topdown.failsafe`);
         ``None`` keeps the total, ``()`` keeps nothing.
+
+    Examples
+    --------
+    A parent of histogram (3, 1) over two cells, split between two children whose noisy
+    counts are (2, 1) and (2, 0), each of weight 1, without constraint rows:
+
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (detailed,), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> task.k, task.n, [kept.name for kept in task.kept]
+    (2, 2, ['total'])
+    >>> solve_node(task).histograms.tolist()
+    [[1, 1], [2, 0]]
     """
 
     level: str
@@ -130,7 +168,32 @@ class NodeTask:
 
 @dataclass(frozen=True, eq=False)
 class NodeResult:
-    """Integer child histograms and what it took to get them."""
+    """Integer child histograms and what it took to get them.
+
+    Attributes
+    ----------
+    histograms : int64 array (children × cells)
+    stats : dict
+        The node's row of ``Result.node_stats``: level, parent, children, variables, backend,
+        rounding, timings, objective, whether the failsafe ran.
+    failsafe : dict or None
+        The failsafe report (relaxation, cells moved, binding constraints), if it ran.
+    continuous : array (children × cells) or None
+        The fit before rounding, when asked for (``solve_node(..., keep_continuous=True)``).
+
+    Examples
+    --------
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (detailed,), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> result = solve_node(task, keep_continuous=True)
+    >>> result.histograms.tolist(), result.continuous.round(4).tolist(), result.failsafe
+    ([[1, 1], [2, 0]], [[1.5, 1.0], [1.5, 0.0]], None)
+    >>> result.stats["children"], result.stats["rounding"], round(result.stats["objective"], 6)
+    (2, 'lp', 0.5)
+    """
 
     histograms: np.ndarray
     stats: dict[str, Any]
@@ -286,6 +349,21 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     qp, layout, scale, info
         ``qp`` is posed in ``δ = (v − info["centre"]) / info["unit"]`` (``v`` = all variables);
         its objective is the original objective times ``scale``.
+
+    Examples
+    --------
+    >>> from postproc.infra.solvers import solve_qp
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (detailed,), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> qp, layout, scale, info = assemble_fit(task)
+    >>> info["variables"], info["rows"]        # 4 cells; 2 parent sums and 4 bounds x ≥ 0
+    (4, 6)
+    >>> solution = solve_qp(qp)
+    >>> (info["centre"] + info["unit"] * solution.x).round(4).tolist()     # the fit, child by child
+    [1.5, 1.0, 1.5, 0.0]
     """
     queries = task.queries if queries is None else tuple(queries)
     lay = _layout(task, relax=slack is not None, keep=keep if slack is not None else ())
@@ -613,6 +691,20 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
                failsafe: bool = True, keep_continuous: bool = False) -> NodeResult:
     """Fit, round and verify one node. A single child copies its parent (then is verified).
 
+    Parameters
+    ----------
+    task : NodeTask
+    chain : sequence of str, optional
+        QP backends to try in order (:func:`postproc.infra.solvers.solve_qp`).
+    failsafe : bool, optional
+        Relax parent consistency when the node is infeasible (default), instead of raising.
+    keep_continuous : bool, optional
+        Keep the fit before rounding in ``NodeResult.continuous``.
+
+    Returns
+    -------
+    NodeResult
+
     Raises
     ------
     InfeasibleError
@@ -620,6 +712,33 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
         when the problem is infeasible and ``failsafe`` is off, or even the failsafe fails.
     VerificationError
         If the result breaks a promise (never expected; it would be a bug).
+
+    Examples
+    --------
+    Two children whose totals are invariant (2 persons each) share a parent of histogram
+    (3, 1):
+
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> def node(totals):
+    ...     bounds = np.array(totals, dtype=float)[:, None]
+    ...     return NodeTask("county", "p", np.array([3, 1]),
+    ...                     np.array(["a", "b"], dtype=object), (detailed,),
+    ...                     sp.csr_matrix(np.ones((1, 2), np.int64)), bounds, bounds.copy(),
+    ...                     np.zeros((2, 2), bool), ("tot: total",))
+    >>> solve_node(node([2, 2])).histograms.tolist()
+    [[1, 1], [2, 0]]
+
+    Totals of 3 and 2 cannot split a parent of 4 persons: the failsafe adds a person where it
+    must, and says so.
+
+    >>> report = solve_node(node([3, 2])).failsafe
+    >>> report["relaxation"], report["gained"], report["persons_added"]
+    ('cells', {0: 1}, 1)
+    >>> solve_node(node([3, 2]), failsafe=False)
+    Traceback (most recent call last):
+    ...
+    postproc.infra.solvers.base.InfeasibleError: county children of 'p' are infeasible: ...
     """
     t0 = time.perf_counter()
     check_parent_can_hold(task)

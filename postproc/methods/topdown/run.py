@@ -44,7 +44,35 @@ def _queries(level_queries, units: slice) -> tuple[QueryData, ...]:
 def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
               passes: Sequence[Sequence[str]] | None = None,
               pass_tolerance: float = 0.5) -> NodeTask:
-    """The root problem (one unit, no parent)."""
+    """The root problem (one unit, no parent).
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+    lc : LevelConstraints
+        The root level's compiled constraints.
+    passes : sequence of sequences of query names, optional
+        Multipass order (see :func:`topdown`).
+    pass_tolerance : float, optional
+
+    Returns
+    -------
+    NodeTask
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from invariants.spec import Invariant
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
+    ...                 publish={"tot": ["nation"]})
+    >>> compiled = compile_spec(Spec([Invariant("tot", "nation")]), E2E_1940, noisy.geography,
+    ...                         noisy.invariants)
+    >>> root = root_task(noisy, compiled["nation"])
+    >>> root.parent_hist is None, root.k, [query.name for query in root.queries], root.labels
+    (True, 1, ['detailed', 'hhgq', 'va_hisp_race'], ('tot: total',))
+    """
     root = noisy.levels[0]
     sl = slice(0, 1)
     lower, upper, zero = lc.rows_of(sl)
@@ -60,7 +88,55 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
                 failsafe_keep: Sequence[str] | str | tuple[KeptQuery, ...] = AUTO
                 ) -> list[NodeTask]:
     """One task per parent of level ``level_index - 1``; ``failsafe_keep`` as for
-    :func:`topdown` (or already resolved KeptQuery objects)."""
+    :func:`topdown` (or already resolved KeptQuery objects).
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+    lc : LevelConstraints
+        The compiled constraints of level ``level_index`` (the children's).
+    level_index : int
+        The children's level, ≥ 1.
+    parent_hists : int64 array (parents × cells)
+        The parents' rounded histograms.
+    passes, pass_tolerance, failsafe_keep
+        As for :func:`topdown`.
+
+    Returns
+    -------
+    list of NodeTask
+        In parent order.
+
+    Raises
+    ------
+    PostprocError
+        If ``failsafe_keep`` names a query the workload does not have.
+
+    Examples
+    --------
+    The states of a nation whose histogram TopDown has fitted and rounded:
+
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from invariants.spec import Invariant
+    >>> from postproc.methods.topdown.node import solve_node
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
+    ...                 publish={"tot": levels})
+    >>> compiled = compile_spec(Spec([Invariant("tot", "all")]), E2E_1940, noisy.geography,
+    ...                         noisy.invariants)
+    >>> nation = solve_node(root_task(noisy, compiled["nation"])).histograms
+    >>> [task] = level_tasks(noisy, compiled["state"], 1, nation)
+    >>> task.parent, task.k, [kept.name for kept in task.kept]
+    ('0', 49, ['total', 'hhgq', 'va_hisp_race'])
+    >>> states = solve_node(task).histograms
+    >>> int(states.sum()), bool((states.sum(axis=1) == noisy.invariants["state"]["tot"]).all())
+    (500, True)
+    >>> level_tasks(noisy, compiled["state"], 1, nation, failsafe_keep=["race"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_keep names unknown queries ['race']; ...
+    """
     keep = _resolve_keep(failsafe_keep, noisy, lc)
     geo = noisy.geography
     level = geo.levels[level_index]
