@@ -24,7 +24,8 @@ Examples
 ['clark_dajani', 'flaxman2019', 'petti_flaxman']
 >>> import tempfile
 >>> summary = run_experiment("flaxman2019", tempfile.mkdtemp(), quick=True, log=lambda m: None,
-...                          epsilons=[1.0], replicates=1, n_boot=0)
+...                          persons=100_000, levels=2, epsilons=[1.0], replicates=1,
+...                          n_boot=0, neighbour_runs=2000, neighbour_epsilons=[1.0])
 >>> summary["headline"]["ordering_gdpc_gt_adpc_gt_rdpc_at_every_epsilon"]
 True
 """
@@ -103,6 +104,23 @@ def run_experiment(name: str, out: str | Path | None = None, *, quick: bool = Fa
     ------
     PostprocError
         Unknown experiment or parameter.
+
+    Examples
+    --------
+    Clark & Dajani's bottom-up errors at one ε on two states of synthetic 1940-style data:
+
+    >>> import tempfile
+    >>> summary = run_experiment("clark_dajani", tempfile.mkdtemp(), quick=True,
+    ...                          log=lambda m: None, persons=1_000_000, states=2, seeds=[1],
+    ...                          epsilons=[1.0])
+    >>> [t["file"] for t in summary["tables"]], [f["file"] for f in summary["figures"]]
+    (['bottom_up_errors.csv', 'bottom_up_errors_by_seed.csv'], ['l1_vs_epsilon.png', 'l2_vs_epsilon.png', 'calibration.png'])
+    >>> summary["parameters"]["units"]
+    {'nation': 1, 'state': 2, 'county': 3, 'enum_dist': 156}
+    >>> run_experiment("clark_dajani", quick=True, replicates=3)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: experiment 'clark_dajani' has no parameter 'replicates'; its parameters are persons, data_seed, states, seeds, epsilons, sensitivity
     """
     module = _module(name)
     defaults = module.QUICK if quick else module.FULL

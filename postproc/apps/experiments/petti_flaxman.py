@@ -164,6 +164,24 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     ------
     PostprocError
         An unknown homogeneity definition.
+
+    Examples
+    --------
+    TopDown at ε = 1 with one seed on two states, no comparison with the other
+    post-processors (``compare_epsilon`` is not among the ε run):
+
+    >>> import tempfile
+    >>> out = Output(tempfile.mkdtemp(), NAME, TITLE, log=lambda m: None)
+    >>> result = run(out, quick=True, persons=1_000_000, states=2, seeds=[1], epsilons=[1.0],
+    ...              show_epsilon=1.0, compare_epsilon=9.0, n_boot=0, srs_fractions=[0.5])
+    >>> result["headline"]["mae county/total@1"], result["headline"]["mae enum_dist/total@1"]
+    (36.0, 21.5)
+    >>> [t["file"] for t in out.tables]
+    ['topdown_metrics.csv', 'srs_metrics.csv', 'closest_srs.csv', 'bias_by_homogeneity.csv', 'paper_comparison.csv']
+    >>> run(out, quick=True, homogeneity="entropy")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: homogeneity must be one of authors, zero_cells, not 'entropy'
     """
     from postproc.infra.executors import get_executor
     from postproc.methods.topdown import topdown
