@@ -46,7 +46,26 @@ Passes = tuple[tuple[str, ...], ...]
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything ``postproc run`` needs, validated."""
+    """Everything ``postproc run`` needs, validated.
+
+    Made by :func:`load_config` (a TOML file) or :meth:`RunConfig.build` (Python values); both
+    validate every value, and the errors name the section and key. Paths are absolute.
+
+    Examples
+    --------
+    >>> sim = RunConfig.build(persons="persons.parquet", levels=["nation", "state", "county"],
+    ...                       budget=2, seed=3)
+    >>> sim.release, sim.rng, sim.wants_error_table, sim.method, sim.mechanism
+    (False, 3, True, 'topdown', Geometric(exact=False))
+    >>> rel = RunConfig.build(persons="persons.parquet", levels=["nation", "state", "county"],
+    ...                       budget=2, mode="release", method="hay")
+    >>> rel.release, rel.rng, rel.wants_error_table       # release: secure noise, no errors
+    (True, None, False)
+    >>> RunConfig.build(persons="persons.parquet", levels=["nation"], budget=1, seed=1)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: RunConfig.build [spec]: the E2E spec needs at least two levels (nation and below)
+    """
 
     persons: Path
     units: Path | None
