@@ -177,7 +177,7 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
     ...                  levels=["nation", "state"])
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
     >>> table = compare_methods(noisy, truth, ["noisy", "rake"], rng=0, queries=["total"],
-    ...                         epl_options={"n_boot": 0})
+    ...                         epl_method="published")
     >>> table[["method", "constrained", "level", "query", "n"]].to_string(index=False)
     'method  constrained  level query  n\\n noisy        False nation total  1\\n noisy        False  state total 49\\n  rake        False nation total  1\\n  rake        False  state total 49'
     """
@@ -657,7 +657,7 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
     ...                 log=lambda message: None)
     >>> config = load_config(demo.directory.parent / "config.toml")
     >>> done = run_compare(config, "topdown,noisy", log=lambda m: None, queries=["total"],
-    ...                    epl_options={"n_boot": 0})
+    ...                    epl_method="published")
     >>> [p.name for p in done.files]
     ['compare.csv', 'compare.json', 'compare_epl.png', 'compare.html', 'manifest.json']
     """

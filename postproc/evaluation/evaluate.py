@@ -383,11 +383,11 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
     ...                 publish={"tot": levels})
     >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"],
-    ...                                epl_options={"n_boot": 0})
+    ...                                epl_method="published")
     >>> list(dict.fromkeys(table["method"]))
     ['noisy', 'clip', 'hay', 'hay+clip', 'bottom_up', 'bottom_up+calibrated']
     >>> table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
-    ...                                rng=0, queries=["total"], epl_options={"n_boot": 0})
+    ...                                rng=0, queries=["total"], epl_method="published")
     >>> list(dict.fromkeys(table["method"]))
     ['noisy', 'rake', 'least_squares+clip', 'bottom_up', 'bottom_up+calibrated']
     """
