@@ -396,8 +396,13 @@ class Result:
                                                nonnegative=False))
         stats = (pq.read_table(directory / "node_stats.parquet").to_pandas()
                  if (directory / "node_stats.parquet").exists() else None)
-        return cls(manifest["method"], schema, geography, workload, tuple(hists),
-                   manifest.get("provenance", {}), stats)
+        provenance = dict(manifest.get("provenance", {}))
+        if not provenance.get("noisy", {}).get("randomness") and manifest.get("randomness"):
+            # a run's manifest states the measurements' randomness at its top level
+            provenance["noisy"] = {**provenance.get("noisy", {}),
+                                   "randomness": manifest["randomness"]}
+        return cls(manifest["method"], schema, geography, workload, tuple(hists), provenance,
+                   stats)
 
     def to_microdata(self, level: str | int | None = None) -> pa.Table:
         """Synthetic microdata: one row per person of ``level`` (default: the bottom level), with

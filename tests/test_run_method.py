@@ -92,6 +92,18 @@ def test_run_method_writes_the_layout_and_names_the_method(rake_run):
     assert f"outputs in {out}" in stdout
 
 
+def test_a_run_read_back_knows_its_randomness(rake_run):
+    """Result.read of a run directory carries the run's randomness label (a run's manifest
+    states it at its top level), so a simulation run never reads back as 'unknown'."""
+    from postproc.result import Result
+
+    _, out, _ = rake_run
+    result = Result.read(out)
+    assert result.randomness["mode"] == "simulation"
+    assert result.safe_for_release is False
+    assert "simulation (unsafe for release)" in repr(result)
+
+
 def test_run_method_result_is_the_method_on_the_saved_measurements(rake_run):
     _, out, _ = rake_run
     noisy = NoisyHierarchy.load(out / "noisy")
