@@ -296,19 +296,25 @@ class ActiveCells:
 @dataclass(frozen=True)
 class _Rules:
     """Fixing rules of a set of rows: rule ``i`` holds when ``Σ_{s∈D_i} max(lower_s, 0) ≥
-    upper_{target[i]}`` (``D_i`` = column ``i`` of ``family``); it fixes row ``i`` of ``fixes``."""
+    upper_{target[i]}`` (``D_i`` = column ``i`` of ``family``) and, if ``empty[i] ≥ 0``,
+    ``lower_{empty[i]} ≤ 0``; it fixes row ``i`` of ``fixes``."""
 
     target: np.ndarray          # (rules,) row index r
     family: sp.csc_matrix       # (rows, rules) 0/1: the rows s of D
+    empty: np.ndarray           # (rules,) row index z, or -1
     fixes: sp.csr_matrix        # (rules, columns) bool: S
 
 
 def fixing_rules(matrix: sp.spmatrix, lower: np.ndarray | None = None,
-                 upper: np.ndarray | None = None) -> list[tuple[int, tuple[int, ...], np.ndarray]]:
+                 upper: np.ndarray | None = None
+                 ) -> list[tuple[int, tuple[int, ...], int, np.ndarray]]:
     """The rules that can fix cells, read from constraint rows (module docstring).
 
-    A rule ``(r, D, S)`` says: when ``Σ_{s∈D} max(lower_s, 0) ≥ upper_r``, the cells ``S`` are
-    0. ``D = ()`` is a cap (``upper_r ≤ 0`` fixes the support of ``r``). Only counting rows
+    A rule ``(r, D, z, S)`` says: when ``Σ_{s∈D} max(lower_s, 0) ≥ upper_r`` (and, if
+    ``z ≥ 0``, ``lower_z ≤ 0``), the cells ``S`` are 0. ``D = ()`` is a cap (``upper_r ≤ 0``
+    fixes the support of ``r``). When the rule holds every ``s ∈ D`` counts exactly
+    ``max(lower_s, 0)``, so a member ``z`` of a larger family whose lower bound is not positive
+    counts nobody: its support is fixed (``S`` = the support of ``z``). Only counting rows
     (nonnegative coefficients) are read, and only rows that can matter: ``r`` needs a finite
     upper bound in some unit, each ``s`` a positive lower bound in some unit (when ``lower`` and
     ``upper`` are given). Among the rows nested in ``r`` (support inside ``r``'s, coefficients at
@@ -322,15 +328,16 @@ def fixing_rules(matrix: sp.spmatrix, lower: np.ndarray | None = None,
 
     Returns
     -------
-    list of (int, tuple of int, int array)
-        ``(r, D, S)`` with ``S`` the fixed cells, ascending.
+    list of (int, tuple of int, int, int array)
+        ``(r, D, z, S)`` with ``z = -1`` when there is no condition on a lower bound and ``S``
+        the fixed cells, ascending.
 
     Examples
     --------
     >>> import scipy.sparse as sp
     >>> rows = sp.csr_matrix(np.array([[1, 1, 1, 0], [1, 1, 0, 0]]))
-    >>> [(r, d, s.tolist()) for r, d, s in fixing_rules(rows)]
-    [(0, (), [0, 1, 2]), (0, (1,), [2]), (1, (), [0, 1])]
+    >>> [(r, d, z, s.tolist()) for r, d, z, s in fixing_rules(rows)]
+    [(0, (), -1, [0, 1, 2]), (0, (1,), -1, [2]), (1, (), -1, [0, 1])]
     """
     m = sp.csr_matrix(matrix, dtype=np.float64)
     m.sum_duplicates()
@@ -342,9 +349,9 @@ def fixing_rules(matrix: sp.spmatrix, lower: np.ndarray | None = None,
     capped = counting if upper is None else counting & np.isfinite(upper).any(axis=0)
     bounded = counting if lower is None else counting & (lower > 0).any(axis=0)
     overlap = support.astype(np.int64) @ support.T.astype(np.int64)     # rows × rows
-    rules: list[tuple[int, tuple[int, ...], np.ndarray]] = []
+    rules: list[tuple[int, tuple[int, ...], int, np.ndarray]] = []
     for r in np.flatnonzero(capped):
-        rules.append((int(r), (), np.flatnonzero(support[r])))
+        rules.append((int(r), (), -1, np.flatnonzero(support[r])))
         inside = bounded & (overlap[:, r] == size) & (np.arange(dense.shape[0]) != r)
         inside &= ~((dense > dense[r]) & support).any(axis=1)         # c_s <= c_r
         nested = sorted(np.flatnonzero(inside).tolist(), key=lambda s: (-size[s], s))
@@ -358,24 +365,27 @@ def fixing_rules(matrix: sp.spmatrix, lower: np.ndarray | None = None,
             covered = dense[list(family)].sum(axis=0)          # disjoint: each cell's c_s
             fixed = np.flatnonzero(support[r] & (covered < dense[r]))
             if fixed.size:
-                rules.append((int(r), family, fixed))
+                rules.append((int(r), family, -1, fixed))
+            if len(family) > 1:
+                rules.extend((int(r), family, z, np.flatnonzero(support[z])) for z in family)
     return rules
 
 
 def _compile_rules(matrix: sp.spmatrix, lower: np.ndarray, upper: np.ndarray) -> _Rules:
     rules = fixing_rules(matrix, lower, upper)
     n_rows, n_cells = matrix.shape
-    target = np.array([r for r, _, _ in rules], dtype=np.int64)
-    fam_rows = [s for _, d, _ in rules for s in d]
-    fam_cols = [i for i, (_, d, _) in enumerate(rules) for _ in d]
+    target = np.array([r for r, _, _, _ in rules], dtype=np.int64)
+    fam_rows = [s for _, d, _, _ in rules for s in d]
+    fam_cols = [i for i, (_, d, _, _) in enumerate(rules) for _ in d]
     family = sp.csc_matrix((np.ones(len(fam_rows)), (fam_rows, fam_cols)),
                            shape=(n_rows, len(rules)))
-    fix_rows = np.repeat(np.arange(len(rules)), [s.size for _, _, s in rules])
-    fix_cols = (np.concatenate([s for _, _, s in rules]) if rules
+    empty = np.array([z for _, _, z, _ in rules], dtype=np.int64)
+    fix_rows = np.repeat(np.arange(len(rules)), [s.size for _, _, _, s in rules])
+    fix_cols = (np.concatenate([s for _, _, _, s in rules]) if rules
                 else np.zeros(0, dtype=np.int64))
     fixes = sp.csr_matrix((np.ones(fix_cols.size, dtype=bool), (fix_rows, fix_cols)),
                           shape=(len(rules), n_cells))
-    return _Rules(target, family, fixes)
+    return _Rules(target, family, empty, fixes)
 
 
 def _newly_fixed(matrix: sp.csc_matrix, lower: np.ndarray, upper: np.ndarray
@@ -387,6 +397,8 @@ def _newly_fixed(matrix: sp.csc_matrix, lower: np.ndarray, upper: np.ndarray
     need = np.asarray((rules.family.T @ floor.T).T)
     cap = upper[:, rules.target]
     holding = np.isfinite(cap) & (need >= cap)
+    conditional = rules.empty >= 0
+    holding[:, conditional] &= lower[:, rules.empty[conditional]] <= 0
     distinct, inverse = _group_rows(holding)
     fixed = (sp.csr_matrix(distinct.astype(np.int64)) @ rules.fixes.astype(np.int64)).toarray()
     return fixed > 0, inverse

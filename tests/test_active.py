@@ -118,6 +118,22 @@ def test_a_saturated_row_fixes_the_cells_outside_its_lower_bounded_part():
         assert can_be_positive(lc, u).tolist() == [c in active.cells(u) for c in range(4)]
 
 
+def test_a_tight_total_fixes_a_type_whose_lower_bound_is_zero_here():
+    # total == 5 over three types with lower bounds 3, 2, 0 (positive elsewhere): the third
+    # type holds nobody; no single row, nor any pair, proves it
+    matrix = sp.csr_matrix(np.array([[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0],
+                                     [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1]]))
+    lower = np.array([[5.0, 3.0, 2.0, 0.0], [5.0, 1.0, 1.0, 1.0]])
+    upper = np.array([[5.0, np.inf, np.inf, np.inf], [5.0, np.inf, np.inf, np.inf]])
+    lc = LevelConstraints("u", np.array(["a", "b"], dtype=object), matrix, lower, upper,
+                          ("t", "g0", "g1", "g2"), np.zeros((2, 6), dtype=bool))
+    active = find_active_cells(lc)
+    assert active.cells(0).tolist() == [0, 1, 2, 3]
+    assert active.cells(1).tolist() == list(range(6))
+    for u in range(2):
+        assert can_be_positive(lc, u).tolist() == [c in active.cells(u) for c in range(6)]
+
+
 def mixed_level(rows, lower, upper) -> LevelConstraints:
     matrix = sp.csr_matrix(np.array(rows))
     return LevelConstraints("u", np.array(["a"], dtype=object), matrix,
@@ -131,7 +147,7 @@ def test_a_row_with_a_negative_coefficient_counts_once_its_other_cells_are_fixed
     lc = mixed_level([[1, -1], [0, 1]], [-np.inf, -np.inf], [0, 0])
     assert find_active_cells(lc).cells(0).tolist() == []
     assert can_be_positive(lc, 0).tolist() == [False, False]
-    assert [r for r, _, _ in fixing_rules(lc.matrix)] == [1]   # one round: only the cap
+    assert [r for r, _, _, _ in fixing_rules(lc.matrix)] == [1]   # one round: only the cap
 
 
 def test_cells_fixed_only_through_a_mixed_sign_row_stay_active():
