@@ -30,6 +30,7 @@ hierarchy.errors.HierarchyError: .../bad.csv: column 'race' (attribute 'cenrace'
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -44,7 +45,8 @@ from hierarchy.errors import HierarchyError
 from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
 
-__all__ = ["read_table", "read_microdata", "Microdata", "check_units", "check_tabulated_units"]
+__all__ = ["read_table", "read_microdata", "Microdata", "Recode", "attribute_codes",
+           "as_arrow_column", "source_table", "leaf_index", "check_units", "check_tabulated_units"]
 
 
 def read_table(path: str | os.PathLike) -> pa.Table:
@@ -113,9 +115,11 @@ def _where(rows: np.ndarray, csv: bool) -> str:
     return text
 
 
-def _attribute_codes(column: pa.ChunkedArray, attr, value_map: Mapping[Any, Any] | None,
-                     where: str, source_name: str, csv: bool) -> pa.Array:
-    """int8/int16 codes of an attribute column given as codes, digit strings or labels."""
+def _attribute_codes(column: pa.ChunkedArray | pa.Array, attr,
+                     value_map: Mapping[Any, Any] | None, where: str, source_name: str,
+                     csv: bool) -> pa.Array:
+    """int8/int32 codes of an attribute column given as codes, digit strings, labels or a
+    dictionary (pandas categorical) column, through ``value_map`` (see :class:`Recode`) if any."""
     col = column
     if col.null_count:
         rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
@@ -135,35 +139,218 @@ def _attribute_codes(column: pa.ChunkedArray, attr, value_map: Mapping[Any, Any]
                 f"values={{{attr.name!r}: {{...}}}}")
         target = pa.from_numpy_dtype(dtype)
         return col if col.type == target else col.cast(target)
+    recode = Recode(attr, value_map) if value_map else None
     if isinstance(col, pa.ChunkedArray):  # labels or digit strings: one array to encode
-        col = col.combine_chunks()
+        col = col.unify_dictionaries() if pa.types.is_dictionary(col.type) else col
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     encoded = pc.dictionary_encode(col.cast(pa.string()) if not pa.types.is_dictionary(col.type)
                                    else col)
     dictionary = encoded.dictionary.cast(pa.string()).to_pylist()
     lookup = np.empty(len(dictionary), dtype=np.int64)
     unknown = []
     for i, value in enumerate(dictionary):
-        v = value.strip()
-        if value_map:
-            mapped = value_map.get(v, value_map.get(_maybe_int(v)))
-            if mapped is None:
-                unknown.append(i)
-                continue
-            v = mapped
-        try:
-            lookup[i] = attr.code(v)
-        except HierarchyError:
+        code = recode.code(value) if recode is not None else _label_code(attr, value)
+        if code is None:
             unknown.append(i)
+        else:
+            lookup[i] = code
+    idx = encoded.indices.to_numpy(zero_copy_only=False)
     if unknown:
-        idx = encoded.indices.to_numpy()
+        used = np.bincount(idx, minlength=len(dictionary)) > 0
         rows = np.flatnonzero(np.isin(idx, unknown))
+        if rows.size == 0:   # only categories that no row uses
+            vals = ", ".join(f"{dictionary[u]!r}" for u in unknown[:5])
+            raise HierarchyError(
+                f"{where}: column {source_name!r} (attribute {attr.name!r}) is categorical with "
+                f"categories that are not levels of the attribute: {vals} (no row uses them). "
+                f"Categories must be the levels {list(attr.labels)} or a subset; drop the others "
+                f"with .cat.remove_unused_categories() or map them with "
+                f"values={{{attr.name!r}: {{...}}}}")
+        unknown = [u for u in unknown if used[u]]
         vals = ", ".join(f"{dictionary[u]!r}" for u in unknown[:5])
+        if recode is not None:
+            raise HierarchyError(
+                f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} "
+                f"value(s) are covered by no key of values[{attr.name!r}]: {vals} "
+                f"({_where(rows, csv)}). Its keys are {recode.keys}; add the missing values to "
+                f"the mapping (a value, a range 'lo-hi' or an open-ended range 'lo-')")
         raise HierarchyError(
             f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} value(s) are "
             f"not levels of the attribute: {vals} ({_where(rows, csv)}). Levels are "
             f"{list(attr.labels)} or codes 0..{attr.size - 1}; fix the data or map the values "
             f"with values={{{attr.name!r}: {{...}}}}")
-    return pa.array(lookup[encoded.indices.to_numpy()].astype(dtype))
+    return pa.array(lookup[idx].astype(dtype))
+
+
+def _label_code(attr, value: str) -> int | None:
+    """The code of a label or digit string, or None."""
+    try:
+        return attr.code(value.strip())
+    except HierarchyError:
+        return None
+
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d*)|\+)\s*$")
+
+
+class Recode:
+    """A value map of one attribute: values in the file → the attribute's labels or codes.
+
+    Keys are values as they appear in the file (``"Y"``, ``2``), ranges of integers
+    ``"lo-hi"`` (both ends included) or open-ended ranges ``"lo-"`` (or ``"lo+"``); a value of
+    the file matches its own key first, then an integer key, then the range holding it. Targets
+    are labels or codes of the attribute. Ranges and integer keys may not overlap.
+
+    Parameters
+    ----------
+    attribute : Attribute
+    mapping : mapping
+        Key → label or code.
+
+    Raises
+    ------
+    HierarchyError
+        A target that is not a level of the attribute, a range whose ends are reversed, or two
+        keys that cover the same value (naming both).
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Attribute
+    >>> age = Attribute("age", ("child", "adult", "senior"))
+    >>> recode = Recode(age, {"0-17": "child", "18-64": "adult", "65-": "senior"})
+    >>> [recode.code(v) for v in ("0", "17", "18", "64", "65", "104", "x")]
+    [0, 0, 1, 1, 2, 2, None]
+    >>> Recode(age, {"0-17": "child", "15-64": "adult"})
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: values['age']: keys '0-17' and '15-64' both cover 15..17; give each value one key
+    >>> Recode(age, {"0-17": "kid"})
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: values['age']['0-17'] = 'kid': attribute 'age' has no level 'kid'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
+    """
+
+    def __init__(self, attribute, mapping: Mapping[Any, Any]):
+        self.attribute = attribute
+        self.keys = list(mapping)
+        self._exact: dict[str, int] = {}
+        self._integers: dict[int, int] = {}
+        self._ranges: list[tuple[int, int | None, int]] = []
+        spans = []                            # (lo, hi or None, key) of integer and range keys
+        for key, target in mapping.items():
+            try:
+                code = attribute.code(target)
+            except HierarchyError as exc:
+                raise HierarchyError(f"values[{attribute.name!r}][{key!r}] = {target!r}: "
+                                     f"{exc}") from None
+            text = str(key).strip()
+            self._exact[text] = code
+            number = key if isinstance(key, (int, np.integer)) and not isinstance(key, bool) \
+                else _maybe_int(text)
+            if isinstance(number, (int, np.integer)):
+                self._integers[int(number)] = code
+                spans.append((int(number), int(number), key))
+                continue
+            match = _RANGE.match(text) if isinstance(key, str) else None
+            if match:
+                lo = int(match.group(1))
+                hi = int(match.group(2)) if match.group(2) else None
+                if hi is not None and hi < lo:
+                    raise HierarchyError(f"values[{attribute.name!r}]: range {key!r} ends "
+                                         f"before it starts; write it '{hi}-{lo}'")
+                spans.append((lo, hi, key))
+                self._ranges.append((lo, hi, code))
+        spans.sort(key=lambda s: s[0])
+        for (lo0, hi0, key0), (lo1, hi1, key1) in zip(spans, spans[1:]):
+            if hi0 is None or hi0 >= lo1:
+                top = hi1 if hi0 is None else (hi0 if hi1 is None else min(hi0, hi1))
+                both = f"{lo1}.." + ("" if top is None else str(top))
+                raise HierarchyError(f"values[{attribute.name!r}]: keys {key0!r} and {key1!r} "
+                                     f"both cover {both}; give each value one key")
+
+    def code(self, value: str) -> int | None:
+        """The code of a value of the file (as text), or None when no key covers it."""
+        text = value.strip()
+        if text in self._exact:
+            return self._exact[text]
+        number = _maybe_int(text)
+        if not isinstance(number, int):
+            return None
+        if number in self._integers:
+            return self._integers[number]
+        for lo, hi, code in self._ranges:
+            if lo <= number and (hi is None or number <= hi):
+                return code
+        return None
+
+
+def as_arrow_column(values: Any) -> pa.ChunkedArray:
+    """A column of a pandas DataFrame, pyarrow Table, numpy array or list as a pyarrow array.
+
+    pandas categoricals become dictionary arrays (their categories are the dictionary); an
+    object column mixing text and numbers becomes text; missing values stay missing.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> as_arrow_column(pd.Series(pd.Categorical(["b", "a"], categories=["a", "b"]))).type
+    DictionaryType(dictionary<values=large_string, indices=int8, ordered=0>)
+    >>> as_arrow_column(pd.Series(["a", 1, None], dtype=object)).to_pylist()
+    ['a', '1', None]
+    """
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return _chunked(values)
+    try:
+        return _chunked(pa.array(values, from_pandas=True))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):      # mixed text and numbers: as text
+        import pandas as pd
+
+        text = [None if pd.isna(v) else str(v) for v in values]
+        return _chunked(pa.array(text, type=pa.string()))
+
+
+def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | None = None,
+                    where: str = "persons table", column: str | None = None) -> np.ndarray:
+    """Integer codes of one attribute column given as codes, labels or a pandas categorical.
+
+    Parameters
+    ----------
+    values : pandas Series, pyarrow array, numpy array or list
+    attribute : Attribute
+    value_map : mapping, optional
+        The file's values → labels or codes, with ranges (see :class:`Recode`).
+    where, column : str
+        The source and column, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        int8 codes (int32 for an attribute of more than 127 levels).
+
+    Raises
+    ------
+    HierarchyError
+        A missing value, a code out of range, a label (or a categorical's category) that is not
+        a level, or a value the map does not cover: naming the column, the value, the rows and
+        the valid labels.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from hierarchy.schema import Attribute
+    >>> sex = Attribute("sex", ("male", "female"))
+    >>> attribute_codes(pd.Series(["female", "male"]), sex).tolist()
+    [1, 0]
+    >>> attribute_codes(pd.Categorical(["female"], categories=["female", "male"]), sex).tolist()
+    [1]
+    >>> attribute_codes(["male", "femal"], sex, column="sex")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: persons table: column 'sex' (attribute 'sex'): 1 value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or codes 0..1; fix the data or map the values with values={'sex': {...}}
+    """
+    codes = _attribute_codes(as_arrow_column(values), attribute, value_map, where,
+                             column or attribute.name, False)
+    return np.asarray(codes.to_numpy())
 
 
 def _chunked(col: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
@@ -253,24 +440,67 @@ class Microdata:
     units_source: str | None = None
 
 
-def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
+def source_table(source: Any, kind: str = "persons") -> tuple[pa.Table, str, bool]:
+    """Microdata given as a path, a pyarrow Table, a pandas DataFrame or a mapping of columns,
+    as a pyarrow Table with where it came from (for messages) and whether it is a CSV file.
+
+    Raises
+    ------
+    HierarchyError
+        Anything else (naming its type), or a file :func:`read_table` cannot read.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table, where, csv = source_table(pd.DataFrame({"county": ["001"], "age": [3]}))
+    >>> table.column_names, where, csv
+    (['county', 'age'], 'persons table', False)
+    >>> source_table([1, 2], "units")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: units must be a pandas DataFrame, a pyarrow Table or the path of a CSV or parquet file, not list
+    """
+    import pandas as pd
+
+    if isinstance(source, (str, os.PathLike)):
+        return read_table(source), str(source), ".csv" in str(source).lower()
+    where = f"{kind} table"
+    if isinstance(source, pa.Table):
+        return source, where, False
+    if isinstance(source, pd.DataFrame):
+        try:
+            return pa.Table.from_pandas(source, preserve_index=False), where, False
+        except (pa.ArrowInvalid, pa.ArrowTypeError):      # a column mixing text and numbers
+            return pa.table({str(c): as_arrow_column(source[c]) for c in source.columns}), \
+                where, False
+    if isinstance(source, Mapping):
+        return pa.table({str(c): as_arrow_column(v) for c, v in source.items()}), where, False
+    raise HierarchyError(f"{kind} must be a pandas DataFrame, a pyarrow Table or the path of a "
+                         f"CSV or parquet file, not {type(source).__name__}")
+
+
+def read_microdata(persons: Any, *, schema: Schema,
                    levels: Sequence[str], columns: Mapping[str, str] | None = None,
                    values: Mapping[str, Mapping[Any, Any]] | None = None,
-                   units: str | os.PathLike | pa.Table | None = None,
-                   unit_attribute: str = "hhgq", check_units: bool = True) -> Microdata:
+                   units: Any = None, unit_attribute: str = "hhgq",
+                   check_units: bool = True) -> Microdata:
     """Read and validate persons (and optionally units) microdata.
 
     Parameters
     ----------
-    persons, units : path or pyarrow.Table
-        CSV or parquet. Units: one row per occupied housing unit or group-quarters facility.
+    persons, units : path, pandas.DataFrame, pyarrow.Table or mapping of columns
+        A CSV or parquet path, or a table. Attribute columns hold integer codes, labels, digit
+        strings or pandas categoricals (whose categories must be labels of the attribute).
+        Units: one row per occupied housing unit or group-quarters facility.
     schema : Schema
     levels : sequence of str
         Geography levels, root first; each non-root level needs a geocode column.
     columns : mapping, optional
         Level or attribute name → column name in the files (default: the same name).
     values : mapping, optional
-        Attribute → {value in the file: code or label}, for files with their own coding.
+        Attribute → {value in the file: code or label}, for files with their own coding. A key
+        may be a range of integers, ``"18-64"`` (ends included), or open-ended, ``"65-"``: age
+        in years → age groups (see :class:`Recode`; keys may not overlap).
     unit_attribute : str
         The attribute typing units (``hhgq``).
     check_units : bool
@@ -302,6 +532,16 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
     >>> read_microdata(persons, **options).persons.to_pydict()
     {'county': ['001', '001', '003'], 'hhgq': [0, 0, 1], 'age': [1, 0, 1]}
 
+    A pandas DataFrame with age in years, recoded into groups by ranges:
+
+    >>> import pandas as pd
+    >>> s2 = Schema((Attribute("age", ("child", "adult", "senior")),))
+    >>> years = pd.DataFrame({"county": ["001", "003", "003"], "age": [4, 40, 81]})
+    >>> read_microdata(years, schema=s2, levels=["state", "county"],
+    ...                values={"age": {"0-17": "child", "18-64": "adult", "65-": "senior"}}
+    ...                ).persons.column("age").to_pylist()
+    [0, 1, 2]
+
     The person in county 003 lives in group quarters, which the units table lacks:
 
     >>> read_microdata(persons, units=pa.table({"co": ["001", "003"], "hh": ["H", "H"]}),
@@ -319,9 +559,7 @@ def read_microdata(persons: str | os.PathLike | pa.Table, *, schema: Schema,
                              f"{geocode_names} nor attributes {list(schema.names)}")
 
     def load(src, names, kind):
-        where = str(src) if not isinstance(src, pa.Table) else f"{kind} table"
-        csv = not isinstance(src, pa.Table) and ".csv" in str(src).lower()
-        table = src if isinstance(src, pa.Table) else read_table(src)
+        table, where, csv = source_table(src, kind)
         return _normalise(table, names=names, geocode_names=geocode_names, schema=schema,
                           columns=columns, values=values, where=where, csv=csv), where
 
@@ -379,15 +617,19 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
 def _check_units(persons, units, geocode_names, unit_attribute, n_types, persons_where,
                  units_where) -> None:
     from hierarchy.geography import Geography
-    from hierarchy.tabulation import count_cells
 
     levels = ["(root)"] + list(geocode_names)
     geo, (p_leaf, u_leaf) = Geography.from_columns(
         levels, [[persons.column(c) for c in geocode_names],
                  [units.column(c) for c in geocode_names]])
     n = geo.n_units(-1)
-    people = count_cells(p_leaf, [persons.column(unit_attribute).to_numpy()], [n_types], n)
-    housing = count_cells(u_leaf, [units.column(unit_attribute).to_numpy()], [n_types], n)
+
+    def count(leaf, table):              # records per (unit, type); types are checked codes
+        key = np.asarray(leaf, dtype=np.int64) * n_types
+        key += table.column(unit_attribute).to_numpy().astype(np.int64)
+        return np.bincount(key, minlength=n * n_types).reshape(n, n_types)
+
+    people, housing = count(p_leaf, persons), count(u_leaf, units)
     _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, unit_attribute,
                           persons_where, units_where, (p_leaf, u_leaf))
 
@@ -440,10 +682,8 @@ def _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, u
     if not (homeless.any() or empty.any()):
         return
     if leaves is None:  # error path only: locate the records
-        from hierarchy.tabulation import _leaf_in
-
-        leaves = (_leaf_in(geo, [persons.column(c) for c in geocode_names]),
-                  _leaf_in(geo, [units.column(c) for c in geocode_names]))
+        leaves = (leaf_index(geo, [persons.column(c) for c in geocode_names]),
+                  leaf_index(geo, [units.column(c) for c in geocode_names]))
     p_leaf, u_leaf = leaves
     if homeless.any():
         leaf, typ = np.argwhere(homeless)[0]
@@ -472,3 +712,59 @@ def _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, u
 def _is_csv(where: str) -> bool:
     """Whether a source named ``where`` is a CSV file (so rows also get CSV line numbers)."""
     return ".csv" in where.lower()
+
+
+def leaf_index(geography: Any, cols: Sequence[Any]) -> np.ndarray:
+    """Bottom-level unit of every record in a prebuilt geography, checking every level's code.
+
+    Parameters
+    ----------
+    geography : Geography
+    cols : sequence of columns
+        One geocode column per non-root level, top first.
+
+    Returns
+    -------
+    numpy.ndarray
+        The index of each record's unit at the bottom level.
+
+    Raises
+    ------
+    HierarchyError
+        A geocode not in the geography, or a unit not inside the unit above it (naming the row).
+
+    Examples
+    --------
+    >>> from hierarchy.geography import Geography
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["A", "B", "C"]]])
+    >>> leaf_index(geo, [["C", "A"]]).tolist()
+    [2, 0]
+    >>> leaf_index(geo, [["D"]])
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: state geocode(s) ['D'] are not in the geography
+    """
+    import pandas as pd
+
+    from hierarchy.geography import encode_column
+
+    depth = geography.depth
+    if depth == 1:
+        return np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
+    prev = None
+    for lv in range(1, depth):
+        codes, dictionary = encode_column(cols[lv - 1], name=geography.levels[lv])
+        pos = pd.Index(geography.geocodes[lv]).get_indexer(dictionary)
+        if (pos[np.unique(codes)] < 0).any():
+            unknown = dictionary[np.unique(codes)][pos[np.unique(codes)] < 0][:5].tolist()
+            raise HierarchyError(f"{geography.levels[lv]} geocode(s) {unknown} are not in the "
+                                 "geography")
+        idx = pos[codes]
+        if prev is not None and np.any(geography.parents[lv][idx] != prev):
+            row = int(np.flatnonzero(geography.parents[lv][idx] != prev)[0])
+            raise HierarchyError(f"row {row}: {geography.levels[lv]} "
+                                 f"{geography.geocodes[lv][idx[row]]!r} is not inside "
+                                 f"{geography.levels[lv - 1]} "
+                                 f"{geography.geocodes[lv - 1][prev[row]]!r}")
+        prev = idx
+    return prev

@@ -14,8 +14,8 @@ from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload
 from hierarchy.randomness import as_randomness
 
-__all__ = ["measure", "published_statistics", "persons_per_unit", "units_by_type",
-           "PUBLISHABLE"]
+__all__ = ["measure", "published_statistics", "spec_statistics", "persons_per_unit",
+           "units_by_type", "PUBLISHABLE"]
 
 
 def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
@@ -124,9 +124,77 @@ def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
     return out
 
 
+def spec_statistics(spec: Any, levels: Sequence[str]) -> dict[str, list[str]]:
+    """The exact statistics a spec declares invariant, with their levels: ``measure``'s
+    ``publish`` derived from the spec.
+
+    ``hierarchy`` does not import ``invariants``: ``spec`` is any object with a method
+    ``invariant_levels(statistic, levels) → levels`` (an :class:`invariants.spec.Spec` has it).
+
+    Parameters
+    ----------
+    spec : Spec or any object with ``invariant_levels``
+    levels : sequence of str
+        The geography's levels, root first.
+
+    Returns
+    -------
+    dict
+        Statistic of :data:`PUBLISHABLE` → levels (geography order); statistics at no level are
+        left out.
+
+    Raises
+    ------
+    HierarchyError
+        If ``spec`` has no ``invariant_levels`` method.
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> spec_statistics(Spec.e2e(["nation", "state", "county"]), ["nation", "state", "county"])
+    {'tot': ['nation', 'state'], 'gqhh': ['county']}
+    >>> spec_statistics({"tot": ["nation"]}, ["nation"])
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: spec= must be a Spec (an object with invariant_levels(statistic, levels)), not dict; pass a mapping of statistics to levels as publish=
+    """
+    at = getattr(spec, "invariant_levels", None)
+    if not callable(at):
+        raise HierarchyError(f"spec= must be a Spec (an object with invariant_levels(statistic, "
+                             f"levels)), not {type(spec).__name__}; pass a mapping of "
+                             "statistics to levels as publish=")
+    out = {}
+    for stat in PUBLISHABLE:
+        found = list(at(stat, list(levels)))
+        if found:
+            out[stat] = found
+    return out
+
+
+def _publish(publish: Mapping[str, Any] | None, spec: Any, levels: Sequence[str]
+             ) -> dict[str, list[str]]:
+    """``publish`` with every value a list, derived from ``spec`` when not given, and checked to
+    hold everything the spec declares invariant."""
+    given = None if publish is None else {
+        stat: [lv] if isinstance(lv, str) else list(lv) for stat, lv in publish.items()}
+    if spec is None:
+        return given or {}
+    needed = spec_statistics(spec, levels)
+    if given is None:
+        return needed
+    for stat, at in needed.items():
+        missing = [lv for lv in at if lv not in given.get(stat, [])]
+        if missing:
+            raise HierarchyError(
+                f"the spec declares {stat!r} invariant at {at} but publish= publishes it at "
+                f"{given.get(stat, [])}, without {missing}; leave publish= out (measure derives "
+                f"it from spec=) or add {missing} to publish[{stat!r}]")
+    return given
+
+
 def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any = "geometric",
-            rng: Any = None, *, publish: Mapping[str, Sequence[str]] | None = None
-            ) -> NoisyHierarchy:
+            rng: Any = None, *, publish: Mapping[str, Sequence[str]] | None = None,
+            spec: Any = None) -> NoisyHierarchy:
     """Answer every query of the budget at every level with noise: a :class:`NoisyHierarchy`.
 
     Parameters
@@ -144,11 +212,22 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         ``None`` = release mode (cryptographically secure); an int seed = simulation mode
         (reproducible, labelled unsafe in the output's provenance).
     publish : mapping statistic → levels, optional
-        Exact statistics to carry along as invariants (see :data:`PUBLISHABLE`).
+        Exact statistics to carry along as invariants (see :data:`PUBLISHABLE`). Default: what
+        ``spec`` declares invariant (:func:`spec_statistics`), or nothing without a spec.
+    spec : Spec, optional
+        The invariants the post-processor will keep: each is declared once, in the spec, and
+        published from it.
 
     Returns
     -------
     NoisyHierarchy
+
+    Raises
+    ------
+    HierarchyError
+        A workload of another schema, a budget that does not fit, floating-point noise in release
+        mode, or a ``publish`` that leaves out a statistic the ``spec`` declares invariant
+        (naming both).
 
     Examples
     --------
@@ -165,6 +244,20 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     (2, 24)
     >>> noisy.provenance["randomness"]["safe_for_release"]
     False
+
+    The invariants declared once, in the spec (here the nation's and the states' totals):
+
+    >>> from invariants.spec import Invariant, Spec
+    >>> spec = Spec(invariants=(Invariant("tot", ["nation", "state"]),))
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]),
+    ...                 rng=42, spec=spec)
+    >>> noisy.provenance["invariants_published"], noisy.invariants["state"]["tot"].tolist()
+    ({'tot': ['nation', 'state']}, [1, 1])
+    >>> measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=42,
+    ...         spec=spec, publish={"tot": ["nation"]})
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: the spec declares 'tot' invariant at ['nation', 'state'] but publish= publishes it at ['nation'], without ['state']; leave publish= out (measure derives it from spec=) or add ['state'] to publish['tot']
     """
     from hierarchy.mechanisms import get_mechanism
 
@@ -178,6 +271,7 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
                              "Mironov 2012); use 'geometric' or 'discrete_gaussian' (exact "
                              "integer samplers), or a seed for a simulation")
     budget.check_against(workload, truth.levels)
+    publish = _publish(publish, spec, truth.levels)
     measurements: dict[str, dict[str, Measurement]] = {}
     parameters: dict[str, dict[str, Any]] = {}
     for li, level in enumerate(truth.levels):
@@ -201,10 +295,9 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         "budget": budget.to_dict(), "mechanism": mech.to_dict(), "parameters": parameters,
         "sampler": _sampler_used(mech, rnd),
         "randomness": rnd.provenance(),
-        "invariants_published": {k: list(v) if not isinstance(v, str) else [v]
-                                 for k, v in (publish or {}).items()},
+        "invariants_published": publish,
     }
-    invariants = published_statistics(truth, publish or {})
+    invariants = published_statistics(truth, publish)
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
 

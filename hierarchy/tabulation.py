@@ -22,7 +22,8 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,7 @@ import pyarrow as pa
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.histograms import Hierarchy
+from hierarchy.io import attribute_codes, leaf_index, read_table
 from hierarchy.schema import Schema
 
 __all__ = ["tabulate", "count_cells", "column_array"]
@@ -76,19 +78,24 @@ def column_array(table: Any, name: str) -> Any:
         raise HierarchyError(f"table has no column {name!r}") from None
 
 
-def _integer_column(table: Any, name: str, size: int) -> np.ndarray:
-    col = column_array(table, name)
-    if isinstance(col, (pa.ChunkedArray, pa.Array)):
-        if col.null_count:
-            rows = np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))
-            raise HierarchyError(f"column {name!r} has {rows.size} missing value(s) at rows "
-                                 f"{rows[:10].tolist()}")
-        col = col.to_numpy()
-    arr = np.asarray(col)
-    if arr.dtype.kind not in "iu":
-        raise HierarchyError(f"column {name!r} must hold integer codes 0..{size - 1}, not "
-                             f"{arr.dtype}; map labels to codes first (hierarchy.io does this)")
-    return arr
+def _attribute_column(table: Any, source: str, attr, value_map: Mapping[Any, Any] | None
+                      ) -> np.ndarray:
+    """Codes of one attribute: an integer column as it is (its range is checked while
+    counting); labels, digit strings, categoricals or a value map through
+    :func:`hierarchy.io.attribute_codes`."""
+    col = column_array(table, source)
+    if value_map is None:
+        if isinstance(col, (pa.ChunkedArray, pa.Array)) and pa.types.is_integer(col.type):
+            if col.null_count:
+                rows = np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))
+                raise HierarchyError(f"column {source!r} has {rows.size} missing value(s) at "
+                                     f"rows {rows[:10].tolist()}")
+            return np.asarray(col.to_numpy())
+        if not isinstance(col, (pa.ChunkedArray, pa.Array)):
+            arr = np.asarray(col)
+            if arr.dtype.kind in "iu":
+                return arr
+    return attribute_codes(col, attr, value_map=value_map, column=source)
 
 
 def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequence[int],
@@ -212,21 +219,31 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
 def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
              geocode_columns: Sequence[str] | None = None, units: Any = None,
              unit_attribute: str | None = "hhgq", geography: Geography | None = None,
+             columns: Mapping[str, str] | None = None,
+             values: Mapping[str, Mapping[Any, Any]] | None = None,
              chunk: int = _CHUNK) -> Hierarchy:
     """Tabulate a persons table (and optionally a units table) into a :class:`Hierarchy`.
 
     Parameters
     ----------
-    persons : pyarrow.Table, pandas.DataFrame or mapping of columns
-        One row per person: a geocode column for every non-root level and an integer code column
-        for every schema attribute (use :mod:`hierarchy.io` to map labels and column names).
+    persons : pandas.DataFrame, pyarrow.Table, mapping of columns, or path
+        One row per person: a geocode column for every non-root level and a column for every
+        schema attribute holding integer codes, labels, or a pandas categorical whose categories
+        are labels of the attribute (all of them or some). A path is a CSV or parquet file
+        (:func:`hierarchy.io.read_table`).
     schema : Schema
     levels : sequence of str
-        Geography levels, root first. Unless ``geocode_columns`` says otherwise, the geocode
-        column of each non-root level has the level's name.
+        Geography levels, root first. Unless ``geocode_columns`` or ``columns`` say otherwise,
+        the geocode column of each non-root level has the level's name.
     geocode_columns : sequence of str, optional
         Column names for the non-root levels.
-    units : table, optional
+    columns : mapping, optional
+        Level or attribute name → column name (default: the same name), as in
+        :func:`hierarchy.io.read_microdata`.
+    values : mapping, optional
+        Attribute → {value in the data: label or code}, with integer ranges ``"18-64"`` and
+        open-ended ranges ``"65-"`` as keys (see :class:`hierarchy.io.Recode`).
+    units : table or path, optional
         One row per housing unit / facility: the same geocode columns and ``unit_attribute``.
         Every unit must belong to a unit of the geography (units may create empty units).
     unit_attribute : str or None
@@ -241,8 +258,10 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
     Raises
     ------
     HierarchyError
-        A missing column, a missing value, an attribute column that is not integer codes or
-        holds a code outside its attribute, or a geocode outside the given ``geography``.
+        A missing column, a missing value, a code outside its attribute, a label (or
+        category) that is not a level of its attribute or a value the ``values`` map does not
+        cover (naming the column, the value, the rows and the valid labels), or a geocode
+        outside the given ``geography``.
 
     Examples
     --------
@@ -262,16 +281,40 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
     >>> tabulate(persons, schema=s, levels=["nation", "state"], geography=geo).totals("state")
     array([2, 2, 0])
 
-    Attribute columns must hold codes; :func:`hierarchy.io.read_microdata` maps labels:
+    Labels and pandas categoricals count like codes; ages in years are recoded by ranges:
 
-    >>> tabulate({"state": ["A"], "sex": ["female"], "age": [1]}, schema=s,
+    >>> people = pd.DataFrame({"state": ["A", "A", "B", "B"],
+    ...                        "sex": pd.Categorical(["male", "female", "female", "female"]),
+    ...                        "years": [40, 30, 9, 70]})
+    >>> same = tabulate(people, schema=s, levels=["nation", "state"], columns={"age": "years"},
+    ...                 values={"age": {"0-17": "child", "18-": "adult"}})
+    >>> bool((same.level_counts("state") == truth.level_counts("state")).all())
+    True
+    >>> tabulate({"state": ["A"], "sex": ["female"], "age": ["old"]}, schema=s,
     ...          levels=["nation", "state"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: column 'sex' must hold integer codes 0..1, not <U6; map labels to codes first (hierarchy.io does this)
+    hierarchy.errors.HierarchyError: persons table: column 'age' (attribute 'age'): 1 value(s) are not levels of the attribute: 'old' (row 0). Levels are ['child', 'adult'] or codes 0..1; fix the data or map the values with values={'age': {...}}
     """
     levels = list(levels)
-    geo_cols = list(geocode_columns) if geocode_columns is not None else levels[1:]
+    columns = dict(columns or {})
+    values = dict(values or {})
+    unknown = set(columns) - set(levels[1:]) - set(schema.names)
+    if unknown:
+        raise HierarchyError(f"column mapping names {sorted(unknown)}, which are neither levels "
+                             f"{levels[1:]} nor attributes {list(schema.names)}")
+    if set(values) - set(schema.names):
+        raise HierarchyError(f"values= maps {sorted(set(values) - set(schema.names))}, which are "
+                             f"not attributes; attributes are {list(schema.names)}")
+    if isinstance(persons, (str, os.PathLike)):
+        persons = read_table(persons)
+    if isinstance(units, (str, os.PathLike)):
+        units = read_table(units)
+    if geocode_columns is not None and any(lv in columns for lv in levels[1:]):
+        raise HierarchyError("give the geocode columns once: geocode_columns or columns=, not "
+                             "both")
+    geo_cols = list(geocode_columns) if geocode_columns is not None \
+        else [columns.get(lv, lv) for lv in levels[1:]]
     if len(geo_cols) != len(levels) - 1:
         raise HierarchyError(f"levels {levels} need {len(levels) - 1} geocode columns, got "
                              f"{geo_cols}")
@@ -287,21 +330,23 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
         if tuple(levels) != geography.levels:
             raise HierarchyError(f"levels {levels} differ from the geography's "
                                  f"{list(geography.levels)}")
-        leaves = [_leaf_in(geography, cols) for cols in record_sets]
+        leaves = [leaf_index(geography, cols) for cols in record_sets]
         leaf_sorted = [None] * len(leaves)
     n_leaves = geography.n_units(-1)
-    columns = [_integer_column(persons, a.name, a.size) for a in schema.attributes]
+    codes = [_attribute_column(persons, columns.get(a.name, a.name), a, values.get(a.name))
+             for a in schema.attributes]
     if geography.depth == 1:
         # No geocode columns: the number of records comes from the attribute columns (the
         # geography cannot know it), and every record is in the root.
-        leaves[0] = np.zeros(len(columns[0]), dtype=np.int64)
-    leaf_counts = count_cells(leaves[0], columns, schema.shape, n_leaves, chunk=chunk,
+        leaves[0] = np.zeros(len(codes[0]), dtype=np.int64)
+    leaf_counts = count_cells(leaves[0], codes, schema.shape, n_leaves, chunk=chunk,
                               leaf_sorted=leaf_sorted[0], names=schema.names)
     counts = _all_levels(geography, leaf_counts)
     unit_counts = None
     if units is not None:
         attr = schema.attribute(unit_attribute)
-        types = _integer_column(units, unit_attribute, attr.size)
+        types = _attribute_column(units, columns.get(unit_attribute, unit_attribute), attr,
+                                  values.get(unit_attribute))
         if geography.depth == 1:
             leaves[1] = np.zeros(len(types), dtype=np.int64)
         leaf_units = count_cells(leaves[1], [types], [attr.size], n_leaves, chunk=chunk,
@@ -316,29 +361,3 @@ def _all_levels(geography: Geography, leaf_values: np.ndarray) -> tuple[np.ndarr
     for lv in range(geography.depth - 1, 0, -1):
         out.append(np.add.reduceat(out[-1], geography.child_offsets(lv - 1)[:-1], axis=0))
     return tuple(reversed(out))
-
-
-def _leaf_in(geography: Geography, cols: Sequence[Any]) -> np.ndarray:
-    """Bottom-level index of records in a prebuilt geography, checking every level's code."""
-    from hierarchy.geography import encode_column
-
-    depth = geography.depth
-    if depth == 1:
-        return np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
-    prev = None
-    for lv in range(1, depth):
-        codes, dictionary = encode_column(cols[lv - 1], name=geography.levels[lv])
-        pos = pd.Index(geography.geocodes[lv]).get_indexer(dictionary)
-        if (pos[np.unique(codes)] < 0).any():
-            unknown = dictionary[np.unique(codes)][pos[np.unique(codes)] < 0][:5].tolist()
-            raise HierarchyError(f"{geography.levels[lv]} geocode(s) {unknown} are not in the "
-                                 "geography")
-        idx = pos[codes]
-        if prev is not None and np.any(geography.parents[lv][idx] != prev):
-            row = int(np.flatnonzero(geography.parents[lv][idx] != prev)[0])
-            raise HierarchyError(f"row {row}: {geography.levels[lv]} "
-                                 f"{geography.geocodes[lv][idx[row]]!r} is not inside "
-                                 f"{geography.levels[lv - 1]} "
-                                 f"{geography.geocodes[lv - 1][prev[row]]!r}")
-        prev = idx
-    return prev

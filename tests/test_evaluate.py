@@ -158,7 +158,7 @@ def test_errors_name_the_problem(demo, tmp_path, capsys):
     with pytest.raises(PostprocError, match="no manifest.json"):
         load_run(tmp_path)
     run = load_run(demo / "run")
-    with pytest.raises(PostprocError, match="no persons.parquet"):
+    with pytest.raises(PostprocError, match=r"no persons file \(persons.parquet, persons.csv\)"):
         load_truth(tmp_path, run)
     other = tabulate(synthesize_1940(5_000, seed=1).persons, schema=run.estimate.schema,
                      levels=LEVELS)

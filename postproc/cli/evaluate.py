@@ -1,11 +1,17 @@
 """``postproc evaluate``: error and empirical privacy loss of a run against its confidential data.
 
-``postproc evaluate OUTDIR --truth DATA_DIR [--json] [--compare] [--save]`` reads the run in
-``OUTDIR`` (``manifest.json``, ``<level>.parquet``, ``noisy/``), tabulates the confidential data in
-``DATA_DIR`` (``persons.parquet`` and ``units.parquet``, as ``postproc synth1940`` writes them) on
-the run's geography and schema, and prints per level and query the median absolute error (MAE), mean
-absolute error, RMSE and the EPL (improved estimator by default) with its interval. The data must
-be the ones the run measured: they are checked against the run's ``confidential/`` fingerprint.
+``postproc evaluate OUTDIR --truth DATA [--units FILE] [--json] [--compare] [--save]`` reads the
+run in ``OUTDIR`` (``manifest.json``, ``<level>.parquet``, ``noisy/``), tabulates the confidential
+data ``DATA`` — a persons file of any name, or a directory with ``persons.parquet`` /
+``persons.csv`` / the run's persons file name (and units likewise), as ``postproc synth1940``
+writes them — on the run's geography and schema, and prints per level and for ``total`` and every
+query of the run's workload the median absolute error (MAE), mean absolute error, RMSE and the
+EPL (improved estimator by default) with its interval. The data must be the ones the run
+measured: they are checked against the run's ``confidential/`` fingerprint. The estimator's
+options are those of ``postproc epl`` (``--reach``, ``--precision``, ``--bandwidth``,
+``--n-boot`` for the improved one; ``--percentile``, ``--multiplier``, ``--bandwidth`` for the
+published one); the reasons an EPL is undefined are collapsed into one note per kind, with a
+count.
 
 ``--json`` prints one object keyed by level, then query (``total``, ``detailed``, ``hhgq``,
 ``va_hisp_race``, …), each with ``mae``, ``mean_abs``, ``rmse``, ``epl`` and the other metrics; an
@@ -36,8 +42,12 @@ def register(subparsers: Any) -> None:
                     "the confidential data. EPL is null (undefined) where every error is zero, "
                     "e.g. at levels whose totals are invariant.")
     p.add_argument("outdir", help="output directory of `postproc run`")
-    p.add_argument("--truth", required=True, metavar="DATA_DIR",
-                   help="directory with persons.parquet (and units.parquet) of the run's input")
+    p.add_argument("--truth", required=True, metavar="DATA",
+                   help="the run's input data: the persons file (CSV or parquet, any name), or "
+                        "a directory with persons.parquet or persons.csv (and units)")
+    p.add_argument("--units", metavar="FILE",
+                   help="the units file (default: the directory's units file; none with a "
+                        "persons file)")
     p.add_argument("--json", action="store_true",
                    help="print JSON: level -> query -> {mae, mean_abs, rmse, epl, ...}")
     p.add_argument("--compare", action="store_true",
@@ -49,14 +59,77 @@ def register(subparsers: Any) -> None:
                         "--compare) and .json")
     p.add_argument("--queries", metavar="Q1,Q2",
                    help="comma-separated queries (default: total and every workload query)")
-    p.add_argument("--epl-method", choices=["improved", "published"], default="improved",
-                   help="EPL estimator (default improved)")
-    p.add_argument("--n-boot", type=int, default=None, metavar="B",
-                   help="draws that calibrate the improved EPL interval (default 1000; 0 for none)")
+    add_epl_arguments(p)
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the EPL interval draws and of bottom-up's noise with --compare "
                         "(default 0; comparisons are simulations, never releases)")
     p.set_defaults(func=run)
+
+
+def add_epl_arguments(parser: argparse.ArgumentParser) -> None:
+    """The EPL estimator's options, as ``postproc epl`` names them, prefixed by ``--epl-method``.
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser()
+    >>> add_epl_arguments(parser)
+    >>> epl_options(parser.parse_args(["--reach", "90", "--precision", "0.2"]))
+    ('improved', {'reach': 90.0, 'precision': 0.2})
+    """
+    parser.add_argument("--epl-method", choices=["improved", "published"], default="improved",
+                        help="EPL estimator (default improved)")
+    parser.add_argument("--n-boot", type=int, default=None, metavar="B",
+                        help="improved: draws that calibrate the EPL interval (default 1000; 0 "
+                             "for none)")
+    parser.add_argument("--reach", type=float, metavar="R",
+                        help="improved: percentile of the window's edges (default 95; smaller "
+                             "when an EPL is undefined for too few errors)")
+    parser.add_argument("--precision", type=float, metavar="F",
+                        help="improved: largest relative standard error of a ratio that could "
+                             "be the largest, else undefined (default 0.1)")
+    parser.add_argument("--bandwidth", type=float, metavar="H",
+                        help="improved: bin width in counts (default 1); published: scipy's "
+                             "bandwidth factor (default 0.1)")
+    parser.add_argument("--percentile", type=float, metavar="P",
+                        help="published: percentile window (default 95)")
+    parser.add_argument("--multiplier", type=float, metavar="M",
+                        help="published: window half-width multiplier (default 1)")
+
+
+def epl_options(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The estimator and its options from :func:`add_epl_arguments`'s arguments.
+
+    Raises
+    ------
+    PostprocError
+        A negative ``--n-boot``, or an option of the other estimator.
+
+    Examples
+    --------
+    >>> args = argparse.Namespace(epl_method="published", n_boot=None, reach=90.0,
+    ...                           precision=None, bandwidth=None, percentile=None,
+    ...                           multiplier=None)
+    >>> epl_options(args)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: --reach applies to --epl-method improved only; the published estimator takes --percentile, --multiplier and --bandwidth
+    """
+    from postproc.errors import PostprocError
+
+    own = {"improved": ("n_boot", "reach", "precision", "bandwidth"),
+           "published": ("percentile", "multiplier", "bandwidth")}
+    method = args.epl_method
+    other = "published" if method == "improved" else "improved"
+    for name in own[other]:
+        if name not in own[method] and getattr(args, name) is not None:
+            flags = ", ".join(f"--{n.replace('_', '-')}" for n in own[method])
+            flags = " and".join(flags.rsplit(",", 1))
+            raise PostprocError(f"--{name.replace('_', '-')} applies to --epl-method {other} "
+                                f"only; the {method} estimator takes {flags}")
+    if getattr(args, "n_boot", None) is not None and args.n_boot < 0:
+        raise PostprocError("--n-boot must be a non-negative integer")
+    return method, {name: getattr(args, name) for name in own[method]
+                    if getattr(args, name) is not None}
 
 
 def _text(table) -> str:
@@ -64,11 +137,14 @@ def _text(table) -> str:
 
     import pandas as pd
 
-    reasons = list(dict.fromkeys(r for r in table["epl_reason"] if isinstance(r, str)))
+    from postproc.evaluation.evaluate import epl_notes
+
+    marks, notes = epl_notes(table)
+    mark = dict(zip(table.index, marks))
 
     def epl(row) -> str:
         if not math.isfinite(row["epl"]):
-            return f"undefined [{reasons.index(row['epl_reason']) + 1}]"
+            return f"undefined [{mark[row.name]}]"
         interval = (f" [{row['epl_ci_low']:.3g}, {row['epl_ci_high']:.3g}]"
                     if math.isfinite(row["epl_ci_low"]) else "")
         return f"{row['epl']:.3g}{interval}"
@@ -83,7 +159,11 @@ def _text(table) -> str:
     lines = [show.to_string(index=False), "",
              f"MAE = median absolute error; EPL = {table['epl_method'].iloc[0]} estimator on the "
              f"pooled errors of each level and query."]
-    lines += [f"[{i}] {reason}" for i, reason in enumerate(reasons, start=1)]
+    lines += notes
+    if any("every error is" not in line for line in notes):
+        lines.append("The estimator's options: --reach, --precision, --bandwidth, --n-boot "
+                     "(improved); --percentile, --multiplier, --bandwidth (--epl-method "
+                     "published).")
     return "\n".join(lines)
 
 
@@ -92,17 +172,13 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from postproc.evaluation.evaluate import evaluate_run, to_json
-    from postproc.errors import PostprocError
 
-    if args.n_boot is not None and args.n_boot < 0:
-        raise PostprocError("--n-boot must be a non-negative integer")
-    options: dict[str, Any] = {"epl_method": args.epl_method}
-    if args.epl_method == "improved" and args.n_boot is not None:
-        options["epl_options"] = {"n_boot": args.n_boot}
+    method, estimator = epl_options(args)
+    options: dict[str, Any] = {"epl_method": method, "epl_options": estimator}
     if args.queries:
         options["queries"] = [q.strip() for q in args.queries.split(",") if q.strip()]
-    table = evaluate_run(args.outdir, args.truth, compare_all=args.compare, rng=args.seed,
-                         **options)
+    table = evaluate_run(args.outdir, args.truth, units=args.units, compare_all=args.compare,
+                         rng=args.seed, **options)
     nested = to_json(table)
     if args.save:
         from hierarchy.storage import atomic_path, confidential_directory

@@ -50,6 +50,7 @@ county va_hisp_race 1176
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,41 +62,21 @@ import pandas as pd
 from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.queries import Query, Workload
+from hierarchy.queries import Query
 from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
 from postproc.result import Result, resolve_query
 from postproc.evaluation.epl import estimate_epl
 from postproc.errors import PostprocError
 from postproc.evaluation.metrics import METRICS, error_metrics
+from postproc.evaluation.tables import default_queries
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
-           "pivot", "RunOutput",
+           "epl_notes", "pivot", "RunOutput",
            "load_run", "load_truth", "evaluate_run"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
 EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_method", "epl_reason")
-
-
-def default_queries(workload: Workload) -> tuple[str, ...]:
-    """``total`` followed by the workload's queries (``detailed, hhgq, va_hisp_race`` in E2E).
-
-    Parameters
-    ----------
-    workload : Workload
-
-    Returns
-    -------
-    tuple of str
-
-    Examples
-    --------
-    >>> from hierarchy.schema import E2E_1940
-    >>> from hierarchy.queries import e2e_workload
-    >>> default_queries(e2e_workload(E2E_1940))
-    ('total', 'detailed', 'hhgq', 'va_hisp_race')
-    """
-    return tuple(dict.fromkeys(("total", *workload.names)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -473,6 +454,65 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+_POINT_MASS = re.compile(r"^all \d+ errors equal (\S+?):")
+
+
+def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
+    """The reasons EPLs are undefined, collapsed into one note per kind with a count.
+
+    Reasons that differ only in their numbers (``all 49 errors equal 0 …``, ``all 1176 errors
+    equal 0 …``) are one kind. A kind where every error is the same number is said in a few
+    words, with the queries it happened to; another kind is said by its first reason.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`evaluate` or :func:`compare` (columns ``query``, ``epl``, ``epl_reason``).
+
+    Returns
+    -------
+    notes : list of int or None
+        Per row, the number of its note (from 1), or None for a defined EPL.
+    lines : list of str
+        One line per note, ``[k] EPL undefined in N rows: …``.
+
+    Examples
+    --------
+    >>> inf = float("inf")
+    >>> t = pd.DataFrame({"query": ["total", "total", "detailed"], "epl": [inf, inf, 0.5],
+    ...                   "epl_reason": ["all 1 errors equal 0: a point mass",
+    ...                                  "all 49 errors equal 0: a point mass", None]})
+    >>> marks, lines = epl_notes(t)
+    >>> marks, lines
+    ([1, 1, None], ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held invariant)'])
+    """
+    kinds: dict[str, list[int]] = {}
+    marks: list[int | None] = []
+    reasons = list(table["epl_reason"]) if "epl_reason" in table else [None] * len(table)
+    for i, reason in enumerate(reasons):
+        if not isinstance(reason, str) or not reason:
+            marks.append(None)
+            continue
+        key = _NUMBER.sub("#", reason)
+        kinds.setdefault(key, []).append(i)
+        marks.append(list(kinds).index(key) + 1)
+    lines = []
+    for k, rows in enumerate(kinds.values(), start=1):
+        first = reasons[rows[0]]
+        head = f"[{k}] EPL undefined in {len(rows)} row{'s' if len(rows) > 1 else ''}"
+        values = {m.group(1) for m in (_POINT_MASS.match(reasons[r]) for r in rows) if m}
+        if len(values) == 1 and _POINT_MASS.match(first):
+            queries = ", ".join(dict.fromkeys(str(table["query"].iloc[r]) for r in rows))
+            what = ("exact answers, as for a statistic held invariant" if values == {"0"} else
+                    "the error distribution is a point mass")
+            lines.append(f"{head} of {queries}: every error is {values.pop()} ({what})")
+        else:
+            lines.append(f"{head}: {first}" + (" (numbers of the first)" if len(rows) > 1 and
+                                                 any(reasons[r] != first for r in rows) else ""))
+    return marks, lines
+
+
 def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
     """A wide view of a comparison: rows ``(level, query)``, one column per method.
 
@@ -634,18 +674,52 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     return RunOutput(directory, estimate, noisy, config, manifest)
 
 
-def load_truth(data_dir: str | Path, run: RunOutput) -> Hierarchy:
-    """Tabulate the confidential data of a run from ``DATA_DIR/persons.parquet`` (and units).
+def _truth_files(data: Path, run: RunOutput, units: str | Path | None
+                 ) -> tuple[Path, Path | None]:
+    """The persons file (and units file, if any) of the truth given as a directory or a file."""
+    if not data.exists():
+        raise PostprocError(f"{data} does not exist; pass --truth with the run's input data (a "
+                            f"directory or the persons file)")
+    if units is not None and not Path(units).is_file():
+        raise PostprocError(f"{units} is not a file; pass --units with the run's units file")
+    if not data.is_dir():
+        return data, Path(units) if units is not None else None
+    config = run.config
+
+    def names(kind: str) -> list[str]:
+        out = [f"{kind}.parquet", f"{kind}.csv"]
+        own = getattr(config, kind, None)
+        if own is not None and Path(own).name not in out:
+            out.append(Path(own).name)              # the run's own file name
+        return out
+
+    def find(kind: str) -> Path | None:
+        return next((data / name for name in names(kind) if (data / name).is_file()), None)
+
+    persons = find("persons")
+    if persons is None:
+        raise PostprocError(f"{data}: no persons file ({', '.join(names('persons'))}); pass the "
+                            f"persons file itself, or the directory `postproc synth1940 --out` "
+                            f"wrote")
+    return persons, Path(units) if units is not None else find("units")
+
+
+def load_truth(data: str | Path, run: RunOutput, *, units: str | Path | None = None
+               ) -> Hierarchy:
+    """Tabulate the confidential data of a run from a data directory or a persons file.
 
     The run's configuration supplies the schema, levels, column and value mappings and the unit
     attribute; its geography is reused, so the truth lines up unit by unit with the result.
 
     Parameters
     ----------
-    data_dir : str or Path
-        Holds ``persons.parquet`` (or ``persons.csv``) and optionally ``units.parquet``, as
+    data : str or Path
+        A persons file (CSV or parquet, any name), or a directory holding ``persons.parquet``,
+        ``persons.csv`` or a file named as the run's persons file (and likewise for units), as
         ``postproc synth1940`` writes them.
     run : RunOutput
+    units : str or Path, optional
+        The units file; default: the directory's units file, none for a persons file.
 
     Returns
     -------
@@ -674,22 +748,22 @@ def load_truth(data_dir: str | Path, run: RunOutput) -> Hierarchy:
     >>> truth = load_truth(base / "data", run)
     >>> truth.summary()["state"], bool((truth.counts[-1] == out.truth.counts[-1]).all())
     ({'units': 49, 'persons': 500}, True)
+
+    A persons file of any name works as well:
+
+    >>> _ = (base / "data" / "persons.parquet").rename(base / "people_2024.parquet")
+    >>> load_truth(base / "people_2024.parquet", run).summary()["state"]
+    {'units': 49, 'persons': 500}
     >>> load_truth(base, run)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: ...: no persons.parquet (or persons.csv); pass the directory `postproc synth1940 --out` wrote, or the run's input data
+    postproc.errors.PostprocError: ...: no persons file (persons.parquet, persons.csv); pass the persons file itself, or the directory `postproc synth1940 --out` wrote
     """
     from hierarchy.io import read_microdata
     from hierarchy.tabulation import tabulate
 
-    data_dir = Path(data_dir)
-    persons = next((data_dir / name for name in ("persons.parquet", "persons.csv")
-                    if (data_dir / name).is_file()), None)
-    if persons is None:
-        raise PostprocError(f"{data_dir}: no persons.parquet (or persons.csv); pass the directory "
-                            f"`postproc synth1940 --out` wrote, or the run's input data")
-    units = next((data_dir / name for name in ("units.parquet", "units.csv")
-                  if (data_dir / name).is_file()), None)
+    data = Path(data)
+    persons, units = _truth_files(data, run, units)
     config = run.config
     schema = run.estimate.schema
     geography = run.estimate.geography
@@ -697,31 +771,34 @@ def load_truth(data_dir: str | Path, run: RunOutput) -> Hierarchy:
     if unit_attribute not in schema.names:
         units = None
     try:
-        data = read_microdata(persons, schema=schema, levels=list(geography.levels),
-                              columns=getattr(config, "columns", None),
-                              values=getattr(config, "values", None), units=units,
-                              unit_attribute=unit_attribute)
-        return tabulate(data.persons, schema=schema, levels=list(geography.levels),
-                        units=data.units, unit_attribute=unit_attribute if data.units is not None
-                        else None, geography=geography)
+        records = read_microdata(persons, schema=schema, levels=list(geography.levels),
+                                 columns=getattr(config, "columns", None),
+                                 values=getattr(config, "values", None), units=units,
+                                 unit_attribute=unit_attribute)
+        return tabulate(records.persons, schema=schema, levels=list(geography.levels),
+                        units=records.units, unit_attribute=unit_attribute
+                        if records.units is not None else None, geography=geography)
     except HierarchyError as exc:
-        raise PostprocError(f"the truth in {data_dir} does not fit the run in {run.directory}: "
+        raise PostprocError(f"the truth in {data} does not fit the run in {run.directory}: "
                             f"{exc}") from None
 
 
-def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bool = False,
-                 rng: Any = None, **options: Any) -> pd.DataFrame:
+def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool = False,
+                 units: str | Path | None = None, rng: Any = None, **options: Any
+                 ) -> pd.DataFrame:
     """Evaluate a ``postproc run`` output against its confidential data.
 
     Parameters
     ----------
     directory : str or Path
         The run's output directory.
-    data_dir : str or Path
-        The confidential data (see :func:`load_truth`).
+    data : str or Path
+        The confidential data: a directory or the persons file (see :func:`load_truth`).
     compare_all : bool
         Also evaluate the raw measurements and the other post-processors on them
         (:func:`compare_postprocessors`, with the run's result in place of its method's).
+    units : str or Path, optional
+        The units file (see :func:`load_truth`).
     rng : None, int, numpy.random.Generator or Randomness
         EPL interval draws (and bottom-up noise when comparing).
     **options
@@ -753,7 +830,7 @@ def evaluate_run(directory: str | Path, data_dir: str | Path, *, compare_all: bo
     from postproc.apps.runs.pipeline import check_data_fingerprint
 
     run = load_run(directory)
-    truth = load_truth(data_dir, run)
+    truth = load_truth(data, run, units=units)
     if not check_data_fingerprint(directory, truth, required=False):
         warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
                       "directory), so the truth given cannot be checked to be the data the run "

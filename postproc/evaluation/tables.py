@@ -1,26 +1,50 @@
 """Per-level error tables: noisy measurements vs a post-processed result, against the truth.
 
-The table of ``postproc run`` (``confidential/error_table.csv``): for every level and query, the
-median absolute error (MAE), mean absolute error and RMSE of the raw measurements (columns
-``noisy_*``) and of the run's post-processor (columns ``<method>_*``: ``topdown_mae``,
-``sampling_mae``, …), integer or real-valued.
+The table of ``postproc run`` (``confidential/error_table.csv``): for every level, ``total`` and
+every query of the run's workload (:func:`default_queries`), the median absolute error (MAE), mean
+absolute error and RMSE of the raw measurements (columns ``noisy_*``) and of the run's
+post-processor (columns ``<method>_*``: ``topdown_mae``, ``sampling_mae``, …), integer or
+real-valued.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
 from hierarchy.histograms import Hierarchy
 from hierarchy.errors import HierarchyError
 from hierarchy.noisy import NoisyHierarchy
+from hierarchy.queries import Workload
+from postproc.errors import PostprocError
 from postproc.evaluation.metrics import error_metrics
 
-__all__ = ["level_error_table", "format_error_table", "print_level_summary", "result_prefix"]
+__all__ = ["default_queries", "level_error_table", "format_error_table", "print_level_summary",
+           "result_prefix"]
 
-_QUERIES = ("total", "va_hisp_race", "detailed")
 _METRICS = (("mae", "MAE"), ("mean_abs", "mean|e|"), ("rmse", "RMSE"))
+
+
+def default_queries(workload: Workload) -> tuple[str, ...]:
+    """``total`` followed by the workload's queries (``detailed, hhgq, va_hisp_race`` in E2E).
+
+    Parameters
+    ----------
+    workload : Workload
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import e2e_workload
+    >>> default_queries(e2e_workload(E2E_1940))
+    ('total', 'detailed', 'hhgq', 'va_hisp_race')
+    """
+    return tuple(dict.fromkeys(("total", *workload.names)))
 
 
 def result_prefix(method: str) -> str:
@@ -37,7 +61,8 @@ def result_prefix(method: str) -> str:
 
 
 def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workload,
-                      queries=_QUERIES, *, method: str = "topdown") -> pd.DataFrame:
+                      queries: Sequence[str] | None = None, *, method: str = "topdown"
+                      ) -> pd.DataFrame:
     """MAE (median absolute error), mean absolute error and RMSE per level and query, for the
     noisy measurements and for the post-processed histograms.
 
@@ -48,8 +73,9 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
     histograms : sequence of arrays
         The post-processed histograms per level (integer or real), root first.
     workload : Workload
-    queries : sequence of str
-        ``total`` and workload names; those not in the workload are skipped.
+    queries : sequence of str, optional
+        ``total`` and workload names; default ``total`` and every query of the workload
+        (:func:`default_queries`).
     method : str
         Names the result's columns (see :func:`result_prefix`).
 
@@ -58,7 +84,13 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
     pandas.DataFrame
         ``level, query, units, noisy`` (how the measurement answers), then ``noisy_mae``,
         ``<method>_mae``, ``noisy_mean_abs``, ``<method>_mean_abs``, ``noisy_rmse``,
-        ``<method>_rmse`` and ``exact_median``.
+        ``<method>_rmse`` and ``exact_median``. A query no measurement of its level determines
+        has ``noisy`` = ``"not measured"`` and no ``noisy_*`` errors (NaN).
+
+    Raises
+    ------
+    PostprocError
+        A query that is neither ``total`` nor in the workload.
 
     Examples
     --------
@@ -76,7 +108,14 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
     >>> table = level_error_table(truth, noisy, hay.histograms, noisy.workload, method="hay")
     >>> list(table.columns[4:8])
     ['noisy_mae', 'hay_mae', 'noisy_mean_abs', 'hay_mean_abs']
+    >>> table["query"].unique().tolist()          # total and every query of the workload
+    ['total', 'detailed', 'hhgq', 'va_hisp_race']
     """
+    queries = default_queries(workload) if queries is None else tuple(queries)
+    unknown = [q for q in queries if q != "total" and q not in workload]
+    if unknown:
+        raise PostprocError(f"the workload has no quer{'y' if len(unknown) == 1 else 'ies'} "
+                            f"{unknown}; its queries are {list(workload.names)} (and 'total')")
     prefix = result_prefix(method)
     rows: list[dict[str, Any]] = []
     for li, level in enumerate(noisy.levels[:len(histograms)]):
@@ -85,16 +124,14 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
             if q == "total":
                 exact = exact_counts.sum(axis=1, keepdims=True)
                 post = histograms[li].sum(axis=1, keepdims=True)
-            elif q in workload:
+            else:
                 exact = workload[q].answer(exact_counts)
                 post = workload[q].answer(histograms[li])
-            else:
-                continue
             try:
                 raw, how = noisy.derived_answers(level, q)
+                m_noisy = error_metrics(raw, exact)
             except HierarchyError:      # not determined by this level's measurements
-                continue
-            m_noisy = error_metrics(raw, exact)
+                how, m_noisy = "not measured", {key: float("nan") for key, _ in _METRICS}
             m_post = error_metrics(post, exact)
             row: dict[str, Any] = {"level": level, "query": q, "units": int(exact.shape[0]),
                                    "noisy": how}
@@ -135,7 +172,7 @@ def format_error_table(table: pd.DataFrame) -> str:
         labels += [f"{label} noisy", f"{label} {name}"]
     show = table[columns].copy()
     show.columns = labels
-    return show.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+    return show.to_string(index=False, float_format=lambda v: f"{v:,.2f}", na_rep="-")
 
 
 def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
@@ -169,11 +206,13 @@ def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
     Error against the confidential data (MAE = median absolute error):
      level        query  units  MAE noisy  MAE TopDown  mean|e| noisy  mean|e| TopDown  RMSE noisy  RMSE TopDown
     nation        total      1      26.00         0.00          26.00             0.00       26.00          0.00
-    nation va_hisp_race      1       3.00         0.00           5.92             1.67        8.99          2.83
     nation     detailed      1      29.00         0.00          40.86             0.76       57.59          3.59
+    nation         hhgq      1       6.50         0.00           9.75             0.50       12.88          1.00
+    nation va_hisp_race      1       3.00         0.00           5.92             1.67        8.99          2.83
      state        total     49      24.00         0.00          29.08             0.00       34.50          0.00
-     state va_hisp_race     49       4.00         0.00           5.65             0.27        7.70          1.07
      state     detailed     49      28.00         0.00          40.01             0.03       56.36          0.38
+     state         hhgq     49      13.00         0.00          18.10             0.01       25.45          0.14
+     state va_hisp_race     49       4.00         0.00           5.65             0.27        7.70          1.07
     (saved in .../run/confidential/error_table.csv)
     >>> print_level_summary(out, show_confidential=False)      # as in release mode
     post-processor: topdown (integer, consistent, nonnegative, invariants)

@@ -111,11 +111,13 @@ class PipelineResult:
     >>> print(out.error_table[["level", "query", "noisy_mae", "topdown_mae"]].to_string(index=False))
      level        query  noisy_mae  topdown_mae
     nation        total       26.0          0.0
-    nation va_hisp_race        3.0          0.0
     nation     detailed       29.0          0.0
+    nation         hhgq        6.5          0.0
+    nation va_hisp_race        3.0          0.0
      state        total       24.0          0.0
-     state va_hisp_race        4.0          0.0
      state     detailed       28.0          0.0
+     state         hhgq       13.0          0.0
+     state va_hisp_race        4.0          0.0
     """
 
     result: Result
@@ -712,7 +714,7 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         # the fingerprint goes first: measurements on disk always have one to be checked against
         _write_fingerprint(directory, data_fingerprint(truth))
         noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                        publish=config.publish())
+                        spec=config.spec)
         noisy.save(noisy_dir)
         write_json({"config": fingerprint, "completed": []}, checkpoint_path)
         completed, finished = [], False
