@@ -168,3 +168,59 @@ def test_errors_name_the_problem(demo, tmp_path, capsys):
         evaluate(run.estimate, load_truth(demo / "data", run), epl_method="direct")
     assert main(["evaluate", str(tmp_path), "--truth", str(demo / "data")]) == 1
     assert "no manifest.json" in capsys.readouterr().err
+
+
+def test_truth_as_a_file_of_any_name_or_a_directory(demo, tmp_path):
+    run = load_run(demo / "run")
+    from_dir = load_truth(demo / "data", run)
+    own = tmp_path / "census_people_2024.parquet"
+    own.write_bytes((demo / "data" / "persons.parquet").read_bytes())
+    units = tmp_path / "dwellings.parquet"
+    units.write_bytes((demo / "data" / "units.parquet").read_bytes())
+    from_file = load_truth(own, run, units=units)
+    assert all(np.array_equal(a, b) for a, b in zip(from_file.counts, from_dir.counts))
+    assert all(np.array_equal(a, b) for a, b in zip(from_file.units, from_dir.units))
+    assert load_truth(own, run).units is None          # a persons file alone: no units
+    with pytest.raises(PostprocError, match="does not exist"):
+        load_truth(tmp_path / "nowhere.parquet", run)
+    args = ["evaluate", str(demo / "run"), "--queries", "total", "--n-boot", "0", "--json"]
+    outputs = []
+    for truth in (["--truth", str(own), "--units", str(units)], ["--truth", str(demo / "data")]):
+        import contextlib
+        import io
+
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            assert main(args + truth) == 0
+        outputs.append(json.loads(buffer.getvalue()))
+    assert outputs[0] == outputs[1] and outputs[0]["state"]["total"]["mae"] == 0
+
+
+def test_text_collapses_the_reasons_and_offers_the_estimators_options(demo, capsys):
+    assert main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--n-boot",
+                 "0", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.split()[:1] and ln.split()[0] in LEVELS]
+    undefined = [ln for ln in rows if "undefined [" in ln]
+    notes = [ln for ln in out.splitlines() if ln.startswith("[") and "EPL undefined in" in ln]
+    assert len(rows) == len(LEVELS) * 4 and undefined
+    # one note per kind, numbered in order, whose counts add up to the undefined rows
+    assert [int(n[1:n.index("]")]) for n in notes] == list(range(1, len(notes) + 1))
+    counts = [int(n.split("EPL undefined in ")[1].split()[0]) for n in notes]
+    assert sum(counts) == len(undefined)
+    for k, count in enumerate(counts, start=1):
+        assert sum(f"undefined [{k}]" in ln for ln in undefined) == count
+    assert len(set(n.split(": ", 1)[1] for n in notes)) == len(notes)
+    invariant = [n for n in notes if "every error is 0" in n]
+    assert invariant and "rows of total:" in invariant[0]
+    assert "--reach" in out and "--precision" in out
+    # the options the notes advise are there, and change the estimate's definedness
+    table = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
+                     queries=["detailed"], rng=0, epl_options={"n_boot": 0})
+    wider = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
+                     queries=["detailed"], rng=0, epl_options={"n_boot": 0, "reach": 99.9,
+                                                               "precision": 0.9})
+    assert np.isfinite(wider["epl"]).sum() > np.isfinite(table["epl"]).sum()
+    assert main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--epl-method",
+                 "published", "--reach", "90"]) == 1
+    assert "--reach applies to --epl-method improved only" in capsys.readouterr().err
