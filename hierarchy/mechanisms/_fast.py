@@ -27,7 +27,7 @@ bucket of words that no threshold splits; only the few words in split buckets (a
   ``∝ exp(-k²/2σ²)`` on the cells covering ``[-K, K]``; about 99 % of proposals are kept. The
   table has about 1,200 cells whatever σ², so every σ² up to 1e30 is cheap to set up.
 
-Tables are cached per σ² (:func:`_table_for`; a few hundred kilobytes each).
+Tables are cached per σ² (:func:`_table_for`: the 64 most recent, about 0.5 MB each).
 
 The distance bound
 ------------------
