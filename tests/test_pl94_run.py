@@ -54,7 +54,7 @@ def pl94_config(data: Path, **options) -> RunConfig:
 
 @pytest.fixture(scope="module")
 def run(data):
-    config = pl94_config(data, passes=pl94_passes("state"))
+    config = pl94_config(data, passes="pl94_2020")
     return run_pipeline(config, progress=False, log=lambda line: None)
 
 
@@ -77,8 +77,11 @@ def test_the_example_uses_the_presets():
         assert raw[section] == {"preset": "pl94_2020"}, section
     config = load_config(REPO / "examples" / "pl94_2020.toml")
     assert config.blocks == (REPO / "data" / "pl94_2020" / "blocks.parquet").resolve()
-    # production's order at state … block_group: the total alone, then the other queries
-    assert [list(p) for p in config.passes] == pl94_passes("county")
+    # production's order per level: the total alone first at state … block_group, one pass
+    # at the nation and the block
+    for level in LEVELS:
+        assert [list(p) for p in config.passes_at(level)] == pl94_passes(level), level
+    assert config.mechanism.exact is False            # the fast sampler, in simulation mode
 
 
 def test_a_saved_configuration_reads_back_equal(data, tmp_path):
@@ -186,6 +189,30 @@ def test_blocks_keep_the_empty_blocks_in_the_geography(data):
     assert truth.counts[-1][at].sum() == 0 and truth.units[-1][at].sum() == 0
     assert truth.geography.n_units("block") == len(blocks) > len(occupied)
     assert pl94_config(data, blocks=None).read_geography() is None
+
+
+def test_the_run_fits_in_production_passes_per_level(run):
+    """TopDown takes the per-level order: the provenance records each level's passes."""
+    recorded = run.result.provenance["solver"]["passes"]
+    for level in LEVELS:
+        assert recorded[level] == [list(p) for p in pl94_passes(level)], level
+
+
+def test_release_mode_refuses_the_fast_sampler_when_the_config_loads(data):
+    with pytest.raises(PostprocError, match="exact = false .* release mode needs the exact"):
+        pl94_config(data, mode="release", seed=None,
+                    mechanism={"name": "discrete_gaussian", "exact": False})
+
+
+def test_the_run_tabulates_into_the_blocks_geography(data, run):
+    """The pipeline's truth has every block of the blocks file, the empty ones too, and so do
+    the run's outputs (an empty block is a unit with zero persons, not a missing one)."""
+    from postproc.apps.runs.pipeline import load_truth
+
+    blocks = pd.read_parquet(data / "blocks.parquet")
+    truth = load_truth(pl94_config(data))
+    assert truth.geography.n_units("block") == len(blocks)
+    assert run.result.geography.n_units("block") == len(blocks)
 
 
 def test_blocks_file_errors(data, tmp_path):

@@ -543,6 +543,10 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
                              "release mode refuses (its rounding leaks the value it protects, "
                              f"Mironov 2012); use name = \"{exact}\" (exact integer sampling), "
                              "or mode = \"simulation\" in [randomness] for experiments")
+    if mode == "release" and mechanism.name == "discrete_gaussian" and not mechanism.exact:
+        raise m.fail("exact", "exact = false samples the discrete Gaussian from floating-point "
+                              "tables, for simulations only; release mode needs the exact "
+                              "sampler: remove exact = false (or set exact = true)")
     # [spec]
     spec = _spec(doc, base, levels)
     # [postprocess]

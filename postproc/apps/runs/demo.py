@@ -169,9 +169,10 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
     :func:`hierarchy.synth.write_synthetic_1940` writes. ``pl94_2020``: the production presets
     (schema, workload, budget, spec; :mod:`hierarchy.pl94`) with the discrete Gaussian
     mechanism on the persons, units and blocks :func:`hierarchy.synth_2020.synthesize_2020`
-    writes, fitted in production's passes — the total alone first, then the other queries (one
-    list for every level, which is production's order everywhere but at the block, where
-    production fits all queries in one pass: TopDown takes one list of passes for every level).
+    writes, fitted in production's passes per level (the total alone first at state, county,
+    tract and block group, then the other queries; one pass at the nation and the block). The
+    noise is drawn by the fast simulation sampler (``exact = false``: tables, total variation
+    below 2⁻⁴⁵ from the exact law; the demo is a simulation, never a release).
 
     Parameters
     ----------
@@ -201,8 +202,10 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
     >>> config.persons == (Path("demo") / "data" / "persons.parquet").resolve()
     True
     >>> config = demo_config("demo", preset="pl94_2020", seed=3)
-    >>> config.schema.size, config.mechanism.name, config.passes_at("block")[0]
-    (2016, 'discrete_gaussian', ('total',))
+    >>> config.schema.size, config.mechanism.name, config.mechanism.exact
+    (2016, 'discrete_gaussian', False)
+    >>> config.passes_at("state")[0], len(config.passes_at("block"))
+    (('total',), 1)
     """
     from postproc.apps.runs.config import RunConfig
 
@@ -213,12 +216,11 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
                                output="run", base=directory)
     if preset != "pl94_2020":
         raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
-    from hierarchy.pl94 import LEVELS, pl94_passes
+    from hierarchy.pl94 import LEVELS
 
-    # production's passes at state, county, tract and block group; the same list everywhere
     return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
                            blocks="data/blocks.parquet", levels=LEVELS, schema="pl94_2020",
                            workload="pl94_2020", budget="pl94_2020",
-                           mechanism="discrete_gaussian", mode="simulation", seed=seed,
-                           spec="pl94_2020", passes=pl94_passes("state"), executor=executor,
-                           output="run", base=directory)
+                           mechanism={"name": "discrete_gaussian", "exact": False},
+                           mode="simulation", seed=seed, spec="pl94_2020", passes="pl94_2020",
+                           executor=executor, output="run", base=directory)

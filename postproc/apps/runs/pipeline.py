@@ -468,10 +468,18 @@ def load_truth(config: RunConfig) -> Hierarchy:
     data = read_microdata(config.persons, schema=config.schema, levels=config.levels,
                           columns=config.columns, values=config.values, units=config.units,
                           unit_attribute=config.spec.unit_attribute, check_units=False)
-    truth = tabulate(data.persons, schema=config.schema, levels=config.levels,
-                     units=data.units,
-                     unit_attribute=config.spec.unit_attribute if data.units is not None
-                     else None)
+    geography = config.read_geography()      # every block of [data] blocks, empty ones too
+    try:
+        truth = tabulate(data.persons, schema=config.schema, levels=config.levels,
+                         units=data.units, geography=geography,
+                         unit_attribute=config.spec.unit_attribute if data.units is not None
+                         else None)
+    except HierarchyError as exc:
+        if geography is None:
+            raise
+        raise HierarchyError(f"{exc} (the geography comes from the blocks file "
+                             f"{config.blocks}: every person's and unit's geocodes must be "
+                             f"listed there)") from None
     check_tabulated_units(truth, data)
     return truth
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -230,7 +230,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             executor: str | Executor = "serial", workers: int | None = None,
             batch_children: int = 512, failsafe: bool = True,
             failsafe_keep: Sequence[str] | str = AUTO,
-            passes: Sequence[Sequence[str]] | None = None, pass_tolerance: float = 0.5,
+            passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
+            pass_tolerance: float = 0.5,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
             on_level: Callable[[int, np.ndarray, Result], None] | None = None
             ) -> Result:
@@ -264,9 +265,11 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         free cell slacks, which may add or remove persons (the behaviour before kept answers).
         When keeping them is infeasible the failsafe keeps only the total, then nothing, and
         records each step in the node's failsafe report.
-    passes : list of lists of query names, optional
+    passes : list of lists of query names, or a mapping level → such a list, optional
         Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
-        then the next, … (queries not listed are fitted in a final pass of their own).
+        then the next, … (queries not listed are fitted in a final pass of their own). A
+        mapping gives each level its own order (the 2020 production ordering differs by
+        level); a level it does not name fits every query in one pass.
     progress : bool
         A progress bar per level.
     start : (level index, histograms of levels before it), optional
@@ -307,7 +310,13 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                             f"{missing}. Give those levels a share of the budget")
     if passes:
         known = set(noisy.workload.names)
-        bad = [q for p in passes for q in p if q not in known]
+        per_level = passes if isinstance(passes, Mapping) else {lv: passes for lv in geo.levels}
+        unknown_levels = sorted(set(per_level) - set(geo.levels))
+        if unknown_levels:
+            raise PostprocError(f"multipass names levels {unknown_levels} that the geography "
+                                f"does not have; its levels are {list(geo.levels)}")
+        bad = sorted({q for order in per_level.values() for p in order or () for q in p
+                      if q not in known})
         if bad:
             raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
                                 f"{sorted(known)}")
@@ -334,11 +343,13 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             level = geo.levels[li]
             lc = compiled[level]
             if li == 0:
-                tasks = [root_task(noisy, lc, passes=passes, pass_tolerance=pass_tolerance)]
+                tasks = [root_task(noisy, lc, passes=_passes_at(passes, level),
+                                   pass_tolerance=pass_tolerance)]
             else:
                 keep = _resolve_keep(failsafe_keep, noisy, lc)
                 kept_by_level[level] = [q.name for q in keep]
-                tasks = level_tasks(noisy, lc, li, hists[li - 1], passes=passes,
+                tasks = level_tasks(noisy, lc, li, hists[li - 1],
+                                    passes=_passes_at(passes, level),
                                     pass_tolerance=pass_tolerance, failsafe_keep=keep)
                 _refuse_empty_parents(tasks, hists[li - 1])
             batches = _batches(tasks, batch_children)
@@ -378,6 +389,20 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                    t_start, kept_by_level)
 
 
+def _passes_at(passes: Any, level: str) -> Sequence[Sequence[str]] | None:
+    """The multipass order of one level: the one order of every level, or the level's entry."""
+    return passes.get(level) if isinstance(passes, Mapping) else passes
+
+
+def _passes_record(passes: Any) -> Any:
+    """Passes as JSON for the provenance: a list of lists, or level → list of lists."""
+    if not passes:
+        return None
+    if isinstance(passes, Mapping):
+        return {lv: [list(p) for p in order] if order else None for lv, order in passes.items()}
+    return [list(p) for p in passes]
+
+
 def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
             kept_by_level) -> Result:
     node_stats = pd.DataFrame(stats)
@@ -385,7 +410,7 @@ def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, pa
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
                    "failsafe_keep": dict(kept_by_level),
-                   "passes": [list(p) for p in passes] if passes else None},
+                   "passes": _passes_record(passes)},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }
