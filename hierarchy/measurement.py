@@ -308,4 +308,6 @@ def _sampler_used(mech: Any, rnd: Any) -> str:
         return "floating point (simulation only)"
     if mech.name == "geometric" and not getattr(mech, "exact", False) and rnd.mode != "release":
         return "inverse CDF on 53-bit uniforms (simulation only)"
+    if mech.name == "discrete_gaussian" and not getattr(mech, "exact", True):
+        return "table inversion on 64-bit words (simulation only)"
     return "exact integer"

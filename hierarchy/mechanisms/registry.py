@@ -530,8 +530,8 @@ def get_mechanism(name: str | Mechanism, **options: Any) -> Mechanism:
         registered with :func:`register_mechanism`; a :class:`Mechanism` is returned unchanged
         (then no options are allowed).
     **options
-        Dataclass options: ``exact`` for ``'geometric'``, ``max_denominator`` for
-        ``'discrete_gaussian'``.
+        Dataclass options: ``exact`` for ``'geometric'`` and ``'discrete_gaussian'``,
+        ``max_denominator`` for ``'discrete_gaussian'``.
 
     Returns
     -------

@@ -516,9 +516,10 @@ def _release_noise(mechanism: Mechanism, mode: str) -> None:
     if getattr(mechanism, "exact", True) is not True:
         raise PostprocError(
             f"release mode needs exact integer noise: the {mechanism.name} mechanism with "
-            f"exact = false samples by inverse CDF in floating point, whose rounding can leak "
-            f"the true counts; set exact = true in [mechanism] (get_mechanism(\"geometric\", "
-            f"exact=True)), or use mode = \"simulation\" for experiments")
+            f"exact = false samples from floating-point tables (simulation only), whose rounding "
+            f"can leak the true counts; set exact = true in [mechanism] "
+            f"(get_mechanism({mechanism.name!r}, exact=True)), or use mode = \"simulation\" "
+            f"for experiments")
 
 
 def _delta(value: Any) -> float:
