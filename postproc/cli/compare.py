@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from postproc.cli._epl_options import add_epl_arguments, epl_options
+
 ORDER = 27
 
 
@@ -32,31 +34,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="output directory (default: the config's [output] directory + "
                         "'-compare'); a new or empty directory, or an earlier comparison's")
-    p.add_argument("--epl-method", choices=["improved", "published"], default="improved",
-                   help="EPL estimator (default improved; the direct estimator needs repeated "
-                        "runs on neighbouring datasets, which one measurement cannot give)")
-    p.add_argument("--n-boot", type=int, default=None, metavar="B",
-                   help="draws that calibrate the improved EPL interval (default 1000; 0 for "
-                        "none)")
+    add_epl_arguments(p)          # the direct estimator needs repeated runs on neighbouring
+    # datasets, which one measurement cannot give: improved (default) or published
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc compare``."""
-    from postproc.evaluation.compare import format_pivot, parse_methods, run_compare
     from postproc.apps.runs.config import load_config
-
-    from postproc.errors import PostprocError
+    from postproc.evaluation.compare import format_pivot, parse_methods, run_compare
 
     methods = parse_methods(args.methods)          # a typo fails before the data are read
-    if args.n_boot is not None and (args.n_boot < 0 or args.epl_method != "improved"):
-        raise PostprocError("--n-boot takes a non-negative integer, for --epl-method improved")
+    epl_method, options = epl_options(args)
     config = load_config(args.config)
-    done = run_compare(config, methods, out=args.out, epl_method=args.epl_method,
+    done = run_compare(config, methods, out=args.out, epl_method=epl_method,
                        progress=not args.no_progress and sys.stderr.isatty(),
                        log=lambda message: print(message, file=sys.stderr),
-                       epl_options=None if args.n_boot is None else {"n_boot": args.n_boot})
+                       epl_options=options or None)
     if done.release:
         print(f"release mode: the comparison is in {done.files[0].parent} (CONFIDENTIAL - "
               "computed from the confidential data; never publish it)")
