@@ -400,3 +400,15 @@ def test_toolkit_errors_exit_1_with_their_message(capsys, monkeypatch):
         code = main(["synth1940", "--persons", "10", "--seed", "1", "--out", "x"])
         assert code == 1
         assert capsys.readouterr().err.strip() == f"postproc synth1940: error: {error}"
+
+
+def test_every_help_text_reads_cleanly():
+    """Every command's --help: no doubled percent signs (argparse formats help strings but not
+    descriptions, so '%%' written in a description shows as is) and no raw reST."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 14
+    for name, command in sub.choices.items():
+        text = command.format_help()
+        assert "%%" not in text, name
+        assert "``" not in text and ":func:" not in text, name

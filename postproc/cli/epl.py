@@ -34,9 +34,9 @@ def register(subparsers: Any) -> None:
         "epl", help="empirical privacy loss of a file of errors (DP - exact)",
         description="Empirical privacy loss (EPL) of errors DP - exact of one level and query: "
                     "the improved estimator (default; the largest log ratio of a smoothed pmf over "
-                    "the central 90%% of the errors, with an interval, undefined when the errors "
+                    "the central 90% of the errors, with an interval, undefined when the errors "
                     "cannot pin it down) or the published one (Flaxman 2019: scipy KDE with "
-                    "bandwidth factor 0.1 on a 95%% percentile window). See docs/epl.md.")
+                    "bandwidth factor 0.1 on a 95% percentile window). See docs/epl.md.")
     parser.add_argument("--errors", required=True, metavar="FILE",
                         help=".npy array or one-column CSV (header line optional)")
     parser.add_argument("--method", choices=["improved", "published"], default="improved",
