@@ -194,3 +194,140 @@ def test_the_default_law_uses_every_measurement_and_is_closer_to_the_truth(noisy
                 np.abs(result.answers(lv, q) - truth.answers(lv, noisy.workload[q])).mean()
                 for lv in LEVELS[1:] for q in ("hhgq", "va_hisp_race"))
         assert errors["all"] < errors["detailed"], (seed, errors)
+
+
+# -- the start, progress and the time limit (issue 14) --------------------------------------------
+def _assert_valid(result, noisy, spec):
+    """Every level keeps its invariants and constraints and sums to its parent exactly."""
+    compiled = compile_spec(spec, noisy.schema, noisy.geography, noisy.invariants)
+    geo = noisy.geography
+    for li, level in enumerate(LEVELS):
+        hist = result.histograms[li]
+        assert hist.dtype == np.int64 and violations(compiled[level], hist) == []
+        if li:
+            assert np.array_equal(geo.aggregate(hist, li, li - 1), result.histograms[li - 1])
+
+
+def test_the_topdown_start_gives_valid_results_that_move(noisy_and_truth):
+    noisy, truth = noisy_and_truth
+    spec = Spec.e2e(LEVELS)
+    result = sample_topdown(noisy, spec, rng=5, sweeps=30, start="topdown")
+    _assert_valid(result, noisy, spec)
+    assert result.provenance["sampler"]["start"] == "topdown"
+    assert np.array_equal(result.histograms[1].sum(1), truth.counts[1].sum(1))
+    timings = result.provenance["timings"]
+    assert set(timings["start"]) == set(timings["sweeps"]) == set(LEVELS)
+    # the chains leave TopDown's solution: the release is a draw, not TopDown's fit
+    from postproc.methods.topdown import topdown
+
+    fitted = topdown(noisy, spec)
+    assert not np.array_equal(result.histograms[-1], fitted.histograms[-1])
+
+
+def test_with_no_sweeps_the_topdown_start_is_topdowns_own_result(noisy_and_truth):
+    """Each level's start is TopDown's node solve of the (here unchanged) parent, so zero sweeps
+    release exactly TopDown's result — computed here, or given."""
+    from postproc.methods.topdown import topdown
+
+    noisy, _ = noisy_and_truth
+    spec = Spec.e2e(LEVELS)
+    fitted = topdown(noisy, spec)
+    assert not fitted.failsafe_reports
+    for start in ("topdown", fitted):
+        result = sample_topdown(noisy, spec, rng=1, sweeps=0, start=start)
+        assert all(np.array_equal(a, b) for a, b in zip(result.histograms, fitted.histograms))
+    given = sample_topdown(noisy, spec, rng=2, sweeps=5, start=fitted)
+    _assert_valid(given, noisy, spec)
+    assert given.provenance["sampler"]["start"] == "topdown (given)"
+
+
+def test_a_given_start_that_does_not_fit_is_refused(noisy_and_truth):
+    """A result whose state totals differ from the published ones is not a start for the spec
+    that keeps them."""
+    from postproc.methods.topdown import topdown
+
+    noisy, _ = noisy_and_truth
+    spec = Spec.e2e(LEVELS)
+    fitted = topdown(noisy, spec)
+    states = fitted.histograms[1].copy()
+    j = int(np.argmax(states[0]))
+    states[0, j] -= 1                  # one person moves from the first state to the second
+    states[1, j] += 1
+    moved = Result("topdown", fitted.schema, fitted.geography, fitted.workload,
+                   (fitted.histograms[0], states) + fitted.histograms[2:], {})
+    with pytest.raises(PostprocError, match="start: the given result .* breaks this spec at "
+                                            "level 'state'"):
+        sample_topdown(noisy, spec, rng=1, sweeps=1, start=moved)
+    with pytest.raises(PostprocError, match="levels"):
+        sample_topdown(noisy, spec, rng=1, sweeps=1, start=Result(
+            "topdown", fitted.schema, fitted.geography, fitted.workload,
+            fitted.histograms[:2], {}))
+    with pytest.raises(PostprocError, match="start must be 'topdown', 'l1'"):
+        sample_topdown(noisy, spec, rng=1, sweeps=1, start="mode")
+
+
+@pytest.mark.parametrize("start", ["topdown", "l1"])
+def test_both_starts_are_deterministic_for_a_seed(noisy_and_truth, start):
+    noisy, _ = noisy_and_truth
+    spec = Spec.e2e(LEVELS)
+    a = sample_topdown(noisy, spec, rng=9, sweeps=10, start=start)
+    b = sample_topdown(noisy, spec, rng=9, sweeps=10, start=start)
+    assert all(np.array_equal(x, y) for x, y in zip(a.histograms, b.histograms))
+    c = sample_topdown(noisy, spec, rng=10, sweeps=10, start=start)
+    assert not np.array_equal(a.histograms[-1], c.histograms[-1])
+
+
+def test_the_time_limit_stops_with_a_clear_error(noisy_and_truth, monkeypatch):
+    from postproc.methods.sampling import hierarchical
+
+    noisy, _ = noisy_and_truth
+    spec = Spec.e2e(LEVELS)
+    with pytest.raises(PostprocError) as info:
+        sample_topdown(noisy, spec, rng=1, sweeps=1_000_000, time_limit=1.5)
+    message = str(info.value)
+    assert "time_limit=1.5 s" in message and "at level 'nation'" in message
+    assert "while running sweep" in message and "levels finished: none" in message
+    assert "fewer sweeps (now 1000000 per level)" in message
+    # the L1 start is named as the slow one, and start='topdown' suggested
+    with pytest.raises(PostprocError, match="start='topdown'"):
+        sample_topdown(noisy, spec, rng=1, sweeps=100_000, time_limit=0.5, start="l1")
+    # a later level: the levels already finished are listed (the clock runs out, here by
+    # decree, once two levels are done)
+    with monkeypatch.context() as patch:
+        patch.setattr(hierarchical._Clock, "remaining",
+                      lambda self: -1.0 if len(self.done) >= 2 else 1.0)
+        with pytest.raises(PostprocError, match=r"at level 'county', .*levels finished: "
+                                                r"nation, state\. To go on"):
+            sample_topdown(noisy, spec, rng=1, sweeps=5, time_limit=1)
+    with pytest.raises(PostprocError, match="time_limit must be a number of seconds"):
+        sample_topdown(noisy, spec, rng=1, sweeps=1, time_limit="soon")
+    # a generous limit changes nothing
+    a = sample_topdown(noisy, spec, rng=1, sweeps=5, time_limit=600)
+    b = sample_topdown(noisy, spec, rng=1, sweeps=5)
+    assert all(np.array_equal(x, y) for x, y in zip(a.histograms, b.histograms))
+
+
+def test_progress_bars_appear_on_stderr_only_when_asked(noisy_and_truth, capsys):
+    noisy, _ = noisy_and_truth
+    sample_topdown(noisy, Spec.e2e(LEVELS), rng=1, sweeps=3)
+    quiet = capsys.readouterr()
+    assert quiet.err == "" and quiet.out == ""
+    sample_topdown(noisy, Spec.e2e(LEVELS), rng=1, sweeps=3, progress=True)
+    shown = capsys.readouterr()
+    assert shown.out == ""
+    for level in LEVELS:
+        assert f"sampling {level}" in shown.err
+    assert "3/3" in shown.err
+
+
+def test_the_registry_passes_start_time_limit_and_progress(noisy_and_truth, capsys):
+    from postproc.methods import get, postprocess
+
+    noisy, _ = noisy_and_truth
+    assert {"start", "time_limit", "progress"} <= set(get("sampling").options())
+    out = postprocess(noisy, "sampling", Spec.e2e(LEVELS), rng=1, sweeps=2, start="l1",
+                      progress=True)
+    assert out.provenance["sampler"]["start"] == "l1"
+    assert "sampling enum_dist" in capsys.readouterr().err
+    with pytest.raises(PostprocError, match="time_limit"):
+        postprocess(noisy, "sampling", Spec.e2e(LEVELS), rng=1, sweeps=10, time_limit=0)

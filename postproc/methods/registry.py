@@ -414,11 +414,12 @@ def _topdown(noisy, spec=None, *, rng=None, solver=None, executor="serial", work
                               "(Gong & Meng); integer and consistent",
           integer=True, consistent=True, nonnegative=True, invariants=True, randomized=True)
 def _sampling(noisy, spec=None, *, rng=None, sweeps=100, mechanism=None, queries="all",
-              step_factor=0.8, retries=10):
+              step_factor=0.8, retries=10, start="topdown", time_limit=None, progress=False):
     from postproc.methods.sampling import sample_topdown
 
     return sample_topdown(noisy, spec, rng=rng, sweeps=sweeps, mechanism=mechanism,
-                          queries=queries, step_factor=step_factor, retries=retries)
+                          queries=queries, step_factor=step_factor, retries=retries,
+                          start=start, time_limit=time_limit, progress=progress)
 
 
 @register("hay", summary="Hay et al.: closed-form consistent least squares of every "

@@ -159,7 +159,7 @@ def _node_blocks(lc: LevelConstraints, groups: list[slice], parents: np.ndarray 
 def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | None,
               fits: list[tuple[Any, np.ndarray, float]], upper: np.ndarray, level: str,
               parent_codes, *, below: tuple[LevelConstraints, list[slice]] | None = None,
-              strict: bool = True) -> np.ndarray | None:
+              strict: bool = True, clock: _Clock | None = None) -> np.ndarray | None:
     """Integer ``X`` satisfying every node's constraints that minimizes the weighted L1 misfit
     ``Σ_q w_q Σ |Q_q X_k − y_{k,q}|`` — the mode of the target for the geometric law.
 
@@ -170,7 +170,8 @@ def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | N
     ``below = (constraints of the next level, children slices of each unit)`` also requires that
     ``X`` can be split into children satisfying their own constraints (the children are extra LP
     variables without cost), so the start is not a corner the next level cannot leave. With
-    ``strict=False`` an infeasible problem returns ``None`` instead of raising.
+    ``strict=False`` an infeasible problem returns ``None`` instead of raising. HiGHS gets the
+    seconds ``clock`` has left; running out raises its time-limit error.
     """
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
@@ -214,8 +215,12 @@ def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | N
     b_ub = np.concatenate(rhs_ub)
     A_eq = sp.vstack(eq_rows, format="csr")
     a = np.concatenate(eq_rhs)
+    left = None if clock is None else clock.remaining()
     res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=a.astype(float),
-                  bounds=np.stack([lo, hi], 1), method="highs")
+                  bounds=np.stack([lo, hi], 1), method="highs",
+                  options={} if left is None else {"time_limit": max(left, 1e-3)})
+    if clock is not None:
+        clock.check()
     if res.status == 2:
         if not strict:
             return None
@@ -230,13 +235,16 @@ def _l1_start(lc: LevelConstraints, groups: list[slice], parents: np.ndarray | N
         cons = [LinearConstraint(sp.vstack([A_ub, A_eq]), np.concatenate(
             [np.full(A_ub.shape[0], -np.inf), a]), np.concatenate([b_ub, a]))]
         integrality = np.concatenate([np.ones(V), np.zeros(T), np.ones(Z)])
+        left = None if clock is None else clock.remaining()
         res = milp(cost, constraints=cons, integrality=integrality, bounds=Bounds(lo, hi),
-                   options={"time_limit": 60.0})
+                   options={"time_limit": 60.0 if left is None else max(min(60.0, left), 1e-3)})
+        if clock is not None:
+            clock.check()
         if res.x is not None:
             xi = np.rint(res.x)
         elif len(fits) > 1:
             return _l1_start(lc, groups, parents, fits[:1], upper, level, parent_codes,
-                             below=below, strict=strict)
+                             below=below, strict=strict, clock=clock)
         elif not strict:
             return None
         else:
@@ -388,10 +396,125 @@ def _queries(noisy: NoisyHierarchy, queries: Any) -> list[str]:
     return chosen
 
 
+class _Clock:
+    """The ``time_limit`` of one call: what is being done, seconds left, and the error naming
+    the level and what was done when they run out."""
+
+    def __init__(self, limit: float | None, sweeps: int, start: str):
+        self.limit, self.sweeps, self.start = limit, sweeps, start
+        self.t0 = time.perf_counter()
+        self.level, self.doing, self.done = "", "starting", []
+
+    def at(self, level: str, doing: str) -> None:
+        self.level, self.doing = level, doing
+        self.check()
+
+    def remaining(self) -> float | None:
+        return None if self.limit is None else self.limit - (time.perf_counter() - self.t0)
+
+    def check(self) -> None:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise self.error()
+
+    def error(self) -> PostprocError:
+        advice = [f"a larger time_limit (now {self.limit:g} s)",
+                  f"fewer sweeps (now {self.sweeps} per level)"]
+        if self.start == "l1":
+            advice.append("start='topdown' (the default: TopDown's node solves instead of one "
+                          "weighted-L1 LP per level, which can take minutes on large levels)")
+        return PostprocError(
+            f"conditional sampling stopped by time_limit={self.limit:g} s at level "
+            f"{self.level!r}, while {self.doing}, after "
+            f"{time.perf_counter() - self.t0:.1f} s; levels finished: "
+            f"{', '.join(self.done) or 'none'}. To go on, try " + ", or ".join(advice))
+
+
+def _check_start(start: Any, noisy: NoisyHierarchy, compiled: dict) -> tuple[str, Result | None]:
+    """``(kind, given TopDown result)`` from the ``start`` option, the result checked against
+    this hierarchy and spec."""
+    if isinstance(start, Result):
+        geo = noisy.geography
+        shapes = [(geo.n_units(li), noisy.schema.size) for li in range(geo.depth)]
+        if [h.shape for h in start.histograms] != shapes or \
+                start.geography.levels != geo.levels:
+            raise PostprocError(
+                f"start: the given result ({start.method}) has levels {list(start.levels)} and "
+                f"shapes {[h.shape for h in start.histograms]}, the noisy hierarchy "
+                f"{list(geo.levels)} and {shapes}; pass topdown(noisy, spec) of the same "
+                "measurements")
+        for level, hist in zip(geo.levels, start.histograms):
+            if not np.issubdtype(hist.dtype, np.integer):
+                raise PostprocError(f"start: the given result ({start.method}) is not integer "
+                                    f"at level {level!r}; pass an integer TopDown result")
+            found = violations(compiled[level], hist, limit=3)
+            if found:
+                raise PostprocError(
+                    f"start: the given result ({start.method}) breaks this spec at level "
+                    f"{level!r}: {'; '.join(found)}. Pass topdown(noisy, spec) with the same "
+                    "spec")
+        return "topdown", start
+    if start not in ("topdown", "l1"):
+        raise PostprocError(f"start must be 'topdown', 'l1' or a TopDown Result, not {start!r}")
+    return start, None
+
+
+def _topdown_split(noisy: NoisyHierarchy, lc: LevelConstraints, li: int,
+                   parent_hist: np.ndarray | None, parents: np.ndarray,
+                   given: Result | None, clock: _Clock) -> np.ndarray | None:
+    """TopDown's integer solution for the children of each of ``parents`` (indices into the
+    previous level) given the *sampled* ``parent_hist``; the root's at level 0.
+
+    Each parent is one TopDown node solve (fit, constraint-keeping rounding, exact check) with
+    the failsafe off, so the children sum to the sampled parent and keep every invariant and
+    constraint of their level. A parent that ``given`` (a TopDown result) has exactly as sampled
+    reuses its children. ``None`` when a parent cannot be split (infeasible or every solver
+    failed); the caller then samples on or falls back.
+    """
+    from postproc.infra.solvers.base import InfeasibleError, SolverError
+    from postproc.methods.topdown.node import solve_node
+    from postproc.methods.topdown.run import level_tasks, root_task
+
+    try:
+        if li == 0:
+            if given is not None:
+                return np.asarray(given.histograms[0], dtype=np.int64)
+            return solve_node(root_task(noisy, lc), failsafe=False).histograms
+        geo = noisy.geography
+        offsets = geo.child_offsets(li - 1)
+        tasks = level_tasks(noisy, lc, li, parent_hist)
+        out = []
+        for p in parents:
+            sl = slice(int(offsets[p]), int(offsets[p + 1]))
+            if given is not None and np.array_equal(given.histograms[li - 1][p], parent_hist[p]):
+                children = np.asarray(given.histograms[li][sl], dtype=np.int64)
+                if np.array_equal(children.sum(axis=0), parent_hist[p]):
+                    out.append(children)
+                    continue
+            out.append(solve_node(tasks[p], failsafe=False).histograms)
+            clock.check()
+    except (InfeasibleError, SolverError):
+        return None
+    return np.concatenate(out, axis=0) if out else np.zeros((0, noisy.schema.size), np.int64)
+
+
+def _bar(progress: bool, level: str, sweeps: int):
+    """A tqdm bar of a level's sweeps on stderr (``None`` when ``progress`` is off)."""
+    if not progress:
+        return None
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(total=sweeps, desc=f"sampling {level}", unit="sweep", file=sys.stderr,
+                leave=True)
+
+
 def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any = None,
                    sweeps: int = 100, mechanism: str | None = None,
                    queries: Any = "all", step_factor: float = 0.8,
-                   retries: int = 10) -> Result:
+                   retries: int = 10, start: Any = "topdown", progress: bool = False,
+                   time_limit: float | None = None) -> Result:
     """Post-process a noisy hierarchy by top-down conditional sampling (see the module docs).
 
     Parameters
@@ -403,8 +526,7 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     rng : None, int, numpy.random.Generator or Randomness
         ``None`` is release mode; an int seed is simulation mode (labelled unsafe).
     sweeps : int
-        Metropolis sweeps per level, started from the L1-closest feasible point; the final state
-        is released.
+        Metropolis sweeps per level from the level's start; the final state is released.
     mechanism : str, optional
         Override the measurement mechanism named in the provenance.
     queries : 'detailed', 'all' or list of query names
@@ -419,22 +541,38 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     retries : int
         When the next level cannot split a level's draw (a parent drawn into a corner), sample
         that level ``sweeps`` more sweeps and check again, up to ``retries`` times; then release
-        the level's start (the weighted-L1 mode, splittable by construction). Either event is
-        listed in ``provenance['failsafe_reports']``.
+        the level's start (and, if TopDown's split cannot be split either, the weighted-L1
+        start, splittable by construction). Every such event is listed in
+        ``provenance['failsafe_reports']``.
+    start : 'topdown' (default), 'l1' or Result
+        Where each level's chains start. ``'topdown'``: TopDown's integer solution — at the root
+        TopDown's root, below it one TopDown node solve per sampled parent (fast; it satisfies
+        every constraint and sums to the sampled parent). ``'l1'``: the weighted-L1 mode, one
+        HiGHS LP per level (MILP if not integral) that also asks the next level to be
+        splittable (slow on large levels). A :class:`~postproc.result.Result` of
+        ``topdown(noisy, spec)``: as ``'topdown'``, reusing its root and its children of any
+        parent sampled exactly as TopDown released it.
+    progress : bool
+        A tqdm bar per level on stderr (sweeps; its postfix says start, sweeps or split check).
+    time_limit : float, optional
+        Seconds for the whole call; when exceeded, a :class:`PostprocError` names the level,
+        what it was doing and the levels finished, and says how to go on.
 
     Returns
     -------
     Result
         Method ``"sampling"``: int64 histograms per level, root first;
         ``node_stats`` per parent (children, moves proposed and accepted, acceptance rate);
-        ``provenance['sampler']`` with the law, parameters, sweeps, randomness and each
-        level's acceptance rate (``None`` where no move was proposed).
+        ``provenance['sampler']`` with the law, parameters, sweeps, start, randomness and each
+        level's acceptance rate (``None`` where no move was proposed);
+        ``provenance['timings']`` with seconds per level, and of those the start's and the
+        sweeps' (``start``, ``sweeps``).
 
     Raises
     ------
     PostprocError
-        Missing measurements or provenance, unsatisfiable invariants at a node (naming it), or a
-        failed exact verification.
+        Missing measurements or provenance, unsatisfiable invariants at a node (naming it), a
+        start result that does not fit, the time limit, or a failed exact verification.
 
     Examples
     --------
@@ -451,16 +589,26 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(2, ["nation", "state"]),
     ...                 "geometric", rng=1, publish={"tot": ["nation", "state"]})
-    >>> out = sample_topdown(noisy, Spec(invariants=(Invariant("tot", "all"),)), rng=2,
-    ...                      sweeps=20, queries="all")
+    >>> spec = Spec(invariants=(Invariant("tot", "all"),))
+    >>> out = sample_topdown(noisy, spec, rng=2, sweeps=20, queries="all")
     >>> out.histograms[1].sum(axis=1).tolist(), out.safe_for_release
     ([5, 3], False)
+    >>> out.provenance["sampler"]["start"], sorted(out.provenance["timings"])
+    ('topdown', ['levels', 'start', 'sweeps', 'total'])
+    >>> sample_topdown(noisy, spec, rng=2, sweeps=20, time_limit=0)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: conditional sampling stopped by time_limit=0 s at level ...
     """
     from postproc.methods.sampling.mis import _positive_int
 
-    t_start = time.perf_counter()
     sweeps = _positive_int(sweeps, "sweeps", zero=True)
     retries = _positive_int(retries, "retries", zero=True)
+    if time_limit is not None and not (isinstance(time_limit, (int, float))
+                                       and not isinstance(time_limit, bool)
+                                       and time_limit >= 0):
+        raise PostprocError(f"time_limit must be a number of seconds >= 0 or None, "
+                            f"not {time_limit!r}")
     source = as_randomness(rng)
     spec = spec or Spec()
     geo = noisy.geography
@@ -470,7 +618,11 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     sds = [min(float(default_step(*level_noise(noisy, lv, mechanism, q))) / 0.8 for q in used)
            for lv in geo.levels]
     compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    kind, given = _check_start(start, noisy, compiled)
+    clock = _Clock(None if time_limit is None else float(time_limit), sweeps, kind)
+    t_start = clock.t0
     n = noisy.schema.size
+
     def setup(li: int, parent_hist: np.ndarray | None) -> dict:
         """The units that are sampled at level ``li`` and everything their engine needs."""
         level = geo.levels[li]
@@ -488,7 +640,8 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
             step = np.full((units.size, n), float(max(1.0, sd_step)))
             return dict(level=level, lc=lc, y=y, hist=hist, units=units, groups=groups,
                         upper=upper, step=step, group_of=units, cross=False, parents=None,
-                        parent_codes=None, copies=np.zeros(0, np.int64))
+                        parent_hist=None, multi=units, parent_codes=None,
+                        copies=np.zeros(0, np.int64))
         offsets = geo.child_offsets(li - 1)
         k = np.diff(offsets)
         single = np.flatnonzero(k == 1)
@@ -504,12 +657,20 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
         step = np.maximum(1.0, np.minimum(sd_step, share))
         return dict(level=level, lc=lc, y=y, hist=hist, units=units, groups=groups, upper=upper,
                     step=step, group_of=group_of, cross=True, parents=parent_hist[multi],
+                    parent_hist=parent_hist, multi=multi,
                     parent_codes=geo.geocodes[li - 1][multi], copies=single)
 
-    def start_of(li: int, st: dict, strict: bool) -> np.ndarray | None:
-        """The level's start (weighted-L1 mode), splittable into the next level's children."""
+    def start_of(li: int, st: dict, strict: bool, how: str = kind) -> np.ndarray | None:
+        """A feasible integer start of the level's sampled units (``None``: none exists, when
+        not ``strict``): TopDown's split of the sampled parents, or the weighted-L1 mode that
+        the next level can split."""
         if st["units"].size == 0:
             return np.zeros((0, n), np.int64)
+        if how == "topdown":
+            found = _topdown_split(noisy, st["lc"], li, st["parent_hist"], st["multi"], given,
+                                   clock)
+            if found is not None or not strict:
+                return found
         below = None
         if li + 1 < geo.depth:
             offsets = geo.child_offsets(li)
@@ -518,96 +679,156 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
         return _l1_start(st["lc"], st["groups"], st["parents"],
                          _fits(noisy, st["level"], used, st["units"], st["y"], mechanism),
                          st["upper"], st["level"], st["parent_codes"], below=below,
-                         strict=strict)
+                         strict=strict, clock=clock)
 
     hists: list[np.ndarray] = []
     stats: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
+    start_seconds: dict[str, float] = {}
+    sweep_seconds: dict[str, float] = {}
     acceptance: dict[str, float | None] = {}
     reports: list[dict[str, Any]] = []
-    st = setup(0, None)
-    start = start_of(0, st, strict=True)
-    for li, level in enumerate(geo.levels):
+    bar = _bar(progress, geo.levels[0], sweeps)
+    try:
+        clock.at(geo.levels[0], "finding its start")
         t0 = time.perf_counter()
-        lc, units, groups, hist = st["lc"], st["units"], st["groups"], st["hist"]
-        law, param = laws[li]
-        accepted = proposed = 0
-        next_st = next_start = None
-        engine = None
-        if units.size:
-            structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units, st["upper"])
-            engine = LatticeEngine(start, st["y"][units], law, param, 0.0, st["upper"],
-                                   structure, groups=st["group_of"], cross=st["cross"],
-                                   rows=rows if rows.size else None, row_lower=row_lo,
-                                   row_upper=row_hi, step=st["step"], integer=True,
-                                   terms=_answer_terms(noisy, level, used, units, mechanism),
-                                   cell_terms="detailed" in used)
-            engine.track_units = True
-            stream = source.child(li)
-            engine.run(sweeps, stream)
-            hist[units] = engine.X
-        # the next level must be able to split this one: otherwise sample on, then fall back
-        extra_runs = 0
-        if li + 1 < geo.depth:
-            while True:
-                next_st = setup(li + 1, hist)
-                next_start = start_of(li + 1, next_st, strict=False)
-                if next_start is not None or engine is None or extra_runs >= retries:
-                    break
-                engine.run(max(sweeps, 1), stream)
+        st = setup(0, None)
+        start_hist = start_of(0, st, strict=True)
+        start_seconds[geo.levels[0]] = time.perf_counter() - t0
+        for li, level in enumerate(geo.levels):
+            t_level = time.perf_counter() - start_seconds[level]
+            lc, units, groups, hist = st["lc"], st["units"], st["groups"], st["hist"]
+            law, param = laws[li]
+            accepted = proposed = 0
+            next_st = next_start = None
+            engine = None
+            t0 = time.perf_counter()
+            if bar is not None:
+                bar.set_postfix_str("sweeps")
+            if units.size:
+                structure, rows, row_lo, row_hi, eq_rows = _structure(lc, units, st["upper"])
+                engine = LatticeEngine(start_hist, st["y"][units], law, param, 0.0, st["upper"],
+                                       structure, groups=st["group_of"], cross=st["cross"],
+                                       rows=rows if rows.size else None, row_lower=row_lo,
+                                       row_upper=row_hi, step=st["step"], integer=True,
+                                       terms=_answer_terms(noisy, level, used, units, mechanism),
+                                       cell_terms="detailed" in used)
+                engine.track_units = True
+                stream = source.child(li)
+                done = [0]
+
+                def on_sweep(i: int, done=done) -> None:
+                    done[0] += 1
+                    if bar is not None:
+                        bar.update(1)
+                    if clock.limit is not None:
+                        clock.doing = f"running sweep {done[0]} of {sweeps}"
+                        clock.check()
+
+                clock.at(level, f"running sweep 1 of {sweeps}")
+                engine.run(sweeps, stream, on_sweep=on_sweep)
                 hist[units] = engine.X
-                extra_runs += 1
-            fell_back = False
-            if next_start is None and engine is not None:
-                hist[units] = start       # in the next level's reach by construction
-                next_st = setup(li + 1, hist)
-                next_start = start_of(li + 1, next_st, strict=False)
-                fell_back = next_start is not None
-            if next_start is None:     # not even the start: raise, naming the node
-                start_of(li + 1, next_st, strict=True)
-            if fell_back:
-                reports.append({"level": level, "retries": extra_runs,
-                                "action": "released the start (the weighted-L1 mode): no "
-                                          "sampled state could be split into the next level"})
-            elif extra_runs:
-                reports.append({"level": level, "retries": extra_runs,
-                                "action": "sampled further until the next level could split "
-                                          "the state"})
-        if engine is not None:
-            accepted, proposed = engine.accepted, engine.proposed
-            per_group_prop = np.bincount(st["group_of"], engine.unit_proposed,
-                                         minlength=len(groups))
-            per_group_acc = np.bincount(st["group_of"], engine.unit_accepted,
-                                        minlength=len(groups))
-            for i, g in enumerate(groups):
-                stats.append({
-                    "level": level,
-                    "parent": "" if st["parent_codes"] is None else str(st["parent_codes"][i]),
-                    "children": int(g.stop - g.start), "variables": int((g.stop - g.start) * n),
-                    "proposed": int(per_group_prop[i]), "accepted": int(per_group_acc[i]),
-                    "acceptance": float(per_group_acc[i] / per_group_prop[i])
-                    if per_group_prop[i] else float("nan"),
-                    "copied": False})
-        for p in st["copies"]:
-            stats.append({"level": level, "parent": str(geo.geocodes[li - 1][p]),
-                          "children": 1, "variables": n, "proposed": 0, "accepted": 0,
-                          "acceptance": float("nan"), "copied": True})
-        _verify(lc, hist, hists[li - 1] if li else None, geo, li)
-        hists.append(hist)
-        # None (JSON null), not NaN, where no move was proposed: the provenance goes into a
-        # result directory's manifest.json, and NaN is not JSON
-        acceptance[level] = accepted / proposed if proposed else None
-        timings[level] = time.perf_counter() - t0
-        st, start = next_st, next_start
+            elif bar is not None:
+                bar.update(sweeps)
+            sweep_seconds[level] = time.perf_counter() - t0
+            # the next level must be able to split this one: otherwise sample on, then fall back
+            extra_runs = 0
+            if li + 1 < geo.depth:
+                below = geo.levels[li + 1]
+                t_next = time.perf_counter()
+                while True:
+                    clock.at(level, f"finding the start of {below!r} (splitting {level!r})")
+                    if bar is not None:
+                        bar.set_postfix_str(f"start of {below}")
+                    next_st = setup(li + 1, hist)
+                    next_start = start_of(li + 1, next_st, strict=False)
+                    if next_start is not None or engine is None or extra_runs >= retries:
+                        break
+                    clock.at(level, f"retry {extra_runs + 1} of {retries}: {sweeps} more "
+                                    f"sweeps, {below!r} could not split the draw")
+                    if bar is not None:
+                        bar.total += max(sweeps, 1)
+                        bar.set_postfix_str(f"retry {extra_runs + 1}")
+                    done[0] = 0
+                    engine.run(max(sweeps, 1), stream, on_sweep=on_sweep)
+                    hist[units] = engine.X
+                    extra_runs += 1
+                action = None
+                if next_start is None and engine is not None:
+                    # release the start: TopDown's split, then the weighted-L1 mode (splittable
+                    # by construction)
+                    for how in dict.fromkeys((kind, "l1")):
+                        fallback = start_hist if how == kind else start_of(li, st, False, "l1")
+                        if fallback is None:
+                            continue
+                        hist[units] = fallback
+                        next_st = setup(li + 1, hist)
+                        next_start = start_of(li + 1, next_st, strict=False)
+                        if next_start is None and kind == "topdown":
+                            next_start = start_of(li + 1, next_st, False, "l1")
+                        if next_start is not None:
+                            action = ("released the start (TopDown's split)" if how == "topdown"
+                                      else "released the weighted-L1 start") + \
+                                ": no sampled state could be split into the next level"
+                            break
+                if next_start is None:     # not even the start: raise, naming the node
+                    next_start = start_of(li + 1, next_st, strict=True, how="l1")
+                if action is not None:
+                    reports.append({"level": level, "retries": extra_runs, "action": action})
+                elif extra_runs:
+                    reports.append({"level": level, "retries": extra_runs,
+                                    "action": "sampled further until the next level could "
+                                              "split the state"})
+                start_seconds[below] = time.perf_counter() - t_next
+            if engine is not None:
+                accepted, proposed = engine.accepted, engine.proposed
+                per_group_prop = np.bincount(st["group_of"], engine.unit_proposed,
+                                             minlength=len(groups))
+                per_group_acc = np.bincount(st["group_of"], engine.unit_accepted,
+                                            minlength=len(groups))
+                for i, g in enumerate(groups):
+                    stats.append({
+                        "level": level,
+                        "parent": "" if st["parent_codes"] is None
+                        else str(st["parent_codes"][i]),
+                        "children": int(g.stop - g.start),
+                        "variables": int((g.stop - g.start) * n),
+                        "proposed": int(per_group_prop[i]), "accepted": int(per_group_acc[i]),
+                        "acceptance": float(per_group_acc[i] / per_group_prop[i])
+                        if per_group_prop[i] else float("nan"),
+                        "copied": False})
+            for p in st["copies"]:
+                stats.append({"level": level, "parent": str(geo.geocodes[li - 1][p]),
+                              "children": 1, "variables": n, "proposed": 0, "accepted": 0,
+                              "acceptance": float("nan"), "copied": True})
+            _verify(lc, hist, hists[li - 1] if li else None, geo, li)
+            hists.append(hist)
+            # None (JSON null), not NaN, where no move was proposed: the provenance goes into a
+            # result directory's manifest.json, and NaN is not JSON
+            acceptance[level] = accepted / proposed if proposed else None
+            clock.done.append(level)
+            if bar is not None:
+                bar.close()
+                bar = None if li + 1 == geo.depth else _bar(progress, geo.levels[li + 1],
+                                                              sweeps)
+            # a level's time: its start and its sweeps (its split check is the next one's start)
+            timings[level] = (time.perf_counter() - t_level
+                              - start_seconds.get(geo.levels[li + 1], 0.0)
+                              if li + 1 < geo.depth else time.perf_counter() - t_level)
+            st, start_hist = next_st, next_start
+    finally:
+        if bar is not None:
+            bar.close()
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "sampler": {"name": "lattice", "method": "top-down conditional sampling",
                     "sweeps": sweeps, "step_factor": step_factor, "queries": used,
-                    "retries": retries,
+                    "retries": retries, "start": kind if given is None else "topdown (given)",
                     "laws": {lv: {"law": law, "parameter": p} for lv, (law, p) in
                              zip(geo.levels, laws)},
                     "acceptance": acceptance, "randomness": source.provenance()},
-        "timings": {"levels": timings, "total": time.perf_counter() - t_start},
+        "timings": {"levels": timings, "start": start_seconds, "sweeps": sweep_seconds,
+                    "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }
     return Result("sampling", noisy.schema, geo, noisy.workload, tuple(hists), provenance,
