@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "--preset pl94_2020: 2020-style persons, units and blocks, "
                                    "the 2020 redistricting-data (PL 94-171) production "
                                    "configuration at its ρ. Simulation mode: outputs are "
-                                   "labelled unsafe for release.")
+                                   "labelled unsafe for release. Time on 2 cores at the default "
+                                   "1,000,000 persons: e2e_1940 about 2 seconds; pl94_2020 about "
+                                   "5 minutes (TopDown's state and block levels; "
+                                   "--persons 100000 takes about 30 seconds).")
     p.add_argument("--preset", choices=["e2e_1940", "pl94_2020"], default="e2e_1940",
                    help="what to synthesize and run (default e2e_1940)")
     p.add_argument("--persons", type=int, default=1_000_000, help="persons (default 1,000,000)")
