@@ -41,9 +41,17 @@ against 2.4 with ``"all"``, TopDown 1.5), and more sweeps did not help.
 
 How it is sampled
 -----------------
-A feasible integer start per level is the L1-closest point to ``y`` (the mode for the geometric
-law) by one HiGHS LP for all parents of the level (block diagonal; integrality verified, MILP as
-a fallback). Then :class:`~postproc.methods.sampling.lattice.LatticeEngine` runs ``sweeps`` sweeps of
+Each level's chains start from a feasible integer point. ``start="topdown"`` (default) takes
+TopDown's: at the root TopDown's root solution; below, one TopDown node solve (weighted least
+squares, constraint-keeping rounding, exact check; failsafe off) of each *sampled* parent, so
+the start sums to the parent actually released and keeps every invariant and constraint of its
+level — TopDown's own solution of that level would sum to TopDown's parents, not to the sampled
+ones, and is used only where a parent was sampled exactly as TopDown released it (a given
+TopDown result). This costs one TopDown solve in all. ``start="l1"`` takes the L1-closest point
+to ``y`` (the mode for the geometric law) that the next level can split, by one HiGHS LP for all
+parents of the level (block diagonal; integrality verified, MILP as a fallback) — minutes on
+large levels. Either start is then forgotten only as fast as the chain mixes: the release is the
+state after ``sweeps`` sweeps. Then :class:`~postproc.methods.sampling.lattice.LatticeEngine` runs ``sweeps`` sweeps of
 Metropolis lattice moves for all parents at once: children are paired at random within their
 parent; a cell moves ``+k``/``−k`` between paired children (the parent's sum holds) or, where
 children have equality invariants such as ``tot``, a swap ``(+k, −k, −k, +k)`` on two cells keeps
