@@ -240,3 +240,14 @@ def test_method_override_drops_the_other_methods_options(data, tmp_path, capsys)
     assert "runs with its defaults" in captured.err
     manifest = read_json(out / "manifest.json")
     assert manifest["method"] == "bottom_up" and manifest["postprocess"]["options"] == {}
+
+
+def test_a_run_shows_the_methods_own_progress(data, tmp_path, capfd):
+    """postproc run passes its progress setting to a method that takes one (sampling's bars per
+    level on stderr), and keeps it out of the recorded options."""
+    config = run_config(data, method="sampling", method_options={"sweeps": 3})
+    run_pipeline(config, out=tmp_path / "run", progress=True, log=quiet)
+    err = capfd.readouterr().err
+    assert "sampling county" in err and "sweep/s" in err
+    assert read_json(tmp_path / "run" / "manifest.json")["postprocess"]["options"] == {
+        "sweeps": 3}

@@ -732,7 +732,7 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                          progress, log, timings)
         written = [lv for lv in noisy.levels if lv not in completed]
     else:
-        result = _run_method(config, directory, noisy, finished, log, timings)
+        result = _run_method(config, directory, noisy, finished, log, timings, progress)
         written = [] if finished else list(noisy.levels)
         completed = list(noisy.levels) if finished else []
     t = time.perf_counter()
@@ -788,10 +788,12 @@ def _json_options(options: Any) -> dict[str, Any]:
 
 
 def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finished: bool,
-                log: Callable[[str], None], timings: dict[str, float]) -> Result:
+                log: Callable[[str], None], timings: dict[str, float],
+                progress: bool = False) -> Result:
     """A registered post-processor other than TopDown, in one step; a finished run's outputs
-    are read back instead (when they are complete)."""
-    from postproc.methods import postprocess
+    are read back instead (when they are complete). A method with a ``progress`` option shows
+    its progress bars when the run does."""
+    from postproc.methods import get, postprocess
 
     if finished:
         try:
@@ -808,8 +810,11 @@ def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finis
         log(f"{config.method} does not keep invariants or constraints: it runs without the "
             "spec (unconstrained)")
     t = time.perf_counter()
+    options = dict(config.method_options)
+    if "progress" in get(config.method).options():
+        options["progress"] = progress
     result = postprocess(noisy, config.method, spec, rng=method_rng(config.rng, config.method),
-                         **config.method_options)
+                         **options)
     timings["postprocess"] = time.perf_counter() - t
     return result
 
