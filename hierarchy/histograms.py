@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,63 @@ from hierarchy.queries import Query
 from hierarchy.schema import Schema
 
 __all__ = ["Hierarchy"]
+
+#: The longest one-line ``repr`` of a hierarchy, its measurements or a result.
+REPR_LIMIT = 200
+
+
+def short_repr(kind: str, sizes: Sequence[tuple[str, int]], persons: str | None,
+               label: str | None, head: str = "", tail: str = "") -> str:
+    """One line of at most :data:`REPR_LIMIT` characters: ``kind(head; levels with units;
+    persons; randomness label; tail)``, the middle levels elided (``…``) when there are too many.
+
+    Examples
+    --------
+    >>> short_repr("Hierarchy", [("nation", 1), ("state", 2)], "7", None)
+    'Hierarchy(nation=1, state=2 units; 7 persons)'
+    >>> line = short_repr("Result", [(f"level{i}", 10 ** i) for i in range(30)], "1", "release",
+    ...                   head="'topdown'")
+    >>> len(line) <= REPR_LIMIT, "…" in line, line.endswith("randomness release)")
+    (True, True, True)
+    """
+    def line(parts: list[str]) -> str:
+        fields = [head] if head else []
+        fields.append(", ".join(parts) + " units")
+        if persons is not None:
+            fields.append(f"{persons} persons")
+        if label is not None:
+            fields.append(f"randomness {label}")
+        if tail:
+            fields.append(tail)
+        return f"{kind}({'; '.join(fields)})"
+
+    parts = [f"{name}={n:,}" for name, n in sizes]
+    text = line(parts)
+    keep = len(parts)
+    while len(text) > REPR_LIMIT and keep > 2:
+        keep -= 1
+        text = line(parts[:keep - 1] + ["…"] + parts[-1:])
+    return text if len(text) <= REPR_LIMIT else text[:REPR_LIMIT - 2] + "…)"
+
+
+def summary_html(title: str, rows: Sequence[tuple[str, int, str]], notes: Sequence[str] = (),
+                 persons_header: str = "persons") -> str:
+    """A small HTML table for notebooks: a caption, one row per level (level, units, persons),
+    then notes; every text escaped.
+
+    Examples
+    --------
+    >>> print(summary_html("Hierarchy <x>", [("nation", 1, "7")], ["a & b"]))
+    <table><caption>Hierarchy &lt;x&gt;</caption><thead><tr><th>level</th><th>units</th><th>persons</th></tr></thead><tbody><tr><td>nation</td><td style="text-align:right">1</td><td style="text-align:right">7</td></tr></tbody></table><p>a &amp; b</p>
+    """
+    esc = html.escape
+    body = "".join(f"<tr><td>{esc(str(level))}</td><td style=\"text-align:right\">{units:,}</td>"
+                   f"<td style=\"text-align:right\">{esc(persons)}</td></tr>"
+                   for level, units, persons in rows)
+    head = (f"<tr><th>level</th><th>units</th><th>{esc(persons_header)}</th></tr>")
+    table = (f"<table><caption>{esc(title)}</caption><thead>{head}</thead>"
+             f"<tbody>{body}</tbody></table>")
+    return table + "".join(f"<p>{esc(note)}</p>" for note in notes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +116,8 @@ class Hierarchy:
     {'nation': {'units': 1, 'persons': 7}, 'state': {'units': 2, 'persons': 7}}
     >>> truth.totals("state").tolist()
     [5, 2]
+    >>> truth
+    Hierarchy(nation=1, state=2 units; 7 persons; confidential)
 
     Each level needs one row per unit:
 
@@ -149,6 +209,16 @@ class Hierarchy:
 
     def totals(self, level: str | int) -> np.ndarray:
         return self.level_counts(level).sum(axis=1)
+
+    def __repr__(self) -> str:
+        persons = f"{int(self.counts[0].sum()):,}"
+        sizes = [(lv, int(g.size)) for lv, g in zip(self.levels, self.geography.geocodes)]
+        return short_repr("Hierarchy", sizes, persons, None, tail="confidential")
+
+    def _repr_html_(self) -> str:
+        rows = [(lv, int(g.size), f"{int(c.sum()):,}")
+                for lv, g, c in zip(self.levels, self.geography.geocodes, self.counts)]
+        return summary_html(f"Hierarchy (confidential truth): {self.schema.size:,} cells", rows)
 
     def summary(self) -> dict[str, Any]:
         """Units and persons per level (JSON-ready)."""

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
+from hierarchy.histograms import REPR_LIMIT, summary_html
 from hierarchy.frames import refinement, resolve_query
 from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
@@ -135,6 +136,8 @@ class NoisyHierarchy:
     ...     "state": {"detailed": Measurement("detailed", np.array([[1, 3], [2, 0]]), 2.0)}})
     >>> noisy
     NoisyHierarchy(nation[detailed]; state[detailed]; randomness=unknown)
+    >>> "<td>state</td>" in noisy._repr_html_()       # notebooks show a table
+    True
     >>> noisy.answers("state", "total").tolist()    # sums of the detailed measurements
     [[4], [2]]
     >>> noisy.to_measurements().head(3)
@@ -319,10 +322,33 @@ class NoisyHierarchy:
                    for lv, s in self.invariants.items() for k, v in s.items())
 
     def __repr__(self) -> str:
+        mode = self.provenance.get("randomness", {}).get("mode", "unknown")
+        end = f"; randomness={mode})"
         parts = [f"{lv}[{', '.join(self.queries(lv))}]" for lv in self.levels
                  if lv in self.measurements]
-        mode = self.provenance.get("randomness", {}).get("mode", "unknown")
-        return f"NoisyHierarchy({'; '.join(parts)}; randomness={mode})"
+        text = f"NoisyHierarchy({'; '.join(parts)}{end}"
+        if len(text) > REPR_LIMIT:              # many queries: name the levels, count the queries
+            parts = [f"{lv}[{len(self.queries(lv))} queries]" for lv in self.levels
+                     if lv in self.measurements]
+            text = f"NoisyHierarchy({'; '.join(parts)}{end}"
+        if len(text) > REPR_LIMIT:
+            text = f"NoisyHierarchy({'; '.join(parts)}"[:REPR_LIMIT - len(end) - 1] + "…" + end
+        return text
+
+    def _repr_html_(self) -> str:
+        """Notebook display: per level the units, the queries measured and the published
+        persons (the ``tot`` invariant), all of it safe to show (no confidential number)."""
+        rows = []
+        for lv, codes in zip(self.levels, self.geography.geocodes):
+            tot = self.invariants.get(lv, {}).get("tot")
+            rows.append((lv, int(codes.size),
+                         f"{int(np.sum(tot)):,}" if tot is not None else "not published"))
+        randomness = self.provenance.get("randomness", {})
+        notes = [f"{lv}: {', '.join(self.queries(lv)) or 'nothing measured'}"
+                 for lv in self.levels]
+        notes.append(f"randomness: {randomness.get('label', randomness.get('mode', 'unknown'))}")
+        return summary_html("NoisyHierarchy (noisy measurements)", rows, notes,
+                            persons_header="persons (published)")
 
     # -- long form -----------------------------------------------------------------------------
     def to_measurements(self) -> pd.DataFrame:

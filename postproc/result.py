@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 
 from hierarchy.frames import ancestors, resolve_query, tidy_frame
 from hierarchy.geography import Geography
+from hierarchy.histograms import short_repr, summary_html
 from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from hierarchy.storage import check_file_names, package_versions, write_json, write_parquet
@@ -266,15 +267,52 @@ class Result:
         return list(self.provenance.get("failsafe_reports", []))
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{lv}={h.shape[0]}" for lv, h in zip(self.levels, self.histograms))
         kind = "integer" if self.integer else "real"
-        total = self.histograms[0].sum()
-        persons = f"{int(total):,}" if self.integer else f"{float(total):,.1f}"
         label = self.randomness.get("mode", "unknown")
         if label == "simulation":
             label = "simulation (unsafe for release)"
-        return (f"Result({self.method!r}; {kind}; {sizes} units; {persons} persons; "
-                f"randomness {label})")
+        return short_repr("Result", [(lv, h.shape[0]) for lv, h in zip(self.levels,
+                                                                         self.histograms)],
+                          self._persons(self.histograms[0]), label,
+                          head=f"{self.method!r}; {kind}")
+
+    def _persons(self, hist: np.ndarray) -> str:
+        total = hist.sum()
+        return f"{int(total):,}" if self.integer else f"{float(total):,.1f}"
+
+    def _repr_html_(self) -> str:
+        rows = [(lv, h.shape[0], self._persons(h)) for lv, h in zip(self.levels, self.histograms)]
+        randomness = self.randomness
+        notes = [f"randomness: {randomness.get('label', randomness.get('mode', 'unknown'))}",
+                 "safe for release" if self.safe_for_release else "not safe for release"]
+        if len(self.levels) < self.geography.depth:
+            notes.append(f"partial: {len(self.levels)} of {self.geography.depth} levels")
+        kind = "integer" if self.integer else "real"
+        return summary_html(f"Result {self.method!r} ({kind} histograms)", rows, notes)
+
+    def plot(self, truth: Any, query: str = "total", *, ax: Any = None) -> Any:
+        """Errors against the truth by level, one box per level; returns the matplotlib Axes
+        (see :func:`postproc.evaluation.plots.plot_errors_by_level`, which says what is drawn
+        and what is refused in release mode).
+
+        Examples
+        --------
+        >>> from matplotlib.figure import Figure
+        >>> from hierarchy.histograms import Hierarchy
+        >>> from hierarchy.queries import detailed
+        >>> from hierarchy.schema import Attribute
+        >>> schema = Schema((Attribute("sex", ("male", "female")),))
+        >>> geo = Geography(("nation", "state"), (["US"], ["A", "B"]), ([-1], [0, 0]))
+        >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
+        >>> r = Result("mine", schema, geo, Workload((detailed(schema),)),
+        ...            (np.array([[4, 4]]), np.array([[2, 4], [2, 0]])))
+        >>> ax = r.plot(truth, ax=Figure().subplots())
+        >>> ax.get_title(), [t.get_text() for t in ax.get_xticklabels()]
+        ('mine: error of total by level', ['nation', 'state'])
+        """
+        from postproc.evaluation.plots import plot_errors_by_level
+
+        return plot_errors_by_level(self, truth, query, ax=ax)
 
     # -- frames ------------------------------------------------------------------------------
     def to_table(self, level: str | int, *, keep_zeros: bool = False) -> pa.Table:

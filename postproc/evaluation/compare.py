@@ -569,12 +569,54 @@ class CompareOutput:
        hay  state total  27.3
      noisy nation total 823.0
      noisy  state total 288.0
+    >>> from matplotlib.figure import Figure
+    >>> ax = done.plot(ax=Figure().subplots())           # MAE by level, one line per method
+    >>> [line.get_label() for line in ax.get_lines()]
+    ['hay (unconstrained)', 'noisy (unconstrained)']
+    >>> "<th>state</th>" in done._repr_html_()
+    True
     """
 
     table: pd.DataFrame
     directory: Path
     files: list[Path]
     release: bool
+
+    def __repr__(self) -> str:
+        methods = ", ".join(dict.fromkeys(self.table["method"].astype(str)))
+        text = f"CompareOutput({methods}; {len(self.table)} rows; release={self.release})"
+        return text if len(text) <= 200 else text[:198] + "…)"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the MAE by method and level for each query — or, in release mode,
+        only a note (every number of the table is computed from the confidential data)."""
+        if self.release:
+            return ("<p>Comparison made in release mode: its table is confidential and is not "
+                    "displayed; it was written under the output's confidential/ directory.</p>")
+        shown = self.table.assign(method=self.table["method"].astype(str) + np.where(
+            self.table["constrained"], "", " (unconstrained)"))
+        pivot = shown.pivot_table(index=["query", "method"], columns="level", values="mae",
+                                  sort=False)
+        pivot = pivot[[lv for lv in dict.fromkeys(self.table["level"]) if lv in pivot.columns]]
+        return ("<p>MAE (median absolute error) by level</p>"
+                + pivot.to_html(float_format=_number, na_rep="", escape=True))
+
+    def plot(self, query: str | None = None, *, ax: Any = None) -> Any:
+        """The MAE by level, one line per method, on a matplotlib Axes (see
+        :func:`postproc.evaluation.plots.plot_comparison`); refused in release mode.
+
+        Raises
+        ------
+        PostprocError
+            In release mode (the errors are confidential).
+        """
+        from postproc.evaluation.plots import plot_comparison
+
+        if self.release:
+            raise PostprocError("this comparison was made in release mode: its errors are "
+                                "confidential and are not drawn; read them under the output's "
+                                "confidential/ directory")
+        return plot_comparison(self.table, query, ax=ax)
 
 
 def default_directory(config: Any) -> Path:
