@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from hierarchy.measurement import PUBLISHABLE
+from hierarchy.measurement import PUBLISHABLE, spec_statistics
 from hierarchy.queries import marginal, total
 from hierarchy.schema import Schema
 
@@ -284,12 +284,8 @@ def statistics_to_publish(spec: "Spec", levels: Sequence[str]) -> dict[str, list
     >>> statistics_to_publish(Spec(invariants=(Invariant("gqhh_tot", "all"),)), ["a", "b"])
     {'gqhh': ['a', 'b']}
     """
-    out = {}
-    for name in STATISTICS:
-        at = spec.invariant_levels(name, levels)
-        if at:
-            out[name] = list(at)
-    return out
+    return spec_statistics(spec, levels)      # one loop over the statistics (STATISTICS and
+    # hierarchy's PUBLISHABLE name the same ones; tests/test_config checks they stay in step)
 
 
 def needed_statistics(spec: "Spec", levels: Sequence[str]) -> dict[str, set[str]]:
