@@ -748,11 +748,38 @@ def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
     return "auto" if checked is None else checked
 
 
+#: Options a run gives a post-processor itself — TopDown's from ``[solver]``, and the run's own
+#: progress and checkpoints — so never in ``[postprocess.options]``.
+RUN_OPTIONS = frozenset({"solver", "executor", "workers", "scheduler", "failsafe",
+                         "failsafe_keep", "passes", "progress", "on_level", "resume_from"})
+
+
+def method_options_problem(method: str, options: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``options`` for the registered post-processor ``method`` (options it
+    does not take, or that the run sets itself: :data:`RUN_OPTIONS`), or ``None``.
+
+    Examples
+    --------
+    >>> method_options_problem("sampling", {"sweeps": 10}) is None
+    True
+    >>> method_options_problem("topdown", {"workers": 2})
+    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
+    """
+    from postproc.methods import get
+
+    allowed = set(get(method).options()) - RUN_OPTIONS
+    unknown = sorted(set(options) - allowed)
+    if not unknown:
+        return None
+    return (f"{method} takes no option(s) {unknown}; it takes {sorted(allowed) or 'none'}"
+            + ("; TopDown's solver options go in [solver]" if method == "topdown" else ""))
+
+
 def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
     """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
     ``[postprocess.options]``, checked against what the method takes. TopDown's solver options
     live in ``[solver]``."""
-    from postproc.methods import available, get
+    from postproc.methods import available
 
     method = section.get("method", "topdown")
     if method not in available():
@@ -761,15 +788,9 @@ def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
     options = section.get("options", {})
     if not isinstance(options, Mapping):
         raise section.fail("options", "options must be a table, e.g. options = { sweeps = 200 }")
-    allowed = set(get(method).options()) - {"solver", "executor", "workers", "scheduler",
-                                            "failsafe", "failsafe_keep", "passes", "progress",
-                                            "on_level", "resume_from"}
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise section.fail("options", f"{method} takes no option(s) {unknown}; it takes "
-                                      f"{sorted(allowed) or 'none'}"
-                                      + ("; TopDown's solver options go in [solver]"
-                                         if method == "topdown" else ""))
+    problem = method_options_problem(method, options)
+    if problem:
+        raise section.fail("options", problem)
     return method, dict(options)
 
 

@@ -61,7 +61,7 @@ from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, check_file_names, 
                                remove_leftovers, write_json, write_parquet)
 from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
-from postproc.apps.runs.config import RunConfig
+from postproc.apps.runs.config import RunConfig, method_options_problem
 from postproc.errors import PostprocError
 from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
 from postproc.methods.topdown import topdown
@@ -660,14 +660,9 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     except HierarchyError as exc:
         raise PostprocError(f"{config.source}: {exc} in [geography] levels") from None
     entry = get(config.method)
-    allowed = set(entry.options()) - ({*_SOLVER_OPTIONS, "progress"}
-                                      if config.method == "topdown" else set())
-    unknown = sorted(set(config.method_options) - allowed)
-    if unknown:
-        raise PostprocError(f"{config.source}: {config.method} takes no option(s) {unknown}; it "
-                            f"takes {sorted(allowed) or 'none'}"
-                            + ("; TopDown's solver options go in [solver]"
-                               if config.method == "topdown" else ""))
+    problem = method_options_problem(config.method, config.method_options)
+    if problem:
+        raise PostprocError(f"{config.source}: {problem}")
     if config.microdata and not (entry.integer and entry.nonnegative):
         raise PostprocError(f"{config.source}: [output] microdata = true needs nonnegative "
                             f"integer counts, which {config.method} does not promise; set "
