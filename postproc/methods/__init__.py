@@ -16,22 +16,20 @@ methods registered in it:
 ('topdown', 'sampling', 'hay', 'noisy')
 """
 
-from importlib import import_module
-from typing import Any
+from hierarchy import lazy_exports
 
-__all__ = ["PostProcessor", "PromiseError", "register", "unregister", "get", "available",
-           "catalogue", "postprocess", "check_promises", "noisy_histograms"]
+# loaded on first use, so that importing a method's module (or the command line's parser) does
+# not load the registry and every library it needs
+_EXPORTS = {
+    "PostProcessor": "postproc.methods.registry", "PromiseError": "postproc.methods.registry",
+    "register": "postproc.methods.registry", "unregister": "postproc.methods.registry",
+    "get": "postproc.methods.registry", "available": "postproc.methods.registry",
+    "catalogue": "postproc.methods.registry", "postprocess": "postproc.methods.registry",
+    "check_promises": "postproc.methods.registry",
+    "noisy_histograms": "postproc.methods.registry",
+}
+
+__all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    # loaded on first use, so that importing a method's module (or the command line's parser)
-    # does not load the registry and every library it needs
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module("postproc.methods.registry"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -27,8 +27,7 @@ Examples
 ('lattice', 12, 'simulation')
 """
 
-from importlib import import_module
-from typing import Any
+from hierarchy import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {
@@ -54,13 +53,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # resolved once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
