@@ -388,7 +388,7 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            holder = _lock_holder(fd)
             raise HierarchyError(f"{directory} is in use by {holder}; wait for it to finish, "
                                  "or choose another output directory (two runs into one "
                                  "directory would measure the data twice)") from None
@@ -398,6 +398,18 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
         yield directory
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _lock_holder(fd: int, *, wait: float = 0.5) -> str:
+    """The description the lock's holder writes into the lock file. A holder writes it just
+    after taking the lock, so a file still empty is read again for up to ``wait`` seconds
+    (otherwise a run refused in that instant could not say who holds the directory)."""
+    deadline = time.monotonic() + wait
+    while True:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if holder or time.monotonic() >= deadline:
+            return holder or "another process"
+        time.sleep(0.01)
 
 
 def safe_file_name(name: str) -> str:
