@@ -83,7 +83,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -313,7 +313,12 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
 def _bookkeeping(name: str) -> bool:
     """The lock, or the marker being written (a run that has just created the directory): what
     a concurrent claim must not mistake for a user's files."""
-    return name == _LOCK or (name.startswith(MARKER + ".") and name.endswith(".tmp"))
+    return name == _LOCK or (name.startswith(_temp_prefix(MARKER)) and name.endswith(".tmp"))
+
+
+def _temp_prefix(name: str) -> str:
+    """How :func:`atomic_path` names the temporary file of ``name`` (``.<name>.…tmp``)."""
+    return f".{name}."
 
 
 def remove_leftovers(directory: str | os.PathLike, *, recursive: bool = True) -> list[Path]:

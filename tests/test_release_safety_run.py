@@ -591,3 +591,26 @@ def test_a_fifo_as_mis_table_or_safetab_persons_is_refused_without_hanging(tmp_p
     config.write_text(data)
     assert main(["safetab", str(config), "--out", str(tmp_path / "st")]) == 1
     assert "named pipe" in capsys.readouterr().err
+
+
+def test_a_claim_is_not_refused_by_the_marker_another_run_is_writing(tmp_path):
+    """Two runs create one output directory: the first has made it and is writing its
+    ownership marker (atomic_path's temporary file is there, the marker not yet). The second
+    must not take that for a user's file (it then reaches the lock, which refuses it)."""
+    import tempfile
+
+    from hierarchy.storage import MARKER, claim_directory
+
+    out = tmp_path / "run"
+    out.mkdir()
+    fd, _ = tempfile.mkstemp(prefix=f".{MARKER}.", suffix=".tmp", dir=out)   # atomic_path's
+    os.close(fd)
+    assert claim_directory(out, made_by="second run", reuse=True) == out
+    # beside a user's file the same temporary file does not make a directory ours
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    fd, _ = tempfile.mkstemp(prefix=f".{MARKER}.", suffix=".tmp", dir=theirs)
+    os.close(fd)
+    (theirs / "notes.txt").write_text("mine")
+    with pytest.raises(HierarchyError, match="not written by this toolkit"):
+        claim_directory(theirs, made_by="third run", reuse=True)
