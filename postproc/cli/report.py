@@ -1,10 +1,12 @@
 """``postproc report OUTDIR``: one self-contained HTML page of an output directory.
 
-Writes ``OUTDIR/report.html`` for an experiment directory (figures with captions, tables,
-headline numbers) or a ``postproc run`` directory (configuration, levels, error tables, and the
-evaluation and comparison written by ``postproc evaluate --save``). PNGs are embedded, so the page
-can be moved or mailed on its own; long tables link to their CSV next to it. A release-mode run's
-errors go only to ``OUTDIR/confidential/report.html``, with ``--confidential``.
+Writes ``OUTDIR/report.html`` for an experiment directory (what ran, the description, figures
+with captions, tables, headline numbers), a ``postproc run`` directory (what ran, configuration,
+levels, and the errors with their figures: by level and query, their distribution, the EPL and
+the comparison written by ``postproc evaluate --save``) or a ``postproc compare`` directory.
+PNGs are embedded, so the page can be moved or mailed on its own; long tables link to their CSV
+next to it. A release-mode run's errors go only to ``OUTDIR/confidential/report.html``, with
+``--confidential``. See :mod:`postproc.apps.runs.report`.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ def register(subparsers: Any) -> None:
                     "results), self-contained.")
     p.add_argument("outdir", help="output directory")
     p.add_argument("--title", help="page title (default: the experiment's or the run's)")
-    p.add_argument("--max-rows", type=int, default=60, metavar="N",
-                   help="rows shown per table (default 60; the full CSV is linked)")
+    p.add_argument("--max-rows", type=int, default=25, metavar="N",
+                   help="rows shown per table (default 25; the full CSV is linked)")
     p.add_argument("--confidential", action="store_true",
                    help="a run's errors against the confidential data, written to "
                         "OUTDIR/confidential/report.html (never to publish); a release-mode "

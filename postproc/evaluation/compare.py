@@ -6,8 +6,9 @@ conditional sampling) with the spec, the others without it (they refuse invarian
 says ``constrained = False``) — and evaluates every result against the truth with
 :func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the columns of
 :data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
-figure ``compare_epl.png`` (EPL with its 95 % interval, constrained beside unconstrained methods)
-and ``compare.html``. :func:`run_compare` is ``postproc compare``: it reads a run configuration
+figures ``compare_mae.png`` (MAE by level, one line per method) and ``compare_epl.png`` (EPL with
+its 95 % interval, constrained beside unconstrained methods) and the page ``compare.html``
+(:func:`render_html`: the report layout of :mod:`postproc.reports`, numbers in its one format). :func:`run_compare` is ``postproc compare``: it reads a run configuration
 and its data once, measures once, compares and writes — under ``DIR/confidential/`` in release
 mode, since every number of the table is computed from the confidential data.
 
@@ -42,8 +43,6 @@ True
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 import sys
@@ -59,16 +58,19 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from postproc.errors import PostprocError
 from postproc.evaluation.evaluate import default_queries, evaluate
+from postproc.reports.numbers import format_number
 
 __all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot",
-           "write_table", "write_figure", "write_html", "write_comparison", "CompareOutput",
+           "write_table", "write_figure", "write_mae_figure", "render_html", "comparison_notes",
+           "write_html",
+           "write_comparison", "CompareOutput",
            "run_compare", "default_directory"]
 
 #: The columns of :func:`compare_methods`' table.
 COLUMNS = ("method", "constrained", "level", "query", "n", "mae", "mean_abs", "rmse", "epl",
            "epl_low", "epl_high", "epl_note")
 #: The files :func:`write_comparison` writes (and ``postproc compare`` replaces).
-FILES = ("compare.csv", "compare.json", "compare_epl.png", "compare.html")
+FILES = ("compare.csv", "compare.json", "compare_mae.png", "compare_epl.png", "compare.html")
 _MADE_BY = "postproc compare"
 _EPL_STREAM = zlib.crc32(b"epl")
 
@@ -234,20 +236,26 @@ def _progress(methods: Sequence[str], progress: bool):
 # --------------------------------------------------------------------------------------------------
 # Text, table files, figure, page
 # --------------------------------------------------------------------------------------------------
-def _number(value: float) -> str:
-    """One number format for every table: whole numbers with thousands separators from 100 on,
-    three significant digits below (never an exponent for an error)."""
-    if not math.isfinite(value):
-        return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
 def _epl_text(row: Mapping[str, Any]) -> str:
     if not math.isfinite(row["epl"]):
         return "undefined"
-    interval = (f" [{row['epl_low']:.2g}, {row['epl_high']:.2g}]"
+    interval = (f" [{format_number(row['epl_low'])}, {format_number(row['epl_high'])}]"
                 if math.isfinite(row["epl_low"]) and math.isfinite(row["epl_high"]) else "")
-    return f"{row['epl']:.2g}{interval}"
+    return f"{format_number(row['epl'])}{interval}"
+
+
+def _pivot_rows(table: pd.DataFrame, column: str) -> list[list[str]]:
+    """``[query, method, *levels]`` rows of the text in ``column`` (query named once)."""
+    levels = [str(lv) for lv in dict.fromkeys(table["level"])]
+    shown = table.assign(level=table["level"].astype(str), label=table["method"].astype(str)
+                         + np.where(table["constrained"], "", " (unconstrained)"))
+    rows = []
+    for query in dict.fromkeys(shown["query"]):
+        for i, (label, part) in enumerate(
+                shown[shown["query"] == query].groupby("label", sort=False)):
+            values = part.set_index("level")[column].reindex(levels).fillna("")
+            rows.append([str(query) if i == 0 else "", label, *values])
+    return rows
 
 
 def format_pivot(table: pd.DataFrame) -> str:
@@ -281,18 +289,12 @@ def format_pivot(table: pd.DataFrame) -> str:
     total  hay (unconstrained)    undefined  0.52 [0.4, 0.61]
     """
     levels = [str(lv) for lv in dict.fromkeys(table["level"])]
-    shown = table.assign(
-        label=table["method"] + np.where(table["constrained"], "", " (unconstrained)"),
-        mae_text=table["mae"].map(_number), epl_text=table.apply(_epl_text, axis=1))
+    shown = table.assign(mae_text=table["mae"].map(format_number),
+                         epl_text=table.apply(_epl_text, axis=1))
     blocks = []
     for column, title in (("mae_text", "MAE (median absolute error) by level"),
                           ("epl_text", "EPL [95% interval] by level")):
-        rows = [["query", "method", *levels]]
-        for query in dict.fromkeys(shown["query"]):
-            for i, (label, part) in enumerate(
-                    shown[shown["query"] == query].groupby("label", sort=False)):
-                values = part.set_index("level")[column].reindex(levels).fillna("")
-                rows.append([str(query) if i == 0 else "", label, *values])
+        rows = [["query", "method", *levels]] + _pivot_rows(shown, column)
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1])]
                            + [v.rjust(w) for v, w in zip(r[2:], widths[2:])]).rstrip()
@@ -357,7 +359,7 @@ def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
     """Write the EPL figure: one panel per query, levels along the x axis, each method's EPL
     with its 95 % interval — constrained methods (filled markers) beside unconstrained ones
     (open markers) at every level; an undefined EPL is an ``×`` on the axis. A panel whose
-    EPLs span more than a factor 20 has a log scale.
+    EPLs span more than a factor 20 has a log scale (:func:`~postproc.evaluation.plots.plot_epl`).
 
     Parameters
     ----------
@@ -381,84 +383,166 @@ def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
     >>> write_figure(t, tempfile.mkdtemp() + "/epl.png").read_bytes()[:4]
     b'\\x89PNG'
     """
-    from matplotlib.figure import Figure
+    from postproc.evaluation.plots import plot_epl, save_by_query
 
-    from hierarchy.storage import atomic_path
-
-    queries = list(dict.fromkeys(table["query"]))
-    levels = list(dict.fromkeys(table["level"]))
-    order = table.drop_duplicates("method")
-    order = pd.concat([order[order["constrained"]], order[~order["constrained"]]])
-    methods = list(order["method"])
-    constrained = dict(zip(order["method"], order["constrained"]))
-    ncols = min(len(queries), 2)
-    nrows = math.ceil(len(queries) / ncols)
-    fig = Figure(figsize=(6.2 * ncols, 3.8 * nrows), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
-    colors = [f"C{i % 10}" for i in range(len(methods))]
-    width = 0.8 / max(1, len(methods))
-    for ax, query in zip(axes, queries):
-        part = table[table["query"] == query].set_index(["method", "level"])
-        for mi, (method, color) in enumerate(zip(methods, colors)):
-            xs, ys, lo, hi, undefined = [], [], [], [], []
-            for li, level in enumerate(levels):
-                x = li - 0.4 + width * (mi + 0.5)
-                if (method, level) not in part.index:
-                    continue
-                row = part.loc[(method, level)]
-                if math.isfinite(row["epl"]):
-                    xs.append(x)
-                    ys.append(row["epl"])
-                    low = row["epl_low"] if math.isfinite(row["epl_low"]) else row["epl"]
-                    high = row["epl_high"] if math.isfinite(row["epl_high"]) else row["epl"]
-                    lo.append(row["epl"] - low)
-                    hi.append(high - row["epl"])
-                else:
-                    undefined.append(x)
-            filled = constrained[method]
-            label = method if filled else f"{method} (unconstrained)"
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color=color, capsize=3, label=label,
-                        markerfacecolor=color if filled else "white", markersize=6)
-            if undefined:                          # on the x axis, whatever the y scale
-                ax.plot(undefined, [0] * len(undefined), "x", color=color, markersize=7,
-                        clip_on=False, transform=ax.get_xaxis_transform())
-        ax.set_xticks(range(len(levels)), levels)
-        ax.set_xlim(-0.6, len(levels) - 0.4)
-        finite = part["epl"][np.isfinite(part["epl"]) & (part["epl"] > 0)]
-        if len(finite) and finite.max() > 20 * finite.min():
-            ax.set_yscale("log")                   # EPLs of different orders of magnitude
-        else:
-            ax.set_ylim(bottom=0)
-        ax.set_title(query, fontsize=10)
-        ax.set_ylabel("EPL (95% interval)")
-        ax.grid(True, axis="y", alpha=0.3)
-    for ax in axes[len(queries):]:
-        ax.set_visible(False)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(methods)),
-               fontsize=8, frameon=False)
-    fig.suptitle("Empirical privacy loss by level: filled = constrained (invariants kept), "
-                 "open = unconstrained; × = undefined", fontsize=9)
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    return path
+    return save_by_query(table, plot_epl, path,
+                         title="Empirical privacy loss by level: filled = constrained "
+                               "(invariants kept), open = unconstrained; × = undefined")
 
 
-def write_html(table: pd.DataFrame, path: str | Path, *, figure: str | Path | None = None,
-               title: str = "Comparison of post-processors", notes: Sequence[str] = ()) -> Path:
-    """Write a self-contained page: the notes, the figure (embedded) and the table.
+def write_mae_figure(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the MAE figure: one panel per query, the MAE (median absolute error) by level,
+    one line per method (:func:`~postproc.evaluation.plots.plot_comparison`).
 
     Parameters
     ----------
     table : pandas.DataFrame
         From :func:`compare_methods`.
     path : str or Path
-    figure : str or Path, optional
-        A PNG to embed.
+        A ``.png`` file (written atomically).
+
+    Returns
+    -------
+    Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = pd.DataFrame({"method": ["topdown", "hay"], "constrained": [True, False],
+    ...                   "level": ["state", "state"], "query": ["total", "total"],
+    ...                   "mae": [1.0, 2.0]})
+    >>> write_mae_figure(t, tempfile.mkdtemp() + "/mae.png").read_bytes()[:4]
+    b'\\x89PNG'
+    """
+    from postproc.evaluation.plots import plot_comparison, save_by_query
+
+    return save_by_query(table, plot_comparison, path,
+                         title="MAE (median absolute error) by level: solid = constrained "
+                               "(invariants kept), dashed = unconstrained")
+
+
+def _epl_cells(table: pd.DataFrame) -> tuple[pd.Series, list[str]]:
+    """Per row the EPL text (an undefined one with the number of its note) and the notes."""
+    from postproc.evaluation.evaluate import epl_notes
+
+    marks, notes = epl_notes(table.assign(epl_reason=table["epl_note"].where(
+        table["epl_note"].astype(str) != "")))
+    texts = [_epl_text(row) + (f" [{mark}]" if mark is not None else "")
+             for row, mark in zip(table.to_dict(orient="records"), marks)]
+    return pd.Series(texts, index=table.index), notes
+
+
+def render_html(table: pd.DataFrame, *, figures: Sequence[str | Path] = (),
+                title: str = "Comparison of post-processors", notes: Sequence[str] = (),
+                banners: Sequence[tuple[str, str]] = (), max_rows: int = 25,
+                csv: str | None = "compare.csv") -> str:
+    """The comparison page: the MAE and the EPL by query, method and level (tables and
+    figures), then every number (cut at ``max_rows`` rows, the full table linked).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+    figures : sequence of str or Path
+        PNGs to embed (``compare_mae.png`` under the MAE, ``compare_epl.png`` under the EPL,
+        any other at the end).
     title : str
     notes : sequence of str
-        Paragraphs above the table (plain text; escaped).
+        What was compared (plain text; escaped), shown first.
+    banners : sequence of (kind, text)
+        ``kind`` is ``"unsafe"``, ``"safe"`` or ``"confidential"``.
+    max_rows : int
+    csv : str, optional
+        The full table's relative address.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                    "query": "total", "n": 1, "mae": 31967.2, "mean_abs": 2.0,
+    ...                    "rmse": 2.0, "epl": float("inf"), "epl_low": float("nan"),
+    ...                    "epl_high": float("nan"), "epl_note": "<one error>"}])
+    >>> page = render_html(t, banners=[("unsafe", "SIMULATION")])
+    >>> "31,967" in page, "&lt;one error&gt;" in page, "e+" in page
+    (True, True, False)
+    """
+    from dataclasses import replace
+
+    from postproc.reports.page import Figure, figure, render, table as page_table
+
+    captions = {"compare_mae.png": "MAE (median absolute error) by level, one panel per "
+                                   "query: solid lines keep the invariants, dashed ones do not.",
+                "compare_epl.png": "EPL with its 95% interval by level, one panel per query: "
+                                   "filled markers keep the invariants, open ones do not; × on "
+                                   "the axis: undefined (the table's notes say why)."}
+    pictures: dict[str, Figure] = {Path(p).name: figure(p, captions.get(Path(p).name, ""))
+                                   for p in figures}
+    levels = [str(lv) for lv in dict.fromkeys(table["level"])]
+    mae = pd.DataFrame(_pivot_rows(table, "mae"), columns=["query", "method", *levels])
+    for level in levels:
+        mae[level] = pd.to_numeric(mae[level], errors="coerce")
+    epl_text, epl_notes_ = _epl_cells(table)
+    epl = pd.DataFrame(_pivot_rows(table.assign(epl_text=epl_text), "epl_text"),
+                       columns=["query", "method", *levels])
+    sections = [
+        {"id": "mae", "title": "Error: MAE by level",
+         "text": ["MAE = median absolute error of the method's answers against the "
+                  "confidential data, per query and level."],
+         "tables": [page_table(mae, max_rows=max_rows, numeric=levels)],
+         "figures": [pictures.pop(n) for n in ("compare_mae.png",) if n in pictures]},
+        {"id": "epl", "title": "Empirical privacy loss by level",
+         "text": ["Empirical privacy loss with its 95% interval in brackets; a numbered note "
+                  "says why an EPL is undefined."],
+         "tables": [replace(page_table(epl, max_rows=max_rows, numeric=levels),
+                            notes=epl_notes_)],
+         "figures": [pictures.pop(n) for n in ("compare_epl.png",) if n in pictures]},
+        {"id": "numbers", "title": "All numbers",
+         "text": ["mae = median absolute error; mean_abs = mean absolute error; epl_low, "
+                  "epl_high = 95% interval; epl_note = why an EPL is undefined."],
+         "tables": [page_table(table, max_rows=max_rows, link=csv)],
+         "figures": list(pictures.values())}]
+    return render("compare.html.j2", title=title, banners=list(banners),
+                  ran=" ".join(notes), sections=sections,
+                  nav=[(s["id"], s["title"]) for s in sections])
+
+
+def comparison_notes(methods: Sequence[str], epl_method: str) -> list[str]:
+    """What a comparison ran, in words, for its page.
+
+    Parameters
+    ----------
+    methods : sequence of str
+    epl_method : str
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> print(comparison_notes(["topdown", "hay"], "improved")[0])
+    Methods: topdown, hay, each run on the same measurements; unconstrained ones ran without the spec's invariants and constraints. EPL estimator: improved.
+    """
+    return [f"Methods: {', '.join(methods)}, each run on the same measurements; "
+            "unconstrained ones ran without the spec's invariants and constraints. "
+            f"EPL estimator: {epl_method}."]
+
+
+def write_html(table: pd.DataFrame, path: str | Path, *, figures: Sequence[str | Path] = (),
+               title: str = "Comparison of post-processors", notes: Sequence[str] = (),
+               banners: Sequence[tuple[str, str]] = (), max_rows: int = 25) -> Path:
+    """Write :func:`render_html`'s page to ``path``, atomically.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare_methods`.
+    path : str or Path
+    figures, title, notes, banners, max_rows
+        As :func:`render_html`.
 
     Returns
     -------
@@ -477,37 +561,19 @@ def write_html(table: pd.DataFrame, path: str | Path, *, figure: str | Path | No
     """
     from hierarchy.storage import atomic_path
 
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
-             f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;"
-             "max-width:1200px;margin:2em auto;padding:0 1em}table{border-collapse:collapse;"
-             "font-size:0.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-             "img{max-width:100%}.note{color:#555}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
-    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
-    if figure is not None:
-        data = base64.b64encode(Path(figure).read_bytes()).decode("ascii")
-        parts.append(f"<h2>Empirical privacy loss</h2><img alt='EPL by level and query' "
-                     f"src='data:image/png;base64,{data}'>")
-    shown = table.copy()
-    for column in ("mae", "mean_abs", "rmse"):
-        shown[column] = shown[column].map(_number)
-    for column in ("epl", "epl_low", "epl_high"):
-        shown[column] = shown[column].map(lambda v: "" if not math.isfinite(v) else f"{v:.2g}")
-    parts.append("<h2>Errors and EPL</h2><p class='note'>mae = median absolute error; "
-                 "mean_abs = mean absolute error; epl_low, epl_high = 95% interval; epl_note = "
-                 "why an EPL is undefined.</p>")
-    parts.append(shown.to_html(index=False, escape=True, border=0))
-    parts.append("</body></html>\n")
     path = Path(path)
+    page = render_html(table, figures=figures, title=title, notes=notes, banners=banners,
+                       max_rows=max_rows)
     with atomic_path(path) as tmp:
-        tmp.write_text("".join(parts), encoding="utf-8")
+        tmp.write_text(page, encoding="utf-8")
     return path
 
 
 def write_comparison(table: pd.DataFrame, directory: str | Path, *,
-                     notes: Sequence[str] = ()) -> list[Path]:
-    """Write :data:`FILES` into ``directory``: the table (CSV and JSON), the EPL figure and the
-    page that shows both.
+                     notes: Sequence[str] = (),
+                     banners: Sequence[tuple[str, str]] = ()) -> list[Path]:
+    """Write :data:`FILES` into ``directory``: the table (CSV and JSON), the MAE and EPL
+    figures and the page that shows them.
 
     Parameters
     ----------
@@ -515,7 +581,9 @@ def write_comparison(table: pd.DataFrame, directory: str | Path, *,
         From :func:`compare_methods`.
     directory : str or Path
     notes : sequence of str
-        Paragraphs for the page (e.g. the randomness label).
+        What was compared, for the page.
+    banners : sequence of (kind, text)
+        The page's banners (the randomness label; CONFIDENTIAL in release mode).
 
     Returns
     -------
@@ -528,13 +596,15 @@ def write_comparison(table: pd.DataFrame, directory: str | Path, *,
     ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
     ...                    "epl": 0.5, "epl_low": 0.4, "epl_high": 0.6, "epl_note": ""}])
     >>> [p.name for p in write_comparison(t, tempfile.mkdtemp())]
-    ['compare.csv', 'compare.json', 'compare_epl.png', 'compare.html']
+    ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html']
     """
     directory = Path(directory)
     paths = write_table(table, directory)
-    figure = write_figure(table, directory / "compare_epl.png")
-    page = write_html(table, directory / "compare.html", figure=figure, notes=notes)
-    return paths + [figure, page]
+    figures = [write_mae_figure(table, directory / "compare_mae.png"),
+               write_figure(table, directory / "compare_epl.png")]
+    page = write_html(table, directory / "compare.html", figures=figures, notes=notes,
+                      banners=banners)
+    return paths + figures + [page]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -562,7 +632,7 @@ class CompareOutput:
     >>> done = run_compare(config, "hay,noisy", out=base / "compare", log=lambda m: None,
     ...                    queries=["total"], epl_method="published")
     >>> done.release, [p.name for p in done.files]
-    (False, ['compare.csv', 'compare.json', 'compare_epl.png', 'compare.html', 'manifest.json'])
+    (False, ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json'])
     >>> print(done.table[["method", "level", "query", "mae"]].round(1).to_string(index=False))
     method  level query   mae
        hay nation total  27.8
@@ -599,7 +669,7 @@ class CompareOutput:
                                   sort=False)
         pivot = pivot[[lv for lv in dict.fromkeys(self.table["level"]) if lv in pivot.columns]]
         return ("<p>MAE (median absolute error) by level</p>"
-                + pivot.to_html(float_format=_number, na_rep="", escape=True))
+                + pivot.to_html(float_format=format_number, na_rep="", escape=True))
 
     def plot(self, query: str | None = None, *, ax: Any = None) -> Any:
         """The MAE by level, one line per method, on a matplotlib Axes (see
@@ -701,12 +771,13 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
     >>> done = run_compare(config, "topdown,noisy", log=lambda m: None, queries=["total"],
     ...                    epl_method="published")
     >>> [p.name for p in done.files]
-    ['compare.csv', 'compare.json', 'compare_epl.png', 'compare.html', 'manifest.json']
+    ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json']
     """
     from hierarchy.measurement import measure
     from hierarchy.storage import (CONFIDENTIAL_DIR, confidential_directory, lock_directory,
                                    package_versions, write_json)
     from postproc.apps.runs.pipeline import check_data_against_spec, load_truth, method_options, method_spec
+    from postproc.reports.page import CONFIDENTIAL, banner
 
     names = parse_methods(methods)
     directory = Path(out) if out is not None else default_directory(config)
@@ -731,18 +802,14 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
                                 options={m: method_options(config, m) for m in names},
                                 epl_options=epl_options)
         randomness = noisy.provenance.get("randomness", {})
-        notes = [str(randomness.get("label", "")),
-                 f"Methods: {', '.join(names)}, each run on the same measurements; "
-                 "unconstrained ones ran without the spec's invariants and constraints. "
-                 f"EPL estimator: {epl_method}."]
+        banners = ([CONFIDENTIAL] if config.release else []) + banner(randomness)
         if config.release:
-            notes.insert(0, "CONFIDENTIAL - computed from the confidential data. DO NOT "
-                            "PUBLISH.")
             where = confidential_directory(directory, what="errors and EPL of each method "
                                                            "against the confidential data")
         else:
             where = directory
-        files = write_comparison(table, where, notes=notes)
+        files = write_comparison(table, where, notes=comparison_notes(names, epl_method),
+                                 banners=banners)
         files.append(where / "manifest.json")
         write_json({"made_by": _MADE_BY, "methods": names,
                     "constrained": {m: method_spec(m, config.spec) is not None

@@ -2,253 +2,348 @@
 
 Works for the directories of
 
-* ``postproc experiment`` (``summary.json``): title, description, parameters, headline numbers,
-  then every figure (PNG embedded as base64) and table with its caption;
-* ``postproc run`` (``manifest.json``): randomness mode, configuration, per-level solver summary,
-  the per-level error table ``confidential/error_table.csv`` and, after ``postproc evaluate
-  --save``, the evaluation (``confidential/evaluation.csv``) and comparison of post-processors
-  (``confidential/comparison.csv``, shown as MAE and EPL per method);
+* ``postproc experiment`` (``summary.json``): what this run ran (its own parameters, not the
+  full design), the description of the analysis (its module docstring, reST rendered), headline
+  numbers, every figure with its caption, every table, the parameters;
+* ``postproc run`` (``manifest.json``): what ran (method, levels and units, budget, mechanism,
+  spec, randomness), the configuration, the per-level solver summary and — where the release
+  gate allows — the errors against the confidential data, with figures drawn from them: the
+  MAE of the noisy measurements and of the result by level and query
+  (``confidential/error_table.csv``, written by ``postproc run``), and after ``postproc
+  evaluate --save`` the distribution of the absolute errors and the EPL with its interval
+  (``confidential/evaluation.csv``) and the comparison of post-processors (``--compare``:
+  ``confidential/comparison.csv``);
+* ``postproc compare`` (a manifest ``made_by`` it): the comparison page
+  (:func:`postproc.evaluation.compare.render_html`);
 * anything else: every PNG and CSV found.
 
-Tables longer than ``max_rows`` are cut, with a relative link to the full CSV. Nothing is fetched
-from the network; the page opens from a file.
+The pages are filled from the templates of :mod:`postproc.reports` (one layout, numbers in one
+format, wide tables scroll, long tables cut after ``max_rows`` rows with a link to the full CSV,
+long texts as numbered notes). Figures are PNG files beside the data they are drawn from —
+``report_*.png`` in ``confidential/`` for a run's errors — and are embedded, so the page opens
+from a file and can be mailed; nothing is fetched from the network.
 
 The release gate: the errors of a run are computed from the confidential data. For a
-release-mode run, ``DIR/report.html`` shows only what may be published; the errors appear only
-in ``DIR/confidential/report.html``, written when asked for (``confidential=True``,
-``postproc report DIR --confidential``) under a CONFIDENTIAL banner. A simulation run (labelled
-unsafe throughout) shows them in ``DIR/report.html``.
+release-mode run, ``DIR/report.html`` shows only what may be published and reads nothing under
+``confidential/``; the errors and their figures appear only in ``DIR/confidential/report.html``,
+written when asked for (``confidential=True``, ``postproc report DIR --confidential``) under a
+CONFIDENTIAL banner. A simulation run (labelled unsafe throughout) shows them in
+``DIR/report.html``.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
 from postproc.errors import PostprocError
 
-__all__ = ["write_report", "render_report"]
+__all__ = ["write_report", "render_report", "MAX_ROWS"]
 
-_CSS = """
-body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1150px; color: #222; line-height: 1.45; padding: 0 1em; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid
-#ddd; padding-bottom: 0.2em; } h3 { margin-top: 1.4em; }
-.banner { padding: 0.6em 1em; border-radius: 4px; margin: 1em 0; font-weight: 600; }
-.unsafe { background: #fff3cd; border: 1px solid #e0b000; }
-.safe { background: #e7f5e7; border: 1px solid #4a4; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; text-align: right; }
-th { background: #f2f2f2; } td.text, th.text { text-align: left; }
-figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption, .caption { color: #444; font-size: 0.92em; margin-top: 0.3em; }
-.note { color: #666; font-size: 0.85em; } pre { background: #f7f7f7; padding: 0.8em;
-overflow-x: auto; font-size: 0.85em; white-space: pre-wrap; }
-nav a { margin-right: 1em; }
-"""
+#: Rows of a table shown on a page by default; the full table is the linked CSV.
+MAX_ROWS = 25
+#: The sections of a run's configuration shown (never ``data``: input paths stay off the page).
+CONFIG_SECTIONS = ("schema", "geography", "workload", "budget", "mechanism", "spec",
+                   "randomness", "postprocess", "solver")
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        if math.isinf(value):
-            return "undefined" if value > 0 else "−inf"
-        if 0 < abs(value) < 1e-6:
-            return "≈ 0"                  # float rounding of an exact 0 (e.g. a calibrated total)
-        if value == int(value) and abs(value) < 1e15:
-            return f"{int(value):,}"
-        return f"{value:,.4g}" if abs(value) >= 1e-3 else f"{value:.3g}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
 
 
-def _table_html(frame: pd.DataFrame, *, max_rows: int = 60, link: str | None = None) -> str:
-    shown = frame.head(max_rows)
-    text = {c: not pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns}
-    head = "".join(f"<th class='{'text' if text[c] else ''}'>"
-                   f"{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in shown.itertuples(index=False):
-        cells = []
-        for column, value in zip(frame.columns, row):
-            cls = "text" if text[column] else ""
-            cells.append(f"<td class='{cls}'>{html.escape(_fmt(value))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    out = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    if len(frame) > max_rows:
-        more = f" — full table: <a href='{html.escape(link)}'>{html.escape(link)}</a>" \
-            if link else ""
-        out += (f"<p class='note'>showing {max_rows} of {len(frame):,} rows{more}</p>")
+def _csv_table(directory: Path, file: str, caption: str, max_rows: int, link_prefix: str = "",
+               title: str | None = None):
+    from postproc.reports.page import table
+
+    frame = _read_csv(directory / file)
+    if frame is None:
+        return None
+    return table(frame, max_rows=max_rows, link=link_prefix + file, caption=caption,
+                 title=file if title is None else title)
+
+
+def _section(anchor: str, title: str, **content: Any) -> dict[str, Any]:
+    return {"id": anchor, "title": title, **content}
+
+
+def _nav(sections: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(s["id"], s["title"]) for s in sections if s.get("id")]
+
+
+# -- experiments ------------------------------------------------------------------------------
+def _experiment_page(directory: Path, summary: dict[str, Any], max_rows: int
+                     ) -> tuple[dict[str, Any], set[str]]:
+    from postproc.apps.experiments import EXPERIMENTS, describe
+    from postproc.reports.page import banner, figure, mapping
+
+    name = summary.get("experiment", "")
+    description = ""
+    if name in EXPERIMENTS:
+        text = describe(name)
+        description = text.split("\n", 1)[1] if "\n" in text else ""
+    used: set[str] = set()
+    figures = []
+    for item in summary.get("figures", []):
+        if (directory / item["file"]).is_file():
+            figures.append(figure(directory / item["file"], item.get("caption", "")))
+            used.add(item["file"])
+    tables = []
+    for item in summary.get("tables", []):
+        shown = _csv_table(directory, item["file"], item.get("caption", ""), max_rows)
+        if shown is not None:
+            tables.append(shown)
+            used.add(item["file"])
+    parameters = dict(summary.get("parameters", {}))
+    parameters["run time (s)"] = summary.get("seconds")
+    sections = [_section("headline", "Headline numbers",
+                         pairs=mapping(summary.get("headline", {}), missing="undefined"),
+                         notes=[f"Note: {n}" for n in summary.get("notes", [])]),
+                _section("figures", "Figures", figures=figures),
+                _section("tables", "Tables", tables=tables),
+                _section("parameters", "Parameters", pairs=mapping(parameters))]
+    context = {"ran": summary.get("ran", ""), "description": description,
+               "banners": banner(summary.get("randomness")), "sections": sections}
+    return context, used
+
+
+# -- runs -------------------------------------------------------------------------------------
+def _coinciding_levels(levels: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(upper, lower, units)`` for each level whose units are one per unit of the level above
+    (each parent has exactly one child): its histograms repeat the parent level's."""
+    names = list(levels)
+    out = []
+    for upper, lower in zip(names, names[1:]):
+        above, below = levels[upper], levels[lower]
+        units = below.get("units")
+        if units and units == above.get("units") and below.get("parents") in (None, units):
+            out.append((upper, lower, int(units)))
     return out
 
 
-def _plain(value: Any) -> str:
-    if isinstance(value, dict):
-        return "; ".join(f"{k} = {_plain(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_plain(v) for v in value)
-    return _fmt(value)
-
-
-def _mapping_table(mapping: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th class='text'>{html.escape(str(k))}</th>"
-                   f"<td class='text'>{html.escape(_plain(v))}</td></tr>"
-                   for k, v in mapping.items())
-    return f"<table>{rows}</table>"
-
-
-def _figure_html(path: Path, caption: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f"<figure><img alt='{html.escape(path.name)}' src='data:image/png;base64,{data}'>"
-            f"<figcaption><b>{html.escape(path.name)}</b> — {html.escape(caption)}"
-            f"</figcaption></figure>")
-
-
-def _csv_section(directory: Path, file: str, caption: str, max_rows: int,
-                 link_prefix: str = "") -> str:
-    path = directory / file
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        return f"<p class='note'>{html.escape(file)}: unreadable ({html.escape(str(exc))})</p>"
-    return (f"<h3>{html.escape(file)}</h3><p class='caption'>{html.escape(caption)}</p>"
-            + _table_html(frame, max_rows=max_rows, link=link_prefix + file))
-
-
-def _banner(randomness: dict[str, Any] | None) -> str:
-    if not randomness:
+def _coinciding_note(pairs: list[tuple[str, str, int]]) -> str:
+    """One sentence for the figures' captions: which level repeats which."""
+    if not pairs:
         return ""
-    safe = bool(randomness.get("safe_for_release"))
-    label = randomness.get("label") or ("release mode" if safe else "simulation mode")
-    return f"<div class='banner {'safe' if safe else 'unsafe'}'>{html.escape(label)}</div>"
+    said = " and ".join(f"{lower} repeats {upper}" for upper, lower, _ in pairs)
+    return (f"Here {said} (one unit per parent): their points coincide, the later level's "
+            f"drawn over the earlier's.")
 
 
-def _description(text: str) -> str:
-    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
-    return "".join(f"<p>{html.escape(' '.join(p.split()))}</p>" for p in paragraphs)
+def _run_summary(manifest: dict[str, Any]) -> str:
+    """What ran, in one sentence, from the manifest."""
+    from postproc.reports.numbers import format_number
 
-
-def _experiment_body(directory: Path, summary: dict[str, Any], max_rows: int) -> tuple[str, set]:
-    from postproc.apps.experiments import EXPERIMENTS, describe
-
-    parts = []
-    name = summary.get("experiment", "")
-    if name in EXPERIMENTS:
-        text = describe(name)
-        parts.append(_description(text.split("\n", 1)[1] if "\n" in text else text))
-    parts.append(_banner(summary.get("randomness")))
-    parts.append("<h2 id='headline'>Headline numbers</h2>")
-    parts.append(_mapping_table(summary.get("headline", {})))
-    for note in summary.get("notes", []):
-        parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
-    parts.append("<h2 id='figures'>Figures</h2>")
-    used = set()
-    for item in summary.get("figures", []):
-        path = directory / item["file"]
-        if path.is_file():
-            parts.append(_figure_html(path, item.get("caption", "")))
-            used.add(item["file"])
-    parts.append("<h2 id='tables'>Tables</h2>")
-    for item in summary.get("tables", []):
-        if (directory / item["file"]).is_file():
-            parts.append(_csv_section(directory, item["file"], item.get("caption", ""),
-                                      max_rows))
-            used.add(item["file"])
-    parts.append("<h2 id='parameters'>Parameters</h2>")
-    parameters = dict(summary.get("parameters", {}))
-    parameters["run time (s)"] = summary.get("seconds")
-    parts.append(_mapping_table(parameters))
-    return "".join(parts), used
-
-
-_CONFIDENTIAL_BANNER = ("<div class='banner unsafe'>CONFIDENTIAL - this page shows errors "
-                        "computed from the confidential data. Do not publish it.</div>")
-
-
-def _run_body(directory: Path, manifest: dict[str, Any], max_rows: int, *,
-              errors: bool, errors_dir: Path, link_prefix: str) -> tuple[str, set]:
-    parts = [_banner(manifest.get("randomness"))]
     config = manifest.get("config", {})
-    if config:
-        described = {section: config.get(section) for section in
-                     ("schema", "geography", "workload", "budget", "mechanism", "spec",
-                      "randomness") if section in config}
-        parts.append("<h2 id='configuration'>Configuration</h2>")
-        parts.append(_mapping_table(described))
     levels = manifest.get("levels", {})
+    kind = {True: " (integer counts)", False: " (real-valued counts)"}.get(
+        manifest.get("integer"), "")
+    parts = [f"{manifest.get('method', 'a post-processor')}{kind}"]
     if levels:
-        parts.append("<h2 id='levels'>Levels</h2>")
+        parts.append("levels " + ", ".join(f"{lv} ({format_number(info.get('units'))})"
+                                           for lv, info in levels.items()) + " units")
+        first = next(iter(levels.values()))
+        if first.get("persons") is not None:
+            parts.append(f"{format_number(first['persons'])} persons in the result")
+    budget = config.get("budget")
+    if isinstance(budget, dict):
+        words = [str(budget["kind"])] if "kind" in budget else []
+        words += [f"{k} {format_number(v)}" for k, v in budget.items() if k != "kind"]
+        parts.append("budget " + ", ".join(words))
+    mechanism = config.get("mechanism")
+    if isinstance(mechanism, dict) and mechanism.get("name"):
+        parts.append(f"{mechanism['name']} mechanism")
+    spec = config.get("spec")
+    if spec:
+        parts.append("spec " + (", ".join(f"{k} {v}" for k, v in spec.items())
+                                if isinstance(spec, dict) else str(spec)))
+    randomness = manifest.get("randomness", {})
+    if randomness.get("mode"):
+        seed = randomness.get("seed")
+        parts.append(f"{randomness['mode']} mode" + (f" (seed {seed})" if seed is not None
+                                                     else ""))
+    return "; ".join(parts) + "."
+
+
+def _long_errors(table: pd.DataFrame, method: str, constrained: bool) -> pd.DataFrame:
+    """The run's error table (noisy and result columns side by side) as one row per series,
+    level and query — what :func:`postproc.evaluation.plots.plot_comparison` draws."""
+    from postproc.evaluation.tables import result_prefix
+
+    frames = []
+    for prefix, name, keeps in (("noisy", "noisy measurements", False),
+                                (result_prefix(method), method, constrained)):
+        if f"{prefix}_mae" in table:
+            frames.append(pd.DataFrame({"method": name, "constrained": keeps,
+                                        "level": table["level"], "query": table["query"],
+                                        "mae": table[f"{prefix}_mae"]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _error_sections(directory: Path, manifest: dict[str, Any], max_rows: int, errors_dir: Path,
+                    link_prefix: str, coinciding: list[tuple[str, str, int]]
+                    ) -> tuple[list[dict], set[str]]:
+    """The errors of a run and their figures (written as ``report_*.png`` into
+    ``errors_dir``)."""
+    from postproc.evaluation.evaluate import pivot
+    from postproc.evaluation.plots import (plot_comparison, plot_epl, plot_error_spread,
+                                           save_by_query)
+    from postproc.reports.page import figure, table
+
+    def draw(frame: pd.DataFrame, plot: Any, name: str, title: str, caption: str):
+        path = save_by_query(frame, plot, errors_dir / name, title=title)
+        used.add(name)
+        return figure(path, caption, link=link_prefix + name)
+
+    method = str(manifest.get("method", "result"))
+    constrained = bool(manifest.get("postprocess", {}).get("constrained", True))
+    sections, used = [], set()
+    note = _coinciding_note(coinciding)
+    errors = _read_csv(errors_dir / "error_table.csv")
+    if errors is not None:
+        long = _long_errors(errors, method, constrained)
+        figures = [draw(long, plot_comparison, "report_errors_by_level.png",
+                        f"MAE by level: the noisy measurements and {method}",
+                        f"MAE (median absolute error) against the confidential data of the noisy "
+                        f"measurements (dashed) and of {method} by level, one panel per query. "
+                        f"{note}")] if len(long) else []
+        sections.append(_section(
+            "errors", "Errors by level and query", figures=figures,
+            tables=[table(errors, max_rows=max_rows, link=link_prefix + "error_table.csv",
+                          title="error_table.csv",
+                          caption="Errors of the noisy measurements and of the result against "
+                                  "the confidential data, per level and query (MAE = median "
+                                  "absolute error), written by postproc run.")]))
+        used.add("error_table.csv")
+    evaluation = _read_csv(errors_dir / "evaluation.csv")
+    if evaluation is not None:
+        figures = [draw(evaluation, plot_error_spread, "report_error_spread.png",
+                        f"|error| of {method} by level: median, mean, 95th percentile, maximum",
+                        f"The distribution of {method}'s absolute errors against the "
+                        f"confidential data at every level, one panel per query: median, mean, "
+                        f"95th percentile and maximum (postproc evaluate). {note}")]
+        if "epl" in evaluation:
+            figures.append(draw(evaluation, plot_epl, "report_epl.png",
+                                f"Empirical privacy loss of {method} by level (95% intervals; "
+                                f"× = undefined)",
+                                "EPL (improved estimator unless postproc evaluate was told "
+                                "otherwise) with its 95% bootstrap interval, one panel per "
+                                "query; × on the axis: undefined (the table's notes say why)."))
+        sections.append(_section(
+            "evaluation", "Error distribution and EPL", figures=figures,
+            tables=[table(evaluation, max_rows=max_rows, link=link_prefix + "evaluation.csv",
+                          title="evaluation.csv",
+                          caption="postproc evaluate: error metrics and EPL (95% interval) "
+                                  "per level and query.")]))
+        used.add("evaluation.csv")
+    comparison = _read_csv(errors_dir / "comparison.csv")
+    if comparison is not None:
+        figures = [draw(comparison, plot_comparison, "report_comparison_mae.png",
+                        "MAE by level, one line per post-processor",
+                        "MAE (median absolute error) of every post-processor of the same "
+                        "measurements by level, one panel per query (bottom-up draws its own "
+                        f"measurement at the same total ε). {note}")]
+        if "epl" in comparison:
+            figures.append(draw(comparison, plot_epl, "report_comparison_epl.png",
+                                "Empirical privacy loss by level, one marker per post-processor",
+                                "EPL with its 95% interval of every post-processor by level, "
+                                "one panel per query; × on the axis: undefined."))
+        tables = [table(pivot(comparison, value), max_rows=max_rows,
+                        title=f"Comparison of post-processors: {what}")
+                  for value, what in (("mae", "MAE (median absolute error)"),
+                                      ("epl", "EPL (improved estimator)"))
+                  if value in comparison]
+        tables.append(table(comparison, max_rows=max_rows, link=link_prefix + "comparison.csv",
+                            title="comparison.csv", caption="All metrics of every method."))
+        sections.append(_section("comparison", "Comparison of post-processors",
+                                 figures=figures, tables=tables))
+        used.add("comparison.csv")
+    return sections, used
+
+
+def _run_page(directory: Path, manifest: dict[str, Any], max_rows: int, *, errors: bool,
+              errors_dir: Path, link_prefix: str) -> tuple[dict[str, Any], set[str]]:
+    from postproc.reports.page import banner, mapping, table
+
+    config = manifest.get("config", {})
+    levels = manifest.get("levels", {})
+    coinciding = _coinciding_levels(levels)
+    sections = []
+    if config:
+        shown = {s: config[s] for s in CONFIG_SECTIONS if config.get(s)}
+        sections.append(_section("configuration", "Configuration", pairs=mapping(shown)))
+    if levels:
         frame = pd.DataFrame([{"level": lv, **{k: v for k, v in info.items()
                                                  if not isinstance(v, dict)}}
                               for lv, info in levels.items()])
-        parts.append(_table_html(frame, max_rows=max_rows))
-    used = set()
+        sections.append(_section(
+            "levels", "Levels", tables=[table(frame, max_rows=max_rows)],
+            notes=[f"Every {upper} unit has exactly one {lower} unit ({units:,} each): the "
+                   f"{lower} level repeats the {upper} level." for upper, lower, units
+                   in coinciding]))
+    used: set[str] = set()
     if not errors:
-        parts.append("<h2 id='errors'>Errors</h2><p class='note'>Release mode: errors against "
-                     "the confidential data are not part of this page. Write them (under "
-                     "confidential/, never to publish) with <code>postproc report "
-                     f"{html.escape(str(directory))} --confidential</code>.</p>")
-        return "".join(parts), used
-    sections = [("error_table.csv", "Errors of the noisy measurements and of TopDown against the "
-                                    "confidential data, per level and query (MAE = median "
-                                    "absolute error), written by postproc run."),
-                ("evaluation.csv", "postproc evaluate: error metrics and EPL (improved estimator, "
-                                   "95% bootstrap interval; undefined where every error is 0) "
-                                   "per level and query.")]
-    parts.append("<h2 id='errors'>Errors</h2>")
-    found = False
-    for file, caption in sections:
-        if (errors_dir / file).is_file():
-            parts.append(_csv_section(errors_dir, file, caption, max_rows, link_prefix))
-            used.add(file)
-            found = True
-    if (errors_dir / "comparison.csv").is_file():
-        from postproc.evaluation.evaluate import pivot
-
-        frame = pd.read_csv(errors_dir / "comparison.csv")
-        for value, what in (("mae", "MAE (median absolute error)"),
-                            ("rmse", "RMSE"), ("epl", "EPL (improved estimator)")):
-            if value in frame:
-                parts.append(f"<h3>Comparison of post-processors: {what}</h3>"
-                             f"<p class='caption'>Same measurements, same budget; bottom-up "
-                             f"draws its own measurement at the same total ε.</p>")
-                parts.append(_table_html(pivot(frame, value), max_rows=max_rows))
-        parts.append(_csv_section(errors_dir, "comparison.csv", "All metrics of every method.",
-                                  max_rows, link_prefix))
-        used.add("comparison.csv")
-        found = True
-    if not found:
-        parts.append("<p class='note'>No error tables yet: run <code>postproc evaluate "
-                     f"{html.escape(str(directory))} --truth DATA_DIR --save</code> (add "
-                     "<code>--compare</code> to compare post-processors).</p>")
-    return "".join(parts), used
+        sections.append(_section(
+            "errors", "Errors",
+            text=["Release mode: errors against the confidential data are not part of this "
+                  "page. Write them (under confidential/, never to publish) with "
+                  f"postproc report {directory} --confidential."]))
+    else:
+        found, used = _error_sections(directory, manifest, max_rows, errors_dir, link_prefix,
+                                      coinciding)
+        sections += found or [_section(
+            "errors", "Errors",
+            text=[f"No error tables yet: run postproc evaluate {directory} --truth DATA_DIR "
+                  f"--save (add --compare to compare post-processors)."])]
+    return {"ran": _run_summary(manifest), "banners": banner(manifest.get("randomness")),
+            "sections": sections}, used
 
 
-def _others(directory: Path, used: set, max_rows: int) -> str:
+# -- other directories ------------------------------------------------------------------------
+def _others(directory: Path, used: set[str], max_rows: int, *, tables: bool) -> dict | None:
+    """The PNGs and CSVs of ``directory`` no section showed: figures embedded; CSVs as cut
+    tables (``tables``) or only linked."""
+    from postproc.reports.page import figure
+
     pngs = sorted(p for p in directory.glob("*.png") if p.name not in used)
     csvs = sorted(p for p in directory.glob("*.csv") if p.name not in used)
     if not pngs and not csvs:
-        return ""
-    parts = ["<h2 id='other'>Other files</h2>"]
-    parts += [_figure_html(p, "") for p in pngs]
-    parts += [_csv_section(directory, p.name, "", max_rows) for p in csvs]
-    return "".join(parts)
+        return None
+    if tables:
+        shown = [t for t in (_csv_table(directory, p.name, "", max_rows) for p in csvs) if t]
+        return _section("other", "Files", figures=[figure(p) for p in pngs], tables=shown)
+    return _section("other", "Other files", figures=[figure(p) for p in pngs],
+                    files=[(p.name, p.name, "CSV") for p in csvs])
 
 
-def render_report(directory: str | Path, *, title: str | None = None, max_rows: int = 60,
+def _compare_page(directory: Path, manifest: dict[str, Any], max_rows: int, title: str) -> str:
+    from postproc.evaluation.compare import FILES, comparison_notes, render_html
+    from postproc.reports.page import CONFIDENTIAL, banner
+
+    table = _read_csv(directory / "compare.csv")
+    if table is None:
+        raise PostprocError(f"{directory} holds no readable compare.csv; run postproc compare "
+                            f"again")
+    table["epl_note"] = table["epl_note"].fillna("")
+    randomness = manifest.get("randomness", {})
+    banners = ([CONFIDENTIAL] if randomness.get("safe_for_release") else []) + banner(randomness)
+    figures = [directory / f for f in FILES if f.endswith(".png") and (directory / f).is_file()]
+    return render_html(table, figures=figures, title=title, banners=banners,
+                       notes=comparison_notes(manifest.get("methods", []),
+                                              manifest.get("epl_method", "improved")),
+                       max_rows=max_rows)
+
+
+def render_report(directory: str | Path, *, title: str | None = None, max_rows: int = MAX_ROWS,
                   confidential: bool = False) -> str:
     """The HTML page of an output directory (see the module docstring).
+
+    Drawing a run's errors writes their figures (``report_*.png``) beside the error tables,
+    under ``confidential/``.
 
     Parameters
     ----------
@@ -256,7 +351,7 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
     title : str, optional
         Default: the experiment's title, or "postproc run: <directory>".
     max_rows : int
-        Rows shown per table.
+        Rows shown per table (the full table is the linked CSV).
     confidential : bool
         The page for ``DIR/confidential/report.html``: a run's errors against the confidential
         data, under a CONFIDENTIAL banner.
@@ -274,57 +369,58 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
     --------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "numbers.csv").write_text("x,y\\n1,2.5\\n")
+    >>> _ = (d / "numbers.csv").write_text("x,y\\n1,31967.23\\n")
     >>> page = render_report(d)
-    >>> "<td class=''>2.5</td>" in page, page.startswith("<!DOCTYPE html>")
+    >>> '<td class="num">31,967</td>' in page, page.startswith("<!DOCTYPE html>")
     (True, True)
     """
+    from hierarchy.storage import read_json
+    from postproc.reports.page import CONFIDENTIAL, render
+
     directory = Path(directory)
     if not directory.is_dir():
         raise PostprocError(f"{directory} is not a directory")
-    from hierarchy.storage import read_json
-
+    manifest = (read_json(directory / "manifest.json")
+                if (directory / "manifest.json").is_file() else None)
+    if manifest is not None and manifest.get("made_by") == "postproc compare":
+        return _compare_page(directory, manifest, max_rows,
+                             title or f"Comparison of post-processors: {directory.name}")
     if (directory / "summary.json").is_file():
         summary = read_json(directory / "summary.json")
-        body, used = _experiment_body(directory, summary, max_rows)
+        context, used = _experiment_page(directory, summary, max_rows)
+        template = "experiment.html.j2"
         title = title or summary.get("title") or summary.get("experiment", "experiment")
-    elif (directory / "manifest.json").is_file():
-        manifest = read_json(directory / "manifest.json")
+        other = _others(directory, used, max_rows, tables=False)
+    elif manifest is not None:
         release = bool(manifest.get("safe_for_release"))
         errors_dir = directory / "confidential"
         if not (errors_dir / "error_table.csv").is_file() and not release:
             errors_dir = directory  # a run written before confidential/ existed
-        body, used = _run_body(directory, manifest, max_rows,
-                               errors=confidential or not release, errors_dir=errors_dir,
-                               link_prefix="" if confidential or errors_dir == directory
-                               else "confidential/")
+        context, used = _run_page(directory, manifest, max_rows,
+                                  errors=confidential or not release, errors_dir=errors_dir,
+                                  link_prefix="" if confidential or errors_dir == directory
+                                  else "confidential/")
         if confidential:
-            body = _CONFIDENTIAL_BANNER + body
+            context["banners"].insert(0, CONFIDENTIAL)
+        template = "run.html.j2"
         title = title or f"postproc run: {directory.name}"
+        other = _others(directory, used, max_rows, tables=False)
     elif confidential:
         raise PostprocError(f"{directory} is not a postproc run directory (no manifest.json); "
                             "--confidential applies to runs")
     else:
-        body, used = "", set()
+        context, template = {"banners": [], "sections": []}, "directory.html.j2"
         title = title or f"Report: {directory.name}"
-    body += _others(directory, used, max_rows)
-    if not body:
-        raise PostprocError(f"{directory} holds no summary.json, manifest.json, PNG or CSV to "
-                            f"report on")
-    nav = "".join(f"<a href='#{a}'>{t}</a>" for a, t in _anchors(body))
-    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><nav>{nav}</nav>{body}</body></html>\n")
+        other = _others(directory, set(), max_rows, tables=True)
+        if other is None:
+            raise PostprocError(f"{directory} holds no summary.json, manifest.json, PNG or CSV "
+                                f"to report on")
+    if other is not None:
+        context["sections"].append(other)
+    return render(template, title=title, nav=_nav(context["sections"]), **context)
 
 
-def _anchors(body: str) -> Iterable[tuple[str, str]]:
-    names = {"headline": "Headline", "figures": "Figures", "tables": "Tables",
-             "parameters": "Parameters", "configuration": "Configuration", "levels": "Levels",
-             "errors": "Errors", "other": "Other files"}
-    return [(a, t) for a, t in names.items() if f"id='{a}'" in body]
-
-
-def write_report(directory: str | Path, *, title: str | None = None, max_rows: int = 60,
+def write_report(directory: str | Path, *, title: str | None = None, max_rows: int = MAX_ROWS,
                  confidential: bool = False) -> Path:
     """Write ``directory/report.html`` (or, with ``confidential``, the run's
     ``directory/confidential/report.html``) atomically and return its path.
