@@ -5,7 +5,8 @@
     residual distributions and EPL curves; and the D/D′ experiment (one person moved between two
     leaves, each mechanism run many times on both) with the direct estimator.
 ``petti_flaxman``
-    TopDown on synthetic 1940-style data over ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 6, 8} and 4 seeds:
+    TopDown on synthetic 1940-style data over a grid of ε and seeds (the full run: the paper's
+    ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 6, 8} and 4 seeds):
     MAE and EPL per level for the total (TC) and ``va_hisp_race`` (SC) counts, the error
     distribution with EPL(x), the MAE-vs-EPL trade-off against simple random samples of 5–95 %
     and the SRS fraction each ε matches (jointly on error and EPL, and on error alone), the bias
@@ -15,7 +16,8 @@
     level and query against ε, with and without calibration to published state totals.
 
 Each writes CSV tables, PNG figures and ``summary.json`` (captions, parameters, headline numbers)
-into its output directory; ``postproc report DIR`` turns them into one HTML page. ``quick=True``
+into its output directory, with a sentence saying what this run ran (its own grid and sizes);
+``postproc report DIR`` turns them into one HTML page. ``quick=True``
 is a small variant that runs in seconds (CI). Everything runs in simulation mode (seeded).
 
 Examples
@@ -133,7 +135,8 @@ def run_experiment(name: str, out: str | Path | None = None, *, quick: bool = Fa
     output = Output(directory, name, module.TITLE, log)
     result = module.run(output, quick=quick, **overrides)
     summary = output.finish({**result["parameters"], "quick": quick}, result["headline"],
-                            result.get("notes"))
+                            result.get("notes"), ran=("Quick variant: " if quick else "")
+                            + result.get("ran", ""))
     log(f"{name}: wrote {len(output.tables)} tables and {len(output.figures)} figures to "
         f"{directory} in {summary['seconds']:.0f} s")
     return summary

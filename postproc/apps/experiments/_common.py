@@ -16,7 +16,8 @@ from hierarchy.storage import atomic_path, package_versions
 from postproc.errors import PostprocError
 
 __all__ = ["Output", "new_figure", "EPSILON_COLORS", "epsilon_color", "method_style",
-           "plain_log_axis", "legend_if_any", "E2E_LEVELS", "synthetic_truth"]
+           "plain_log_axis", "legend_if_any", "merge_coinciding", "E2E_LEVELS",
+           "synthetic_truth", "describe_grid", "describe_units"]
 
 #: The E2E geography levels of the 1940-style analyses.
 E2E_LEVELS = ["nation", "state", "county", "enum_dist"]
@@ -128,14 +129,70 @@ def plain_log_axis(ax: Any, which: str = "both", ticks: Any = None) -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
-def legend_if_any(ax: Any, **kwargs: Any) -> None:
-    """A legend only when something is labelled (an empty panel says so instead)."""
+def legend_if_any(ax: Any, empty: str = "no finite values", **kwargs: Any) -> None:
+    """A legend only when something is labelled (an empty panel says ``empty`` instead)."""
     handles, _ = ax.get_legend_handles_labels()
     if handles:
         ax.legend(**kwargs)
     else:
-        ax.text(0.5, 0.5, "no finite values", transform=ax.transAxes, ha="center",
-                va="center", color="#888888")
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center",
+                color="#888888", wrap=True)
+
+
+def merge_coinciding(series: dict[str, tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
+    """Series that draw the same points, merged under one label ``"a = b"``.
+
+    At small sizes two levels can coincide (one county per state: the county level repeats the
+    state level), and the later line would hide the earlier one while the legend names both.
+    ``series`` maps a label to ``(x, y)``; series with equal ``x`` and equal ``y`` (NaN equal to
+    NaN) keep the first's place and take the joined label.
+
+    Examples
+    --------
+    >>> merge_coinciding({"state": ([1, 2], [3.0, 4.0]), "county": ([1, 2], [3.0, 4.0]),
+    ...                   "enum_dist": ([1, 2], [5.0, 6.0])})
+    {'state = county': ([1, 2], [3.0, 4.0]), 'enum_dist': ([1, 2], [5.0, 6.0])}
+    """
+    merged: dict[str, tuple[Any, Any]] = {}
+    for label, (x, y) in series.items():
+        same = next((k for k, (x0, y0) in merged.items()
+                     if np.array_equal(np.asarray(x0, dtype=float), np.asarray(x, dtype=float),
+                                       equal_nan=True)
+                     and np.array_equal(np.asarray(y0, dtype=float), np.asarray(y, dtype=float),
+                                        equal_nan=True)), None)
+        if same is None:
+            merged[label] = (x, y)
+        else:
+            merged[f"{same} = {label}"] = merged.pop(same)
+    return merged
+
+
+def describe_units(units: dict[str, int]) -> str:
+    """Units per level in words: ``3 states, 13 counties, 313 EDs``.
+
+    Examples
+    --------
+    >>> describe_units({"nation": 1, "state": 3, "county": 13, "enum_dist": 313})
+    '1 nation, 3 states, 13 counties, 313 EDs'
+    """
+    from postproc.reports.numbers import format_number
+
+    plural = {"nation": "nations", "state": "states", "county": "counties", "enum_dist": "EDs"}
+    return ", ".join(f"{format_number(n)} {plural.get(lv, lv) if n != 1 else lv.replace('enum_dist', 'ED')}"
+                     for lv, n in units.items())
+
+
+def describe_grid(values: Any) -> str:
+    """A grid of values as ``{0.5, 2}`` (numbers in the reports' one format).
+
+    Examples
+    --------
+    >>> describe_grid([0.5, 2.0]), describe_grid([1, 2, 3, 4])
+    ('{0.5, 2}', '{1, 2, 3, 4}')
+    """
+    from postproc.reports.numbers import format_number
+
+    return "{" + ", ".join(format_number(v) for v in values) + "}"
 
 
 def _json_ready(value: Any) -> Any:
@@ -210,10 +267,12 @@ class Output:
         return path
 
     def finish(self, parameters: dict[str, Any], headline: dict[str, Any],
-               notes: list[str] | None = None) -> dict[str, Any]:
-        """Write ``summary.json`` and return it."""
+               notes: list[str] | None = None, ran: str = "") -> dict[str, Any]:
+        """Write ``summary.json`` and return it; ``ran`` says in words what this run ran (its
+        own grid and sizes, which the report shows above the analysis' description)."""
         summary = {"format": "dapp.experiment", "experiment": self.name, "title": self.title,
-                   "parameters": parameters, "headline": headline, "notes": notes or [],
+                   "ran": ran, "parameters": parameters, "headline": headline,
+                   "notes": notes or [],
                    "tables": self.tables, "figures": self.figures,
                    "seconds": time.perf_counter() - self.started,
                    "randomness": {"mode": "simulation", "safe_for_release": False,

@@ -7,8 +7,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from postproc.apps.experiments._common import (Output, epsilon_color, legend_if_any, method_style,
-                                          new_figure, plain_log_axis)
+from postproc.apps.experiments._common import (Output, epsilon_color, legend_if_any,
+                                               merge_coinciding, method_style, new_figure,
+                                               plain_log_axis)
+from postproc.reports.numbers import format_number
 
 __all__ = ["figure_levels", "figure_distribution", "figure_tradeoff", "figure_bias",
            "figure_comparison"]
@@ -27,6 +29,12 @@ def _whiskers(rows: pd.DataFrame) -> list[np.ndarray]:
     return [np.maximum(epl - low, 0), high - epl]
 
 
+def _shorten(text: str, limit: int = 90) -> str:
+    """A reason short enough for a panel (the table keeps it whole)."""
+    text = text.split(";")[0].split(": ", 1)[-1] if len(text) > limit else text
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def epl_column(rows: pd.DataFrame) -> str:
     """The improved EPL where it is defined for at least half of ``rows``, else the published."""
     return "epl" if np.isfinite(rows["epl"]).mean() >= 0.5 else "epl_published"
@@ -42,30 +50,42 @@ def figure_levels(out: Output, table: pd.DataFrame, epsilons: Sequence[float],
         part = table[table["query"] == query]
         err_ax, epl_ax = axes[0, col], axes[1, col]
         epl_ax.plot(epsilons, epsilons, color="black", ls="--", lw=1, label="EPL = ε")
-        for level in levels[1:]:
-            rows = part[part["level"] == level].sort_values("epsilon")
+        rows = {lv: part[part["level"] == lv].sort_values("epsilon") for lv in levels[1:]}
+        # a level that repeats the one above (one county per state at small sizes) would hide
+        # it: draw each distinct series once, labelled with every level it stands for
+        series = merge_coinciding({lv: (r["epsilon"].to_numpy(),
+                                        r[[column, "epl"]].to_numpy(dtype=float))
+                                   for lv, r in rows.items()})
+        for label in series:
+            level = label.split(" = ")[0]
             style = {"color": LEVEL_COLORS[level], "marker": "o", "ms": 4, "capsize": 2}
-            positive = rows[rows[column] > 0]
+            positive = rows[level][rows[level][column] > 0]
             if not positive.empty:
                 spread = positive["mae_sd"].fillna(0) if column == "mae" else None
                 err_ax.errorbar(positive["epsilon"], positive[column], yerr=spread,
-                                label=level, **style)
-            finite = rows[np.isfinite(rows["epl"])]
+                                label=label, **style)
+            finite = rows[level][np.isfinite(rows[level]["epl"])]
             if not finite.empty:
                 epl_ax.errorbar(finite["epsilon"], finite["epl"], yerr=_whiskers(finite),
-                                label=level, **style)
+                                label=label, **style)
+        if not np.isfinite(part[part["level"].isin(levels[1:])]["epl"]).any():
+            epl_ax.text(0.5, 0.5, "EPL undefined at every level and ε\n(epl_reason says why)",
+                        transform=epl_ax.transAxes, ha="center", va="center", color="#666666",
+                        fontsize=8)
         for ax in (err_ax, epl_ax):
             plain_log_axis(ax, "both", ticks=epsilons)
             ax.grid(True, which="both", alpha=0.3)
             ax.set_xlabel("total privacy budget ε (E2E split)")
-            legend_if_any(ax, fontsize=8)
+            legend_if_any(ax, "every error is 0 (invariant)", fontsize=8)
         err_ax.set_ylabel(MEASURE_LABEL[column])
         err_ax.set_title(label, fontsize=9)
         epl_ax.set_ylabel("EPL (improved estimator)")
     out.figure("mae_epl_by_level", fig,
                "TopDown's error (top: MAE with its sd over seeds for the totals and the paper's "
                "SC cells, mean |error| for the other SC sets) and EPL (bottom, 95% "
-               "intervals) against ε, per level. Nation and state totals are invariant (no "
+               "intervals) against ε, per level (a legend entry 'state = county' is one line "
+               "for levels whose values coincide, e.g. one county per state). Nation and state "
+               "totals are invariant (no "
                "error, EPL undefined) and not drawn; neither are undefined EPLs (too few, too "
                "spread errors: county totals at small ε; intervals reaching 0 are cut at a "
                "tenth of the estimate). Over all cells, va_hisp_race's EPL is dominated by the "
@@ -96,7 +116,8 @@ def figure_distribution(out: Output, errors: np.ndarray, estimate, epsilon: floa
     curve_ax.set_xlabel("error x (DP − exact) of an ED total, persons")
     curve_ax.set_ylabel("EPL(x) = log f(x)/f(x+1)")
     curve_ax.grid(True, alpha=0.3)
-    legend_if_any(curve_ax, fontsize=8, loc="upper left")
+    legend_if_any(curve_ax, "EPL(x) cannot be resolved here: "
+                  + _shorten(estimate.reason or "too few errors"), fontsize=8, loc="upper left")
     out.figure("error_distribution", fig,
                f"Distribution of the errors of ED total counts at ε = {epsilon:g} (top, log "
                f"scale) and the log ratio of neighbouring error densities where the improved "
@@ -172,27 +193,32 @@ def figure_bias(out: Output, bias: pd.DataFrame, definition: str) -> None:
     for col, level in enumerate(levels):
         ax, count_ax = axes[0, col], axes[1, col]
         part = chosen[chosen["level"] == level]
+        indices = np.arange(int(part["homogeneity_index"].min()),
+                            int(part["homogeneity_index"].max()) + 1)
         for i, epsilon in enumerate(epsilons):
-            rows = part[part["epsilon"] == epsilon]
+            # every index in range, NaN where no unit has it: the line breaks there instead of
+            # joining indices that are not neighbours
+            rows = part[part["epsilon"] == epsilon].set_index("homogeneity_index").reindex(
+                indices)
             offset = (i - (len(epsilons) - 1) / 2) * 0.08
-            ax.errorbar(rows["homogeneity_index"] + offset, rows["bias"],
-                        yerr=1.96 * rows["se"].fillna(0), color=epsilon_color(i, len(epsilons)),
-                        marker="o", ms=3, lw=1, capsize=1.5, label=f"ε = {epsilon:g}")
+            ax.errorbar(indices + offset, rows["bias"], yerr=1.96 * rows["se"].fillna(0),
+                        color=epsilon_color(i, len(epsilons)), marker="o", ms=3, lw=1,
+                        capsize=1.5, label=f"ε = {epsilon:g}")
         ax.axhline(0, color="black", lw=0.8)
         ax.set_ylabel(f"bias of {level} total\n(mean DP − exact), persons")
         ax.set_title(f"{level}: bias by homogeneity index (bars: 95% intervals)", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=4)
         first = part[part["epsilon"] == epsilons[0]]
-        count_ax.bar(first["homogeneity_index"], first["n"], color="#999999")
-        count_ax.set_yscale("log")
+        count_ax.plot(first["homogeneity_index"], first["n"], "o", color="#777777", ms=4)
+        count_ax.set_yscale("log")                 # points: no bars on a log axis
         count_ax.set_ylabel("units × seeds")
         count_ax.set_xlabel(f"homogeneity index ({definition.replace('_', ' ')} definition)")
         count_ax.grid(True, alpha=0.3)
     out.figure("bias_by_homogeneity", fig,
                f"Mean error of county (left) and ED (right) totals by homogeneity index for each "
-               f"ε (top; bars: 95% intervals) and how many results each index has (bottom, log "
-               f"scale); index as defined by '{definition}' (authors: 24 − the level "
+               f"ε (top; bars: 95% intervals; lines break at indices no unit has) and how many "
+               f"results each index has (bottom, log scale); index as defined by '{definition}' (authors: 24 − the level "
                f"combinations present; zero_cells: empty cells of the 24). Diverse units (low "
                f"index) are undercounted, the more so the smaller ε; homogeneous units (high "
                f"index, the majority of EDs) are overcounted. Nonnegativity raises empty cells, "
@@ -208,22 +234,26 @@ def figure_comparison(out: Output, table: pd.DataFrame, epsilon: float) -> None:
         part = table[(table["level"] == level) & (table["query"] == query)]
         part = part.set_index("method").reindex(methods)
         values = part["mean_abs"].to_numpy()
-        shown = np.where(values > 1e-6, values, np.nan)        # 0 up to float rounding: no bar
-        ax.bar(range(len(methods)), shown, color=[method_style(m)["color"] for m in methods])
-        ax.set_yscale("log")
+        shown = np.where(values > 1e-6, values, np.nan)        # 0 up to float rounding
+        for i, (method, value) in enumerate(zip(methods, shown)):
+            ax.plot([i], [value], "o", ms=7, color=method_style(method)["color"])
+        ax.set_yscale("log")                       # points: no bars on a log axis
         floor = np.nanmin(shown) / 3 if np.isfinite(shown).any() else 0.1
-        ax.set_ylim(bottom=floor)
+        ax.set_ylim(bottom=floor, top=np.nanmax(shown) * 3 if np.isfinite(shown).any()
+                    else 1.0)
+        ax.set_xlim(-0.6, len(methods) - 0.4)
         ax.set_xticks(range(len(methods)), methods, rotation=40, ha="right", fontsize=8)
         ax.set_ylabel("mean |error|, persons (log scale)")
         ax.set_title(f"{level}: {query}", fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.3)
         for i, value in enumerate(values):
-            ax.annotate(f"{value:.3g}" if value > 1e-6 else "0 (exact)",
+            ax.annotate(format_number(value) if value > 1e-6 else "0 (exact)",
                         (i, value if value > 1e-6 else floor), ha="center", va="bottom",
-                        fontsize=7, textcoords="offset points", xytext=(0, 2))
+                        fontsize=7, textcoords="offset points", xytext=(0, 5))
     out.figure("comparison", fig,
                f"Mean absolute error of each post-processor of the same ε = {epsilon:g} "
-               f"measurements (bottom-up: its own measurement at the same ε), log scale. "
+               f"measurements (bottom-up: its own measurement at the same ε), one point each on a "
+               f"log scale. "
                f"Clipping the noisy detailed cells inflates every empty cell, so its totals are "
                f"far off; least squares is consistent but leaves negative cells; TopDown is "
                f"consistent, nonnegative and holds the invariants.")

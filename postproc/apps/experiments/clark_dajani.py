@@ -22,8 +22,9 @@ from hierarchy.queries import detailed, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from postproc.methods.baselines import bottom_up, calibrate_to_totals
-from postproc.apps.experiments._common import (E2E_LEVELS, Output, new_figure, plain_log_axis,
-                                          synthetic_truth)
+from postproc.apps.experiments._common import (E2E_LEVELS, Output, describe_grid, describe_units,
+                                               merge_coinciding, new_figure, plain_log_axis,
+                                               synthetic_truth)
 from postproc.evaluation.metrics import error_metrics
 
 NAME = "clark_dajani"
@@ -136,8 +137,12 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
         part = check[check["level"] == level]
         headline[f"max |L2 / exact expected RMSE − 1| at {level}"] = float(
             np.max(np.abs(part["l2"] / part["rmse_theory"] - 1)))
-    return {"parameters": {**params, "units": {lv: geo.n_units(lv) for lv in LEVELS}},
-            "headline": headline}
+    units = {lv: geo.n_units(lv) for lv in LEVELS}
+    ran = (f"Bottom-up at ε ∈ {describe_grid(params['epsilons'])} with seeds "
+           f"{', '.join(str(s) for s in params['seeds'])} (sensitivity Δ = "
+           f"{params['sensitivity']:g}) on {int(truth.counts[0].sum()):,} synthetic persons "
+           f"({describe_units(units)}).")
+    return {"parameters": {**params, "units": units}, "headline": headline, "ran": ran}
 
 
 def _ancestor(geo, level_index: int) -> np.ndarray:
@@ -155,13 +160,15 @@ def _figure(out: Output, table: pd.DataFrame, value: str, ylabel: str, name: str
     fig, axes = new_figure(len(queries), 1, width=4.6, height=4.2, sharey=False)
     for ax, query in zip(axes[0], queries):
         part = raw[raw["query"] == query]
-        for level in LEVELS:
-            rows = part[part["level"] == level].sort_values("epsilon")
-            ax.plot(rows["epsilon"], rows[value], marker="o", ms=4, color=COLORS[level],
-                    label=level)
+        rows = {level: part[part["level"] == level].sort_values("epsilon") for level in LEVELS}
+        # at small sizes a level can repeat the one above (one county per state): one line
+        series = merge_coinciding({lv: (r["epsilon"].to_numpy(), r[value].to_numpy())
+                                   for lv, r in rows.items()})
+        for label, (x, y) in series.items():
+            level = label.split(" = ")[0]
+            ax.plot(x, y, marker="o", ms=4, color=COLORS[level], label=label)
             if theory:
-                ax.plot(rows["epsilon"], rows["rmse_theory"], ls=":", lw=1.5,
-                        color=COLORS[level])
+                ax.plot(x, rows[level]["rmse_theory"], ls=":", lw=1.5, color=COLORS[level])
         plain_log_axis(ax, "both", ticks=sorted(part["epsilon"].unique()))
         ax.grid(True, which="both", alpha=0.3)
         ax.set_xlabel("privacy budget ε (all on the ED cells)")

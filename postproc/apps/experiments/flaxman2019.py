@@ -29,8 +29,8 @@ from hierarchy.randomness import Randomness
 from postproc.methods.baselines import adpc, flaxman_population, gdpc, hay, rdpc
 from postproc.evaluation.epl import improved_epl, published_epl
 from postproc.apps.experiments import _neighbours
-from postproc.apps.experiments._common import (Output, legend_if_any, method_style, new_figure,
-                                          plain_log_axis)
+from postproc.apps.experiments._common import (Output, describe_grid, legend_if_any, method_style,
+                                               new_figure, plain_log_axis)
 from postproc.evaluation.metrics import error_metrics
 
 NAME = "flaxman2019"
@@ -149,8 +149,17 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     headline["ordering_gdpc_gt_adpc_gt_rdpc_at_every_epsilon"] = ordered
     small = _neighbour_experiment(out, params, rnd, wide)
     headline.update(small)
+    ran = (f"N = {int(params['persons']):,} persons on a tree of J = {depth} levels below the "
+           f"root (C = {population.children} children per node, "
+           f"{int(population.leaves.size):,} leaves); ε ∈ {describe_grid(params['epsilons'])}, "
+           f"{params['replicates']} replicates per method and ε, residual and EPL curves at "
+           f"ε = {show:g}; EPL intervals from {params['n_boot']} bootstrap draws; D/D′: "
+           f"{int(params['neighbour_persons']):,} persons, {int(params['neighbour_runs']):,} "
+           f"runs per dataset, method and ε at ε ∈ "
+           f"{describe_grid(params['neighbour_epsilons'])}.")
     return {"parameters": {**params, "children": population.children,
-                           "leaves": int(population.leaves.size)}, "headline": headline}
+                           "leaves": int(population.leaves.size)}, "headline": headline,
+            "ran": ran}
 
 
 def _neighbour_experiment(out: Output, params: dict, rnd: Randomness,

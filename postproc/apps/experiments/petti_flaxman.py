@@ -2,8 +2,9 @@
 
 Synthetic 1940-style persons and units (``hierarchy.synth``), the E2E budget split, geometric
 noise and the E2E spec (``tot`` invariant at nation and state, units data at the ED), TopDown at
-every ε ∈ {0.25, 0.5, 0.75, 1, 2, 4, 6, 8} with 4 seeds (the paper's grid and seeds). For the
-total count (TC, query ``total``) and the stratified count (SC, ``va_hisp_race``) of every level:
+every ε of a grid with several seeds — the full run uses the paper's grid ε ∈ {0.25, 0.5, 0.75,
+1, 2, 4, 6, 8} and its 4 seeds; what a given run used is stated in its outputs. For the total
+count (TC, query ``total``) and the stratified count (SC, ``va_hisp_race``) of every level:
 
 * MAE (median absolute error, the mean over seeds) and EPL (improved estimator, errors of all
   seeds pooled: the seeds are independent draws of the same mechanism on the same data; the
@@ -57,7 +58,8 @@ from postproc.methods.baselines import srs
 from postproc.evaluation.epl import default_bandwidth, improved_epl, published_epl
 from postproc.errors import PostprocError
 from postproc.apps.experiments import _papers as paper
-from postproc.apps.experiments._common import E2E_LEVELS, Output, synthetic_truth
+from postproc.apps.experiments._common import (E2E_LEVELS, Output, describe_grid, describe_units,
+                                               synthetic_truth)
 from postproc.apps.experiments._figures_petti_flaxman import (figure_bias, figure_comparison,
                                                          figure_distribution, figure_levels,
                                                          figure_tradeoff)
@@ -278,7 +280,17 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                     int(params["n_boot"]))
     headline = _headline(topdown_table, closest, bias, params["homogeneity"])
     headline["topdown_seconds_mean"] = float(np.mean(seconds))
-    return {"parameters": {**params, "units": units}, "headline": headline,
+    persons = int(truth.counts[0].sum())
+    ran = (f"TopDown at ε ∈ {describe_grid(params['epsilons'])} with seeds "
+           f"{', '.join(str(s) for s in params['seeds'])} on {persons:,} synthetic persons "
+           f"({describe_units(units)}); simple random samples of "
+           f"{', '.join(f'{100 * f:g} %' for f in params['srs_fractions'])} of persons; "
+           + (f"the post-processors compared at ε = {params['compare_epsilon']:g}; "
+              if compared is not None else "no comparison of post-processors (compare_epsilon "
+              f"{params['compare_epsilon']:g} is not among the ε run); ")
+           + f"EPL intervals from {params['n_boot']} bootstrap draws; homogeneity index: "
+           f"{params['homogeneity']} definition.")
+    return {"parameters": {**params, "units": units}, "headline": headline, "ran": ran,
             "notes": ["nation and state totals are invariant (E2E spec): their errors are 0 and "
                       "their EPL is undefined."]}
 
