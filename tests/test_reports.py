@@ -243,3 +243,49 @@ def test_every_template_is_package_data():
     covered = {p for pattern in patterns for p in package.glob(pattern)}
     templates = set((package / "templates").iterdir())
     assert templates and templates <= covered
+
+
+# -- experiment figures ----------------------------------------------------------------------------
+
+class Captured:
+    """An experiment Output that keeps its figures instead of writing them."""
+
+    def __init__(self):
+        self.figures = {}
+
+    def figure(self, name, fig, caption):
+        self.figures[name] = fig
+
+
+def test_coinciding_levels_are_one_line_and_panels_keep_their_titles():
+    from postproc.apps.experiments._figures_petti_flaxman import figure_levels
+
+    rows = []
+    for level, scale in (("nation", 0.0), ("state", 1.0), ("county", 1.0), ("enum_dist", 2.0)):
+        for epsilon in (0.5, 2.0):                 # county repeats state (one county per state)
+            rows.append({"epsilon": epsilon, "level": level, "query": "total",
+                         "mae": 10 * scale / epsilon, "mae_sd": 0.0, "epl": scale * epsilon,
+                         "epl_ci_low": np.nan, "epl_ci_high": np.nan})
+    out = Captured()
+    figure_levels(out, pd.DataFrame(rows), [0.5, 2.0], {"total": "TC (total)"},
+                  {"total": "mae"}, ["nation", "state", "county", "enum_dist"])
+    error_ax, epl_ax = out.figures["mae_epl_by_level"].axes[:2]
+    assert error_ax.get_title() == "TC (total)"
+    labels = [t.get_text() for t in error_ax.get_legend().get_texts()]
+    assert labels == ["state = county", "enum_dist"]
+
+
+def test_bias_lines_break_where_an_index_is_missing():
+    from postproc.apps.experiments._figures_petti_flaxman import figure_bias
+
+    bias = pd.DataFrame({"level": "enum_dist", "definition": "authors", "epsilon": 1.0,
+                         "homogeneity_index": [0, 1, 4], "bias": [-5.0, -2.0, 3.0],
+                         "se": [1.0, 1.0, 1.0], "n": [3, 30, 300]})
+    out = Captured()
+    figure_bias(out, bias, "authors")
+    ax, count_ax = out.figures["bias_by_homogeneity"].axes
+    line = ax.get_lines()[0]                       # the errorbar's data line
+    assert line.get_xdata().tolist() == [0, 1, 2, 3, 4]
+    y = np.ma.filled(np.ma.asarray(line.get_ydata(), dtype=float), np.nan)
+    assert np.isnan(y[2:4]).all() and not np.isnan(y[[0, 1, 4]]).any()   # no 1-to-4 segment
+    assert not count_ax.patches                    # points, not bars, on the log axis

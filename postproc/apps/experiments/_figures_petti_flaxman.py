@@ -56,18 +56,18 @@ def figure_levels(out: Output, table: pd.DataFrame, epsilons: Sequence[float],
         series = merge_coinciding({lv: (r["epsilon"].to_numpy(),
                                         r[[column, "epl"]].to_numpy(dtype=float))
                                    for lv, r in rows.items()})
-        for label in series:
-            level = label.split(" = ")[0]
+        for name in series:
+            level = name.split(" = ")[0]
             style = {"color": LEVEL_COLORS[level], "marker": "o", "ms": 4, "capsize": 2}
             positive = rows[level][rows[level][column] > 0]
             if not positive.empty:
                 spread = positive["mae_sd"].fillna(0) if column == "mae" else None
                 err_ax.errorbar(positive["epsilon"], positive[column], yerr=spread,
-                                label=label, **style)
+                                label=name, **style)
             finite = rows[level][np.isfinite(rows[level]["epl"])]
             if not finite.empty:
                 epl_ax.errorbar(finite["epsilon"], finite["epl"], yerr=_whiskers(finite),
-                                label=label, **style)
+                                label=name, **style)
         if not np.isfinite(part[part["level"].isin(levels[1:])]["epl"]).any():
             epl_ax.text(0.5, 0.5, "EPL undefined at every level and ε\n(epl_reason says why)",
                         transform=epl_ax.transAxes, ha="center", va="center", color="#666666",
@@ -205,13 +205,17 @@ def figure_bias(out: Output, bias: pd.DataFrame, definition: str) -> None:
                         color=epsilon_color(i, len(epsilons)), marker="o", ms=3, lw=1,
                         capsize=1.5, label=f"ε = {epsilon:g}")
         ax.axhline(0, color="black", lw=0.8)
+        if not (part["bias"].abs() > 1e-9).any():
+            ax.text(0.5, 0.7, f"every {level} total is exact here\n(held invariant: e.g. one "
+                    f"{level} per state)", transform=ax.transAxes, ha="center", va="center",
+                    color="#666666", fontsize=9)
         ax.set_ylabel(f"bias of {level} total\n(mean DP − exact), persons")
         ax.set_title(f"{level}: bias by homogeneity index (bars: 95% intervals)", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=4)
         first = part[part["epsilon"] == epsilons[0]]
         count_ax.plot(first["homogeneity_index"], first["n"], "o", color="#777777", ms=4)
-        count_ax.set_yscale("log")                 # points: no bars on a log axis
+        plain_log_axis(count_ax, "y")              # points: no bars on a log axis
         count_ax.set_ylabel("units × seeds")
         count_ax.set_xlabel(f"homogeneity index ({definition.replace('_', ' ')} definition)")
         count_ax.grid(True, alpha=0.3)

@@ -130,8 +130,9 @@ def _coinciding_note(pairs: list[tuple[str, str, int]]) -> str:
     if not pairs:
         return ""
     said = " and ".join(f"{lower} repeats {upper}" for upper, lower, _ in pairs)
-    return (f"Here {said} (one unit per parent): their points coincide, the later level's "
-            f"drawn over the earlier's.")
+    return (f"Here {said} (one unit per parent): a consistent result has the same counts at "
+            f"those levels, so its points coincide; noisy measurements of each level are "
+            f"separate draws and differ.")
 
 
 def _run_summary(manifest: dict[str, Any]) -> str:
