@@ -329,6 +329,68 @@ def _kept_rows(task: NodeTask, lay: _Layout, keep: Sequence[KeptQuery], n_cols: 
             target.astype(np.float64), [labels[live[i]] for i in empty])
 
 
+
+def _auxiliaries(answers, n_x: int, x_diag: np.ndarray, x_lin: np.ndarray
+                 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
+    """The auxiliary variables ``z = a·x`` of the objective's non-identity answers, fewest
+    possible, exactly.
+
+    ``answers``: per query, ``(rows, cols, data, weights, values, number of answers)`` over
+    the variables (rows from :func:`_per_child`). Terms ``w·(a·x − y)²`` are merged without
+    changing the objective beyond a constant (which the caller keeps as ``Σ w y²``):
+
+    * an answer with no variable is constant: no auxiliary (at a 2020-style block-group node,
+      188 variables had 5,283 auxiliaries, all but 577 of them pinned at 0);
+    * an answer of one variable, ``w·(a x_j − y)²``, goes on ``x_j``'s diagonal (``x_diag``,
+      ``x_lin`` are updated in place);
+    * answers with the same coefficients on the same variables (a child's hispanic × cenrace
+      and votingage × hispanic × cenrace answers when it has adults only) share one auxiliary:
+      ``Σ w_i (z − y_i)² = (Σ w_i) z² − 2 (Σ w_i y_i) z + const``.
+
+    Returns ``((rows, cols, data) of the auxiliaries' rows z_i = a_i·x, Σw per auxiliary,
+    Σwy per auxiliary)``.
+    """
+    if not answers:
+        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0),), np.zeros(0), np.zeros(0)
+    offsets = np.cumsum([0] + [a[5] for a in answers])
+    r = np.concatenate([a[0] + o for a, o in zip(answers, offsets)])
+    c = np.concatenate([a[1] for a in answers])
+    v = np.concatenate([a[2] for a in answers]).astype(np.float64)
+    w = np.concatenate([a[3] for a in answers])
+    y = np.concatenate([a[4] for a in answers])
+    m = sp.csr_matrix((v, (r, c)), shape=(int(offsets[-1]), n_x))
+    m.sum_duplicates()                               # canonical: sorted, no repeats
+    count = np.diff(m.indptr)
+    single = np.flatnonzero(count == 1)
+    if single.size:
+        a, j = m.data[m.indptr[single]], m.indices[m.indptr[single]]
+        np.add.at(x_diag, j, 2 * w[single] * a * a)
+        np.add.at(x_lin, j, -2 * w[single] * a * y[single])
+    multi = np.flatnonzero(count > 1)
+    if not multi.size:
+        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0),), np.zeros(0), np.zeros(0)
+    m = m[multi]
+    # group equal rows: a random 64-bit key per variable and coefficient, then an exact check
+    rng = np.random.default_rng(0x5EED)
+    salt = rng.integers(1, 2 ** 63, size=n_x, dtype=np.uint64)
+    with np.errstate(over="ignore"):                 # wrap-around arithmetic on purpose
+        terms = salt[m.indices] * (m.data.view(np.uint64) | np.uint64(1))
+        key = np.add.reduceat(terms, m.indptr[:-1]) if m.nnz else np.zeros(0, np.uint64)
+    _, first, group = np.unique(key, return_index=True, return_inverse=True)
+    rep = first[group]
+    n = np.diff(m.indptr)
+    pos = np.arange(m.nnz) - np.repeat(m.indptr[:-1], n)
+    same = (np.array_equal(n, n[rep])
+            and np.array_equal(m.indices, m.indices[np.repeat(m.indptr[rep], n) + pos])
+            and np.array_equal(m.data, m.data[np.repeat(m.indptr[rep], n) + pos]))
+    if not same:                                     # a key collision: keep every row
+        first, group = np.arange(multi.size), np.arange(multi.size)
+    w_sum = np.bincount(group, weights=w[multi], minlength=first.size)
+    wy_sum = np.bincount(group, weights=w[multi] * y[multi], minlength=first.size)
+    z = m[first].tocoo()
+    return (z.row.astype(np.int64), z.col.astype(np.int64), z.data), w_sum, wy_sum
+
+
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
                  hold: Sequence[tuple[QueryData, np.ndarray]] = (),
                  slack: float | None = None, keep: Sequence[KeptQuery] = ()
@@ -373,9 +435,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     scale = 1.0 / w_max if w_max > 0 else 1.0
     x_diag = np.zeros(lay.n_x)
     x_lin = np.zeros(lay.n_x)
-    aux = []       # (rows, cols, data of Q x over live answers, their number, first z)
-    diag_parts, lin_parts = [], []
-    n_aux = 0
+    answers = []                  # (rows, cols, data, weights, values) of non-identity queries
     for q in queries:
         w = q.weights * scale
         y = q.values.astype(np.float64)
@@ -385,27 +445,22 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
             x_diag += 2 * wa
             x_lin += -2 * wa * ya
             continue
-        # An answer none of whose cells is a variable is 0 whatever the fit: its term w·y² is
-        # the constant above, and it gets no auxiliary (at a 2020-style block, 188 variables
-        # had 5,283 auxiliaries, all but a few hundred of them pinned at 0).
         r, c, v, has_var = _per_child(q.matrix, lay.var_index)
-        live = np.flatnonzero(has_var)
-        renumber = np.full(has_var.size, -1, np.int64)
-        renumber[live] = np.arange(live.size)
-        aux.append((renumber[r], c, v, live.size, lay.n_x + n_aux))
-        diag_parts.append(2 * np.ravel(w)[live])
-        lin_parts.append(-2 * np.ravel(w)[live] * y.ravel()[live])
-        n_aux += live.size
+        answers.append((r, c, v, np.ravel(w), y.ravel(), has_var.size))
+    aux_rows, aux_w, aux_wy = _auxiliaries(answers, lay.n_x, x_diag, x_lin)
+    n_aux = aux_w.size
     act = np.flatnonzero(lay.active)
     n_slack = 2 * act.size if (slack is not None and task.parent_hist is not None) else 0
     slack0 = lay.n_x + n_aux
     n_var = slack0 + n_slack
-    P = sp.diags(np.concatenate([x_diag] + diag_parts + [np.zeros(n_slack)]), format="csc")
-    q_vec = np.concatenate([x_lin] + lin_parts + [np.zeros(n_slack)])
+    P = sp.diags(np.concatenate([x_diag, 2 * aux_w, np.zeros(n_slack)]), format="csc")
+    q_vec = np.concatenate([x_lin, -2 * aux_wy, np.zeros(n_slack)])
     rows = _Rows(n_var)
-    for r, c, v, m, offset in aux:  # Q x − z = 0
-        rows.add(np.concatenate([r, np.arange(m)]), np.concatenate([c, offset + np.arange(m)]),
-                 np.concatenate([v, -np.ones(m)]), np.zeros(m), np.zeros(m))
+    if n_aux:  # Q x − z = 0
+        r, c, v = aux_rows
+        rows.add(np.concatenate([r, np.arange(n_aux)]),
+                 np.concatenate([c, lay.n_x + np.arange(n_aux)]),
+                 np.concatenate([v, -np.ones(n_aux)]), np.zeros(n_aux), np.zeros(n_aux))
     if task.parent_hist is not None:  # Σ_k x_k = parent on active cells (± slacks)
         r, c, data = _parent_rows(lay.var_index, act, slack0 if n_slack else None)
         p = task.parent_hist[act].astype(np.float64)
