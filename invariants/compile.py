@@ -69,8 +69,15 @@ class LevelConstraints:
         bounds are integers.
     labels : tuple of str
         What each row is (constraint name and answer), for messages and manifests.
+    zero_patterns : bool array, shape (patterns, cells)
+        The distinct sets of cells that must be 0 in a unit (structural zeros, and rows bounded
+        above by 0). Units share them: at a 2020-style block level a few hundred patterns
+        serve millions of blocks, where a dense units × cells array would take 16 GB.
+    zero_index : int array, shape (units,), optional
+        Each unit's pattern. Without it ``zero_patterns`` is one row per unit.
     zero : bool array, shape (units, cells)
-        Cells that must be 0 in each unit (structural zeros, and rows bounded above by 0).
+        Every unit's zero cells, dense (computed on each access; for small levels — a node
+        takes its children's with :meth:`rows_of`).
 
     Examples
     --------
@@ -103,7 +110,22 @@ class LevelConstraints:
     lower: np.ndarray
     upper: np.ndarray
     labels: tuple[str, ...]
-    zero: np.ndarray
+    zero_patterns: np.ndarray
+    zero_index: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.zero_index is None:
+            object.__setattr__(self, "zero_index", np.arange(self.zero_patterns.shape[0]))
+
+    @property
+    def zero(self) -> np.ndarray:
+        return self.zero_patterns[self.zero_index]
+
+    @property
+    def n_zero_cells(self) -> int:
+        """How many (unit, cell) pairs are forced to 0, without building the dense array."""
+        per_pattern = self.zero_patterns.sum(axis=1)
+        return int(per_pattern[self.zero_index].sum()) if per_pattern.size else 0
 
     @property
     def n_units(self) -> int:
@@ -115,7 +137,7 @@ class LevelConstraints:
 
     def rows_of(self, units: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(lower, upper, zero)`` of a set of units (e.g. a parent's children)."""
-        return self.lower[units], self.upper[units], self.zero[units]
+        return self.lower[units], self.upper[units], self.zero_patterns[self.zero_index[units]]
 
     def constraint_names(self) -> list[str]:
         """The invariants and constraints behind the rows, e.g. ``['tot', 'hhgq_total_lb (implied
@@ -386,12 +408,19 @@ def _merge_label(a: str, b: str) -> str:
     return f"{' & '.join(dict.fromkeys(names_a + names_b))}: {what}"
 
 
-def _zero_cells(matrix: sp.csr_matrix, upper: np.ndarray) -> np.ndarray:
-    """Cells forced to 0: covered by a row with nonnegative coefficients bounded above by 0."""
+def _zero_cells(matrix: sp.csr_matrix, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cells forced to 0 — covered by a row with nonnegative coefficients bounded above by 0 —
+    per distinct set of such rows: ``(patterns × cells bool, each unit's pattern)``."""
     nonneg = np.asarray((matrix.minimum(0) != 0).sum(axis=1)).ravel() == 0
     capped = (upper <= 0) & nonneg[None, :]
+    packed = np.packbits(capped, axis=1)
+    if packed.shape[1] == 0:
+        packed = np.zeros((capped.shape[0], 1), np.uint8)
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).ravel()
+    _, first, index = np.unique(keys, return_index=True, return_inverse=True)
     support = (matrix != 0).astype(np.int64)
-    return (sp.csr_matrix(capped.astype(np.int64)) @ support).toarray() > 0
+    patterns = (sp.csr_matrix(capped[first].astype(np.int64)) @ support).toarray() > 0
+    return patterns, index.ravel().astype(np.int64)
 
 
 def compile_spec(spec: Spec, schema: Schema, geography: Geography,
@@ -492,17 +521,18 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
                 f"{lv} {codes[u]!r}: constraints contradict each other: {labels[r]} needs "
                 f"{floor[u, r]:g} ≤ value ≤ {upper[u, r]:g}; check the invariant data of this "
                 "unit (e.g. more housing units than persons allowed by the total)")
-        zero = _zero_cells(matrix, upper)
+        patterns, index = _zero_cells(matrix, upper)
         positive_lower = (lower > 0)
         if positive_lower.any():
             support = (matrix > 0).astype(np.int64)
-            open_cells = (sp.csr_matrix((~zero).astype(np.int64)) @ support.T).toarray()
-            dead = positive_lower & (open_cells == 0)
+            open_cells = (sp.csr_matrix((~patterns).astype(np.int64)) @ support.T).toarray()
+            dead = positive_lower & (open_cells[index] == 0)
             if dead.any():
                 u, r = np.argwhere(dead)[0]
                 raise SpecError(f"{lv} {codes[u]!r}: {labels[r]} needs at least "
                                 f"{lower[u, r]:g} but every cell it counts is forced to 0")
-        compiled[lv] = LevelConstraints(lv, codes, matrix, lower, upper, labels, zero)
+        compiled[lv] = LevelConstraints(lv, codes, matrix, lower, upper, labels, patterns,
+                                          index)
     return compiled
 
 

@@ -10,12 +10,10 @@ Geography: nation → states S1, S2 → counties S1a, S1b (under S1), S2a (under
 
 from __future__ import annotations
 
-import itertools
 
 import cvxpy as cp
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from hierarchy.geography import Geography
 from hierarchy.schema import Attribute, Schema
@@ -386,6 +384,21 @@ def test_truth_satisfies_every_compiled_level(seed):
         for b in (compiled[lv].lower, compiled[lv].upper):
             fin = b[np.isfinite(b)]
             assert np.array_equal(fin, np.round(fin))
+        assert_zero_cells_by_definition(compiled[lv])
+
+
+def assert_zero_cells_by_definition(lc):
+    """The shared zero patterns give each unit exactly the cells of its rows with nonnegative
+    coefficients and an upper bound ≤ 0 (computed here unit by unit)."""
+    dense = lc.matrix.toarray()
+    nonneg = (dense >= 0).all(axis=1)
+    for u in range(lc.n_units):
+        rows = np.flatnonzero(nonneg & (lc.upper[u] <= 0))
+        expect = (dense[rows] != 0).any(axis=0) if rows.size else np.zeros(dense.shape[1], bool)
+        np.testing.assert_array_equal(lc.zero[u], expect)
+        np.testing.assert_array_equal(lc.rows_of(np.array([u]))[2][0], expect)
+    assert lc.n_zero_cells == int(lc.zero.sum())
+    assert lc.zero_patterns.shape[0] <= max(lc.n_units, 1)
 
 
 # ---------------------------------------------------------------------------------------------

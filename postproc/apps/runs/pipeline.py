@@ -598,7 +598,7 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
         lc = compiled[lv]
         log(f"spec at {lv}: {lc.n_rows} constraint rows from "
             f"{', '.join(lc.constraint_names()) or 'nothing'}; "
-            f"{int(lc.zero.sum()):,} zero cells over {lc.n_units:,} units")
+            f"{lc.n_zero_cells:,} zero cells over {lc.n_units:,} units")
     check_data_against_spec(config, truth, compiled=compiled)
     log(f"configuration valid ({time.perf_counter() - t0:.1f} s)")
     return truth

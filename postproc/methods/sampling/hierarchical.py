@@ -155,7 +155,7 @@ def _node_blocks(lc: LevelConstraints, groups: list[slice], parents: np.ndarray 
     for i, sl in enumerate(groups):
         A, a, B, b = node_matrices(lc, sl, None if parents is None else parents[i])
         k = sl.stop - sl.start
-        nonneg = k * lc.zero.shape[1]      # node_matrices puts the identity rows first
+        nonneg = k * lc.matrix.shape[1]      # node_matrices puts the identity rows first
         A_blocks.append(A)
         a_parts.append(a)
         B_blocks.append(B[nonneg:])
@@ -281,7 +281,7 @@ def _children_rows(lc_next: LevelConstraints, slices: list[slice], U: int, n: in
         B_parts.append(B2[k * n:])
         b_parts.append(b2[k * n:])
         S_parts.append(sp.kron(np.ones((1, k)), sp.identity(n), format="csr"))
-        upper.append(np.where(lc_next.zero[sl], 0.0, np.inf).ravel())
+        upper.append(np.where(lc_next.rows_of(sl)[2], 0.0, np.inf).ravel())
     S = sp.block_diag(S_parts, format="csr")
     return {"A": sp.block_diag(A_parts, format="csr"), "a": np.concatenate(a_parts),
             "B": sp.block_diag(B_parts, format="csr"), "b": np.concatenate(b_parts), "S": S,
@@ -660,7 +660,7 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
                  if groups else np.zeros(0, np.int64))
         group_of = np.repeat(np.arange(multi.size), k[multi])
         cap = parent_hist[multi][group_of].astype(np.float64)
-        upper = np.where(lc.zero[units], 0.0, cap)
+        upper = np.where(lc.rows_of(units)[2], 0.0, cap)
         share = cap / k[multi][group_of][:, None]
         step = np.maximum(1.0, np.minimum(sd_step, share))
         return dict(level=level, lc=lc, y=y, hist=hist, units=units, groups=groups, upper=upper,
