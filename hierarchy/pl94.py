@@ -79,7 +79,7 @@ __all__ = ["PL94_2020", "HHGQ_LABELS", "CENRACE_LABELS", "RACES", "LEVELS",
            "PRODUCTION_LEVELS", "GLOBAL_SCALE", "TOTAL_RHO", "PRODUCTION_LEVEL_SHARES",
            "PRODUCTION_QUERY_SHARES", "QUERY_EXPRESSIONS", "ROUNDER_QUERY_EXPRESSIONS",
            "PRODUCTION_QUERY_ORDERING", "QueryOrdering", "pl94_workload", "pl94_budget",
-           "pl94_query_ordering", "pl94_passes", "pl94_spec_dict", "query_expression"]
+           "pl94_query_ordering", "pl94_passes", "pl94_round_passes", "pl94_spec_dict", "query_expression"]
 
 # -- schema -------------------------------------------------------------------------------------
 
@@ -432,11 +432,47 @@ def pl94_passes(level: str, levels: Sequence[str] | None = None) -> list[list[st
     >>> pl94_passes("nation")[0][-1]
     'detailed'
     """
+    return [list(dict.fromkeys(inner)) for outer in _ordering_at(level, levels).l2
+            for inner in outer]
+
+
+def _ordering_at(level: str, levels: Sequence[str] | None) -> QueryOrdering:
     ordering = pl94_query_ordering(levels)
     if level not in ordering:
         raise HierarchyError(f"no level {level!r}; levels are {list(ordering)}")
-    return [list(dict.fromkeys(inner)) for outer in ordering[level].l2 for inner in outer]
+    return ordering[level]
 
+
+
+def pl94_round_passes(level: str, levels: Sequence[str] | None = None) -> list[list[str]]:
+    """One level's rounding passes (a ``[solver] round_passes`` value): the rounder's inner
+    passes in order, each a list of workload query names, with the queries the rounder targets
+    without measuring them (:data:`ROUNDER_QUERY_EXPRESSIONS`) written as expressions.
+
+    Parameters
+    ----------
+    level : str
+        A level name of ``levels``.
+    levels : sequence of 6 str, optional
+
+    Returns
+    -------
+    list of list of str
+
+    Raises
+    ------
+    HierarchyError
+        If ``level`` is not one of ``levels``.
+
+    Examples
+    --------
+    >>> pl94_round_passes("tract")[0], pl94_round_passes("tract")[1][:2]
+    (['total'], ['hhgq', 'marginal(hhgq, hispanic)'])
+    >>> len(pl94_round_passes("block"))
+    1
+    """
+    return [list(dict.fromkeys(ROUNDER_QUERY_EXPRESSIONS.get(q, q) for q in inner))
+            for outer in _ordering_at(level, levels).rounder for inner in outer]
 
 # -- spec ---------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from hierarchy.pl94 import (LEVELS, PL94_2020, TOTAL_RHO, pl94_budget, pl94_passes,
+                           pl94_round_passes,
                             pl94_spec_dict, pl94_workload)
 from hierarchy.synth_2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
@@ -54,7 +55,7 @@ def pl94_config(data: Path, **options) -> RunConfig:
 
 @pytest.fixture(scope="module")
 def run(data):
-    config = pl94_config(data, passes="pl94_2020")
+    config = pl94_config(data, passes="pl94_2020", round_passes="pl94_2020")
     return run_pipeline(config, progress=False, log=lambda line: None)
 
 
@@ -81,6 +82,7 @@ def test_the_example_uses_the_presets():
     # at the nation and the block
     for level in LEVELS:
         assert [list(p) for p in config.passes_at(level)] == pl94_passes(level), level
+        assert [list(p) for p in config.round_passes[level]] == pl94_round_passes(level)
     assert config.mechanism.exact is False            # the fast sampler, in simulation mode
 
 
@@ -166,6 +168,34 @@ def test_passes_error_in_a_file_names_its_line(data, tmp_path):
     text = '[solver]\nchain = ["osqp"]\n\n[solver.passes]\nnation = [["total"]]\n'
     with pytest.raises(PostprocError, match=r"run\.toml, line 4: .*level 'nation'"):
         config_from_dict(raw, source="run.toml", text=text)
+
+
+@pytest.mark.parametrize("round_passes, words", [
+    ({"block": [["total", "marginal(hhgq, colour)"]]}, ["round_passes of level 'block'",
+                                                        "'marginal(hhgq, colour)'", "colour"]),
+    ({"blok": [["total"]]}, ["['blok']", "[geography] levels"]),
+    ("production", ["unknown round_passes preset", '"pl94_2020"']),
+    ([["total"], "hhgq"], ["list of lists"]),
+])
+def test_round_passes_errors(data, round_passes, words):
+    with pytest.raises(PostprocError) as info:
+        pl94_config(data, round_passes=round_passes)
+    message = str(info.value)
+    assert "[solver]" in message and "round_passes" in message, message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_the_run_rounds_in_production_passes_per_level(run):
+    """The rounder's order reaches every node: two rounding passes and the cells where the
+    total is rounded alone first (state … block group), one and the cells at the block."""
+    recorded = run.result.provenance["solver"]["round_passes"]
+    stats = run.result.node_stats
+    for level in LEVELS:
+        assert recorded[level] == pl94_round_passes(level), level
+        solved = stats[(stats.level == level) & (stats.rounding != "copy")]
+        assert (solved.round_passes == len(pl94_round_passes(level)) + 1).all(), level
+        assert (solved.rounding == "lp").all(), level          # integral vertices, no MILP
 
 
 # -- blocks ---------------------------------------------------------------------------------

@@ -36,9 +36,11 @@ _SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "
              "spec", "postprocess", "solver", "output"}
 
 #: Presets by section: ``[workload]``, ``[budget]`` and ``[spec]`` take ``preset = NAME``,
-#: ``[solver]`` takes ``passes = NAME`` (the per-level production ordering).
+#: ``[solver]`` takes ``passes = NAME`` and ``round_passes = NAME`` (the per-level production
+#: orderings of the fit and of the rounder).
 PRESETS = {"workload": ("e2e", "pl94_2020"), "budget": ("e2e", "pl94_2020"),
-           "spec": ("e2e", "pl94_2020"), "passes": ("pl94_2020",)}
+           "spec": ("e2e", "pl94_2020"), "passes": ("pl94_2020",),
+           "round_passes": ("pl94_2020",)}
 
 #: One level's multipass order: passes of query names.
 Passes = tuple[tuple[str, ...], ...]
@@ -94,6 +96,7 @@ class RunConfig:
     method: str = "topdown"
     method_options: Mapping[str, Any] = field(default_factory=dict)
     blocks: Path | None = None
+    round_passes: Passes | Mapping[str, Passes] | None = None
 
     @property
     def release(self) -> bool:
@@ -158,7 +161,9 @@ class RunConfig:
               workers: int | None = None, failsafe: bool = True,
               failsafe_keep: Sequence[str] | str = "auto",
               passes: Sequence[Sequence[str]] | Mapping[str, Sequence[Sequence[str]]] | str
-              | None = None, output: str | Path = "out",
+              | None = None,
+              round_passes: Sequence[Sequence[str]] | Mapping[str, Sequence[Sequence[str]]]
+              | str | None = None, output: str | Path = "out",
               microdata: bool = False, error_table: bool | None = None,
               base: str | Path = ".") -> "RunConfig":
         """A run configuration from Python values, validated exactly as a TOML file is.
@@ -194,9 +199,10 @@ class RunConfig:
             As ``[data]`` of the TOML file.
         method, method_options
             The post-processor (``[postprocess]``).
-        solver_chain, executor, workers, failsafe, failsafe_keep, passes
+        solver_chain, executor, workers, failsafe, failsafe_keep, passes, round_passes
             As ``[solver]``; ``passes`` is one list of passes for every level, a mapping
-            ``{level: passes}``, or ``"pl94_2020"`` (the production ordering of each level).
+            ``{level: passes}``, or ``"pl94_2020"`` (the production ordering of each level);
+            ``round_passes`` likewise for the rounder (query names or expressions).
         output, microdata, error_table
             As ``[output]``.
         base : str or Path, optional
@@ -243,7 +249,8 @@ class RunConfig:
                        "executor": executor, "workers": workers, "failsafe": failsafe,
                        "failsafe_keep": (failsafe_keep if isinstance(failsafe_keep, str)
                                          else list(failsafe_keep)),
-                       "passes": _passes_table(passes)},
+                       "passes": _passes_table(passes),
+                       "round_passes": _passes_table(round_passes)},
             "output": {"directory": str(output), "microdata": microdata,
                        "error_table": error_table},
         }
@@ -554,7 +561,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     method, method_options = _postprocess(pp)
     # [solver]
     sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
-                                      "failsafe_keep", "passes"})
+                                      "failsafe_keep", "passes", "round_passes"})
     chain = sv.located("chain", lambda: check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN))),
                        catch=(PostprocError,))
     executor = sv.get("executor", "serial")
@@ -570,6 +577,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     failsafe = sv.boolean("failsafe", True)
     failsafe_keep = _failsafe_keep(sv, workload)
     passes = _passes(sv, levels, workload, budget)
+    round_passes = _round_passes(sv, levels, workload, schema)
     # [output]
     o = doc.table("output", allowed={"directory", "microdata", "error_table"})
     output = o.path("directory", "out", base=base)
@@ -579,7 +587,8 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
                      mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
                      passes, output, microdata, error_table, source, dict(data),
                      failsafe_keep=failsafe_keep, method=method,
-                     method_options=method_options, blocks=blocks)
+                     method_options=method_options, blocks=blocks,
+                     round_passes=round_passes)
 
 
 def read_blocks(path: str | Path, levels: Sequence[str],
@@ -662,28 +671,40 @@ def _pl94_workload(w: Table, schema: Schema) -> Workload:
     return pl94_workload()
 
 
+def _per_level_passes(sv: Table, key: str, levels: tuple[str, ...],
+                      preset: Callable[[str, tuple[str, ...]], list[list[str]]]) -> Any:
+    """A ``[solver]`` order (``passes``, ``round_passes``) as given: ``None``; ``(None, list)``
+    for one list of every level; or ``(dict level → list, None)`` from the preset
+    ``"pl94_2020"`` (``preset(level, levels)``) or a table ``level = passes``."""
+    value = sv.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value != "pl94_2020":
+            raise sv.fail(key, f"unknown {key} preset {value!r}; the preset is "
+                               f"{_names(PRESETS[key])}, or give a list of lists of query "
+                               "names, or a table of level = list of lists")
+        return sv.located(key, lambda: {lv: preset(lv, levels) for lv in levels}), None
+    if isinstance(value, Mapping):
+        unknown = [lv for lv in value if lv not in levels]
+        if unknown:
+            raise sv.fail(key, f"{key} name levels {unknown} that are not in [geography] "
+                               f"levels {list(levels)}")
+        return dict(value), None
+    return None, value
+
+
 def _passes(sv: Table, levels: tuple[str, ...], workload: Workload,
             budget: Budget) -> Passes | dict[str, Passes] | None:
     """``[solver] passes``: one list of passes for every level, a table ``level = passes``, or
     the preset ``"pl94_2020"``. Per-level passes may name only queries measured at the level."""
-    passes = sv.get("passes")
-    if passes is None:
-        return None
-    if isinstance(passes, str):
-        if passes != "pl94_2020":
-            raise sv.fail("passes", f"unknown passes preset {passes!r}; the preset is "
-                                    f"{_names(PRESETS['passes'])}, or give a list of lists of "
-                                    "query names, or a table of level = list of lists")
-        from hierarchy.pl94 import pl94_passes
+    from hierarchy.pl94 import pl94_passes
 
-        per_level = sv.located("passes", lambda: {lv: pl94_passes(lv, levels) for lv in levels})
-    elif isinstance(passes, Mapping):
-        unknown = [lv for lv in passes if lv not in levels]
-        if unknown:
-            raise sv.fail("passes", f"passes name levels {unknown} that are not in [geography] "
-                                    f"levels {list(levels)}")
-        per_level = dict(passes)
-    else:
+    given = _per_level_passes(sv, "passes", levels, pl94_passes)
+    if given is None:
+        return None
+    per_level, passes = given
+    if per_level is None:
         bad = [q for q in _pass_names(sv, passes, "passes") if q not in workload]
         if bad:
             raise sv.fail("passes", f"passes name queries {bad} that are not in the workload "
@@ -701,12 +722,43 @@ def _passes(sv: Table, levels: tuple[str, ...], workload: Workload,
     return out
 
 
-def _pass_names(sv: Table, passes: Any, what: str) -> list[str]:
+def _round_passes(sv: Table, levels: tuple[str, ...], workload: Workload,
+                  schema: Schema) -> Passes | dict[str, Passes] | None:
+    """``[solver] round_passes``: the rounder's passes — one list for every level, a table
+    ``level = passes``, or the preset ``"pl94_2020"``. Entries are workload query names or
+    query expressions on the schema (the production rounder targets unmeasured queries)."""
+    from hierarchy.errors import HierarchyError
+    from hierarchy.pl94 import pl94_round_passes
+    from hierarchy.queries import parse_query
+
+    given = _per_level_passes(sv, "round_passes", levels, pl94_round_passes)
+    if given is None:
+        return None
+
+    def checked(passes: Any, what: str) -> Passes:
+        for q in _pass_names(sv, passes, what, key="round_passes"):
+            if q in workload:
+                continue
+            try:
+                parse_query(q, schema)
+            except HierarchyError as exc:
+                raise sv.fail("round_passes", f"{what} names {q!r}: neither a workload query "
+                                              f"({', '.join(workload.names)}) nor a query "
+                                              f"expression ({exc})") from None
+        return tuple(tuple(p) for p in passes)
+
+    per_level, passes = given
+    if per_level is None:
+        return checked(passes, "round_passes")
+    return {lv: checked(v, f"round_passes of level {lv!r}") for lv, v in per_level.items()}
+
+
+def _pass_names(sv: Table, passes: Any, what: str, key: str = "passes") -> list[str]:
     """The query names of one list of passes, refusing anything but lists of lists of names."""
     if not (isinstance(passes, list) and passes and all(
             isinstance(p, list) and p and all(isinstance(q, str) for q in p) for p in passes)):
-        raise sv.fail("passes", f"{what} must be a list of lists of query names, e.g. "
-                                "[[\"total\"], [\"detailed\"]], not " + repr(passes))
+        raise sv.fail(key, f"{what} must be a list of lists of query names, e.g. "
+                           "[[\"total\"], [\"detailed\"]], not " + repr(passes))
     return [q for p in passes for q in p]
 
 
@@ -751,7 +803,8 @@ def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
 #: Options a run gives a post-processor itself — TopDown's from ``[solver]``, and the run's own
 #: progress and checkpoints — so never in ``[postprocess.options]``.
 RUN_OPTIONS = frozenset({"solver", "executor", "workers", "scheduler", "failsafe",
-                         "failsafe_keep", "passes", "progress", "on_level", "resume_from"})
+                         "failsafe_keep", "passes", "round_passes", "progress", "on_level",
+                         "resume_from"})
 
 
 def method_options_problem(method: str, options: Mapping[str, Any]) -> str | None:

@@ -223,4 +223,5 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
                            workload="pl94_2020", budget="pl94_2020",
                            mechanism={"name": "discrete_gaussian", "exact": False},
                            mode="simulation", seed=seed, spec="pl94_2020", passes="pl94_2020",
+                           round_passes="pl94_2020",
                            executor=executor, output="run", base=directory)

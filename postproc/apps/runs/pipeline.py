@@ -134,7 +134,8 @@ class PipelineResult:
 
 
 #: The ``[solver]`` settings that are TopDown's options in the registry.
-_SOLVER_OPTIONS = ("solver", "executor", "workers", "failsafe", "failsafe_keep", "passes")
+_SOLVER_OPTIONS = ("solver", "executor", "workers", "failsafe", "failsafe_keep", "passes",
+                   "round_passes")
 
 
 def method_spec(method: str, spec: Any) -> Any:
@@ -221,13 +222,14 @@ def method_options(config: RunConfig, method: str) -> dict[str, Any]:
     >>> method_options(config, "sampling"), method_options(config, "hay")
     ({'sweeps': 20}, {})
     >>> sorted(method_options(config, "topdown"))
-    ['executor', 'failsafe', 'failsafe_keep', 'passes', 'solver', 'workers']
+    ['executor', 'failsafe', 'failsafe_keep', 'passes', 'round_passes', 'solver', 'workers']
     """
     options: dict[str, Any] = {}
     if method == "topdown":
         options = {"solver": config.solver_chain, "executor": config.executor,
                    "workers": config.workers, "failsafe": config.failsafe,
-                   "failsafe_keep": config.failsafe_keep, "passes": config.passes}
+                   "failsafe_keep": config.failsafe_keep, "passes": config.passes,
+                   "round_passes": config.round_passes}
     if method == config.method:
         options.update(config.method_options)
     return options
@@ -860,7 +862,8 @@ def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy, comp
     with _executor(config) as ex:
         result = topdown(noisy, config.spec, solver=config.solver_chain, executor=ex,
                          failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
-                         passes=config.passes, progress=progress,
+                         passes=config.passes, round_passes=config.round_passes,
+                         progress=progress,
                          start=(len(hists), hists) if hists else None, on_level=on_level,
                          **config.method_options)
     timings["topdown"] = time.perf_counter() - t

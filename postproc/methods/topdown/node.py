@@ -121,6 +121,10 @@ class NodeTask:
     failsafe_keep : tuple of KeptQuery, optional
         Answers of the parent the failsafe keeps exact (see :mod:`postproc.methods.topdown.failsafe`);
         ``None`` keeps the total, ``()`` keeps nothing.
+    round_passes : tuple of tuples of (name, matrix), optional
+        Multipass rounding (the 2020 production rounder): each pass minimizes the L1 distance
+        of its queries' answers to the fit's, then holds them exactly for later passes; a final
+        pass over the cells decides the rest. ``None``: one pass over the cells.
 
     Examples
     --------
@@ -151,6 +155,7 @@ class NodeTask:
     passes: tuple[tuple[str, ...], ...] | None = None
     pass_tolerance: float = 0.5
     failsafe_keep: tuple[KeptQuery, ...] | None = None
+    round_passes: tuple[tuple[tuple[str, sp.csr_matrix], ...], ...] | None = None
 
     @property
     def kept(self) -> tuple[KeptQuery, ...]:
@@ -255,6 +260,13 @@ class _Rows:
         self.lower.append(np.asarray(lower, dtype=np.float64))
         self.upper.append(np.asarray(upper, dtype=np.float64))
         self.n += len(self.lower[-1])
+
+    def widened(self, n_var: int) -> "_Rows":
+        """The same rows over ``n_var ≥ self.n_var`` columns (a copy to add more rows to)."""
+        out = _Rows(n_var)
+        out.rows, out.cols, out.data = list(self.rows), list(self.cols), list(self.data)
+        out.lower, out.upper, out.n = list(self.lower), list(self.upper), self.n
+        return out
 
     def matrix(self, fmt: str = "csc") -> sp.spmatrix:
         if not self.rows:
@@ -670,37 +682,98 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
         renumber = np.cumsum(keep) - 1
         sel = keep[r]
         rows.add(renumber[r[sel]], cc[sel], v[sel], lo[keep], hi[keep])
-    c = np.concatenate([1.0 - 2.0 * frac.ravel()[cols], np.full(n_slack, 1e4)])
-    lb = np.zeros(nb + n_slack)
-    ub = np.concatenate([np.ones(nb), np.full(n_slack, np.inf)])
-    A = rows.matrix("csr")
-    l, u = rows.bounds()
+    cell_cost = np.concatenate([1.0 - 2.0 * frac.ravel()[cols], np.full(n_slack, 1e4)])
     stats: dict[str, Any] = {"round_seconds": 0.0}
-    sol = solve_lp(LP(c, A, l, u, lb, ub))
-    stats["round_seconds"] += sol.seconds
-    method = "lp"
-    b = None
-    if sol.status.ok:
-        if np.all(np.abs(sol.x - np.round(sol.x)) <= _INT_TOL):
-            b = np.round(sol.x)
-    if b is None:
-        method = "milp"
-        sol = solve_lp(LP(c, A, l, u, lb, ub, integer=np.ones(c.size)))
-        stats["round_seconds"] += sol.seconds
-        if not sol.status.ok:
-            raise InfeasibleError(
-                f"{task.level} children of {task.parent!r}: no integer rounding within ±1 of "
-                f"the fit satisfies the constraints ({sol.status.value})")
-        b = np.round(sol.x)
+    methods = []
+    passes = () if failsafe or not task.round_passes else task.round_passes
+    for answers in passes:  # multipass: L1 on the pass's answers, then hold them exactly
+        r, cc, v, target = _round_answers(task, lay, answers, x - floor)
+        if not r.size:
+            continue
+        # An answer of one variable B_j (coefficient 1) deviates by f or 1 − f: slope 1 − 2f
+        # on B_j. Every other answer s = a·B gets |s − f| as a convex piecewise-linear cost
+        # over three columns, s = s⁻ + s⁰ + s⁺ with s⁻ ≤ ⌊f⌋ at −1, s⁰ ≤ 1 at 1 − 2·frac(f),
+        # s⁺ at +1. Their rows join the per-cell and per-child (laminar) rows, so the matrix
+        # stays totally unimodular and the LP's vertex is integral (the |·| ≤ t form is not).
+        m = target.size
+        count = np.bincount(r, minlength=m)
+        one = (count == 1) & (np.bincount(r, weights=(v == 1), minlength=m) == 1)
+        cost = np.concatenate([np.zeros(nb), cell_cost[nb:]])
+        pick = one[r]
+        np.add.at(cost, cc[pick], 1.0 - 2.0 * np.clip(target[r[pick]], 0.0, 1.0))
+        multi = np.flatnonzero(~one)
+        renumber = np.full(m, -1, np.int64)
+        renumber[multi] = np.arange(multi.size)
+        rm, cm, vm = renumber[r[~pick]], cc[~pick], v[~pick]
+        k = multi.size
+        low = np.floor(target[multi] + _FRAC_TOL)
+        part = np.clip(target[multi] - low, 0.0, 1.0)
+        trial = rows.widened(nb + n_slack + 3 * k)
+        seg = nb + n_slack + np.arange(3 * k)
+        trial.add(np.concatenate([rm, np.tile(np.arange(k), 3)]), np.concatenate([cm, seg]),
+                  np.concatenate([vm, -np.ones(3 * k)]), np.zeros(k), np.zeros(k))
+        cost = np.concatenate([cost, -np.ones(k), 1.0 - 2.0 * part, np.ones(k)])
+        seg_ub = np.concatenate([np.maximum(low, 0.0), np.ones(k), np.full(k, np.inf)])
+        b, method = _round_lp(task, stats, cost, trial, nb, n_slack, seg_ub)
+        methods.append(method)
+        held = np.zeros(m)
+        np.add.at(held, r, v * b[cc])
+        rows.add(r, cc, v, np.round(held), np.round(held))
+    b, method = _round_lp(task, stats, cell_cost, rows, nb, n_slack, np.zeros(0))
+    methods.append(method)
     out = floor.copy()
     flat = out.ravel()
     flat[cols] += b[:nb].astype(np.int64)
-    stats["rounding"] = method
+    stats["rounding"] = "milp" if "milp" in methods else "lp"
+    stats["round_passes"] = len(methods)
     if n_slack:
         s = n_slack // 2
         stats["round_slack_cells"] = np.flatnonzero(lay.active)[
             np.abs(b[nb:nb + s] - b[nb + s:]) > 0].tolist()
     return out, stats
+
+
+def _round_answers(task: NodeTask, lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
+                   rest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows ``a·B`` of a rounding pass's answers that hold a variable, as COO over the
+    variables, and their targets ``a·(X* − ⌊X*⌋)``."""
+    rs, cs, vs, ts = [], [], [], []
+    n = 0
+    for _, matrix in answers:
+        r, c, v, has_var = _per_child(matrix, lay.var_index)
+        live = np.flatnonzero(has_var)
+        renumber = np.full(has_var.size, -1, np.int64)
+        renumber[live] = n + np.arange(live.size)
+        rs.append(renumber[r])
+        cs.append(c)
+        vs.append(v.astype(np.float64))
+        ts.append(np.asarray(matrix @ rest.T).T.ravel()[live])
+        n += live.size
+    if not rs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    return np.concatenate(rs), np.concatenate(cs), np.concatenate(vs), np.concatenate(ts)
+
+
+def _round_lp(task: NodeTask, stats: dict[str, Any], cost: np.ndarray, rows: "_Rows", nb: int,
+              n_slack: int, extra_ub: np.ndarray) -> tuple[np.ndarray, str]:
+    """One rounding LP over ``B ∈ [0, 1]``, then integer slacks ≥ 0, then further nonnegative
+    columns bounded by ``extra_ub``: its vertex when integral, else the MILP's optimum.
+    Returns ``(solution, "lp" | "milp")``."""
+    lb = np.zeros(nb + n_slack + extra_ub.size)
+    ub = np.concatenate([np.ones(nb), np.full(n_slack, np.inf), extra_ub])
+    A = rows.matrix("csr")
+    l, u = rows.bounds()
+    sol = solve_lp(LP(cost, A, l, u, lb, ub))
+    stats["round_seconds"] += sol.seconds
+    if sol.status.ok and np.all(np.abs(sol.x - np.round(sol.x)) <= _INT_TOL):
+        return np.round(sol.x), "lp"
+    sol = solve_lp(LP(cost, A, l, u, lb, ub, integer=np.ones(cost.size)))
+    stats["round_seconds"] += sol.seconds
+    if not sol.status.ok:
+        raise InfeasibleError(
+            f"{task.level} children of {task.parent!r}: no integer rounding within ±1 of "
+            f"the fit satisfies the constraints ({sol.status.value})")
+    return np.round(sol.x), "milp"
 
 
 # -- verification -------------------------------------------------------------------------------
@@ -814,7 +887,7 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
             return NodeResult(hist, {"level": task.level, "parent": task.parent,
                                      "children": 1, "variables": 0, "rounding": "copy",
                                      "backend": "copy", "fit_seconds": 0.0,
-                                     "round_seconds": 0.0,
+                                     "round_seconds": 0.0, "round_passes": 0,
                                      "seconds": time.perf_counter() - t0,
                                      "objective": float("nan"), "iterations": 0,
                                      "failsafe": False})
@@ -833,6 +906,7 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
              "fit_seconds": fit_stats["fit_seconds"], "iterations": fit_stats["iterations"],
              "objective": fit_stats.get("objective", float("nan")),
              "rounding": round_stats["rounding"], "round_seconds": round_stats["round_seconds"],
+             "round_passes": round_stats.get("round_passes", 1),
              "failsafe": report is not None, "seconds": time.perf_counter() - t0}
     return NodeResult(hist, stats, report, x_star if keep_continuous else None)
 

@@ -43,7 +43,8 @@ def _queries(level_queries, units: slice) -> tuple[QueryData, ...]:
 
 def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
               passes: Sequence[Sequence[str]] | None = None,
-              pass_tolerance: float = 0.5) -> NodeTask:
+              pass_tolerance: float = 0.5,
+              round_passes: Sequence[Sequence[str]] | None = None) -> NodeTask:
     """The root problem (one unit, no parent).
 
     Parameters
@@ -54,6 +55,8 @@ def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
     passes : sequence of sequences of query names, optional
         Multipass order (see :func:`topdown`).
     pass_tolerance : float, optional
+    round_passes : sequence of sequences of query names or expressions, optional
+        Multipass rounding order (see :func:`topdown`).
 
     Returns
     -------
@@ -79,14 +82,15 @@ def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
     return NodeTask(root, "", None, noisy.geography.geocodes[0][sl],
                     _queries(_level_queries(noisy, root), sl),
                     lc.matrix, lower, upper, zero, lc.labels,
-                    tuple(map(tuple, passes)) if passes else None, pass_tolerance)
+                    tuple(map(tuple, passes)) if passes else None, pass_tolerance,
+                    round_passes=_round_matrices(noisy, round_passes))
 
 
 def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
                 parent_hists: np.ndarray, *, passes: Sequence[Sequence[str]] | None = None,
                 pass_tolerance: float = 0.5,
-                failsafe_keep: Sequence[str] | str | tuple[KeptQuery, ...] = AUTO
-                ) -> list[NodeTask]:
+                failsafe_keep: Sequence[str] | str | tuple[KeptQuery, ...] = AUTO,
+                round_passes: Sequence[Sequence[str]] | None = None) -> list[NodeTask]:
     """One task per parent of level ``level_index - 1``; ``failsafe_keep`` as for
     :func:`topdown` (or already resolved KeptQuery objects).
 
@@ -99,7 +103,7 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
         The children's level, ≥ 1.
     parent_hists : int64 array (parents × cells)
         The parents' rounded histograms.
-    passes, pass_tolerance, failsafe_keep
+    passes, pass_tolerance, failsafe_keep, round_passes
         As for :func:`topdown`.
 
     Returns
@@ -144,6 +148,7 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
     parents = geo.geocodes[level_index - 1]
     children = geo.geocodes[level_index]
     queries = _level_queries(noisy, level)
+    rounding = _round_matrices(noisy, round_passes)
     tasks = []
     for p in range(parents.size):
         sl = slice(int(offsets[p]), int(offsets[p + 1]))
@@ -151,8 +156,36 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
         tasks.append(NodeTask(level, str(parents[p]), parent_hists[p], children[sl],
                               _queries(queries, sl), lc.matrix, lower, upper, zero,
                               lc.labels, tuple(map(tuple, passes)) if passes else None,
-                              pass_tolerance, keep))
+                              pass_tolerance, keep, rounding))
     return tasks
+
+
+def _round_matrices(noisy: NoisyHierarchy, round_passes: Sequence[Sequence[str]] | None
+                    ) -> tuple[tuple[tuple[str, Any], ...], ...] | None:
+    """Rounding passes as (name, float matrix) pairs: a workload query by name, anything else
+    parsed as a query expression on the schema (the production rounder targets queries it
+    does not measure, e.g. ``marginal(hhgq, hispanic)``)."""
+    if not round_passes:
+        return None
+    from hierarchy.errors import HierarchyError
+    from hierarchy.queries import parse_query
+
+    out = []
+    for names in round_passes:
+        group = []
+        for name in names:
+            if name in noisy.workload.names:
+                matrix = noisy.workload[name].matrix
+            else:
+                try:
+                    matrix = parse_query(name, noisy.schema).matrix
+                except HierarchyError as exc:
+                    raise PostprocError(f"rounding pass names {name!r}: neither a workload "
+                                        f"query ({', '.join(noisy.workload.names)}) nor a query "
+                                        f"expression ({exc})") from None
+            group.append((name, matrix.astype(np.float64).tocsr()))
+        out.append(tuple(group))
+    return tuple(out)
 
 
 def _resolve_keep(failsafe_keep, noisy: NoisyHierarchy, lc: LevelConstraints
@@ -232,6 +265,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             failsafe_keep: Sequence[str] | str = AUTO,
             passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
             pass_tolerance: float = 0.5,
+            round_passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
             on_level: Callable[[int, np.ndarray, Result], None] | None = None
             ) -> Result:
@@ -270,6 +304,13 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         then the next, … (queries not listed are fitted in a final pass of their own). A
         mapping gives each level its own order (the 2020 production ordering differs by
         level); a level it does not name fits every query in one pass.
+    round_passes : list of lists of query names or expressions, or a mapping level → such a
+        list, optional
+        Multipass rounding (the 2020 production rounder): each pass rounds so that its
+        queries' answers are as close as possible (L1) to the fit's, then holds them exactly;
+        the cells come last. E.g. ``[["total"], ["hhgq", "marginal(hhgq, hispanic)"]]``
+        rounds every child's total to within 1 of its fitted total first. Default: the cells
+        only.
     progress : bool
         A progress bar per level.
     start : (level index, histograms of levels before it), optional
@@ -320,6 +361,15 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         if bad:
             raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
                                 f"{sorted(known)}")
+    if round_passes:
+        if isinstance(round_passes, Mapping):
+            unknown_levels = sorted(set(round_passes) - set(geo.levels))
+            if unknown_levels:
+                raise PostprocError(f"round_passes names levels {unknown_levels} that the "
+                                    f"geography does not have; its levels are "
+                                    f"{list(geo.levels)}")
+        for lv in geo.levels:       # every name resolves before any level is solved
+            _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
     compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     kept_by_level: dict[str, list[str]] = {}
@@ -344,13 +394,15 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             lc = compiled[level]
             if li == 0:
                 tasks = [root_task(noisy, lc, passes=_passes_at(passes, level),
-                                   pass_tolerance=pass_tolerance)]
+                                   pass_tolerance=pass_tolerance,
+                                   round_passes=_passes_at(round_passes, level))]
             else:
                 keep = _resolve_keep(failsafe_keep, noisy, lc)
                 kept_by_level[level] = [q.name for q in keep]
                 tasks = level_tasks(noisy, lc, li, hists[li - 1],
                                     passes=_passes_at(passes, level),
-                                    pass_tolerance=pass_tolerance, failsafe_keep=keep)
+                                    pass_tolerance=pass_tolerance, failsafe_keep=keep,
+                                    round_passes=_passes_at(round_passes, level))
                 _refuse_empty_parents(tasks, hists[li - 1])
             batches = _batches(tasks, batch_children)
             bar = _progress(progress, len(tasks), level)
@@ -381,12 +433,13 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             timings[level] = time.perf_counter() - t0
             if on_level is not None:
                 on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
-                                           ex, failsafe, passes, t_start, kept_by_level))
+                                           ex, failsafe, passes, t_start, kept_by_level,
+                                           round_passes))
     finally:
         if own_executor:
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
-                   t_start, kept_by_level)
+                   t_start, kept_by_level, round_passes)
 
 
 def _passes_at(passes: Any, level: str) -> Sequence[Sequence[str]] | None:
@@ -404,13 +457,14 @@ def _passes_record(passes: Any) -> Any:
 
 
 def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
-            kept_by_level) -> Result:
+            kept_by_level, round_passes=None) -> Result:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
                    "failsafe_keep": dict(kept_by_level),
-                   "passes": _passes_record(passes)},
+                   "passes": _passes_record(passes),
+                   "round_passes": _passes_record(round_passes)},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }
