@@ -8,6 +8,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -132,6 +133,10 @@ def test_compare_postprocessors_same_data_same_budget(demo):
     nested = to_json(table)
     assert set(nested) == set(table["method"]) and nested["topdown"]["state"]["total"]["epl"] \
         is None
+    # results= is the general form of topdown=: the given result is compared, not dropped
+    same = compare_postprocessors(run.noisy, truth, results={"topdown": run.estimate}, rng=1,
+                                  queries=["total", "va_hisp_race"], epl_options={"n_boot": 0})
+    pd.testing.assert_frame_equal(same, table)
 
 
 def test_evaluate_save_and_report(demo):

@@ -377,8 +377,8 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     from postproc.apps.runs.pipeline import method_rng, method_spec
 
     rnd = as_randomness(rng)
-    results: dict[str, Any] = {"noisy": noisy}
     made: dict[str, Any] = dict(results or {})
+    results = {"noisy": noisy}          # what is compared, in order (``made``: by base name)
     if topdown is not None:
         made["topdown"] = topdown
     names = list(DEFAULT_COMPARISON if methods is None else methods)
