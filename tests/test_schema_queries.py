@@ -423,3 +423,22 @@ def test_workload_validation_and_lookup():
     assert queries_from(E2E_1940, ["total", "marginal(hhgq)"]).names == ("total",
                                                                        "marginal(hhgq)")
     assert queries_from(E2E_1940, e2e) is e2e
+
+
+@pytest.mark.parametrize("density", [0.003, 0.5])
+def test_answers_of_large_sparse_and_dense_histograms_match_the_dense_product(density):
+    """Histograms past 65,536 cells take a sparse product when mostly empty (the 2020-style
+    block level); both paths give the dense matrix product's answers, dtype and shape."""
+    from hierarchy.pl94 import pl94_workload
+
+    rng = np.random.default_rng(3)
+    workload = pl94_workload()
+    size = workload["detailed"].schema.size
+    hist = rng.integers(1, 9, (3, 40, size)) * (rng.random((3, 40, size)) < density)
+    for query in workload:
+        dense = hist.reshape(-1, size) @ query.matrix.toarray().astype(np.int64).T
+        got = query.answer(hist)
+        assert got.dtype == np.int64 and got.shape == (3, 40, query.n_answers)
+        np.testing.assert_array_equal(got.reshape(-1, query.n_answers), dense)
+        floats = query.answer(hist.astype(np.float64))
+        np.testing.assert_allclose(floats.reshape(-1, query.n_answers), dense)
