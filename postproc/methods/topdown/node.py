@@ -554,6 +554,14 @@ def _fit(task: NodeTask, chain: Sequence[str]
         use = [q for q in task.queries if (q.name in names or (last and q.name not in done))]
         if not use:
             continue
+        if not last and all(_pinned(task, q) for q in use):
+            # Every answer of this pass is fixed by an equality the children must meet (the
+            # state totals under the tot invariant): the pass has nothing to fit, and its QP —
+            # every cell a variable, the objective on the totals alone — is so degenerate that
+            # Clarabel stopped 'almost solved' at the state level and OSQP took 1,325
+            # iterations. Later passes meet the equalities anyway.
+            done.update(q.name for q in use)
+            continue
         qp, lay, scale, info = assemble_fit(task, queries=use, hold=hold)
         stats.update(variables=info["variables"], rows=info["rows"])
         if info["infeasible_rows"]:
@@ -579,6 +587,19 @@ def _fit(task: NodeTask, chain: Sequence[str]
                 done.add(q.name)
     stats["objective"] = objective
     return x_star, stats, None
+
+
+def _pinned(task: NodeTask, query: QueryData) -> bool:
+    """Whether every answer of ``query`` is a constraint row with equal finite bounds for every
+    child (so any feasible fit has the same answers)."""
+    if not task.matrix.shape[0]:
+        return False
+    fixed = np.all((task.lower == task.upper) & np.isfinite(task.lower), axis=0)
+    rows = task.matrix[np.flatnonzero(fixed)].astype(np.float64).toarray()
+    if not rows.shape[0]:
+        return False
+    wanted = query.matrix.astype(np.float64).toarray()
+    return all(np.any(np.all(rows == answer, axis=1)) for answer in wanted)
 
 
 def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData],
