@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "configuration at its ρ. Simulation mode: outputs are "
                                    "labelled unsafe for release. Time on 2 cores at the default "
                                    "1,000,000 persons: e2e_1940 about 2 seconds; pl94_2020 about "
-                                   "5 minutes (TopDown's state and block levels; "
-                                   "--persons 100000 takes about 30 seconds).")
+                                   "100 seconds with a worker process per core "
+                                   "(--persons 100000 takes about 13 seconds).")
     p.add_argument("--preset", choices=["e2e_1940", "pl94_2020"], default="e2e_1940",
                    help="what to synthesize and run (default e2e_1940)")
     p.add_argument("--persons", type=int, default=1_000_000, help="persons (default 1,000,000)")
@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="total ε of e2e_1940 (default 1); pl94_2020 takes none")
     p.add_argument("--out", default="postproc-demo", help="output directory "
                                                          "(default ./postproc-demo)")
-    p.add_argument("--executor", choices=["serial", "process"], default="serial")
+    p.add_argument("--executor", choices=["serial", "process"], default=None,
+                   help="where TopDown's parents are solved (default: serial for e2e_1940, a "
+                        "process per core for pl94_2020; the results are identical)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 

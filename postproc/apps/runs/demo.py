@@ -38,7 +38,7 @@ DEMO_PRESETS = {"e2e_1940": "1940-style persons, the E2E configuration at ε",
 
 def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
              persons: int = 1_000_000, seed: int = 2024, epsilon: float | None = None,
-             executor: str = "serial", progress: bool = True,
+             executor: str | None = None, progress: bool = True,
              log: Callable[[str], None] = print):
     """Synthesize data, write the preset's configuration and run it into ``out``.
 
@@ -57,7 +57,9 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
     epsilon : float, optional
         The total ε of ``e2e_1940`` (default 1). ``pl94_2020`` spends the production ρ and
         takes no ε.
-    executor : {"serial", "process", "dask"}
+    executor : {"serial", "process", "dask"}, optional
+        Default: ``"serial"`` for ``e2e_1940`` (seconds), ``"process"`` for ``pl94_2020`` (a
+        worker per core; identical results).
     progress : bool
         Progress bars (synthesis, TopDown per level) on stderr.
     log : callable
@@ -104,7 +106,7 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
         epsilon = 1.0 if epsilon is None else epsilon
         log(f"1/3 synthesizing {persons:,} 1940-style persons (seed {seed}) …")
         write_synthetic_1940(out / "data", persons, seed=seed, progress=False)
-        config = demo_config(out, epsilon=epsilon, seed=seed, executor=executor)
+        config = demo_config(out, epsilon=epsilon, seed=seed, executor=executor or "serial")
         title, step = "The E2E 1940 configuration", (
             f"2/3 measuring at ε = {epsilon} (E2E split) and running TopDown "
             f"({' → '.join(DEMO_LEVELS)}) …")
@@ -115,7 +117,7 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
         made = synthesize_2020(persons, seed=seed, out=out / "data", progress=progress)
         log(f"    {made['persons']:,} persons, {made['blocks']:,} blocks "
             f"({made['empty_blocks']:,} empty), {made['seconds']:.1f} s")
-        config = demo_config(out, preset=preset, seed=seed, executor=executor)
+        config = demo_config(out, preset=preset, seed=seed, executor=executor or "process")
         title, step = "The 2020 PL 94-171 production configuration", (
             f"2/3 tabulating, measuring (discrete Gaussian, ρ = {float(config.budget.total):.4f}"
             f", 11 queries) and running TopDown ({' → '.join(config.levels)}) …")
