@@ -9,8 +9,8 @@ Run from the repository root::
 Each size runs in a fresh interpreter (:func:`_common.run_python`), so one size's memory cannot
 hide another's. The steps are those of ``postproc run`` on the production configuration
 (:func:`postproc.apps.runs.demo.demo_config` with ``preset="pl94_2020"``: schema, workload,
-budget, spec and the total-first passes; the discrete Gaussian mechanism with its default,
-exact sampler), called one at a time:
+budget, spec, the production fit passes and rounder passes; the discrete Gaussian mechanism
+with the demo's sampler, the fast simulation one), called one at a time:
 
 * **synthesis** — :func:`hierarchy.synth_2020.synthesize_2020` streamed to parquet;
 * **tabulation** — :func:`postproc.apps.runs.pipeline.load_truth` (read, validate, tabulate);
@@ -160,7 +160,7 @@ def run_size(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
     start_level()
     result = steps.run("topdown", lambda: topdown(
         noisy, config.spec, solver=config.solver_chain, failsafe=config.failsafe,
-        passes=config.passes, on_level=on_level))
+        passes=config.passes, round_passes=config.round_passes, on_level=on_level))
     with tempfile.TemporaryDirectory(dir=workdir) as out:
         steps.run("write", lambda: result.write(Path(out) / "run"))
     dense = {lv: {"units": int(c.shape[0]), "bytes": int(c.nbytes)}
@@ -193,7 +193,8 @@ def profile_step(persons: int, workdir: str, step: str, seed: int = 2020,
                                              config.mechanism, config.rng,
                                              publish=config.publish()),
         "topdown": lambda noisy: topdown(noisy, config.spec, solver=config.solver_chain,
-                                         failsafe=config.failsafe, passes=config.passes)}
+                                         failsafe=config.failsafe, passes=config.passes,
+                                         round_passes=config.round_passes)}
     profiler = cProfile.Profile()
     value = None
     for name in ("tabulation", "measurement", "topdown"):
@@ -222,8 +223,9 @@ def _report(sizes: list[dict[str, Any]], profile: dict[str, Any] | None,
     lines = ["# The 2020-style (PL 94-171) run: where the time and memory go", "",
              f"Command: `{command}`", "", describe_context(context), "",
              "Configuration: `postproc demo --preset pl94_2020` (production schema, workload, "
-             "budget ρ = (542/339)², spec; passes total first, then the other queries; "
-             "discrete Gaussian, its default exact sampler; serial executor; clarabel first).",
+             "budget ρ = (542/339)², spec; the production fit and rounder passes; "
+             "discrete Gaussian with the demo's fast simulation sampler; serial executor; "
+             "clarabel first).",
              "", "## Time per step (wall seconds)", ""]
     rows = []
     for r in sizes:
