@@ -187,14 +187,15 @@ def test_round_passes_errors(data, round_passes, words):
 
 
 def test_the_run_rounds_in_production_passes_per_level(run):
-    """The rounder's order reaches every node: two rounding passes and the cells where the
-    total is rounded alone first (state … block group), one and the cells at the block."""
+    """The rounder's order reaches every node: two rounding LPs where the total is rounded
+    alone first (state … block group), one at the nation and the block; the last pass has the
+    detailed query, so it decides every cell and no cells-only LP follows."""
     recorded = run.result.provenance["solver"]["round_passes"]
     stats = run.result.node_stats
     for level in LEVELS:
         assert recorded[level] == pl94_round_passes(level), level
         solved = stats[(stats.level == level) & (stats.rounding != "copy")]
-        assert (solved.round_passes == len(pl94_round_passes(level)) + 1).all(), level
+        assert (solved.round_passes == len(pl94_round_passes(level))).all(), level
         assert (solved.rounding == "lp").all(), level          # integral vertices, no MILP
 
 

@@ -737,11 +737,14 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
         seg_ub = np.concatenate([np.maximum(low, 0.0), np.ones(k), np.full(k, np.inf)])
         b, method = _round_lp(task, stats, cost, trial, nb, n_slack, seg_ub)
         methods.append(method)
+        if np.unique(cc[pick]).size == nb:
+            break   # the pass had every cell as an answer (the detailed query): B is decided
         held = np.zeros(m)
         np.add.at(held, r, v * b[cc])
         rows.add(r, cc, v, np.round(held), np.round(held))
-    b, method = _round_lp(task, stats, cell_cost, rows, nb, n_slack, np.zeros(0))
-    methods.append(method)
+    else:   # the cells last, as close to the fit as what the passes held allows
+        b, method = _round_lp(task, stats, cell_cost, rows, nb, n_slack, np.zeros(0))
+        methods.append(method)
     out = floor.copy()
     flat = out.ravel()
     flat[cols] += b[:nb].astype(np.int64)
