@@ -132,5 +132,6 @@ def test_round_passes_reach_the_nodes_and_bad_names_are_refused():
     assert (stats.loc[stats.rounding != "copy", "round_passes"] == 3).all()
     assert result.provenance["solver"]["round_passes"] == [["total"],
                                                            ["hhgq", "marginal(hhgq, hispanic)"]]
-    with pytest.raises(PostprocError, match="'marginal\\(colour\\)'.*neither a workload"):
+    with pytest.raises(PostprocError,
+                       match="'marginal\\(colour\\)': not in the workload .* and not an expression"):
         topdown(noisy, spec, round_passes={"county": [["marginal(colour)"]]})

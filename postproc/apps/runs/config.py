@@ -728,8 +728,8 @@ def _round_passes(sv: Table, levels: tuple[str, ...], workload: Workload,
     ``level = passes``, or the preset ``"pl94_2020"``. Entries are workload query names or
     query expressions on the schema (the production rounder targets unmeasured queries)."""
     from hierarchy.errors import HierarchyError
+    from hierarchy.frames import resolve_query
     from hierarchy.pl94 import pl94_round_passes
-    from hierarchy.queries import parse_query
 
     given = _per_level_passes(sv, "round_passes", levels, pl94_round_passes)
     if given is None:
@@ -737,14 +737,10 @@ def _round_passes(sv: Table, levels: tuple[str, ...], workload: Workload,
 
     def checked(passes: Any, what: str) -> Passes:
         for q in _pass_names(sv, passes, what, key="round_passes"):
-            if q in workload:
-                continue
             try:
-                parse_query(q, schema)
+                resolve_query(q, schema, workload)
             except HierarchyError as exc:
-                raise sv.fail("round_passes", f"{what} names {q!r}: neither a workload query "
-                                              f"({', '.join(workload.names)}) nor a query "
-                                              f"expression ({exc})") from None
+                raise sv.fail("round_passes", f"{what}: {exc}") from None
         return tuple(tuple(p) for p in passes)
 
     per_level, passes = given

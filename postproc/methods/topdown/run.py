@@ -168,22 +168,17 @@ def _round_matrices(noisy: NoisyHierarchy, round_passes: Sequence[Sequence[str]]
     if not round_passes:
         return None
     from hierarchy.errors import HierarchyError
-    from hierarchy.queries import parse_query
+    from hierarchy.frames import resolve_query
 
     out = []
     for names in round_passes:
         group = []
         for name in names:
-            if name in noisy.workload.names:
-                matrix = noisy.workload[name].matrix
-            else:
-                try:
-                    matrix = parse_query(name, noisy.schema).matrix
-                except HierarchyError as exc:
-                    raise PostprocError(f"rounding pass names {name!r}: neither a workload "
-                                        f"query ({', '.join(noisy.workload.names)}) nor a query "
-                                        f"expression ({exc})") from None
-            group.append((name, matrix.astype(np.float64).tocsr()))
+            try:
+                query = resolve_query(name, noisy.schema, noisy.workload)
+            except HierarchyError as exc:
+                raise PostprocError(f"rounding pass: {exc}") from None
+            group.append((name, query.matrix.astype(np.float64).tocsr()))
         out.append(tuple(group))
     return tuple(out)
 
