@@ -75,7 +75,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hierarchy.geography import Geography
-from invariants.compile import LevelConstraints
+from invariants.compile import LevelConstraints, _group_rows
 from invariants.errors import SpecError
 
 __all__ = ["ActiveCells", "find_active_cells", "find_active_cells_by_level", "fixing_rules"]
@@ -402,19 +402,6 @@ def _newly_fixed(matrix: sp.csc_matrix, lower: np.ndarray, upper: np.ndarray
     distinct, inverse = _group_rows(holding)
     fixed = (sp.csr_matrix(distinct.astype(np.int64)) @ rules.fixes.astype(np.int64)).toarray()
     return fixed > 0, inverse
-
-
-def _group_rows(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a bool matrix: ``(unique rows, inverse)`` (rows packed to bytes)."""
-    packed = np.packbits(flags, axis=1)
-    if packed.shape[1] <= 8:
-        keys = np.zeros((packed.shape[0], 8), dtype=np.uint8)
-        keys[:, :packed.shape[1]] = packed
-        _, first, inverse = np.unique(keys.view(np.uint64).ravel(), return_index=True,
-                                      return_inverse=True)
-    else:
-        _, first, inverse = np.unique(packed, axis=0, return_index=True, return_inverse=True)
-    return flags[first], inverse.ravel()
 
 
 def _oriented(matrix: sp.spmatrix, lower: np.ndarray, upper: np.ndarray

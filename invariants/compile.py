@@ -412,15 +412,23 @@ def _zero_cells(matrix: sp.csr_matrix, upper: np.ndarray) -> tuple[np.ndarray, n
     """Cells forced to 0 — covered by a row with nonnegative coefficients bounded above by 0 —
     per distinct set of such rows: ``(patterns × cells bool, each unit's pattern)``."""
     nonneg = np.asarray((matrix.minimum(0) != 0).sum(axis=1)).ravel() == 0
-    capped = (upper <= 0) & nonneg[None, :]
-    packed = np.packbits(capped, axis=1)
-    if packed.shape[1] == 0:
-        packed = np.zeros((capped.shape[0], 1), np.uint8)
-    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).ravel()
-    _, first, index = np.unique(keys, return_index=True, return_inverse=True)
+    distinct, index = _group_rows((upper <= 0) & nonneg[None, :])
     support = (matrix != 0).astype(np.int64)
-    patterns = (sp.csr_matrix(capped[first].astype(np.int64)) @ support).toarray() > 0
-    return patterns, index.ravel().astype(np.int64)
+    patterns = (sp.csr_matrix(distinct.astype(np.int64)) @ support).toarray() > 0
+    return patterns, index.astype(np.int64)
+
+
+def _group_rows(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a bool matrix: ``(unique rows, inverse)`` (rows packed to bytes)."""
+    packed = np.packbits(flags, axis=1)
+    if packed.shape[1] <= 8:
+        keys = np.zeros((packed.shape[0], 8), dtype=np.uint8)
+        keys[:, :packed.shape[1]] = packed
+        _, first, inverse = np.unique(keys.view(np.uint64).ravel(), return_index=True,
+                                      return_inverse=True)
+    else:
+        _, first, inverse = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+    return flags[first], inverse.ravel()
 
 
 def compile_spec(spec: Spec, schema: Schema, geography: Geography,
