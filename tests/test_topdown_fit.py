@@ -24,7 +24,8 @@ from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from invariants.spec import Spec
 from postproc.methods.topdown.generic import fit_node_generic
-from postproc.methods.topdown.node import _auxiliaries, _per_child, assemble_fit, solve_node
+from postproc.methods.topdown.node import (_auxiliaries, _per_child, _stacked, assemble_fit,
+                                          solve_node)
 from postproc.methods.topdown.run import level_tasks, root_task
 
 
@@ -55,7 +56,12 @@ def test_auxiliaries_keep_the_objective_for_every_point(seed):
         answers.append((coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data,
                         rng.uniform(0.1, 3, size), rng.normal(3, 4, size), size))
     d, lin = np.zeros(n_x), np.zeros(n_x)
-    (zr, zc, zv), w_sum, wy_sum = _auxiliaries(answers, n_x, d, lin)
+    # one child whose every cell is a variable: _stacked numbers the queries' answers in turn
+    r, c, v, _ = _stacked([sp.csr_matrix((a[2], (a[0], a[1])), shape=(a[5], n_x))
+                           for a in answers], np.arange(n_x)[None, :])
+    w = np.concatenate([a[3] for a in answers])
+    y = np.concatenate([a[4] for a in answers])
+    (zr, zc, zv), w_sum, wy_sum = _auxiliaries(r, c, v, w, y, n_x, d, lin)
     assert w_sum.size <= sum(a[5] for a in answers)
     const = sum(float(np.sum(a[3] * a[4] ** 2)) for a in answers)
     for _ in range(5):

@@ -302,6 +302,19 @@ def _per_child(matrix: sp.spmatrix, var_index: np.ndarray
     return rows, vi[keep], data, has_var
 
 
+def _stacked(matrices: Sequence[sp.spmatrix], var_index: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_per_child` of several matrices, their answers numbered one after another."""
+    parts = [_per_child(m, var_index) for m in matrices]
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool)
+    offsets = np.cumsum([0] + [part[3].size for part in parts])
+    return (np.concatenate([part[0] + o for part, o in zip(parts, offsets)]),
+            np.concatenate([part[1] for part in parts]),
+            np.concatenate([part[2] for part in parts]).astype(np.float64),
+            np.concatenate([part[3] for part in parts]))
+
+
 def _per_cell(var_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``Σ_k x_kj`` for each ``j`` in ``cells`` (row i is cell ``cells[i]``), as COO."""
     vi = var_index[:, cells]                                     # K × len(cells)
@@ -346,13 +359,14 @@ def _kept_rows(task: NodeTask, lay: _Layout, keep: Sequence[KeptQuery], n_cols: 
 
 
 
-def _auxiliaries(answers, n_x: int, x_diag: np.ndarray, x_lin: np.ndarray
+def _auxiliaries(r: np.ndarray, c: np.ndarray, v: np.ndarray, w: np.ndarray, y: np.ndarray,
+                 n_x: int, x_diag: np.ndarray, x_lin: np.ndarray
                  ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
     """The auxiliary variables ``z = a·x`` of the objective's non-identity answers, fewest
     possible, exactly.
 
-    ``answers``: per query, ``(rows, cols, data, weights, values, number of answers)`` over
-    the variables (rows from :func:`_per_child`). Terms ``w·(a·x − y)²`` are merged without
+    ``r, c, v``: the answers' rows over the variables (:func:`_stacked`); ``w, y``: one weight
+    and one value per answer. Terms ``w·(a·x − y)²`` are merged without
     changing the objective beyond a constant (which the caller keeps as ``Σ w y²``):
 
     * an answer with no variable is constant: no auxiliary (at a 2020-style block-group node,
@@ -366,15 +380,7 @@ def _auxiliaries(answers, n_x: int, x_diag: np.ndarray, x_lin: np.ndarray
     Returns ``((rows, cols, data) of the auxiliaries' rows z_i = a_i·x, Σw per auxiliary,
     Σwy per auxiliary)``.
     """
-    if not answers:
-        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0),), np.zeros(0), np.zeros(0)
-    offsets = np.cumsum([0] + [a[5] for a in answers])
-    r = np.concatenate([a[0] + o for a, o in zip(answers, offsets)])
-    c = np.concatenate([a[1] for a in answers])
-    v = np.concatenate([a[2] for a in answers]).astype(np.float64)
-    w = np.concatenate([a[3] for a in answers])
-    y = np.concatenate([a[4] for a in answers])
-    m = sp.csr_matrix((v, (r, c)), shape=(int(offsets[-1]), n_x))
+    m = sp.csr_matrix((v, (r, c)), shape=(w.size, n_x))
     m.sum_duplicates()                               # canonical: sorted, no repeats
     count = np.diff(m.indptr)
     single = np.flatnonzero(count == 1)
@@ -451,7 +457,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     scale = 1.0 / w_max if w_max > 0 else 1.0
     x_diag = np.zeros(lay.n_x)
     x_lin = np.zeros(lay.n_x)
-    answers = []                  # (rows, cols, data, weights, values) of non-identity queries
+    others, w_others, y_others = [], [], []     # the non-identity queries
     for q in queries:
         w = q.weights * scale
         y = q.values.astype(np.float64)
@@ -461,9 +467,13 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
             x_diag += 2 * wa
             x_lin += -2 * wa * ya
             continue
-        r, c, v, has_var = _per_child(q.matrix, lay.var_index)
-        answers.append((r, c, v, np.ravel(w), y.ravel(), has_var.size))
-    aux_rows, aux_w, aux_wy = _auxiliaries(answers, lay.n_x, x_diag, x_lin)
+        others.append(q.matrix)
+        w_others.append(np.ravel(w))
+        y_others.append(y.ravel())
+    r, c, v, _ = _stacked(others, lay.var_index)
+    aux_rows, aux_w, aux_wy = _auxiliaries(
+        r, c, v, np.concatenate(w_others or [np.zeros(0)]),
+        np.concatenate(y_others or [np.zeros(0)]), lay.n_x, x_diag, x_lin)
     n_aux = aux_w.size
     act = np.flatnonzero(lay.active)
     n_slack = 2 * act.size if (slack is not None and task.parent_hist is not None) else 0
@@ -598,10 +608,10 @@ def _pinned(task: NodeTask, query: QueryData) -> bool:
     child (so any feasible fit has the same answers)."""
     if not task.matrix.shape[0]:
         return False
-    fixed = np.all((task.lower == task.upper) & np.isfinite(task.lower), axis=0)
-    rows = task.matrix[np.flatnonzero(fixed)].astype(np.float64).toarray()
-    if not rows.shape[0]:
-        return False
+    fixed = np.flatnonzero(np.all((task.lower == task.upper) & np.isfinite(task.lower), axis=0))
+    if query.matrix.shape[0] > fixed.size:   # its distinct answers need as many rows
+        return False                         # (and a detailed query is never densified here)
+    rows = task.matrix[fixed].astype(np.float64).toarray()
     wanted = query.matrix.astype(np.float64).toarray()
     return all(np.any(np.all(rows == answer, axis=1)) for answer in wanted)
 
@@ -712,7 +722,7 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
     methods = []
     passes = () if failsafe or not task.round_passes else task.round_passes
     for answers in passes:  # multipass: L1 on the pass's answers, then hold them exactly
-        r, cc, v, target = _round_answers(task, lay, answers, x - floor)
+        r, cc, v, target = _round_answers(lay, answers, x - floor)
         if not r.size:
             continue
         # An answer of one variable B_j (coefficient 1) deviates by f or 1 − f: slope 1 − 2f
@@ -761,25 +771,18 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
     return out, stats
 
 
-def _round_answers(task: NodeTask, lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
+def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
                    rest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows ``a·B`` of a rounding pass's answers that hold a variable, as COO over the
     variables, and their targets ``a·(X* − ⌊X*⌋)``."""
-    rs, cs, vs, ts = [], [], [], []
-    n = 0
-    for _, matrix in answers:
-        r, c, v, has_var = _per_child(matrix, lay.var_index)
-        live = np.flatnonzero(has_var)
-        renumber = np.full(has_var.size, -1, np.int64)
-        renumber[live] = n + np.arange(live.size)
-        rs.append(renumber[r])
-        cs.append(c)
-        vs.append(v.astype(np.float64))
-        ts.append(np.asarray(matrix @ rest.T).T.ravel()[live])
-        n += live.size
-    if not rs:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
-    return np.concatenate(rs), np.concatenate(cs), np.concatenate(vs), np.concatenate(ts)
+    matrices = [matrix for _, matrix in answers]
+    r, c, v, has_var = _stacked(matrices, lay.var_index)
+    live = np.flatnonzero(has_var)
+    renumber = np.full(has_var.size, -1, np.int64)
+    renumber[live] = np.arange(live.size)
+    targets = np.concatenate([np.asarray(m @ rest.T).T.ravel() for m in matrices]
+                             or [np.zeros(0)])
+    return renumber[r], c, v, targets[live]
 
 
 def _round_lp(task: NodeTask, stats: dict[str, Any], cost: np.ndarray, rows: "_Rows", nb: int,
