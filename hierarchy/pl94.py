@@ -79,7 +79,8 @@ __all__ = ["PL94_2020", "HHGQ_LABELS", "CENRACE_LABELS", "RACES", "LEVELS",
            "PRODUCTION_LEVELS", "GLOBAL_SCALE", "TOTAL_RHO", "PRODUCTION_LEVEL_SHARES",
            "PRODUCTION_QUERY_SHARES", "QUERY_EXPRESSIONS", "ROUNDER_QUERY_EXPRESSIONS",
            "PRODUCTION_QUERY_ORDERING", "QueryOrdering", "pl94_workload", "pl94_budget",
-           "pl94_query_ordering", "pl94_passes", "pl94_round_passes", "pl94_spec_dict", "query_expression"]
+           "pl94_query_ordering", "pl94_passes", "pl94_round_passes", "pl94_spec_dict",
+           "query_expression"]
 
 # -- schema -------------------------------------------------------------------------------------
 
@@ -443,7 +444,6 @@ def _ordering_at(level: str, levels: Sequence[str] | None) -> QueryOrdering:
     return ordering[level]
 
 
-
 def pl94_round_passes(level: str, levels: Sequence[str] | None = None) -> list[list[str]]:
     """One level's rounding passes (a ``[solver] round_passes`` value): the rounder's inner
     passes in order, each a list of workload query names, with the queries the rounder targets
@@ -473,6 +473,7 @@ def pl94_round_passes(level: str, levels: Sequence[str] | None = None) -> list[l
     """
     return [list(dict.fromkeys(ROUNDER_QUERY_EXPRESSIONS.get(q, q) for q in inner))
             for outer in _ordering_at(level, levels).rounder for inner in outer]
+
 
 # -- spec ---------------------------------------------------------------------------------------
 
