@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -14,8 +15,9 @@ from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload
 from hierarchy.randomness import as_randomness
 
-__all__ = ["measure", "published_statistics", "spec_statistics", "persons_per_unit",
-           "units_by_type", "PUBLISHABLE"]
+__all__ = ["measure", "measure_level", "ancestor_offsets", "stable_key", "published_statistics",
+           "spec_statistics", "persons_per_unit", "units_by_type", "PUBLISHABLE", "KEYED_STREAM",
+           "measurement_provenance"]
 
 
 def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
@@ -194,7 +196,7 @@ def _publish(publish: Mapping[str, Any] | None, spec: Any, levels: Sequence[str]
 
 def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any = "geometric",
             rng: Any = None, *, publish: Mapping[str, Sequence[str]] | None = None,
-            spec: Any = None) -> NoisyHierarchy:
+            spec: Any = None, key_level: str | None = None) -> NoisyHierarchy:
     """Answer every query of the budget at every level with noise: a :class:`NoisyHierarchy`.
 
     Parameters
@@ -217,6 +219,12 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     spec : Spec, optional
         The invariants the post-processor will keep: each is declared once, in the spec, and
         published from it.
+    key_level : str, optional
+        Key the noise of the levels below this one by their ancestor there: the units below
+        each ``key_level`` unit draw from a stream of their own, named by the level and that
+        ancestor's geocode (:func:`measure_level`). A part of the geography measured alone
+        then gets the same values as in a measurement of the whole, which a run in parts
+        (:mod:`postproc.apps.runs.parts`) needs. Default: one stream per level and query.
 
     Returns
     -------
@@ -272,34 +280,166 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
                              "integer samplers), or a seed for a simulation")
     budget.check_against(workload, truth.levels)
     publish = _publish(publish, spec, truth.levels)
+    geo = truth.geography
+    key_index = None if key_level is None else geo.level_index(key_level)
     measurements: dict[str, dict[str, Measurement]] = {}
     parameters: dict[str, dict[str, Any]] = {}
     for li, level in enumerate(truth.levels):
         if level not in budget.levels:
             continue
-        counts = truth.counts[li]
-        for qi, qname in enumerate(budget.queries(level)):
-            query = workload[qname]
-            param = float(budget.noise_parameter(level, query, mech))
-            variance = float(mech.variance(param))
-            exact = counts if query.expression == "detailed" else query.answer(counts)
-            noise = mech.sample(param, exact.shape, rnd.child(li, qi))
-            values = exact + noise
-            measurements.setdefault(level, {})[qname] = Measurement(
-                qname, values, np.broadcast_to(np.float64(variance), values.shape))
-            parameters.setdefault(level, {})[qname] = {
-                "budget": str(budget.query_budget(level, qname)), mech.parameter_name: param,
-                "variance": variance, "sensitivity": list(budget.sensitivity(query))}
-    provenance = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "budget": budget.to_dict(), "mechanism": mech.to_dict(), "parameters": parameters,
-        "sampler": _sampler_used(mech, rnd),
-        "randomness": rnd.provenance(),
-        "invariants_published": publish,
-    }
+        keys = None
+        if key_index is not None and li > key_index:
+            keys = (geo.geocodes[key_index], ancestor_offsets(geo, li, key_index))
+        measurements[level], parameters[level] = measure_level(
+            truth.counts[li], level, li, workload, budget, mech, rnd, keys=keys)
+    provenance = measurement_provenance(budget, mech, rnd, parameters, publish,
+                                        key_level=None if key_level is None
+                                        else geo.levels[key_index])
     invariants = published_statistics(truth, publish)
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
+
+
+def measurement_provenance(budget: Budget, mechanism: Any, rnd: Any,
+                           parameters: Mapping[str, Any], publish: Mapping[str, Any], *,
+                           key_level: str | None = None) -> dict[str, Any]:
+    """The provenance a :class:`NoisyHierarchy` records of its measurement: budget, mechanism,
+    noise parameters per level and query, sampler, randomness (with its label), the published
+    invariants and, for keyed streams, their level.
+
+    Examples
+    --------
+    >>> from hierarchy.mechanisms import get_mechanism
+    >>> from hierarchy.randomness import Randomness
+    >>> p = measurement_provenance(Budget.e2e(1, ["nation"]), get_mechanism("geometric"),
+    ...                            Randomness.simulation(3), {}, {}, key_level="tract")
+    >>> p["randomness"]["safe_for_release"], p["noise_streams"]
+    (False, {'key_level': 'tract'})
+    """
+    provenance = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "budget": budget.to_dict(), "mechanism": mechanism.to_dict(), "parameters": parameters,
+        "sampler": _sampler_used(mechanism, rnd),
+        "randomness": rnd.provenance(),
+        "invariants_published": dict(publish),
+    }
+    if key_level is not None:
+        provenance["noise_streams"] = {"key_level": key_level}
+    return provenance
+
+
+#: First element of a keyed stream's key (:func:`measure_level`): no level index is this large,
+#: so keyed streams never meet the (level index, query index) streams of an unkeyed measurement.
+KEYED_STREAM = 2 ** 32 + 13
+
+
+def stable_key(text: str) -> int:
+    """A 64-bit integer naming ``text`` in stream keys, the same on every machine and run
+    (Python's ``hash`` of a string is salted per process).
+
+    >>> stable_key("block") == stable_key("block") != stable_key("tract")
+    True
+    """
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(),
+                          "little")
+
+
+def ancestor_offsets(geography: Any, level: int, ancestor_level: int) -> np.ndarray:
+    """Offsets of each ``ancestor_level`` unit's descendants at ``level``: those of ancestor
+    ``a`` are units ``offsets[a]:offsets[a + 1]`` (contiguous: children are stored in parent
+    order).
+
+    >>> from hierarchy.geography import Geography
+    >>> geo = Geography(("n", "s", "b"), (["0"], ["1", "2"], ["a", "b", "c"]), ([-1], [0, 0],
+    ...                 [0, 0, 1]))
+    >>> ancestor_offsets(geo, 2, 1).tolist(), ancestor_offsets(geo, 2, 0).tolist()
+    ([0, 2, 3], [0, 3])
+    """
+    index = np.arange(geography.n_units(level))
+    for li in range(level, ancestor_level, -1):
+        index = geography.parents[li][index]
+    return np.searchsorted(index, np.arange(geography.n_units(ancestor_level) + 1))
+
+
+def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Workload,
+                  budget: Budget, mechanism: Any, rnd: Any, *,
+                  keys: tuple[np.ndarray, np.ndarray] | None = None
+                  ) -> tuple[dict[str, Measurement], dict[str, Any]]:
+    """The noisy answers of one level's queries (the budget's, in its order) and their noise
+    parameters.
+
+    Parameters
+    ----------
+    counts : int64 array (units, cells)
+        The level's exact histograms.
+    level, level_index : str, int
+        The level's name and its index in the geography.
+    workload, budget, mechanism, rnd
+        As in :func:`measure` (``mechanism`` an object, ``rnd`` a Randomness).
+    keys : (geocodes, offsets), optional
+        Keyed streams: the units ``offsets[a]:offsets[a + 1]`` draw every query's noise, in
+        the budget's order, from the stream ``rnd.child(KEYED_STREAM, stable_key(level),
+        stable_key(geocodes[a]))``. The values of a unit then depend on its ancestor's geocode
+        and the units beside it under that ancestor, not on what else is measured. Without
+        ``keys``: query ``q`` draws the whole level from ``rnd.child(level_index, q)``.
+
+    Returns
+    -------
+    measurements : dict query → Measurement
+    parameters : dict query → JSON-ready noise parameters
+
+    Examples
+    --------
+    Two blocks under tract "7" measured alone, or with the blocks of another tract before
+    them, get the same noise:
+
+    >>> from hierarchy.mechanisms import get_mechanism
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.randomness import Randomness
+    >>> from hierarchy.schema import E2E_1940
+    >>> workload, budget = e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "block"])
+    >>> mech, rnd = get_mechanism("geometric"), Randomness.simulation(5)
+    >>> zeros = np.zeros((3, E2E_1940.size), np.int64)
+    >>> alone, _ = measure_level(zeros[:2], "block", 1, workload, budget, mech, rnd,
+    ...                          keys=(np.array(["7"]), np.array([0, 2])))
+    >>> both, _ = measure_level(zeros, "block", 1, workload, budget, mech, rnd,
+    ...                         keys=(np.array(["6", "7"]), np.array([0, 1, 3])))
+    >>> bool(np.array_equal(alone["detailed"].values, both["detailed"].values[1:]))
+    True
+    """
+    plan = []
+    for qname in budget.queries(level):
+        query = workload[qname]
+        param = float(budget.noise_parameter(level, query, mechanism))
+        plan.append((qname, query, param, float(mechanism.variance(param))))
+    exact = [counts if query.expression == "detailed" else query.answer(counts)
+             for _, query, _, _ in plan]
+    if keys is None:
+        noise = [mechanism.sample(param, ex.shape, rnd.child(level_index, qi))
+                 for qi, ((_, _, param, _), ex) in enumerate(zip(plan, exact))]
+    else:
+        codes, offsets = keys
+        noise = [np.empty(ex.shape, dtype=_noise_dtype(mechanism)) for ex in exact]
+        level_key = stable_key(level)
+        for a in np.flatnonzero(np.diff(offsets)):
+            rows = slice(int(offsets[a]), int(offsets[a + 1]))
+            stream = rnd.child(KEYED_STREAM, level_key, stable_key(str(codes[a])))
+            for (_, _, param, _), ex, out in zip(plan, exact, noise):
+                out[rows] = mechanism.sample(param, (rows.stop - rows.start, ex.shape[1]),
+                                             stream)
+    measurements, parameters = {}, {}
+    for (qname, query, param, variance), ex, z in zip(plan, exact, noise):
+        values = ex + z
+        measurements[qname] = Measurement(qname, values,
+                                          np.broadcast_to(np.float64(variance), values.shape))
+        parameters[qname] = {"budget": str(budget.query_budget(level, qname)),
+                             mechanism.parameter_name: param, "variance": variance,
+                             "sensitivity": list(budget.sensitivity(query))}
+    return measurements, parameters
+
+
+def _noise_dtype(mechanism: Any) -> Any:
+    return np.int64 if mechanism.discrete else np.float64
 
 
 def _sampler_used(mech: Any, rnd: Any) -> str:
