@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import re
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -552,6 +553,32 @@ class Spec:
             if inv.statistic == statistic:
                 out.update(self.levels_of(inv, all_levels))
         return tuple(lv for lv in all_levels if lv in out)
+
+    def restricted(self, levels: Sequence[str], all_levels: Sequence[str]) -> "Spec":
+        """The spec on ``levels`` only (a part of the geography's levels, ``all_levels``):
+        every item keeps those of its levels among them, and an item left with none is dropped.
+
+        Examples
+        --------
+        >>> from hierarchy.pl94 import LEVELS
+        >>> part = Spec.pl94_2020().restricted(["block_group", "block"], LEVELS)
+        >>> [(i.name, i.levels) for i in part.invariants]
+        [('gqhh_vect', ('block',)), ('gqhh_tot', ('block',))]
+        >>> [c.name for c in part.constraints]
+        ['hhgq_total_lb', 'hhgq_total_ub', 'nurse_nva_0']
+        """
+        keep = set(levels)
+
+        def narrowed(items):
+            out = []
+            for item in items:
+                at = tuple(lv for lv in self.levels_of(item, all_levels) if lv in keep)
+                if at:
+                    out.append(dataclasses.replace(item, levels=at))
+            return tuple(out)
+
+        return dataclasses.replace(self, invariants=narrowed(self.invariants),
+                                   constraints=narrowed(self.constraints))
 
     def check_levels(self, all_levels: Sequence[str]) -> None:
         """Raise naming any item that lists a level the geography does not have."""

@@ -262,8 +262,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             pass_tolerance: float = 0.5,
             round_passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
-            on_level: Callable[[int, np.ndarray, Result], None] | None = None
-            ) -> Result:
+            on_level: Callable[[int, np.ndarray, Result], None] | None = None,
+            compiled: Mapping[str, LevelConstraints] | None = None) -> Result:
     """TopDown post-processing of a :class:`~hierarchy.noisy.NoisyHierarchy`.
 
     Root first, then for every parent of each level: the weighted least-squares fit (weights
@@ -309,9 +309,15 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     progress : bool
         A progress bar per level.
     start : (level index, histograms of levels before it), optional
-        Resume after a checkpoint: levels before ``start[0]`` are taken as given.
+        Resume after a checkpoint: levels before ``start[0]`` are taken as given (and need no
+        measurements).
     on_level : callable(level_index, histograms, partial_result), optional
         Called after each level (e.g. to write a checkpoint).
+    compiled : mapping level → LevelConstraints, optional
+        The spec already compiled (:func:`invariants.compile.compile_spec`) for at least the
+        levels to solve, in the geography's unit order. A run in parts compiles the top levels
+        on the whole geography, whose constraints below imply rows at the top
+        (:mod:`postproc.apps.runs.parts`). Default: compiled here from ``noisy.invariants``.
 
     Returns
     -------
@@ -340,7 +346,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     spec = spec or Spec()
     chain = check_chain(solver)
     geo = noisy.geography
-    missing = [lv for lv in geo.levels if not noisy.queries(lv)]
+    first = 0 if start is None else int(start[0])
+    missing = [lv for lv in geo.levels[first:] if not noisy.queries(lv)]
     if missing:
         raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
                             f"{missing}. Give those levels a share of the budget")
@@ -366,7 +373,10 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         for lv in geo.levels:       # every name resolves before any level is solved
             _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
-    compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    if compiled is None:
+        compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    else:
+        _check_compiled(compiled, geo, first)
     kept_by_level: dict[str, list[str]] = {}
     ex = get_executor(executor, workers=workers)
     own_executor = not isinstance(executor, Executor)
@@ -375,7 +385,6 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     reports: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
     solve = _Solver(chain, failsafe)
-    first = 0
     if start is not None:
         first, given = start
         hists = [np.asarray(h, dtype=np.int64) for h in given]
@@ -435,6 +444,18 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
                    t_start, kept_by_level, round_passes)
+
+
+def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -> None:
+    """Raise unless ``compiled`` has every level from ``first`` on, unit for unit."""
+    for li in range(first, geo.depth):
+        lc = compiled.get(geo.levels[li])
+        if lc is None:
+            raise PostprocError(f"compiled= has no constraints for level {geo.levels[li]!r}")
+        if lc.n_units != geo.n_units(li) or not np.array_equal(lc.geocodes, geo.geocodes[li]):
+            raise PostprocError(f"compiled= constraints of level {geo.levels[li]!r} are for "
+                                f"other units than the geography's ({lc.n_units:,} against "
+                                f"{geo.n_units(li):,})")
 
 
 def _passes_at(passes: Any, level: str) -> Sequence[Sequence[str]] | None:
