@@ -1,0 +1,533 @@
+"""TopDown in parts: a geography too large to hold dense, run one part of it at a time.
+
+A level of the 2020 geography held as dense units × cells arrays does not fit in memory: 8
+million blocks × 2,016 cells are 130 GB for the truth alone, as much again for TopDown's
+output and more for the noisy answers. :func:`run_in_parts` never holds a level below the
+*split level* (``tract`` by default) whole. It cuts the split level into parts, runs of
+consecutive units with at most ``part_blocks`` bottom-level units below them (cut from the
+public geography, never from the data), and runs:
+
+1. **Tabulate, part by part.** Each part's persons and units are read from the parquet files
+   (a filter on the split level's geocodes) and tabulated on the part's geography; only the
+   split level's histograms and the published statistics of the levels below (``gqhh`` per
+   block: units × 8) are kept.
+2. **The top**, from the root to the split level: measured (one stream per level and query,
+   as :func:`hierarchy.measurement.measure` draws) and solved by :func:`topdown` as one
+   hierarchy. The spec is compiled on the *whole* geography, so the rows the levels below
+   imply at the top (``imply_upward``) are the same as in a run of the whole.
+3. **Each part**, tabulated again: its levels below the split are measured from streams keyed
+   by their split-level ancestor (:func:`hierarchy.measurement.measure_level`) and solved by
+   :func:`topdown` starting under the split level's rounded histograms. Its histograms are
+   written to ``parts/`` at once; a resumed run skips the parts already written.
+4. The parts' files are joined into one ``<level>.parquet`` per level.
+
+**Same results as the whole.** Every node problem of a run in parts is the one a run of the
+whole geography solves, with the same noisy answers — when the whole is measured with
+``measure(..., key_level=split)`` — so the histograms are identical, whatever ``part_blocks``
+and whichever executor (``tests/test_parts.py`` checks it level by level).
+
+**Memory** is the top's dense levels (84,000 tracts × 2,016 cells: 1.4 GB per array for the
+nation) plus one part (about ``part_blocks`` × 2,016 × 8 bytes per array); the parts are solved
+one after another, and each part's nodes are spread over the executor's workers.
+
+**Simulation mode only, for now.** A resumed run measures an unfinished part again; in
+simulation mode its keyed streams give the same values, but release mode cannot draw again
+(that would be a second measurement), and saving every part's noisy answers before solving it
+is not built yet.
+
+Output directory::
+
+    <level>.parquet        every level's histograms, long form (as ``postproc run``)
+    geography.parquet      the geography
+    manifest.json          levels, parts, timings, randomness label
+    parts/                 one file per part and level below the split, and one marker per
+                           finished part (what a resumed run skips); removed when joined
+    confidential/          error_table.csv (simulation mode): noisy measurements and TopDown
+                           against the data, per level and query
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hierarchy.geography import Geography
+from hierarchy.histograms import Hierarchy
+from hierarchy.io import check_tabulated_units, read_microdata
+from hierarchy.measurement import (ancestor_offsets, measure_level, measurement_provenance,
+                                   published_statistics)
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.randomness import as_randomness
+from hierarchy.storage import (atomic_path, claim_directory, confidential_directory,
+                               read_json, write_json, write_parquet)
+from hierarchy.tabulation import tabulate
+from invariants.compile import compile_spec
+from postproc.apps.runs.config import RunConfig
+from postproc.errors import PostprocError
+from postproc.infra.executors import get_executor
+from postproc.methods.topdown import topdown
+from postproc.result import level_table
+
+__all__ = ["run_in_parts", "plan_parts", "part_geography", "PartsResult",
+           "DEFAULT_PART_BLOCKS", "PART_ROOT"]
+
+#: Bottom-level units per part by default: about 0.8 million persons at 2020 densities and
+#: 0.3 GiB per dense array of the part's bottom level.
+DEFAULT_PART_BLOCKS = 20_000
+#: The name of a part's root level (a level no geography of ours has).
+PART_ROOT = "part"
+_MADE_BY = "postproc run in parts"
+
+
+@dataclass
+class PartsResult:
+    """What :func:`run_in_parts` did.
+
+    Attributes
+    ----------
+    directory : Path
+    levels : tuple of str
+    parts : int
+        Parts the split level was cut into.
+    solved : int
+        Parts solved by this call (the others were done before it was resumed).
+    persons : int
+    timings : dict
+        Seconds per step (``tabulate``, ``top``, ``parts``, ``join``, ``total``) and per level
+        (``levels``: TopDown's solve time, summed over the parts below the split).
+    errors : pandas.DataFrame or None
+        The error table (simulation mode), also in ``confidential/error_table.csv``.
+
+    Examples
+    --------
+    >>> done = PartsResult(Path("out"), ("nation", "tract", "block"), parts=3, solved=1,
+    ...                    persons=1_000)
+    >>> f"{done.solved} of {done.parts} parts solved by this call"
+    '1 of 3 parts solved by this call'
+    """
+
+    directory: Path
+    levels: tuple[str, ...]
+    parts: int
+    solved: int
+    persons: int
+    timings: dict[str, Any] = field(default_factory=dict)
+    errors: pd.DataFrame | None = None
+
+
+def plan_parts(geography: Geography, split: int, max_blocks: int) -> list[tuple[int, int]]:
+    """Cut the split level into runs of consecutive units with at most ``max_blocks``
+    bottom-level units below each run (a unit with more is a part of its own).
+
+    Returns
+    -------
+    list of (first, stop) split-level unit ranges, in order, covering the level.
+
+    Examples
+    --------
+    >>> geo = Geography(("n", "t", "b"), (["0"], ["1", "2", "3"], list("abcdef")),
+    ...                 ([-1], [0, 0, 0], [0, 0, 0, 1, 2, 2]))
+    >>> plan_parts(geo, 1, 3), plan_parts(geo, 1, 2), plan_parts(geo, 1, 100)
+    ([(0, 1), (1, 3)], [(0, 1), (1, 2), (2, 3)], [(0, 3)])
+    """
+    offsets = ancestor_offsets(geography, geography.depth - 1, split)
+    n = offsets.size - 1
+    out, first = [], 0
+    for u in range(1, n):
+        if offsets[u + 1] - offsets[first] > max_blocks:
+            out.append((first, u))
+            first = u
+    out.append((first, n))
+    return out
+
+
+def part_geography(geography: Geography, split: int, first: int, stop: int) -> Geography:
+    """The geography of split-level units ``first:stop`` and everything below them, under a
+    root unit of its own (level :data:`PART_ROOT`, geocode ``"<first>-<stop>"``).
+
+    Examples
+    --------
+    >>> geo = Geography(("n", "t", "b"), (["0"], ["1", "2", "3"], list("abcdef")),
+    ...                 ([-1], [0, 0, 0], [0, 0, 0, 1, 2, 2]))
+    >>> part = part_geography(geo, 1, 1, 3)
+    >>> part.levels, part.geocodes[1].tolist(), part.geocodes[2].tolist(), part.parents[2].tolist()
+    (('part', 't', 'b'), ['2', '3'], ['d', 'e', 'f'], [0, 1, 1])
+    """
+    levels = (PART_ROOT,) + geography.levels[split:]
+    codes = [np.array([f"{first}-{stop}"], dtype=object)]
+    parents = [np.array([-1])]
+    lo, hi = first, stop
+    codes.append(geography.geocodes[split][lo:hi])
+    parents.append(np.zeros(hi - lo, np.int64))
+    for li in range(split + 1, geography.depth):
+        offsets = geography.child_offsets(li - 1)
+        clo, chi = int(offsets[lo]), int(offsets[hi])
+        codes.append(geography.geocodes[li][clo:chi])
+        parents.append(geography.parents[li][clo:chi] - lo)
+        lo, hi = clo, chi
+    return Geography(levels, tuple(codes), tuple(parents))
+
+
+def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography) -> Hierarchy:
+    """The part's persons and units, read with a filter on the split level's geocodes, and
+    tabulated on ``part``."""
+    column = config.columns.get(geo.levels[split], geo.levels[split])
+    codes = part.geocodes[1].astype(str).tolist()
+    tables = []
+    for path in (config.persons, config.units):
+        if path is None:
+            tables.append(None)
+            continue
+        try:
+            tables.append(pq.read_table(path, filters=[(column, "in", codes)]))
+        except (OSError, pa.ArrowException) as exc:
+            raise PostprocError(f"a run in parts reads parquet files with a filter on the "
+                                f"{geo.levels[split]!r} column {column!r}; reading {path.name} "
+                                f"failed: {exc}") from None
+    keep = set(part.levels[1:]) | set(config.schema.names)
+    columns = {k: v for k, v in config.columns.items() if k in keep}
+    data = read_microdata(tables[0], schema=config.schema, levels=part.levels, columns=columns,
+                          values=config.values, units=tables[1],
+                          unit_attribute=config.spec.unit_attribute, check_units=False)
+    truth = tabulate(data.persons, schema=config.schema, levels=part.levels, units=data.units,
+                     geography=part,
+                     unit_attribute=config.spec.unit_attribute if data.units is not None
+                     else None)
+    check_tabulated_units(truth, data)
+    return truth
+
+
+def _at_levels(passes: Any, levels: Sequence[str]) -> Any:
+    """A per-level mapping (of passes) cut to ``levels``; anything else as it is."""
+    if isinstance(passes, Mapping):
+        return {lv: v for lv, v in passes.items() if lv in levels}
+    return passes
+
+
+def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
+                ) -> dict[str, list[str]]:
+    out = {stat: [lv for lv in at if lv in levels] for stat, at in publish.items()}
+    return {stat: at for stat, at in out.items() if at}
+
+
+def _upward(geo: Geography, bottom: np.ndarray, split: int) -> tuple[np.ndarray, ...]:
+    """The split level's arrays summed up to every level above it, root first."""
+    out = [bottom]
+    for li in range(split, 0, -1):
+        out.append(np.add.reduceat(out[-1], geo.child_offsets(li - 1)[:-1], axis=0))
+    return tuple(reversed(out))
+
+
+class _Errors:
+    """Sums of absolute and squared errors per (level, query): combinable over parts."""
+
+    def __init__(self):
+        self.rows: dict[tuple[str, str], np.ndarray] = {}
+
+    def add(self, level: str, query: Any, truth: np.ndarray, noisy: np.ndarray,
+            post: np.ndarray) -> None:
+        exact = query.answer(truth).astype(np.float64)
+        post_answers = query.answer(post).astype(np.float64)
+        dn, dp = noisy - exact, post_answers - exact
+        sums = np.array([exact.size, np.abs(dn).sum(), np.square(dn).sum(), np.abs(dp).sum(),
+                         np.square(dp).sum()])
+        key = (level, query.name)
+        self.rows[key] = self.rows.get(key, 0) + sums
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {f"{lv}\t{q}": v.tolist() for (lv, q), v in self.rows.items()}
+
+    def merge(self, data: Mapping[str, Sequence[float]]) -> None:
+        for key, v in data.items():
+            lv, q = key.split("\t")
+            self.rows[(lv, q)] = self.rows.get((lv, q), 0) + np.asarray(v)
+
+    def table(self, levels: Sequence[str]) -> pd.DataFrame:
+        rows = []
+        for (lv, q), (n, an, sn, ap, sp_) in self.rows.items():
+            rows.append({"level": lv, "query": q, "answers": int(n),
+                         "noisy_mae": an / n, "topdown_mae": ap / n,
+                         "noisy_rmse": float(np.sqrt(sn / n)),
+                         "topdown_rmse": float(np.sqrt(sp_ / n))})
+        frame = pd.DataFrame(rows)
+        if frame.empty:
+            return frame
+        order = {lv: i for i, lv in enumerate(levels)}
+        return frame.sort_values(["level", "query"], key=lambda c: c.map(order)
+                                 if c.name == "level" else c, kind="stable").reset_index(drop=True)
+
+
+def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
+                 part_blocks: int = DEFAULT_PART_BLOCKS, resume: bool = False,
+                 progress: bool = False, log: Callable[[str], None] = print) -> PartsResult:
+    """Run TopDown on ``config`` one part of the geography at a time (see the module).
+
+    Parameters
+    ----------
+    config : RunConfig
+        A TopDown run in simulation mode on parquet files, with a blocks file (the geography).
+    out : str or Path
+        The output directory (created; with ``resume``, an interrupted run's to finish).
+    split : str
+        The level cut into parts; the levels above it are solved whole.
+    part_blocks : int
+        At most this many bottom-level units per part (a split-level unit with more is a part
+        of its own).
+    resume : bool
+        Finish an interrupted run in ``out``: the top is solved again (the same measurements
+        and histograms), and parts already written are skipped.
+    progress : bool
+        A progress bar over the parts.
+    log : callable
+        Receives one line per step.
+
+    Returns
+    -------
+    PartsResult
+
+    Raises
+    ------
+    PostprocError
+        Release mode, no blocks file, a method other than TopDown, a split level that is the
+        root or the bottom, persons outside the blocks file's geography, or an ``out`` that
+        holds something else.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from postproc.apps.runs.demo import demo_config
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = synthesize_2020(3_000, seed=1, out=base / "data")
+    >>> done = run_in_parts(demo_config(base, preset="pl94_2020", seed=1, executor="serial"),
+    ...                     base / "parts", part_blocks=40, log=lambda line: None)
+    >>> done.parts > 1, sorted(p.name for p in done.directory.glob("*.parquet"))[:3]
+    (True, ['block.parquet', 'block_group.parquet', 'county.parquet'])
+    """
+    t_start = time.perf_counter()
+    geo, s = _check(config, split, part_blocks)
+    directory = claim_directory(Path(out), made_by=_MADE_BY, reuse=resume,
+                                how_to_reuse="pass resume=True (--resume) to finish an "
+                                             "interrupted run there")
+    parts_dir = directory / "parts"
+    parts_dir.mkdir(exist_ok=True)
+    plan = plan_parts(geo, s, part_blocks)
+    top_levels, low_levels = geo.levels[:s + 1], geo.levels[s + 1:]
+    log(f"    {len(plan):,} parts of at most {part_blocks:,} {geo.levels[-1]} units under "
+        f"{geo.n_units(s):,} {geo.levels[s]} units")
+    timings: dict[str, Any] = {"levels": dict.fromkeys(geo.levels, 0.0)}
+
+    # 1. tabulate part by part: the split level's histograms, the statistics below
+    t = time.perf_counter()
+    publish = config.publish()
+    split_counts, split_units, low_stats, persons = [], [], {}, 0
+    for first, stop in _bar(plan, progress, "tabulating parts"):
+        part = part_geography(geo, s, first, stop)
+        truth = _read_part(config, geo, s, part)
+        persons += int(truth.counts[1].sum())
+        split_counts.append(truth.counts[1])
+        if truth.units is not None:
+            split_units.append(truth.units[1])
+        for lv, stats in published_statistics(truth, _publish_at(publish, low_levels)).items():
+            for stat, arr in stats.items():
+                low_stats.setdefault(lv, {}).setdefault(stat, []).append(arr)
+    _check_all_read(config, persons)
+    top_geo = Geography(top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
+    counts = _upward(top_geo, np.concatenate(split_counts), s)
+    units = _upward(top_geo, np.concatenate(split_units), s) if split_units else None
+    del split_counts, split_units
+    top_truth = Hierarchy(config.schema, top_geo, counts, units,
+                          config.spec.unit_attribute if units is not None else None)
+    published = published_statistics(top_truth, _publish_at(publish, top_levels))
+    for lv, stats in low_stats.items():
+        published.setdefault(lv, {}).update({k: np.concatenate(v) for k, v in stats.items()})
+    del low_stats
+    timings["tabulate"] = time.perf_counter() - t
+    log(f"    tabulated {persons:,} persons in {timings['tabulate']:.1f} s")
+
+    # 2. the top, compiled on the whole geography
+    t = time.perf_counter()
+    compiled = compile_spec(config.spec, config.schema, geo, published)
+    compiled_top = {lv: compiled[lv] for lv in top_levels}
+    del compiled
+    rnd = as_randomness(config.rng)
+    mech = config.mechanism
+    measurements, parameters = {}, {}
+    for li, lv in enumerate(top_levels):
+        measurements[lv], parameters[lv] = measure_level(
+            top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd)
+    provenance = measurement_provenance(config.budget, mech, rnd, parameters,
+                                        _publish_at(publish, top_levels), key_level=split)
+    top_published = {lv: published[lv] for lv in top_levels if lv in published}
+    noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
+                               top_published, provenance)
+    ex = get_executor(config.executor, workers=config.workers, scheduler=config.scheduler)
+    errors = _Errors()
+    try:
+        options = dict(solver=config.solver_chain, executor=ex, failsafe=config.failsafe,
+                       failsafe_keep=config.failsafe_keep)
+        top = topdown(noisy_top, config.spec.restricted(top_levels, geo.levels),
+                      compiled=compiled_top, passes=_at_levels(config.passes, top_levels),
+                      round_passes=_at_levels(config.round_passes, top_levels), **options)
+        for lv, seconds in top.provenance["timings"]["levels"].items():
+            timings["levels"][lv] += seconds
+        for li, lv in enumerate(top_levels):
+            write_parquet(level_table(config.schema, top_geo, lv, top.histograms[li]),
+                          directory / f"{lv}.parquet", metadata=_meta(config))
+            if config.wants_error_table:
+                for name, m in measurements[lv].items():
+                    errors.add(lv, config.workload[name], top_truth.counts[li], m.values,
+                               top.histograms[li])
+        split_hist = top.histograms[s]
+        del noisy_top, measurements, top_truth, counts
+        timings["top"] = time.perf_counter() - t
+        log(f"    TopDown {' → '.join(top_levels)} in {timings['top']:.1f} s")
+
+        # 3. the parts
+        t = time.perf_counter()
+        spec_low = config.spec.restricted(low_levels, geo.levels)
+        solved = 0
+        for k, (first, stop) in enumerate(_bar(plan, progress, "TopDown parts")):
+            marker = parts_dir / f"part-{k:06d}.json"
+            if marker.exists():
+                errors.merge(read_json(marker).get("errors", {}))
+                continue
+            part = part_geography(geo, s, first, stop)
+            truth = _read_part(config, geo, s, part)
+            noisy = _measure_part(config, truth, part, low_levels, s, rnd, mech, publish,
+                                  provenance)
+            given = split_hist[first:stop]
+            result = topdown(noisy, spec_low, start=(2, [given.sum(axis=0, keepdims=True),
+                                                          given]),
+                             passes=_at_levels(config.passes, low_levels),
+                             round_passes=_at_levels(config.round_passes, low_levels),
+                             **options)
+            part_errors = _Errors()
+            for li in range(2, part.depth):
+                lv = part.levels[li]
+                write_parquet(level_table(config.schema, part, lv, result.histograms[li]),
+                              parts_dir / f"{lv}-{k:06d}.parquet")
+                timings["levels"][lv] += result.provenance["timings"]["levels"][lv]
+                if config.wants_error_table:
+                    for name in noisy.queries(lv):
+                        part_errors.add(lv, config.workload[name], truth.counts[li],
+                                        noisy.get(lv, name).values, result.histograms[li])
+            errors.merge(part_errors.to_dict())
+            write_json({"first": first, "stop": stop, "errors": part_errors.to_dict(),
+                        "levels": result.provenance["timings"]["levels"]}, marker)
+            solved += 1
+        timings["parts"] = time.perf_counter() - t
+        log(f"    TopDown {' → '.join(low_levels)} in {len(plan):,} parts in "
+            f"{timings['parts']:.1f} s ({solved:,} solved now)")
+    finally:
+        ex.close()
+
+    # 4. join
+    t = time.perf_counter()
+    for lv in low_levels:
+        files = [parts_dir / f"{lv}-{k:06d}.parquet" for k in range(len(plan))]
+        _join(files, directory / f"{lv}.parquet", _meta(config))
+    write_parquet(pa.Table.from_pandas(geo.to_frame(), preserve_index=False),
+                  directory / "geography.parquet", metadata=_meta(config))
+    table = None
+    if config.wants_error_table:
+        table = errors.table(geo.levels)
+        conf = confidential_directory(directory, what="error tables")
+        with atomic_path(conf / "error_table.csv") as path:
+            table.to_csv(path, index=False)
+    timings["join"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t_start
+    write_json({"made_by": _MADE_BY, "levels": list(geo.levels), "split": split,
+                "part_blocks": part_blocks, "parts": len(plan),
+                "randomness": rnd.provenance(), "timings": timings}, directory / "manifest.json")
+    for path in parts_dir.iterdir():
+        if path.suffix in (".parquet", ".json"):
+            path.unlink()
+    parts_dir.rmdir()
+    return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table)
+
+
+def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, int]:
+    """The whole geography and the split level's index, or a PostprocError saying why not."""
+    if config.release:
+        raise PostprocError("a run in parts is for simulations: release mode cannot measure "
+                            "an interrupted part again, and saving every part's noisy answers "
+                            "first is not built yet; run a release with `postproc run` "
+                            "(without --parts)")
+    if config.method != "topdown":
+        raise PostprocError(f"a run in parts runs TopDown, not {config.method!r}")
+    if config.blocks is None:
+        raise PostprocError("a run in parts needs [data] blocks: the geography, every block, "
+                            "is cut into parts before any data is read")
+    for path in (config.persons, config.units):
+        if path is not None and path.suffix.lower() not in (".parquet", ".pq"):
+            raise PostprocError(f"a run in parts reads each part from parquet with a filter; "
+                                f"{path.name} is not parquet (convert it, e.g. with "
+                                "pandas.read_csv(...).to_parquet(...))")
+    if isinstance(part_blocks, bool) or not isinstance(part_blocks, (int, np.integer)) \
+            or part_blocks < 1:
+        raise PostprocError(f"part_blocks must be a positive integer, not {part_blocks!r}")
+    geo = config.read_geography()
+    if split not in geo.levels[1:-1]:
+        raise PostprocError(f"the split level must be below the root and above the bottom: "
+                            f"one of {list(geo.levels[1:-1])}, not {split!r}")
+    return geo, geo.level_index(split)
+
+
+def _check_all_read(config: RunConfig, persons: int) -> None:
+    """Every person of the file is in some part (a geocode outside the blocks file's geography
+    would otherwise be dropped without a word)."""
+    rows = pq.ParquetFile(config.persons).metadata.num_rows
+    if rows != persons:
+        raise PostprocError(f"{config.persons.name}: {rows - persons:,} of {rows:,} persons have "
+                            f"a geocode that the blocks file {config.blocks.name} does not "
+                            "list; every person's geography must be in it")
+
+
+def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography,
+                  low_levels: Sequence[str], split: int, rnd: Any, mech: Any,
+                  publish: Mapping[str, Sequence[str]], provenance: dict[str, Any]
+                  ) -> NoisyHierarchy:
+    """The part's levels below the split, measured from streams keyed by their split-level
+    ancestor: the values a measurement of the whole with ``key_level`` gets."""
+    codes = part.geocodes[1]
+    measurements = {}
+    for li in range(2, part.depth):
+        lv = part.levels[li]
+        measurements[lv], _ = measure_level(
+            truth.counts[li], lv, split + li - 1, config.workload, config.budget, mech, rnd,
+            keys=(codes, ancestor_offsets(part, li, 1)))
+    published = published_statistics(truth, _publish_at(publish, low_levels))
+    return NoisyHierarchy(config.schema, part, config.workload, measurements, published,
+                          provenance)
+
+
+def _join(files: Sequence[Path], target: Path, metadata: Mapping[str, Any]) -> None:
+    """The parts' tables of one level, one after another, into ``target`` (atomically)."""
+    schema = pq.read_schema(files[0]).with_metadata(
+        {b"dapp": json.dumps(dict(metadata)).encode()})
+    with atomic_path(target) as path:
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            for file in files:
+                writer.write_table(pq.read_table(file).replace_schema_metadata(schema.metadata))
+
+
+def _meta(config: RunConfig) -> dict[str, Any]:
+    return {"made_by": _MADE_BY,
+            "randomness": as_randomness(config.rng).provenance()}
+
+
+def _bar(items: Sequence[Any], enabled: bool, desc: str):
+    if not enabled:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="part")
