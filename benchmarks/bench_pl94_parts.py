@@ -1,0 +1,183 @@
+"""The 2020-style run in parts (:func:`postproc.apps.runs.parts.run_in_parts`): time and memory
+as the data grow, and the run of the whole at the sizes where it still fits.
+
+Run from the repository root::
+
+    python benchmarks/bench_pl94_parts.py [--persons 1000000,10000000] [--whole-up-to 1000000]
+        [--part-blocks 20000] [--executor process] [--workdir DIR]
+        [--out benchmarks/pl94/parts.md] [--json benchmarks/pl94/parts.json]
+
+For every size: synthetic data (:func:`hierarchy.synth_2020.synthesize_2020`, seed 2020;
+kept in ``--workdir`` and reused), then the production configuration
+(:func:`postproc.apps.runs.demo.demo_config`, ``pl94_2020``) run in parts, in a fresh
+interpreter whose process tree's resident memory is sampled every 0.2 s (the peak is the sum
+over the main process and its workers). Up to ``--whole-up-to`` persons the same data are also
+run whole, as ``postproc run`` does (tabulate every level, ``measure`` with streams keyed by
+tract, ``topdown``), in another fresh interpreter, and the two runs' histograms are compared
+level by level. Nothing is asserted: the script measures and reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (context_end, context_start, count_list, describe_context, emit,  # noqa: E402
+                     fmt_bytes, markdown_table, run_python)
+
+
+def synthesize(persons: int, directory: str) -> dict[str, Any]:
+    """The synthetic data of ``persons`` in ``directory`` (reused when already there)."""
+    import json
+
+    from hierarchy.synth_2020 import synthesize_2020
+
+    manifest = Path(directory) / "data" / "manifest.json"
+    if manifest.exists():
+        made = json.loads(manifest.read_text())
+        if made.get("arguments", {}).get("persons") == persons:
+            return {**made, "reused": True}
+    return synthesize_2020(persons, seed=2020, out=Path(directory) / "data", overwrite=True)
+
+
+def parts_run(directory: str, part_blocks: int, executor: str) -> dict[str, Any]:
+    """Run the configuration in parts into ``directory/parts``."""
+    import shutil
+
+    from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.parts import run_in_parts
+
+    out = Path(directory) / "parts"
+    if out.exists():
+        shutil.rmtree(out)
+    config = demo_config(directory, preset="pl94_2020", seed=2020, executor=executor)
+    t = time.perf_counter()
+    done = run_in_parts(config, out, part_blocks=part_blocks,
+                        log=lambda line: print(line, file=sys.stderr, flush=True))
+    seconds = time.perf_counter() - t
+    errors = done.errors.set_index(["level", "query"])
+    totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mae"]),
+                   "topdown": float(errors.loc[(lv, "total"), "topdown_mae"])}
+              for lv in ("tract", "block_group") if (lv, "total") in errors.index}
+    return {"seconds": seconds, "parts": done.parts, "persons": done.persons,
+            "timings": done.timings, "total_mae": totals}
+
+
+def whole_run(directory: str, executor: str) -> dict[str, Any]:
+    """The same configuration run whole (measurement keyed by tract), into
+    ``directory/whole``."""
+    import shutil
+
+    from hierarchy.measurement import measure
+    from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.pipeline import load_truth
+    from postproc.methods.topdown import topdown
+
+    out = Path(directory) / "whole"
+    if out.exists():
+        shutil.rmtree(out)
+    config = demo_config(directory, preset="pl94_2020", seed=2020, executor=executor)
+    t = time.perf_counter()
+    truth = load_truth(config)
+    noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                    spec=config.spec, key_level="tract")
+    result = topdown(noisy, config.spec, executor=executor, passes=config.passes,
+                     round_passes=config.round_passes)
+    seconds = time.perf_counter() - t
+    result.write(out)
+    return {"seconds": seconds, "levels": result.provenance["timings"]["levels"]}
+
+
+def compare(directory: str) -> dict[str, bool]:
+    """Whether the whole run's and the parts run's histograms are equal, level by level."""
+    import pyarrow.parquet as pq
+
+    from hierarchy.pl94 import LEVELS
+
+    out = {}
+    for lv in LEVELS:
+        a = pq.read_table(Path(directory) / "whole" / f"{lv}.parquet").to_pandas()
+        b = pq.read_table(Path(directory) / "parts" / f"{lv}.parquet").to_pandas()
+        key = list(a.columns[:-1])
+        a = a.astype({lv: str}).sort_values(key).reset_index(drop=True)
+        b = b.astype({lv: str}).sort_values(key).reset_index(drop=True)
+        out[lv] = bool(a.equals(b))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--persons", type=count_list, default=[1_000_000, 10_000_000])
+    parser.add_argument("--whole-up-to", type=int, default=1_000_000)
+    parser.add_argument("--part-blocks", type=int, default=20_000)
+    parser.add_argument("--executor", default="process")
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--json", dest="json_path", default=None)
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_pl94_parts_"))
+    context = context_start()
+    rows, whole_rows, results = [], [], []
+    for n in args.persons:
+        directory = workdir / f"p{n}"
+        directory.mkdir(parents=True, exist_ok=True)
+        made = run_python("bench_pl94_parts", "synthesize",
+                          {"persons": n, "directory": str(directory)})["result"]
+        parts = run_python("bench_pl94_parts", "parts_run",
+                           {"directory": str(directory), "part_blocks": args.part_blocks,
+                            "executor": args.executor})
+        r, proc = parts["result"], parts["process"]
+        entry = {"persons": n, "blocks": made["blocks"], "parts": r, "process": proc}
+        tm = r["timings"]
+        rows.append([f"{n:,}", f"{made['blocks']:,}", f"{r['parts']:,}",
+                     f"{tm['tabulate']:.1f}", f"{tm['top']:.1f}", f"{tm['parts']:.1f}",
+                     f"{tm['join']:.1f}", f"{r['seconds']:.1f}",
+                     f"{n / r['seconds']:,.0f}", fmt_bytes(proc["tree_peak_rss_bytes"]),
+                     " / ".join(f"{v['topdown']:.2f} ({v['raw']:.2f})"
+                                for v in r["total_mae"].values())])
+        if n <= args.whole_up_to:
+            whole = run_python("bench_pl94_parts", "whole_run",
+                               {"directory": str(directory), "executor": args.executor})
+            same = run_python("bench_pl94_parts", "compare",
+                              {"directory": str(directory)})["result"]
+            entry["whole"] = {**whole, "identical": same}
+            whole_rows.append([f"{n:,}", f"{whole['result']['seconds']:.1f}",
+                               fmt_bytes(whole["process"]["tree_peak_rss_bytes"]),
+                               f"{r['seconds']:.1f}", fmt_bytes(proc["tree_peak_rss_bytes"]),
+                               f"{r['seconds'] / whole['result']['seconds']:.2f}",
+                               "yes" if all(same.values()) else
+                               "NO: " + ", ".join(k for k, v in same.items() if not v)])
+        results.append(entry)
+        print(f"{n:,} persons done", file=sys.stderr, flush=True)
+    context = context_end(context)
+    text = ["# The 2020-style run in parts", "",
+            f"`python benchmarks/bench_pl94_parts.py --persons "
+            f"{','.join(str(n) for n in args.persons)} --whole-up-to {args.whole_up_to} "
+            f"--part-blocks {args.part_blocks} --executor {args.executor}`", "",
+            describe_context(context), "",
+            "Seconds per step of `run_in_parts` (tabulate = read and tabulate every part for "
+            "the top; top = measure and TopDown nation → tract; parts = read, measure and "
+            "TopDown block group → block, part by part; join = the parts' files into one per "
+            "level). Peak = the largest sampled sum of resident memory over the process and "
+            "its workers. Mean |error| of the totals, TopDown (raw measurement):", "",
+            markdown_table(["persons", "blocks", "parts", "tabulate s", "top s", "parts s",
+                            "join s", "total s", "persons/s", "peak", "tract / block group"],
+                           rows)]
+    if whole_rows:
+        text += ["", "Against the run of the whole (every level dense, as `postproc run`), same "
+                 "data and seed, measurement keyed by tract:", "",
+                 markdown_table(["persons", "whole s", "whole peak", "parts s", "parts peak",
+                                 "parts / whole", "histograms identical"], whole_rows)]
+    emit("\n".join(text), {"context": context, "runs": results}, out=args.out,
+         json_path=args.json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
