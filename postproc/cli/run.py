@@ -34,6 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compute errors against the confidential data into "
                         "DIR/confidential/error_table.csv (default: on in simulation mode, off "
                         "in release mode, where they are never printed)")
+    p.add_argument("--parts", nargs="?", const=20_000, type=positive_int, metavar="BLOCKS",
+                   help="TopDown one part of the geography at a time, at most BLOCKS "
+                        "bottom-level units per part (default 20,000): memory for the levels "
+                        "above --split and one part, not every level dense; the same "
+                        "histograms as a run of the whole with streams keyed by that level "
+                        "(simulation mode; needs [data] blocks and parquet files)")
+    p.add_argument("--split", default="tract", metavar="LEVEL",
+                   help="with --parts: the level cut into parts (default tract)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
     v = sub.add_parser("validate", help="check a configuration and its data without measuring",
@@ -90,12 +98,34 @@ def run(args: argparse.Namespace) -> int:
     from postproc.evaluation.tables import print_level_summary
 
     config = _config(args)
+    if args.parts is not None:
+        return _run_in_parts(config, args)
     out = run_pipeline(config, out=args.out, resume=args.resume,
                        progress=not args.no_progress and sys.stderr.isatty(),
                        error_table=args.error_table)
     print_level_summary(out)
     print(f"outputs in {out.directory}"
           + (" (release files only; never publish confidential/)" if out.release else ""))
+    return 0
+
+
+def _run_in_parts(config, args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from postproc.apps.runs.parts import run_in_parts
+
+    if args.error_table is not None:
+        config = replace(config, error_table=args.error_table)
+    done = run_in_parts(config, args.out or config.output, split=args.split,
+                        part_blocks=args.parts, resume=args.resume,
+                        progress=not args.no_progress and sys.stderr.isatty())
+    if done.errors is not None and not done.errors.empty:
+        totals = done.errors[done.errors["query"] == "total"]
+        print("mean |error| of the totals (simulation): TopDown against the noisy measurements")
+        for row in totals.itertuples():
+            print(f"  {row.level:>12}: {row.topdown_mae:10.3f}  {row.noisy_mae:10.3f}")
+    print(f"{done.persons:,} persons in {done.parts:,} parts, {done.timings['total']:.1f} s; "
+          f"outputs in {done.directory}")
     return 0
 
 

@@ -59,6 +59,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
@@ -314,9 +315,12 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     """
     t_start = time.perf_counter()
     geo, s = _check(config, split, part_blocks)
-    directory = claim_directory(Path(out), made_by=_MADE_BY, reuse=resume,
-                                how_to_reuse="pass resume=True (--resume) to finish an "
-                                             "interrupted run there")
+    try:
+        directory = claim_directory(Path(out), made_by=_MADE_BY, reuse=resume,
+                                    how_to_reuse="pass resume=True (--resume) to finish an "
+                                                 "interrupted run there")
+    except HierarchyError as exc:
+        raise PostprocError(str(exc)) from None
     parts_dir = directory / "parts"
     parts_dir.mkdir(exist_ok=True)
     plan = plan_parts(geo, s, part_blocks)
@@ -379,6 +383,9 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                       round_passes=_at_levels(config.round_passes, top_levels), **options)
         for lv, seconds in top.provenance["timings"]["levels"].items():
             timings["levels"][lv] += seconds
+        stats = [top.node_stats]
+        level_persons = {lv: int(h.sum()) for lv, h in zip(top_levels, top.histograms)}
+        level_persons.update(dict.fromkeys(low_levels, 0))
         for li, lv in enumerate(top_levels):
             write_parquet(level_table(config.schema, top_geo, lv, top.histograms[li]),
                           directory / f"{lv}.parquet", metadata=_meta(config))
@@ -398,7 +405,11 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         for k, (first, stop) in enumerate(_bar(plan, progress, "TopDown parts")):
             marker = parts_dir / f"part-{k:06d}.json"
             if marker.exists():
-                errors.merge(read_json(marker).get("errors", {}))
+                done_before = read_json(marker)
+                errors.merge(done_before.get("errors", {}))
+                for lv, n in done_before.get("persons", {}).items():
+                    level_persons[lv] += n
+                stats.append(pd.read_parquet(parts_dir / f"node_stats-{k:06d}.parquet"))
                 continue
             part = part_geography(geo, s, first, stop)
             truth = _read_part(config, geo, s, part)
@@ -421,7 +432,15 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                         part_errors.add(lv, config.workload[name], truth.counts[li],
                                         noisy.get(lv, name).values, result.histograms[li])
             errors.merge(part_errors.to_dict())
+            persons_here = {lv: int(h.sum()) for lv, h in zip(part.levels[2:],
+                                                             result.histograms[2:])}
+            for lv, n in persons_here.items():
+                level_persons[lv] += n
+            stats.append(result.node_stats)
+            write_parquet(pa.Table.from_pandas(result.node_stats, preserve_index=False),
+                          parts_dir / f"node_stats-{k:06d}.parquet")
             write_json({"first": first, "stop": stop, "errors": part_errors.to_dict(),
+                        "persons": persons_here,
                         "levels": result.provenance["timings"]["levels"]}, marker)
             solved += 1
         timings["parts"] = time.perf_counter() - t
@@ -445,13 +464,19 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
             table.to_csv(path, index=False)
     timings["join"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_start
-    write_json({"made_by": _MADE_BY, "levels": list(geo.levels), "split": split,
-                "part_blocks": part_blocks, "parts": len(plan),
-                "randomness": rnd.provenance(), "timings": timings}, directory / "manifest.json")
-    for path in parts_dir.iterdir():
-        if path.suffix in (".parquet", ".json"):
-            path.unlink()
-    parts_dir.rmdir()
+    node_stats = pd.concat(stats, ignore_index=True)
+    write_parquet(pa.Table.from_pandas(node_stats, preserve_index=False),
+                  directory / "node_stats.parquet", metadata=_meta(config))
+    write_json(_manifest(config, geo, node_stats, level_persons, provenance, top.provenance,
+                         timings, {"split": split, "part_blocks": part_blocks,
+                                   "parts": len(plan)}),
+               directory / "manifest.json")
+    for k in range(len(plan)):          # only the files this run wrote
+        for path in [parts_dir / f"{lv}-{k:06d}.parquet" for lv in low_levels] + [
+                parts_dir / f"node_stats-{k:06d}.parquet", parts_dir / f"part-{k:06d}.json"]:
+            path.unlink(missing_ok=True)
+    if not any(parts_dir.iterdir()):
+        parts_dir.rmdir()
     return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table)
 
 
@@ -508,6 +533,42 @@ def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography,
     published = published_statistics(truth, _publish_at(publish, low_levels))
     return NoisyHierarchy(config.schema, part, config.workload, measurements, published,
                           provenance)
+
+
+def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
+              persons: Mapping[str, int], measurement: dict[str, Any],
+              top: Mapping[str, Any], timings: dict[str, Any], parts: dict[str, Any]
+              ) -> dict[str, Any]:
+    """The manifest :meth:`postproc.result.Result.write` writes, so that ``Result.read``,
+    ``postproc report`` and ``postproc evaluate`` read a run in parts like any other."""
+    from hierarchy.storage import package_versions
+    from postproc.result import FORMAT, FORMAT_VERSION, _level_statistics
+
+    levels = {}
+    for lv in geo.levels:
+        s = node_stats[node_stats["level"] == lv] if "level" in node_stats else node_stats[:0]
+        levels[lv] = {"units": geo.n_units(lv), "persons": int(persons[lv]),
+                      "parents": int(len(s)), "seconds": float(timings["levels"][lv]),
+                      **_level_statistics(s)}
+    randomness = measurement["randomness"]
+    provenance = {"noisy": measurement, "spec": config.spec.to_dict(),
+                  "solver": {**top["solver"], "passes": _record(config.passes),
+                             "round_passes": _record(config.round_passes)},
+                  "timings": {"levels": dict(timings["levels"]), "total": timings["total"],
+                              "steps": {k: v for k, v in timings.items() if k != "levels"}},
+                  "failsafe_reports": top.get("failsafe_reports", []), "parts": parts}
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": "topdown",
+            "integer": True, "levels": levels, "randomness": randomness,
+            "safe_for_release": bool(randomness.get("safe_for_release", False)),
+            "schema": config.schema.to_dict(), "workload": config.workload.to_dict(),
+            "geography_levels": list(geo.levels), "provenance": provenance,
+            "versions": package_versions()}
+
+
+def _record(passes: Any) -> Any:
+    if isinstance(passes, Mapping):
+        return {lv: [list(p) for p in v] if v else None for lv, v in passes.items()}
+    return [list(p) for p in passes] if passes else None
 
 
 def _join(files: Sequence[Path], target: Path, metadata: Mapping[str, Any]) -> None:

@@ -1,0 +1,233 @@
+"""TopDown in parts (postproc.apps.runs.parts) gives the histograms of the run of the whole.
+
+The whole run here is what ``postproc run`` does (tabulate every level, measure, TopDown), with
+the measurement's streams keyed by tract (``measure(..., key_level="tract")``), which is what a
+run in parts draws. Equality is exact, level by level, for several part sizes, both executors,
+and a run interrupted and resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from hierarchy.geography import Geography
+from hierarchy.measurement import measure
+from hierarchy.synth_2020 import synthesize_2020
+from postproc.apps.runs import parts as parts_module
+from postproc.apps.runs.demo import demo_config
+from postproc.apps.runs.parts import part_geography, plan_parts, run_in_parts
+from postproc.apps.runs.pipeline import load_truth
+from postproc.errors import PostprocError
+from postproc.methods.topdown import topdown
+from postproc.result import histograms_from_table
+
+PERSONS = 6_000
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    base = tmp_path_factory.mktemp("parts")
+    synthesize_2020(PERSONS, seed=SEED, out=base / "data")
+    return base
+
+
+def _config(base, **changes):
+    config = demo_config(base, preset="pl94_2020", seed=SEED, executor="serial")
+    if changes:
+        from dataclasses import replace
+        config = replace(config, **changes)
+    return config
+
+
+@pytest.fixture(scope="module")
+def whole(base):
+    config = _config(base)
+    truth = load_truth(config)
+    noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                    spec=config.spec, key_level="tract")
+    result = topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes)
+    return truth, noisy, result
+
+
+def _read(directory, config, geo):
+    return [histograms_from_table(pq.read_table(directory / f"{lv}.parquet"), config.schema,
+                                  geo, lv) for lv in geo.levels]
+
+
+def _assert_same(directory, base, whole):
+    truth, _, result = whole
+    got = _read(directory, _config(base), truth.geography)
+    for li, lv in enumerate(truth.geography.levels):
+        assert np.array_equal(got[li], result.histograms[li]), lv
+
+
+@pytest.mark.parametrize("part_blocks", [1, 60, 10**6])
+def test_parts_give_the_histograms_of_the_whole_run(base, whole, tmp_path, part_blocks):
+    done = run_in_parts(_config(base), tmp_path / "out", part_blocks=part_blocks,
+                        log=lambda line: None)
+    truth = whole[0]
+    n_tracts = truth.geography.n_units("tract")
+    expected = {1: n_tracts, 10**6: 1}.get(part_blocks)
+    if expected is not None:
+        assert done.parts == expected
+    else:
+        assert 2 < done.parts < n_tracts
+    assert done.solved == done.parts and done.persons == PERSONS
+    _assert_same(tmp_path / "out", base, whole)
+    assert not (tmp_path / "out" / "parts").exists()      # the parts' files were joined
+
+
+def test_process_pool_gives_the_same_histograms(base, whole, tmp_path):
+    run_in_parts(_config(base, executor="process", workers=2), tmp_path / "out",
+                 part_blocks=150, log=lambda line: None)
+    _assert_same(tmp_path / "out", base, whole)
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(base, whole, tmp_path, monkeypatch):
+    calls = []
+
+    def failing(*args, **kwargs):            # the top, part 0, then part 1 fails
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return topdown(*args, **kwargs)
+
+    monkeypatch.setattr(parts_module, "topdown", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
+    assert (tmp_path / "out" / "parts" / "part-000000.json").exists()
+    assert not (tmp_path / "out" / "parts" / "part-000001.json").exists()
+    with pytest.raises(PostprocError, match="resume"):
+        run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
+    monkeypatch.setattr(parts_module, "topdown", topdown)
+    done = run_in_parts(_config(base), tmp_path / "out", part_blocks=60, resume=True,
+                        log=lambda line: None)
+    assert done.solved == done.parts - 1
+    _assert_same(tmp_path / "out", base, whole)
+    # the errors of the part solved before the interruption are counted once
+    fresh = run_in_parts(_config(base), tmp_path / "again", part_blocks=60,
+                         log=lambda line: None)
+    assert np.allclose(done.errors[["answers", "noisy_mae", "topdown_mae"]],
+                       fresh.errors[["answers", "noisy_mae", "topdown_mae"]], rtol=1e-12)
+
+
+def test_error_table_is_that_of_the_whole_run(base, whole, tmp_path):
+    truth, noisy, result = whole
+    done = run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
+    table = done.errors.set_index(["level", "query"])
+    geo = truth.geography
+    for lv in ("state", "tract", "block"):
+        li = geo.level_index(lv)
+        for name in noisy.queries(lv):
+            query = noisy.workload[name]
+            exact = query.answer(truth.counts[li])
+            row = table.loc[(lv, name)]
+            assert row["answers"] == exact.size
+            assert row["noisy_mae"] == pytest.approx(
+                np.abs(noisy.get(lv, name).values - exact).mean(), rel=1e-12)
+            assert row["topdown_mae"] == pytest.approx(
+                np.abs(query.answer(result.histograms[li]) - exact).mean(), rel=1e-12, abs=0)
+    written = (tmp_path / "out" / "confidential" / "error_table.csv").read_text()
+    assert written.splitlines()[0].startswith("level,query,answers,noisy_mae,topdown_mae")
+
+
+def test_keyed_streams_differ_from_the_default_and_leave_it_unchanged(base, whole):
+    truth, keyed, _ = whole
+    config = _config(base)
+    plain = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                    spec=config.spec)
+    again = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                    spec=config.spec)
+    for lv in ("nation", "tract"):       # at and above the key level: the same streams
+        assert np.array_equal(plain.get(lv, "detailed").values, keyed.get(lv, "detailed").values)
+    for lv in ("block_group", "block"):  # below it: other streams, deterministic for a seed
+        assert not np.array_equal(plain.get(lv, "detailed").values,
+                                  keyed.get(lv, "detailed").values)
+        assert np.array_equal(plain.get(lv, "detailed").values, again.get(lv, "detailed").values)
+    assert keyed.provenance["noise_streams"] == {"key_level": "tract"}
+    assert "noise_streams" not in plain.provenance
+
+
+def test_plan_covers_the_level_within_the_limit():
+    rng = np.random.default_rng(0)
+    blocks = rng.integers(1, 40, 300)
+    tract_of_block = np.repeat(np.arange(300), blocks)
+    geo = Geography(("n", "t", "b"), (["0"], [f"t{i}" for i in range(300)],
+                                      [f"b{i}" for i in range(blocks.sum())]),
+                    ([-1], np.zeros(300, int), tract_of_block))
+    for limit in (1, 39, 100, 5_000):
+        plan = plan_parts(geo, 1, limit)
+        assert plan[0][0] == 0 and plan[-1][1] == 300
+        assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
+        for first, stop in plan:
+            size = blocks[first:stop].sum()
+            assert size <= limit or stop - first == 1
+            if stop < 300:          # a part stops only when the next tract would not fit
+                assert size + blocks[stop] > limit
+        part = part_geography(geo, 1, *plan[len(plan) // 2])
+        first, stop = plan[len(plan) // 2]
+        assert part.n_units("b") == blocks[first:stop].sum()
+
+
+def test_bad_requests_say_what_to_change(base, tmp_path):
+    config = _config(base)
+    with pytest.raises(PostprocError, match="release mode"):
+        run_in_parts(_config(base, randomness_mode="release", seed=None), tmp_path / "a")
+    with pytest.raises(PostprocError, match=r"\[data\] blocks"):
+        run_in_parts(_config(base, blocks=None), tmp_path / "b")
+    for split in ("nation", "block", "county_x"):
+        with pytest.raises(PostprocError, match="split level must be"):
+            run_in_parts(config, tmp_path / "c", split=split)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(PostprocError, match="part_blocks"):
+            run_in_parts(config, tmp_path / "d", part_blocks=bad)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(PostprocError):
+        run_in_parts(config, tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert not any(p.exists() for p in (tmp_path / "a", tmp_path / "b", tmp_path / "d"))
+
+
+def test_persons_outside_the_blocks_file_are_an_error_not_a_loss(base, tmp_path):
+    shutil.copytree(base / "data", tmp_path / "data")
+    blocks = pq.read_table(tmp_path / "data" / "blocks.parquet")
+    tracts = blocks.column("tract").cast("string").to_numpy(zero_copy_only=False)
+    persons = pq.read_table(tmp_path / "data" / "persons.parquet", columns=["tract"])
+    lost = int(np.sum(persons.column("tract").cast("string").to_numpy(zero_copy_only=False)
+                      == tracts[0]))
+    assert lost > 0
+    pq.write_table(blocks.filter(np.asarray(tracts != tracts[0])),
+                   tmp_path / "data" / "blocks.parquet")
+    with pytest.raises(PostprocError, match=f"{lost:,} of {PERSONS:,} persons"):
+        run_in_parts(_config(tmp_path), tmp_path / "out", log=lambda line: None)
+
+
+def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole, tmp_path,
+                                                                     capsys):
+    from postproc.cli import main
+    from postproc.result import Result
+
+    config = _config(base)
+    (base / "parts.toml").write_text(config.to_toml())      # paths relative to the data's
+    assert main(["run", str(base / "parts.toml"), "--parts", "100", "--out",
+                 str(tmp_path / "out"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "mean |error| of the totals" in printed and f"{PERSONS:,} persons in" in printed
+    result = Result.read(tmp_path / "out")
+    truth, _, expected = whole
+    assert result.levels == truth.geography.levels
+    for got, want in zip(result.histograms, expected.histograms):
+        assert np.array_equal(got, want)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["levels"]["block"]["persons"] == PERSONS
+    assert manifest["provenance"]["parts"]["part_blocks"] == 100
+    assert not manifest["safe_for_release"]
+    assert len(pq.read_table(tmp_path / "out" / "node_stats.parquet")) == 1 + sum(  # root
+        truth.geography.n_units(lv) for lv in truth.geography.levels[:-1])
