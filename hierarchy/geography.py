@@ -95,6 +95,10 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
             _check_missing(nulls, name)
         if not pa.types.is_dictionary(chunked.type):
             chunked = chunked.dictionary_encode()
+        elif sum(len(c.dictionary) for c in chunked.chunks) > len(chunked):
+            # a filtered parquet read keeps every row group's whole dictionary in each of its
+            # many chunks: encoding the values present is 10 times faster than unifying those
+            chunked = chunked.cast(chunked.type.value_type).dictionary_encode()
         chunked = chunked.unify_dictionaries()
         if chunked.num_chunks == 0:
             return np.zeros(0, np.int64), np.zeros(0, dtype=object)
