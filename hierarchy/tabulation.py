@@ -35,7 +35,7 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io import attribute_codes, leaf_index, read_table
 from hierarchy.schema import Schema
 
-__all__ = ["tabulate", "count_cells", "column_array"]
+__all__ = ["tabulate", "count_cells", "column_array", "from_leaf_counts"]
 
 _CHUNK = 1 << 18
 
@@ -353,6 +353,25 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
                                  leaf_sorted=leaf_sorted[1], names=[unit_attribute])
         unit_counts = _all_levels(geography, leaf_units)
     return Hierarchy(schema, geography, counts, unit_counts,
+                     unit_attribute if units is not None else None)
+
+
+def from_leaf_counts(schema: Schema, geography: Geography, leaf_counts: np.ndarray,
+                     leaf_units: np.ndarray | None = None,
+                     unit_attribute: str | None = None) -> Hierarchy:
+    """A :class:`Hierarchy` from its bottom level's counts (and units), summed up the
+    geography: what :func:`tabulate` builds once it has counted the records.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> s = Schema((Attribute("sex", ("m", "f")),))
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["A", "B"]]])
+    >>> from_leaf_counts(s, geo, np.array([[1, 2], [0, 4]])).level_counts("nation").tolist()
+    [[1, 6]]
+    """
+    units = None if leaf_units is None else _all_levels(geography, leaf_units)
+    return Hierarchy(schema, geography, _all_levels(geography, leaf_counts), units,
                      unit_attribute if units is not None else None)
 
 
