@@ -8,16 +8,17 @@ consecutive units with at most ``part_blocks`` bottom-level units below them (cu
 public geography, never from the data), and runs:
 
 1. **Tabulate, part by part.** Each part's persons and units are read from the parquet files
-   (a filter on the split level's geocodes) and tabulated on the part's geography; only the
-   split level's histograms and the published statistics of the levels below (``gqhh`` per
-   block: units × 8) are kept.
+   (a filter on the split level's geocodes) and tabulated on the part's geography; the split
+   level's histograms and the published statistics of the levels below (``gqhh`` per block:
+   units × 8) are kept, and the part's bottom-level counts are saved sparse (its nonzero
+   cells) under ``confidential/parts/`` until the run ends.
 2. **The top**, from the root to the split level: measured (one stream per level and query,
    as :func:`hierarchy.measurement.measure` draws) and solved by :func:`topdown` as one
    hierarchy. The spec is compiled on the *whole* geography, so the rows the levels below
    imply at the top (``imply_upward``) are the same as in a run of the whole.
-3. **Each part**, tabulated again: its levels below the split are measured from streams keyed
-   by their split-level ancestor (:func:`hierarchy.measurement.measure_level`) and solved by
-   :func:`topdown` starting under the split level's rounded histograms. Its histograms are
+3. **Each part**, from its saved counts: its levels below the split are measured from streams
+   keyed by their split-level ancestor (:func:`hierarchy.measurement.measure_level`) and solved
+   by :func:`topdown` starting under the split level's rounded histograms. Its histograms are
    written to ``parts/`` at once; a resumed run skips the parts already written.
 4. The parts' files are joined into one ``<level>.parquet`` per level.
 
@@ -43,7 +44,7 @@ Output directory::
     parts/                 one file per part and level below the split, and one marker per
                            finished part (what a resumed run skips); removed when joined
     confidential/          error_table.csv (simulation mode): noisy measurements and TopDown
-                           against the data, per level and query
+                           against the data, per level and query; parts/ while the run lasts
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
 from hierarchy.storage import (atomic_path, claim_directory, confidential_directory,
                                read_json, write_json, write_parquet)
-from hierarchy.tabulation import tabulate
+from hierarchy.tabulation import from_leaf_counts, tabulate
 from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.errors import PostprocError
@@ -219,14 +220,6 @@ def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
     return {stat: at for stat, at in out.items() if at}
 
 
-def _upward(geo: Geography, bottom: np.ndarray, split: int) -> tuple[np.ndarray, ...]:
-    """The split level's arrays summed up to every level above it, root first."""
-    out = [bottom]
-    for li in range(split, 0, -1):
-        out.append(np.add.reduceat(out[-1], geo.child_offsets(li - 1)[:-1], axis=0))
-    return tuple(reversed(out))
-
-
 class _Errors:
     """Sums of absolute and squared errors per (level, query): combinable over parts."""
 
@@ -333,9 +326,13 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     t = time.perf_counter()
     publish = config.publish()
     split_counts, split_units, low_stats, persons = [], [], {}, 0
-    for first, stop in _bar(plan, progress, "tabulating parts"):
+    cache = confidential_directory(directory, what="error tables, the parts' exact counts "
+                                   "while the run lasts") / "parts"
+    cache.mkdir(exist_ok=True)
+    for k, (first, stop) in enumerate(_bar(plan, progress, "tabulating parts")):
         part = part_geography(geo, s, first, stop)
         truth = _read_part(config, geo, s, part)
+        _save_counts(truth, cache / f"truth-{k:06d}.npz")
         persons += int(truth.counts[1].sum())
         split_counts.append(truth.counts[1])
         if truth.units is not None:
@@ -345,11 +342,10 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                 low_stats.setdefault(lv, {}).setdefault(stat, []).append(arr)
     _check_all_read(config, persons)
     top_geo = Geography(top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
-    counts = _upward(top_geo, np.concatenate(split_counts), s)
-    units = _upward(top_geo, np.concatenate(split_units), s) if split_units else None
+    top_truth = from_leaf_counts(config.schema, top_geo, np.concatenate(split_counts),
+                                 np.concatenate(split_units) if split_units else None,
+                                 config.spec.unit_attribute)
     del split_counts, split_units
-    top_truth = Hierarchy(config.schema, top_geo, counts, units,
-                          config.spec.unit_attribute if units is not None else None)
     published = published_statistics(top_truth, _publish_at(publish, top_levels))
     for lv, stats in low_stats.items():
         published.setdefault(lv, {}).update({k: np.concatenate(v) for k, v in stats.items()})
@@ -394,7 +390,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                     errors.add(lv, config.workload[name], top_truth.counts[li], m.values,
                                top.histograms[li])
         split_hist = top.histograms[s]
-        del noisy_top, measurements, top_truth, counts
+        del noisy_top, measurements, top_truth
         timings["top"] = time.perf_counter() - t
         log(f"    TopDown {' → '.join(top_levels)} in {timings['top']:.1f} s")
 
@@ -412,7 +408,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                 stats.append(pd.read_parquet(parts_dir / f"node_stats-{k:06d}.parquet"))
                 continue
             part = part_geography(geo, s, first, stop)
-            truth = _read_part(config, geo, s, part)
+            truth = _load_counts(config, part, cache / f"truth-{k:06d}.npz")
             noisy = _measure_part(config, truth, part, low_levels, s, rnd, mech, publish,
                                   provenance)
             given = split_hist[first:stop]
@@ -477,6 +473,10 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
             path.unlink(missing_ok=True)
     if not any(parts_dir.iterdir()):
         parts_dir.rmdir()
+    for k in range(len(plan)):
+        (cache / f"truth-{k:06d}.npz").unlink(missing_ok=True)
+    if not any(cache.iterdir()):
+        cache.rmdir()
     return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table)
 
 
@@ -515,6 +515,30 @@ def _check_all_read(config: RunConfig, persons: int) -> None:
         raise PostprocError(f"{config.persons.name}: {rows - persons:,} of {rows:,} persons have "
                             f"a geocode that the blocks file {config.blocks.name} does not "
                             "list; every person's geography must be in it")
+
+
+def _save_counts(truth: Hierarchy, path: Path) -> None:
+    """The part's bottom-level counts (its nonzero cells) and units, for the second pass: read
+    and tabulated once, not twice."""
+    leaf = truth.counts[-1]
+    units, cells = np.nonzero(leaf)
+    arrays = {"shape": np.array(leaf.shape), "units": units.astype(np.int32),
+              "cells": cells.astype(np.int32), "counts": leaf[units, cells]}
+    if truth.units is not None:
+        arrays["unit_types"] = truth.units[-1]
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+
+def _load_counts(config: RunConfig, part: Geography, path: Path) -> Hierarchy:
+    """The part's truth from :func:`_save_counts`'s file."""
+    with np.load(path) as data:
+        leaf = np.zeros(tuple(data["shape"]), np.int64)
+        leaf[data["units"], data["cells"]] = data["counts"]
+        types = data["unit_types"] if "unit_types" in data else None
+    return from_leaf_counts(config.schema, part, leaf, types,
+                            config.spec.unit_attribute if types is not None else None)
 
 
 def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography,
