@@ -28,8 +28,9 @@ whole geography solves, with the same noisy answers — when the whole is measur
 and whichever executor (``tests/test_parts.py`` checks it level by level).
 
 **Memory** is the top's dense levels (84,000 tracts × 2,016 cells: 1.4 GB per array for the
-nation) plus one part (about ``part_blocks`` × 2,016 × 8 bytes per array); the parts are solved
-one after another, and each part's nodes are spread over the executor's workers.
+nation) plus one part per worker (about ``part_blocks`` × 2,016 × 8 bytes per array): the
+executor maps the parts over its workers, and each worker solves its part's nodes serially
+and writes its files (so a Dask worker needs the output directory on storage it shares).
 
 **Simulation mode only, for now.** A resumed run measures an unfinished part again; in
 simulation mode its keyed streams give the same values, but release mode cannot draw again
@@ -394,51 +395,27 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         timings["top"] = time.perf_counter() - t
         log(f"    TopDown {' → '.join(top_levels)} in {timings['top']:.1f} s")
 
-        # 3. the parts
+        # 3. the parts: each solved whole by one worker, which writes its files
         t = time.perf_counter()
-        spec_low = config.spec.restricted(low_levels, geo.levels)
-        solved = 0
-        for k, (first, stop) in enumerate(_bar(plan, progress, "TopDown parts")):
+        solver = _SolvePart(config, geo.levels, s, publish, provenance, parts_dir, cache)
+        todo = []
+        for k, (first, stop) in enumerate(plan):
             marker = parts_dir / f"part-{k:06d}.json"
             if marker.exists():
-                done_before = read_json(marker)
-                errors.merge(done_before.get("errors", {}))
-                for lv, n in done_before.get("persons", {}).items():
-                    level_persons[lv] += n
+                _account(read_json(marker), errors, level_persons, timings)
                 stats.append(pd.read_parquet(parts_dir / f"node_stats-{k:06d}.parquet"))
-                continue
-            part = part_geography(geo, s, first, stop)
-            truth = _load_counts(config, part, cache / f"truth-{k:06d}.npz")
-            noisy = _measure_part(config, truth, part, low_levels, s, rnd, mech, publish,
-                                  provenance)
-            given = split_hist[first:stop]
-            result = topdown(noisy, spec_low, start=(2, [given.sum(axis=0, keepdims=True),
-                                                          given]),
-                             passes=_at_levels(config.passes, low_levels),
-                             round_passes=_at_levels(config.round_passes, low_levels),
-                             **options)
-            part_errors = _Errors()
-            for li in range(2, part.depth):
-                lv = part.levels[li]
-                write_parquet(level_table(config.schema, part, lv, result.histograms[li]),
-                              parts_dir / f"{lv}-{k:06d}.parquet")
-                timings["levels"][lv] += result.provenance["timings"]["levels"][lv]
-                if config.wants_error_table:
-                    for name in noisy.queries(lv):
-                        part_errors.add(lv, config.workload[name], truth.counts[li],
-                                        noisy.get(lv, name).values, result.histograms[li])
-            errors.merge(part_errors.to_dict())
-            persons_here = {lv: int(h.sum()) for lv, h in zip(part.levels[2:],
-                                                             result.histograms[2:])}
-            for lv, n in persons_here.items():
-                level_persons[lv] += n
-            stats.append(result.node_stats)
-            write_parquet(pa.Table.from_pandas(result.node_stats, preserve_index=False),
-                          parts_dir / f"node_stats-{k:06d}.parquet")
-            write_json({"first": first, "stop": stop, "errors": part_errors.to_dict(),
-                        "persons": persons_here,
-                        "levels": result.provenance["timings"]["levels"]}, marker)
-            solved += 1
+            else:
+                todo.append(_PartTask(k, part_geography(geo, s, first, stop),
+                                      split_hist[first:stop]))
+        bar = _progress(progress, len(todo), "TopDown parts")
+        for done_part, node_stats_part in ex.map(solver, todo):
+            _account(done_part, errors, level_persons, timings)
+            stats.append(node_stats_part)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        solved = len(todo)
         timings["parts"] = time.perf_counter() - t
         log(f"    TopDown {' → '.join(low_levels)} in {len(plan):,} parts in "
             f"{timings['parts']:.1f} s ({solved:,} solved now)")
@@ -515,6 +492,72 @@ def _check_all_read(config: RunConfig, persons: int) -> None:
         raise PostprocError(f"{config.persons.name}: {rows - persons:,} of {rows:,} persons have "
                             f"a geocode that the blocks file {config.blocks.name} does not "
                             "list; every person's geography must be in it")
+
+
+@dataclass(frozen=True)
+class _PartTask:
+    """One part for a worker: its index, its geography and the split level's histograms."""
+
+    index: int
+    geography: Geography
+    given: np.ndarray
+
+
+class _SolvePart:
+    """Solve one part (picklable: an executor maps it over the parts): its saved counts, its
+    measurement from keyed streams, TopDown below the split (serially: the parts are what runs
+    in parallel), its files in ``parts/`` and last its marker. Returns the marker's contents
+    and the part's node statistics."""
+
+    def __init__(self, config: RunConfig, levels: Sequence[str], split: int,
+                 publish: Mapping[str, Sequence[str]], provenance: dict[str, Any],
+                 parts_dir: Path, cache: Path):
+        self.config, self.split = config, split
+        self.low_levels = tuple(levels[split + 1:])
+        self.spec = config.spec.restricted(self.low_levels, levels)
+        self.publish, self.provenance = publish, provenance
+        self.parts_dir, self.cache = parts_dir, cache
+
+    def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
+        config, part, k = self.config, task.geography, task.index
+        truth = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
+        noisy = _measure_part(config, truth, part, self.low_levels, self.split,
+                              as_randomness(config.rng), config.mechanism, self.publish,
+                              self.provenance)
+        given = task.given
+        result = topdown(noisy, self.spec, start=(2, [given.sum(axis=0, keepdims=True), given]),
+                         solver=config.solver_chain, executor="serial",
+                         failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
+                         passes=_at_levels(config.passes, self.low_levels),
+                         round_passes=_at_levels(config.round_passes, self.low_levels))
+        errors = _Errors()
+        for li in range(2, part.depth):
+            lv = part.levels[li]
+            write_parquet(level_table(config.schema, part, lv, result.histograms[li]),
+                          self.parts_dir / f"{lv}-{k:06d}.parquet")
+            if config.wants_error_table:
+                for name in noisy.queries(lv):
+                    errors.add(lv, config.workload[name], truth.counts[li],
+                               noisy.get(lv, name).values, result.histograms[li])
+        write_parquet(pa.Table.from_pandas(result.node_stats, preserve_index=False),
+                      self.parts_dir / f"node_stats-{k:06d}.parquet")
+        marker = {"part": k, "errors": errors.to_dict(),
+                  "persons": {lv: int(h.sum()) for lv, h in zip(part.levels[2:],
+                                                                result.histograms[2:])},
+                  "levels": result.provenance["timings"]["levels"]}
+        write_json(marker, self.parts_dir / f"part-{k:06d}.json")
+        return marker, result.node_stats
+
+
+def _account(marker: Mapping[str, Any], errors: "_Errors", persons: dict[str, int],
+             timings: dict[str, Any]) -> None:
+    """Add a finished part's errors, persons and solve times to the run's."""
+    errors.merge(marker.get("errors", {}))
+    for lv, n in marker.get("persons", {}).items():
+        persons[lv] += n
+    for lv, seconds in marker.get("levels", {}).items():
+        if lv in timings["levels"]:
+            timings["levels"][lv] += seconds
 
 
 def _save_counts(truth: Hierarchy, path: Path) -> None:
@@ -616,3 +659,11 @@ def _bar(items: Sequence[Any], enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=desc, unit="part")
+
+
+def _progress(enabled: bool, total: int, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="part")
