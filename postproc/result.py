@@ -56,7 +56,7 @@ from hierarchy.storage import check_file_names, package_versions, write_json, wr
 from postproc.errors import PostprocError
 
 __all__ = ["Result", "resolve_query", "level_table", "histograms_from_table",
-           "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION"]
+           "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION", "level_statistics"]
 
 #: The ``format`` and ``format_version`` a result directory's manifest records.
 FORMAT = "dapp.Result"
@@ -359,7 +359,7 @@ class Result:
                 "parents": int(len(s)),
                 "seconds": float(self.provenance.get("timings", {}).get("levels", {})
                                  .get(lv, 0) or 0)}
-            entry.update(_level_statistics(s))
+            entry.update(level_statistics(s))
             per_level[lv] = entry
         return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": self.method,
                 "integer": self.integer, "levels": per_level, "randomness": self.randomness,
@@ -467,8 +467,18 @@ class Result:
         return pa.table(cols)
 
 
-def _level_statistics(s: pd.DataFrame) -> dict[str, Any]:
-    """Per-level summaries of node statistics: solver columns for a solver, moves for a sampler."""
+def level_statistics(s: pd.DataFrame) -> dict[str, Any]:
+    """Per-level summaries of node statistics: solver columns for a solver, moves for a sampler
+    (the ``levels`` entries of a result's manifest).
+
+    Examples
+    --------
+    >>> stats = pd.DataFrame({"fit_seconds": [0.5, 1.0], "round_seconds": [0.25, 0.25],
+    ...                       "backend": ["clarabel", "clarabel"], "rounding": ["lp", "lp"]})
+    >>> summary = level_statistics(stats)
+    >>> summary["fit_seconds"], summary["backends"]
+    (1.5, {'clarabel': 2})
+    """
     out: dict[str, Any] = {}
     if not len(s):
         return out

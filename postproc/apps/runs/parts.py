@@ -609,14 +609,14 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
     """The manifest :meth:`postproc.result.Result.write` writes, so that ``Result.read``,
     ``postproc report`` and ``postproc evaluate`` read a run in parts like any other."""
     from hierarchy.storage import package_versions
-    from postproc.result import FORMAT, FORMAT_VERSION, _level_statistics
+    from postproc.result import FORMAT, FORMAT_VERSION, level_statistics
 
     levels = {}
     for lv in geo.levels:
         s = node_stats[node_stats["level"] == lv] if "level" in node_stats else node_stats[:0]
         levels[lv] = {"units": geo.n_units(lv), "persons": int(persons[lv]),
                       "parents": int(len(s)), "seconds": float(timings["levels"][lv]),
-                      **_level_statistics(s)}
+                      **level_statistics(s)}
     randomness = measurement["randomness"]
     provenance = {"noisy": measurement, "spec": config.spec.to_dict(),
                   "solver": {**top["solver"], "passes": _record(config.passes),
