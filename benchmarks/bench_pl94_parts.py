@@ -62,8 +62,8 @@ def parts_run(directory: str, part_blocks: int, executor: str) -> dict[str, Any]
                         log=lambda line: print(line, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t
     errors = done.errors.set_index(["level", "query"])
-    totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mae"]),
-                   "topdown": float(errors.loc[(lv, "total"), "topdown_mae"])}
+    totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mean_abs"]),
+                   "topdown": float(errors.loc[(lv, "total"), "topdown_mean_abs"])}
               for lv in ("tract", "block_group") if (lv, "total") in errors.index}
     return {"seconds": seconds, "parts": done.parts, "persons": done.persons,
             "timings": done.timings, "total_mae": totals}

@@ -113,28 +113,31 @@ def test_an_interrupted_run_resumes_where_it_stopped(base, whole, tmp_path, monk
     # the errors of the part solved before the interruption are counted once
     fresh = run_in_parts(_config(base), tmp_path / "again", part_blocks=60,
                          log=lambda line: None)
-    assert np.allclose(done.errors[["answers", "noisy_mae", "topdown_mae"]],
-                       fresh.errors[["answers", "noisy_mae", "topdown_mae"]], rtol=1e-12)
+    columns = ["units", "noisy_mae", "topdown_mae", "noisy_mean_abs", "topdown_mean_abs",
+               "exact_median"]
+    assert np.allclose(done.errors[columns], fresh.errors[columns], rtol=1e-12)
 
 
 def test_error_table_is_that_of_the_whole_run(base, whole, tmp_path):
+    from postproc.evaluation.tables import level_error_table
+
     truth, noisy, result = whole
     done = run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
     table = done.errors.set_index(["level", "query"])
-    geo = truth.geography
-    for lv in ("state", "tract", "block"):
-        li = geo.level_index(lv)
-        for name in noisy.queries(lv):
-            query = noisy.workload[name]
-            exact = query.answer(truth.counts[li])
-            row = table.loc[(lv, name)]
-            assert row["answers"] == exact.size
-            assert row["noisy_mae"] == pytest.approx(
-                np.abs(noisy.get(lv, name).values - exact).mean(), rel=1e-12)
-            assert row["topdown_mae"] == pytest.approx(
-                np.abs(query.answer(result.histograms[li]) - exact).mean(), rel=1e-12, abs=0)
+    expected = level_error_table(truth, noisy, result.histograms, noisy.workload)
+    expected = expected.set_index(["level", "query"])
+    compared = 0
+    for (lv, name), row in table.iterrows():     # every query measured at its level
+        assert name in noisy.queries(lv)
+        want = expected.loc[(lv, name)]
+        for column in ("units", "noisy_mae", "topdown_mae", "noisy_mean_abs",
+                       "topdown_mean_abs", "noisy_rmse", "topdown_rmse", "exact_median"):
+            assert row[column] == pytest.approx(want[column], rel=1e-12, abs=1e-12), (lv, name,
+                                                                                     column)
+        compared += 1
+    assert compared == sum(len(noisy.queries(lv)) for lv in truth.geography.levels)
     written = (tmp_path / "out" / "confidential" / "error_table.csv").read_text()
-    assert written.splitlines()[0].startswith("level,query,answers,noisy_mae,topdown_mae")
+    assert written.splitlines()[0].startswith("level,query,units,noisy,noisy_mae,topdown_mae")
 
 
 def test_keyed_streams_differ_from_the_default_and_leave_it_unchanged(base, whole):

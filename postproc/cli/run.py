@@ -121,9 +121,9 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
                         progress=not args.no_progress and sys.stderr.isatty())
     if done.errors is not None and not done.errors.empty:
         totals = done.errors[done.errors["query"] == "total"]
-        print("mean |error| of the totals (simulation): TopDown against the noisy measurements")
+        print("mean |error| of the totals (simulation): TopDown, the noisy measurements")
         for row in totals.itertuples():
-            print(f"  {row.level:>12}: {row.topdown_mae:10.3f}  {row.noisy_mae:10.3f}")
+            print(f"  {row.level:>12}: {row.topdown_mean_abs:10.3f}  {row.noisy_mean_abs:10.3f}")
     print(f"{done.persons:,} persons in {done.parts:,} parts, {done.timings['total']:.1f} s; "
           f"outputs in {done.directory}")
     return 0

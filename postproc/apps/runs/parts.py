@@ -45,7 +45,8 @@ Output directory::
     parts/                 one file per part and level below the split, and one marker per
                            finished part (what a resumed run skips); removed when joined
     confidential/          error_table.csv (simulation mode): noisy measurements and TopDown
-                           against the data, per level and query; parts/ while the run lasts
+                           against the data per level and measured query, the columns of
+                           ``postproc run``'s table; parts/ while the run lasts
 """
 
 from __future__ import annotations
@@ -222,42 +223,96 @@ def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
 
 
 class _Errors:
-    """Sums of absolute and squared errors per (level, query): combinable over parts."""
+    """Errors per (level, query) in a form that adds up over parts: counts, sums of absolute
+    and squared errors, and the distributions of the integer absolute errors and exact answers
+    (value → count), from which the medians of ``postproc run``'s table are exact."""
 
     def __init__(self):
-        self.rows: dict[tuple[str, str], np.ndarray] = {}
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
 
     def add(self, level: str, query: Any, truth: np.ndarray, noisy: np.ndarray,
             post: np.ndarray) -> None:
-        exact = query.answer(truth).astype(np.float64)
-        post_answers = query.answer(post).astype(np.float64)
-        dn, dp = noisy - exact, post_answers - exact
-        sums = np.array([exact.size, np.abs(dn).sum(), np.square(dn).sum(), np.abs(dp).sum(),
-                         np.square(dp).sum()])
-        key = (level, query.name)
-        self.rows[key] = self.rows.get(key, 0) + sums
+        exact = query.answer(truth)
+        dn, dp = noisy - exact, query.answer(post) - exact
+        part = {"units": int(exact.shape[0]), "answers": int(exact.size),
+                "sums": [float(np.abs(dn).sum()), float(np.square(dn, dtype=np.float64).sum()),
+                         float(np.abs(dp).sum()), float(np.square(dp, dtype=np.float64).sum())]}
+        integer = all(a.dtype.kind in "iu" for a in (dn, dp, exact))
+        part["counts"] = {name: _value_counts(v) if integer else None
+                          for name, v in (("noisy", np.abs(dn)), ("post", np.abs(dp)),
+                                          ("exact", exact))}
+        self._merge_one((level, query.name), part)
 
-    def to_dict(self) -> dict[str, list[float]]:
-        return {f"{lv}\t{q}": v.tolist() for (lv, q), v in self.rows.items()}
+    def _merge_one(self, key: tuple[str, str], part: Mapping[str, Any]) -> None:
+        row = self.rows.get(key)
+        if row is None:
+            self.rows[key] = {"units": part["units"], "answers": part["answers"],
+                              "sums": list(part["sums"]), "counts": dict(part["counts"])}
+            return
+        row["units"] += part["units"]
+        row["answers"] += part["answers"]
+        row["sums"] = [a + b for a, b in zip(row["sums"], part["sums"])]
+        for name, counts in part["counts"].items():
+            mine = row["counts"].get(name)
+            row["counts"][name] = (None if mine is None or counts is None
+                                   else _add_counts(mine, counts))
 
-    def merge(self, data: Mapping[str, Sequence[float]]) -> None:
-        for key, v in data.items():
+    def to_dict(self) -> dict[str, Any]:
+        return {f"{lv}\t{q}": row for (lv, q), row in self.rows.items()}
+
+    def merge(self, data: Mapping[str, Any]) -> None:
+        for key, part in data.items():
             lv, q = key.split("\t")
-            self.rows[(lv, q)] = self.rows.get((lv, q), 0) + np.asarray(v)
+            self._merge_one((lv, q), part)
 
-    def table(self, levels: Sequence[str]) -> pd.DataFrame:
+    def table(self, levels: Sequence[str], method: str = "topdown") -> pd.DataFrame:
+        """``postproc run``'s error table (:func:`postproc.evaluation.tables.level_error_table`)
+        for the measured queries: MAE (median absolute error), mean absolute error, RMSE."""
         rows = []
-        for (lv, q), (n, an, sn, ap, sp_) in self.rows.items():
-            rows.append({"level": lv, "query": q, "answers": int(n),
-                         "noisy_mae": an / n, "topdown_mae": ap / n,
+        for (lv, q), row in self.rows.items():
+            n = row["answers"]
+            an, sn, ap, sp_ = row["sums"]
+            counts = row["counts"]
+            rows.append({"level": lv, "query": q, "units": row["units"], "noisy": "measured",
+                         "noisy_mae": _median(counts.get("noisy")),
+                         f"{method}_mae": _median(counts.get("post")),
+                         "noisy_mean_abs": an / n, f"{method}_mean_abs": ap / n,
                          "noisy_rmse": float(np.sqrt(sn / n)),
-                         "topdown_rmse": float(np.sqrt(sp_ / n))})
+                         f"{method}_rmse": float(np.sqrt(sp_ / n)),
+                         "exact_median": _median(counts.get("exact"))})
         frame = pd.DataFrame(rows)
         if frame.empty:
             return frame
         order = {lv: i for i, lv in enumerate(levels)}
-        return frame.sort_values(["level", "query"], key=lambda c: c.map(order)
-                                 if c.name == "level" else c, kind="stable").reset_index(drop=True)
+        frame["_order"] = frame["level"].map(order)
+        return (frame.sort_values(["_order", "query"], kind="stable")
+                .drop(columns="_order").reset_index(drop=True))
+
+
+def _value_counts(values: np.ndarray) -> list[list[int]]:
+    """[[distinct values], [their counts]] of an integer array."""
+    v, c = np.unique(values, return_counts=True)
+    return [v.tolist(), c.tolist()]
+
+
+def _add_counts(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> list[list[int]]:
+    values = np.concatenate([np.asarray(a[0], np.int64), np.asarray(b[0], np.int64)])
+    counts = np.concatenate([np.asarray(a[1], np.int64), np.asarray(b[1], np.int64)])
+    v, inverse = np.unique(values, return_inverse=True)
+    return [v.tolist(), np.bincount(inverse, weights=counts).astype(np.int64).tolist()]
+
+
+def _median(counts: Sequence[Sequence[int]] | None) -> float:
+    """The median (``numpy.median``'s: the mean of the two middle values of an even count) of
+    a value → count distribution; NaN without one (real-valued noise)."""
+    if counts is None:
+        return float("nan")
+    values = np.asarray(counts[0], np.float64)
+    cumulative = np.cumsum(counts[1])
+    n = int(cumulative[-1])
+    lo = values[np.searchsorted(cumulative, (n - 1) // 2, side="right")]
+    hi = values[np.searchsorted(cumulative, n // 2, side="right")]
+    return float((lo + hi) / 2)
 
 
 def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
