@@ -290,7 +290,13 @@ class _Errors:
 
 
 def _value_counts(values: np.ndarray) -> list[list[int]]:
-    """[[distinct values], [their counts]] of an integer array."""
+    """[[distinct values], [their counts]] of an integer array (by counting when the values
+    are small and nonnegative, as errors and block counts are: linear, not a sort)."""
+    values = np.asarray(values).ravel()
+    if values.size and values.min() >= 0 and values.max() <= max(1 << 20, values.size):
+        counts = np.bincount(values)
+        v = np.flatnonzero(counts)
+        return [v.tolist(), counts[v].tolist()]
     v, c = np.unique(values, return_counts=True)
     return [v.tolist(), c.tolist()]
 
