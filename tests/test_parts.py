@@ -83,8 +83,9 @@ def test_parts_give_the_histograms_of_the_whole_run(base, whole, tmp_path, part_
     assert not (tmp_path / "out" / "parts").exists()      # the parts' files were joined
 
 
-def test_process_pool_gives_the_same_histograms(base, whole, tmp_path):
-    run_in_parts(_config(base, executor="process", workers=2), tmp_path / "out",
+@pytest.mark.parametrize("executor", ["process", "dask"])
+def test_workers_give_the_same_histograms(base, whole, tmp_path, executor):
+    run_in_parts(_config(base, executor=executor, workers=2), tmp_path / "out",
                  part_blocks=150, log=lambda line: None)
     _assert_same(tmp_path / "out", base, whole)
 
