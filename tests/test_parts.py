@@ -3,8 +3,7 @@
 The whole run here is what ``postproc run`` does (tabulate every level, measure, TopDown), with
 the measurement's streams keyed by tract (``measure(..., key_level="tract")``), which is what a
 run in parts draws. Equality is exact, level by level, for several part sizes, serially, on a
-process pool and on a Dask LocalCluster,
-and a run interrupted and resumed.
+process pool and on a Dask LocalCluster, and for a run interrupted and resumed.
 """
 
 from __future__ import annotations
