@@ -235,3 +235,18 @@ def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole,
     assert not manifest["safe_for_release"]
     assert len(pq.read_table(tmp_path / "out" / "node_stats.parquet")) == 1 + sum(  # root
         truth.geography.n_units(lv) for lv in truth.geography.levels[:-1])
+
+
+def test_files_out_of_geography_order_are_read_part_by_part(base, whole, tmp_path):
+    shutil.copytree(base / "data", tmp_path / "data")
+    persons = pq.read_table(tmp_path / "data" / "persons.parquet")
+    order = np.random.default_rng(0).permutation(persons.num_rows)
+    pq.write_table(persons.take(order), tmp_path / "data" / "persons.parquet",
+                   row_group_size=1_000)
+    lines = []
+    run_in_parts(_config(tmp_path), tmp_path / "out", part_blocks=100, log=lines.append)
+    assert any("read with a filter" in line for line in lines)
+    _assert_same(tmp_path / "out", base, whole)
+    quiet = []                      # the files as written (sorted): one pass, nothing to say
+    run_in_parts(_config(base), tmp_path / "sorted", part_blocks=100, log=quiet.append)
+    assert not any("filter" in line for line in quiet)

@@ -55,7 +55,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -63,7 +63,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
-from hierarchy.geography import Geography
+from hierarchy.geography import Geography, encode_column
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.measurement import (ancestor_offsets, measure_level, measurement_provenance,
@@ -182,7 +182,7 @@ def part_geography(geography: Geography, split: int, first: int, stop: int) -> G
 
 def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography) -> Hierarchy:
     """The part's persons and units, read with a filter on the split level's geocodes, and
-    tabulated on ``part``."""
+    tabulated on ``part`` (for files whose rows do not come part by part)."""
     column = config.columns.get(geo.levels[split], geo.levels[split])
     codes = part.geocodes[1].astype(str).tolist()
     tables = []
@@ -196,10 +196,52 @@ def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography) -
             raise PostprocError(f"a run in parts reads parquet files with a filter on the "
                                 f"{geo.levels[split]!r} column {column!r}; reading {path.name} "
                                 f"failed: {exc}") from None
+    return _tabulate_part(config, part, *tables)
+
+
+class _Unsorted(Exception):
+    """A file's rows do not come part by part."""
+
+
+def _rows_in_order(path: Path, column: str, tracts: pd.Index, part_of: np.ndarray,
+                   n_parts: int) -> Iterator[pa.Table]:
+    """Every part's rows, in plan order, from one pass over a parquet file whose rows come part
+    by part (as a file sorted by geography does); rows of a split-level unit the geography does
+    not have are left out (the count of persons read then falls short, which is reported).
+    Raises :class:`_Unsorted` at the first row of a part already passed."""
+    source = pq.ParquetFile(path)
+    empty = source.schema_arrow.empty_table()
+    current, pieces = 0, []
+    for batch in source.iter_batches(batch_size=1 << 20):
+        codes, dictionary = encode_column(batch.column(column), name=column)
+        unit = tracts.get_indexer(dictionary)[codes]
+        keep = np.flatnonzero(unit >= 0)
+        if keep.size < unit.size:
+            batch = batch.take(pa.array(keep))
+            unit = unit[keep]
+        if not unit.size:
+            continue
+        part = part_of[unit]
+        if part[0] < current or np.any(np.diff(part) < 0):
+            raise _Unsorted
+        cuts = np.concatenate([[0], np.flatnonzero(np.diff(part)) + 1, [part.size]])
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            while current < part[a]:
+                yield pa.Table.from_batches(pieces, source.schema_arrow) if pieces else empty
+                current, pieces = current + 1, []
+            pieces.append(batch.slice(int(a), int(b - a)))
+    while current < n_parts:
+        yield pa.Table.from_batches(pieces, source.schema_arrow) if pieces else empty
+        current, pieces = current + 1, []
+
+
+def _tabulate_part(config: RunConfig, part: Geography, persons: pa.Table,
+                   units: pa.Table | None) -> Hierarchy:
+    """A part's persons and units, validated and tabulated on the part's geography."""
     keep = set(part.levels[1:]) | set(config.schema.names)
     columns = {k: v for k, v in config.columns.items() if k in keep}
-    data = read_microdata(tables[0], schema=config.schema, levels=part.levels, columns=columns,
-                          values=config.values, units=tables[1],
+    data = read_microdata(persons, schema=config.schema, levels=part.levels, columns=columns,
+                          values=config.values, units=units,
                           unit_attribute=config.spec.unit_attribute, check_units=False)
     truth = tabulate(data.persons, schema=config.schema, levels=part.levels, units=data.units,
                      geography=part,
@@ -207,6 +249,32 @@ def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography) -
                      else None)
     check_tabulated_units(truth, data)
     return truth
+
+
+def _parts_in_one_pass(config: RunConfig, geo: Geography, split: int,
+                       plan: Sequence[tuple[int, int]]
+                       ) -> Iterator[tuple[int, Geography, Hierarchy]]:
+    """(index, geography, truth) of every part, in order, from one pass over the files; raises
+    :class:`_Unsorted` when their rows do not come part by part."""
+    column = config.columns.get(geo.levels[split], geo.levels[split])
+    tracts = pd.Index(geo.geocodes[split].astype(str))
+    part_of = np.repeat(np.arange(len(plan)), [stop - first for first, stop in plan])
+    streams = [None if path is None else
+               _rows_in_order(path, column, tracts, part_of, len(plan))
+               for path in (config.persons, config.units)]
+    for k, (first, stop) in enumerate(plan):
+        part = part_geography(geo, split, first, stop)
+        tables = [None if stream is None else next(stream) for stream in streams]
+        yield k, part, _tabulate_part(config, part, *tables)
+
+
+def _parts_filtered(config: RunConfig, geo: Geography, split: int,
+                    plan: Sequence[tuple[int, int]]
+                    ) -> Iterator[tuple[int, Geography, Hierarchy]]:
+    """(index, geography, truth) of every part, each read with a filter on its units."""
+    for k, (first, stop) in enumerate(plan):
+        part = part_geography(geo, split, first, stop)
+        yield k, part, _read_part(config, geo, split, part)
 
 
 def _at_levels(passes: Any, levels: Sequence[str]) -> Any:
@@ -387,21 +455,19 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     # 1. tabulate part by part: the split level's histograms, the statistics below
     t = time.perf_counter()
     publish = config.publish()
-    split_counts, split_units, low_stats, persons = [], [], {}, 0
     cache = confidential_directory(directory, what="error tables, the parts' exact counts "
                                    "while the run lasts") / "parts"
     cache.mkdir(exist_ok=True)
-    for k, (first, stop) in enumerate(_bar(plan, progress, "tabulating parts")):
-        part = part_geography(geo, s, first, stop)
-        truth = _read_part(config, geo, s, part)
-        _save_counts(truth, cache / f"truth-{k:06d}.npz")
-        persons += int(truth.counts[1].sum())
-        split_counts.append(truth.counts[1])
-        if truth.units is not None:
-            split_units.append(truth.units[1])
-        for lv, stats in published_statistics(truth, _publish_at(publish, low_levels)).items():
-            for stat, arr in stats.items():
-                low_stats.setdefault(lv, {}).setdefault(stat, []).append(arr)
+    try:
+        tabulated = _tabulate_parts(_parts_in_one_pass(config, geo, s, plan), cache, publish,
+                                    low_levels, len(plan), progress)
+    except _Unsorted:
+        log(f"    the files' rows do not come {split} by {split} in the blocks file's order: "
+            f"each part is read with a filter (slower; sort the files by geography to read "
+            f"them in one pass)")
+        tabulated = _tabulate_parts(_parts_filtered(config, geo, s, plan), cache, publish,
+                                    low_levels, len(plan), progress)
+    persons, split_counts, split_units, low_stats = tabulated
     _check_all_read(config, persons)
     top_geo = Geography(top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
     top_truth = from_leaf_counts(config.schema, top_geo, np.concatenate(split_counts),
@@ -621,6 +687,32 @@ def _account(marker: Mapping[str, Any], errors: "_Errors", persons: dict[str, in
             timings["levels"][lv] += seconds
 
 
+def _tabulate_parts(parts: Iterator[tuple[int, Geography, Hierarchy]], cache: Path,
+                    publish: Mapping[str, Sequence[str]], low_levels: Sequence[str],
+                    n_parts: int, progress: bool):
+    """Save every part's counts for the second pass; return the persons read, the split
+    level's histograms and units, and the published statistics of the levels below."""
+    split_counts, split_units, low_stats, persons = [], [], {}, 0
+    bar = _progress(progress, n_parts, "tabulating parts")
+    try:
+        for k, part, truth in parts:
+            _save_counts(truth, cache / f"truth-{k:06d}.npz")
+            persons += int(truth.counts[1].sum())
+            split_counts.append(truth.counts[1])
+            if truth.units is not None:
+                split_units.append(truth.units[1])
+            for lv, stats in published_statistics(truth,
+                                                  _publish_at(publish, low_levels)).items():
+                for stat, arr in stats.items():
+                    low_stats.setdefault(lv, {}).setdefault(stat, []).append(arr)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return persons, split_counts, split_units, low_stats
+
+
 def _save_counts(truth: Hierarchy, path: Path) -> None:
     """The part's bottom-level counts (its nonzero cells) and units, for the second pass: read
     and tabulated once, not twice."""
@@ -712,14 +804,6 @@ def _join(files: Sequence[Path], target: Path, metadata: Mapping[str, Any]) -> N
 def _meta(config: RunConfig) -> dict[str, Any]:
     return {"made_by": _MADE_BY,
             "randomness": as_randomness(config.rng).provenance()}
-
-
-def _bar(items: Sequence[Any], enabled: bool, desc: str):
-    if not enabled:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, unit="part")
 
 
 def _progress(enabled: bool, total: int, desc: str):
