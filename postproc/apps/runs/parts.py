@@ -8,7 +8,8 @@ consecutive units with at most ``part_blocks`` bottom-level units below them (cu
 public geography, never from the data), and runs:
 
 1. **Tabulate, part by part.** Each part's persons and units are read from the parquet files
-   (a filter on the split level's geocodes) and tabulated on the part's geography; the split
+   (in one pass when their rows come part by part, as a file sorted by geography does; else
+   with a filter on the part's split-level geocodes) and tabulated on its geography; the split
    level's histograms and the published statistics of the levels below (``gqhh`` per block:
    units × 8) are kept, and the part's bottom-level counts are saved sparse (its nonzero
    cells) under ``confidential/parts/`` until the run ends.
