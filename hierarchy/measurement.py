@@ -17,7 +17,7 @@ from hierarchy.randomness import as_randomness
 
 __all__ = ["measure", "measure_level", "ancestor_offsets", "stable_key", "published_statistics",
            "spec_statistics", "persons_per_unit", "units_by_type", "PUBLISHABLE", "KEYED_STREAM",
-           "measurement_provenance"]
+           "measurement_provenance", "exact_answers"]
 
 
 def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
@@ -363,7 +363,8 @@ def ancestor_offsets(geography: Any, level: int, ancestor_level: int) -> np.ndar
 
 def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Workload,
                   budget: Budget, mechanism: Any, rnd: Any, *,
-                  keys: tuple[np.ndarray, np.ndarray] | None = None
+                  keys: tuple[np.ndarray, np.ndarray] | None = None,
+                  answers: Mapping[str, np.ndarray] | None = None
                   ) -> tuple[dict[str, Measurement], dict[str, Any]]:
     """The noisy answers of one level's queries (the budget's, in its order) and their noise
     parameters.
@@ -382,6 +383,9 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
         stable_key(geocodes[a]))``. The values of a unit then depend on its ancestor's geocode
         and the units beside it under that ancestor, not on what else is measured. Without
         ``keys``: query ``q`` draws the whole level from ``rnd.child(level_index, q)``.
+    answers : mapping query → array (units, answers), optional
+        The exact answers of ``counts``, when the caller has them already (computed here
+        otherwise).
 
     Returns
     -------
@@ -412,8 +416,9 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
         query = workload[qname]
         param = float(budget.noise_parameter(level, query, mechanism))
         plan.append((qname, query, param, float(mechanism.variance(param))))
-    exact = [counts if query.expression == "detailed" else query.answer(counts)
-             for _, query, _, _ in plan]
+    answers = answers or {}
+    exact = [answers[qname] if qname in answers else exact_answers(query, counts)
+             for qname, query, _, _ in plan]
     if keys is None:
         noise = [mechanism.sample(param, ex.shape, rnd.child(level_index, qi))
                  for qi, ((_, _, param, _), ex) in enumerate(zip(plan, exact))]
@@ -436,6 +441,19 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
                              mechanism.parameter_name: param, "variance": variance,
                              "sensitivity": list(budget.sensitivity(query))}
     return measurements, parameters
+
+
+def exact_answers(query: Any, counts: np.ndarray) -> np.ndarray:
+    """``query.answer(counts)``, but the histograms themselves for the detailed query (no
+    product).
+
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> counts = np.arange(2 * E2E_1940.size).reshape(2, -1)
+    >>> exact_answers(e2e_workload(E2E_1940)["detailed"], counts) is counts
+    True
+    """
+    return counts if query.expression == "detailed" else query.answer(counts)
 
 
 def _noise_dtype(mechanism: Any) -> Any:

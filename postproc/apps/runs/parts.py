@@ -67,8 +67,8 @@ from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography, encode_column
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
-from hierarchy.measurement import (ancestor_offsets, measure_level, measurement_provenance,
-                                   published_statistics)
+from hierarchy.measurement import (ancestor_offsets, exact_answers, measure_level,
+                                   measurement_provenance, published_statistics)
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
 from hierarchy.storage import (atomic_path, claim_directory, confidential_directory,
@@ -299,10 +299,11 @@ class _Errors:
     def __init__(self):
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def add(self, level: str, query: Any, truth: np.ndarray, noisy: np.ndarray,
+    def add(self, level: str, query: Any, exact: np.ndarray, noisy: np.ndarray,
             post: np.ndarray) -> None:
-        exact = query.answer(truth)
-        dn, dp = noisy - exact, query.answer(post) - exact
+        """One level and query: its exact answers, noisy answers and post-processed
+        histograms."""
+        dn, dp = noisy - exact, exact_answers(query, post) - exact
         part = {"units": int(exact.shape[0]), "answers": int(exact.size),
                 "sums": [float(np.abs(dn).sum()), float(np.square(dn, dtype=np.float64).sum()),
                          float(np.abs(dp).sum()), float(np.square(dp, dtype=np.float64).sum())]}
@@ -516,8 +517,9 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                           directory / f"{lv}.parquet", metadata=_meta(config))
             if config.wants_error_table:
                 for name, m in measurements[lv].items():
-                    errors.add(lv, config.workload[name], top_truth.counts[li], m.values,
-                               top.histograms[li])
+                    query = config.workload[name]
+                    errors.add(lv, query, exact_answers(query, top_truth.counts[li]),
+                               m.values, top.histograms[li])
         split_hist = top.histograms[s]
         del noisy_top, measurements, top_truth
         timings["top"] = time.perf_counter() - t
@@ -649,9 +651,12 @@ class _SolvePart:
     def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
         config, part, k = self.config, task.geography, task.index
         truth = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
+        exact = {part.levels[li]: {q: exact_answers(config.workload[q], truth.counts[li])
+                                   for q in config.budget.queries(part.levels[li])}
+                 for li in range(2, part.depth)}
         noisy = _measure_part(config, truth, part, self.low_levels, self.split,
                               as_randomness(config.rng), config.mechanism, self.publish,
-                              self.provenance)
+                              self.provenance, exact)
         given = task.given
         result = topdown(noisy, self.spec, start=(2, [given.sum(axis=0, keepdims=True), given]),
                          solver=config.solver_chain, executor="serial",
@@ -665,7 +670,7 @@ class _SolvePart:
                           self.parts_dir / f"{lv}-{k:06d}.parquet")
             if config.wants_error_table:
                 for name in noisy.queries(lv):
-                    errors.add(lv, config.workload[name], truth.counts[li],
+                    errors.add(lv, config.workload[name], exact[lv][name],
                                noisy.get(lv, name).values, result.histograms[li])
         write_parquet(pa.Table.from_pandas(result.node_stats, preserve_index=False),
                       self.parts_dir / f"node_stats-{k:06d}.parquet")
@@ -740,17 +745,18 @@ def _load_counts(config: RunConfig, part: Geography, path: Path) -> Hierarchy:
 
 def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography,
                   low_levels: Sequence[str], split: int, rnd: Any, mech: Any,
-                  publish: Mapping[str, Sequence[str]], provenance: dict[str, Any]
-                  ) -> NoisyHierarchy:
+                  publish: Mapping[str, Sequence[str]], provenance: dict[str, Any],
+                  exact: Mapping[str, Mapping[str, np.ndarray]]) -> NoisyHierarchy:
     """The part's levels below the split, measured from streams keyed by their split-level
-    ancestor: the values a measurement of the whole with ``key_level`` gets."""
+    ancestor: the values a measurement of the whole with ``key_level`` gets. ``exact``: level
+    → query → exact answers, computed once for the measurement and the errors."""
     codes = part.geocodes[1]
     measurements = {}
     for li in range(2, part.depth):
         lv = part.levels[li]
         measurements[lv], _ = measure_level(
             truth.counts[li], lv, split + li - 1, config.workload, config.budget, mech, rnd,
-            keys=(codes, ancestor_offsets(part, li, 1)))
+            keys=(codes, ancestor_offsets(part, li, 1)), answers=exact.get(lv))
     published = published_statistics(truth, _publish_at(publish, low_levels))
     return NoisyHierarchy(config.schema, part, config.workload, measurements, published,
                           provenance)
