@@ -494,8 +494,12 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     for li, lv in enumerate(top_levels):
         measurements[lv], parameters[lv] = measure_level(
             top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd)
-    provenance = measurement_provenance(config.budget, mech, rnd, parameters,
-                                        _publish_at(publish, top_levels), key_level=split)
+    for li in range(s + 1, geo.depth):      # the parts' noise parameters (no unit: no draw)
+        lv = geo.levels[li]
+        _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv, li,
+                                          config.workload, config.budget, mech, rnd)
+    provenance = measurement_provenance(config.budget, mech, rnd, parameters, publish,
+                                        key_level=split)
     top_published = {lv: published[lv] for lv in top_levels if lv in published}
     noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
                                top_published, provenance)
