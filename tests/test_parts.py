@@ -250,3 +250,29 @@ def test_files_out_of_geography_order_are_read_part_by_part(base, whole, tmp_pat
     quiet = []                      # the files as written (sorted): one pass, nothing to say
     run_in_parts(_config(base), tmp_path / "sorted", part_blocks=100, log=quiet.append)
     assert not any("filter" in line for line in quiet)
+
+
+def test_topdown_checks_the_constraints_it_is_given():
+    from hierarchy import E2E_1940, Budget, e2e_workload, synthesize_1940, tabulate
+    from invariants.compile import compile_spec
+    from invariants.spec import Invariant, Spec
+
+    levels = ["nation", "state", "county"]
+    truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940, levels=levels)
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
+                    publish={"tot": levels[:2]})
+    spec = Spec([Invariant("tot", levels[:2])])
+    compiled = compile_spec(spec, E2E_1940, noisy.geography, noisy.invariants)
+    same = topdown(noisy, spec, compiled=compiled)
+    plain = topdown(noisy, spec)
+    assert all(np.array_equal(a, b) for a, b in zip(same.histograms, plain.histograms))
+    with pytest.raises(PostprocError, match="no constraints for level 'county'"):
+        topdown(noisy, spec, compiled={lv: compiled[lv] for lv in levels[:2]})
+    other = truth.geography
+    fewer = Geography(other.levels, (other.geocodes[0], other.geocodes[1][:3],
+                                     other.geocodes[2][other.parents[2] < 3]),
+                      (other.parents[0], other.parents[1][:3],
+                       other.parents[2][other.parents[2] < 3]))
+    wrong = compile_spec(Spec(), E2E_1940, fewer, {})
+    with pytest.raises(PostprocError, match="for other units"):
+        topdown(noisy, spec, compiled={**compiled, "county": wrong["county"]})
