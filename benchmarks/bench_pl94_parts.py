@@ -6,6 +6,9 @@ Run from the repository root::
     python benchmarks/bench_pl94_parts.py [--persons 1000000,10000000] [--whole-up-to 1000000]
         [--part-blocks 20000] [--executor process] [--workdir DIR]
         [--out benchmarks/pl94/parts.md] [--json benchmarks/pl94/parts.json]
+        [--figure benchmarks/pl94/parts.png]
+    python benchmarks/bench_pl94_parts.py --from-json benchmarks/pl94/parts.json \
+        --figure benchmarks/pl94/parts.png      # redraw the figure only
 
 For every size: synthetic data (:func:`hierarchy.synth_2020.synthesize_2020`, seed 2020;
 kept in ``--workdir`` and reused), then the production configuration
@@ -111,6 +114,52 @@ def compare(directory: str) -> dict[str, bool]:
     return out
 
 
+def figure(results: list[dict[str, Any]], path: str) -> None:
+    """Seconds per step and peak memory against persons (log-log), with the run of the whole
+    where it was measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    persons = [r["persons"] for r in results]
+    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for step, marker in (("tabulate", "v"), ("top", "s"), ("parts", "D"), ("total", "o")):
+        ax_time.plot(persons, [r["parts"]["timings"][step] for r in results], marker=marker,
+                     label=f"in parts: {step}")
+    whole = [(r["persons"], r["whole"]) for r in results if "whole" in r]
+    if whole:
+        ax_time.plot([n for n, _ in whole], [w["result"]["seconds"] for _, w in whole], "k*",
+                     markersize=12, label="run of the whole")
+        ax_mem.plot([n for n, _ in whole],
+                    [w["process"]["tree_peak_rss_bytes"] / 2**30 for _, w in whole], "k*",
+                    markersize=12, label="run of the whole")
+    ax_mem.plot(persons, [r["process"]["tree_peak_rss_bytes"] / 2**30 for r in results], "o-",
+                label="in parts")
+    ax_mem.plot(persons, [1.9 * n / 1e6 for n in persons], ":", color="grey",
+                label="the whole, extrapolated: 1.9 GiB per million persons\n"
+                      "(one process, measured to 2M: bench_pl94.py)")
+    ax_time.axhline(3600, color="red", lw=0.8, ls="--", label="target for 331M persons: 1 hour")
+    ax_mem.axhline(20, color="red", lw=0.8, ls="--", label="target for 331M persons: 20 GiB")
+    from matplotlib.ticker import ScalarFormatter
+
+    for ax, title, unit in ((ax_time, "Seconds per step", "seconds"),
+                            (ax_mem, "Peak memory (process and workers)", "GiB")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("persons")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.legend(fontsize=8, loc="lower right" if ax is ax_time else "upper left")
+    ax_mem.yaxis.set_minor_formatter(ScalarFormatter())   # one decade: label the minor ticks
+    fig.suptitle("The 2020-style TopDown run in parts (production configuration, 2 workers)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--persons", type=count_list, default=[1_000_000, 10_000_000])
@@ -120,7 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--figure", default=None, help="also draw the figure to this PNG")
+    parser.add_argument("--from-json", default=None,
+                        help="draw --figure from this earlier JSON output; run nothing")
     args = parser.parse_args(argv)
+    if args.from_json:
+        import json
+
+        if not args.figure:
+            parser.error("--from-json needs --figure")
+        figure(json.loads(Path(args.from_json).read_text())["runs"], args.figure)
+        return 0
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_pl94_parts_"))
     context = context_start()
     rows, whole_rows, results = [], [], []
@@ -176,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "parts / whole", "histograms identical"], whole_rows)]
     emit("\n".join(text), {"context": context, "runs": results}, out=args.out,
          json_path=args.json_path)
+    if args.figure:
+        figure(results, args.figure)
     return 0
 
 
