@@ -276,3 +276,21 @@ def test_topdown_checks_the_constraints_it_is_given():
     wrong = compile_spec(Spec(), E2E_1940, fewer, {})
     with pytest.raises(PostprocError, match="for other units"):
         topdown(noisy, spec, compiled={**compiled, "county": wrong["county"]})
+
+
+def test_demo_runs_in_parts_when_asked_or_large(tmp_path, monkeypatch):
+    from postproc.apps.runs import demo
+    from postproc.apps.runs.parts import PartsResult
+    from postproc.result import Result
+
+    done = demo.run_demo(tmp_path / "asked", preset="pl94_2020", persons=3_000, parts=50,
+                         executor="serial", progress=False, log=lambda line: None)
+    assert isinstance(done, PartsResult) and done.parts > 1
+    assert Result.read(done.directory).histograms[-1].sum() == 3_000
+    monkeypatch.setattr(demo, "PARTS_ABOVE", 2_000)
+    large = demo.run_demo(tmp_path / "large", preset="pl94_2020", persons=3_000,
+                          executor="serial", progress=False, log=lambda line: None)
+    assert isinstance(large, PartsResult)
+    with pytest.raises(PostprocError, match="pl94_2020 preset"):
+        demo.run_demo(tmp_path / "e2e", persons=1_000, parts=50, progress=False,
+                      log=lambda line: None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from postproc.cli.run import positive_int
+
 ORDER = 0
 
 
@@ -32,17 +34,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=["serial", "process"], default=None,
                    help="where TopDown's parents are solved (default: serial for e2e_1940, a "
                         "process per core for pl94_2020; the results are identical)")
+    p.add_argument("--parts", nargs="?", const=20_000, type=positive_int, metavar="BLOCKS",
+                   help="pl94_2020: run TopDown in parts of at most BLOCKS blocks (default "
+                        "20,000), as postproc run --parts; on by default above 3,000,000 "
+                        "persons, where the run of the whole needs about 2 GiB per million")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from postproc.apps.runs.demo import run_demo
+    from postproc.apps.runs.parts import PartsResult
+    from postproc.cli.run import print_parts_summary
     from postproc.evaluation.tables import print_level_summary
 
     out = run_demo(args.out, preset=args.preset, persons=args.persons, seed=args.seed,
-                   epsilon=args.epsilon, executor=args.executor,
+                   epsilon=args.epsilon, executor=args.executor, parts=args.parts,
                    progress=not args.no_progress and sys.stderr.isatty())
+    if isinstance(out, PartsResult):
+        print_parts_summary(out)
+        print(f"Rerun or change it: postproc run {out.directory.parent}/config.toml --parts "
+              f"--out {out.directory.parent}/run-again")
+        return 0
     print_level_summary(out)
     print(f"\nOutputs: {out.directory}/<level>.parquet, manifest.json, "
           f"confidential/error_table.csv; data and config in {out.directory.parent}.")

@@ -119,6 +119,12 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
     done = run_in_parts(config, args.out or config.output, split=args.split,
                         part_blocks=args.parts, resume=args.resume,
                         progress=not args.no_progress and sys.stderr.isatty())
+    print_parts_summary(done)
+    return 0
+
+
+def print_parts_summary(done) -> None:
+    """The totals' errors of a run in parts (simulation mode) and where its outputs are."""
     if done.errors is not None and not done.errors.empty:
         totals = done.errors[done.errors["query"] == "total"]
         print("mean |error| of the totals (simulation): TopDown, the noisy measurements")
@@ -126,7 +132,6 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
             print(f"  {row.level:>12}: {row.topdown_mean_abs:10.3f}  {row.noisy_mean_abs:10.3f}")
     print(f"{done.persons:,} persons in {done.parts:,} parts, {done.timings['total']:.1f} s; "
           f"outputs in {done.directory}")
-    return 0
 
 
 def validate(args: argparse.Namespace) -> int:

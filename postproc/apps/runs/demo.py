@@ -26,6 +26,8 @@ from postproc.errors import PostprocError
 __all__ = ["run_demo", "demo_config", "DEMO_PRESETS"]
 
 _MARKER = ".postproc-demo"
+#: Above this many persons the pl94_2020 demo runs in parts by default.
+PARTS_ABOVE = 3_000_000
 
 #: The demo's levels, root first.
 DEMO_LEVELS = ("nation", "state", "county", "enum_dist")
@@ -38,7 +40,7 @@ DEMO_PRESETS = {"e2e_1940": "1940-style persons, the E2E configuration at ε",
 
 def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
              persons: int = 1_000_000, seed: int = 2024, epsilon: float | None = None,
-             executor: str | None = None, progress: bool = True,
+             executor: str | None = None, parts: int | None = None, progress: bool = True,
              log: Callable[[str], None] = print):
     """Synthesize data, write the preset's configuration and run it into ``out``.
 
@@ -60,6 +62,11 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
     executor : {"serial", "process", "dask"}, optional
         Default: ``"serial"`` for ``e2e_1940`` (seconds), ``"process"`` for ``pl94_2020`` (a
         worker per core; identical results).
+    parts : int, optional
+        ``pl94_2020`` only: run TopDown in parts of at most this many blocks
+        (:func:`postproc.apps.runs.parts.run_in_parts`). Default: 20,000 above
+        :data:`PARTS_ABOVE` persons (a run of the whole needs about 2 GiB per million), else a
+        run of the whole.
     progress : bool
         Progress bars (synthesis, TopDown per level) on stderr.
     log : callable
@@ -67,8 +74,9 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
 
     Returns
     -------
-    PipelineResult
-        See :func:`postproc.apps.runs.pipeline.run_pipeline`.
+    PipelineResult or PartsResult
+        See :func:`postproc.apps.runs.pipeline.run_pipeline` and
+        :func:`postproc.apps.runs.parts.run_in_parts`.
 
     Raises
     ------
@@ -94,6 +102,9 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
 
     if preset not in DEMO_PRESETS:
         raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
+    if parts is not None and preset != "pl94_2020":
+        raise PostprocError("parts= (--parts) is for the pl94_2020 preset: the 1940 "
+                            "geography has no blocks file to cut into parts")
     if preset == "pl94_2020" and epsilon is not None:
         raise PostprocError("the pl94_2020 demo spends the production budget, ρ = (542/339)² "
                             "(zCDP), and takes no ε; leave out --epsilon, or rescale ρ with "
@@ -125,6 +136,15 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
         path.write_text(f"# {title}, as written by `postproc demo`. Rerun it "
                         f"with\n#   postproc run {out}/config.toml --out {out}/run-again\n"
                         + config.to_toml(), encoding="utf-8")
+    if preset == "pl94_2020" and (parts is not None or persons > PARTS_ABOVE):
+        from postproc.apps.runs.parts import DEFAULT_PART_BLOCKS, run_in_parts
+
+        log(step.replace(" …", f", in parts of at most {parts or DEFAULT_PART_BLOCKS:,} "
+                               f"blocks …"))
+        done = run_in_parts(config, out / "run", part_blocks=parts or DEFAULT_PART_BLOCKS,
+                            progress=progress, log=log)
+        log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
+        return done
     log(step)
     result = run_pipeline(config, out=out / "run", progress=progress, log=log)
     _log_steps(result, log)
