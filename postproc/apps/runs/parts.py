@@ -42,7 +42,9 @@ Output directory::
 
     <level>.parquet        every level's histograms, long form (as ``postproc run``)
     geography.parquet      the geography
-    manifest.json          levels, parts, timings, randomness label
+    node_stats.parquet     one row per node problem (solver, seconds, variables, …)
+    manifest.json          a result's manifest (``Result.read`` reads the directory), with the
+                           parts, their timings and the randomness label
     parts/                 one file per part and level below the split, and one marker per
                            finished part (what a resumed run skips); removed when joined
     confidential/          error_table.csv (simulation mode): noisy measurements and TopDown
