@@ -12,6 +12,7 @@ import json
 import shutil
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -294,3 +295,43 @@ def test_demo_runs_in_parts_when_asked_or_large(tmp_path, monkeypatch):
     with pytest.raises(PostprocError, match="pl94_2020 preset"):
         demo.run_demo(tmp_path / "e2e", persons=1_000, parts=50, progress=False,
                       log=lambda line: None)
+
+
+def test_a_resumed_run_keeps_its_settings_and_data(base, whole, tmp_path, monkeypatch):
+    calls = []
+
+    def failing(*args, **kwargs):            # the top, then part 0 fails
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return topdown(*args, **kwargs)
+
+    monkeypatch.setattr(parts_module, "topdown", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
+    monkeypatch.setattr(parts_module, "topdown", topdown)
+    with pytest.raises(PostprocError, match="other part_blocks, parts"):
+        run_in_parts(_config(base), tmp_path / "out", part_blocks=90, resume=True,
+                     log=lambda line: None)
+    with pytest.raises(PostprocError, match="other config"):
+        run_in_parts(demo_config(base, preset="pl94_2020", seed=SEED + 1, executor="serial"),
+                     tmp_path / "out", part_blocks=60, resume=True, log=lambda line: None)
+    shutil.copytree(base / "data", tmp_path / "data")
+    persons = pq.read_table(tmp_path / "data" / "persons.parquet")
+    hispanic = persons.column("hispanic").to_numpy().copy()
+    hispanic[:100] = 1 - hispanic[:100]                   # 100 persons change origin
+    pq.write_table(persons.set_column(persons.schema.get_field_index("hispanic"), "hispanic",
+                                      pa.array(hispanic, persons.schema.field("hispanic").type)),
+                   tmp_path / "data" / "persons.parquet")
+    moved = _config(tmp_path)
+    with pytest.raises(PostprocError, match="the data differ"):
+        run_in_parts(moved, tmp_path / "out", part_blocks=60, resume=True,
+                     log=lambda line: None)
+    done = run_in_parts(_config(base), tmp_path / "out", part_blocks=60, resume=True,
+                        log=lambda line: None)
+    _assert_same(tmp_path / "out", base, whole)
+    lines = []
+    again = run_in_parts(_config(base), tmp_path / "out", part_blocks=60, resume=True,
+                         log=lines.append)
+    assert lines == [f"{tmp_path / 'out'}: run already finished; nothing to resume"]
+    assert (again.parts, again.solved, again.persons) == (done.parts, 0, PERSONS)

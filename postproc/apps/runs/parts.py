@@ -54,6 +54,7 @@ Output directory::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ from hierarchy.storage import (atomic_path, claim_directory, confidential_direct
 from hierarchy.tabulation import from_leaf_counts, tabulate
 from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
+from postproc.apps.runs.pipeline import run_fingerprint
 from postproc.errors import PostprocError
 from postproc.infra.executors import get_executor
 from postproc.methods.topdown import topdown
@@ -449,8 +451,14 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     except HierarchyError as exc:
         raise PostprocError(str(exc)) from None
     parts_dir = directory / "parts"
+    if resume and (directory / "manifest.json").exists() and not parts_dir.exists():
+        log(f"{directory}: run already finished; nothing to resume")
+        return _finished(directory)
     parts_dir.mkdir(exist_ok=True)
     plan = plan_parts(geo, s, part_blocks)
+    _check_settings(parts_dir / "plan.json", {
+        "config": run_fingerprint(config), "split": split, "part_blocks": int(part_blocks),
+        "parts": len(plan)}, directory)
     top_levels, low_levels = geo.levels[:s + 1], geo.levels[s + 1:]
     log(f"    {len(plan):,} parts of at most {part_blocks:,} {geo.levels[-1]} units under "
         f"{geo.n_units(s):,} {geo.levels[s]} units")
@@ -471,8 +479,10 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
             f"them in one pass)")
         tabulated = _tabulate_parts(_parts_filtered(config, geo, s, plan), cache, publish,
                                     low_levels, len(plan), progress)
-    persons, split_counts, split_units, low_stats = tabulated
+    persons, split_counts, split_units, low_stats, digest = tabulated
     _check_all_read(config, persons)
+    _check_settings(cache.parent / "parts_data_sha256.json", {"data": digest}, directory,
+                    what="data")
     top_geo = Geography(top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
     top_truth = from_leaf_counts(config.schema, top_geo, np.concatenate(split_counts),
                                  np.concatenate(split_units) if split_units else None,
@@ -584,6 +594,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         for path in [parts_dir / f"{lv}-{k:06d}.parquet" for lv in low_levels] + [
                 parts_dir / f"node_stats-{k:06d}.parquet", parts_dir / f"part-{k:06d}.json"]:
             path.unlink(missing_ok=True)
+    (parts_dir / "plan.json").unlink(missing_ok=True)
     if not any(parts_dir.iterdir()):
         parts_dir.rmdir()
     for k in range(len(plan)):
@@ -591,6 +602,40 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     if not any(cache.iterdir()):
         cache.rmdir()
     return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table)
+
+
+def _check_settings(path: Path, settings: dict[str, Any], directory: Path, *,
+                    what: str = "settings") -> None:
+    """Record ``settings`` in ``path``, or, when an interrupted run recorded some, raise
+    unless they are the same (a resumed run must solve the parts it did not finish with
+    the plan, configuration and data of those it did)."""
+    if path.exists():
+        if read_json(path) == settings:
+            return
+        if what == "data":
+            raise PostprocError(f"{directory}: the data differ from those of the interrupted "
+                                "run there; resume it with the same files, or choose another "
+                                "output directory")
+        recorded = read_json(path)
+        changed = sorted(k for k in settings if recorded.get(k) != settings[k])
+        raise PostprocError(f"{directory}: the interrupted run there had other "
+                            f"{', '.join(changed)} "
+                            f"({', '.join(f'{k}={recorded.get(k)!r}' for k in changed)}); "
+                            "resume it with the same configuration, --parts and --split, or "
+                            "choose another output directory")
+    write_json(settings, path)
+
+
+def _finished(directory: Path) -> "PartsResult":
+    """What a finished run in ``directory`` did, from its manifest."""
+    manifest = read_json(directory / "manifest.json")
+    levels = tuple(manifest["geography_levels"])
+    provenance = manifest.get("provenance", {})
+    errors_file = directory / "confidential" / "error_table.csv"
+    return PartsResult(directory, levels, int(provenance.get("parts", {}).get("parts", 0)), 0,
+                       int(manifest["levels"][levels[0]]["persons"]),
+                       dict(provenance.get("timings", {})),
+                       pd.read_csv(errors_file) if errors_file.exists() else None)
 
 
 def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, int]:
@@ -607,7 +652,7 @@ def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, 
                             "is cut into parts before any data is read")
     for path in (config.persons, config.units):
         if path is not None and path.suffix.lower() not in (".parquet", ".pq"):
-            raise PostprocError(f"a run in parts reads each part from parquet with a filter; "
+            raise PostprocError(f"a run in parts reads its parts from parquet files; "
                                 f"{path.name} is not parquet (convert it, e.g. with "
                                 "pandas.read_csv(...).to_parquet(...))")
     if isinstance(part_blocks, bool) or not isinstance(part_blocks, (int, np.integer)) \
@@ -703,12 +748,14 @@ def _tabulate_parts(parts: Iterator[tuple[int, Geography, Hierarchy]], cache: Pa
                     publish: Mapping[str, Sequence[str]], low_levels: Sequence[str],
                     n_parts: int, progress: bool):
     """Save every part's counts for the second pass; return the persons read, the split
-    level's histograms and units, and the published statistics of the levels below."""
+    level's histograms and units, the published statistics of the levels below, and a digest
+    of every part's counts (a resumed run checks that its data did not change)."""
     split_counts, split_units, low_stats, persons = [], [], {}, 0
+    digest = hashlib.sha256()
     bar = _progress(progress, n_parts, "tabulating parts")
     try:
         for k, part, truth in parts:
-            _save_counts(truth, cache / f"truth-{k:06d}.npz")
+            _save_counts(truth, cache / f"truth-{k:06d}.npz", digest)
             persons += int(truth.counts[1].sum())
             split_counts.append(truth.counts[1])
             if truth.units is not None:
@@ -722,18 +769,21 @@ def _tabulate_parts(parts: Iterator[tuple[int, Geography, Hierarchy]], cache: Pa
     finally:
         if bar is not None:
             bar.close()
-    return persons, split_counts, split_units, low_stats
+    return persons, split_counts, split_units, low_stats, digest.hexdigest()
 
 
-def _save_counts(truth: Hierarchy, path: Path) -> None:
+def _save_counts(truth: Hierarchy, path: Path, digest: Any) -> None:
     """The part's bottom-level counts (its nonzero cells) and units, for the second pass: read
-    and tabulated once, not twice."""
+    and tabulated once, not twice; ``digest`` (a hashlib object) is updated with them."""
     leaf = truth.counts[-1]
     units, cells = np.nonzero(leaf)
     arrays = {"shape": np.array(leaf.shape), "units": units.astype(np.int32),
               "cells": cells.astype(np.int32), "counts": leaf[units, cells]}
     if truth.units is not None:
         arrays["unit_types"] = truth.units[-1]
+    for name, array in arrays.items():
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
