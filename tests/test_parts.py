@@ -68,6 +68,20 @@ def _assert_same(directory, base, whole):
         assert np.array_equal(got[li], result.histograms[li]), lv
 
 
+def _interrupt_at(call: int, monkeypatch) -> None:
+    """Make the run's ``call``-th TopDown (the top is the first, then one per part) raise, as
+    an interrupted run does (serial executor: the parts run in this process)."""
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return topdown(*args, **kwargs)
+
+    monkeypatch.setattr(parts_module, "topdown", failing)
+
+
 @pytest.mark.parametrize("part_blocks", [1, 60, 10**6])
 def test_parts_give_the_histograms_of_the_whole_run(base, whole, tmp_path, part_blocks):
     done = run_in_parts(_config(base), tmp_path / "out", part_blocks=part_blocks,
@@ -92,15 +106,7 @@ def test_workers_give_the_same_histograms(base, whole, tmp_path, executor):
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(base, whole, tmp_path, monkeypatch):
-    calls = []
-
-    def failing(*args, **kwargs):            # the top, part 0, then part 1 fails
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return topdown(*args, **kwargs)
-
-    monkeypatch.setattr(parts_module, "topdown", failing)
+    _interrupt_at(3, monkeypatch)            # the top, part 0, then part 1 fails
     with pytest.raises(KeyboardInterrupt):
         run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
     assert (tmp_path / "out" / "parts" / "part-000000.json").exists()
@@ -298,15 +304,7 @@ def test_demo_runs_in_parts_when_asked_or_large(tmp_path, monkeypatch):
 
 
 def test_a_resumed_run_keeps_its_settings_and_data(base, whole, tmp_path, monkeypatch):
-    calls = []
-
-    def failing(*args, **kwargs):            # the top, then part 0 fails
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return topdown(*args, **kwargs)
-
-    monkeypatch.setattr(parts_module, "topdown", failing)
+    _interrupt_at(2, monkeypatch)            # the top, then part 0 fails
     with pytest.raises(KeyboardInterrupt):
         run_in_parts(_config(base), tmp_path / "out", part_blocks=60, log=lambda line: None)
     monkeypatch.setattr(parts_module, "topdown", topdown)
