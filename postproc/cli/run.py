@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parts", nargs="?", const=20_000, type=positive_int, metavar="BLOCKS",
                    help="TopDown one part of the geography at a time, at most BLOCKS "
                         "bottom-level units per part (default 20,000): memory for the levels "
-                        "above --split and one part, not every level dense; the same "
+                        "down to --split and one part per worker, not every level dense; the same "
                         "histograms as a run of the whole with streams keyed by that level "
                         "(simulation mode; needs [data] blocks and parquet files)")
     p.add_argument("--split", default="tract", metavar="LEVEL",
