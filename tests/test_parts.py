@@ -239,6 +239,8 @@ def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole,
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["levels"]["block"]["persons"] == PERSONS
     assert manifest["provenance"]["parts"]["part_blocks"] == 100
+    reports = manifest["provenance"]["failsafe_reports"]     # the parts' too, not the top's only
+    assert len(reports) == len(expected.provenance["failsafe_reports"])
     assert not manifest["safe_for_release"]
     assert len(pq.read_table(tmp_path / "out" / "node_stats.parquet")) == 1 + sum(  # root
         truth.geography.n_units(lv) for lv in truth.geography.levels[:-1])

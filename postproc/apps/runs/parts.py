@@ -544,18 +544,18 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         # 3. the parts: each solved whole by one worker, which writes its files
         t = time.perf_counter()
         solver = _SolvePart(config, geo.levels, s, publish, provenance, parts_dir, cache)
-        todo = []
+        todo, reports = [], []
         for k, (first, stop) in enumerate(plan):
             marker = parts_dir / f"part-{k:06d}.json"
             if marker.exists():
-                _account(read_json(marker), errors, level_persons, timings)
+                _account(read_json(marker), errors, level_persons, timings, reports)
                 stats.append(pd.read_parquet(parts_dir / f"node_stats-{k:06d}.parquet"))
             else:
                 todo.append(_PartTask(k, part_geography(geo, s, first, stop),
                                       split_hist[first:stop]))
         bar = _progress(progress, len(todo), "TopDown parts")
         for done_part, node_stats_part in ex.map(solver, todo):
-            _account(done_part, errors, level_persons, timings)
+            _account(done_part, errors, level_persons, timings, reports)
             stats.append(node_stats_part)
             if bar is not None:
                 bar.update(1)
@@ -588,7 +588,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                   directory / "node_stats.parquet", metadata=_meta(config))
     write_json(_manifest(config, geo, node_stats, level_persons, provenance, top.provenance,
                          timings, {"split": split, "part_blocks": part_blocks,
-                                   "parts": len(plan)}),
+                                   "parts": len(plan)}, reports),
                directory / "manifest.json")
     for k in range(len(plan)):          # only the files this run wrote
         for path in [parts_dir / f"{lv}-{k:06d}.parquet" for lv in low_levels] + [
@@ -728,15 +728,17 @@ class _SolvePart:
         marker = {"part": k, "errors": errors.to_dict(),
                   "persons": {lv: int(h.sum()) for lv, h in zip(part.levels[2:],
                                                                 result.histograms[2:])},
-                  "levels": result.provenance["timings"]["levels"]}
+                  "levels": result.provenance["timings"]["levels"],
+                  "failsafe_reports": result.provenance.get("failsafe_reports", [])}
         write_json(marker, self.parts_dir / f"part-{k:06d}.json")
         return marker, result.node_stats
 
 
 def _account(marker: Mapping[str, Any], errors: "_Errors", persons: dict[str, int],
-             timings: dict[str, Any]) -> None:
-    """Add a finished part's errors, persons and solve times to the run's."""
+             timings: dict[str, Any], reports: list[dict[str, Any]]) -> None:
+    """Add a finished part's errors, persons, solve times and failsafe reports to the run's."""
     errors.merge(marker.get("errors", {}))
+    reports.extend(marker.get("failsafe_reports", []))
     for lv, n in marker.get("persons", {}).items():
         persons[lv] += n
     for lv, seconds in marker.get("levels", {}).items():
@@ -820,8 +822,8 @@ def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography,
 
 def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
               persons: Mapping[str, int], measurement: dict[str, Any],
-              top: Mapping[str, Any], timings: dict[str, Any], parts: dict[str, Any]
-              ) -> dict[str, Any]:
+              top: Mapping[str, Any], timings: dict[str, Any], parts: dict[str, Any],
+              failsafe_reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The manifest :meth:`postproc.result.Result.write` writes, so that ``Result.read``,
     ``postproc report`` and ``postproc evaluate`` read a run in parts like any other."""
     from hierarchy.storage import package_versions
@@ -839,7 +841,8 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
                              "round_passes": _record(config.round_passes)},
                   "timings": {"levels": dict(timings["levels"]), "total": timings["total"],
                               "steps": {k: v for k, v in timings.items() if k != "levels"}},
-                  "failsafe_reports": top.get("failsafe_reports", []), "parts": parts}
+                  "failsafe_reports": list(top.get("failsafe_reports", []))
+                  + list(failsafe_reports), "parts": parts}
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": "topdown",
             "integer": True, "levels": levels, "randomness": randomness,
             "safe_for_release": bool(randomness.get("safe_for_release", False)),
