@@ -503,9 +503,12 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     rnd = as_randomness(config.rng)
     mech = config.mechanism
     measurements, parameters = {}, {}
+    top_exact = {lv: _level_answers(config, top_truth.counts[li], lv)
+                 for li, lv in enumerate(top_levels)}
     for li, lv in enumerate(top_levels):
         measurements[lv], parameters[lv] = measure_level(
-            top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd)
+            top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
+            answers=top_exact[lv])
     for li in range(s + 1, geo.depth):      # the parts' noise parameters (no unit: no draw)
         lv = geo.levels[li]
         _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv, li,
@@ -533,11 +536,10 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                           directory / f"{lv}.parquet", metadata=_meta(config))
             if config.wants_error_table:
                 for name, m in measurements[lv].items():
-                    query = config.workload[name]
-                    errors.add(lv, query, exact_answers(query, top_truth.counts[li]),
-                               m.values, top.histograms[li])
+                    errors.add(lv, config.workload[name], top_exact[lv][name], m.values,
+                               top.histograms[li])
         split_hist = top.histograms[s]
-        del noisy_top, measurements, top_truth
+        del noisy_top, measurements, top_truth, top_exact
         timings["top"] = time.perf_counter() - t
         log(f"    TopDown {' → '.join(top_levels)} in {timings['top']:.1f} s")
 
@@ -702,8 +704,7 @@ class _SolvePart:
     def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
         config, part, k = self.config, task.geography, task.index
         truth = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
-        exact = {part.levels[li]: {q: exact_answers(config.workload[q], truth.counts[li])
-                                   for q in config.budget.queries(part.levels[li])}
+        exact = {part.levels[li]: _level_answers(config, truth.counts[li], part.levels[li])
                  for li in range(2, part.depth)}
         noisy = _measure_part(config, truth, part, self.low_levels, self.split,
                               as_randomness(config.rng), config.mechanism, self.publish,
@@ -732,6 +733,13 @@ class _SolvePart:
                   "failsafe_reports": result.provenance.get("failsafe_reports", [])}
         write_json(marker, self.parts_dir / f"part-{k:06d}.json")
         return marker, result.node_stats
+
+
+def _level_answers(config: RunConfig, counts: np.ndarray, level: str
+                   ) -> dict[str, np.ndarray]:
+    """The exact answers of every query the budget measures at ``level``: computed once for
+    the measurement and the error table."""
+    return {q: exact_answers(config.workload[q], counts) for q in config.budget.queries(level)}
 
 
 def _account(marker: Mapping[str, Any], errors: "_Errors", persons: dict[str, int],
