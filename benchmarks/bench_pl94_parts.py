@@ -98,20 +98,14 @@ def whole_run(directory: str, executor: str) -> dict[str, Any]:
 
 
 def compare(directory: str) -> dict[str, bool]:
-    """Whether the whole run's and the parts run's histograms are equal, level by level."""
-    import pyarrow.parquet as pq
+    """Whether the whole run's and the parts run's histograms are equal, level by level
+    (:func:`same_histograms.same_level`)."""
+    from same_histograms import same_level
 
     from hierarchy.pl94 import LEVELS
 
-    out = {}
-    for lv in LEVELS:
-        a = pq.read_table(Path(directory) / "whole" / f"{lv}.parquet").to_pandas()
-        b = pq.read_table(Path(directory) / "parts" / f"{lv}.parquet").to_pandas()
-        key = list(a.columns[:-1])
-        a = a.astype({lv: str}).sort_values(key).reset_index(drop=True)
-        b = b.astype({lv: str}).sort_values(key).reset_index(drop=True)
-        out[lv] = bool(a.equals(b))
-    return out
+    d = Path(directory)
+    return {lv: same_level(d / "whole", d / "parts", lv) for lv in LEVELS}
 
 
 def figure(results: list[dict[str, Any]], path: str) -> None:
