@@ -341,8 +341,7 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
         leaves[0] = np.zeros(len(codes[0]), dtype=np.int64)
     leaf_counts = count_cells(leaves[0], codes, schema.shape, n_leaves, chunk=chunk,
                               leaf_sorted=leaf_sorted[0], names=schema.names)
-    counts = _all_levels(geography, leaf_counts)
-    unit_counts = None
+    leaf_units = None
     if units is not None:
         attr = schema.attribute(unit_attribute)
         types = _attribute_column(units, columns.get(unit_attribute, unit_attribute), attr,
@@ -351,9 +350,7 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
             leaves[1] = np.zeros(len(types), dtype=np.int64)
         leaf_units = count_cells(leaves[1], [types], [attr.size], n_leaves, chunk=chunk,
                                  leaf_sorted=leaf_sorted[1], names=[unit_attribute])
-        unit_counts = _all_levels(geography, leaf_units)
-    return Hierarchy(schema, geography, counts, unit_counts,
-                     unit_attribute if units is not None else None)
+    return from_leaf_counts(schema, geography, leaf_counts, leaf_units, unit_attribute)
 
 
 def from_leaf_counts(schema: Schema, geography: Geography, leaf_counts: np.ndarray,
