@@ -188,8 +188,6 @@ def test_plan_covers_the_level_within_the_limit():
 
 def test_bad_requests_say_what_to_change(base, tmp_path):
     config = _config(base)
-    with pytest.raises(PostprocError, match="release mode"):
-        run_in_parts(_config(base, randomness_mode="release", seed=None), tmp_path / "a")
     with pytest.raises(PostprocError, match=r"\[data\] blocks"):
         run_in_parts(_config(base, blocks=None), tmp_path / "b")
     for split in ("nation", "block", "county_x"):
@@ -203,7 +201,7 @@ def test_bad_requests_say_what_to_change(base, tmp_path):
     with pytest.raises(PostprocError):
         run_in_parts(config, tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
-    assert not any(p.exists() for p in (tmp_path / "a", tmp_path / "b", tmp_path / "d"))
+    assert not any(p.exists() for p in (tmp_path / "b", tmp_path / "d"))
 
 
 def test_persons_outside_the_blocks_file_are_an_error_not_a_loss(base, tmp_path):
@@ -218,6 +216,9 @@ def test_persons_outside_the_blocks_file_are_an_error_not_a_loss(base, tmp_path)
                    tmp_path / "data" / "blocks.parquet")
     with pytest.raises(PostprocError, match=f"{lost:,} of {PERSONS:,} persons"):
         run_in_parts(_config(tmp_path), tmp_path / "out", log=lambda line: None)
+    with pytest.raises(PostprocError, match="some persons") as release:  # no count
+        run_in_parts(_release_config(tmp_path), tmp_path / "release", log=lambda line: None)
+    assert f"{lost:,}" not in str(release.value) and f"{PERSONS:,}" not in str(release.value)
 
 
 def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole, tmp_path,
@@ -335,3 +336,70 @@ def test_a_resumed_run_keeps_its_settings_and_data(base, whole, tmp_path, monkey
                          log=lines.append)
     assert lines == [f"{tmp_path / 'out'}: run already finished; nothing to resume"]
     assert (again.parts, again.solved, again.persons) == (done.parts, 0, PERSONS)
+
+
+def _release_config(base):
+    """The demo's configuration in release mode (the exact sampler, no seed)."""
+    from postproc.apps.runs.config import load_config
+
+    text = _config(base).to_toml().replace("exact = false", "exact = true")
+    text = text.replace(f'mode = "simulation"\nseed = {SEED}', 'mode = "release"')
+    (base / "release.toml").write_text(text)
+    config = load_config(base / "release.toml")
+    assert config.release
+    return config
+
+
+def _files(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file()}
+
+
+def test_release_mode_saves_its_measurements_first_and_never_draws_twice(base, tmp_path,
+                                                                         monkeypatch, capsys):
+    from postproc.cli import main
+    from postproc.result import Result
+
+    config = _release_config(base)
+    out = tmp_path / "out"
+    _interrupt_at(3, monkeypatch)            # the top, part 0, then part 1 fails
+    with pytest.raises(KeyboardInterrupt):
+        run_in_parts(config, out, part_blocks=60, log=lambda line: None)
+    monkeypatch.setattr(parts_module, "topdown", topdown)
+    noisy = out / "noisy"
+    # measured before solved: the top, part 0 (solved) and part 1 (whose solve failed)
+    assert sorted(p.name for p in (noisy / "parts").iterdir()) == ["part-000000",
+                                                                    "part-000001"]
+    saved = {name: _files(noisy / name) for name in ("top", "parts")}
+    tract_before = pq.read_table(out / "tract.parquet")
+    drawn = []
+    real = parts_module.measure_level
+
+    def counting(counts, level, *args, **kwargs):
+        if counts.shape[0]:
+            drawn.append(level)
+        return real(counts, level, *args, **kwargs)
+
+    monkeypatch.setattr(parts_module, "measure_level", counting)
+    assert main(["run", str(base / "release.toml"), "--parts", "60", "--resume", "--out",
+                 str(out), "--no-progress", "--executor", "serial"]) == 0
+    printed = capsys.readouterr().out
+    # the resumed run measured only part 2, the one never measured; what was saved is unchanged
+    assert drawn == ["block_group", "block"]
+    assert {name: _files(noisy / name) for name in ("top", "parts")} == {
+        "top": saved["top"], "parts": {**saved["parts"], **_files(noisy / "parts")}}
+    assert len(list((noisy / "parts").iterdir())) == 3
+    assert pq.read_table(out / "tract.parquet").equals(tract_before)   # the same top solution
+    # the spec publishes the nation's total: the log may show it, the summary never does
+    assert f"tabulated {PERSONS:,} persons" in printed and "persons in 3 parts" not in printed
+    assert "\n3 parts, " in printed
+    assert "error" not in printed and "SIMULATION" not in printed
+    assert not (out / "confidential" / "error_table.csv").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["safe_for_release"] and "noisy/" in manifest["release"]["release_files"]
+    result = Result.read(out)
+    geo = load_truth(config).geography
+    for li in range(1, geo.depth):          # the joined levels add up, unit by unit
+        parent_sum = np.zeros_like(result.histograms[li - 1])
+        np.add.at(parent_sum, geo.parents[li], result.histograms[li])
+        assert np.array_equal(parent_sum, result.histograms[li - 1]), geo.levels[li]

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "bottom-level units per part (default 20,000): memory for the levels "
                         "down to --split and one part per worker, not every level dense; the same "
                         "histograms as a run of the whole with streams keyed by that level "
-                        "(simulation mode; needs [data] blocks and parquet files)")
+                        "(needs [data] blocks and parquet files; in release mode the noisy "
+                        "measurements are saved in DIR/noisy before they are solved)")
     p.add_argument("--split", default="tract", metavar="LEVEL",
                    help="with --parts: the level cut into parts (default tract)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -124,13 +125,15 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
 
 
 def print_parts_summary(done) -> None:
-    """The totals' errors of a run in parts (simulation mode) and where its outputs are."""
+    """The totals' errors of a run in parts (simulation mode) and where its outputs are (in
+    release mode without the persons count: it is computed from the confidential data)."""
     if done.errors is not None and not done.errors.empty:
         totals = done.errors[done.errors["query"] == "total"]
         print("mean |error| of the totals (simulation): TopDown, the noisy measurements")
         for row in totals.itertuples():
             print(f"  {row.level:>12}: {row.topdown_mean_abs:10.3f}  {row.noisy_mean_abs:10.3f}")
-    print(f"{done.persons:,} persons in {done.parts:,} parts, {done.timings['total']:.1f} s; "
+    persons = "" if done.release else f"{done.persons:,} persons in "
+    print(f"{persons}{done.parts:,} parts, {done.timings['total']:.1f} s; "
           f"outputs in {done.directory}")
 
 

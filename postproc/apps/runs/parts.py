@@ -33,10 +33,14 @@ nation) plus one part per worker (about ``part_blocks`` × 2,016 × 8 bytes per 
 executor maps the parts over its workers, and each worker solves its part's nodes serially
 and writes its files (so a Dask worker needs the output directory on storage it shares).
 
-**Simulation mode only, for now.** A resumed run measures an unfinished part again; in
-simulation mode its keyed streams give the same values, but release mode cannot draw again
-(that would be a second measurement), and saving every part's noisy answers before solving it
-is not built yet.
+**Release mode measures once.** In simulation mode a resumed run measures an unfinished part
+(and the top) again: the keyed streams give the same values. Release mode draws from the
+operating system's secure source, which cannot draw the same values twice, and a second draw
+would be a second measurement of the data: so the top's noisy answers are saved in
+``noisy/top/`` before the top is solved, and each part's in ``noisy/parts/part-K/`` before
+that part is solved; a resumed run loads them and measures only the parts never measured. The
+log then shows the persons count only when the spec publishes the root's total, and no error
+table is made.
 
 Output directory::
 
@@ -47,6 +51,8 @@ Output directory::
                            parts, their timings and the randomness label
     parts/                 one file per part and level below the split, and one marker per
                            finished part (what a resumed run skips); removed when joined
+    noisy/                 release mode: the noisy measurements (``top/``, and ``parts/part-K/``
+                           per part), each a NoisyHierarchy (``NoisyHierarchy.load``)
     confidential/          error_table.csv (simulation mode): noisy measurements and TopDown
                            against the data per level and measured query, the columns of
                            ``postproc run``'s table; parts/ while the run lasts
@@ -74,8 +80,9 @@ from hierarchy.measurement import (ancestor_offsets, exact_answers, measure_leve
                                    measurement_provenance, published_statistics)
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
-from hierarchy.storage import (atomic_path, claim_directory, confidential_directory,
-                               read_json, write_json, write_parquet)
+from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, claim_directory,
+                               confidential_directory, read_json, remove_leftovers, write_json,
+                               write_parquet)
 from hierarchy.tabulation import from_leaf_counts, tabulate
 from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
@@ -114,6 +121,9 @@ class PartsResult:
         (``levels``: TopDown's solve time, summed over the parts below the split).
     errors : pandas.DataFrame or None
         The error table (simulation mode), also in ``confidential/error_table.csv``.
+    release : bool
+        Release mode (``persons`` is then the confidential count: the toolkit does not print
+        it unless the spec publishes the root's total).
 
     Examples
     --------
@@ -130,6 +140,7 @@ class PartsResult:
     persons: int
     timings: dict[str, Any] = field(default_factory=dict)
     errors: pd.DataFrame | None = None
+    release: bool = False
 
 
 def plan_parts(geography: Geography, split: int, max_blocks: int) -> list[tuple[int, int]]:
@@ -403,7 +414,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     Parameters
     ----------
     config : RunConfig
-        A TopDown run in simulation mode on parquet files, with a blocks file (the geography).
+        A TopDown run on parquet files, with a blocks file (the geography); in release mode
+        the measurements are saved under ``noisy/`` before they are solved (see the module).
     out : str or Path
         The output directory (created; with ``resume``, an interrupted run's to finish).
     split : str
@@ -413,7 +425,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         of its own).
     resume : bool
         Finish an interrupted run in ``out``: the top is solved again (the same measurements
-        and histograms), and parts already written are skipped.
+        and histograms), parts already written are skipped, and in release mode the
+        measurements saved are loaded, never drawn again.
     progress : bool
         A progress bar over the parts.
     log : callable
@@ -426,7 +439,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     Raises
     ------
     PostprocError
-        Release mode, no blocks file, a method other than TopDown, a split level that is the
+        No blocks file, a method other than TopDown, a split level that is the
         root or the bottom, persons outside the blocks file's geography, or an ``out`` that
         holds something else.
 
@@ -454,6 +467,13 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     if resume and (directory / "manifest.json").exists() and not parts_dir.exists():
         log(f"{directory}: run already finished; nothing to resume")
         return _finished(directory)
+    if resume:
+        removed = remove_leftovers(directory)
+        if removed:
+            log(f"    resume: removed {len(removed)} leftover(s) of an interrupted write")
+    if config.randomness_mode == "simulation":
+        log("    SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — "
+            "outputs are labelled NOT SAFE FOR RELEASE")
     parts_dir.mkdir(exist_ok=True)
     plan = plan_parts(geo, s, part_blocks)
     _check_settings(parts_dir / "plan.json", {
@@ -493,7 +513,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         published.setdefault(lv, {}).update({k: np.concatenate(v) for k, v in stats.items()})
     del low_stats
     timings["tabulate"] = time.perf_counter() - t
-    log(f"    tabulated {persons:,} persons in {timings['tabulate']:.1f} s")
+    shown = _persons(persons, config.release, geo.levels[0] in publish.get("tot", []))
+    log(f"    tabulated {shown} in {timings['tabulate']:.1f} s")
 
     # 2. the top, compiled on the whole geography
     t = time.perf_counter()
@@ -502,13 +523,24 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     del compiled
     rnd = as_randomness(config.rng)
     mech = config.mechanism
+    saved_top = directory / "noisy" / "top" if config.release else None
+    loaded = saved_top is not None and resume and (saved_top / "metadata.json").exists()
     measurements, parameters = {}, {}
-    top_exact = {lv: _level_answers(config, top_truth.counts[li], lv)
-                 for li, lv in enumerate(top_levels)}
+    top_exact = ({lv: _level_answers(config, top_truth.counts[li], lv)
+                  for li, lv in enumerate(top_levels)}
+                 if not loaded or config.wants_error_table else {})
+    if loaded:
+        measurements = NoisyHierarchy.load(saved_top).measurements
+        log("    resume: loaded the top's measurements from noisy/top (the data are not "
+            "measured again)")
     for li, lv in enumerate(top_levels):
-        measurements[lv], parameters[lv] = measure_level(
-            top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
-            answers=top_exact[lv])
+        if loaded:      # the noise parameters only (no unit: no draw)
+            _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv,
+                                              li, config.workload, config.budget, mech, rnd)
+        else:
+            measurements[lv], parameters[lv] = measure_level(
+                top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
+                answers=top_exact[lv])
     for li in range(s + 1, geo.depth):      # the parts' noise parameters (no unit: no draw)
         lv = geo.levels[li]
         _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv, li,
@@ -518,6 +550,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     top_published = {lv: published[lv] for lv in top_levels if lv in published}
     noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
                                top_published, provenance)
+    if saved_top is not None and not loaded:    # saved before anything is solved from it
+        noisy_top.save(saved_top)
     ex = get_executor(config.executor, workers=config.workers, scheduler=config.scheduler)
     errors = _Errors()
     try:
@@ -545,7 +579,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
 
         # 3. the parts: each solved whole by one worker, which writes its files
         t = time.perf_counter()
-        solver = _SolvePart(config, geo.levels, s, publish, provenance, parts_dir, cache)
+        solver = _SolvePart(config, geo.levels, s, publish, provenance, parts_dir, cache,
+                            directory / "noisy" / "parts" if config.release else None)
         todo, reports = [], []
         for k, (first, stop) in enumerate(plan):
             marker = parts_dir / f"part-{k:06d}.json"
@@ -603,7 +638,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         (cache / f"truth-{k:06d}.npz").unlink(missing_ok=True)
     if not any(cache.iterdir()):
         cache.rmdir()
-    return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table)
+    return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table,
+                       config.release)
 
 
 def _check_settings(path: Path, settings: dict[str, Any], directory: Path, *,
@@ -637,16 +673,12 @@ def _finished(directory: Path) -> "PartsResult":
     return PartsResult(directory, levels, int(provenance.get("parts", {}).get("parts", 0)), 0,
                        int(manifest["levels"][levels[0]]["persons"]),
                        dict(provenance.get("timings", {})),
-                       pd.read_csv(errors_file) if errors_file.exists() else None)
+                       pd.read_csv(errors_file) if errors_file.exists() else None,
+                       bool(manifest.get("safe_for_release", False)))
 
 
 def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, int]:
     """The whole geography and the split level's index, or a PostprocError saying why not."""
-    if config.release:
-        raise PostprocError("a run in parts is for simulations: release mode cannot measure "
-                            "an interrupted part again, and saving every part's noisy answers "
-                            "first is not built yet; run a release with `postproc run` "
-                            "(without --parts)")
     if config.method != "topdown":
         raise PostprocError(f"a run in parts runs TopDown, not {config.method!r}")
     if config.blocks is None:
@@ -667,14 +699,29 @@ def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, 
     return geo, geo.level_index(split)
 
 
+def _persons(persons: int, release: bool, published: bool) -> str:
+    """The persons count for the log: in release mode only when the spec publishes the root's
+    total (otherwise it is a statistic of the confidential data).
+
+    >>> _persons(1234, release=False, published=False), _persons(1234, True, True)
+    ('1,234 persons', '1,234 persons')
+    >>> _persons(1234, release=True, published=False)
+    'the persons'
+    """
+    return f"{persons:,} persons" if not release or published else "the persons"
+
+
 def _check_all_read(config: RunConfig, persons: int) -> None:
     """Every person of the file is in some part (a geocode outside the blocks file's geography
     would otherwise be dropped without a word)."""
     rows = pq.ParquetFile(config.persons).metadata.num_rows
     if rows != persons:
-        raise PostprocError(f"{config.persons.name}: {rows - persons:,} of {rows:,} persons have "
-                            f"a geocode that the blocks file {config.blocks.name} does not "
-                            "list; every person's geography must be in it")
+        how_many = ("some persons (how many is not shown in release mode: it is computed from "
+                    "the confidential data)" if config.release
+                    else f"{rows - persons:,} of {rows:,} persons")
+        raise PostprocError(f"{config.persons.name}: {how_many} have a geocode that the blocks "
+                            f"file {config.blocks.name} does not list; every person's geography "
+                            "must be in it")
 
 
 @dataclass(frozen=True)
@@ -694,21 +741,31 @@ class _SolvePart:
 
     def __init__(self, config: RunConfig, levels: Sequence[str], split: int,
                  publish: Mapping[str, Sequence[str]], provenance: dict[str, Any],
-                 parts_dir: Path, cache: Path):
+                 parts_dir: Path, cache: Path, noisy_dir: Path | None = None):
         self.config, self.split = config, split
         self.low_levels = tuple(levels[split + 1:])
         self.spec = config.spec.restricted(self.low_levels, levels)
         self.publish, self.provenance = publish, provenance
         self.parts_dir, self.cache = parts_dir, cache
+        self.noisy_dir = noisy_dir     # release mode: where each part's measurement is saved
 
     def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
         config, part, k = self.config, task.geography, task.index
-        truth = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
-        exact = {part.levels[li]: _level_answers(config, truth.counts[li], part.levels[li])
-                 for li in range(2, part.depth)}
-        noisy = _measure_part(config, truth, part, self.low_levels, self.split,
-                              as_randomness(config.rng), config.mechanism, self.publish,
-                              self.provenance, exact)
+        saved = None if self.noisy_dir is None else self.noisy_dir / f"part-{k:06d}"
+        loaded = saved is not None and (saved / "metadata.json").exists()
+        exact: dict[str, dict[str, np.ndarray]] = {}
+        if not loaded or config.wants_error_table:
+            truth = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
+            exact = {part.levels[li]: _level_answers(config, truth.counts[li], part.levels[li])
+                     for li in range(2, part.depth)}
+        if loaded:      # measured before an interruption: never measured again
+            noisy = NoisyHierarchy.load(saved)
+        else:
+            noisy = _measure_part(config, truth, part, self.low_levels, self.split,
+                                  as_randomness(config.rng), config.mechanism, self.publish,
+                                  self.provenance, exact)
+            if saved is not None:   # saved before anything is solved from it
+                noisy.save(saved)
         given = task.given
         result = topdown(noisy, self.spec, start=(2, [given.sum(axis=0, keepdims=True), given]),
                          solver=config.solver_chain, executor="serial",
@@ -851,12 +908,17 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
                               "steps": {k: v for k, v in timings.items() if k != "levels"}},
                   "failsafe_reports": list(top.get("failsafe_reports", []))
                   + list(failsafe_reports), "parts": parts}
+    release = {"release_files": ["manifest.json", "geography.parquet", "node_stats.parquet"]
+               + (["noisy/"] if config.release else [])
+               + [f"{lv}.parquet" for lv in geo.levels],
+               "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the confidential data: "
+                                  "never publish it)"}
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": "topdown",
             "integer": True, "levels": levels, "randomness": randomness,
             "safe_for_release": bool(randomness.get("safe_for_release", False)),
             "schema": config.schema.to_dict(), "workload": config.workload.to_dict(),
             "geography_levels": list(geo.levels), "provenance": provenance,
-            "versions": package_versions()}
+            "release": release, "versions": package_versions()}
 
 
 def _record(passes: Any) -> Any:
