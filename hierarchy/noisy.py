@@ -53,12 +53,18 @@ class Measurement:
         int64 for discrete mechanisms, float64 otherwise.
     variances : float64 array (units, answers)
         Noise variance of each answer (may be a broadcast view when constant).
+    drawn : bool array (units, answers) or None
+        Which answers were drawn; ``None`` (the default): every one. An answer not drawn counts
+        only cells that the published invariants fix at 0 in that unit
+        (:func:`hierarchy.measurement.measure` with ``active=``, ``docs/scale2020.md``): it is
+        known to be 0, its value is 0 and its weight in a fit is 0.
 
     Raises
     ------
     HierarchyError
-        Values that are not a 2-d numeric array of finite numbers, or variances that are not
-        positive and finite.
+        Values that are not a 2-d numeric array of finite numbers, variances that are not
+        positive and finite, or a ``drawn`` mask of another shape or with a nonzero value
+        where nothing was drawn.
 
     Examples
     --------
@@ -71,11 +77,18 @@ class Measurement:
     Traceback (most recent call last):
     ...
     hierarchy.errors.HierarchyError: variances of 'total' must be positive and finite
+
+    The second unit's answer was not drawn (it counts fixed cells only): weight 0.
+
+    >>> m = Measurement("total", np.array([[3], [0]]), 2.0, drawn=np.array([[True], [False]]))
+    >>> m.weights.tolist(), m.n_drawn
+    ([[0.5], [0.0]], 1)
     """
 
     query: str
     values: np.ndarray
     variances: np.ndarray
+    drawn: np.ndarray | None = None
 
     def __post_init__(self):
         values = np.asarray(self.values)
@@ -90,15 +103,32 @@ class Measurement:
             raise HierarchyError(f"variances of {self.query!r} must be positive and finite")
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "variances", variances)
+        if self.drawn is not None:
+            drawn = np.asarray(self.drawn)
+            if drawn.dtype != bool or drawn.shape != values.shape:
+                raise HierarchyError(f"drawn of {self.query!r} must be a boolean array of the "
+                                     f"values' shape {values.shape}")
+            if np.any(values[~drawn] != 0):
+                raise HierarchyError(f"measurements of {self.query!r} have nonzero values "
+                                     "where no answer was drawn")
+            object.__setattr__(self, "drawn", None if drawn.all() else drawn)
 
     @property
     def weights(self) -> np.ndarray:
         """Inverse variances: the weights of a least-squares fit (a broadcast view when the
-        variance is one constant, so no units × answers array is allocated)."""
+        variance is one constant and every answer was drawn, so no units × answers array is
+        allocated); 0 where an answer was not drawn."""
         v = self.variances
         if v.size and v.strides == (0,) * v.ndim:
-            return np.broadcast_to(1.0 / v.flat[0], v.shape)
-        return 1.0 / v
+            w = np.broadcast_to(1.0 / v.flat[0], v.shape)
+        else:
+            w = 1.0 / v
+        return w if self.drawn is None else np.where(self.drawn, w, 0.0)
+
+    @property
+    def n_drawn(self) -> int:
+        """Answers drawn (all of them unless ``drawn`` says otherwise)."""
+        return int(self.values.size if self.drawn is None else self.drawn.sum())
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,8 +257,10 @@ class NoisyHierarchy:
         """
         return self.derived_answers(level, query)[0]
 
-    def derived_answers(self, level: str | int, query: str | Query) -> tuple[np.ndarray, str]:
-        """Noisy answers of ``query`` at ``level`` and where they came from.
+    def derived_answers(self, level: str | int, query: str | Query, *,
+                        with_drawn: bool = False) -> tuple[Any, ...]:
+        """Noisy answers of ``query`` at ``level`` and where they came from (and, with
+        ``with_drawn``, which of them hold a drawn answer: ``None`` when all do).
 
         A measured query (by name or by expression) is returned as measured; otherwise the
         answers are sums of the measured query that determines ``query`` with the smallest
@@ -266,7 +298,8 @@ class NoisyHierarchy:
         measured = self.queries(level)
         for name in measured:
             if self.workload[name].expression == q.expression or name == q.name:
-                return self.get(level, name).values, name
+                m = self.get(level, name)
+                return (m.values, name, m.drawn) if with_drawn else (m.values, name)
         best = None
         for name in measured:
             mapping = refinement(q, self.workload[name])
@@ -275,14 +308,17 @@ class NoisyHierarchy:
             m = self.get(level, name)
             variance = float(np.mean(m.variances @ mapping.T))
             if best is None or variance < best[0]:
-                best = (variance, name, m.values @ mapping.T)
+                best = (variance, name, m.values @ mapping.T, mapping)
         if best is None:
             raise HierarchyError(f"query {q.name!r} is not measured at level {level!r} and no "
                                  f"measured query ({list(measured)}) determines it")
-        values = best[2]
-        if np.issubdtype(self.get(level, best[1]).values.dtype, np.integer):
+        values, m = best[2], self.get(level, best[1])
+        if np.issubdtype(m.values.dtype, np.integer):
             values = np.rint(values).astype(np.int64)
-        return values, f"sum of {best[1]}"
+        if not with_drawn:
+            return values, f"sum of {best[1]}"
+        drawn = None if m.drawn is None else np.asarray(m.drawn @ best[3].T != 0)
+        return values, f"sum of {best[1]}", drawn
 
     def invariant(self, level: str, statistic: str) -> np.ndarray:
         try:
@@ -313,7 +349,9 @@ class NoisyHierarchy:
             for qn, m in qs.items():
                 o = other.measurements[lv][qn]
                 if m.values.dtype != o.values.dtype or not np.array_equal(m.values, o.values) \
-                        or not np.array_equal(m.variances, o.variances):
+                        or not np.array_equal(m.variances, o.variances) \
+                        or (m.drawn is None) != (o.drawn is None) \
+                        or (m.drawn is not None and not np.array_equal(m.drawn, o.drawn)):
                     return False
         if {lv: set(s) for lv, s in self.invariants.items()} != \
                 {lv: set(s) for lv, s in other.invariants.items()}:
@@ -352,18 +390,20 @@ class NoisyHierarchy:
 
     # -- long form -----------------------------------------------------------------------------
     def to_measurements(self) -> pd.DataFrame:
-        """Long table: ``level, geocode, query, index, value, variance`` (one row per answer)."""
+        """Long table: ``level, geocode, query, index, value, variance`` (one row per answer
+        drawn: answers not drawn are not measurements)."""
         frames = []
         for lv in self.levels:
             codes = self.geography.geocodes[self.geography.level_index(lv)]
             for qn in self.queries(lv):
                 m = self.measurements[lv][qn]
                 n, k = m.values.shape
-                frames.append(pd.DataFrame({
+                frame = pd.DataFrame({
                     "level": lv, "geocode": np.repeat(codes, k), "query": qn,
                     "index": np.tile(np.arange(k), n),
                     "value": m.values.ravel().astype(np.float64),
-                    "variance": np.ascontiguousarray(m.variances).ravel()}))
+                    "variance": np.ascontiguousarray(m.variances).ravel()})
+                frames.append(frame if m.drawn is None else frame[m.drawn.ravel()])
         if not frames:
             return pd.DataFrame(columns=["level", "geocode", "query", "index", "value",
                                          "variance"])
@@ -492,8 +532,11 @@ class NoisyHierarchy:
                 cols = {"geocode": pa.array(codes.astype(str))}
                 for qn in self.queries(lv):
                     m = self.measurements[lv][qn]
-                    cols[qn] = _fixed_list(m.values)
+                    # an answer not drawn is stored as null, never as a number
+                    cols[qn] = _fixed_list(m.values, None if m.drawn is None else ~m.drawn)
                     cols[f"{qn}.variance"] = _fixed_list(np.ascontiguousarray(m.variances))
+                    if m.drawn is not None:
+                        cols[f"{qn}.drawn"] = _fixed_list(m.drawn)
                 fname = f"measurements/{_safe(lv)}.parquet"
                 write_parquet(pa.table(cols), tmp / fname, metadata=file_meta)
                 files[lv] = fname
@@ -549,9 +592,11 @@ class NoisyHierarchy:
             measurements[lv] = {}
             for qn in meta["measured_queries"][lv]:
                 dtype = np.dtype(meta["dtypes"][lv][qn])
-                vals = _from_fixed_list(t.column(qn)).astype(dtype, copy=False)
+                vals = _from_fixed_list(t.column(qn), fill=0).astype(dtype, copy=False)
                 var = _from_fixed_list(t.column(f"{qn}.variance")).astype(np.float64, copy=False)
-                measurements[lv][qn] = Measurement(qn, vals, var)
+                drawn = (_from_fixed_list(t.column(f"{qn}.drawn")).astype(bool, copy=False)
+                         if f"{qn}.drawn" in t.column_names else None)
+                measurements[lv][qn] = Measurement(qn, vals, var, drawn)
         invariants = {}
         for lv, fname in meta.get("invariants", {}).items():
             t = pq.read_table(directory / fname)
@@ -564,16 +609,22 @@ class NoisyHierarchy:
         return cls(schema, geography, workload, measurements, invariants, meta["provenance"])
 
 
-def _fixed_list(arr: np.ndarray) -> pa.FixedSizeListArray:
+def _fixed_list(arr: np.ndarray, null: np.ndarray | None = None) -> pa.FixedSizeListArray:
+    """Rows of ``arr`` as fixed-size lists; entries where ``null`` is True are nulls."""
     arr = np.ascontiguousarray(arr)
     n, k = arr.shape
-    return pa.FixedSizeListArray.from_arrays(pa.array(arr.ravel()), k)
+    flat = pa.array(arr.ravel(), mask=None if null is None else np.ravel(null))
+    return pa.FixedSizeListArray.from_arrays(flat, k)
 
 
-def _from_fixed_list(col: pa.ChunkedArray) -> np.ndarray:
+def _from_fixed_list(col: pa.ChunkedArray, fill: Any = None) -> np.ndarray:
+    """The (rows, list size) array of a fixed-size list column; nulls become ``fill``."""
     col = col.combine_chunks()
     k = col.type.list_size
-    return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), k)
+    flat = col.flatten()
+    if fill is not None and flat.null_count:
+        flat = flat.fill_null(fill)
+    return flat.to_numpy(zero_copy_only=False).reshape(len(col), k)
 
 
 def _safe(name: str) -> str:

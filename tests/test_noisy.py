@@ -484,3 +484,57 @@ def test_noisy_hierarchy_validation(noisy):
 def test_budget_fraction_in_provenance_is_exact(noisy):
     assert Fraction(noisy.provenance["parameters"]["county"]["va_hisp_race"]["budget"]) == \
         Fraction(27, 120)
+
+
+def _blanked(noisy, level="county", query="detailed", keep=0.5, seed=0):
+    """``noisy`` with some answers of one measurement marked not drawn (values 0)."""
+    m = noisy.get(level, query)
+    drawn = np.random.default_rng(seed).random(m.values.shape) < keep
+    ms = {lv: dict(qs) for lv, qs in noisy.measurements.items()}
+    ms[level][query] = Measurement(query, np.where(drawn, m.values, 0), m.variances, drawn)
+    return NoisyHierarchy(noisy.schema, noisy.geography, noisy.workload, ms, noisy.invariants,
+                          noisy.provenance), drawn
+
+
+def test_answers_not_drawn_weigh_nothing_and_survive_storage(noisy, tmp_path):
+    with pytest.raises(HierarchyError, match="boolean array of the values' shape"):
+        Measurement("q", np.zeros((2, 3)), 1.0, np.ones((2, 2), bool))
+    with pytest.raises(HierarchyError, match="boolean array"):
+        Measurement("q", np.zeros((2, 3)), 1.0, np.ones((2, 3), int))
+    with pytest.raises(HierarchyError, match="nonzero values where no answer was drawn"):
+        Measurement("q", np.ones((2, 3)), 1.0, np.eye(2, 3, dtype=bool))
+    assert Measurement("q", np.ones((2, 3)), 1.0, np.ones((2, 3), bool)).drawn is None
+    partial, drawn = _blanked(noisy)
+    m = partial.get("county", "detailed")
+    assert m.n_drawn == drawn.sum() < drawn.size
+    assert np.all(m.weights[~drawn] == 0) and np.all(m.weights[drawn] == 1 / m.variances[drawn])
+    back = NoisyHierarchy.load(partial.save(tmp_path / "partial"))
+    assert back.equals(partial) and not back.equals(noisy)
+    np.testing.assert_array_equal(back.get("county", "detailed").drawn, drawn)
+    import pyarrow.parquet as pq                # stored as nulls, never as numbers
+    stored = pq.read_table(tmp_path / "partial" / "measurements" / "county.parquet")
+    flat = stored.column("detailed").combine_chunks().flatten()
+    np.testing.assert_array_equal(flat.is_null().to_numpy(zero_copy_only=False),
+                                  ~drawn.ravel())
+    rows = partial.to_measurements()
+    here = rows[(rows.level == "county") & (rows["query"] == "detailed")]
+    assert len(here) == drawn.sum()              # answers not drawn are not measurements
+    # a sum of answers holds a drawn answer unless every answer it adds was left out
+    partial, drawn = _blanked(noisy, query="va_hisp_race", keep=0.1)
+    values, how, held = partial.derived_answers("county", "total", with_drawn=True)
+    assert how == "sum of va_hisp_race" and held.shape == (drawn.shape[0], 1)
+    np.testing.assert_array_equal(held[:, 0], drawn.any(axis=1))
+    assert not held.all() and held.any()
+    assert noisy.derived_answers("county", "detailed", with_drawn=True)[2] is None
+
+
+def test_only_topdown_takes_measurements_that_left_answers_undrawn(noisy):
+    from invariants.spec import Invariant, Spec
+    from postproc.errors import PostprocError
+    from postproc.methods import postprocess
+
+    partial, _ = _blanked(noisy)
+    with pytest.raises(PostprocError, match=r"hay: the measurements of 'detailed' at county"):
+        postprocess(partial, "hay")
+    result = postprocess(partial, "topdown", Spec([Invariant("tot", ["nation", "state"])]))
+    assert result.histograms[0].sum() == noisy.invariant("nation", "tot").sum()

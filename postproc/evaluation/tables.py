@@ -85,7 +85,9 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
         ``level, query, units, noisy`` (how the measurement answers), then ``noisy_mae``,
         ``<method>_mae``, ``noisy_mean_abs``, ``<method>_mean_abs``, ``noisy_rmse``,
         ``<method>_rmse`` and ``exact_median``. A query no measurement of its level determines
-        has ``noisy`` = ``"not measured"`` and no ``noisy_*`` errors (NaN).
+        has ``noisy`` = ``"not measured"`` and no ``noisy_*`` errors (NaN). When some answers
+        were not drawn (``Measurement.drawn``: they are known to be 0), every column counts the
+        answers drawn only.
 
     Raises
     ------
@@ -127,13 +129,16 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
             else:
                 exact = workload[q].answer(exact_counts)
                 post = workload[q].answer(histograms[li])
+            units = int(exact.shape[0])
             try:
-                raw, how = noisy.derived_answers(level, q)
+                raw, how, drawn = noisy.derived_answers(level, q, with_drawn=True)
+                if drawn is not None:       # only the answers drawn (the others are known 0)
+                    raw, exact, post = raw[drawn], exact[drawn], post[drawn]
                 m_noisy = error_metrics(raw, exact)
             except HierarchyError:      # not determined by this level's measurements
                 how, m_noisy = "not measured", {key: float("nan") for key, _ in _METRICS}
             m_post = error_metrics(post, exact)
-            row: dict[str, Any] = {"level": level, "query": q, "units": int(exact.shape[0]),
+            row: dict[str, Any] = {"level": level, "query": q, "units": units,
                                    "noisy": how}
             for key, _ in _METRICS:
                 row[f"noisy_{key}"] = m_noisy[key]

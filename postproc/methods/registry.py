@@ -161,6 +161,14 @@ class PostProcessor:
         if unknown:
             raise PostprocError(f"{self.name}: unknown option(s) {unknown}; it takes "
                                 f"{list(self.options()) or 'none'}")
+        partial = _partly_drawn(noisy)
+        if partial and self.name not in _READS_DRAWN:
+            raise PostprocError(
+                f"{self.name}: the measurements of {partial[0][1]!r} at {partial[0][0]} (and "
+                f"{len(partial) - 1} more) drew only the answers that count an active cell; "
+                f"only {sorted(_READS_DRAWN)} reads such measurements. Measure every answer "
+                "(measure without active=, or a run in parts with all_answers / "
+                "--all-answers)")
         result = self.function(noisy, spec, rng=rng, **options)
         if not isinstance(result, Result):
             raise PostprocError(f"{self.name} returned a {type(result).__name__}, not a Result")
@@ -172,6 +180,16 @@ class PostProcessor:
 
 
 _REGISTRY: dict[str, PostProcessor] = {}
+
+#: Methods shown to ignore answers that were not drawn (weight 0; docs/scale2020.md proves it
+#: for TopDown): the others refuse measurements that left some answers undrawn.
+_READS_DRAWN = frozenset({"topdown"})
+
+
+def _partly_drawn(noisy: Any) -> list[tuple[str, str]]:
+    """(level, query) of the measurements that left some answers undrawn."""
+    return [(lv, qn) for lv, ms in getattr(noisy, "measurements", {}).items()
+            for qn, m in ms.items() if getattr(m, "drawn", None) is not None]
 
 
 def register(name: str, *, summary: str, integer: bool = False, consistent: bool = False,
