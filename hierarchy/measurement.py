@@ -196,7 +196,8 @@ def _publish(publish: Mapping[str, Any] | None, spec: Any, levels: Sequence[str]
 
 def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any = "geometric",
             rng: Any = None, *, publish: Mapping[str, Sequence[str]] | None = None,
-            spec: Any = None, key_level: str | None = None) -> NoisyHierarchy:
+            spec: Any = None, key_level: str | None = None,
+            active: Mapping[str, Any] | None = None) -> NoisyHierarchy:
     """Answer every query of the budget at every level with noise: a :class:`NoisyHierarchy`.
 
     Parameters
@@ -225,6 +226,9 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         ancestor's geocode (:func:`measure_level`). A part of the geography measured alone
         then gets the same values as in a measurement of the whole, which a run in parts
         (:mod:`postproc.apps.runs.parts`) needs. Default: one stream per level and query.
+    active : mapping level → invariants.active.ActiveCells, optional
+        Draw, at these levels, only the answers that count an active cell of their unit
+        (:func:`measure_level`); every answer elsewhere. Default: every answer everywhere.
 
     Returns
     -------
@@ -291,21 +295,32 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         if key_index is not None and li > key_index:
             keys = (geo.geocodes[key_index], ancestor_offsets(geo, li, key_index))
         measurements[level], parameters[level] = measure_level(
-            truth.counts[li], level, li, workload, budget, mech, rnd, keys=keys)
+            truth.counts[li], level, li, workload, budget, mech, rnd, keys=keys,
+            active=(active or {}).get(level))
     provenance = measurement_provenance(budget, mech, rnd, parameters, publish,
                                         key_level=None if key_level is None
-                                        else geo.levels[key_index])
+                                        else geo.levels[key_index],
+                                        active_levels=[lv for lv in truth.levels
+                                                       if lv in (active or {})])
     invariants = published_statistics(truth, publish)
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
 
 
+def _drawn_mask(active: Any, query: Any) -> np.ndarray:
+    """Units × answers: which answers of ``query`` count an active cell of their unit."""
+    per = active.answers(query)
+    return per.patterns.toarray()[per.pattern]
+
+
 def measurement_provenance(budget: Budget, mechanism: Any, rnd: Any,
                            parameters: Mapping[str, Any], publish: Mapping[str, Any], *,
-                           key_level: str | None = None) -> dict[str, Any]:
+                           key_level: str | None = None,
+                           active_levels: Sequence[str] = ()) -> dict[str, Any]:
     """The provenance a :class:`NoisyHierarchy` records of its measurement: budget, mechanism,
     noise parameters per level and query, sampler, randomness (with its label), the published
-    invariants and, for keyed streams, their level.
+    invariants, for keyed streams their level, and the levels where only the answers that count
+    an active cell were drawn (``active_levels``).
 
     Examples
     --------
@@ -325,6 +340,8 @@ def measurement_provenance(budget: Budget, mechanism: Any, rnd: Any,
     }
     if key_level is not None:
         provenance["noise_streams"] = {"key_level": key_level}
+    if active_levels:
+        provenance["answers_drawn"] = {"active_only": list(active_levels)}
     return provenance
 
 
@@ -364,7 +381,7 @@ def ancestor_offsets(geography: Any, level: int, ancestor_level: int) -> np.ndar
 def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Workload,
                   budget: Budget, mechanism: Any, rnd: Any, *,
                   keys: tuple[np.ndarray, np.ndarray] | None = None,
-                  answers: Mapping[str, np.ndarray] | None = None
+                  answers: Mapping[str, np.ndarray] | None = None, active: Any = None
                   ) -> tuple[dict[str, Measurement], dict[str, Any]]:
     """The noisy answers of one level's queries (the budget's, in its order) and their noise
     parameters.
@@ -386,6 +403,12 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
     answers : mapping query → array (units, answers), optional
         The exact answers of ``counts``, when the caller has them already (computed here
         otherwise).
+    active : invariants.active.ActiveCells, optional
+        The level's active cells (:func:`invariants.active.find_active_cells`, from the spec
+        and the published invariants only): draw only the answers that count an active cell
+        of their unit, in the same streams and order, the others being known to be 0
+        (``Measurement.drawn``; why TopDown's output is unchanged: ``docs/scale2020.md``).
+        Default: draw every answer.
 
     Returns
     -------
@@ -419,24 +442,46 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
     answers = answers or {}
     exact = [answers[qname] if qname in answers else exact_answers(query, counts)
              for qname, query, _, _ in plan]
+    drawn = [None] * len(plan)
+    if active is not None:
+        if active.n_units != counts.shape[0]:
+            raise HierarchyError(f"active cells of {active.n_units} units for {level}'s "
+                                 f"{counts.shape[0]} units")
+        drawn = [_drawn_mask(active, query) for _, query, _, _ in plan]
     if keys is None:
-        noise = [mechanism.sample(param, ex.shape, rnd.child(level_index, qi))
-                 for qi, ((_, _, param, _), ex) in enumerate(zip(plan, exact))]
+        noise = []
+        for qi, ((_, _, param, _), ex, mask) in enumerate(zip(plan, exact, drawn)):
+            stream = rnd.child(level_index, qi)
+            if mask is None:
+                noise.append(mechanism.sample(param, ex.shape, stream))
+            else:
+                z = np.zeros(ex.shape, dtype=_noise_dtype(mechanism))
+                z[mask] = mechanism.sample(param, int(mask.sum()), stream)
+                noise.append(z)
     else:
         codes, offsets = keys
-        noise = [np.empty(ex.shape, dtype=_noise_dtype(mechanism)) for ex in exact]
+        noise = [np.empty(ex.shape, dtype=_noise_dtype(mechanism)) if mask is None
+                 else np.zeros(ex.shape, dtype=_noise_dtype(mechanism))
+                 for ex, mask in zip(exact, drawn)]
         level_key = stable_key(level)
         for a in np.flatnonzero(np.diff(offsets)):
             rows = slice(int(offsets[a]), int(offsets[a + 1]))
             stream = rnd.child(KEYED_STREAM, level_key, stable_key(str(codes[a])))
-            for (_, _, param, _), ex, out in zip(plan, exact, noise):
-                out[rows] = mechanism.sample(param, (rows.stop - rows.start, ex.shape[1]),
-                                             stream)
+            for (_, _, param, _), ex, out, mask in zip(plan, exact, noise, drawn):
+                if mask is None:
+                    out[rows] = mechanism.sample(param, (rows.stop - rows.start, ex.shape[1]),
+                                                 stream)
+                else:
+                    block, here = out[rows], mask[rows]
+                    block[here] = mechanism.sample(param, int(here.sum()), stream)
     measurements, parameters = {}, {}
-    for (qname, query, param, variance), ex, z in zip(plan, exact, noise):
+    for (qname, query, param, variance), ex, z, mask in zip(plan, exact, noise, drawn):
         values = ex + z
+        if mask is not None:
+            values[~mask] = 0       # known from the invariants; nothing of the data
         measurements[qname] = Measurement(qname, values,
-                                          np.broadcast_to(np.float64(variance), values.shape))
+                                          np.broadcast_to(np.float64(variance), values.shape),
+                                          mask)
         parameters[qname] = {"budget": str(budget.query_budget(level, qname)),
                              mechanism.parameter_name: param, "variance": variance,
                              "sensitivity": list(budget.sensitivity(query))}
