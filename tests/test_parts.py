@@ -1,8 +1,8 @@
 """TopDown in parts (postproc.apps.runs.parts) gives the histograms of the run of the whole.
 
 The whole run here is what ``postproc run`` does (tabulate every level, measure, TopDown), with
-the measurement's streams keyed by tract (``measure(..., key_level="tract")``), which is what a
-run in parts draws. Equality is exact, level by level, for several part sizes, serially, on a
+the measurement a run in parts draws (``whole_measurement``: streams keyed by tract, only the
+answers that count an active cell). Equality is exact, level by level, for several part sizes, serially, on a
 process pool and on a Dask LocalCluster, and for a run interrupted and resumed.
 """
 
@@ -21,7 +21,8 @@ from hierarchy.measurement import measure
 from hierarchy.synth_2020 import synthesize_2020
 from postproc.apps.runs import parts as parts_module
 from postproc.apps.runs.demo import demo_config
-from postproc.apps.runs.parts import part_geography, plan_parts, run_in_parts
+from postproc.apps.runs.parts import (active_cells, part_geography, plan_parts,
+                                      run_in_parts, whole_measurement)
 from postproc.apps.runs.pipeline import load_truth
 from postproc.errors import PostprocError
 from postproc.methods.topdown import topdown
@@ -48,10 +49,11 @@ def _config(base, **changes):
 
 @pytest.fixture(scope="module")
 def whole(base):
+    """The run of the whole that a run in parts equals: streams keyed by tract, and only the
+    answers that count an active cell drawn."""
     config = _config(base)
     truth = load_truth(config)
-    noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                    spec=config.spec, key_level="tract")
+    noisy = whole_measurement(config, truth)
     result = topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes)
     return truth, noisy, result
 
@@ -151,10 +153,11 @@ def test_error_table_is_that_of_the_whole_run(base, whole, tmp_path):
 def test_keyed_streams_differ_from_the_default_and_leave_it_unchanged(base, whole):
     truth, keyed, _ = whole
     config = _config(base)
+    active = active_cells(config, truth)
     plain = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                    spec=config.spec)
+                    spec=config.spec, active=active)
     again = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                    spec=config.spec)
+                    spec=config.spec, active=active)
     for lv in ("nation", "tract"):       # at and above the key level: the same streams
         assert np.array_equal(plain.get(lv, "detailed").values, keyed.get(lv, "detailed").values)
     for lv in ("block_group", "block"):  # below it: other streams, deterministic for a seed
@@ -163,6 +166,59 @@ def test_keyed_streams_differ_from_the_default_and_leave_it_unchanged(base, whol
         assert np.array_equal(plain.get(lv, "detailed").values, again.get(lv, "detailed").values)
     assert keyed.provenance["noise_streams"] == {"key_level": "tract"}
     assert "noise_streams" not in plain.provenance
+
+
+def test_only_answers_that_count_an_active_cell_are_drawn(base, whole):
+    truth, noisy, _ = whole
+    config = _config(base)
+    active = active_cells(config, truth)
+    drawn = total = 0
+    for lv in truth.levels:
+        for name in noisy.queries(lv):
+            m = noisy.get(lv, name)
+            per = active[lv].answers(config.workload[name])
+            expected = per.patterns.toarray()[per.pattern]
+            got = np.ones(m.values.shape, bool) if m.drawn is None else m.drawn
+            assert np.array_equal(got, expected), (lv, name)
+            assert not m.values[~got].any() and not m.weights[~got].any()
+            # an answer not drawn is 0 in the truth: every cell it counts is fixed
+            exact = config.workload[name].answer(truth.counts[truth.levels.index(lv)])
+            assert not exact[~got].any(), (lv, name)
+            drawn, total = drawn + got.sum(), total + got.size
+    assert 0.1 < drawn / total < 0.5           # 29 % here: most answers count fixed cells only
+    assert noisy.provenance["answers_drawn"] == {"active_only": list(truth.levels)}
+    full = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                   spec=config.spec)
+    assert all(full.get(lv, q).drawn is None for lv in truth.levels for q in full.queries(lv))
+    assert "answers_drawn" not in full.provenance
+
+
+def test_topdown_does_not_depend_on_the_answers_not_drawn(base):
+    """docs/scale2020.md's claim, computed: a full measurement and the same one with the
+    answers that count no active cell blanked give the same TopDown histograms."""
+    from hierarchy.noisy import Measurement, NoisyHierarchy
+
+    config = _config(base)
+    truth = load_truth(config)
+    full = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                   spec=config.spec)
+    active = active_cells(config, truth)
+    blanked = {}
+    for lv in truth.levels:
+        blanked[lv] = {}
+        for name in full.queries(lv):
+            m = full.get(lv, name)
+            per = active[lv].answers(config.workload[name])
+            mask = per.patterns.toarray()[per.pattern]
+            blanked[lv][name] = Measurement(name, np.where(mask, m.values, 0), m.variances,
+                                            mask)
+    assert any(m.drawn is not None for ms in blanked.values() for m in ms.values())
+    less = NoisyHierarchy(full.schema, full.geography, full.workload, blanked, full.invariants,
+                          full.provenance)
+    options = dict(passes=config.passes, round_passes=config.round_passes)
+    for a, b in zip(topdown(full, config.spec, **options).histograms,
+                    topdown(less, config.spec, **options).histograms):
+        assert np.array_equal(a, b)
 
 
 def test_plan_covers_the_level_within_the_limit():

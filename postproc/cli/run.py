@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "measurements are saved in DIR/noisy before they are solved)")
     p.add_argument("--split", default="tract", metavar="LEVEL",
                    help="with --parts: the level cut into parts (default tract)")
+    p.add_argument("--all-answers", action="store_true",
+                   help="with --parts: draw every answer of every query (default: only those "
+                        "that count a cell the invariants leave free; the others are known to "
+                        "be 0 and TopDown's output is the same, docs/scale2020.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
     v = sub.add_parser("validate", help="check a configuration and its data without measuring",
@@ -98,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
     from postproc.apps.runs.pipeline import run_pipeline
     from postproc.evaluation.tables import print_level_summary
 
+    if args.parts is None and (args.all_answers or args.split != "tract"):
+        from postproc.errors import PostprocError
+
+        raise PostprocError("--split and --all-answers are options of a run in parts: add "
+                            "--parts [BLOCKS]")
     config = _config(args)
     if args.parts is not None:
         return _run_in_parts(config, args)
@@ -118,7 +127,8 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
     if args.error_table is not None:
         config = replace(config, error_table=args.error_table)
     done = run_in_parts(config, args.out or config.output, split=args.split,
-                        part_blocks=args.parts, resume=args.resume,
+                        part_blocks=args.parts, all_answers=args.all_answers,
+                        resume=args.resume,
                         progress=not args.no_progress and sys.stderr.isatty())
     print_parts_summary(done)
     return 0

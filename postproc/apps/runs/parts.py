@@ -23,10 +23,16 @@ public geography, never from the data), and runs:
    written to ``parts/`` at once; a resumed run skips the parts already written.
 4. The parts' files are joined into one ``<level>.parquet`` per level.
 
+**Only the answers that can matter are drawn** (unless ``all_answers``): at every level, the
+answers that count an active cell of their unit (:func:`invariants.active.find_active_cells`,
+from the spec and the published invariants); the others are known to be 0, and TopDown's
+output does not depend on them (``docs/scale2020.md``). At the block level that is about a
+quarter of the answers.
+
 **Same results as the whole.** Every node problem of a run in parts is the one a run of the
 whole geography solves, with the same noisy answers — when the whole is measured with
-``measure(..., key_level=split)`` — so the histograms are identical, whatever ``part_blocks``
-and whichever executor (``tests/test_parts.py`` checks it level by level).
+``measure(..., key_level=split, active=…)`` — so the histograms are identical, whatever
+``part_blocks`` and whichever executor (``tests/test_parts.py`` checks it level by level).
 
 **Memory** is the top's dense levels (84,000 tracts × 2,016 cells: 1.4 GB per array for the
 nation) plus one part per worker (about ``part_blocks`` × 2,016 × 8 bytes per array): the
@@ -84,6 +90,7 @@ from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, claim_directory,
                                confidential_directory, read_json, remove_leftovers, write_json,
                                write_parquet)
 from hierarchy.tabulation import from_leaf_counts, tabulate
+from invariants.active import find_active_cells
 from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.pipeline import run_fingerprint
@@ -92,8 +99,8 @@ from postproc.infra.executors import get_executor
 from postproc.methods.topdown import topdown
 from postproc.result import level_table
 
-__all__ = ["run_in_parts", "plan_parts", "part_geography", "PartsResult",
-           "DEFAULT_PART_BLOCKS", "PART_ROOT"]
+__all__ = ["run_in_parts", "plan_parts", "part_geography", "whole_measurement", "active_cells",
+           "PartsResult", "DEFAULT_PART_BLOCKS", "PART_ROOT"]
 
 #: Bottom-level units per part by default: about 0.8 million persons at 2020 densities and
 #: 0.3 GiB per dense array of the part's bottom level.
@@ -314,12 +321,15 @@ class _Errors:
     def __init__(self):
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def add(self, level: str, query: Any, exact: np.ndarray, noisy: np.ndarray,
+    def add(self, level: str, query: Any, exact: np.ndarray, noisy: Any,
             post: np.ndarray) -> None:
-        """One level and query: its exact answers, noisy answers and post-processed
-        histograms."""
-        dn, dp = noisy - exact, exact_answers(query, post) - exact
-        part = {"units": int(exact.shape[0]), "answers": int(exact.size),
+        """One level and query: its exact answers, noisy measurement and post-processed
+        histograms (errors over the answers drawn, as ``level_error_table`` counts them)."""
+        units = int(exact.shape[0])
+        dn, dp = noisy.values - exact, exact_answers(query, post) - exact
+        if noisy.drawn is not None:
+            dn, dp, exact = dn[noisy.drawn], dp[noisy.drawn], exact[noisy.drawn]
+        part = {"units": units, "answers": int(exact.size),
                 "sums": [float(np.abs(dn).sum()), float(np.square(dn, dtype=np.float64).sum()),
                          float(np.abs(dp).sum()), float(np.square(dp, dtype=np.float64).sum())]}
         integer = all(a.dtype.kind in "iu" for a in (dn, dp, exact))
@@ -407,8 +417,9 @@ def _median(counts: Sequence[Sequence[int]] | None) -> float:
 
 
 def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
-                 part_blocks: int = DEFAULT_PART_BLOCKS, resume: bool = False,
-                 progress: bool = False, log: Callable[[str], None] = print) -> PartsResult:
+                 part_blocks: int = DEFAULT_PART_BLOCKS, all_answers: bool = False,
+                 resume: bool = False, progress: bool = False,
+                 log: Callable[[str], None] = print) -> PartsResult:
     """Run TopDown on ``config`` one part of the geography at a time (see the module).
 
     Parameters
@@ -423,6 +434,11 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     part_blocks : int
         At most this many bottom-level units per part (a split-level unit with more is a part
         of its own).
+    all_answers : bool
+        Draw every answer of every query. By default only the answers that count a cell the
+        post-processor can change are drawn (``measure_level(active=…)``): the others are
+        known to be 0 from the published invariants, and TopDown's output is the same
+        (``docs/scale2020.md``, "Why skipping those answers does not change TopDown's output").
     resume : bool
         Finish an interrupted run in ``out``: the top is solved again (the same measurements
         and histograms), parts already written are skipped, and in release mode the
@@ -478,7 +494,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     plan = plan_parts(geo, s, part_blocks)
     _check_settings(parts_dir / "plan.json", {
         "config": run_fingerprint(config), "split": split, "part_blocks": int(part_blocks),
-        "parts": len(plan)}, directory)
+        "parts": len(plan), "all_answers": bool(all_answers)}, directory)
     top_levels, low_levels = geo.levels[:s + 1], geo.levels[s + 1:]
     log(f"    {len(plan):,} parts of at most {part_blocks:,} {geo.levels[-1]} units under "
         f"{geo.n_units(s):,} {geo.levels[s]} units")
@@ -540,13 +556,15 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         else:
             measurements[lv], parameters[lv] = measure_level(
                 top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
-                answers=top_exact[lv])
+                answers=top_exact[lv],
+                active=None if all_answers else find_active_cells(compiled_top[lv]))
     for li in range(s + 1, geo.depth):      # the parts' noise parameters (no unit: no draw)
         lv = geo.levels[li]
         _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv, li,
                                           config.workload, config.budget, mech, rnd)
     provenance = measurement_provenance(config.budget, mech, rnd, parameters, publish,
-                                        key_level=split)
+                                        key_level=split,
+                                        active_levels=() if all_answers else geo.levels)
     top_published = {lv: published[lv] for lv in top_levels if lv in published}
     noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
                                top_published, provenance)
@@ -570,7 +588,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                           directory / f"{lv}.parquet", metadata=_meta(config))
             if config.wants_error_table:
                 for name, m in measurements[lv].items():
-                    errors.add(lv, config.workload[name], top_exact[lv][name], m.values,
+                    errors.add(lv, config.workload[name], top_exact[lv][name], m,
                                top.histograms[li])
         split_hist = top.histograms[s]
         del noisy_top, measurements, top_truth, top_exact
@@ -580,7 +598,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         # 3. the parts: each solved whole by one worker, which writes its files
         t = time.perf_counter()
         solver = _SolvePart(config, geo.levels, s, publish, provenance, parts_dir, cache,
-                            directory / "noisy" / "parts" if config.release else None)
+                            directory / "noisy" / "parts" if config.release else None,
+                            all_answers)
         todo, reports = [], []
         for k, (first, stop) in enumerate(plan):
             marker = parts_dir / f"part-{k:06d}.json"
@@ -640,6 +659,40 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         cache.rmdir()
     return PartsResult(directory, geo.levels, len(plan), solved, persons, timings, table,
                        config.release)
+
+
+def whole_measurement(config: RunConfig, truth: Hierarchy, *, split: str = "tract",
+                      all_answers: bool = False) -> NoisyHierarchy:
+    """The measurement of the whole geography that a run in parts draws, part by part: streams
+    keyed by ``split`` and, unless ``all_answers``, only the answers that count an active cell.
+    TopDown on it gives the run in parts' histograms (to check the run, or to compare with it).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from postproc.apps.runs.demo import demo_config
+    >>> from postproc.apps.runs.pipeline import load_truth
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = synthesize_2020(2_000, seed=1, out=base / "data")
+    >>> config = demo_config(base, preset="pl94_2020", seed=1)
+    >>> noisy = whole_measurement(config, load_truth(config))
+    >>> noisy.provenance["noise_streams"], noisy.get("block", "detailed").drawn is not None
+    ({'key_level': 'tract'}, True)
+    """
+    from hierarchy.measurement import measure
+
+    return measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                   spec=config.spec, key_level=split,
+                   active=None if all_answers else active_cells(config, truth))
+
+
+def active_cells(config: RunConfig, truth: Hierarchy) -> dict[str, Any]:
+    """Every level's active cells (:func:`invariants.active.find_active_cells`), from the spec
+    compiled on the published statistics of ``truth`` (never its histograms)."""
+    published = published_statistics(truth, config.publish())
+    compiled = compile_spec(config.spec, config.schema, truth.geography, published)
+    return {lv: find_active_cells(compiled[lv]) for lv in truth.levels}
 
 
 def _check_settings(path: Path, settings: dict[str, Any], directory: Path, *,
@@ -741,13 +794,15 @@ class _SolvePart:
 
     def __init__(self, config: RunConfig, levels: Sequence[str], split: int,
                  publish: Mapping[str, Sequence[str]], provenance: dict[str, Any],
-                 parts_dir: Path, cache: Path, noisy_dir: Path | None = None):
+                 parts_dir: Path, cache: Path, noisy_dir: Path | None = None,
+                 all_answers: bool = False):
         self.config, self.split = config, split
         self.low_levels = tuple(levels[split + 1:])
         self.spec = config.spec.restricted(self.low_levels, levels)
         self.publish, self.provenance = publish, provenance
         self.parts_dir, self.cache = parts_dir, cache
         self.noisy_dir = noisy_dir     # release mode: where each part's measurement is saved
+        self.all_answers = all_answers
 
     def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
         config, part, k = self.config, task.geography, task.index
@@ -760,15 +815,19 @@ class _SolvePart:
                      for li in range(2, part.depth)}
         if loaded:      # measured before an interruption: never measured again
             noisy = NoisyHierarchy.load(saved)
+            published = noisy.invariants
         else:
-            noisy = _measure_part(config, truth, part, self.low_levels, self.split,
-                                  as_randomness(config.rng), config.mechanism, self.publish,
-                                  self.provenance, exact)
+            published = published_statistics(truth, _publish_at(self.publish, self.low_levels))
+        compiled = compile_spec(self.spec, config.schema, part, published)
+        if not loaded:
+            noisy = _measure_part(config, truth, part, self.split, as_randomness(config.rng),
+                                  published, self.provenance, exact,
+                                  None if self.all_answers else compiled)
             if saved is not None:   # saved before anything is solved from it
                 noisy.save(saved)
         given = task.given
         result = topdown(noisy, self.spec, start=(2, [given.sum(axis=0, keepdims=True), given]),
-                         solver=config.solver_chain, executor="serial",
+                         compiled=compiled, solver=config.solver_chain, executor="serial",
                          failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
                          passes=_at_levels(config.passes, self.low_levels),
                          round_passes=_at_levels(config.round_passes, self.low_levels))
@@ -780,7 +839,7 @@ class _SolvePart:
             if config.wants_error_table:
                 for name in noisy.queries(lv):
                     errors.add(lv, config.workload[name], exact[lv][name],
-                               noisy.get(lv, name).values, result.histograms[li])
+                               noisy.get(lv, name), result.histograms[li])
         write_parquet(pa.Table.from_pandas(result.node_stats, preserve_index=False),
                       self.parts_dir / f"node_stats-{k:06d}.parquet")
         marker = {"part": k, "errors": errors.to_dict(),
@@ -866,21 +925,23 @@ def _load_counts(config: RunConfig, part: Geography, path: Path) -> Hierarchy:
                             config.spec.unit_attribute if types is not None else None)
 
 
-def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography,
-                  low_levels: Sequence[str], split: int, rnd: Any, mech: Any,
-                  publish: Mapping[str, Sequence[str]], provenance: dict[str, Any],
-                  exact: Mapping[str, Mapping[str, np.ndarray]]) -> NoisyHierarchy:
+def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography, split: int, rnd: Any,
+                  published: Mapping[str, Any], provenance: dict[str, Any],
+                  exact: Mapping[str, Mapping[str, np.ndarray]],
+                  compiled: Mapping[str, Any] | None) -> NoisyHierarchy:
     """The part's levels below the split, measured from streams keyed by their split-level
     ancestor: the values a measurement of the whole with ``key_level`` gets. ``exact``: level
-    → query → exact answers, computed once for the measurement and the errors."""
+    → query → exact answers, computed once for the measurement and the errors; with
+    ``compiled`` (the part's constraints), only the answers that count an active cell."""
     codes = part.geocodes[1]
     measurements = {}
     for li in range(2, part.depth):
         lv = part.levels[li]
         measurements[lv], _ = measure_level(
-            truth.counts[li], lv, split + li - 1, config.workload, config.budget, mech, rnd,
-            keys=(codes, ancestor_offsets(part, li, 1)), answers=exact.get(lv))
-    published = published_statistics(truth, _publish_at(publish, low_levels))
+            truth.counts[li], lv, split + li - 1, config.workload, config.budget,
+            config.mechanism, rnd, keys=(codes, ancestor_offsets(part, li, 1)),
+            answers=exact.get(lv),
+            active=None if compiled is None else find_active_cells(compiled[lv]))
     return NoisyHierarchy(config.schema, part, config.workload, measurements, published,
                           provenance)
 
