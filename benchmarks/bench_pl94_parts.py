@@ -4,7 +4,7 @@ as the data grow, and the run of the whole at the sizes where it still fits.
 Run from the repository root::
 
     python benchmarks/bench_pl94_parts.py [--persons 1000000,10000000] [--whole-up-to 1000000]
-        [--part-blocks 20000] [--executor process] [--workdir DIR]
+        [--part-blocks 20000] [--executor process] [--answers active,all] [--workdir DIR]
         [--out benchmarks/pl94/parts.md] [--json benchmarks/pl94/parts.json]
         [--figure benchmarks/pl94/parts.png]
     python benchmarks/bench_pl94_parts.py --from-json benchmarks/pl94/parts.json \
@@ -49,7 +49,8 @@ def synthesize(persons: int, directory: str) -> dict[str, Any]:
     return synthesize_2020(persons, seed=2020, out=Path(directory) / "data", overwrite=True)
 
 
-def parts_run(directory: str, part_blocks: int, executor: str) -> dict[str, Any]:
+def parts_run(directory: str, part_blocks: int, executor: str,
+              all_answers: bool = False) -> dict[str, Any]:
     """Run the configuration in parts into ``directory/parts``."""
     import shutil
 
@@ -61,7 +62,7 @@ def parts_run(directory: str, part_blocks: int, executor: str) -> dict[str, Any]
         shutil.rmtree(out)
     config = demo_config(directory, preset="pl94_2020", seed=2020, executor=executor)
     t = time.perf_counter()
-    done = run_in_parts(config, out, part_blocks=part_blocks,
+    done = run_in_parts(config, out, part_blocks=part_blocks, all_answers=all_answers,
                         log=lambda line: print(line, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t
     errors = done.errors.set_index(["level", "query"])
@@ -72,13 +73,13 @@ def parts_run(directory: str, part_blocks: int, executor: str) -> dict[str, Any]
             "timings": done.timings, "total_mae": totals}
 
 
-def whole_run(directory: str, executor: str) -> dict[str, Any]:
-    """The same configuration run whole (measurement keyed by tract), into
-    ``directory/whole``."""
+def whole_run(directory: str, executor: str, all_answers: bool = False) -> dict[str, Any]:
+    """The same configuration run whole (the measurement a run in parts draws:
+    :func:`postproc.apps.runs.parts.whole_measurement`), into ``directory/whole``."""
     import shutil
 
-    from hierarchy.measurement import measure
     from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.parts import whole_measurement
     from postproc.apps.runs.pipeline import load_truth
     from postproc.methods.topdown import topdown
 
@@ -88,8 +89,7 @@ def whole_run(directory: str, executor: str) -> dict[str, Any]:
     config = demo_config(directory, preset="pl94_2020", seed=2020, executor=executor)
     t = time.perf_counter()
     truth = load_truth(config)
-    noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                    spec=config.spec, key_level="tract")
+    noisy = whole_measurement(config, truth, all_answers=all_answers)
     result = topdown(noisy, config.spec, executor=executor, passes=config.passes,
                      round_passes=config.round_passes)
     seconds = time.perf_counter() - t
@@ -116,6 +116,8 @@ def figure(results: list[dict[str, Any]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    mode = results[0].get("answers", "active")      # one curve: the first mode measured
+    results = [r for r in results if r.get("answers", "active") == mode]
     persons = [r["persons"] for r in results]
     fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
     for step, marker in (("tabulate", "v"), ("top", "s"), ("parts", "D"), ("total", "o")):
@@ -160,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-up-to", type=int, default=1_000_000)
     parser.add_argument("--part-blocks", type=int, default=20_000)
     parser.add_argument("--executor", default="process")
+    parser.add_argument("--answers", default="active",
+                        help="active, all or active,all: draw only the answers that count an "
+                             "active cell (the default of a run in parts), every answer, or "
+                             "both one after the other (each size)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
@@ -174,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--from-json needs --figure")
         figure(json.loads(Path(args.from_json).read_text())["runs"], args.figure)
         return 0
+    modes = args.answers.split(",")
+    if not modes or any(m not in ("active", "all") for m in modes):
+        parser.error("--answers takes active, all, or both separated by a comma")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_pl94_parts_"))
     context = context_start()
     rows, whole_rows, results = [], [], []
@@ -182,50 +191,59 @@ def main(argv: list[str] | None = None) -> int:
         directory.mkdir(parents=True, exist_ok=True)
         made = run_python("bench_pl94_parts", "synthesize",
                           {"persons": n, "directory": str(directory)})["result"]
-        parts = run_python("bench_pl94_parts", "parts_run",
-                           {"directory": str(directory), "part_blocks": args.part_blocks,
-                            "executor": args.executor})
-        r, proc = parts["result"], parts["process"]
-        entry = {"persons": n, "blocks": made["blocks"], "parts": r, "process": proc}
-        tm = r["timings"]
-        rows.append([f"{n:,}", f"{made['blocks']:,}", f"{r['parts']:,}",
-                     f"{tm['tabulate']:.1f}", f"{tm['top']:.1f}", f"{tm['parts']:.1f}",
-                     f"{tm['join']:.1f}", f"{r['seconds']:.1f}",
-                     f"{n / r['seconds']:,.0f}", fmt_bytes(proc["tree_peak_rss_bytes"]),
-                     " / ".join(f"{v['topdown']:.2f} ({v['raw']:.2f})"
-                                for v in r["total_mae"].values())])
-        if n <= args.whole_up_to:
-            whole = run_python("bench_pl94_parts", "whole_run",
-                               {"directory": str(directory), "executor": args.executor})
-            same = run_python("bench_pl94_parts", "compare",
-                              {"directory": str(directory)})["result"]
-            entry["whole"] = {**whole, "identical": same}
-            whole_rows.append([f"{n:,}", f"{whole['result']['seconds']:.1f}",
-                               fmt_bytes(whole["process"]["tree_peak_rss_bytes"]),
-                               f"{r['seconds']:.1f}", fmt_bytes(proc["tree_peak_rss_bytes"]),
-                               f"{r['seconds'] / whole['result']['seconds']:.2f}",
-                               "yes" if all(same.values()) else
-                               "NO: " + ", ".join(k for k, v in same.items() if not v)])
-        results.append(entry)
+        for answers in modes:
+            everything = answers == "all"
+            parts = run_python("bench_pl94_parts", "parts_run",
+                               {"directory": str(directory), "part_blocks": args.part_blocks,
+                                "executor": args.executor, "all_answers": everything})
+            r, proc = parts["result"], parts["process"]
+            entry = {"persons": n, "blocks": made["blocks"], "answers": answers, "parts": r,
+                     "process": proc}
+            tm = r["timings"]
+            rows.append([f"{n:,}", f"{made['blocks']:,}", answers, f"{r['parts']:,}",
+                         f"{tm['tabulate']:.1f}", f"{tm['top']:.1f}", f"{tm['parts']:.1f}",
+                         f"{tm['join']:.1f}", f"{r['seconds']:.1f}",
+                         f"{n / r['seconds']:,.0f}", fmt_bytes(proc["tree_peak_rss_bytes"]),
+                         " / ".join(f"{v['topdown']:.2f} ({v['raw']:.2f})"
+                                    for v in r["total_mae"].values())])
+            if n <= args.whole_up_to:
+                whole = run_python("bench_pl94_parts", "whole_run",
+                                   {"directory": str(directory), "executor": args.executor,
+                                    "all_answers": everything})
+                same = run_python("bench_pl94_parts", "compare",
+                                  {"directory": str(directory)})["result"]
+                entry["whole"] = {**whole, "identical": same}
+                whole_rows.append([f"{n:,}", answers, f"{whole['result']['seconds']:.1f}",
+                                   fmt_bytes(whole["process"]["tree_peak_rss_bytes"]),
+                                   f"{r['seconds']:.1f}",
+                                   fmt_bytes(proc["tree_peak_rss_bytes"]),
+                                   f"{r['seconds'] / whole['result']['seconds']:.2f}",
+                                   "yes" if all(same.values()) else
+                                   "NO: " + ", ".join(k for k, v in same.items() if not v)])
+            results.append(entry)
         print(f"{n:,} persons done", file=sys.stderr, flush=True)
     context = context_end(context)
     text = ["# The 2020-style run in parts", "",
             f"`python benchmarks/bench_pl94_parts.py --persons "
             f"{','.join(str(n) for n in args.persons)} --whole-up-to {args.whole_up_to} "
-            f"--part-blocks {args.part_blocks} --executor {args.executor}`", "",
+            f"--part-blocks {args.part_blocks} --executor {args.executor} "
+            f"--answers {args.answers}`", "",
             describe_context(context), "",
             "Seconds per step of `run_in_parts` (tabulate = read and tabulate every part for "
             "the top; top = measure and TopDown nation → tract; parts = read, measure and "
             "TopDown block group → block, part by part; join = the parts' files into one per "
             "level). Peak = the largest sampled sum of resident memory over the process and "
-            "its workers. Mean |error| of the totals, TopDown (raw measurement):", "",
-            markdown_table(["persons", "blocks", "parts", "tabulate s", "top s", "parts s",
+            "its workers. Answers: `active` draws only the answers that count an active "
+            "cell (the default), `all` every answer. Mean |error| of the totals, TopDown "
+            "(raw measurement):", "",
+            markdown_table(["persons", "blocks", "answers", "parts", "tabulate s", "top s", "parts s",
                             "join s", "total s", "persons/s", "peak", "tract / block group"],
                            rows)]
     if whole_rows:
         text += ["", "Against the run of the whole (every level dense, as `postproc run`), same "
                  "data and seed, measurement keyed by tract:", "",
-                 markdown_table(["persons", "whole s", "whole peak", "parts s", "parts peak",
+                 markdown_table(["persons", "answers", "whole s", "whole peak", "parts s",
+                                 "parts peak",
                                  "parts / whole", "histograms identical"], whole_rows)]
     emit("\n".join(text), {"context": context, "runs": results}, out=args.out,
          json_path=args.json_path)
