@@ -4,7 +4,8 @@ as the data grow, and the run of the whole at the sizes where it still fits.
 Run from the repository root::
 
     python benchmarks/bench_pl94_parts.py [--persons 1000000,10000000] [--whole-up-to 1000000]
-        [--part-blocks 20000] [--executor process] [--answers active,all] [--workdir DIR]
+        [--part-blocks 20000] [--executor process] [--answers active,all] [--release]
+        [--workdir DIR]
         [--out benchmarks/pl94/parts.md] [--json benchmarks/pl94/parts.json]
         [--figure benchmarks/pl94/parts.png]
     python benchmarks/bench_pl94_parts.py --from-json benchmarks/pl94/parts.json \
@@ -49,9 +50,23 @@ def synthesize(persons: int, directory: str) -> dict[str, Any]:
     return synthesize_2020(persons, seed=2020, out=Path(directory) / "data", overwrite=True)
 
 
-def parts_run(directory: str, part_blocks: int, executor: str,
-              all_answers: bool = False) -> dict[str, Any]:
-    """Run the configuration in parts into ``directory/parts``."""
+def release_config(directory: str, executor: str) -> Any:
+    """The demo's configuration in release mode: the exact sampler, the secure source."""
+    from postproc.apps.runs.config import load_config
+    from postproc.apps.runs.demo import demo_config
+
+    text = demo_config(directory, preset="pl94_2020", seed=2020, executor=executor).to_toml()
+    text = text.replace("exact = false", "exact = true").replace(
+        'mode = "simulation"\nseed = 2020', 'mode = "release"')
+    path = Path(directory) / "release.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool = False,
+              release: bool = False) -> dict[str, Any]:
+    """Run the configuration in parts into ``directory/parts`` (in release mode: no error
+    table, and the noisy measurements saved under ``noisy/``)."""
     import shutil
 
     from postproc.apps.runs.demo import demo_config
@@ -60,17 +75,23 @@ def parts_run(directory: str, part_blocks: int, executor: str,
     out = Path(directory) / "parts"
     if out.exists():
         shutil.rmtree(out)
-    config = demo_config(directory, preset="pl94_2020", seed=2020, executor=executor)
+    config = (release_config(directory, executor) if release else
+              demo_config(directory, preset="pl94_2020", seed=2020, executor=executor))
     t = time.perf_counter()
     done = run_in_parts(config, out, part_blocks=part_blocks, all_answers=all_answers,
                         log=lambda line: print(line, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t
-    errors = done.errors.set_index(["level", "query"])
-    totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mean_abs"]),
-                   "topdown": float(errors.loc[(lv, "total"), "topdown_mean_abs"])}
-              for lv in ("tract", "block_group") if (lv, "total") in errors.index}
+    totals = {}
+    if done.errors is not None:
+        errors = done.errors.set_index(["level", "query"])
+        totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mean_abs"]),
+                       "topdown": float(errors.loc[(lv, "total"), "topdown_mean_abs"])}
+                  for lv in ("tract", "block_group") if (lv, "total") in errors.index}
+    noisy = out / "noisy"
+    stored = sum(p.stat().st_size for p in noisy.rglob("*") if p.is_file()) \
+        if noisy.exists() else 0
     return {"seconds": seconds, "parts": done.parts, "persons": done.persons,
-            "timings": done.timings, "total_mae": totals}
+            "timings": done.timings, "total_mae": totals, "noisy_bytes": stored}
 
 
 def whole_run(directory: str, executor: str, all_answers: bool = False) -> dict[str, Any]:
@@ -162,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-up-to", type=int, default=1_000_000)
     parser.add_argument("--part-blocks", type=int, default=20_000)
     parser.add_argument("--executor", default="process")
+    parser.add_argument("--release", action="store_true",
+                        help="release mode (the exact sampler; the measurements saved); no "
+                             "error table, and no run of the whole")
     parser.add_argument("--answers", default="active",
                         help="active, all or active,all: draw only the answers that count an "
                              "active cell (the default of a run in parts), every answer, or "
@@ -195,18 +219,21 @@ def main(argv: list[str] | None = None) -> int:
             everything = answers == "all"
             parts = run_python("bench_pl94_parts", "parts_run",
                                {"directory": str(directory), "part_blocks": args.part_blocks,
-                                "executor": args.executor, "all_answers": everything})
+                                "executor": args.executor, "all_answers": everything,
+                                "release": args.release})
             r, proc = parts["result"], parts["process"]
             entry = {"persons": n, "blocks": made["blocks"], "answers": answers, "parts": r,
                      "process": proc}
             tm = r["timings"]
-            rows.append([f"{n:,}", f"{made['blocks']:,}", answers, f"{r['parts']:,}",
+            rows.append([f"{n:,}", f"{made['blocks']:,}",
+                         answers + (" (release)" if args.release else ""), f"{r['parts']:,}",
                          f"{tm['tabulate']:.1f}", f"{tm['top']:.1f}", f"{tm['parts']:.1f}",
                          f"{tm['join']:.1f}", f"{r['seconds']:.1f}",
                          f"{n / r['seconds']:,.0f}", fmt_bytes(proc["tree_peak_rss_bytes"]),
                          " / ".join(f"{v['topdown']:.2f} ({v['raw']:.2f})"
-                                    for v in r["total_mae"].values())])
-            if n <= args.whole_up_to:
+                                    for v in r["total_mae"].values()) or "–",
+                         fmt_bytes(r["noisy_bytes"]) if r["noisy_bytes"] else "–"])
+            if n <= args.whole_up_to and not args.release:
                 whole = run_python("bench_pl94_parts", "whole_run",
                                    {"directory": str(directory), "executor": args.executor,
                                     "all_answers": everything})
@@ -227,17 +254,20 @@ def main(argv: list[str] | None = None) -> int:
             f"`python benchmarks/bench_pl94_parts.py --persons "
             f"{','.join(str(n) for n in args.persons)} --whole-up-to {args.whole_up_to} "
             f"--part-blocks {args.part_blocks} --executor {args.executor} "
-            f"--answers {args.answers}`", "",
+            f"--answers {args.answers}{' --release' if args.release else ''}`", "",
             describe_context(context), "",
             "Seconds per step of `run_in_parts` (tabulate = read and tabulate every part for "
             "the top; top = measure and TopDown nation → tract; parts = read, measure and "
             "TopDown block group → block, part by part; join = the parts' files into one per "
             "level). Peak = the largest sampled sum of resident memory over the process and "
             "its workers. Answers: `active` draws only the answers that count an active "
-            "cell (the default), `all` every answer. Mean |error| of the totals, TopDown "
-            "(raw measurement):", "",
+            "cell (the default), `all` every answer; `(release)`: release mode, the exact "
+            "sampler, the measurements saved before they are solved (noisy/ stored: their "
+            "size on disk). Mean |error| of the totals, TopDown (raw measurement; simulation "
+            "mode only):", "",
             markdown_table(["persons", "blocks", "answers", "parts", "tabulate s", "top s", "parts s",
-                            "join s", "total s", "persons/s", "peak", "tract / block group"],
+                            "join s", "total s", "persons/s", "peak", "tract / block group",
+                            "noisy/ stored"],
                            rows)]
     if whole_rows:
         text += ["", "Against the run of the whole (every level dense, as `postproc run`), same "
