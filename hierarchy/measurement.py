@@ -338,7 +338,7 @@ def measurement_provenance(budget: Budget, mechanism: Any, rnd: Any,
         "randomness": rnd.provenance(),
         "invariants_published": dict(publish),
     }
-    if key_level is not None:
+    if key_level is not None and rnd.mode != "release":   # release mode draws unkeyed
         provenance["noise_streams"] = {"key_level": key_level}
     if active_levels:
         provenance["answers_drawn"] = {"active_only": list(active_levels)}
@@ -399,7 +399,8 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
         the budget's order, from the stream ``rnd.child(KEYED_STREAM, stable_key(level),
         stable_key(geocodes[a]))``. The values of a unit then depend on its ancestor's geocode
         and the units beside it under that ancestor, not on what else is measured. Without
-        ``keys``: query ``q`` draws the whole level from ``rnd.child(level_index, q)``.
+        ``keys``, or in release mode (whose source repeats nothing, keyed or not): query ``q``
+        draws the whole level from ``rnd.child(level_index, q)``.
     answers : mapping query → array (units, answers), optional
         The exact answers of ``counts``, when the caller has them already (computed here
         otherwise).
@@ -448,6 +449,11 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
             raise HierarchyError(f"active cells of {active.n_units} units for {level}'s "
                                  f"{counts.shape[0]} units")
         drawn = [_drawn_mask(active, query) for _, query, _, _ in plan]
+    if keys is not None and rnd.mode == "release":
+        # Keyed streams make a simulation's draws reproducible part by part; the secure source
+        # repeats nothing, so a release draws each query's answers in one call (the same law;
+        # the exact sampler costs milliseconds per call, which per key ran to minutes).
+        keys = None
     if keys is None:
         noise = []
         for qi, ((_, _, param, _), ex, mask) in enumerate(zip(plan, exact, drawn)):

@@ -538,3 +538,32 @@ def test_only_topdown_takes_measurements_that_left_answers_undrawn(noisy):
         postprocess(partial, "hay")
     result = postprocess(partial, "topdown", Spec([Invariant("tot", ["nation", "state"])]))
     assert result.histograms[0].sum() == noisy.invariant("nation", "tot").sum()
+
+
+def test_release_mode_draws_each_query_in_one_call_even_with_keys(truth):
+    """Keyed streams are for reproducible simulations; the secure source repeats nothing, so a
+    release draws a query's answers in one call (the exact sampler's cost is per call)."""
+    from hierarchy.measurement import measure_level
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.calls = inner, []
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def sample(self, parameter, size, rng):
+            self.calls.append(size)
+            return self.inner.sample(parameter, size, rng)
+
+    budget = Budget.e2e(1, LEVELS)
+    counts = truth.counts[2]
+    keys = (truth.geography.geocodes[1], np.searchsorted(truth.geography.parents[2],
+                                                         np.arange(4)))
+    for mode, calls_per_query in (("release", 1), ("simulation", 3)):
+        mech = Counting(get_mechanism("geometric"))
+        rnd = Randomness.release() if mode == "release" else Randomness.simulation(4)
+        got, _ = measure_level(counts, "county", 2, W, budget, mech, rnd, keys=keys)
+        assert len(mech.calls) == calls_per_query * len(got), mode
+        for name, m in got.items():
+            assert m.values.shape == W[name].answer(counts).shape
