@@ -56,7 +56,8 @@ from hierarchy.storage import check_file_names, package_versions, write_json, wr
 from postproc.errors import PostprocError
 
 __all__ = ["Result", "resolve_query", "level_table", "histograms_from_table",
-           "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION", "level_statistics"]
+           "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION", "level_statistics", "level_entry",
+           "manifest_document", "file_metadata"]
 
 #: The ``format`` and ``format_version`` a result directory's manifest records.
 FORMAT = "dapp.Result"
@@ -348,24 +349,13 @@ class Result:
     # -- directories -------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         """JSON-ready manifest: format, method, per-level summaries, provenance, versions."""
-        stats = self.node_stats
-        per_level = {}
-        for li, lv in enumerate(self.levels):
-            s = stats[stats["level"] == lv] if len(stats) and "level" in stats else stats.iloc[:0]
-            h = self.histograms[li]
-            entry: dict[str, Any] = {
-                "units": int(h.shape[0]),
-                "persons": int(h.sum()) if h.dtype.kind in "iu" else float(h.sum()),
-                "parents": int(len(s)),
-                "seconds": float(self.provenance.get("timings", {}).get("levels", {})
-                                 .get(lv, 0) or 0)}
-            entry.update(level_statistics(s))
-            per_level[lv] = entry
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": self.method,
-                "integer": self.integer, "levels": per_level, "randomness": self.randomness,
-                "safe_for_release": self.safe_for_release, "schema": self.schema.to_dict(),
-                "workload": self.workload.to_dict(), "geography_levels": list(self.levels),
-                "provenance": dict(self.provenance), "versions": package_versions()}
+        seconds = self.provenance.get("timings", {}).get("levels", {})
+        per_level = {lv: level_entry(h.shape[0], h.sum(), self.node_stats, lv,
+                                     seconds.get(lv, 0))
+                     for lv, h in zip(self.levels, self.histograms)}
+        return manifest_document(self.method, self.integer, per_level, self.randomness,
+                                 self.safe_for_release, self.schema, self.workload,
+                                 self.provenance)
 
     def write(self, directory: str | os.PathLike, *, levels: list[str] | None = None,
               node_stats: bool = True, extra_manifest: Mapping[str, Any] | None = None) -> Path:
@@ -377,8 +367,7 @@ class Result:
         directory = Path(directory)
         check_file_names(self.levels, what="level", reserved=RESERVED_STEMS)
         directory.mkdir(parents=True, exist_ok=True)
-        meta = {"randomness_label": self.randomness.get("label"),
-                "schema": self.schema.to_dict()}
+        meta = file_metadata(self.randomness, self.schema)
         for lv in levels or self.levels:
             write_parquet(self.to_table(lv), directory / f"{lv}.parquet", metadata=meta)
         write_parquet(pa.Table.from_pandas(self.geography.to_frame(), preserve_index=False),
@@ -465,6 +454,41 @@ class Result:
         for attr, c in zip(self.schema.attributes, codes):
             cols[attr.name] = pa.array(c.astype(np.int8 if attr.size <= 127 else np.int32))
         return pa.table(cols)
+
+
+def level_entry(units: int, persons: Any, node_stats: pd.DataFrame, level: str,
+                seconds: float | None) -> dict[str, Any]:
+    """One level's entry in a result's manifest: units, persons, parent problems, seconds and
+    the :func:`level_statistics` of its rows of ``node_stats``.
+
+    >>> level_entry(3, np.int64(40), pd.DataFrame({"level": ["b"], "fit_seconds": [0.5]}),
+    ...             "b", 1.25)["parents"]
+    1
+    """
+    s = (node_stats[node_stats["level"] == level] if len(node_stats) and "level" in node_stats
+         else node_stats.iloc[:0])
+    persons = int(persons) if np.asarray(persons).dtype.kind in "iu" else float(persons)
+    return {"units": int(units), "persons": persons, "parents": int(len(s)),
+            "seconds": float(seconds or 0), **level_statistics(s)}
+
+
+def manifest_document(method: str, integer: bool, levels: Mapping[str, Any],
+                      randomness: Mapping[str, Any], safe_for_release: bool, schema: Schema,
+                      workload: Workload, provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """A result directory's ``manifest.json`` (what :meth:`Result.read` reads), from its
+    per-level entries (:func:`level_entry`), root first: written by :meth:`Result.write` and
+    by a run in parts, which never holds the histograms of its levels below the split whole."""
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": method,
+            "integer": bool(integer), "levels": dict(levels), "randomness": dict(randomness),
+            "safe_for_release": bool(safe_for_release),
+            "schema": schema.to_dict(), "workload": workload.to_dict(),
+            "geography_levels": list(levels), "provenance": dict(provenance),
+            "versions": package_versions()}
+
+
+def file_metadata(randomness: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
+    """The metadata every data file of a result carries: its randomness label and schema."""
+    return {"randomness_label": randomness.get("label"), "schema": schema.to_dict()}
 
 
 def level_statistics(s: pd.DataFrame) -> dict[str, Any]:

@@ -299,6 +299,9 @@ def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole,
     reports = manifest["provenance"]["failsafe_reports"]     # the parts' too, not the top's only
     assert len(reports) == len(expected.provenance["failsafe_reports"])
     assert not manifest["safe_for_release"]
+    from hierarchy.storage import read_parquet_metadata    # every file is labelled, as a result's
+    for name in ("block.parquet", "tract.parquet", "geography.parquet", "node_stats.parquet"):
+        assert "NOT SAFE" in read_parquet_metadata(tmp_path / "out" / name)["randomness_label"]
     assert len(pq.read_table(tmp_path / "out" / "node_stats.parquet")) == 1 + sum(  # root
         truth.geography.n_units(lv) for lv in truth.geography.levels[:-1])
 

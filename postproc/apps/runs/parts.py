@@ -97,7 +97,7 @@ from postproc.apps.runs.pipeline import run_fingerprint
 from postproc.errors import PostprocError
 from postproc.infra.executors import get_executor
 from postproc.methods.topdown import topdown
-from postproc.result import level_table
+from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
 __all__ = ["run_in_parts", "plan_parts", "part_geography", "whole_measurement", "active_cells",
            "PartsResult", "DEFAULT_PART_BLOCKS", "PART_ROOT"]
@@ -950,17 +950,11 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
               persons: Mapping[str, int], measurement: dict[str, Any],
               top: Mapping[str, Any], timings: dict[str, Any], parts: dict[str, Any],
               failsafe_reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The manifest :meth:`postproc.result.Result.write` writes, so that ``Result.read``,
-    ``postproc report`` and ``postproc evaluate`` read a run in parts like any other."""
-    from hierarchy.storage import package_versions
-    from postproc.result import FORMAT, FORMAT_VERSION, level_statistics
-
-    levels = {}
-    for lv in geo.levels:
-        s = node_stats[node_stats["level"] == lv] if "level" in node_stats else node_stats[:0]
-        levels[lv] = {"units": geo.n_units(lv), "persons": int(persons[lv]),
-                      "parents": int(len(s)), "seconds": float(timings["levels"][lv]),
-                      **level_statistics(s)}
+    """The manifest :meth:`postproc.result.Result.write` writes (built by the same
+    :func:`~postproc.result.manifest_document`), so that ``Result.read``, ``postproc report``
+    and ``postproc evaluate`` read a run in parts like any other."""
+    levels = {lv: level_entry(geo.n_units(lv), persons[lv], node_stats, lv,
+                              timings["levels"][lv]) for lv in geo.levels}
     randomness = measurement["randomness"]
     provenance = {"noisy": measurement, "spec": config.spec.to_dict(),
                   "solver": {**top["solver"], "passes": _record(config.passes),
@@ -974,12 +968,9 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
                + [f"{lv}.parquet" for lv in geo.levels],
                "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the confidential data: "
                                   "never publish it)"}
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": "topdown",
-            "integer": True, "levels": levels, "randomness": randomness,
-            "safe_for_release": bool(randomness.get("safe_for_release", False)),
-            "schema": config.schema.to_dict(), "workload": config.workload.to_dict(),
-            "geography_levels": list(geo.levels), "provenance": provenance,
-            "release": release, "versions": package_versions()}
+    return {**manifest_document("topdown", True, levels, randomness,
+                                randomness.get("safe_for_release", False), config.schema,
+                                config.workload, provenance), "release": release}
 
 
 def _record(passes: Any) -> Any:
@@ -999,8 +990,10 @@ def _join(files: Sequence[Path], target: Path, metadata: Mapping[str, Any]) -> N
 
 
 def _meta(config: RunConfig) -> dict[str, Any]:
-    return {"made_by": _MADE_BY,
-            "randomness": as_randomness(config.rng).provenance()}
+    """The metadata of every file the run writes: that of a result's files
+    (:func:`~postproc.result.file_metadata`) and what made it."""
+    return {**file_metadata(as_randomness(config.rng).provenance(), config.schema),
+            "made_by": _MADE_BY}
 
 
 def _progress(enabled: bool, total: int, desc: str):
