@@ -502,6 +502,13 @@ def level_statistics(s: pd.DataFrame) -> dict[str, Any]:
     >>> summary = level_statistics(stats)
     >>> summary["fit_seconds"], summary["backends"]
     (1.5, {'clarabel': 2})
+
+    Two passes solved at once are no fallback; a pass that needed the next backend is:
+
+    >>> stats["attempts"] = ["clarabel:optimal;clarabel:optimal",
+    ...                      "clarabel:inaccurate;osqp:optimal;clarabel:optimal"]
+    >>> level_statistics(stats)["fallbacks"]
+    1
     """
     out: dict[str, Any] = {}
     if not len(s):
@@ -512,7 +519,9 @@ def level_statistics(s: pd.DataFrame) -> dict[str, Any]:
             "round_seconds": float(s["round_seconds"].sum()) if "round_seconds" in s else 0.0,
             "backends": s["backend"].value_counts().to_dict() if "backend" in s else {},
             "rounding": s["rounding"].value_counts().to_dict() if "rounding" in s else {},
-            "fallbacks": int(s["attempts"].fillna("").str.contains(";").sum())
+            # a node fell back when an attempt of any pass did not end optimal
+            "fallbacks": int((s["attempts"].fillna("").str.replace(
+                r"[^;:]+:optimal", "", regex=True).str.strip(";") != "").sum())
             if "attempts" in s else 0,
             "failsafe_nodes": int(s["failsafe"].sum()) if "failsafe" in s else 0})
     if "proposed" in s:

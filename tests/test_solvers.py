@@ -539,3 +539,59 @@ def test_node_with_an_all_zero_parent():
     result = solve_node(task)
     np.testing.assert_array_equal(result.histograms, 0)
     assert result.stats["objective"] == pytest.approx(6.0)     # Σ w y² at x = 0
+
+
+def _recorded_qp(name):
+    """A node problem recorded from a real run (``tests/data/<name>``)."""
+    from pathlib import Path
+
+    d = np.load(Path(__file__).parent / "data" / name)
+    A = sp.csr_matrix((d["A_data"].astype(np.float64), d["A_indices"], d["A_indptr"]),
+                      shape=tuple(d["A_shape"]))
+    qp = QP(sp.diags(d["P_diag"], format="csc"), d["q"], A.tocsc(), d["l"], d["u"],
+            float(d["r"]))
+    return qp, int(d["n_x"]), int(d["n_aux"])
+
+
+def _highs_qp(qp):
+    """The QP solved by HiGHS's own QP solver (an active-set method: a reference independent
+    of the interior-point backends and of CVXPY)."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    inf, A = highspy.kHighsInf, sp.csc_matrix(qp.A)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = qp.n, A.shape[0]
+    lp.col_cost_ = qp.q
+    lp.col_lower_, lp.col_upper_ = np.full(qp.n, -inf), np.full(qp.n, inf)
+    lp.row_lower_ = np.where(np.isfinite(qp.l), qp.l, -inf)
+    lp.row_upper_ = np.where(np.isfinite(qp.u), qp.u, inf)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    h.passModel(lp)
+    P = sp.triu(sp.csc_matrix(qp.P), format="csc")
+    hessian = highspy.HighsHessian()
+    hessian.dim_, hessian.format_ = qp.n, highspy.HessianFormat.kTriangular
+    hessian.start_, hessian.index_, hessian.value_ = P.indptr, P.indices, P.data
+    h.passHessian(hessian)
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    return np.array(h.getSolution().col_value)
+
+
+def test_clarabel_finishes_a_degenerate_pass_at_its_own_tolerances():
+    """The total-first pass of one state's county node at 100M persons: 20 county totals
+    fitted over 12,809 cells, so the cells' optimum is not unique and the feasible set is thin.
+    Clarabel stalled 'almost solved' at our 1e-10, OSQP hit its 20,000-iteration limit, ECOS
+    was inaccurate and CVXPY's Clarabel path calls it infeasible; at Clarabel's own 1e-8 it is
+    solved. Its point is feasible and no worse than HiGHS's active-set QP optimum (whose
+    objective here is 3e-4 higher)."""
+    qp, n_x, n_aux = _recorded_qp("qp_county_totals_pass.npz")
+    sol = solve_qp(qp)
+    assert sol.attempts == (("clarabel", "optimal"),)
+    assert "AlmostSolved at 1e-10, Solved at 1e-8" in sol.message
+    assert qp.max_relative_violation(sol.x) < 1e-9
+    reference = _highs_qp(qp)
+    assert qp.max_relative_violation(reference) < 1e-9
+    assert sol.objective <= qp.objective(reference) + 1e-9 * abs(sol.objective)

@@ -585,7 +585,8 @@ def _fit(task: NodeTask, chain: Sequence[str]
             stats["fit_seconds"] += sol.seconds
             stats["iterations"] += sol.iterations
             stats["backends"].append(sol.backend)
-            stats["attempts"] = [f"{b}:{s}" for b, s in sol.attempts]
+            # every pass's attempts (a fallback in an early pass is a fallback of the node)
+            stats.setdefault("attempts", []).extend(f"{b}:{s}" for b, s in sol.attempts)
         if sol is None or sol.status == Status.INFEASIBLE:
             if task.passes and i > 0:
                 raise InfeasibleError(
