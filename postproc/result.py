@@ -477,7 +477,19 @@ def manifest_document(method: str, integer: bool, levels: Mapping[str, Any],
                       workload: Workload, provenance: Mapping[str, Any]) -> dict[str, Any]:
     """A result directory's ``manifest.json`` (what :meth:`Result.read` reads), from its
     per-level entries (:func:`level_entry`), root first: written by :meth:`Result.write` and
-    by a run in parts, which never holds the histograms of its levels below the split whole."""
+    by a run in parts, which never holds the histograms of its levels below the split whole.
+
+    Examples
+    --------
+    >>> from hierarchy.queries import total
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> schema = Schema((Attribute("tenure", ("owned", "rented")),))
+    >>> levels = {"county": level_entry(1, 5, pd.DataFrame(), "county", 0.5)}
+    >>> doc = manifest_document("topdown", True, levels, {"label": "x"}, False, schema,
+    ...                         Workload((total(schema),)), {})
+    >>> doc["format"], doc["geography_levels"], doc["levels"]["county"]["persons"]
+    ('dapp.Result', ['county'], 5)
+    """
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": method,
             "integer": bool(integer), "levels": dict(levels), "randomness": dict(randomness),
             "safe_for_release": bool(safe_for_release),
@@ -487,7 +499,15 @@ def manifest_document(method: str, integer: bool, levels: Mapping[str, Any],
 
 
 def file_metadata(randomness: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
-    """The metadata every data file of a result carries: its randomness label and schema."""
+    """The metadata every data file of a result carries: its randomness label and schema.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> schema = Schema((Attribute("tenure", ("owned", "rented")),))
+    >>> sorted(file_metadata({"label": "SIMULATION (NOT SAFE FOR RELEASE)"}, schema))
+    ['randomness_label', 'schema']
+    """
     return {"randomness_label": randomness.get("label"), "schema": schema.to_dict()}
 
 

@@ -689,7 +689,22 @@ def whole_measurement(config: RunConfig, truth: Hierarchy, *, split: str = "trac
 
 def active_cells(config: RunConfig, truth: Hierarchy) -> dict[str, Any]:
     """Every level's active cells (:func:`invariants.active.find_active_cells`), from the spec
-    compiled on the published statistics of ``truth`` (never its histograms)."""
+    compiled on the published statistics of ``truth`` (never its histograms).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from postproc.apps.runs.demo import demo_config
+    >>> from postproc.apps.runs.pipeline import load_truth
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = synthesize_2020(2_000, seed=1, out=base / "data")
+    >>> config = demo_config(base, preset="pl94_2020", seed=1)
+    >>> active = active_cells(config, load_truth(config))
+    >>> blocks = active["block"]
+    >>> blocks.n_units == load_truth(config).geography.n_units("block"), blocks.n_patterns < 40
+    (True, True)
+    """
     published = published_statistics(truth, config.publish())
     compiled = compile_spec(config.spec, config.schema, truth.geography, published)
     return {lv: find_active_cells(compiled[lv]) for lv in truth.levels}
