@@ -265,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             "sampler, the measurements saved before they are solved (noisy/ stored: their "
             "size on disk). Mean |error| of the totals, TopDown (raw measurement; simulation "
             "mode only):", "",
-            markdown_table(["persons", "blocks", "answers", "parts", "tabulate s", "top s", "parts s",
-                            "join s", "total s", "persons/s", "peak", "tract / block group",
-                            "noisy/ stored"],
+            markdown_table(["persons", "blocks", "answers", "parts", "tabulate s", "top s",
+                            "parts s", "join s", "total s", "persons/s", "peak",
+                            "tract / block group", "noisy/ stored"],
                            rows)]
     if whole_rows:
         text += ["", "Against the run of the whole (every level dense, as `postproc run`), same "

@@ -2,8 +2,9 @@
 
 The whole run here is what ``postproc run`` does (tabulate every level, measure, TopDown), with
 the measurement a run in parts draws (``whole_measurement``: streams keyed by tract, only the
-answers that count an active cell). Equality is exact, level by level, for several part sizes, serially, on a
-process pool and on a Dask LocalCluster, and for a run interrupted and resumed.
+answers that count an active cell). Equality is exact, level by level, for several part
+sizes, serially, on a process pool and on a Dask LocalCluster, and for a run interrupted and
+resumed; release mode is checked to measure once.
 """
 
 from __future__ import annotations

@@ -143,7 +143,8 @@ def print_parts_summary(done) -> None:
         for row in totals.itertuples():
             print(f"  {row.level:>12}: {row.topdown_mean_abs:10.3f}  {row.noisy_mean_abs:10.3f}")
     persons = "" if done.release else f"{done.persons:,} persons in "
-    print(f"{persons}{done.parts:,} parts, {done.timings['total']:.1f} s; "
+    parts = f"{done.parts:,} part{'' if done.parts == 1 else 's'}"
+    print(f"{persons}{parts}, {done.timings['total']:.1f} s; "
           f"outputs in {done.directory}")
 
 

@@ -496,8 +496,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         "config": run_fingerprint(config), "split": split, "part_blocks": int(part_blocks),
         "parts": len(plan), "all_answers": bool(all_answers)}, directory)
     top_levels, low_levels = geo.levels[:s + 1], geo.levels[s + 1:]
-    log(f"    {len(plan):,} parts of at most {part_blocks:,} {geo.levels[-1]} units under "
-        f"{geo.n_units(s):,} {geo.levels[s]} units")
+    log(f"    {_count(len(plan), 'part')} of at most {part_blocks:,} {geo.levels[-1]} units "
+        f"under {geo.n_units(s):,} {geo.levels[s]} units")
     timings: dict[str, Any] = {"levels": dict.fromkeys(geo.levels, 0.0)}
 
     # 1. tabulate part by part: the split level's histograms, the statistics below
@@ -619,7 +619,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
             bar.close()
         solved = len(todo)
         timings["parts"] = time.perf_counter() - t
-        log(f"    TopDown {' → '.join(low_levels)} in {len(plan):,} parts in "
+        log(f"    TopDown {' → '.join(low_levels)} in {_count(len(plan), 'part')} in "
             f"{timings['parts']:.1f} s ({solved:,} solved now)")
     finally:
         ex.close()
@@ -765,6 +765,15 @@ def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, 
         raise PostprocError(f"the split level must be below the root and above the bottom: "
                             f"one of {list(geo.levels[1:-1])}, not {split!r}")
     return geo, geo.level_index(split)
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1.
+
+    >>> _count(1, "part"), _count(1_203, "part")
+    ('1 part', '1,203 parts')
+    """
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _persons(persons: int, release: bool, published: bool) -> str:
