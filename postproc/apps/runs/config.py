@@ -294,8 +294,20 @@ class RunConfig:
 
     def fingerprint(self) -> str:
         """A short hash of everything that determines the run except the input paths (the data
-        themselves are fingerprinted separately, see :func:`postproc.apps.runs.pipeline.data_fingerprint`)
-        and the execution settings that do not change results."""
+        themselves are fingerprinted separately, see
+        :func:`postproc.apps.runs.pipeline.data_fingerprint`) and the execution settings that
+        do not change results.
+
+        Examples
+        --------
+        >>> from dataclasses import replace
+        >>> config = RunConfig.build(persons="p.parquet", levels=["nation", "state"],
+        ...                          budget=1.0, seed=1)
+        >>> config.fingerprint() == replace(config, executor="process").fingerprint()
+        True
+        >>> config.fingerprint() == replace(config, seed=2).fingerprint()
+        False
+        """
         raw = {k: v for k, v in self.raw.items() if k not in ("output",)}
         if "data" in raw:
             raw["data"] = {k: v for k, v in raw["data"].items()
@@ -303,7 +315,16 @@ class RunConfig:
         if "solver" in raw:
             raw["solver"] = {k: v for k, v in raw["solver"].items()
                              if k not in ("executor", "workers", "scheduler")}
-        text = json.dumps(raw, sort_keys=True, default=str)
+        # and the parsed values that decide the results: a configuration changed with
+        # dataclasses.replace (seed=…, budget=…) keeps its raw form but is another run
+        parsed = {"seed": self.seed, "mode": self.randomness_mode, "levels": self.levels,
+                  "mechanism": self.mechanism.to_dict(), "budget": self.budget.to_dict(),
+                  "spec": self.spec.to_dict(), "workload": self.workload.to_dict(),
+                  "schema": self.schema.to_dict(), "passes": self.passes,
+                  "round_passes": self.round_passes, "failsafe": self.failsafe,
+                  "failsafe_keep": self.failsafe_keep, "solver": self.solver_chain,
+                  "method": self.method, "options": dict(self.method_options)}
+        text = json.dumps({"raw": raw, "parsed": parsed}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
