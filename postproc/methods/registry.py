@@ -164,8 +164,9 @@ class PostProcessor:
         partial = _partly_drawn(noisy)
         if partial and self.name not in _READS_DRAWN:
             raise PostprocError(
-                f"{self.name}: the measurements of {partial[0][1]!r} at {partial[0][0]} (and "
-                f"{len(partial) - 1} more) drew only the answers that count an active cell; "
+                f"{self.name}: the measurements of {partial[0][1]!r} at {partial[0][0]}"
+                + (f" (and {len(partial) - 1} more)" if len(partial) > 1 else "")
+                + " drew only the answers that count an active cell; "
                 f"only {sorted(_READS_DRAWN)} reads such measurements. Measure every answer "
                 "(measure without active=, or a run in parts with all_answers / "
                 "--all-answers)")
