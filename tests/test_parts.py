@@ -178,7 +178,7 @@ def test_only_answers_that_count_an_active_cell_are_drawn(base, whole):
         for name in noisy.queries(lv):
             m = noisy.get(lv, name)
             per = active[lv].answers(config.workload[name])
-            expected = per.patterns.toarray()[per.pattern]
+            expected = per.to_csr().toarray()
             got = np.ones(m.values.shape, bool) if m.drawn is None else m.drawn
             assert np.array_equal(got, expected), (lv, name)
             assert not m.values[~got].any() and not m.weights[~got].any()
@@ -210,7 +210,7 @@ def test_topdown_does_not_depend_on_the_answers_not_drawn(base):
         for name in full.queries(lv):
             m = full.get(lv, name)
             per = active[lv].answers(config.workload[name])
-            mask = per.patterns.toarray()[per.pattern]
+            mask = per.to_csr().toarray()
             blanked[lv][name] = Measurement(name, np.where(mask, m.values, 0), m.variances,
                                             mask)
     assert any(m.drawn is not None for ms in blanked.values() for m in ms.values())

@@ -549,19 +549,16 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         measurements = NoisyHierarchy.load(saved_top).measurements
         log("    resume: loaded the top's measurements from noisy/top (the data are not "
             "measured again)")
-    for li, lv in enumerate(top_levels):
-        if loaded:      # the noise parameters only (no unit: no draw)
-            _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv,
-                                              li, config.workload, config.budget, mech, rnd)
+    no_units = np.zeros((0, config.schema.size), np.int64)
+    for li, lv in enumerate(geo.levels):
+        if li > s or loaded:    # the parts' levels, or a top loaded: noise parameters only
+            _, parameters[lv] = measure_level(no_units, lv, li, config.workload, config.budget,
+                                              mech, rnd)     # (no unit: no draw)
         else:
             measurements[lv], parameters[lv] = measure_level(
                 top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
                 answers=top_exact[lv],
                 active=None if all_answers else find_active_cells(compiled_top[lv]))
-    for li in range(s + 1, geo.depth):      # the parts' noise parameters (no unit: no draw)
-        lv = geo.levels[li]
-        _, parameters[lv] = measure_level(np.zeros((0, config.schema.size), np.int64), lv, li,
-                                          config.workload, config.budget, mech, rnd)
     provenance = measurement_provenance(config.budget, mech, rnd, parameters, publish,
                                         key_level=split,
                                         active_levels=() if all_answers else geo.levels)
