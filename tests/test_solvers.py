@@ -595,3 +595,37 @@ def test_clarabel_finishes_a_degenerate_pass_at_its_own_tolerances():
     reference = _highs_qp(qp)
     assert qp.max_relative_violation(reference) < 1e-9
     assert sol.objective <= qp.objective(reference) + 1e-9 * abs(sol.objective)
+
+
+def _grouped_split(k, n, seed):
+    """``k`` children × ``n`` cells fitted to noisy counts under their parent's cell totals,
+    x ≥ 0 slack: the closed form of :func:`weighted_split`, built sparse (12,000 variables)."""
+    rng = np.random.default_rng(seed)
+    y = rng.uniform(50, 100, size=(k, n))
+    w = rng.uniform(0.5, 2.0, size=(k, n))
+    p = np.round(y.sum(axis=0) + rng.normal(0, 5, size=n))
+    x, f = weighted_split(y, w, p)
+    assert (x > 1).all()
+    m = k * n
+    coupling = sp.csr_matrix((np.ones(m), (np.arange(m) % n, np.arange(m))), shape=(n, m))
+    A = sp.vstack([coupling, sp.identity(m)], format="csc")
+    qp = QP(sp.diags(2 * w.ravel(), format="csc"), -2 * (w * y).ravel(), A,
+            np.concatenate([p, np.zeros(m)]), np.concatenate([p, np.full(m, INF)]),
+            float(np.sum(w * y * y)), groups=k)
+    return qp, x.ravel(), f
+
+
+@pytest.mark.parametrize("k, n, chosen", [(20, 600, "faer"), (200, 60, "qdldl")])
+def test_both_clarabel_factorizations_reach_the_closed_form_optimum(monkeypatch, k, n, chosen):
+    """Clarabel factorizes with faer (supernodal) on problems of few large groups and qdldl
+    otherwise (measured in benchmarks/bench_clarabel_kkt.py); each must give the optimum."""
+    import postproc.infra.solvers.backends as backends
+
+    qp, x, f = _grouped_split(k, n, seed=k)
+    assert backends.clarabel_linear_solver(qp) == chosen
+    for method in ("qdldl", "faer"):
+        monkeypatch.setattr(backends, "clarabel_linear_solver", lambda _qp: method)
+        sol = solve_qp(qp, ["clarabel"])
+        assert sol.status == Status.OPTIMAL, method
+        np.testing.assert_allclose(sol.x, x, atol=1e-6, rtol=0, err_msg=method)
+        assert sol.objective == pytest.approx(f, rel=1e-8, abs=1e-6), method

@@ -9,6 +9,8 @@ clarabel       Clarabel called directly (interior point): tol_gap_abs/rel = tol_
                (1e-8 left x up to 1e-4 off active bounds; 1e-10 costs ~1.5 iterations).
                The default: on E2E ED-level nodes it needs ~13 iterations (max ~20) and was
                8x faster than OSQP over a 1M-person ED level; feasible to 1e-12.
+               One thread; the KKT factorization by structure (qdldl, or faer for few
+               large groups: :func:`clarabel_linear_solver`).
 osqp           OSQP called directly: eps_abs = eps_rel = 1e-7, polishing on (an exact
                active-set solve; when it succeeds the optimum is accurate to ~1e-9),
                max_iter 20000. ADMM: fast on some nodes (5x faster than Clarabel on the
@@ -43,7 +45,7 @@ from postproc.errors import PostprocError
 from postproc.infra.solvers.base import LP, QP, Solution, SolverError, Status
 
 __all__ = ["QP_BACKENDS", "DEFAULT_QP_CHAIN", "solve_qp", "solve_lp", "available_qp_backends",
-           "check_chain"]
+           "check_chain", "clarabel_linear_solver"]
 
 
 def _osqp(qp: QP) -> Solution:
@@ -69,6 +71,41 @@ def _osqp(qp: QP) -> Solution:
                     f"{res.info.status}; polish {'ok' if res.info.status_polish == 1 else 'no'}")
 
 
+#: ``clarabel_linear_solver`` picks the supernodal factorization for problems at least this
+#: large whose groups average at least ``_FAER_PER_GROUP`` variables and are at most
+#: ``_FAER_GROUPS`` (see its docstring for the measurements).
+_FAER_MIN_VARIABLES, _FAER_PER_GROUP, _FAER_GROUPS = 10_000, 550, 100
+
+
+def clarabel_linear_solver(qp: QP) -> str:
+    """The KKT factorization Clarabel should use for ``qp``: ``"faer"`` or ``"qdldl"``.
+
+    Clarabel 0.11's default is faer (supernodal, multithreaded). On TopDown's nodes, single
+    thread, same iterations (`benchmarks/bench_clarabel_kkt.py`, 100M persons): faer is 2–5×
+    faster on a state's county node (few children of 400–600 variables each, e.g. 29
+    counties, 23,117 variables and auxiliaries: 5.8 s against 29.1 s), but qdldl (simplicial)
+    is 1.7–2× faster on a county's tract node (many children of ~200–300 variables: 232
+    tracts, 130,494 variables: 9.8 s against 16.5 s) and 3–5 % faster on block-group and block
+    nodes. So faer when the problem has at least 10,000 variables in at most 100 groups (``qp.groups``,
+    the node's children) of at least 550 variables each on average; qdldl otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> def problem(n, groups):
+    ...     return QP(sp.identity(n, format="csc"), np.zeros(n), sp.csc_matrix((0, n)),
+    ...               np.zeros(0), np.zeros(0), groups=groups)
+    >>> clarabel_linear_solver(problem(24_000, 29)), clarabel_linear_solver(problem(130_000, 232))
+    ('faer', 'qdldl')
+    >>> clarabel_linear_solver(problem(24_000, 0))     # no structure given
+    'qdldl'
+    """
+    if qp.n >= _FAER_MIN_VARIABLES and 0 < qp.groups <= _FAER_GROUPS \
+            and qp.n >= _FAER_PER_GROUP * qp.groups:
+        return "faer"
+    return "qdldl"
+
+
 def _clarabel(qp: QP) -> Solution:
     import clarabel
 
@@ -89,6 +126,10 @@ def _clarabel(qp: QP) -> Solution:
     def run(tol: float, ktratio: float):
         settings = clarabel.DefaultSettings()
         settings.verbose = False
+        settings.direct_solve_method = clarabel_linear_solver(qp)
+        # one thread: our executors parallelize over processes (a worker's second thread only
+        # contends), and the same arithmetic on every machine keeps runs reproducible
+        settings.max_threads = 1
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tol
         settings.tol_ktratio = ktratio
         return clarabel.DefaultSolver(P, qp.q, M, b, cones, settings).solve()

@@ -1,0 +1,202 @@
+"""Clarabel's two KKT factorizations (qdldl, faer) on TopDown's 2020-style nodes, level by level.
+
+Run from the repository root::
+
+    python benchmarks/bench_clarabel_kkt.py [--persons 10000000] [--repeats 3]
+        [--workdir DIR] [--out benchmarks/pl94/clarabel_kkt_10m.md] [--json ...]
+
+The data are synthesized (``postproc synth2020``, seed 2020; reused from ``--workdir`` when
+already there) and run in parts (`postproc run --parts`, serial executor) until the first part's
+block level: the node problems of every level are captured as TopDown builds them — every state
+node (children: counties), the 15 largest county nodes (children: tracts) and 15 more at random,
+and 40 tract and 80 block-group nodes of the first part (children: block groups, blocks) — and
+pickled. Then, ``--repeats`` times and in turn, each variant fits every captured node (all its
+least-squares passes, ``clarabel`` alone, one thread):
+
+* **qdldl** — Clarabel's simplicial LDLᵀ;
+* **faer** — its supernodal LDLᵀ (Clarabel 0.11's default);
+* **chosen** — what :func:`postproc.infra.solvers.clarabel_linear_solver` picks per problem.
+
+Reported per level: the median over repeats of the summed fit seconds, the ratio of each to
+qdldl measured in the same run, the iterations, and the largest difference between the qdldl and
+faer fits (the rounding then decides integers). Nothing is asserted; see
+``benchmarks/README.md`` on quiet machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
+                     markdown_table, run_python)
+
+METHODS = ("qdldl", "faer", "chosen")
+PARENTS = {"county": "state", "tract": "county", "block_group": "tract", "block": "block group"}
+
+
+class _Captured(Exception):
+    pass
+
+
+def capture(persons: int, directory: str) -> dict[str, Any]:
+    """Synthesize (or reuse) the data and capture node tasks of every level; pickle them to
+    ``directory/nodes.pkl``."""
+    import shutil
+
+    import postproc.methods.topdown.run as run
+    from bench_pl94_parts import synthesize
+    from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.parts import run_in_parts
+
+    made = synthesize(persons, directory)
+    pick = random.Random(2020)
+    captured: dict[str, list] = {}
+    build = run.level_tasks
+
+    def level_tasks(noisy, lc, li, *args, **kwargs):
+        tasks = build(noisy, lc, li, *args, **kwargs)
+        level = tasks[0].level if tasks else ""
+        if level == "county":
+            captured[level] = list(tasks)
+        elif level == "tract":
+            largest = sorted(tasks, key=lambda t: -t.k)[:15]
+            rest = [t for t in tasks if t not in largest]
+            captured[level] = largest + pick.sample(rest, min(15, len(rest)))
+        elif level in ("block_group", "block") and level not in captured:
+            captured[level] = pick.sample(list(tasks), min(40 if level == "block_group" else 80,
+                                                           len(tasks)))
+            if level == "block":
+                raise _Captured
+        return tasks
+
+    out = Path(directory) / "capture_run"
+    if out.exists():
+        shutil.rmtree(out)
+    run.level_tasks = level_tasks
+    try:
+        run_in_parts(demo_config(directory, preset="pl94_2020", seed=2020, executor="serial"),
+                     out, part_blocks=20_000, log=lambda line: None)
+    except _Captured:
+        pass
+    finally:
+        run.level_tasks = build
+        shutil.rmtree(out, ignore_errors=True)
+    path = Path(directory) / "nodes.pkl"
+    path.write_bytes(pickle.dumps(captured))
+    return {"blocks": made["blocks"], "path": str(path),
+            "nodes": {level: len(tasks) for level, tasks in captured.items()}}
+
+
+def fit_all(path: str, level: str, method: str, keep: bool = False) -> dict[str, Any]:
+    """Fit every captured node of ``level`` with ``method``: seconds, iterations, what
+    ``chosen`` picked per problem; with ``keep``, the fits are pickled beside ``path``."""
+    import postproc.infra.solvers.backends as backends
+    from postproc.methods.topdown.node import _fit
+
+    tasks = pickle.loads(Path(path).read_bytes())[level]
+    chosen = backends.clarabel_linear_solver
+    picks: dict[str, int] = {}
+
+    def pick(qp):
+        name = chosen(qp) if method == "chosen" else method
+        picks[name] = picks.get(name, 0) + 1
+        return name
+
+    backends.clarabel_linear_solver = pick
+    try:
+        seconds, iterations, fits, variables = 0.0, 0, [], 0
+        for task in tasks:
+            t0 = time.perf_counter()
+            x, stats, _ = _fit(task, ("clarabel",))
+            seconds += time.perf_counter() - t0
+            iterations += stats["iterations"]
+            variables = max(variables, stats.get("variables", 0))
+            fits.append(x)
+    finally:
+        backends.clarabel_linear_solver = chosen
+    if keep:
+        Path(f"{path}.{level}.{method}").write_bytes(pickle.dumps(fits))
+    return {"seconds": seconds, "iterations": iterations, "largest": variables,
+            "children": max(t.k for t in tasks), "picks": picks}
+
+
+def difference(path: str, level: str) -> float:
+    """The largest difference between the qdldl and faer fits of ``level`` (persons)."""
+    import numpy as np
+
+    a, b = (pickle.loads(Path(f"{path}.{level}.{m}").read_bytes()) for m in ("qdldl", "faer"))
+    return max((float(np.max(np.abs(x - y))) for x, y in zip(a, b)
+                if x is not None and y is not None and x.size), default=0.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--persons", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--json", dest="json_path", default=None)
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_clarabel_kkt_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    context = context_start()
+    made = run_python("bench_clarabel_kkt", "capture",
+                      {"persons": args.persons, "directory": str(workdir)})["result"]
+    results: dict[str, dict[str, Any]] = {}
+    rows = []
+    for level in made["nodes"]:
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
+        for repeat in range(args.repeats):
+            for method in METHODS:
+                r = run_python("bench_clarabel_kkt", "fit_all",
+                               {"path": made["path"], "level": level, "method": method,
+                                "keep": repeat == 0})
+                runs[method].append(r["result"])
+        sec = {m: statistics.median(r["seconds"] for r in runs[m]) for m in METHODS}
+        diff = run_python("bench_clarabel_kkt", "difference",
+                          {"path": made["path"], "level": level})["result"]
+        first = runs["chosen"][0]
+        results[level] = {"nodes": made["nodes"][level], "seconds": sec,
+                          "iterations": {m: runs[m][0]["iterations"] for m in METHODS},
+                          "max_fit_difference": diff, "picks": first["picks"],
+                          "largest_variables": first["largest"],
+                          "most_children": first["children"]}
+        rows.append([f"{PARENTS[level]} → {level}", made["nodes"][level],
+                     f"{first['children']:,}", f"{first['largest']:,}",
+                     f"{sec['qdldl']:.2f}", f"{sec['faer']:.2f}",
+                     f"{sec['faer'] / sec['qdldl']:.2f}",
+                     f"{sec['chosen']:.2f}", f"{sec['chosen'] / sec['qdldl']:.2f}",
+                     ", ".join(f"{k} {v}" for k, v in sorted(first["picks"].items())),
+                     f"{diff:.1e}"])
+        print(f"{level} done", file=sys.stderr, flush=True)
+    context = context_end(context)
+    text = ["# Clarabel's KKT factorizations on TopDown's nodes", "",
+            f"`python benchmarks/bench_clarabel_kkt.py --persons {args.persons} "
+            f"--repeats {args.repeats}`", "", describe_context(context), "",
+            f"{args.persons:,} synthetic persons ({made['blocks']:,} blocks). Seconds: the "
+            f"median over {args.repeats} repeats of the fits (every least-squares pass) of the "
+            "captured nodes summed, one thread, in fresh processes; ratios to qdldl in the same "
+            "run. \"chosen\" is `clarabel_linear_solver`'s pick per problem (counted over the "
+            "nodes' full fits). The last column is the largest difference between the qdldl "
+            "and faer fits, in persons.", "",
+            markdown_table(["node (parent → children)", "nodes", "most children",
+                            "largest (variables)", "qdldl s", "faer s", "faer/qdldl",
+                            "chosen s", "chosen/qdldl", "chosen picks", "max |Δx|"], rows)]
+    emit("\n".join(text) + "\n", {"persons": args.persons, "blocks": made["blocks"],
+                                  "levels": results, "context": context},
+         out=args.out, json_path=args.json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
