@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python benchmarks/bench_clarabel_kkt.py [--persons 10000000] [--repeats 3]
-        [--workdir DIR] [--out benchmarks/pl94/clarabel_kkt_10m.md] [--json ...]
+        [--levels county,tract,block_group,block] [--workdir DIR] [--out benchmarks/pl94/clarabel_kkt_10m.md] [--json ...]
 
 The data are synthesized (``postproc synth2020``, seed 2020; reused from ``--workdir`` when
 already there) and run in parts (`postproc run --parts`, serial executor) until the first part's
@@ -48,9 +48,9 @@ class _Captured(Exception):
     pass
 
 
-def capture(persons: int, directory: str) -> dict[str, Any]:
-    """Synthesize (or reuse) the data and capture node tasks of every level; pickle them to
-    ``directory/nodes.pkl``."""
+def capture(persons: int, directory: str, levels: list[str] | None = None) -> dict[str, Any]:
+    """Synthesize (or reuse) the data and capture node tasks of ``levels`` (children's
+    levels; default every level below the states); pickle them to ``directory/nodes.pkl``."""
     import shutil
 
     import postproc.methods.topdown.run as run
@@ -59,6 +59,7 @@ def capture(persons: int, directory: str) -> dict[str, Any]:
     from postproc.apps.runs.parts import run_in_parts
 
     made = synthesize(persons, directory)
+    wanted = set(levels or PARENTS)
     pick = random.Random(2020)
     captured: dict[str, list] = {}
     build = run.level_tasks
@@ -66,17 +67,19 @@ def capture(persons: int, directory: str) -> dict[str, Any]:
     def level_tasks(noisy, lc, li, *args, **kwargs):
         tasks = build(noisy, lc, li, *args, **kwargs)
         level = tasks[0].level if tasks else ""
+        if level not in wanted or level in captured:
+            return tasks
         if level == "county":
             captured[level] = list(tasks)
         elif level == "tract":
             largest = sorted(tasks, key=lambda t: -t.k)[:15]
             rest = [t for t in tasks if t not in largest]
             captured[level] = largest + pick.sample(rest, min(15, len(rest)))
-        elif level in ("block_group", "block") and level not in captured:
+        else:
             captured[level] = pick.sample(list(tasks), min(40 if level == "block_group" else 80,
                                                            len(tasks)))
-            if level == "block":
-                raise _Captured
+        if set(captured) == wanted:
+            raise _Captured
         return tasks
 
     out = Path(directory) / "capture_run"
@@ -143,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--persons", type=int, default=10_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--levels", default=",".join(PARENTS),
+                        help="children's levels whose nodes to capture (comma-separated)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
@@ -151,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     context = context_start()
     made = run_python("bench_clarabel_kkt", "capture",
-                      {"persons": args.persons, "directory": str(workdir)})["result"]
+                      {"persons": args.persons, "directory": str(workdir),
+                       "levels": args.levels.split(",")})["result"]
     results: dict[str, dict[str, Any]] = {}
     rows = []
     for level in made["nodes"]:
@@ -182,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     context = context_end(context)
     text = ["# Clarabel's KKT factorizations on TopDown's nodes", "",
             f"`python benchmarks/bench_clarabel_kkt.py --persons {args.persons} "
-            f"--repeats {args.repeats}`", "", describe_context(context), "",
+            f"--repeats {args.repeats} --levels {args.levels}`", "", describe_context(context), "",
             f"{args.persons:,} synthetic persons ({made['blocks']:,} blocks). Seconds: the "
             f"median over {args.repeats} repeats of the fits (every least-squares pass) of the "
             "captured nodes summed, one thread, in fresh processes; ratios to qdldl in the same "

@@ -9,8 +9,8 @@ clarabel       Clarabel called directly (interior point): tol_gap_abs/rel = tol_
                (1e-8 left x up to 1e-4 off active bounds; 1e-10 costs ~1.5 iterations).
                The default: on E2E ED-level nodes it needs ~13 iterations (max ~20) and was
                8x faster than OSQP over a 1M-person ED level; feasible to 1e-12.
-               One thread; the KKT factorization by structure (qdldl, or faer for few
-               large groups: :func:`clarabel_linear_solver`).
+               One thread; the KKT factorization by structure (qdldl, or faer for
+               large dense problems: :func:`clarabel_linear_solver`).
 osqp           OSQP called directly: eps_abs = eps_rel = 1e-7, polishing on (an exact
                active-set solve; when it succeeds the optimum is accurate to ~1e-9),
                max_iter 20000. ADMM: fast on some nodes (5x faster than Clarabel on the
@@ -71,37 +71,38 @@ def _osqp(qp: QP) -> Solution:
                     f"{res.info.status}; polish {'ok' if res.info.status_polish == 1 else 'no'}")
 
 
-#: ``clarabel_linear_solver`` picks the supernodal factorization for problems at least this
-#: large whose groups average at least ``_FAER_PER_GROUP`` variables and are at most
-#: ``_FAER_GROUPS`` (see its docstring for the measurements).
-_FAER_MIN_VARIABLES, _FAER_PER_GROUP, _FAER_GROUPS = 10_000, 550, 100
+#: ``clarabel_linear_solver`` picks the supernodal factorization for problems of at least this
+#: many variables with at least this many constraint entries per variable.
+_FAER_MIN_VARIABLES, _FAER_MIN_DENSITY = 10_000, 6.1
 
 
 def clarabel_linear_solver(qp: QP) -> str:
     """The KKT factorization Clarabel should use for ``qp``: ``"faer"`` or ``"qdldl"``.
 
-    Clarabel 0.11's default is faer (supernodal, multithreaded). On TopDown's nodes, single
-    thread, same iterations (`benchmarks/bench_clarabel_kkt.py`, 100M persons): faer is 2–5×
-    faster on a state's county node (few children of 400–600 variables each, e.g. 29
-    counties, 23,117 variables and auxiliaries: 5.8 s against 29.1 s), but qdldl (simplicial)
-    is 1.7–2× faster on a county's tract node (many children of ~200–300 variables: 232
-    tracts, 130,494 variables: 9.8 s against 16.5 s) and 3–5 % faster on block-group and block
-    nodes. So faer when the problem has at least 10,000 variables in at most 100 groups (``qp.groups``,
-    the node's children) of at least 550 variables each on average; qdldl otherwise.
+    Clarabel 0.11's default is faer (supernodal). On TopDown's nodes, one thread, same
+    iterations (`benchmarks/bench_clarabel_kkt.py`): qdldl (simplicial) is 1.9× faster on
+    a county's tract nodes (10M persons, 30 nodes up to 258 tracts) and as fast on block-group
+    and block nodes, but at 100M persons faer was 2–5× faster on the other passes of a
+    state's county nodes (29 counties, 23,117 variables and auxiliaries: 5.8 s against
+    29.1 s). What separated them there was the constraint matrix's density: the county
+    nodes' problems have 6.2–7.6 entries per variable (counties hold most cells, so each
+    variable is in many answers), the tract nodes' 5.6–5.8; problems under 10,000 variables
+    were within ±30 % either way. So faer at ≥ 10,000 variables and ≥ 6.1 entries per
+    variable; qdldl otherwise.
 
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> def problem(n, groups):
-    ...     return QP(sp.identity(n, format="csc"), np.zeros(n), sp.csc_matrix((0, n)),
-    ...               np.zeros(0), np.zeros(0), groups=groups)
-    >>> clarabel_linear_solver(problem(24_000, 29)), clarabel_linear_solver(problem(130_000, 232))
+    >>> def problem(n, per_variable):              # each entry in a row of its own
+    ...     m = int(per_variable * n)
+    ...     A = sp.csc_matrix((np.ones(m), (np.arange(m), np.arange(m) % n)), shape=(m, n))
+    ...     return QP(sp.identity(n, format="csc"), np.zeros(n), A, np.zeros(m), np.ones(m))
+    >>> clarabel_linear_solver(problem(23_117, 6.5)), clarabel_linear_solver(problem(130_494, 5.7))
     ('faer', 'qdldl')
-    >>> clarabel_linear_solver(problem(24_000, 0))     # no structure given
+    >>> clarabel_linear_solver(problem(8_000, 7.0))     # small: qdldl
     'qdldl'
     """
-    if qp.n >= _FAER_MIN_VARIABLES and 0 < qp.groups <= _FAER_GROUPS \
-            and qp.n >= _FAER_PER_GROUP * qp.groups:
+    if qp.n >= _FAER_MIN_VARIABLES and qp.A.nnz >= _FAER_MIN_DENSITY * qp.n:
         return "faer"
     return "qdldl"
 

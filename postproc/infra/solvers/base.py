@@ -78,10 +78,7 @@ class Status(str, Enum):
 class QP:
     """``minimize ½ xᵀPx + qᵀx + r  subject to  l ≤ Ax ≤ u`` (±inf allowed in l, u).
 
-    ``P`` must be symmetric positive semidefinite (our fits have a diagonal P). ``groups``
-    is a hint for backends that choose a linear solver by structure: the number of groups of
-    variables coupled only through a few shared rows (a TopDown node's children); 0 when
-    unknown.
+    ``P`` must be symmetric positive semidefinite (our fits have a diagonal P).
 
     Raises
     ------
@@ -111,7 +108,6 @@ class QP:
     l: np.ndarray
     u: np.ndarray
     r: float = 0.0
-    groups: int = 0
 
     def __post_init__(self):
         n = self.q.shape[0]
