@@ -628,3 +628,28 @@ def test_both_clarabel_factorizations_reach_the_closed_form_optimum(monkeypatch,
         assert sol.status == Status.OPTIMAL, method
         np.testing.assert_allclose(sol.x, x, atol=1e-6, rtol=0, err_msg=method)
         assert sol.objective == pytest.approx(f, rel=1e-8, abs=1e-6), method
+
+
+def test_lp_with_and_without_presolve_reaches_the_same_integral_optimum():
+    """The rounding LPs skip HiGHS's presolve (benchmarks/bench_rounding_lp.py): on a
+    transportation problem like the rounding's (B ∈ [0, 1] per child and cell, the cells' sums
+    across children and each child's sum fixed; totally unimodular) both give an integral
+    vertex with the same objective."""
+    rng = np.random.default_rng(7)
+    k, n = 30, 40
+    cost = rng.uniform(-1, 1, size=(k, n))
+    b = (rng.uniform(size=(k, n)) < 0.4).astype(float)      # a feasible 0/1 point
+    m = k * n
+    cells = sp.csr_matrix((np.ones(m), (np.arange(m) % n, np.arange(m))), shape=(n, m))
+    children = sp.csr_matrix((np.ones(m), (np.arange(m) // n, np.arange(m))), shape=(k, m))
+    A = sp.vstack([cells, children], format="csr")
+    target = A @ b.ravel()
+    lp = LP(cost.ravel(), A, target, target, np.zeros(m), np.ones(m))
+    with_presolve = solve_lp(lp, presolve=True)
+    without = solve_lp(lp)
+    for sol in (with_presolve, without):
+        assert sol.status == Status.OPTIMAL
+        np.testing.assert_allclose(sol.x, np.round(sol.x), atol=1e-9)
+        np.testing.assert_allclose(A @ np.round(sol.x), target)
+    assert without.objective == pytest.approx(with_presolve.objective, rel=1e-12, abs=1e-9)
+    assert without.objective <= cost.ravel() @ b.ravel() + 1e-9
