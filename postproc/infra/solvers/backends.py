@@ -82,13 +82,13 @@ def clarabel_linear_solver(qp: QP) -> str:
     Clarabel 0.11's default is faer (supernodal). On TopDown's nodes, one thread, same
     iterations (`benchmarks/bench_clarabel_kkt.py`): qdldl (simplicial) is 1.9× faster on
     a county's tract nodes (10M persons, 30 nodes up to 258 tracts) and as fast on block-group
-    and block nodes, but at 100M persons faer was 2–5× faster on the other passes of a
-    state's county nodes (29 counties, 23,117 variables and auxiliaries: 5.8 s against
-    29.1 s). What separated them there was the constraint matrix's density: the county
-    nodes' problems have 6.2–7.6 entries per variable (counties hold most cells, so each
-    variable is in many answers), the tract nodes' 5.6–5.8; problems under 10,000 variables
-    were within ±30 % either way. So faer at ≥ 10,000 variables and ≥ 6.1 entries per
-    variable; qdldl otherwise.
+    and block nodes, but at 100M persons faer was 2.9× faster on the states' county nodes
+    (51 nodes, 488 s against 168 s; 2–5× on the second pass of the larger ones: 29 counties,
+    23,117 variables and auxiliaries, 5.8 s against 29.1 s). What separated them there was
+    the constraint matrix's density: the county nodes' problems have 6.2–7.6 entries per
+    variable (counties hold most cells, so each variable is in many answers), the tract
+    nodes' 5.6–5.8; under 10,000 variables either was at most 1.6× the other, at a second or
+    two. So faer at ≥ 10,000 variables and ≥ 6.1 entries per variable; qdldl otherwise.
 
     Examples
     --------
@@ -404,9 +404,10 @@ def solve_lp(lp: LP, *, time_limit: float | None = None, presolve: bool = False)
 
     (scipy's ``milp`` wraps the same solver but spent ~4 ms of Python per call on the rounding
     LPs of a TopDown level, twice HiGHS's own time.) An LP is solved without HiGHS's presolve
-    unless ``presolve``: on TopDown's rounding LPs presolving cost more than it saved (3.0×
-    at the block level, 1.9× at the block-group level, 3.8× on a county's tract node of 232
-    tracts; same optima, `benchmarks/bench_rounding_lp.py`); a MILP is always presolved.
+    unless ``presolve``: on TopDown's rounding LPs presolving cost more than it saved (at 10M
+    persons 2.8× at the block level, 1.7× at the block groups, 2.3× on county → tract nodes;
+    3.8× on a 232-tract county at 100M; same optima, `benchmarks/bench_rounding_lp.py`); a
+    MILP is always presolved.
 
     Parameters
     ----------
