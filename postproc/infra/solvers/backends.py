@@ -449,26 +449,25 @@ def solve_lp(lp: LP, *, time_limit: float | None = None, presolve: bool = False)
     if time_limit:
         h.setOptionValue("time_limit", float(time_limit))
     n = int(lp.c.size)
-    model = highspy.HighsLp()
-    model.num_col_ = n
-    model.num_row_ = int(lp.A.shape[0])
-    model.col_cost_ = np.asarray(lp.c, dtype=np.float64)
-    model.col_lower_ = np.asarray(lp.lb, dtype=np.float64)
-    model.col_upper_ = np.asarray(lp.ub, dtype=np.float64)
-    model.row_lower_ = np.asarray(lp.l, dtype=np.float64)
-    model.row_upper_ = np.asarray(lp.u, dtype=np.float64)
     A = sp.csc_matrix(lp.A)
-    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    model.a_matrix_.start_ = A.indptr
-    model.a_matrix_.index_ = A.indices
-    model.a_matrix_.value_ = A.data.astype(np.float64)
     integer = lp.integer is not None and bool(np.any(lp.integer))
+    kinds = np.zeros(n, np.int32)
     if integer:
-        model.integrality_ = [highspy.HighsVarType.kInteger if v else
-                              highspy.HighsVarType.kContinuous for v in lp.integer]
+        kinds[np.asarray(lp.integer, dtype=bool)] = int(highspy.HighsVarType.kInteger)
     elif not presolve:
         h.setOptionValue("presolve", "off")
-    h.passModel(model)
+    # the arrays passed as they are (a HighsLp filled field by field cost 2 ms per
+    # block-group rounding LP, close to HiGHS's own time)
+    passed = h.passModel(n, int(A.shape[0]), int(A.nnz), int(highspy.MatrixFormat.kColwise),
+                         int(highspy.ObjSense.kMinimize), 0.0,
+                         *(np.asarray(v, dtype=np.float64) for v in (lp.c, lp.lb, lp.ub, lp.l,
+                                                                      lp.u)),
+                         A.indptr.astype(np.int32), A.indices.astype(np.int32),
+                         A.data.astype(np.float64), kinds)
+    if passed == highspy.HighsStatus.kError:
+        return Solution(None, Status.ERROR, seconds=time.perf_counter() - t0,
+                        backend=f"highs-{'milp' if integer else 'lp'}",
+                        message="HiGHS refused the model")
     h.run()
     native = h.getModelStatus()
     M = highspy.HighsModelStatus
