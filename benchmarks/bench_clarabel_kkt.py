@@ -26,6 +26,7 @@ faer fits (the rounding then decides integers). Nothing is asserted; see
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import random
 import statistics
@@ -50,7 +51,8 @@ class _Captured(Exception):
 
 def capture(persons: int, directory: str, levels: list[str] | None = None) -> dict[str, Any]:
     """Synthesize (or reuse) the data and capture node tasks of ``levels`` (children's
-    levels; default every level below the states); pickle them to ``directory/nodes.pkl``."""
+    levels; default every level below the states); pickle them to ``directory/nodes.pkl``,
+    and what was captured (persons, blocks, nodes per level) to ``directory/nodes.json``."""
     import shutil
 
     import postproc.methods.topdown.run as run
@@ -96,8 +98,10 @@ def capture(persons: int, directory: str, levels: list[str] | None = None) -> di
         shutil.rmtree(out, ignore_errors=True)
     path = Path(directory) / "nodes.pkl"
     path.write_bytes(pickle.dumps(captured))
-    return {"blocks": made["blocks"], "path": str(path),
+    made = {"persons": persons, "blocks": made["blocks"], "path": str(path),
             "nodes": {level: len(tasks) for level, tasks in captured.items()}}
+    (Path(directory) / "nodes.json").write_text(json.dumps(made))
+    return made
 
 
 def fit_all(path: str, level: str, method: str, keep: bool = False) -> dict[str, Any]:

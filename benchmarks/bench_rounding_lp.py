@@ -5,8 +5,8 @@ Run from the repository root::
     python benchmarks/bench_rounding_lp.py [--persons 10000000] [--repeats 3]
         [--workdir DIR] [--out benchmarks/pl94/rounding_lp_10m.md] [--json ...]
 
-The node problems are captured as in ``bench_clarabel_kkt.py`` (same ``--workdir`` reuses its
-``nodes.pkl``); each captured node is solved once (fit and production rounding) and every
+The node problems are captured as in ``bench_clarabel_kkt.py`` (the same ``--workdir`` reuses
+its ``nodes.pkl`` when it was captured at the same ``--persons``); each captured node is solved once (fit and production rounding) and every
 rounding LP it posed is kept. Then, ``--repeats`` times and in turn, HiGHS solves every kept LP
 with its presolve (HiGHS's default) and without (``solve_lp``'s default since this benchmark),
 each in a fresh process. Reported per level: the median milliseconds per LP, the ratio, whether
@@ -18,6 +18,7 @@ Nothing is asserted; see ``benchmarks/README.md`` on quiet machines.
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import statistics
 import sys
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
                      markdown_table, run_python)
+from bench_clarabel_kkt import PARENTS  # noqa: E402
 
 VARIANTS = {"presolve": True, "no presolve": False}
 
@@ -101,14 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_rounding_lp_"))
     workdir.mkdir(parents=True, exist_ok=True)
     context = context_start()
-    nodes = workdir / "nodes.pkl"
-    if nodes.exists():
-        levels = list(pickle.loads(nodes.read_bytes()))
-    else:
-        levels = list(run_python("bench_clarabel_kkt", "capture",
-                                 {"persons": args.persons, "directory": str(workdir)}
-                                 )["result"]["nodes"])
-    from bench_clarabel_kkt import PARENTS
+    nodes, captured = workdir / "nodes.pkl", workdir / "nodes.json"
+    made = json.loads(captured.read_text()) if captured.exists() and nodes.exists() else {}
+    if made.get("persons") != args.persons or set(made.get("nodes", ())) != set(PARENTS):
+        # reuse only a capture of every level at this size
+        made = run_python("bench_clarabel_kkt", "capture",
+                          {"persons": args.persons, "directory": str(workdir)})["result"]
+    levels = list(made["nodes"])
 
     results, rows = {}, []
     for level in levels:
