@@ -93,6 +93,41 @@ def pl94_tasks():
     return tasks
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_stacked_is_the_kron_of_each_matrix_in_canonical_order(seed):
+    """_stacked's triplets are, entry for entry, the rows of kron(I_K, Q_q) stacked over q and
+    restricted to the existing variables, in canonical CSR order (what _auxiliaries relies on
+    to read rows off without sorting); has_var marks the answers holding a variable.
+    Matrices with unsorted entries, duplicates and explicit zeros are taken as they multiply."""
+    rng = np.random.default_rng(seed)
+    k, n = int(rng.integers(1, 6)), int(rng.integers(2, 12))
+    allowed = rng.random((k, n)) < rng.uniform(0.1, 0.9)
+    var_index = np.full((k, n), -1)
+    var_index[allowed] = np.arange(int(allowed.sum()))
+    matrices = []
+    for _ in range(int(rng.integers(1, 4))):
+        m = int(rng.integers(1, 6))
+        nnz = int(rng.integers(0, 2 * m * n))
+        r, c = rng.integers(0, m, nnz), rng.integers(0, n, nnz)
+        v = rng.choice([0.0, 1.0, 2.0, -1.0], nnz)          # duplicates sum; zeros stay
+        coo = sp.coo_matrix((v, (r, c)), shape=(m, n))
+        matrices.append(coo.tocsr() if rng.random() < 0.5 else coo)
+    rows, cols, vals, has_var = _stacked(matrices, var_index)
+    # the reference: every child's block of every matrix, dense, mapped onto the variables
+    select = sp.csr_matrix((np.ones(allowed.sum()), (np.flatnonzero(allowed.ravel()),
+                                                      np.arange(allowed.sum()))),
+                           shape=(k * n, int(allowed.sum())))
+    reference = sp.vstack([sp.kron(sp.identity(k), sp.csr_matrix(m)) for m in matrices]) @ select
+    got = sp.csr_matrix((vals, (rows, cols)), shape=reference.shape)
+    np.testing.assert_array_equal(got.toarray(), reference.toarray())
+    key = rows * (allowed.sum() + 1) + cols
+    assert np.all(np.diff(key) > 0)                          # sorted, no repeats
+    structural = np.zeros(has_var.size, bool)
+    structural[rows] = True
+    np.testing.assert_array_equal(has_var, structural)
+    assert has_var.size == k * sum(m.shape[0] for m in matrices)
+
+
 def test_pl94_nodes_need_few_auxiliaries(pl94_tasks):
     """On 2020-style block nodes most answers touch no variable or one: the reduced QP has
     fewer auxiliaries than variables' worth of answers (it had 28 × as many before)."""

@@ -111,18 +111,26 @@ def _clarabel(qp: QP) -> Solution:
     import clarabel
 
     t0 = time.perf_counter()
-    A = sp.csr_matrix(qp.A)
     eq = np.isfinite(qp.l) & (qp.l == qp.u)
     up = np.isfinite(qp.u) & ~eq
     lo = np.isfinite(qp.l) & ~eq
-    blocks = [A[eq], A[up], -A[lo]]
+    # rows A[eq] = l, then A[up] ≤ u, then −A[lo] ≤ −l: one row permutation and a sign per
+    # row (three slices and a vstack cost 1 ms per block-group node)
+    order = np.concatenate([np.flatnonzero(eq), np.flatnonzero(up), np.flatnonzero(lo)])
+    M = sp.csr_matrix(qp.A)[order]
+    if lo.any():
+        M.data[M.indptr[M.shape[0] - int(lo.sum())]:] *= -1.0
+    M = M.tocsc()
     b = np.concatenate([qp.l[eq], qp.u[up], -qp.l[lo]])
     cones = []
     if eq.any():
         cones.append(clarabel.ZeroConeT(int(eq.sum())))
     if up.any() or lo.any():
         cones.append(clarabel.NonnegativeConeT(int(up.sum() + lo.sum())))
-    P, M = sp.triu(sp.csc_matrix(qp.P), format="csc"), sp.vstack(blocks, format="csc")
+    P = sp.csc_matrix(qp.P)
+    column = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
+    if not (P.has_canonical_format and np.all(P.indices <= column)):
+        P = sp.triu(P, format="csc")     # Clarabel reads the upper triangle
 
     def run(tol: float, ktratio: float):
         settings = clarabel.DefaultSettings()

@@ -29,6 +29,7 @@ reported.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -213,7 +214,7 @@ class _Layout:
     allowed: np.ndarray        # (K, n) bool: variable exists
     var_index: np.ndarray      # (K, n) int: position in x, -1 where fixed at 0
     active: np.ndarray         # (n,) bool: parent cell > 0 (all True at the root)
-    rows: np.ndarray           # constraint rows kept, as (child, row) pairs flattened index
+    cells: np.ndarray          # (n,) bool: some child has the cell as a variable
     n_x: int
 
 
@@ -231,7 +232,7 @@ def _layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ())
     allowed = active[None, :] & ~task.zero
     var_index = np.full((k, n), -1, dtype=np.int64)
     var_index[allowed] = np.arange(int(allowed.sum()))
-    return _Layout(allowed, var_index, active, np.zeros(0, np.int64), int(allowed.sum()))
+    return _Layout(allowed, var_index, active, allowed.any(axis=0), int(allowed.sum()))
 
 
 class _Rows:
@@ -283,46 +284,84 @@ class _Rows:
         return np.concatenate(self.lower), np.concatenate(self.upper)
 
 
+#: Triplets of the query and constraint matrices, which every node of a level shares: id →
+#: (matrix, triplets). The matrix is held so its id cannot be reused while it is here; query
+#: and constraint matrices are never changed in place.
+_TRIPLETS: dict[int, tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+_TRIPLETS_KEPT = 256
+_TRIPLETS_LOCK = threading.Lock()
+
+
 def _triplets(matrix: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, cols, data)`` of a sparse matrix; read off a CSR matrix's arrays directly
-    (a COO conversion per call was a tenth of a block-group node's Python time)."""
-    if sp.issparse(matrix) and matrix.format == "csr":
-        rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
-        return rows, matrix.indices, matrix.data
-    coo = sp.coo_matrix(matrix)
-    return coo.row, coo.col, coo.data
+    """``(rows, cols, data)`` of a sparse matrix in row-major order, columns ascending within a
+    row (a COO conversion per call was a tenth of a block-group node's Python time; the nodes
+    of a level share their matrices, so the triplets are kept for the next node)."""
+    hit = _TRIPLETS.get(id(matrix))
+    if hit is not None and hit[0] is matrix:
+        return hit[1]
+    csr = sp.csr_matrix(matrix, copy=True)
+    csr.sum_duplicates()
+    found = (np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr)), csr.indices, csr.data)
+    with _TRIPLETS_LOCK:                                # executors may run nodes in threads
+        if len(_TRIPLETS) >= _TRIPLETS_KEPT:
+            _TRIPLETS.pop(next(iter(_TRIPLETS)))        # the oldest
+        _TRIPLETS[id(matrix)] = (matrix, found)
+    return found
 
 
-def _per_child(matrix: sp.spmatrix, var_index: np.ndarray
+def _per_child(matrix: sp.spmatrix, var_index: np.ndarray, alive: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``kron(I_K, matrix)`` restricted to existing variables, as COO ``(rows, cols, data)``
     (row ``k·m + r`` is row ``r`` of child ``k``), and which rows kept any variable."""
-    row, col, entry = _triplets(matrix)
-    k, m = var_index.shape[0], matrix.shape[0]
-    # only entries on a cell some child has as a variable (at a 2020-style block group about
-    # 200 of 2,016): the K × nnz gather below is the costly step
-    alive = np.flatnonzero((var_index >= 0).any(axis=0)[col])
-    col, row, entry = col[alive], row[alive], entry[alive]
-    vi = var_index[:, col]                                       # K × live nnz
-    keep = vi >= 0
-    rows = (np.arange(k)[:, None] * m + row[None, :])[keep]
-    data = np.broadcast_to(entry, vi.shape)[keep]
-    has_var = np.zeros(k * m, dtype=bool)
-    has_var[rows] = True
-    return rows, vi[keep], data, has_var
+    return _stacked((matrix,), var_index, alive)
 
 
-def _stacked(matrices: Sequence[sp.spmatrix], var_index: np.ndarray
+def _stacked(matrices: Sequence[sp.spmatrix], var_index: np.ndarray,
+             alive: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_per_child` of several matrices, their answers numbered one after another."""
-    parts = [_per_child(m, var_index) for m in matrices]
-    if not parts:
+    """:func:`_per_child` of several matrices, their answers numbered one after another: row
+    ``r`` of child ``k`` in matrix ``q`` is answer ``K·(m_0 + … + m_{q-1}) + k·m_q + r``.
+
+    The triplets come in canonical CSR order (answers ascending, variables ascending within an
+    answer): variables are numbered child by child, cell by cell. All matrices are expanded
+    in one K × entries gather; only their entries on a cell some child has as a variable take
+    part (at a 2020-style block group about 40 of 2,016 cells): ``alive``, when given, is that
+    mask (``_Layout.cells``).
+    """
+    k = var_index.shape[0]
+    if alive is None:
+        alive = (var_index >= 0).any(axis=0)
+    rows, cols, data, which, sizes = [], [], [], [], []
+    for q, matrix in enumerate(matrices):
+        r, c, d = _triplets(matrix)
+        sel = np.flatnonzero(alive[c])
+        rows.append(r[sel])
+        cols.append(c[sel])
+        data.append(d[sel])
+        which.append(np.full(sel.size, q))
+        sizes.append(matrix.shape[0])
+    if not matrices:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool)
-    offsets = np.cumsum([0] + [part[3].size for part in parts])
-    return (np.concatenate([part[0] + o for part, o in zip(parts, offsets)]),
-            np.concatenate([part[1] for part in parts]),
-            np.concatenate([part[2] for part in parts]).astype(np.float64),
-            np.concatenate([part[3] for part in parts]))
+    row, col, entry = np.concatenate(rows), np.concatenate(cols), np.concatenate(data)
+    q = np.concatenate(which)
+    m = np.asarray(sizes, dtype=np.int64)
+    answer0 = k * np.concatenate([[0], np.cumsum(m)[:-1]])        # first answer of each matrix
+    count = np.bincount(q, minlength=m.size)                     # live entries per matrix
+    entry0 = np.concatenate([[0], np.cumsum(count)[:-1]])
+    vi = var_index[:, col]                                       # K × live entries
+    child = np.arange(k)[:, None]
+    answer = answer0[q] + child * m[q] + row                     # K × live entries
+    # output order: matrix, child, entry (what stacking each matrix's kron gives)
+    at = (k * entry0[q] + child * count[q] + (np.arange(col.size) - entry0[q])).ravel()
+    order = np.empty(at.size, dtype=np.int64)
+    order[at] = np.arange(at.size)
+    vi, answer = vi.ravel()[order], answer.ravel()[order]
+    keep = vi >= 0
+    answer = answer[keep]
+    has_var = np.zeros(k * int(m.sum()), dtype=bool)
+    has_var[answer] = True
+    values = np.broadcast_to(entry.astype(np.float64), (k, col.size)).ravel()[order][keep]
+    return answer, vi[keep], values, has_var
 
 
 def _per_cell(var_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -390,37 +429,43 @@ def _auxiliaries(r: np.ndarray, c: np.ndarray, v: np.ndarray, w: np.ndarray, y: 
     Returns ``((rows, cols, data) of the auxiliaries' rows z_i = a_i·x, Σw per auxiliary,
     Σwy per auxiliary)``.
     """
-    m = sp.csr_matrix((v, (r, c)), shape=(w.size, n_x))
-    m.sum_duplicates()                               # canonical: sorted, no repeats
-    count = np.diff(m.indptr)
+    # r, c in canonical CSR order (:func:`_stacked`): rows are read off as slices, no sort
+    v = np.asarray(v, dtype=np.float64)
+    count = np.bincount(r, minlength=w.size)
+    indptr = np.concatenate([[0], np.cumsum(count)])
     single = np.flatnonzero(count == 1)
     if single.size:
-        a, j = m.data[m.indptr[single]], m.indices[m.indptr[single]]
+        a, j = v[indptr[single]], c[indptr[single]]
         np.add.at(x_diag, j, 2 * w[single] * a * a)
         np.add.at(x_lin, j, -2 * w[single] * a * y[single])
     multi = np.flatnonzero(count > 1)
     if not multi.size:
         return (np.zeros(0, np.int64),) * 2 + (np.zeros(0),), np.zeros(0), np.zeros(0)
-    m = m[multi]
+    in_multi = count[r] > 1                          # the entries of those rows, in order
+    cols, data = c[in_multi], v[in_multi]
+    n = count[multi]
+    start = np.concatenate([[0], np.cumsum(n)[:-1]])
     # group equal rows: a random 64-bit key per variable and coefficient, then an exact check
     rng = np.random.default_rng(0x5EED)
     salt = rng.integers(1, 2 ** 63, size=n_x, dtype=np.uint64)
     with np.errstate(over="ignore"):                 # wrap-around arithmetic on purpose
-        terms = salt[m.indices] * (m.data.view(np.uint64) | np.uint64(1))
-        key = np.add.reduceat(terms, m.indptr[:-1]) if m.nnz else np.zeros(0, np.uint64)
+        terms = salt[cols] * (data.view(np.uint64) | np.uint64(1))
+        key = np.add.reduceat(terms, start)
     _, first, group = np.unique(key, return_index=True, return_inverse=True)
     rep = first[group]
-    n = np.diff(m.indptr)
-    pos = np.arange(m.nnz) - np.repeat(m.indptr[:-1], n)
+    pos = np.arange(cols.size) - np.repeat(start, n)
     same = (np.array_equal(n, n[rep])
-            and np.array_equal(m.indices, m.indices[np.repeat(m.indptr[rep], n) + pos])
-            and np.array_equal(m.data, m.data[np.repeat(m.indptr[rep], n) + pos]))
+            and np.array_equal(cols, cols[np.repeat(start[rep], n) + pos])
+            and np.array_equal(data, data[np.repeat(start[rep], n) + pos]))
     if not same:                                     # a key collision: keep every row
         first, group = np.arange(multi.size), np.arange(multi.size)
     w_sum = np.bincount(group, weights=w[multi], minlength=first.size)
     wy_sum = np.bincount(group, weights=w[multi] * y[multi], minlength=first.size)
-    z = m[first].tocoo()
-    return (z.row.astype(np.int64), z.col.astype(np.int64), z.data), w_sum, wy_sum
+    size = n[first]                                  # the auxiliaries' rows: z_i = a_i·x
+    at = np.repeat(start[first], size) + np.arange(int(size.sum())) \
+        - np.repeat(np.cumsum(size) - size, size)
+    return ((np.repeat(np.arange(first.size), size), cols[at].astype(np.int64), data[at]),
+            w_sum, wy_sum)
 
 
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
@@ -480,7 +525,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         others.append(q.matrix)
         w_others.append(np.ravel(w))
         y_others.append(y.ravel())
-    r, c, v, _ = _stacked(others, lay.var_index)
+    r, c, v, _ = _stacked(others, lay.var_index, lay.cells)
     aux_rows, aux_w, aux_wy = _auxiliaries(
         r, c, v, np.concatenate(w_others or [np.zeros(0)]),
         np.concatenate(y_others or [np.zeros(0)]), lay.n_x, x_diag, x_lin)
@@ -489,7 +534,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     n_slack = 2 * act.size if (slack is not None and task.parent_hist is not None) else 0
     slack0 = lay.n_x + n_aux
     n_var = slack0 + n_slack
-    P = sp.diags(np.concatenate([x_diag, 2 * aux_w, np.zeros(n_slack)]), format="csc")
+    P = _diagonal(np.concatenate([x_diag, 2 * aux_w, np.zeros(n_slack)]))
     q_vec = np.concatenate([x_lin, -2 * aux_wy, np.zeros(n_slack)])
     rows = _Rows(n_var)
     if n_aux:  # Q x − z = 0
@@ -509,7 +554,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         rows.add(r, c, data, target, target)
     infeasible_rows: list[tuple[int, int]] = []
     if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
-        r, c, v, has_var = _per_child(task.matrix, lay.var_index)
+        r, c, v, has_var = _per_child(task.matrix, lay.var_index, lay.cells)
         lo, hi = task.lower.ravel(), task.upper.ravel()
         bounded = np.isfinite(lo) | np.isfinite(hi)
         empty = ~has_var & bounded & ((lo > 0) | (hi < 0))
@@ -519,7 +564,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         sel = keep[r]
         rows.add(renumber[r[sel]], c[sel], v[sel], lo[keep], hi[keep])
     for hq, answers in hold:  # multipass: earlier answers held within the tolerance
-        r, c, v, _ = _per_child(hq.matrix, lay.var_index)
+        r, c, v, _ = _per_child(hq.matrix, lay.var_index, lay.cells)
         a = np.asarray(answers, dtype=np.float64).ravel()
         rows.add(r, c, v, a - task.pass_tolerance, a + task.pass_tolerance)
     nonneg = np.concatenate([np.arange(lay.n_x), slack0 + np.arange(n_slack)])  # x, slacks ≥ 0
@@ -544,6 +589,16 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
             "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0,
             "kept_unholdable": unholdable}
     return qp, lay, scale / c ** 2, info
+
+
+def _diagonal(d: np.ndarray) -> sp.csc_matrix:
+    """``diag(d)`` in CSC without its zeros (what ``sp.diags(d, format="csc")`` gives, built
+    directly: the DIA route cost 0.4 ms per block-group node)."""
+    nz = np.flatnonzero(d)
+    indptr = np.zeros(d.size + 1, dtype=np.int32)
+    indptr[nz + 1] = 1
+    return sp.csc_matrix((d[nz], nz.astype(np.int32), np.cumsum(indptr, dtype=np.int32)),
+                         shape=(d.size, d.size))
 
 
 def _variables(sol_x: np.ndarray, info: dict[str, Any]) -> np.ndarray:
@@ -608,7 +663,8 @@ def _fit(task: NodeTask, chain: Sequence[str]
         objective = sol.objective / scale
         for q in use:
             if q.name in names:
-                hold.append((q, (q.matrix @ x_star.T).T))
+                if not last:    # the answers later passes hold (none after the last)
+                    hold.append((q, (q.matrix @ x_star.T).T))
                 done.add(q.name)
     stats["objective"] = objective
     return x_star, stats, None
@@ -721,7 +777,7 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
             r, c, data, target, _ = _kept_rows(task, lay, keep, nb + n_slack, floor)
             rows.add(r, c, data, target, target)
     if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
-        r, cc, v, has_var = _per_child(task.matrix, lay.var_index)
+        r, cc, v, has_var = _per_child(task.matrix, lay.var_index, lay.cells)
         base = (task.matrix @ floor.T).T.ravel().astype(np.float64)
         lo, hi = task.lower.ravel() - base, task.upper.ravel() - base
         keep = has_var & (np.isfinite(lo) | np.isfinite(hi))
@@ -787,13 +843,13 @@ def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
     """The rows ``a·B`` of a rounding pass's answers that hold a variable, as COO over the
     variables, and their targets ``a·(X* − ⌊X*⌋)``."""
     matrices = [matrix for _, matrix in answers]
-    r, c, v, has_var = _stacked(matrices, lay.var_index)
+    r, c, v, has_var = _stacked(matrices, lay.var_index, lay.cells)
     live = np.flatnonzero(has_var)
     renumber = np.full(has_var.size, -1, np.int64)
     renumber[live] = np.arange(live.size)
-    rest_t = np.ascontiguousarray(rest.T)      # once: scipy copies a transposed operand
-    targets = np.concatenate([np.asarray(m @ rest_t).T.ravel() for m in matrices]
-                             or [np.zeros(0)])
+    # a·(X* − ⌊X*⌋) over the answer's variables (the rest is 0 off them), in the order a
+    # product with each matrix would sum it
+    targets = np.bincount(r, weights=v * rest[lay.allowed][c], minlength=has_var.size)
     return renumber[r], c, v, targets[live]
 
 
@@ -804,7 +860,7 @@ def _round_lp(task: NodeTask, stats: dict[str, Any], cost: np.ndarray, rows: "_R
     Returns ``(solution, "lp" | "milp")``."""
     lb = np.zeros(nb + n_slack + extra_ub.size)
     ub = np.concatenate([np.ones(nb), np.full(n_slack, np.inf), extra_ub])
-    A = rows.matrix("csr")
+    A = rows.matrix("csc")      # HiGHS takes columns
     l, u = rows.bounds()
     sol = solve_lp(LP(cost, A, l, u, lb, ub))
     stats["round_seconds"] += sol.seconds
