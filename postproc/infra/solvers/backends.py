@@ -145,10 +145,11 @@ def _clarabel(qp: QP) -> Solution:
         return clarabel.DefaultSolver(P, qp.q, M, b, cones, settings).solve()
 
     S = clarabel.SolverStatus
-    # Without iterative refinement first: on TopDown's nodes the same iterations and optima
-    # (objectives within 3e-11 relative, residuals within the tolerances) at 27 % less fit
-    # time at the block level (`benchmarks/bench_clarabel_kkt.py`); a problem it does not
-    # solve is solved again with refinement, as Clarabel's defaults would.
+    # Without iterative refinement first: on TopDown's nodes (10M persons) the same optima
+    # (objectives within 3e-11 relative, fits within 2e-4 persons, residuals within the
+    # tolerances) in 17 % less CPU per block node, 9 % per county → tract node
+    # (`benchmarks/pl94/node_refinement_10m.md`); a problem it does not solve is solved
+    # again with refinement, Clarabel's default.
     res = run(1e-10, 1e-8, refine=False)
     iterations, steps = int(res.iterations), [f"{res.status} at 1e-10 unrefined"]
     if str(res.status) != str(S.Solved):
