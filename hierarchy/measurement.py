@@ -12,7 +12,7 @@ from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import Measurement, NoisyHierarchy
-from hierarchy.queries import Workload
+from hierarchy.queries import Workload, sparse_copy
 from hierarchy.randomness import as_randomness
 
 __all__ = ["measure", "measure_level", "ancestor_offsets", "stable_key", "published_statistics",
@@ -441,7 +441,9 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
         param = float(budget.noise_parameter(level, query, mechanism))
         plan.append((qname, query, param, float(mechanism.variance(param))))
     answers = answers or {}
-    exact = [answers[qname] if qname in answers else exact_answers(query, counts)
+    missing = [qname for qname, _, _, _ in plan if qname not in answers]
+    sparse = sparse_copy(counts) if len(missing) > 1 else None
+    exact = [answers[qname] if qname in answers else exact_answers(query, counts, sparse)
              for qname, query, _, _ in plan]
     drawn = [None] * len(plan)
     if active is not None:
@@ -482,9 +484,13 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
                     block[here] = mechanism.sample(param, int(here.sum()), stream)
     measurements, parameters = {}, {}
     for (qname, query, param, variance), ex, z, mask in zip(plan, exact, noise, drawn):
-        values = ex + z
+        kind = np.result_type(ex, z)
+        # in place: the noise array is this query's alone (a block level's sum allocated and
+        # touched another 320 MB per query)
+        values = z.astype(kind, copy=z.dtype != kind or not z.flags.writeable)
+        values += ex
         if mask is not None:
-            values[~mask] = 0       # known from the invariants; nothing of the data
+            np.copyto(values, 0, where=~mask)   # known from the invariants; nothing of the data
         measurements[qname] = Measurement(qname, values,
                                           np.broadcast_to(np.float64(variance), values.shape),
                                           mask)
@@ -494,9 +500,10 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
     return measurements, parameters
 
 
-def exact_answers(query: Any, counts: np.ndarray) -> np.ndarray:
+def exact_answers(query: Any, counts: np.ndarray, sparse: Any = None) -> np.ndarray:
     """``query.answer(counts)``, but the histograms themselves for the detailed query (no
-    product).
+    product). ``sparse``: ``counts``' :func:`~hierarchy.queries.sparse_copy`, when the caller
+    answers several queries of the same counts (the copy is then made once).
 
     >>> from hierarchy.queries import e2e_workload
     >>> from hierarchy.schema import E2E_1940
@@ -504,7 +511,9 @@ def exact_answers(query: Any, counts: np.ndarray) -> np.ndarray:
     >>> exact_answers(e2e_workload(E2E_1940)["detailed"], counts) is counts
     True
     """
-    return counts if query.expression == "detailed" else query.answer(counts)
+    if query.expression == "detailed":
+        return counts
+    return query.answer(counts if sparse is None else sparse)
 
 
 def _noise_dtype(mechanism: Any) -> Any:

@@ -96,10 +96,13 @@ class Measurement:
             raise HierarchyError(f"measurements of {self.query!r} must be numeric")
         if values.ndim != 2:
             raise HierarchyError(f"measurements of {self.query!r} must be 2-d (units, answers)")
-        variances = np.broadcast_to(np.asarray(self.variances, dtype=np.float64), values.shape)
-        if not np.all(np.isfinite(values)):
+        given = np.asarray(self.variances, dtype=np.float64)
+        variances = np.broadcast_to(given, values.shape)
+        if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
             raise HierarchyError(f"measurements of {self.query!r} contain NaN or infinite values")
-        if not (np.all(np.isfinite(variances)) and np.all(variances > 0)):
+        # checked before broadcasting (a constant variance broadcast over a block level's
+        # 40M answers was checked 40M times)
+        if not (np.all(np.isfinite(given)) and np.all(given > 0)):
             raise HierarchyError(f"variances of {self.query!r} must be positive and finite")
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "variances", variances)
@@ -108,7 +111,7 @@ class Measurement:
             if drawn.dtype != bool or drawn.shape != values.shape:
                 raise HierarchyError(f"drawn of {self.query!r} must be a boolean array of the "
                                      f"values' shape {values.shape}")
-            if np.any(values[~drawn] != 0):
+            if np.any((values != 0) & ~drawn):
                 raise HierarchyError(f"measurements of {self.query!r} have nonzero values "
                                      "where no answer was drawn")
             object.__setattr__(self, "drawn", None if drawn.all() else drawn)

@@ -171,17 +171,23 @@ class Query:
                 parts.append(f"recode({a.name}: {groups})")
         return " * ".join(parts) if parts else "total"
 
-    def answer(self, histograms: np.ndarray) -> np.ndarray:
-        """Answers for histograms of shape (..., cells) → (..., answers)."""
+    def answer(self, histograms: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """Answers for histograms of shape (..., cells) → (..., answers); or for a sparse
+        (units × cells) matrix of histograms → a dense (units × answers) array (answering
+        several queries of the same histograms, make that copy once: :func:`sparse_copy`)."""
+        if sp.issparse(histograms):
+            if histograms.ndim != 2 or histograms.shape[1] != self.schema.size:
+                raise HierarchyError(f"query {self.name!r} expects histograms with "
+                                     f"{self.schema.size} cells, got shape {histograms.shape}")
+            return np.asarray((histograms @ self.matrix.T).toarray())
         h = np.asarray(histograms)
         if h.shape[-1] != self.schema.size:
             raise HierarchyError(f"query {self.name!r} expects histograms with {self.schema.size} "
                                  f"cells, got shape {h.shape}")
         flat = h.reshape(-1, self.schema.size)
-        if flat.size > 65_536 and np.count_nonzero(flat) < 0.1 * flat.size:
-            # mostly empty (a 2020-style block level: 0.3 % of cells nonzero): a sparse copy
-            # multiplies 3 × faster than the transposed dense product, which copies every cell
-            out = (sp.csr_matrix(flat) @ self.matrix.T).toarray()
+        sparse = sparse_copy(flat)
+        if sparse is not None:
+            out = (sparse @ self.matrix.T).toarray()
         else:
             out = (self.matrix @ flat.T).T
         return np.asarray(out).reshape(h.shape[:-1] + (self.n_answers,))
@@ -191,6 +197,25 @@ class Query:
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "expression": self.expression}
+
+
+def sparse_copy(histograms: np.ndarray) -> sp.csr_matrix | None:
+    """A CSR copy of a 2-D array of histograms when it is large and mostly empty (a 2020-style
+    block level: 0.3 % of cells nonzero), else ``None``. Multiplying the copy is 3 × faster
+    than the transposed dense product, which copies every cell; making it scans every cell,
+    so one copy serves all the queries of a level.
+
+    Examples
+    --------
+    >>> blocks = np.zeros((100, 1000), np.int64)
+    >>> blocks[3, 7] = 2
+    >>> sparse_copy(blocks).nnz, sparse_copy(blocks[:2, :2]) is None
+    (1, True)
+    """
+    flat = np.asarray(histograms)
+    if flat.ndim == 2 and flat.size > 65_536 and np.count_nonzero(flat) < 0.1 * flat.size:
+        return sp.csr_matrix(flat)
+    return None
 
 
 # -- builders ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
-from hierarchy.queries import parse_query
+from hierarchy.queries import parse_query, sparse_copy
 from hierarchy.schema import Schema
 from invariants.catalogue import CONSTRAINTS, INVARIANTS, STATISTICS, Rows, needed_statistics
 from invariants.errors import SpecError
@@ -750,7 +750,7 @@ def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.n
     x = np.asarray(histograms)
     if x.dtype.kind not in "iu":
         raise SpecError("verification needs integer histograms")
-    x = x.astype(np.int64)
+    x = x.astype(np.int64, copy=False)
     units = slice(None) if units is None else units
     lower, upper, zero = lc.rows_of(units)
     codes = lc.geocodes[units]
@@ -762,7 +762,10 @@ def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.n
     for u, j in nz[:limit]:
         out.append(f"{lc.level} {codes[u]!r}: cell {j} must be 0, is {x[u, j]}")
     if lc.n_rows:
-        vals = (lc.matrix @ x.T).T  # exact: int64 sparse × int64 dense
+        # exact either way (int64 × int64); a mostly empty level (a part's blocks) is
+        # multiplied from a sparse copy, the transposed dense product copying every cell
+        sparse = sparse_copy(x)
+        vals = (lc.matrix @ x.T).T if sparse is None else (sparse @ lc.matrix.T).toarray()
         # Finite bounds are integral; compare in int64 where finite.
         lo_bad = np.isfinite(lower) & (vals < np.where(np.isfinite(lower), lower, 0).astype(
             np.int64))
