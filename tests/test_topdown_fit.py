@@ -128,6 +128,19 @@ def test_stacked_is_the_kron_of_each_matrix_in_canonical_order(seed):
     assert has_var.size == k * sum(m.shape[0] for m in matrices)
 
 
+def test_auxiliaries_refuse_triplets_out_of_order():
+    """_auxiliaries reads rows off its triplets without sorting them: triplets out of
+    canonical order (or repeated) are refused, not silently misread."""
+    w, y, d, lin = np.ones(2), np.ones(2), np.zeros(3), np.zeros(3)
+    r, c, v = np.array([0, 0, 1, 1]), np.array([0, 1, 1, 2]), np.ones(4)
+    _auxiliaries(r, c, v, w, y, 3, d, lin)                       # canonical: fine
+    for order in ([1, 0, 2, 3], [2, 3, 0, 1]):
+        with pytest.raises(ValueError, match="canonical"):
+            _auxiliaries(r[order], c[order], v[order], w, y, 3, d, lin)
+    with pytest.raises(ValueError, match="canonical"):
+        _auxiliaries(np.array([0, 0]), np.array([1, 1]), np.ones(2), w, y, 3, d, lin)
+
+
 def test_pl94_nodes_need_few_auxiliaries(pl94_tasks):
     """On 2020-style block nodes most answers touch no variable or one: the reduced QP has
     fewer auxiliaries than variables' worth of answers (it had 28 × as many before)."""

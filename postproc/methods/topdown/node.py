@@ -414,7 +414,9 @@ def _auxiliaries(r: np.ndarray, c: np.ndarray, v: np.ndarray, w: np.ndarray, y: 
     """The auxiliary variables ``z = a·x`` of the objective's non-identity answers, fewest
     possible, exactly.
 
-    ``r, c, v``: the answers' rows over the variables (:func:`_stacked`); ``w, y``: one weight
+    ``r, c, v``: the answers' rows over the variables in canonical CSR order (answers
+    ascending, variables ascending within an answer, no repeats: :func:`_stacked`'s output;
+    checked); ``w, y``: one weight
     and one value per answer. Terms ``w·(a·x − y)²`` are merged without
     changing the objective beyond a constant (which the caller keeps as ``Σ w y²``):
 
@@ -430,6 +432,8 @@ def _auxiliaries(r: np.ndarray, c: np.ndarray, v: np.ndarray, w: np.ndarray, y: 
     Σwy per auxiliary)``.
     """
     # r, c in canonical CSR order (:func:`_stacked`): rows are read off as slices, no sort
+    if r.size and not np.all(np.diff(r * (n_x + 1) + c) > 0):
+        raise ValueError("_auxiliaries needs its triplets in canonical CSR order")
     v = np.asarray(v, dtype=np.float64)
     count = np.bincount(r, minlength=w.size)
     indptr = np.concatenate([[0], np.cumsum(count)])
