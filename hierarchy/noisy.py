@@ -121,12 +121,23 @@ class Measurement:
         """Inverse variances: the weights of a least-squares fit (a broadcast view when the
         variance is one constant and every answer was drawn, so no units × answers array is
         allocated); 0 where an answer was not drawn."""
-        v = self.variances
+        return self.weights_of(slice(None))
+
+    def weights_of(self, units: slice) -> np.ndarray:
+        """``weights[units]``, computed for those units only (TopDown takes a parent's
+        children at a time; the whole array is a float per answer of the level).
+
+        >>> m = Measurement("total", np.array([[3], [0], [5]]), 2.0,
+        ...                 drawn=np.array([[True], [False], [True]]))
+        >>> m.weights_of(slice(1, 3)).tolist() == m.weights[1:3].tolist() == [[0.0], [0.5]]
+        True
+        """
+        v = self.variances[units]
         if v.size and v.strides == (0,) * v.ndim:
             w = np.broadcast_to(1.0 / v.flat[0], v.shape)
         else:
             w = 1.0 / v
-        return w if self.drawn is None else np.where(self.drawn, w, 0.0)
+        return w if self.drawn is None else np.where(self.drawn[units], w, 0.0)
 
     @property
     def n_drawn(self) -> int:

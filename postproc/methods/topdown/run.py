@@ -25,20 +25,22 @@ __all__ = ["topdown", "level_tasks", "root_task"]
 
 
 def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, np.ndarray,
-                                                                      np.ndarray]]:
-    """(name, matrix, values, weights) of every query measured at ``level``, computed once per
-    level: tasks then hold *views* (slices) of these arrays, never per-task copies."""
+                                                                      Any]]:
+    """(name, matrix, values, measurement) of every query measured at ``level``, the matrix
+    computed once per level: tasks then hold *views* (slices) of the values, never per-task
+    copies, and their own children's weights (the level's weights are not made whole: with
+    some answers undrawn that was a float per answer, 320 MB per query on a part's blocks)."""
     out = []
     for name in noisy.queries(level):
         m = noisy.get(level, name)
         out.append((name, noisy.workload[name].matrix.astype(np.float64).tocsr(), m.values,
-                    m.weights))
+                    m))
     return out
 
 
 def _queries(level_queries, units: slice) -> tuple[QueryData, ...]:
-    return tuple(QueryData(name, matrix, values[units], weights[units])
-                 for name, matrix, values, weights in level_queries)
+    return tuple(QueryData(name, matrix, values[units], m.weights_of(units))
+                 for name, matrix, values, m in level_queries)
 
 
 def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
