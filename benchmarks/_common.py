@@ -296,19 +296,21 @@ def run_measured(command: Sequence[str], *, cwd: str | os.PathLike | None = None
 
 
 def run_python(module: str, function: str, kwargs: dict[str, Any], *,
-               echo_stderr: bool = True) -> dict[str, Any]:
+               echo_stderr: bool = True, cwd: str | os.PathLike | None = None
+               ) -> dict[str, Any]:
     """Call ``module.function(**kwargs)`` (a module of ``benchmarks/``) in a fresh interpreter.
 
     The function must return something JSON-serializable. Returns ``{"result": ...,
     "process": <run_measured figures without stdout>}``; raises ``RuntimeError`` with the
-    child's stderr when it fails.
+    child's stderr when it fails. The interpreter imports the toolkit from ``cwd`` (default:
+    this checkout; another worktree runs that revision's code).
     """
     code = (f"import json, sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import {module}; "
             f"r = {module}.{function}(**json.loads(sys.argv[1])); "
             f"print({_RESULT_MARK!r} + json.dumps(r, default=lambda o: o.tolist() "
             "if hasattr(o, 'tolist') else str(o)))")
     measured = run_measured([sys.executable, "-c", code, json.dumps(kwargs)],
-                            cwd=REPO_DIR, echo_stderr=echo_stderr)
+                            cwd=REPO_DIR if cwd is None else cwd, echo_stderr=echo_stderr)
     lines = [ln for ln in measured["stdout"].splitlines() if ln.startswith(_RESULT_MARK)]
     if measured["returncode"] != 0 or not lines:
         raise RuntimeError(f"{module}.{function}({kwargs}) failed with exit code "

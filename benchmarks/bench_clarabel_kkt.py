@@ -3,7 +3,8 @@
 Run from the repository root::
 
     python benchmarks/bench_clarabel_kkt.py [--persons 10000000] [--repeats 3]
-        [--levels county,tract,block_group,block] [--workdir DIR] [--out benchmarks/pl94/clarabel_kkt_10m.md] [--json ...]
+        [--levels county,tract,block_group,block] [--workdir DIR]
+        [--out benchmarks/pl94/clarabel_kkt_10m.md] [--json ...]
 
 The data are synthesized (``postproc synth2020``, seed 2020; reused from ``--workdir`` when
 already there) and run in parts (`postproc run --parts`, serial executor) until the first part's
@@ -102,6 +103,18 @@ def capture(persons: int, directory: str, levels: list[str] | None = None) -> di
             "nodes": {level: len(tasks) for level, tasks in captured.items()}}
     (Path(directory) / "nodes.json").write_text(json.dumps(made))
     return made
+
+
+def captured(persons: int, workdir: Path, levels: list[str]) -> dict[str, Any]:
+    """What :func:`capture` wrote to ``workdir`` (``nodes.json``) when it captured exactly
+    ``levels`` at ``persons``; otherwise a new capture, in a fresh interpreter."""
+    nodes, made = workdir / "nodes.pkl", workdir / "nodes.json"
+    found = json.loads(made.read_text()) if made.exists() and nodes.exists() else {}
+    if found.get("persons") == persons and set(found.get("nodes", ())) == set(levels):
+        return found
+    return run_python("bench_clarabel_kkt", "capture",
+                      {"persons": persons, "directory": str(workdir),
+                       "levels": list(levels)})["result"]
 
 
 def fit_all(path: str, level: str, method: str, keep: bool = False) -> dict[str, Any]:

@@ -21,7 +21,6 @@ machines.
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 import statistics
 import subprocess
@@ -33,11 +32,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (BENCH_DIR, REPO_DIR, context_end, context_start,  # noqa: E402
-                     describe_context, emit, markdown_table, run_measured, run_python)
-from bench_clarabel_kkt import PARENTS  # noqa: E402
-
-_MARK = "@@node-revisions@@"
+from _common import (REPO_DIR, context_end, context_start, describe_context,  # noqa: E402
+                     emit, markdown_table, run_python)
+from bench_clarabel_kkt import PARENTS, captured  # noqa: E402
 
 
 def solve_all(nodes: str, level: str, keep: str | None = None) -> dict[str, Any]:
@@ -76,17 +73,10 @@ def compare(base: str, head: str) -> dict[str, Any]:
 
 
 def _in_worktree(tree: Path, nodes: Path, level: str, keep: Path | None) -> dict[str, Any]:
-    code = (f"import json, sys; sys.path.insert(1, {str(BENCH_DIR)!r}); "
-            "import bench_node_revisions as b; "
-            "r = b.solve_all(*json.loads(sys.argv[1])); "
-            f"print({_MARK!r} + json.dumps(r))")
-    args = json.dumps([str(nodes), level, str(keep) if keep else None])
-    measured = run_measured([sys.executable, "-c", code, args], cwd=tree)
-    lines = [ln for ln in measured["stdout"].splitlines() if ln.startswith(_MARK)]
-    if measured["returncode"] != 0 or not lines:
-        raise RuntimeError(f"solving {level} nodes in {tree} failed:\n"
-                           f"{measured['stderr'][-4000:]}")
-    result = json.loads(lines[-1][len(_MARK):])
+    """:func:`solve_all` in a fresh interpreter importing the toolkit from ``tree``."""
+    result = run_python("bench_node_revisions", "solve_all",
+                        {"nodes": str(nodes), "level": level,
+                         "keep": str(keep) if keep else None}, cwd=tree)["result"]
     if Path(result["postproc"]) != tree.resolve():
         raise RuntimeError(f"{tree} imported postproc from {result['postproc']}")
     return result
@@ -113,12 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_node_revisions_"))
     workdir.mkdir(parents=True, exist_ok=True)
     context = context_start()
-    nodes, captured = workdir / "nodes.pkl", workdir / "nodes.json"
-    made = json.loads(captured.read_text()) if captured.exists() and nodes.exists() else {}
-    if made.get("persons") != args.persons or set(made.get("nodes", ())) != set(levels):
-        made = run_python("bench_clarabel_kkt", "capture",
-                          {"persons": args.persons, "directory": str(workdir),
-                           "levels": levels})["result"]
+    made = captured(args.persons, workdir, levels)
+    nodes = Path(made["path"])
     trees = {name: workdir / f"tree_{name}" for name in revisions}
     results: dict[str, Any] = {}
     rows = []

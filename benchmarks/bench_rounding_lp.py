@@ -6,19 +6,19 @@ Run from the repository root::
         [--workdir DIR] [--out benchmarks/pl94/rounding_lp_10m.md] [--json ...]
 
 The node problems are captured as in ``bench_clarabel_kkt.py`` (the same ``--workdir`` reuses
-its ``nodes.pkl`` when it was captured at the same ``--persons``); each captured node is solved once (fit and production rounding) and every
-rounding LP it posed is kept. Then, ``--repeats`` times and in turn, HiGHS solves every kept LP
-with its presolve (HiGHS's default) and without (``solve_lp``'s default since this benchmark),
-each in a fresh process. Reported per level: the median milliseconds per LP, the ratio, whether
-both solutions were integral vertices with the same objective, and how many solutions differ
-(equal objectives: ties between optimal vertices, which either way the rounding may take).
+its ``nodes.pkl`` when it was captured at the same ``--persons``); each captured node is solved
+once (fit and production rounding) and every rounding LP it posed is kept. Then, ``--repeats``
+times and in turn, HiGHS solves every kept LP with its presolve (HiGHS's default) and without
+(``solve_lp``'s default since this benchmark), each in a fresh process. Reported per level:
+the median milliseconds per LP, the ratio, whether both solutions were integral vertices with
+the same objective, and how many solutions differ (equal objectives: ties between optimal
+vertices, which either way the rounding may take).
 Nothing is asserted; see ``benchmarks/README.md`` on quiet machines.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 import statistics
 import sys
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
                      markdown_table, run_python)
-from bench_clarabel_kkt import PARENTS  # noqa: E402
+from bench_clarabel_kkt import PARENTS, captured  # noqa: E402
 
 VARIANTS = {"presolve": True, "no presolve": False}
 
@@ -103,13 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_rounding_lp_"))
     workdir.mkdir(parents=True, exist_ok=True)
     context = context_start()
-    nodes, captured = workdir / "nodes.pkl", workdir / "nodes.json"
-    made = json.loads(captured.read_text()) if captured.exists() and nodes.exists() else {}
-    if made.get("persons") != args.persons or set(made.get("nodes", ())) != set(PARENTS):
-        # reuse only a capture of every level at this size
-        made = run_python("bench_clarabel_kkt", "capture",
-                          {"persons": args.persons, "directory": str(workdir)})["result"]
-    levels = list(made["nodes"])
+    made = captured(args.persons, workdir, list(PARENTS))   # every level, at this size
+    nodes, levels = Path(made["path"]), list(made["nodes"])
 
     results, rows = {}, []
     for level in levels:
