@@ -24,23 +24,18 @@ from postproc.result import Result
 __all__ = ["topdown", "level_tasks", "root_task"]
 
 
-def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, np.ndarray,
-                                                                      Any]]:
-    """(name, matrix, values, measurement) of every query measured at ``level``, the matrix
-    computed once per level: tasks then hold *views* (slices) of the values, never per-task
-    copies, and their own children's weights (the level's weights are not made whole: with
-    some answers undrawn that was a float per answer, 320 MB per query on a part's blocks)."""
-    out = []
-    for name in noisy.queries(level):
-        m = noisy.get(level, name)
-        out.append((name, noisy.workload[name].matrix.astype(np.float64).tocsr(), m.values,
-                    m))
-    return out
+def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, Any]]:
+    """(name, matrix, measurement) of every query measured at ``level``, the matrix computed
+    once per level: tasks then hold *views* (slices) of the values, never per-task copies, and
+    their own children's weights (the level's weights are not made whole: with some answers
+    undrawn that was a float per answer, 320 MB per query on a part's blocks)."""
+    return [(name, noisy.workload[name].matrix.astype(np.float64).tocsr(),
+             noisy.get(level, name)) for name in noisy.queries(level)]
 
 
 def _queries(level_queries, units: slice) -> tuple[QueryData, ...]:
-    return tuple(QueryData(name, matrix, values[units], m.weights_of(units))
-                 for name, matrix, values, m in level_queries)
+    return tuple(QueryData(name, matrix, m.values[units], m.weights_of(units))
+                 for name, matrix, m in level_queries)
 
 
 def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
