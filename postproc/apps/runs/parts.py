@@ -578,7 +578,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     errors = _Errors()
     try:
         options = dict(solver=config.solver_chain, executor=ex, failsafe=config.failsafe,
-                       failsafe_keep=config.failsafe_keep)
+                       failsafe_keep=config.failsafe_keep, **config.method_options)
         top = topdown(noisy_top, config.spec.restricted(top_levels, geo.levels),
                       compiled=compiled_top, passes=_at_levels(config.passes, top_levels),
                       round_passes=_at_levels(config.round_passes, top_levels), **options)
@@ -858,7 +858,8 @@ class _SolvePart:
                          compiled=compiled, solver=config.solver_chain, executor="serial",
                          failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
                          passes=_at_levels(config.passes, self.low_levels),
-                         round_passes=_at_levels(config.round_passes, self.low_levels))
+                         round_passes=_at_levels(config.round_passes, self.low_levels),
+                         **config.method_options)
         errors = _Errors()
         for li in range(2, part.depth):
             lv = part.levels[li]
