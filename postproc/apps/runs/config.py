@@ -833,7 +833,7 @@ def method_options_problem(method: str, options: Mapping[str, Any]) -> str | Non
     >>> method_options_problem("sampling", {"sweeps": 10}) is None
     True
     >>> method_options_problem("topdown", {"workers": 2})
-    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
+    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
     """
     from postproc.methods import get
 

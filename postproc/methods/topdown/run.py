@@ -17,6 +17,7 @@ from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
                                        check_parent_can_hold, kept_violations,
                                        resolve_failsafe_keep)
+from postproc.methods.topdown.groups import group_bounds, solve_grouped
 from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                    solve_nodes)
 from postproc.result import Result
@@ -241,12 +242,16 @@ def _label_cells(reports: list[dict[str, Any]], schema) -> None:
 class _Solver:
     """Picklable callable an executor maps over batches."""
 
-    def __init__(self, chain: Sequence[str], failsafe: bool):
+    def __init__(self, chain: Sequence[str], failsafe: bool, group_children: int | None = None):
         self.chain = tuple(chain)
         self.failsafe = failsafe
+        self.group_children = group_children
 
     def __call__(self, batch: list[NodeTask]) -> list[NodeResult]:
-        return solve_nodes(batch, self.chain, self.failsafe)
+        if self.group_children is None:
+            return solve_nodes(batch, self.chain, self.failsafe)
+        return [solve_grouped(t, self.group_children, chain=self.chain, failsafe=self.failsafe)
+                for t in batch]
 
 
 def _check_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int, hist: np.ndarray,
@@ -283,7 +288,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             round_passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
             on_level: Callable[[int, np.ndarray, Result], None] | None = None,
-            compiled: Mapping[str, LevelConstraints] | None = None) -> Result:
+            compiled: Mapping[str, LevelConstraints] | None = None,
+            group_children: int | None = None) -> Result:
     """TopDown post-processing of a :class:`~hierarchy.noisy.NoisyHierarchy`.
 
     Root first, then for every parent of each level: the weighted least-squares fit (weights
@@ -338,6 +344,12 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         levels to solve, in the geography's unit order. A run in parts compiles the top levels
         on the whole geography, whose constraints below imply rows at the top
         (:mod:`postproc.apps.runs.parts`). Default: compiled here from ``noisy.invariants``.
+    group_children : int, optional
+        Solve a parent of more children than this in two stages: groups of about this many
+        consecutive children (their measurements summed), then each group's children
+        (:mod:`postproc.methods.topdown.groups`). Much faster for counties of hundreds of
+        tracts; not the production algorithm, and the results differ a little. Default: every
+        parent solved whole.
 
     Returns
     -------
@@ -393,6 +405,15 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         for lv in geo.levels:       # every name resolves before any level is solved
             _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
+    if group_children is not None:
+        if isinstance(group_children, bool) or not isinstance(group_children, (int, np.integer)):
+            raise PostprocError(f"group_children must be an integer (children per group), got "
+                                f"{group_children!r}")
+        try:
+            group_bounds(2, int(group_children))
+        except ValueError as exc:
+            raise PostprocError(str(exc)) from None
+        group_children = int(group_children)
     if compiled is None:
         compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     else:
@@ -404,7 +425,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     stats: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
-    solve = _Solver(chain, failsafe)
+    solve = _Solver(chain, failsafe, group_children)
     if start is not None:
         first, given = start
         hists = [np.asarray(h, dtype=np.int64) for h in given]
@@ -460,12 +481,12 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             if on_level is not None:
                 on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
                                            ex, failsafe, passes, t_start, kept_by_level,
-                                           round_passes))
+                                           round_passes, group_children))
     finally:
         if own_executor:
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
-                   t_start, kept_by_level, round_passes)
+                   t_start, kept_by_level, round_passes, group_children)
 
 
 def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -> None:
@@ -495,14 +516,15 @@ def _passes_record(passes: Any) -> Any:
 
 
 def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
-            kept_by_level, round_passes=None) -> Result:
+            kept_by_level, round_passes=None, group_children=None) -> Result:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
                    "failsafe_keep": dict(kept_by_level),
                    "passes": _passes_record(passes),
-                   "round_passes": _passes_record(round_passes)},
+                   "round_passes": _passes_record(round_passes),
+                   "group_children": group_children},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }

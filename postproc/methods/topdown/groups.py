@@ -1,0 +1,188 @@
+"""A parent with many children, solved in two stages: groups of consecutive children, then each
+group's children.
+
+One county → tract node is one least-squares problem over all of the county's tracts, and its
+cost grows faster than the tracts: its parent-consistency rows couple every child, and the
+interior-point method's factorizations and iterations grow with them (the largest county of
+the 100M-person synthetic run, 1,021 tracts, took 80 s; split in groups of 64 a 450-tract
+county's fit took 15 s instead of 27 s). With ``group_children = g`` a parent of more than ``g``
+children is solved as
+
+1. a node whose children are ``⌈K / g⌉`` groups of consecutive children (of nearly equal size):
+   each group's measurement of an answer is the sum of its children's (its variance the sum of
+   theirs, so its weight ``1 / Σ 1/wᵢ``); an answer a child did not draw leaves the group's
+   answer unmeasured (weight 0) unless it counts only cells that child cannot hold; each
+   group's constraint rows are its children's rows summed (bounds added), its zero cells those
+   zero in every child;
+2. one node per group, the group's rounded histogram as the parent.
+
+For the detailed query alone, without bounds, the two stages give the one-stage fit exactly
+(the parent's difference from the measured children is shared in proportion to variance either
+way); with several queries, nonnegativity and the groups' own rounding they differ a little
+(``docs/scale2020.md``). This is not the production algorithm, which solves each county whole;
+it is off unless asked for. Every promise of the whole node is verified on the result in exact
+integers as usual. The groups' summed bounds are necessary, not sufficient, for their children:
+when a stage is infeasible the node is solved whole (with the failsafe if it needs it), and its
+statistics say so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from postproc.infra.solvers import DEFAULT_QP_CHAIN, InfeasibleError
+from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
+                                           solve_node, verify_node)
+
+__all__ = ["solve_grouped", "group_bounds", "grouped_task"]
+
+
+def group_bounds(k: int, group_children: int) -> np.ndarray:
+    """Start of each group and the end of the last: ``⌈k / group_children⌉`` groups of
+    consecutive children, sizes differing by at most one.
+
+    Examples
+    --------
+    >>> group_bounds(10, 4).tolist(), group_bounds(8, 4).tolist(), group_bounds(3, 4).tolist()
+    ([0, 3, 6, 10], [0, 4, 8], [0, 3])
+    """
+    if group_children < 2:
+        raise ValueError(f"group_children must be at least 2, got {group_children}")
+    g = max(1, -(-k // group_children))
+    return np.floor(np.arange(g + 1) * (k / g)).astype(np.int64)
+
+
+def grouped_task(task: NodeTask, bounds: np.ndarray) -> NodeTask:
+    """The node of the parent and its groups of children (``bounds`` as :func:`group_bounds`).
+
+    Examples
+    --------
+    Four children in two groups; the second child did not draw its total, which counts a cell
+    it can hold, so the first group's total is unmeasured (weight 0):
+
+    >>> import scipy.sparse as sp
+    >>> total = QueryData("total", sp.csr_matrix(np.ones((1, 2))),
+    ...                   np.array([[3.0], [0.0], [2.0], [5.0]]),
+    ...                   np.array([[0.5], [0.0], [1.0], [1.0]]))
+    >>> task = NodeTask("tract", "c", np.array([6, 4]), np.array(["a", "b", "c", "d"]), (total,),
+    ...                 sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((4, 0)),
+    ...                 np.zeros((4, 0)), np.array([[0, 0], [0, 0], [1, 0], [0, 1]], bool))
+    >>> groups = grouped_task(task, group_bounds(4, 2))
+    >>> groups.children.tolist(), groups.zero.tolist()
+    (['a…b', 'c…d'], [[False, False], [False, False]])
+    >>> groups.queries[0].values.tolist(), groups.queries[0].weights.tolist()
+    ([[3.0], [7.0]], [[0.0], [0.5]])
+    """
+    starts = bounds[:-1]
+    live = (task.parent_hist > 0)[None, :] & ~task.zero          # cells each child can hold
+    queries = []
+    for q in task.queries:
+        w = np.asarray(q.weights, dtype=np.float64)
+        counts_live = np.asarray(q.matrix @ live.T.astype(np.float64)).T > 0   # K × answers
+        drawn = w > 0
+        use = drawn & counts_live           # an answer counting only dead cells is exactly 0
+        variance = np.add.reduceat(np.divide(1.0, w, out=np.zeros_like(w), where=use),
+                                   starts, axis=0)
+        unknown = np.logical_or.reduceat(~drawn & counts_live, starts, axis=0)
+        weights = np.divide(1.0, variance, out=np.zeros_like(variance),
+                            where=~unknown & (variance > 0))
+        values = np.add.reduceat(np.where(use, q.values, 0.0), starts, axis=0)
+        queries.append(QueryData(q.name, q.matrix, values, weights))
+    names = np.array([f"{task.children[s]}…{task.children[e - 1]}"
+                      for s, e in zip(bounds[:-1], bounds[1:])], dtype=object)
+    sums = (lambda a: np.add.reduceat(np.asarray(a, dtype=np.float64), starts, axis=0)
+            if a.shape[1] else np.zeros((starts.size, 0)))
+    return replace(task, children=names, queries=tuple(queries), lower=sums(task.lower),
+                   upper=sums(task.upper),
+                   zero=np.logical_and.reduceat(task.zero, starts, axis=0))
+
+
+def _members(task: NodeTask, start: int, end: int, parent_hist: np.ndarray) -> NodeTask:
+    sl = slice(start, end)
+    return replace(task, parent=f"{task.parent} ({task.children[start]}…)",
+                   parent_hist=parent_hist, children=task.children[sl],
+                   queries=tuple(QueryData(q.name, q.matrix, q.values[sl], q.weights[sl])
+                                 for q in task.queries),
+                   lower=task.lower[sl], upper=task.upper[sl], zero=task.zero[sl])
+
+
+def solve_grouped(task: NodeTask, group_children: int | None, *,
+                  chain: Sequence[str] = DEFAULT_QP_CHAIN, failsafe: bool = True) -> NodeResult:
+    """:func:`~postproc.methods.topdown.node.solve_node`, in two stages (module docstring) when
+    the parent has more than ``group_children`` children.
+
+    Parameters
+    ----------
+    task : NodeTask
+    group_children : int or None
+        Children per group (at least 2); ``None`` solves every node whole.
+    chain, failsafe
+        As for :func:`~postproc.methods.topdown.node.solve_node`.
+
+    Returns
+    -------
+    NodeResult
+        Its statistics add ``groups`` (the number of groups; 1 when the node was solved whole
+        after a stage was infeasible, which ``attempts`` then records).
+
+    Examples
+    --------
+    Six children measured without noise, in groups of three, keep their counts:
+
+    >>> import scipy.sparse as sp
+    >>> counts = np.array([[1, 0], [2, 1], [0, 3], [4, 0], [1, 1], [0, 2]])
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"), counts.astype(float),
+    ...                      np.ones((6, 2)))
+    >>> task = NodeTask("tract", "c", counts.sum(axis=0), np.array(list("abcdef")), (detailed,),
+    ...                 sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((6, 0)),
+    ...                 np.zeros((6, 0)), np.zeros((6, 2), bool))
+    >>> result = solve_grouped(task, 3)
+    >>> bool((result.histograms == counts).all()), result.stats["groups"]
+    (True, 2)
+    """
+    if group_children is None or task.parent_hist is None or task.k <= group_children:
+        return solve_node(task, chain=chain, failsafe=failsafe)
+    t0 = time.perf_counter()
+    bounds = group_bounds(task.k, group_children)
+    try:
+        top = solve_node(grouped_task(task, bounds), chain=chain, failsafe=False)
+        parts = [solve_node(_members(task, int(s), int(e), top.histograms[g]), chain=chain,
+                            failsafe=False)
+                 for g, (s, e) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    except VerificationError:
+        raise
+    except InfeasibleError as exc:
+        whole = solve_node(task, chain=chain, failsafe=failsafe)
+        first = str(exc).split(":")[0]
+        attempts = ";".join(filter(None, [f"groups of {group_children}: infeasible ({first}); "
+                                          "solved whole", whole.stats.get("attempts", "")]))
+        return NodeResult(whole.histograms, {**whole.stats, "groups": 1, "attempts": attempts},
+                          whole.failsafe, whole.continuous)
+    hist = np.concatenate([r.histograms for r in parts], axis=0)
+    verify_node(task, hist)
+    return NodeResult(hist, _merged(task, top, parts, time.perf_counter() - t0))
+
+
+def _merged(task: NodeTask, top: NodeResult, parts: list[NodeResult], seconds: float
+            ) -> dict[str, Any]:
+    stages = [top.stats] + [r.stats for r in parts]
+
+    def joined(key: str) -> str:
+        return "+".join(dict.fromkeys(s[key] for s in stages if s.get(key)))
+
+    return {"level": task.level, "parent": task.parent, "children": task.k,
+            "variables": sum(s["variables"] for s in stages),
+            "backend": joined("backend"),
+            "attempts": ";".join(s["attempts"] for s in stages if s.get("attempts")),
+            "fit_seconds": sum(s["fit_seconds"] for s in stages),
+            "iterations": sum(s["iterations"] for s in stages),
+            # the children's fit: the sum of the groups' objectives
+            "objective": sum(r.stats["objective"] for r in parts),
+            "rounding": joined("rounding"),
+            "round_seconds": sum(s["round_seconds"] for s in stages),
+            "round_passes": max(s["round_passes"] for s in stages),
+            "failsafe": False, "seconds": seconds, "groups": len(parts)}

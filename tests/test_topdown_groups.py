@@ -1,0 +1,153 @@
+"""Parents of many children solved in two stages (:mod:`postproc.methods.topdown.groups`): the
+groups' measurements and bounds against a loop over the children, exact recovery of noise-free
+data, the fall-back to the whole node when a stage is infeasible, and the option through
+``topdown`` and a run in parts, every promise checked independently."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
+from postproc.methods.topdown.groups import group_bounds, grouped_task, solve_grouped
+from test_topdown import LEVELS, check_e2e_promises, noisy, truth  # noqa: F401 (fixtures)
+
+
+def random_task(rng, k=9, n=6):
+    """A node of ``k`` children over ``n`` cells: the detailed query and a two-answer marginal,
+    weights with undrawn answers, zero cells, one constraint row with bounds."""
+    marginal = sp.csr_matrix(np.array([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]], float))
+    queries = []
+    for name, m in (("detailed", sp.identity(n, format="csr")), ("halves", marginal)):
+        values = rng.normal(3, 2, (k, m.shape[0]))
+        weights = rng.choice([0.0, 0.25, 0.5, 2.0], size=values.shape, p=[0.2, 0.3, 0.3, 0.2])
+        queries.append(QueryData(name, m, values, weights))
+    zero = rng.random((k, n)) < 0.25
+    lower = rng.integers(0, 3, (k, 1)).astype(float)
+    upper = np.where(rng.random((k, 1)) < 0.3, np.inf, lower + 5)
+    parent = rng.integers(0, 2, n) * rng.integers(1, 20, n)
+    return NodeTask("tract", "c", parent, np.array([f"t{i}" for i in range(k)], dtype=object),
+                    tuple(queries), sp.csr_matrix(np.ones((1, n), np.int64)), lower, upper, zero,
+                    ("tot: total",))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_group_measurements_and_bounds_match_a_loop_over_the_children(seed):
+    rng = np.random.default_rng(seed)
+    task = random_task(rng)
+    bounds = group_bounds(task.k, 4)
+    groups = grouped_task(task, bounds)
+    live = (task.parent_hist > 0)[None, :] & ~task.zero
+    assert groups.k == bounds.size - 1 == 3
+    for g, (s, e) in enumerate(zip(bounds[:-1], bounds[1:])):
+        np.testing.assert_array_equal(groups.zero[g], task.zero[s:e].all(axis=0))
+        assert groups.lower[g, 0] == task.lower[s:e, 0].sum()
+        assert groups.upper[g, 0] == task.upper[s:e, 0].sum()
+        for q, qg in zip(task.queries, groups.queries):
+            dense = q.matrix.toarray()
+            for a in range(dense.shape[0]):
+                value, variance, unknown = 0.0, 0.0, False
+                for c in range(s, e):
+                    counts_live = bool((dense[a] != 0) @ live[c])
+                    if not counts_live:
+                        continue          # the answer is exactly 0 for this child
+                    if q.weights[c, a] == 0:
+                        unknown = True
+                    else:
+                        value += q.values[c, a]
+                        variance += 1 / q.weights[c, a]
+                assert qg.values[g, a] == pytest.approx(value, abs=1e-12)
+                expected = 0.0 if unknown or variance == 0 else 1 / variance
+                assert qg.weights[g, a] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("group", [2, 3, 5, 8])
+def test_noise_free_children_are_recovered_exactly(group):
+    """Exact measurements of integer children that meet their bounds: both stages, and the
+    whole node, return the children themselves."""
+    rng = np.random.default_rng(group)
+    k, n = 11, 6
+    counts = rng.integers(0, 5, (k, n)) * (rng.random((k, n)) < 0.7)
+    zero = (counts == 0) & (rng.random((k, n)) < 0.5)
+    tot = counts.sum(axis=1, keepdims=True).astype(float)
+    detailed = QueryData("detailed", sp.identity(n, format="csr"), counts.astype(float),
+                         np.ones((k, n)))
+    task = NodeTask("tract", "c", counts.sum(axis=0), np.arange(k).astype(str).astype(object),
+                    (detailed,), sp.csr_matrix(np.ones((1, n), np.int64)), tot, tot.copy(),
+                    zero, ("tot: total",))
+    result = solve_grouped(task, group)
+    np.testing.assert_array_equal(result.histograms, counts)
+    assert result.stats["groups"] == len(group_bounds(k, group)) - 1 > 1
+    assert result.stats["children"] == k and not result.stats["failsafe"]
+
+
+def test_an_infeasible_stage_falls_back_to_the_whole_node():
+    """Children a and b hold one person each, a only in cell 0 and b only in cell 1. Their
+    group's measurements put both persons in cell 0, which the group's summed bounds allow but
+    its children cannot split: the node is solved whole, and its statistics say so."""
+    n = 2
+    tot = np.ones((4, 1))
+    zero = np.array([[0, 1], [1, 0], [0, 0], [0, 0]], bool)
+    values = np.array([[5.0, 0.0], [0.0, 0.0], [0.0, 2.0], [0.0, 2.0]])
+    detailed = QueryData("detailed", sp.identity(n, format="csr"), values, np.ones((4, n)))
+    task = NodeTask("tract", "c", np.array([2, 2]), np.array(list("abcd"), dtype=object),
+                    (detailed,), sp.csr_matrix(np.ones((1, n), np.int64)), tot, tot.copy(), zero,
+                    ("tot: total",))
+    first = solve_node(grouped_task(task, group_bounds(4, 2)), failsafe=False)
+    assert first.histograms[0].tolist() == [2, 0]          # the split the children cannot make
+    result = solve_grouped(task, 2)
+    assert result.stats["groups"] == 1
+    assert "infeasible" in result.stats["attempts"] and "solved whole" in result.stats["attempts"]
+    np.testing.assert_array_equal(result.histograms, solve_node(task).histograms)
+    assert result.histograms[:2].tolist() == [[1, 0], [0, 1]]
+
+
+def test_topdown_in_groups_keeps_every_promise(noisy, truth):
+    whole = topdown(noisy, Spec.e2e(LEVELS))
+    grouped = topdown(noisy, Spec.e2e(LEVELS), group_children=2)
+    check_e2e_promises(grouped, truth)
+    assert grouped.failsafe_reports == []
+    stats = grouped.node_stats
+    assert (stats["groups"] > 1).sum() > 0
+    assert (stats.loc[stats["groups"] > 1, "children"] > 2).all()
+    assert grouped.provenance["solver"]["group_children"] == 2
+    assert whole.provenance["solver"]["group_children"] is None
+    assert "groups" not in whole.node_stats
+    # the levels above the first grouped parent are identical; the grouped ones are not
+    first = min(LEVELS.index(lv) for lv in stats.loc[stats["groups"] > 1, "level"])
+    for li in range(first):
+        np.testing.assert_array_equal(grouped.histograms[li], whole.histograms[li])
+    assert any((g != w).any() for g, w in zip(grouped.histograms[first:],
+                                              whole.histograms[first:]))
+
+
+@pytest.mark.parametrize("bad", [1, 0, "64", True, 2.5])
+def test_topdown_refuses_a_bad_group_size(noisy, bad):
+    with pytest.raises(PostprocError, match="group_children"):
+        topdown(noisy, Spec.e2e(LEVELS), group_children=bad)
+
+
+def test_run_in_parts_passes_topdown_options(tmp_path):
+    """``[postprocess] options`` reach TopDown in a run in parts (they were ignored there)."""
+    from dataclasses import replace
+
+    from hierarchy.synth_2020 import synthesize_2020
+    from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.parts import run_in_parts
+
+    synthesize_2020(60_000, seed=5, out=tmp_path / "data", overwrite=True,
+                    states=["11", "44"])
+    config = replace(demo_config(tmp_path, preset="pl94_2020", seed=5),
+                     method_options={"group_children": 4})
+    run_in_parts(config, tmp_path / "out", part_blocks=2_000, log=lambda line: None)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["provenance"]["solver"]["group_children"] == 4
+    import pyarrow.parquet as pq
+
+    stats = pq.read_table(tmp_path / "out" / "node_stats.parquet").to_pandas()
+    assert (stats["groups"] > 1).any()
