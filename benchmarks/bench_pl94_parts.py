@@ -5,7 +5,7 @@ Run from the repository root::
 
     python benchmarks/bench_pl94_parts.py [--persons 1000000,10000000] [--whole-up-to 1000000]
         [--part-blocks 20000] [--executor process] [--answers active,all] [--release]
-        [--workdir DIR]
+        [--group-children N] [--workdir DIR]
         [--out benchmarks/pl94/parts.md] [--json benchmarks/pl94/parts.json]
         [--figure benchmarks/pl94/parts.png]
     python benchmarks/bench_pl94_parts.py --from-json benchmarks/pl94/parts.json \
@@ -18,7 +18,10 @@ interpreter whose process tree's resident memory is sampled every 0.2 s (the pea
 over the main process and its workers). Up to ``--whole-up-to`` persons the same data are also
 run whole, as ``postproc run`` does (tabulate every level, ``measure`` with streams keyed by
 tract, ``topdown``), in another fresh interpreter, and the two runs' histograms are compared
-level by level. Nothing is asserted: the script measures and reports.
+level by level. ``--group-children N`` gives TopDown that option (parents of more than N
+children solved in two stages, :mod:`postproc.methods.topdown.groups`). The JSON output holds
+the run's whole error table (mean |error| per level and query, raw and TopDown). Nothing is
+asserted: the script measures and reports.
 """
 
 from __future__ import annotations
@@ -64,10 +67,11 @@ def release_config(directory: str, executor: str) -> Any:
 
 
 def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool = False,
-              release: bool = False) -> dict[str, Any]:
+              release: bool = False, group_children: int | None = None) -> dict[str, Any]:
     """Run the configuration in parts into ``directory/parts`` (in release mode: no error
     table, and the noisy measurements saved under ``noisy/``)."""
     import shutil
+    from dataclasses import replace
 
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
@@ -77,12 +81,17 @@ def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool
         shutil.rmtree(out)
     config = (release_config(directory, executor) if release else
               demo_config(directory, preset="pl94_2020", seed=2020, executor=executor))
+    if group_children:
+        config = replace(config, method_options={"group_children": group_children})
     t = time.perf_counter()
     done = run_in_parts(config, out, part_blocks=part_blocks, all_answers=all_answers,
                         log=lambda line: print(line, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t
-    totals = {}
+    totals, table = {}, {}
     if done.errors is not None:
+        for row in done.errors.itertuples():
+            table.setdefault(row.level, {})[row.query] = {"raw": float(row.noisy_mean_abs),
+                                                         "topdown": float(row.topdown_mean_abs)}
         errors = done.errors.set_index(["level", "query"])
         totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mean_abs"]),
                        "topdown": float(errors.loc[(lv, "total"), "topdown_mean_abs"])}
@@ -91,10 +100,12 @@ def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool
     stored = sum(p.stat().st_size for p in noisy.rglob("*") if p.is_file()) \
         if noisy.exists() else 0
     return {"seconds": seconds, "parts": done.parts, "persons": done.persons,
-            "timings": done.timings, "total_mae": totals, "noisy_bytes": stored}
+            "timings": done.timings, "total_mae": totals, "errors": table,
+            "noisy_bytes": stored}
 
 
-def whole_run(directory: str, executor: str, all_answers: bool = False) -> dict[str, Any]:
+def whole_run(directory: str, executor: str, all_answers: bool = False,
+              group_children: int | None = None) -> dict[str, Any]:
     """The same configuration run whole (the measurement a run in parts draws:
     :func:`postproc.apps.runs.parts.whole_measurement`), into ``directory/whole``."""
     import shutil
@@ -112,7 +123,7 @@ def whole_run(directory: str, executor: str, all_answers: bool = False) -> dict[
     truth = load_truth(config)
     noisy = whole_measurement(config, truth, all_answers=all_answers)
     result = topdown(noisy, config.spec, executor=executor, passes=config.passes,
-                     round_passes=config.round_passes)
+                     round_passes=config.round_passes, group_children=group_children)
     seconds = time.perf_counter() - t
     result.write(out)
     return {"seconds": seconds, "levels": result.provenance["timings"]["levels"]}
@@ -190,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="active, all or active,all: draw only the answers that count an "
                              "active cell (the default of a run in parts), every answer, or "
                              "both one after the other (each size)")
+    parser.add_argument("--group-children", type=int, default=None,
+                        help="TopDown's group_children option (default: every parent whole)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
@@ -220,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             parts = run_python("bench_pl94_parts", "parts_run",
                                {"directory": str(directory), "part_blocks": args.part_blocks,
                                 "executor": args.executor, "all_answers": everything,
-                                "release": args.release})
+                                "release": args.release,
+                                "group_children": args.group_children})
             r, proc = parts["result"], parts["process"]
             entry = {"persons": n, "blocks": made["blocks"], "answers": answers, "parts": r,
                      "process": proc}
@@ -236,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             if n <= args.whole_up_to and not args.release:
                 whole = run_python("bench_pl94_parts", "whole_run",
                                    {"directory": str(directory), "executor": args.executor,
-                                    "all_answers": everything})
+                                    "all_answers": everything,
+                                    "group_children": args.group_children})
                 same = run_python("bench_pl94_parts", "compare",
                                   {"directory": str(directory)})["result"]
                 entry["whole"] = {**whole, "identical": same}
@@ -254,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
             f"`python benchmarks/bench_pl94_parts.py --persons "
             f"{','.join(str(n) for n in args.persons)} --whole-up-to {args.whole_up_to} "
             f"--part-blocks {args.part_blocks} --executor {args.executor} "
-            f"--answers {args.answers}{' --release' if args.release else ''}`", "",
+            f"--answers {args.answers}{' --release' if args.release else ''}"
+            + (f" --group-children {args.group_children}" if args.group_children else "")
+            + "`", "",
             describe_context(context), "",
             "Seconds per step of `run_in_parts` (tabulate = read and tabulate every part for "
             "the top; top = measure and TopDown nation → tract; parts = read, measure and "
