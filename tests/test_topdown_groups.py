@@ -6,6 +6,7 @@ data, the fall-back to the whole node when a stage is infeasible, and the option
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,3 +152,19 @@ def test_run_in_parts_passes_topdown_options(tmp_path):
 
     stats = pq.read_table(tmp_path / "out" / "node_stats.parquet").to_pandas()
     assert (stats["groups"] > 1).any()
+
+
+def test_a_bad_group_size_in_a_config_is_refused_at_its_line(tmp_path):
+    from postproc.apps.runs.config import load_config
+
+    text = (Path(__file__).parents[1] / "examples" / "pl94_2020.toml").read_text()
+    assert "# [postprocess.options]\n# group_children = 64" in text
+    good = text.replace("# [postprocess.options]\n# group_children = 64",
+                        "[postprocess.options]\ngroup_children = 64")
+    (tmp_path / "good.toml").write_text(good)
+    assert load_config(tmp_path / "good.toml").method_options == {"group_children": 64}
+    (tmp_path / "bad.toml").write_text(good.replace("group_children = 64", "group_children = 1"))
+    line = good.splitlines().index("[postprocess.options]") + 1      # the table's header
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: group_children must be "
+                                            r"at least 2"):
+        load_config(tmp_path / "bad.toml")

@@ -861,6 +861,11 @@ def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
     problem = method_options_problem(method, options)
     if problem:
         raise section.fail("options", problem)
+    if method == "topdown" and "group_children" in options:
+        from postproc.methods.topdown.groups import check_group_children
+
+        section.located("options", lambda: check_group_children(options["group_children"]),
+                        catch=(PostprocError,))
     return method, dict(options)
 
 

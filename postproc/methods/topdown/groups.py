@@ -34,11 +34,35 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from postproc.errors import PostprocError
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, InfeasibleError
 from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                            solve_node, verify_node)
 
-__all__ = ["solve_grouped", "group_bounds", "grouped_task"]
+__all__ = ["solve_grouped", "group_bounds", "grouped_task", "check_group_children"]
+
+
+def check_group_children(value: Any) -> int | None:
+    """``group_children`` as an int (``None`` stays ``None``), or a PostprocError saying why not.
+
+    Examples
+    --------
+    >>> check_group_children(64), check_group_children(None)
+    (64, None)
+    >>> check_group_children(1)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: group_children must be at least 2 (children per group), got 1
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise PostprocError(f"group_children must be an integer (children per group), got "
+                            f"{value!r}")
+    if value < 2:
+        raise PostprocError(f"group_children must be at least 2 (children per group), got "
+                            f"{value!r}")
+    return int(value)
 
 
 def group_bounds(k: int, group_children: int) -> np.ndarray:
@@ -50,8 +74,7 @@ def group_bounds(k: int, group_children: int) -> np.ndarray:
     >>> group_bounds(10, 4).tolist(), group_bounds(8, 4).tolist(), group_bounds(3, 4).tolist()
     ([0, 3, 6, 10], [0, 4, 8], [0, 3])
     """
-    if group_children < 2:
-        raise ValueError(f"group_children must be at least 2, got {group_children}")
+    check_group_children(group_children)
     g = max(1, -(-k // group_children))
     return np.floor(np.arange(g + 1) * (k / g)).astype(np.int64)
 

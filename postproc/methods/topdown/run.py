@@ -17,7 +17,7 @@ from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
                                        check_parent_can_hold, kept_violations,
                                        resolve_failsafe_keep)
-from postproc.methods.topdown.groups import group_bounds, solve_grouped
+from postproc.methods.topdown.groups import check_group_children, solve_grouped
 from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                    solve_nodes)
 from postproc.result import Result
@@ -405,15 +405,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         for lv in geo.levels:       # every name resolves before any level is solved
             _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
-    if group_children is not None:
-        if isinstance(group_children, bool) or not isinstance(group_children, (int, np.integer)):
-            raise PostprocError(f"group_children must be an integer (children per group), got "
-                                f"{group_children!r}")
-        try:
-            group_bounds(2, int(group_children))
-        except ValueError as exc:
-            raise PostprocError(str(exc)) from None
-        group_children = int(group_children)
+    group_children = check_group_children(group_children)
     if compiled is None:
         compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     else:
