@@ -1063,10 +1063,14 @@ def _failsafe(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData]
         "Run with failsafe on to relax parent consistency and report it")
 
 
-def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool
-                ) -> list[NodeResult]:
-    """Solve a batch of nodes (the unit of work an executor runs)."""
+def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool,
+                group_children: int | None = None) -> list[NodeResult]:
+    """Solve a batch of nodes (the unit of work an executor runs); with ``group_children``, a
+    parent of more children in two stages (:mod:`postproc.methods.topdown.groups`)."""
+    from postproc.methods.topdown.groups import solve_grouped
+
     try:
-        return [solve_node(t, chain=chain, failsafe=failsafe) for t in tasks]
+        return [solve_grouped(t, group_children, chain=chain, failsafe=failsafe)
+                for t in tasks]
     except SolverError as exc:
         raise SolverError(f"{exc}") from None

@@ -17,7 +17,7 @@ from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
                                        check_parent_can_hold, kept_violations,
                                        resolve_failsafe_keep)
-from postproc.methods.topdown.groups import check_group_children, solve_grouped
+from postproc.methods.topdown.groups import check_group_children
 from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                    solve_nodes)
 from postproc.result import Result
@@ -248,10 +248,7 @@ class _Solver:
         self.group_children = group_children
 
     def __call__(self, batch: list[NodeTask]) -> list[NodeResult]:
-        if self.group_children is None:
-            return solve_nodes(batch, self.chain, self.failsafe)
-        return [solve_grouped(t, self.group_children, chain=self.chain, failsafe=self.failsafe)
-                for t in batch]
+        return solve_nodes(batch, self.chain, self.failsafe, self.group_children)
 
 
 def _check_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int, hist: np.ndarray,
