@@ -26,7 +26,7 @@ def random_task(rng, k=9, n=6):
     queries = []
     for name, m in (("detailed", sp.identity(n, format="csr")), ("halves", marginal)):
         values = rng.normal(3, 2, (k, m.shape[0]))
-        weights = rng.choice([0.0, 0.25, 0.5, 2.0], size=values.shape, p=[0.2, 0.3, 0.3, 0.2])
+        weights = rng.choice([0.0, 0.25, 0.5, 2.0], size=values.shape, p=[0.1, 0.3, 0.4, 0.2])
         queries.append(QueryData(name, m, values, weights))
     zero = rng.random((k, n)) < 0.25
     lower = rng.integers(0, 3, (k, 1)).astype(float)
@@ -54,17 +54,57 @@ def test_group_measurements_and_bounds_match_a_loop_over_the_children(seed):
             for a in range(dense.shape[0]):
                 value, variance, unknown = 0.0, 0.0, False
                 for c in range(s, e):
-                    counts_live = bool((dense[a] != 0) @ live[c])
-                    if not counts_live:
+                    counts = bool((dense[a] != 0) @ live[c])
+                    if not counts:
                         continue          # the answer is exactly 0 for this child
                     if q.weights[c, a] == 0:
                         unknown = True
                     else:
                         value += q.values[c, a]
                         variance += 1 / q.weights[c, a]
-                assert qg.values[g, a] == pytest.approx(value, abs=1e-12)
                 expected = 0.0 if unknown or variance == 0 else 1 / variance
                 assert qg.weights[g, a] == pytest.approx(expected, rel=1e-12)
+                if not measured_everywhere(q, a, live):
+                    assert qg.values[g, a] == pytest.approx(value, abs=1e-12)
+    # answers every live child measured: the sum of the projected answers, which add up to the
+    # parent's answer over the groups
+    projected = 0
+    for q, qg in zip(task.queries, groups.queries):
+        for a in range(q.matrix.shape[0]):
+            if measured_everywhere(q, a, live):
+                z = projection_by_qp(q, a, live, task.parent_hist)
+                sums = [z[s:e].sum() for s, e in zip(bounds[:-1], bounds[1:])]
+                np.testing.assert_allclose(qg.values[:, a], sums, atol=1e-5)
+                target = (q.matrix @ task.parent_hist)[a] if counts_live(q, a, live).any() else 0
+                assert qg.values[:, a].sum() == pytest.approx(target, abs=1e-6)
+                projected += 1
+    assert projected > 0
+
+
+def counts_live(q, a, live):
+    return ((q.matrix.toarray()[a] != 0) @ live.T) > 0          # per child
+
+
+def measured_everywhere(q, a, live):
+    return not np.any(counts_live(q, a, live) & (q.weights[:, a] == 0))
+
+
+def projection_by_qp(q, a, live, parent):
+    """The children's answers nearest their measurements, nonnegative, summing to the parent's
+    answer — solved as a QP by cvxpy, independently of answer_projection's bisection."""
+    import cvxpy as cp
+
+    on = counts_live(q, a, live)
+    z = np.zeros(q.values.shape[0])
+    target = float((q.matrix @ parent)[a])
+    if not on.any() or target == 0:
+        return z
+    var = cp.Variable(int(on.sum()))
+    objective = cp.sum(cp.multiply(q.weights[on, a], cp.square(var - q.values[on, a])))
+    cp.Problem(cp.Minimize(objective), [var >= 0, cp.sum(var) == target]).solve(
+        solver="CLARABEL")
+    z[on] = np.maximum(var.value, 0.0)
+    return z
 
 
 @pytest.mark.parametrize("group", [2, 3, 5, 8])
@@ -168,3 +208,11 @@ def test_a_bad_group_size_in_a_config_is_refused_at_its_line(tmp_path):
     with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: group_children must be "
                                             r"at least 2"):
         load_config(tmp_path / "bad.toml")
+
+
+def test_answer_projection_refuses_a_live_child_without_weight():
+    from postproc.methods.topdown.groups import answer_projection
+
+    with pytest.raises(ValueError, match="no positive weight"):
+        answer_projection(np.array([[1.0], [2.0]]), np.array([[1.0], [0.0]]),
+                          np.ones((2, 1), bool), np.array([3.0]))
