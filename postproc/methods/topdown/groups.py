@@ -43,6 +43,7 @@ import numpy as np
 
 from postproc.errors import PostprocError
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, InfeasibleError
+from postproc.infra.solvers.base import SolverError
 from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
                                            solve_node, verify_node)
 
@@ -268,3 +269,14 @@ def _merged(task: NodeTask, top: NodeResult, parts: list[NodeResult], seconds: f
             "round_seconds": sum(s["round_seconds"] for s in stages),
             "round_passes": max(s["round_passes"] for s in stages),
             "failsafe": False, "seconds": seconds, "groups": len(parts)}
+
+
+def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool,
+                group_children: int | None = None) -> list[NodeResult]:
+    """Solve a batch of nodes (the unit of work an executor runs); with ``group_children``, a
+    parent of more children in two stages (:func:`solve_grouped`)."""
+    try:
+        return [solve_grouped(t, group_children, chain=chain, failsafe=failsafe)
+                for t in tasks]
+    except SolverError as exc:
+        raise SolverError(f"{exc}") from None

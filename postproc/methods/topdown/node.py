@@ -39,7 +39,6 @@ import scipy.sparse as sp
 
 from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, Status, solve_lp,
                               solve_qp)
-from postproc.infra.solvers.base import SolverError
 from postproc.methods.topdown.failsafe import (KeptQuery, check_parent_can_hold, dead_cells,
                                        kept_violations, moved_cells, relaxation_of,
                                        relaxation_stages, stack_kept, total_kept)
@@ -1061,16 +1060,3 @@ def _failsafe(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData]
         f"be split among them under their constraints (a relaxation{kept} would differ from "
         f"the parent in cells {report['cells']}; binding: {report['binding_constraints'][:3]}). "
         "Run with failsafe on to relax parent consistency and report it")
-
-
-def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool,
-                group_children: int | None = None) -> list[NodeResult]:
-    """Solve a batch of nodes (the unit of work an executor runs); with ``group_children``, a
-    parent of more children in two stages (:mod:`postproc.methods.topdown.groups`)."""
-    from postproc.methods.topdown.groups import solve_grouped
-
-    try:
-        return [solve_grouped(t, group_children, chain=chain, failsafe=failsafe)
-                for t in tasks]
-    except SolverError as exc:
-        raise SolverError(f"{exc}") from None

@@ -17,9 +17,8 @@ from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
                                        check_parent_can_hold, kept_violations,
                                        resolve_failsafe_keep)
-from postproc.methods.topdown.groups import check_group_children
-from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
-                                   solve_nodes)
+from postproc.methods.topdown.groups import check_group_children, solve_nodes
+from postproc.methods.topdown.node import NodeResult, NodeTask, QueryData, VerificationError
 from postproc.result import Result
 
 __all__ = ["topdown", "level_tasks", "root_task"]
