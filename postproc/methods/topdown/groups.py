@@ -263,8 +263,9 @@ def _merged(task: NodeTask, top: NodeResult, parts: list[NodeResult], seconds: f
             "attempts": ";".join(s["attempts"] for s in stages if s.get("attempts")),
             "fit_seconds": sum(s["fit_seconds"] for s in stages),
             "iterations": sum(s["iterations"] for s in stages),
-            # the children's fit: the sum of the groups' objectives
-            "objective": sum(r.stats["objective"] for r in parts),
+            # the children's fit: the sum of the groups' objectives (a group of one child is
+            # a copy, without one)
+            "objective": float(np.nansum([r.stats["objective"] for r in parts])),
             "rounding": joined("rounding"),
             "round_seconds": sum(s["round_seconds"] for s in stages),
             "round_passes": max(s["round_passes"] for s in stages),
