@@ -4,9 +4,9 @@ group's children.
 One county → tract node is one least-squares problem over all of the county's tracts, and its
 cost grows faster than the tracts: its parent-consistency rows couple every child, and the
 interior-point method's factorizations and iterations grow with them (the largest county of
-the 100M-person synthetic run, 1,021 tracts, took 80 s; split in groups of 64 a 450-tract
-county's fit took 15 s instead of 27 s). With ``group_children = g`` a parent of more than ``g``
-children is solved as
+the 100M-person synthetic run, 1,021 tracts, took 80 s to fit; a 450-tract county took 38.4 s
+of CPU to fit, round and verify whole, 17.5 s in groups of 64). With ``group_children = g`` a
+parent of more than ``g`` children is solved as
 
 1. a node whose children are ``⌈K / g⌉`` groups of consecutive children (of nearly equal size):
    each group's measurement of an answer is the sum of its children's answers projected on

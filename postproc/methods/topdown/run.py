@@ -342,7 +342,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         (:mod:`postproc.apps.runs.parts`). Default: compiled here from ``noisy.invariants``.
     group_children : int, optional
         Solve a parent of more children than this in two stages: groups of about this many
-        consecutive children (their measurements summed), then each group's children
+        consecutive children (measured by their children's answers, projected on what the
+        parent allows, summed), then each group's children
         (:mod:`postproc.methods.topdown.groups`). Much faster for counties of hundreds of
         tracts; not the production algorithm, and the results differ a little. Default: every
         parent solved whole.
