@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 distributed = pytest.importorskip("distributed")
+import dask.config  # noqa: E402
 
 from hierarchy.budget import Budget  # noqa: E402
 from hierarchy.measurement import measure  # noqa: E402
@@ -179,6 +180,24 @@ def test_killed_worker_resubmitted_then_reported(tmp_path):
         with pytest.raises(PostprocError, match=given_up) as info:
             list(own.map(_kill_worker_always, [0]))
         assert isinstance(info.value.__cause__, distributed.KilledWorker)
+
+
+def _worker_settings() -> tuple[str | None, bool]:
+    return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+            bool(dask.config.get("distributed.worker.profile.enabled")))
+
+
+def test_local_workers_keep_the_default_allocator_and_no_profiler(monkeypatch):
+    # Dask's default MALLOC_TRIM_THRESHOLD_=65536 made node solving 20 % slower in a worker;
+    # a cluster started earlier in this process (the module's fixture) put it in os.environ
+    # (the nanny updates its own environment), which workers would inherit: remove it first.
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    with DaskExecutor(workers=1) as ex:
+        settings = list(ex._client.run(_worker_settings).values())
+    assert settings == [(None, False)]
+    # and the defaults still have both, so the test would catch losing the override
+    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_")
+    assert dask.config.get("distributed.worker.profile.enabled")
 
 
 def test_external_scheduler(cluster, ex):

@@ -47,7 +47,21 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from postproc.errors import PostprocError
 from postproc.infra.executor_base import Executor
 
-__all__ = ["DaskExecutor"]
+__all__ = ["DaskExecutor", "LOCAL_WORKER_CONFIG"]
+
+#: Dask settings for the workers of a local cluster. Dask's nanny starts every worker with
+#: ``MALLOC_TRIM_THRESHOLD_=65536``; setting it at all turns off glibc's adaptive mmap
+#: threshold, so every mid-sized numpy temporary is mapped and unmapped again, and TopDown's
+#: node solving ran 20 % slower in a Dask worker than in a process-pool worker (500 block-group
+#: nodes: 12.4–13.4 s against 10.2–11.1 s; unset, 10.3–10.7 s:
+#: ``benchmarks/pl94/dask_worker_malloc.md``). ``None`` unsets it. The workers' statistical
+#: profiler (a stack sample every 10 ms, for a dashboard a local cluster does not serve) is off.
+#: Workers of an external scheduler are started by their own ``dask worker``; give them the
+#: same settings (``docs/topdown.md``, "Running at scale").
+LOCAL_WORKER_CONFIG: dict[str, Any] = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+}
 
 
 class _Chunk:
@@ -122,6 +136,7 @@ class DaskExecutor(Executor):
                  threads_per_worker: int = 1, retries: int = 1,
                  allowed_failures: int | None = None, chunksize: int = 1,
                  timeout: float = 30.0):
+        import dask
         from distributed import Client, LocalCluster
 
         if workers is not None:
@@ -167,10 +182,11 @@ class DaskExecutor(Executor):
                 scheduler_kwargs["allowed_failures"] = allowed_failures
             # dashboard_address=None turns the dashboard off, but the scheduler still serves
             # its HTTP health routes: on a free loopback port, not the shared default 8787.
-            self._cluster = LocalCluster(
-                n_workers=self.workers, threads_per_worker=self.threads_per_worker,
-                processes=True, host="127.0.0.1", dashboard_address=None,
-                scheduler_kwargs=scheduler_kwargs, silence_logs=logging.WARNING)
+            with dask.config.set(LOCAL_WORKER_CONFIG):
+                self._cluster = LocalCluster(
+                    n_workers=self.workers, threads_per_worker=self.threads_per_worker,
+                    processes=True, host="127.0.0.1", dashboard_address=None,
+                    scheduler_kwargs=scheduler_kwargs, silence_logs=logging.WARNING)
             try:
                 self._client = Client(self._cluster, timeout=timeout, set_as_default=False)
             except BaseException:
