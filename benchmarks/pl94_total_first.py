@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from hierarchy.tabulation import from_leaf_counts
     from postproc.apps.runs import parts as P
     from postproc.apps.runs.demo import demo_config
+    from postproc.infra.executors import SerialExecutor
     from postproc.result import histograms_from_table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -45,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     s = geo.level_index("tract")
     plan = P.plan_parts(geo, s, args.part_blocks)
     with tempfile.TemporaryDirectory() as cache:
+        tabulate = P._TabulatePart(config, Path(cache), config.publish(), geo.levels[s + 1:])
         _, counts, units, _, _ = P._tabulate_parts(
-            P._parts_in_one_pass(config, geo, s, plan), Path(cache), config.publish(),
-            geo.levels[s + 1:], len(plan), False)
+            SerialExecutor(), tabulate, P._parts_in_one_pass(config, geo, s, plan), len(plan),
+            False)
     top = Geography(geo.levels[:s + 1], geo.geocodes[:s + 1], geo.parents[:s + 1])
     truth = from_leaf_counts(config.schema, top, np.concatenate(counts), np.concatenate(units),
                              config.spec.unit_attribute)

@@ -200,6 +200,19 @@ def test_local_workers_keep_the_default_allocator_and_no_profiler(monkeypatch):
     assert dask.config.get("distributed.worker.profile.enabled")
 
 
+def test_large_items_are_scattered_not_sent_in_the_graph(ex):
+    import warnings
+
+    big = [np.full(2_000_000, float(i)) for i in range(3)]      # 16 MB each
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sums = list(ex.map(np.sum, big))
+        windowed = list(ex.map_window(np.sum, iter(big), window=2))
+    assert sums == windowed == [0.0, 2_000_000.0, 4_000_000.0]
+    assert not [w for w in caught if "large graph" in str(w.message)], \
+        [str(w.message)[:80] for w in caught]
+
+
 def test_external_scheduler(cluster, ex):
     info = ex.describe()
     assert info == {"executor": "dask", "workers": 2, "threads": 2,

@@ -58,6 +58,12 @@ __all__ = ["DaskExecutor", "LOCAL_WORKER_CONFIG"]
 #: profiler (a stack sample every 10 ms, for a dashboard a local cluster does not serve) is off.
 #: Workers of an external scheduler are started by their own ``dask worker``; give them the
 #: same settings (``docs/topdown.md``, "Running at scale").
+#: Items at least this large (``dask.sizeof``: arrays, Arrow tables, lists and tuples of them)
+#: are scattered to the workers before their task is submitted, instead of travelling inside
+#: the task graph (which Dask warns about above 10 MB: a run in parts hands each part's rows to
+#: a worker to tabulate).
+SCATTER_BYTES = 4 << 20
+
 LOCAL_WORKER_CONFIG: dict[str, Any] = {
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     "distributed.worker.profile.enabled": False,
@@ -198,9 +204,10 @@ class DaskExecutor(Executor):
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
         """``fn`` over ``items`` on the cluster; an iterator of results in input order.
 
-        Items are submitted when iteration starts. Results are yielded as soon as every
-        earlier one is in; results that finish early are gathered to the client and their
-        tasks released meanwhile.
+        Items are submitted when iteration starts; an item of at least ``SCATTER_BYTES`` is
+        scattered to the workers first and its task given the future. Results are yielded as
+        soon as every earlier one is in; results that finish early are gathered to the client
+        and their tasks (and scattered items) released meanwhile.
 
         Raises
         ------
@@ -233,14 +240,22 @@ class DaskExecutor(Executor):
         return self._map(fn, items)
 
     def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
+        from dask.sizeof import sizeof
         from dask.utils import funcname
         from distributed import KilledWorker, as_completed
 
         client = self._client
         prefix = f"{funcname(fn)}-{uuid.uuid4().hex}"
 
+        scattered: dict[int, Any] = {}     # large items, sent to the workers as data
+
+        def argument(i: int) -> Any:
+            if i not in scattered and sizeof(items[i]) >= SCATTER_BYTES:
+                scattered[i] = client.scatter([items[i]], hash=False)[0]
+            return scattered.get(i, items[i])
+
         def submit(i: int, attempt: int):
-            return client.submit(fn, items[i], key=f"{prefix}-{i}-{attempt}", retries=0)
+            return client.submit(fn, argument(i), key=f"{prefix}-{i}-{attempt}", retries=0)
 
         pending = {submit(i, 0): i for i in range(len(items))}
         attempts = [0] * len(items)
@@ -285,10 +300,13 @@ class DaskExecutor(Executor):
                         done.add(fut)
                 if finished:
                     for fut, value in zip(finished, client.gather(finished)):
-                        results[pending.pop(fut)] = value
+                        i = pending.pop(fut)
+                        results[i] = value
                         fut.release()
+                        scattered.pop(i, None)
         finally:
             done.clear()
+            scattered.clear()
             if pending and self._client is not None:
                 client.cancel(list(pending))
             pending.clear()

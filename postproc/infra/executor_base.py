@@ -16,9 +16,27 @@ Examples
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "check_window"]
+
+
+def check_window(window: Any) -> int:
+    """``window`` of :meth:`Executor.map_window`, checked: a positive integer.
+
+    Examples
+    --------
+    >>> check_window(4)
+    4
+    >>> check_window(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: window must be a positive integer, not 0
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive integer, not {window!r}")
+    return window
 
 
 class Executor:
@@ -50,6 +68,34 @@ class Executor:
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
         raise NotImplementedError
+
+    def map_window(self, fn: Callable[[Any], Any], items: Iterable[Any],
+                   window: int) -> Iterator[Any]:
+        """``map`` over an iterable that should not be read ahead: at most ``window`` items
+        are taken from ``items`` beyond the results yielded so far (``map`` may take them all
+        at once, and large items — a part's rows — would all be in memory). Results in order.
+
+        This default maps chunks of ``window`` items one after the other; an executor that
+        can keep ``window`` items in flight as results come back overrides it.
+
+        Examples
+        --------
+        >>> from postproc.infra.executors import SerialExecutor
+        >>> taken = []
+        >>> def numbers():
+        ...     for i in range(5):
+        ...         taken.append(i)
+        ...         yield i
+        >>> results = SerialExecutor().map_window(abs, numbers(), window=2)
+        >>> next(results), taken          # the first chunk only
+        (0, [0, 1])
+        >>> list(results)
+        [1, 2, 3, 4]
+        """
+        check_window(window)
+        it = iter(items)
+        while chunk := list(islice(it, window)):
+            yield from self.map(fn, chunk)
 
     def close(self) -> None:
         pass

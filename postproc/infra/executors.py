@@ -14,15 +14,17 @@ Examples
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import multiprocessing
 import os
+from itertools import islice
 from typing import Callable
 
 import numpy as np
 
 from postproc.errors import PostprocError
-from postproc.infra.executor_base import Executor
+from postproc.infra.executor_base import Executor, check_window
 
 __all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
 
@@ -88,6 +90,29 @@ class ProcessExecutor(Executor):
         try:
             for fut in futures:
                 yield fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def map_window(self, fn, items, window):
+        """``map`` keeping ``window`` items in flight: the next item is taken from ``items``
+        (and submitted) as each result is yielded, so reading the items overlaps the work.
+
+        Examples
+        --------
+        >>> with ProcessExecutor(workers=2) as ex:
+        ...     list(ex.map_window(abs, iter([-3, 1, -2, 5]), window=2))
+        [3, 1, 2, 5]
+        """
+        check_window(window)
+        it = iter(items)
+        futures = collections.deque(self._pool.submit(fn, item) for item in islice(it, window))
+        try:
+            while futures:
+                result = futures.popleft().result()
+                for item in islice(it, 1):
+                    futures.append(self._pool.submit(fn, item))
+                yield result
         finally:
             for fut in futures:
                 fut.cancel()

@@ -204,9 +204,10 @@ def part_geography(geography: Geography, split: int, first: int, stop: int) -> G
     return Geography(levels, tuple(codes), tuple(parents))
 
 
-def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography) -> Hierarchy:
-    """The part's persons and units, read with a filter on the split level's geocodes, and
-    tabulated on ``part`` (for files whose rows do not come part by part)."""
+def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography
+               ) -> tuple[pa.Table, pa.Table | None]:
+    """The part's persons and units, read with a filter on the split level's geocodes (for
+    files whose rows do not come part by part)."""
     column = config.columns.get(geo.levels[split], geo.levels[split])
     codes = part.geocodes[1].astype(str).tolist()
     tables = []
@@ -220,7 +221,7 @@ def _read_part(config: RunConfig, geo: Geography, split: int, part: Geography) -
             raise PostprocError(f"a run in parts reads parquet files with a filter on the "
                                 f"{geo.levels[split]!r} column {column!r}; reading {path.name} "
                                 f"failed: {exc}") from None
-    return _tabulate_part(config, part, *tables)
+    return tables[0], tables[1]
 
 
 class _Unsorted(Exception):
@@ -277,9 +278,9 @@ def _tabulate_part(config: RunConfig, part: Geography, persons: pa.Table,
 
 def _parts_in_one_pass(config: RunConfig, geo: Geography, split: int,
                        plan: Sequence[tuple[int, int]]
-                       ) -> Iterator[tuple[int, Geography, Hierarchy]]:
-    """(index, geography, truth) of every part, in order, from one pass over the files; raises
-    :class:`_Unsorted` when their rows do not come part by part."""
+                       ) -> Iterator[tuple[int, Geography, pa.Table, pa.Table | None]]:
+    """(index, geography, persons, units) of every part, in order, from one pass over the
+    files; raises :class:`_Unsorted` when their rows do not come part by part."""
     column = config.columns.get(geo.levels[split], geo.levels[split])
     tracts = pd.Index(geo.geocodes[split].astype(str))
     part_of = np.repeat(np.arange(len(plan)), [stop - first for first, stop in plan])
@@ -288,17 +289,18 @@ def _parts_in_one_pass(config: RunConfig, geo: Geography, split: int,
                for path in (config.persons, config.units)]
     for k, (first, stop) in enumerate(plan):
         part = part_geography(geo, split, first, stop)
-        tables = [None if stream is None else next(stream) for stream in streams]
-        yield k, part, _tabulate_part(config, part, *tables)
+        persons, units = (None if stream is None else next(stream) for stream in streams)
+        yield k, part, persons, units
 
 
 def _parts_filtered(config: RunConfig, geo: Geography, split: int,
                     plan: Sequence[tuple[int, int]]
-                    ) -> Iterator[tuple[int, Geography, Hierarchy]]:
-    """(index, geography, truth) of every part, each read with a filter on its units."""
+                    ) -> Iterator[tuple[int, Geography, pa.Table, pa.Table | None]]:
+    """(index, geography, persons, units) of every part, each read with a filter on its
+    units."""
     for k, (first, stop) in enumerate(plan):
         part = part_geography(geo, split, first, stop)
-        yield k, part, _read_part(config, geo, split, part)
+        yield (k, part) + _read_part(config, geo, split, part)
 
 
 def _at_levels(passes: Any, levels: Sequence[str]) -> Any:
@@ -507,76 +509,77 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         f"under {geo.n_units(s):,} {geo.levels[s]} units")
     timings: dict[str, Any] = {"levels": dict.fromkeys(geo.levels, 0.0)}
 
-    # 1. tabulate part by part: the split level's histograms, the statistics below
-    t = time.perf_counter()
-    publish = config.publish()
-    cache = confidential_directory(directory, what="error tables, the parts' exact counts "
-                                   "while the run lasts") / "parts"
-    cache.mkdir(exist_ok=True)
-    try:
-        tabulated = _tabulate_parts(_parts_in_one_pass(config, geo, s, plan), cache, publish,
-                                    low_levels, len(plan), progress)
-    except _Unsorted:
-        log(f"    the files' rows do not come {split} by {split} in the blocks file's order: "
-            f"each part is read with a filter (slower; sort the files by geography to read "
-            f"them in one pass)")
-        tabulated = _tabulate_parts(_parts_filtered(config, geo, s, plan), cache, publish,
-                                    low_levels, len(plan), progress)
-    persons, split_counts, split_units, low_stats, digest = tabulated
-    _check_all_read(config, persons)
-    _check_settings(cache.parent / "parts_data_sha256.json", {"data": digest}, directory,
-                    what="data")
-    top_geo = Geography(top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
-    top_truth = from_leaf_counts(config.schema, top_geo, np.concatenate(split_counts),
-                                 np.concatenate(split_units) if split_units else None,
-                                 config.spec.unit_attribute)
-    del split_counts, split_units
-    published = published_statistics(top_truth, _publish_at(publish, top_levels))
-    for lv, stats in low_stats.items():
-        published.setdefault(lv, {}).update({k: np.concatenate(v) for k, v in stats.items()})
-    del low_stats
-    timings["tabulate"] = time.perf_counter() - t
-    shown = _persons(persons, config.release, geo.levels[0] in publish.get("tot", []))
-    log(f"    tabulated {shown} in {timings['tabulate']:.1f} s")
-
-    # 2. the top, compiled on the whole geography
-    t = time.perf_counter()
-    compiled = compile_spec(config.spec, config.schema, geo, published)
-    compiled_top = {lv: compiled[lv] for lv in top_levels}
-    del compiled
-    rnd = as_randomness(config.rng)
-    mech = config.mechanism
-    saved_top = directory / "noisy" / "top" if config.release else None
-    loaded = saved_top is not None and resume and (saved_top / "metadata.json").exists()
-    measurements, parameters = {}, {}
-    top_exact = ({lv: _level_answers(config, top_truth.counts[li], lv)
-                  for li, lv in enumerate(top_levels)}
-                 if not loaded or config.wants_error_table else {})
-    if loaded:
-        measurements = NoisyHierarchy.load(saved_top).measurements
-        log("    resume: loaded the top's measurements from noisy/top (the data are not "
-            "measured again)")
-    no_units = np.zeros((0, config.schema.size), np.int64)
-    for li, lv in enumerate(geo.levels):
-        if li > s or loaded:    # the parts' levels, or a top loaded: noise parameters only
-            _, parameters[lv] = measure_level(no_units, lv, li, config.workload, config.budget,
-                                              mech, rnd)     # (no unit: no draw)
-        else:
-            measurements[lv], parameters[lv] = measure_level(
-                top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
-                answers=top_exact[lv],
-                active=None if all_answers else find_active_cells(compiled_top[lv]))
-    provenance = measurement_provenance(config.budget, mech, rnd, parameters, publish,
-                                        key_level=split,
-                                        active_levels=() if all_answers else geo.levels)
-    top_published = {lv: published[lv] for lv in top_levels if lv in published}
-    noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
-                               top_published, provenance)
-    if saved_top is not None and not loaded:    # saved before anything is solved from it
-        noisy_top.save(saved_top)
     ex = get_executor(config.executor, workers=config.workers, scheduler=config.scheduler)
-    errors = _Errors()
     try:
+        # 1. tabulate part by part: the split level's histograms, the statistics below
+        t = time.perf_counter()
+        publish = config.publish()
+        cache = confidential_directory(directory, what="error tables, the parts' exact counts "
+                                       "while the run lasts") / "parts"
+        cache.mkdir(exist_ok=True)
+        tabulate = _TabulatePart(config, cache, publish, low_levels)
+        try:
+            tabulated = _tabulate_parts(ex, tabulate, _parts_in_one_pass(config, geo, s, plan),
+                                        len(plan), progress)
+        except _Unsorted:
+            log(f"    the files' rows do not come {split} by {split} in the blocks file's order: "
+                f"each part is read with a filter (slower; sort the files by geography to read "
+                f"them in one pass)")
+            tabulated = _tabulate_parts(ex, tabulate, _parts_filtered(config, geo, s, plan),
+                                        len(plan), progress)
+        persons, split_counts, split_units, low_stats, digest = tabulated
+        _check_all_read(config, persons)
+        _check_settings(cache.parent / "parts_data_sha256.json", {"data": digest}, directory,
+                        what="data")
+        top_geo = Geography(top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
+        top_truth = from_leaf_counts(config.schema, top_geo, np.concatenate(split_counts),
+                                     np.concatenate(split_units) if split_units else None,
+                                     config.spec.unit_attribute)
+        del split_counts, split_units
+        published = published_statistics(top_truth, _publish_at(publish, top_levels))
+        for lv, stats in low_stats.items():
+            published.setdefault(lv, {}).update({k: np.concatenate(v) for k, v in stats.items()})
+        del low_stats
+        timings["tabulate"] = time.perf_counter() - t
+        shown = _persons(persons, config.release, geo.levels[0] in publish.get("tot", []))
+        log(f"    tabulated {shown} in {timings['tabulate']:.1f} s")
+
+        # 2. the top, compiled on the whole geography
+        t = time.perf_counter()
+        compiled = compile_spec(config.spec, config.schema, geo, published)
+        compiled_top = {lv: compiled[lv] for lv in top_levels}
+        del compiled
+        rnd = as_randomness(config.rng)
+        mech = config.mechanism
+        saved_top = directory / "noisy" / "top" if config.release else None
+        loaded = saved_top is not None and resume and (saved_top / "metadata.json").exists()
+        measurements, parameters = {}, {}
+        top_exact = ({lv: _level_answers(config, top_truth.counts[li], lv)
+                      for li, lv in enumerate(top_levels)}
+                     if not loaded or config.wants_error_table else {})
+        if loaded:
+            measurements = NoisyHierarchy.load(saved_top).measurements
+            log("    resume: loaded the top's measurements from noisy/top (the data are not "
+                "measured again)")
+        no_units = np.zeros((0, config.schema.size), np.int64)
+        for li, lv in enumerate(geo.levels):
+            if li > s or loaded:    # the parts' levels, or a top loaded: noise parameters only
+                _, parameters[lv] = measure_level(no_units, lv, li, config.workload, config.budget,
+                                                  mech, rnd)     # (no unit: no draw)
+            else:
+                measurements[lv], parameters[lv] = measure_level(
+                    top_truth.counts[li], lv, li, config.workload, config.budget, mech, rnd,
+                    answers=top_exact[lv],
+                    active=None if all_answers else find_active_cells(compiled_top[lv]))
+        provenance = measurement_provenance(config.budget, mech, rnd, parameters, publish,
+                                            key_level=split,
+                                            active_levels=() if all_answers else geo.levels)
+        top_published = {lv: published[lv] for lv in top_levels if lv in published}
+        noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
+                                   top_published, provenance)
+        if saved_top is not None and not loaded:    # saved before anything is solved from it
+            noisy_top.save(saved_top)
+        errors = _Errors()
         options = dict(solver=config.solver_chain, executor=ex, failsafe=config.failsafe,
                        failsafe_keep=config.failsafe_keep, **config.method_options)
         top = topdown(noisy_top, config.spec.restricted(top_levels, geo.levels),
@@ -904,25 +907,48 @@ def _account(marker: Mapping[str, Any], errors: "_Errors", persons: dict[str, in
             timings["levels"][lv] += seconds
 
 
-def _tabulate_parts(parts: Iterator[tuple[int, Geography, Hierarchy]], cache: Path,
-                    publish: Mapping[str, Sequence[str]], low_levels: Sequence[str],
+class _TabulatePart:
+    """Tabulate one part (picklable: an executor maps it over the parts as they are read): its
+    rows validated and tabulated on the part's geography, and its counts saved for the second
+    pass. Returns the persons read, the split level's histograms and units, the published
+    statistics of the levels below, and the SHA-256 of what was saved."""
+
+    def __init__(self, config: RunConfig, cache: Path, publish: Mapping[str, Sequence[str]],
+                 low_levels: Sequence[str]):
+        self.config, self.cache = config, cache
+        self.publish, self.low_levels = publish, tuple(low_levels)
+
+    def __call__(self, item: tuple[int, Geography, pa.Table, pa.Table | None]
+                 ) -> tuple[int, np.ndarray, np.ndarray | None, dict[str, Any], str]:
+        k, part, persons, units = item
+        truth = _tabulate_part(self.config, part, persons, units)
+        digest = _save_counts(truth, self.cache / f"truth-{k:06d}.npz")
+        stats = published_statistics(truth, _publish_at(self.publish, self.low_levels))
+        return (int(truth.counts[1].sum()), truth.counts[1],
+                None if truth.units is None else truth.units[1], stats, digest)
+
+
+def _tabulate_parts(ex: Any, tabulate: _TabulatePart,
+                    parts: Iterator[tuple[int, Geography, pa.Table, pa.Table | None]],
                     n_parts: int, progress: bool):
-    """Save every part's counts for the second pass; return the persons read, the split
-    level's histograms and units, the published statistics of the levels below, and a digest
-    of every part's counts (a resumed run checks that its data did not change)."""
+    """Tabulate every part on ``ex``'s workers as the parts are read (at most two parts per
+    worker read ahead, so memory holds a few parts' rows, not the files); return the persons
+    read, the split level's histograms and units, the published statistics of the levels
+    below, and a digest of every part's counts (a resumed run checks that its data did not
+    change)."""
     split_counts, split_units, low_stats, persons = [], [], {}, 0
     digest = hashlib.sha256()
     bar = _progress(progress, n_parts, "tabulating parts")
+    window = 2 * max(1, int(getattr(ex, "workers", 1) or 1))
     try:
-        for k, part, truth in parts:
-            _save_counts(truth, cache / f"truth-{k:06d}.npz", digest)
-            persons += int(truth.counts[1].sum())
-            split_counts.append(truth.counts[1])
-            if truth.units is not None:
-                split_units.append(truth.units[1])
-            for lv, stats in published_statistics(truth,
-                                                  _publish_at(publish, low_levels)).items():
-                for stat, arr in stats.items():
+        for n, counts, units, stats, part_digest in ex.map_window(tabulate, parts, window):
+            digest.update(part_digest.encode())
+            persons += n
+            split_counts.append(counts)
+            if units is not None:
+                split_units.append(units)
+            for lv, by_stat in stats.items():
+                for stat, arr in by_stat.items():
                     low_stats.setdefault(lv, {}).setdefault(stat, []).append(arr)
             if bar is not None:
                 bar.update(1)
@@ -932,21 +958,23 @@ def _tabulate_parts(parts: Iterator[tuple[int, Geography, Hierarchy]], cache: Pa
     return persons, split_counts, split_units, low_stats, digest.hexdigest()
 
 
-def _save_counts(truth: Hierarchy, path: Path, digest: Any) -> None:
-    """The part's bottom-level counts (its nonzero cells) and units, for the second pass: read
-    and tabulated once, not twice; ``digest`` (a hashlib object) is updated with them."""
+def _save_counts(truth: Hierarchy, path: Path) -> str:
+    """Save the part's bottom-level counts (its nonzero cells) and units for the second pass
+    (read and tabulated once, not twice); return the SHA-256 of what was saved."""
     leaf = truth.counts[-1]
     units, cells = np.nonzero(leaf)
     arrays = {"shape": np.array(leaf.shape), "units": units.astype(np.int32),
               "cells": cells.astype(np.int32), "counts": leaf[units, cells]}
     if truth.units is not None:
         arrays["unit_types"] = truth.units[-1]
+    digest = hashlib.sha256()
     for name, array in arrays.items():
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(array).tobytes())
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
+    return digest.hexdigest()
 
 
 def _load_counts(config: RunConfig, part: Geography, path: Path) -> Hierarchy:

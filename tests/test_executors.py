@@ -1,0 +1,66 @@
+"""``Executor.map_window``: results in order, items read at most a window ahead, errors raised."""
+
+from __future__ import annotations
+
+import pytest
+
+from postproc.infra.executors import ProcessExecutor, SerialExecutor
+
+
+def _negate(x: int) -> int:
+    if x == 113:
+        raise ValueError("one hundred and thirteen")
+    return -x
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessExecutor(workers=2) as ex:
+        yield ex
+
+
+@pytest.fixture(params=["serial", "process"])
+def ex(request, pool):
+    return SerialExecutor() if request.param == "serial" else pool
+
+
+@pytest.mark.parametrize("window", [1, 3, 50])
+def test_results_in_order_whatever_the_window(ex, window):
+    assert list(ex.map_window(_negate, iter(range(20)), window)) == [-i for i in range(20)]
+
+
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_items_are_read_at_most_a_window_ahead(ex, window):
+    taken: list[int] = []
+
+    def items():
+        for i in range(12):
+            taken.append(i)
+            yield i
+
+    ahead = []
+    for n, _ in enumerate(ex.map_window(_negate, items(), window), start=1):
+        ahead.append(len(taken) - n)        # items taken beyond the results yielded
+    assert max(ahead) <= window
+    assert len(taken) == 12
+
+
+def test_an_item_that_raises_stops_the_map(ex):
+    with pytest.raises(ValueError, match="one hundred and thirteen"):
+        list(ex.map_window(_negate, iter(range(110, 120)), 2))
+
+
+def test_an_exception_while_reading_the_items_propagates(ex):
+    def items():
+        yield 1
+        yield 2
+        raise OSError("the file ended early")
+
+    with pytest.raises(OSError, match="ended early"):
+        list(ex.map_window(_negate, items(), 2))
+
+
+@pytest.mark.parametrize("window", [0, -1, 1.5, True])
+def test_a_window_that_is_not_a_positive_integer_is_refused(ex, window):
+    with pytest.raises(ValueError, match="positive integer"):
+        list(ex.map_window(_negate, iter([1]), window))
