@@ -169,6 +169,25 @@ def test_lost_worker_is_retried_and_finished_work_kept(ex, tmp_path):
     assert all(_runs(tmp_path, i) >= 1 for i in range(killer + 1, n))
 
 
+def _kill_worker_once_big(args):
+    directory, i, killer, payload = args
+    return _kill_worker_once((directory, i, killer)) + int(payload[0])
+
+
+def test_lost_worker_with_scattered_items_is_retried(ex, tmp_path):
+    # items of 8 MB are scattered to the workers: the killed worker takes its items' data
+    # with it, and those items must be sent again, not reported as failed
+    killer, n = 3, 8
+    items = [(tmp_path, i, killer, np.full(1_000_000, float(i))) for i in range(n)]
+    got = []
+    for i, value in enumerate(ex.map(_kill_worker_once_big, items)):
+        got.append(value)
+        if i == killer - 1:
+            (tmp_path / "proceed").touch()
+    assert got == [i * i + i for i in range(n)]
+    assert (tmp_path / "killed").exists() and _runs(tmp_path, killer) == 2
+
+
 def test_killed_worker_resubmitted_then_reported(tmp_path):
     # allowed_failures=0: the scheduler fails a task at its first lost worker (KilledWorker);
     # the executor resubmits it `retries` times, then raises a PostprocError.

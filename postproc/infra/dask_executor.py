@@ -49,21 +49,22 @@ from postproc.infra.executor_base import Executor
 
 __all__ = ["DaskExecutor", "LOCAL_WORKER_CONFIG"]
 
-#: Dask settings for the workers of a local cluster. Dask's nanny starts every worker with
-#: ``MALLOC_TRIM_THRESHOLD_=65536``; setting it at all turns off glibc's adaptive mmap
-#: threshold, so every mid-sized numpy temporary is mapped and unmapped again, and TopDown's
-#: node solving ran 20 % slower in a Dask worker than in a process-pool worker (500 block-group
-#: nodes: 12.4–13.4 s against 10.2–11.1 s; unset, 10.3–10.7 s:
-#: ``benchmarks/pl94/dask_worker_malloc.md``). ``None`` unsets it. The workers' statistical
-#: profiler (a stack sample every 10 ms, for a dashboard a local cluster does not serve) is off.
-#: Workers of an external scheduler are started by their own ``dask worker``; give them the
-#: same settings (``docs/topdown.md``, "Running at scale").
 #: Items at least this large (``dask.sizeof``: arrays, Arrow tables, lists and tuples of them)
 #: are scattered to the workers before their task is submitted, instead of travelling inside
 #: the task graph (which Dask warns about above 10 MB: a run in parts hands each part's rows to
 #: a worker to tabulate).
 SCATTER_BYTES = 4 << 20
+_DATA_LOSSES = 5      # an item's scattered data lost with a worker: sent again up to this often
 
+#: Dask settings for the workers of a local cluster. Dask's nanny starts every worker with
+#: ``MALLOC_TRIM_THRESHOLD_=65536``; setting it at all turns off glibc's adaptive mmap
+#: threshold, so every mid-sized numpy temporary is mapped and unmapped again, and TopDown's
+#: node solving ran 20 % slower in a Dask worker than in a process-pool worker (80 block-group
+#: nodes: 2.28 s against 1.90 s; unset, 1.94 s: ``benchmarks/pl94/dask_worker_malloc.md``).
+#: ``None`` unsets it. The workers' statistical profiler (a stack sample every 10 ms, for a
+#: dashboard a local cluster does not serve) is off.
+#: Workers of an external scheduler are started by their own ``dask worker``; give them the
+#: same settings (``docs/topdown.md``, "Running at scale").
 LOCAL_WORKER_CONFIG: dict[str, Any] = {
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     "distributed.worker.profile.enabled": False,
@@ -254,11 +255,20 @@ class DaskExecutor(Executor):
                 scattered[i] = client.scatter([items[i]], hash=False)[0]
             return scattered.get(i, items[i])
 
-        def submit(i: int, attempt: int):
+        def submit(i: int, attempt: int | str):
             return client.submit(fn, argument(i), key=f"{prefix}-{i}-{attempt}", retries=0)
 
         pending = {submit(i, 0): i for i in range(len(items))}
         attempts = [0] * len(items)
+        lost = [0] * len(items)       # times an item's scattered data was lost with a worker
+        resubmissions = 0
+
+        def resubmit(i: int) -> None:
+            nonlocal resubmissions
+            resubmissions += 1
+            retry = submit(i, f"{attempts[i]}-{resubmissions}")
+            pending[retry] = i
+            done.add(retry)
         results: dict[int, Any] = {}
         done = as_completed(list(pending), loop=client.loop)
         next_index = 0
@@ -290,9 +300,19 @@ class DaskExecutor(Executor):
                             ) from exc
                         attempts[i] += 1
                         fut.release()
-                        retry = submit(i, attempts[i])
-                        pending[retry] = i
-                        done.add(retry)
+                        resubmit(i)
+                    elif fut.status == "cancelled" and pending[fut] in scattered:
+                        # its scattered item was lost with a worker: scatter it again (not the
+                        # item's fault, so not counted against `retries`; bounded all the same)
+                        i = pending.pop(fut)
+                        lost[i] += 1
+                        if lost[i] > _DATA_LOSSES:
+                            raise PostprocError(
+                                f"item {i} of this map was given up: its data was lost with a "
+                                f"Dask worker {lost[i]} times; the workers keep dying")
+                        fut.release()
+                        scattered.pop(i)
+                        resubmit(i)
                     elif fut.status == "cancelled":
                         raise PostprocError(f"item {pending[fut]} of this map was cancelled "
                                             "(the Dask scheduler or its client shut down)")
