@@ -46,7 +46,8 @@ from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
 
 __all__ = ["read_table", "read_microdata", "Microdata", "Recode", "attribute_codes",
-           "as_arrow_column", "source_table", "leaf_index", "check_units", "check_tabulated_units"]
+           "as_arrow_column", "source_table", "leaf_index", "check_units", "check_tabulated_units",
+           "attribute_totals"]
 
 
 def read_table(path: str | os.PathLike) -> pa.Table:
@@ -634,6 +635,32 @@ def _check_units(persons, units, geocode_names, unit_attribute, n_types, persons
                           persons_where, units_where, (p_leaf, u_leaf))
 
 
+def attribute_totals(schema, counts: np.ndarray, attribute: str) -> np.ndarray:
+    """Per unit, the persons of each value of ``attribute``: ``marginal(schema, attribute)``'s
+    answers on dense ``counts`` (units × cells), summed over the cells' axes in one pass (the
+    marginal's sparse product first copies the nonzeros: 0.2 s of a 20,000-block part's 0.85 s
+    of tabulation).
+
+    Examples
+    --------
+    >>> from hierarchy.queries import marginal
+    >>> from hierarchy.schema import Schema, Attribute
+    >>> s = Schema((Attribute("a", ("x", "y")), Attribute("b", ("u", "v", "w")),
+    ...             Attribute("c", ("p", "q"))))
+    >>> counts = np.random.default_rng(0).integers(0, 5, size=(4, s.size))
+    >>> all(np.array_equal(attribute_totals(s, counts, name), marginal(s, name).answer(counts))
+    ...     for name in ("a", "b", "c"))
+    True
+    >>> attribute_totals(s, counts, "b").shape
+    (4, 3)
+    """
+    axis = schema.names.index(attribute)
+    shape = schema.shape
+    before, after = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+    cube = np.asarray(counts).reshape(len(counts), before, shape[axis], after)
+    return cube.sum(axis=3).sum(axis=1)
+
+
 def check_tabulated_units(truth, data: Microdata) -> None:
     """:func:`check_units` on an already tabulated hierarchy: the comparison uses the bottom
     level's histograms and unit counts (no pass over the records unless something is wrong,
@@ -667,9 +694,7 @@ def check_tabulated_units(truth, data: Microdata) -> None:
     """
     if data.units is None or truth.units is None:
         return
-    from hierarchy.queries import marginal
-
-    people = marginal(truth.schema, data.unit_attribute).answer(truth.counts[-1])
+    people = attribute_totals(truth.schema, truth.counts[-1], data.unit_attribute)
     _raise_unit_conflicts(people, truth.units[-1], truth.geography, data.persons, data.units,
                           list(data.levels[1:]), data.unit_attribute, data.persons_source,
                           data.units_source or "units", None)
