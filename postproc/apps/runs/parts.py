@@ -9,10 +9,12 @@ public geography, never from the data), and runs:
 
 1. **Tabulate, part by part.** Each part's persons and units are read from the parquet files
    (in one pass when their rows come part by part, as a file sorted by geography does; else
-   with a filter on the part's split-level geocodes) and tabulated on its geography; the split
-   level's histograms and the published statistics of the levels below (``gqhh`` per block:
-   units × 8) are kept, and the part's bottom-level counts are saved sparse (its nonzero
-   cells) under ``confidential/parts/`` until the run ends.
+   with a filter on the part's split-level geocodes) by this process and tabulated on the
+   part's geography by the executor's workers as the next parts are read
+   (:meth:`~postproc.infra.executor_base.Executor.map_window`: a few parts' rows in memory,
+   never the files); the split level's histograms and the published statistics of the levels
+   below (``gqhh`` per block: units × 8) are kept, and each part's bottom-level counts are
+   saved sparse (its nonzero cells) under ``confidential/parts/`` until the run ends.
 2. **The top**, from the root to the split level: measured (one stream per level and query,
    as :func:`hierarchy.measurement.measure` draws) and solved by :func:`topdown` as one
    hierarchy. The spec is compiled on the *whole* geography, so the rows the levels below
@@ -35,9 +37,10 @@ whole geography solves, with the same noisy answers — when the whole is measur
 ``part_blocks`` and whichever executor (``tests/test_parts.py`` checks it level by level).
 
 **Memory** is the top's dense levels (84,000 tracts × 2,016 cells: 1.4 GB per array for the
-nation) plus one part per worker (about ``part_blocks`` × 2,016 × 8 bytes per array): the
-executor maps the parts over its workers, and each worker solves its part's nodes serially
-and writes its files (so a Dask worker needs the output directory on storage it shares).
+nation) plus one part per worker (about ``part_blocks`` × 2,016 × 8 bytes per array; while
+tabulating, two parts' rows per worker in flight): the executor maps the parts over its
+workers, and each worker solves its part's nodes serially and writes its files (so a Dask
+worker needs the output directory on storage it shares).
 
 **Release mode measures once.** In simulation mode a resumed run measures an unfinished part
 (and the top) again: the keyed streams give the same values. Release mode draws from the
