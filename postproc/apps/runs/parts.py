@@ -99,7 +99,7 @@ from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.pipeline import run_fingerprint
 from postproc.errors import PostprocError
-from postproc.infra.executors import get_executor
+from postproc.infra.executors import Executor, get_executor
 from postproc.methods.topdown import topdown
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
@@ -931,7 +931,7 @@ class _TabulatePart:
                 None if truth.units is None else truth.units[1], stats, digest)
 
 
-def _tabulate_parts(ex: Any, tabulate: _TabulatePart,
+def _tabulate_parts(ex: Executor, tabulate: _TabulatePart,
                     parts: Iterator[tuple[int, Geography, pa.Table, pa.Table | None]],
                     n_parts: int, progress: bool):
     """Tabulate every part on ``ex``'s workers as the parts are read (at most two parts per
@@ -942,9 +942,9 @@ def _tabulate_parts(ex: Any, tabulate: _TabulatePart,
     split_counts, split_units, low_stats, persons = [], [], {}, 0
     digest = hashlib.sha256()
     bar = _progress(progress, n_parts, "tabulating parts")
-    window = 2 * max(1, int(getattr(ex, "workers", 1) or 1))
     try:
-        for n, counts, units, stats, part_digest in ex.map_window(tabulate, parts, window):
+        for n, counts, units, stats, part_digest in ex.map_window(tabulate, parts,
+                                                                  2 * ex.workers):
             digest.update(part_digest.encode())
             persons += n
             split_counts.append(counts)
