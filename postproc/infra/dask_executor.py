@@ -255,8 +255,8 @@ class DaskExecutor(Executor):
                 scattered[i] = client.scatter([items[i]], hash=False)[0]
             return scattered.get(i, items[i])
 
-        def submit(i: int, attempt: int | str):
-            return client.submit(fn, argument(i), key=f"{prefix}-{i}-{attempt}", retries=0)
+        def submit(i: int, submission: int):
+            return client.submit(fn, argument(i), key=f"{prefix}-{i}-{submission}", retries=0)
 
         pending = {submit(i, 0): i for i in range(len(items))}
         attempts = [0] * len(items)
@@ -266,7 +266,7 @@ class DaskExecutor(Executor):
         def resubmit(i: int) -> None:
             nonlocal resubmissions
             resubmissions += 1
-            retry = submit(i, f"{attempts[i]}-{resubmissions}")
+            retry = submit(i, resubmissions)      # a fresh key for every submission
             pending[retry] = i
             done.add(retry)
         results: dict[int, Any] = {}
