@@ -244,6 +244,7 @@ class DaskExecutor(Executor):
         from dask.sizeof import sizeof
         from dask.utils import funcname
         from distributed import KilledWorker, as_completed
+        from distributed.client import FutureCancelledError
 
         client = self._client
         prefix = f"{funcname(fn)}-{uuid.uuid4().hex}"
@@ -319,7 +320,16 @@ class DaskExecutor(Executor):
                     else:  # lost after finishing: the scheduler recomputes it; wait again
                         done.add(fut)
                 if finished:
-                    for fut, value in zip(finished, client.gather(finished)):
+                    try:
+                        values = client.gather(finished)
+                    except FutureCancelledError:
+                        # a result lost with its worker between the report and the gather, and
+                        # with it a scattered item the scheduler cannot recompute it from: look
+                        # at these futures again (the cancelled one is sent again above)
+                        for fut in finished:
+                            done.add(fut)
+                        continue
+                    for fut, value in zip(finished, values):
                         i = pending.pop(fut)
                         results[i] = value
                         fut.release()
