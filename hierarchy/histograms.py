@@ -161,6 +161,17 @@ class Hierarchy:
         """Detailed histograms of one level, shape (units, cells)."""
         return self.counts[self.geography.level_index(level)]
 
+    @property
+    def leaf_counts(self) -> np.ndarray:
+        """The bottom level's histograms (as :attr:`hierarchy.tabulation.LeafCounts.leaf_counts`,
+        dense)."""
+        return self.counts[-1]
+
+    @property
+    def leaf_units(self) -> np.ndarray | None:
+        """The bottom level's units of each type, if tabulated with a units table."""
+        return None if self.units is None else self.units[-1]
+
     def level_units(self, level: str | int) -> np.ndarray:
         if self.units is None:
             raise HierarchyError("this hierarchy has no units table; tabulate one with "

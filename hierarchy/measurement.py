@@ -35,8 +35,7 @@ def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
     >>> persons_per_unit(truth, "state").tolist()
     [1, 2]
     """
-    return np.asarray(truth.counts[truth.geography.level_index(level)].sum(axis=1),
-                      dtype=np.int64)
+    return np.asarray(truth.totals(level), dtype=np.int64)
 
 
 def units_by_type(truth: Hierarchy, level: str) -> np.ndarray:

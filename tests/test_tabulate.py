@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.schema import E2E_1940, Attribute, Schema
-from hierarchy.tabulation import count_cells, tabulate
+from hierarchy.tabulation import (LeafCounts, count_cells, count_cells_sparse, tabulate,
+                                  tabulate_leaf)
 
 # ---------------------------------------------------------------------------------------------
 # references
@@ -32,6 +33,18 @@ def reference_counts(leaf, columns, shape, n_leaves):
         np.add.at(out, (np.asarray(leaf), cell), 1)
     return out
 
+
+
+def random_records(n, n_leaves, shape, sort, seed):
+    """Random leaves and attribute codes of mixed integer types, sorted by leaf or not."""
+    rng = np.random.default_rng(seed)
+    leaf = rng.integers(0, n_leaves, n)
+    columns = [rng.integers(0, s, n).astype(rng.choice([np.int8, np.int16, np.int64, np.uint8]))
+               for s in shape]
+    if sort:
+        order = np.argsort(leaf, kind="stable")
+        leaf, columns = leaf[order], [c[order] for c in columns]
+    return leaf, columns
 
 def chunk_paths(leaf, columns, shape, chunk):
     """Which path each chunk of count_cells takes ("local" or "spill"), by the rule stated in the
@@ -71,14 +84,7 @@ def crosstab_level(frame, code_column, schema, geocodes):
        chunk=st.sampled_from([1, 2, 3, 7, 64, 1 << 18]), sort=st.booleans(),
        seed=st.integers(0, 2**32 - 1))
 def test_count_cells_equals_reference(n, n_leaves, shape, chunk, sort, seed):
-    rng = np.random.default_rng(seed)
-    leaf = rng.integers(0, n_leaves, n)
-    columns = [rng.integers(0, s, n).astype(rng.choice([np.int8, np.int16, np.int64, np.uint8]))
-               for s in shape]
-    if sort:
-        order = np.argsort(leaf, kind="stable")
-        leaf = leaf[order]
-        columns = [c[order] for c in columns]
+    leaf, columns = random_records(n, n_leaves, shape, sort, seed)
     got = count_cells(leaf, columns, shape, n_leaves, chunk=chunk)
     assert got.dtype == np.int64 and got.shape == (n_leaves, int(np.prod(shape)))
     np.testing.assert_array_equal(got, reference_counts(leaf, columns, shape, n_leaves))
@@ -101,18 +107,61 @@ def test_count_cells_mixes_local_and_spill_chunks():
         np.testing.assert_array_equal(got, reference_counts(leaf, columns, shape, n_leaves))
 
 
+@pytest.mark.parametrize("count", [count_cells, count_cells_sparse])
 @pytest.mark.parametrize("bad", [-1, 6, 127])
-def test_count_cells_bad_code_names_attribute_and_row(bad):
+def test_count_cells_bad_code_names_attribute_and_row(bad, count):
     columns = [np.zeros(10, np.int8), np.zeros(10, np.int8)]
     columns[1][7] = bad
     for chunk in (1, 4, 1 << 18):
         with pytest.raises(HierarchyError, match=rf"attribute 1.* {bad} at row 7, outside 0..5"):
-            count_cells(np.zeros(10, np.int64), columns, [2, 6], 1, chunk=chunk)
+            count(np.zeros(10, np.int64), columns, [2, 6], 1, chunk=chunk)
 
 
-def test_count_cells_rejects_columns_of_another_length():
+@pytest.mark.parametrize("count", [count_cells, count_cells_sparse])
+def test_count_cells_rejects_columns_of_another_length(count):
     with pytest.raises(HierarchyError, match="rows"):
-        count_cells(np.zeros(3, np.int64), [np.zeros(4, np.int8)], [2], 1)
+        count(np.zeros(3, np.int64), [np.zeros(4, np.int8)], [2], 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# count_cells_sparse
+# ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(0, 300), n_leaves=st.integers(1, 40),
+       shape=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+       chunk=st.sampled_from([1, 3, 64, 1 << 18]), sort=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_count_cells_sparse_is_the_dense_count_in_row_major_order(n, n_leaves, shape, chunk,
+                                                                  sort, seed):
+    leaf, columns = random_records(n, n_leaves, shape, sort, seed)
+    got = count_cells_sparse(leaf, columns, shape, n_leaves, chunk=chunk)
+    dense = reference_counts(leaf, columns, shape, n_leaves)
+    assert got.shape == dense.shape and got.dtype == np.int64
+    assert got.has_canonical_format and (got.data > 0).all()
+    rows, cells = np.nonzero(dense)     # the order _save_counts wrote before it was sparse
+    np.testing.assert_array_equal(np.repeat(np.arange(n_leaves), np.diff(got.indptr)), rows)
+    np.testing.assert_array_equal(got.indices, cells)
+    np.testing.assert_array_equal(got.data, dense[rows, cells])
+
+
+def test_count_cells_sparse_more_than_256_cells_and_large_keys():
+    """2,016 cells (the PL 94 schema; cells no longer fit in a byte) and keys of 2**31 or
+    more (int64 keys)."""
+    rng = np.random.default_rng(11)
+    shape, n = [8, 2, 2, 63], 5000
+    columns = [rng.integers(0, s, n).astype(np.int8) for s in shape]
+    for n_leaves in (30, 1_100_000):       # 1.1M leaves × 2,016 cells > 2**31
+        leaf = rng.integers(0, 30, n) * (n_leaves // 30)
+        got = count_cells_sparse(leaf, columns, shape, n_leaves)
+        rows = np.repeat(np.arange(n_leaves), np.diff(got.indptr))
+        want = pd.Series(1, index=pd.MultiIndex.from_arrays(
+            [leaf, np.ravel_multi_index(tuple(c.astype(np.int64) for c in columns), shape)]))
+        want = want.groupby(level=[0, 1]).sum().sort_index()
+        np.testing.assert_array_equal(rows, want.index.get_level_values(0))
+        np.testing.assert_array_equal(got.indices, want.index.get_level_values(1))
+        np.testing.assert_array_equal(got.data, want.to_numpy())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,3 +343,76 @@ def test_tabulate_geocode_columns_mapping():
                      geocode_columns=["st"])
     assert truth.geography.geocodes[1].tolist() == ["01", "02"]
     assert truth.totals("state").tolist() == [2, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# tabulate_leaf / LeafCounts: the sparse bottom level answers as the dense hierarchy does
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data_2020():
+    from hierarchy.synth_2020 import synthesize_2020
+
+    return synthesize_2020(4000, seed=4, states=["01", "02", "11"])
+
+
+def test_leaf_counts_answer_every_level_as_the_hierarchy(data_2020):
+    from hierarchy.measurement import published_statistics
+    from hierarchy.pl94 import LEVELS, PL94_2020
+
+    shuffled = data_2020.persons.take(np.random.default_rng(2).permutation(
+        data_2020.persons.num_rows))
+    truth = tabulate(data_2020.persons, schema=PL94_2020, levels=LEVELS, units=data_2020.units)
+    for persons in (data_2020.persons, shuffled):
+        leaf = tabulate_leaf(persons, schema=PL94_2020, levels=LEVELS, units=data_2020.units)
+        assert leaf.geography.equals(truth.geography)
+        assert leaf.leaf_counts.nnz == np.count_nonzero(truth.leaf_counts)
+        dense = leaf.to_hierarchy()
+        for li, lv in enumerate(LEVELS):
+            np.testing.assert_array_equal(leaf.level_counts(lv), truth.counts[li])
+            np.testing.assert_array_equal(dense.counts[li], truth.counts[li])
+            np.testing.assert_array_equal(leaf.totals(li), truth.totals(li))
+            np.testing.assert_array_equal(leaf.level_units(lv), truth.units[li])
+            np.testing.assert_array_equal(dense.units[li], truth.units[li])
+        publish = {"tot": ["nation", "county", "block"], "gqhh": ["tract", "block"]}
+        got, want = published_statistics(leaf, publish), published_statistics(truth, publish)
+        assert got.keys() == want.keys()
+        for lv in want:
+            assert got[lv].keys() == want[lv].keys()
+            for stat in want[lv]:
+                assert got[lv][stat].dtype == want[lv][stat].dtype == np.int64
+                np.testing.assert_array_equal(got[lv][stat], want[lv][stat])
+
+
+def test_leaf_counts_unit_check_names_the_same_conflict(data_2020):
+    from hierarchy.io import check_tabulated_units, read_microdata
+    from hierarchy.pl94 import LEVELS, PL94_2020
+
+    persons = data_2020.persons.to_pandas()
+    moved = persons.index[persons["hhgq"] == 0][5]
+    persons.loc[moved, "hhgq"] = 7         # a household member moved into a facility type
+    data = read_microdata(pa.Table.from_pandas(persons, preserve_index=False),
+                          schema=PL94_2020, levels=LEVELS, units=data_2020.units,
+                          check_units=False)
+    messages = []
+    for make in (tabulate, tabulate_leaf):
+        truth = make(data.persons, schema=PL94_2020, levels=LEVELS, units=data.units)
+        with pytest.raises(HierarchyError, match="no unit of their hhgq type") as info:
+            check_tabulated_units(truth, data)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert f"row {moved}" in messages[0]
+
+
+def test_leaf_counts_reject_a_shape_or_units_that_do_not_fit():
+    import scipy.sparse as sp
+
+    s = Schema((Attribute("sex", ("male", "female")),))
+    geo, _ = Geography.from_columns(["nation", "state"], [[["A", "B"]]])
+    with pytest.raises(HierarchyError, match=r"shape \(3, 2\), expected \(2, 2\)"):
+        LeafCounts(s, geo, sp.csr_matrix(np.ones((3, 2), np.int64)))
+    with pytest.raises(HierarchyError, match="without the attribute"):
+        LeafCounts(s, geo, sp.csr_matrix(np.ones((2, 2), np.int64)), np.ones((2, 2), np.int64))
+    with pytest.raises(HierarchyError, match="no units table"):
+        LeafCounts(s, geo, sp.csr_matrix(np.ones((2, 2), np.int64))).level_units("nation")
