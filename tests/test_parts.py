@@ -222,6 +222,50 @@ def test_topdown_does_not_depend_on_the_answers_not_drawn(base):
         assert np.array_equal(a, b)
 
 
+def test_a_parts_tabulation_is_that_of_the_whole_and_saved_as_before(base, whole, tmp_path):
+    """Each part, tabulated sparse on a worker, gives the whole tabulation's tract rows, units
+    and published block statistics, and saves its blocks' nonzero counts in the layout (and
+    so with the digest) of the dense tabulation it replaced: np.nonzero's row-major order,
+    int32 blocks and cells, int64 counts. A run interrupted before the change resumes."""
+    import hashlib
+
+    from hierarchy.measurement import ancestor_offsets, published_statistics
+
+    truth = whole[0]
+    config = _config(base)
+    geo, s = parts_module._check(config, "tract", 40)
+    plan = plan_parts(geo, s, 40)
+    assert len(plan) > 4
+    publish = config.publish()
+    low = geo.levels[s + 1:]
+    tabulate = parts_module._TabulatePart(config, tmp_path, publish, low)
+    blocks = ancestor_offsets(geo, geo.depth - 1, s)
+    want_stats = published_statistics(truth, parts_module._publish_at(publish, low))
+    assert want_stats          # the preset publishes block statistics
+    for k, part, persons, units in parts_module._parts_in_one_pass(config, geo, s, plan):
+        n, tracts, tract_units, stats, digest = tabulate((k, part, persons, units))
+        first, stop = plan[k]
+        leaf = truth.counts[-1][blocks[first]:blocks[stop]]
+        assert n == int(leaf.sum())
+        np.testing.assert_array_equal(tracts, truth.counts[s][first:stop])
+        np.testing.assert_array_equal(tract_units, truth.units[s][first:stop])
+        for lv, by_stat in want_stats.items():
+            rows = ancestor_offsets(geo, geo.level_index(lv), s)[[first, stop]]
+            for stat, values in by_stat.items():
+                np.testing.assert_array_equal(stats[lv][stat], values[rows[0]:rows[1]])
+        rows, cells = np.nonzero(leaf)
+        dense_layout = {"shape": np.array(leaf.shape), "units": rows.astype(np.int32),
+                        "cells": cells.astype(np.int32), "counts": leaf[rows, cells],
+                        "unit_types": truth.units[-1][blocks[first]:blocks[stop]]}
+        sha = hashlib.sha256()
+        for name, array in dense_layout.items():
+            sha.update(name.encode())
+            sha.update(np.ascontiguousarray(array).tobytes())
+        assert digest == sha.hexdigest()
+        loaded = parts_module._load_counts(config, part, tmp_path / f"truth-{k:06d}.npz")
+        np.testing.assert_array_equal(loaded.leaf_counts.toarray(), leaf)
+
+
 def test_plan_covers_the_level_within_the_limit():
     rng = np.random.default_rng(0)
     blocks = rng.integers(1, 40, 300)

@@ -80,6 +80,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography, encode_column
@@ -93,7 +94,7 @@ from hierarchy.randomness import as_randomness
 from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, claim_directory,
                                confidential_directory, read_json, remove_leftovers, write_json,
                                write_parquet)
-from hierarchy.tabulation import from_leaf_counts, tabulate
+from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from invariants.active import find_active_cells
 from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
@@ -264,17 +265,20 @@ def _rows_in_order(path: Path, column: str, tracts: pd.Index, part_of: np.ndarra
 
 
 def _tabulate_part(config: RunConfig, part: Geography, persons: pa.Table,
-                   units: pa.Table | None) -> Hierarchy:
-    """A part's persons and units, validated and tabulated on the part's geography."""
+                   units: pa.Table | None) -> LeafCounts:
+    """A part's persons and units, validated and tabulated on the part's geography: its
+    blocks' counts sparse (:func:`~hierarchy.tabulation.tabulate_leaf`; dense, a part's
+    blocks × cells are 0.3 GB, 98 % zeros, and passes over them were most of its
+    tabulation)."""
     keep = set(part.levels[1:]) | set(config.schema.names)
     columns = {k: v for k, v in config.columns.items() if k in keep}
     data = read_microdata(persons, schema=config.schema, levels=part.levels, columns=columns,
                           values=config.values, units=units,
                           unit_attribute=config.spec.unit_attribute, check_units=False)
-    truth = tabulate(data.persons, schema=config.schema, levels=part.levels, units=data.units,
-                     geography=part,
-                     unit_attribute=config.spec.unit_attribute if data.units is not None
-                     else None)
+    truth = tabulate_leaf(data.persons, schema=config.schema, levels=part.levels,
+                          units=data.units, geography=part,
+                          unit_attribute=config.spec.unit_attribute if data.units is not None
+                          else None)
     check_tabulated_units(truth, data)
     return truth
 
@@ -844,9 +848,12 @@ class _SolvePart:
         loaded = saved is not None and (saved / "metadata.json").exists()
         exact: dict[str, dict[str, np.ndarray]] = {}
         if not loaded or config.wants_error_table:
-            truth = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
-            exact = {part.levels[li]: _level_answers(config, truth.counts[li], part.levels[li])
-                     for li in range(2, part.depth)}
+            leaf = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
+            truth = leaf.to_hierarchy()
+            exact = {part.levels[li]: _level_answers(
+                config, truth.counts[li], part.levels[li],
+                leaf.leaf_counts if li == part.depth - 1 else None)
+                for li in range(2, part.depth)}
         if loaded:      # measured before an interruption: never measured again
             noisy = NoisyHierarchy.load(saved)
             published = noisy.invariants
@@ -888,12 +895,14 @@ class _SolvePart:
         return marker, result.node_stats
 
 
-def _level_answers(config: RunConfig, counts: np.ndarray, level: str
+def _level_answers(config: RunConfig, counts: np.ndarray, level: str, sparse: Any = None
                    ) -> dict[str, np.ndarray]:
     """The exact answers of every query the budget measures at ``level``: computed once for
     the measurement and the error table, from one sparse copy of a mostly empty level (made
-    per query, the copies cost 0.1 s each on a part's blocks)."""
-    sparse = sparse_copy(counts)
+    per query, the copies cost 0.1 s each on a part's blocks; ``sparse``: the copy, when the
+    caller has it)."""
+    if sparse is None:
+        sparse = sparse_copy(counts)
     return {q: exact_answers(config.workload[q], counts, sparse)
             for q in config.budget.queries(level)}
 
@@ -927,8 +936,8 @@ class _TabulatePart:
         truth = _tabulate_part(self.config, part, persons, units)
         digest = _save_counts(truth, self.cache / f"truth-{k:06d}.npz")
         stats = published_statistics(truth, _publish_at(self.publish, self.low_levels))
-        return (int(truth.counts[1].sum()), truth.counts[1],
-                None if truth.units is None else truth.units[1], stats, digest)
+        return (int(truth.leaf_counts.data.sum()), truth.level_counts(1),
+                None if truth.leaf_units is None else truth.level_units(1), stats, digest)
 
 
 def _tabulate_parts(ex: Executor, tabulate: _TabulatePart,
@@ -961,15 +970,16 @@ def _tabulate_parts(ex: Executor, tabulate: _TabulatePart,
     return persons, split_counts, split_units, low_stats, digest.hexdigest()
 
 
-def _save_counts(truth: Hierarchy, path: Path) -> str:
-    """Save the part's bottom-level counts (its nonzero cells) and units for the second pass
-    (read and tabulated once, not twice); return the SHA-256 of what was saved."""
-    leaf = truth.counts[-1]
-    units, cells = np.nonzero(leaf)
-    arrays = {"shape": np.array(leaf.shape), "units": units.astype(np.int32),
-              "cells": cells.astype(np.int32), "counts": leaf[units, cells]}
-    if truth.units is not None:
-        arrays["unit_types"] = truth.units[-1]
+def _save_counts(truth: LeafCounts, path: Path) -> str:
+    """Save the part's bottom-level counts (its nonzero cells, in row-major order) and units
+    for the second pass (read and tabulated once, not twice); return the SHA-256 of what was
+    saved."""
+    leaf = truth.leaf_counts
+    units = np.repeat(np.arange(leaf.shape[0], dtype=np.int32), np.diff(leaf.indptr))
+    arrays = {"shape": np.array(leaf.shape, dtype=np.int64), "units": units,
+              "cells": leaf.indices.astype(np.int32), "counts": leaf.data.astype(np.int64)}
+    if truth.leaf_units is not None:
+        arrays["unit_types"] = truth.leaf_units
     digest = hashlib.sha256()
     for name, array in arrays.items():
         digest.update(name.encode())
@@ -980,14 +990,16 @@ def _save_counts(truth: Hierarchy, path: Path) -> str:
     return digest.hexdigest()
 
 
-def _load_counts(config: RunConfig, part: Geography, path: Path) -> Hierarchy:
+def _load_counts(config: RunConfig, part: Geography, path: Path) -> LeafCounts:
     """The part's truth from :func:`_save_counts`'s file."""
     with np.load(path) as data:
-        leaf = np.zeros(tuple(data["shape"]), np.int64)
-        leaf[data["units"], data["cells"]] = data["counts"]
+        shape = tuple(int(n) for n in data["shape"])
+        indptr = np.zeros(shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(data["units"], minlength=shape[0]), out=indptr[1:])
+        leaf = sp.csr_matrix((data["counts"], data["cells"], indptr), shape=shape)
         types = data["unit_types"] if "unit_types" in data else None
-    return from_leaf_counts(config.schema, part, leaf, types,
-                            config.spec.unit_attribute if types is not None else None)
+    return LeafCounts(config.schema, part, leaf, types,
+                      config.spec.unit_attribute if types is not None else None)
 
 
 def _measure_part(config: RunConfig, truth: Hierarchy, part: Geography, split: int, rnd: Any,
