@@ -3,14 +3,17 @@
 Run from the repository root::
 
     python benchmarks/bench_tabulate_parts.py [--persons 10000000] [--workers 2] [--repeats 3]
-        [--workdir DIR] [--out benchmarks/pl94/parts_tabulate_....md] [--json ...]
+        [--baseline WORKTREE] [--workdir DIR] [--out benchmarks/pl94/parts_tabulate_....md]
+        [--json ...]
 
 The data are synthesized (``postproc synth2020``, seed 2020; reused from ``--workdir``). Each
 repeat, in turn and each in a fresh interpreter, runs the step as ``run_in_parts`` does (one
 pass over the files, 20,000 blocks per part): with the serial executor, and with a process pool
 of ``--workers`` workers tabulating the parts as the main process reads them
-(``Executor.map_window``), the pool's start-up included. Reported: the median seconds, the
-ratio measured in the same run, and whether both give the same digest of the parts' counts.
+(``Executor.map_window``), the pool's start-up included; with ``--baseline`` (a git worktree
+of another commit: ``git worktree add /tmp/base <commit>``), that commit's code on the process
+pool as well, in the same repeats. Reported: the median seconds, the ratios measured in the
+same run, and whether every run gives the same digest of the parts' counts.
 Nothing is asserted; see ``benchmarks/README.md`` on quiet machines.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--persons", type=int, default=10_000_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline", default=None,
+                        help="a worktree of another commit, run on the process pool too")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
@@ -65,13 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     run_python("bench_pl94_parts", "synthesize",
                {"persons": args.persons, "directory": str(workdir)})
     context = context_start()
-    runs: dict[str, list[dict[str, Any]]] = {"serial": [], "process": []}
+    # name → (executor, worktree or None for this checkout)
+    setups = {"serial": ("serial", None), "process": ("process", None)}
+    if args.baseline:
+        setups["baseline"] = ("process", args.baseline)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in setups}
     for _ in range(args.repeats):
-        for executor in runs:
-            runs[executor].append(run_python(
+        for name, (executor, tree) in setups.items():
+            runs[name].append(run_python(
                 "bench_tabulate_parts", "tabulate_step",
                 {"directory": str(workdir), "executor": executor,
-                 "workers": args.workers})["result"])
+                 "workers": args.workers}, cwd=tree)["result"])
     context = context_end(context)
     sec = {e: statistics.median(r["seconds"] for r in runs[e]) for e in runs}
     same = len({r["digest"] for rs in runs.values() for r in rs}) == 1
@@ -81,15 +91,25 @@ def main(argv: list[str] | None = None) -> int:
             [f"process pool, {args.workers} workers", f"{sec['process']:.1f}",
              f"{sec['process'] / sec['serial']:.2f}",
              ", ".join(f"{r['seconds']:.1f}" for r in runs["process"])]]
+    baseline = ""
+    if args.baseline:
+        commit = subprocess.run(["git", "-C", args.baseline, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        baseline = (f" Baseline: commit {commit} on the same process pool; this run's pool "
+                    f"takes {sec['process'] / sec['baseline']:.2f} × its time.")
+        rows.append([f"process pool, {args.workers} workers, baseline {commit}",
+                     f"{sec['baseline']:.1f}", f"{sec['baseline'] / sec['serial']:.2f}",
+                     ", ".join(f"{r['seconds']:.1f}" for r in runs["baseline"])])
     text = ["# A run in parts: reading and tabulating the parts", "",
             f"`python benchmarks/bench_tabulate_parts.py --persons {args.persons} "
-            f"--workers {args.workers} --repeats {args.repeats}`", "",
+            f"--workers {args.workers} --repeats {args.repeats}"
+            f"{' --baseline WORKTREE' if args.baseline else ''}`", "",
             describe_context(context), "",
             f"{first['persons']:,} synthetic persons in {first['parts']} parts of at most "
             "20,000 blocks, read in one pass by the main process. Seconds: the median over "
             "repeats (each in a fresh interpreter, the pool's start-up included); the ratio is "
             f"to the serial run in the same run. Same digest of the parts' counts in every "
-            f"run: {'yes' if same else 'NO'}.", "",
+            f"run: {'yes' if same else 'NO'}.{baseline}", "",
             markdown_table(["executor", "seconds", "ratio", "every repeat (s)"], rows)]
     emit("\n".join(text) + "\n", {"persons": args.persons, "workers": args.workers,
                                   "runs": runs, "seconds": sec, "same_digest": same,
