@@ -9,12 +9,14 @@ public geography, never from the data), and runs:
 
 1. **Tabulate, part by part.** Each part's persons and units are read from the parquet files
    (in one pass when their rows come part by part, as a file sorted by geography does; else
-   with a filter on the part's split-level geocodes) by this process and tabulated on the
-   part's geography by the executor's workers as the next parts are read
-   (:meth:`~postproc.infra.executor_base.Executor.map_window`: a few parts' rows in memory,
-   never the files); the split level's histograms and the published statistics of the levels
-   below (``gqhh`` per block: units × 8) are kept, and each part's bottom-level counts are
-   saved sparse (its nonzero cells) under ``confidential/parts/`` until the run ends.
+   with a filter on the part's split-level geocodes) and tabulated on the part's geography,
+   its bottom level sparse (:func:`~hierarchy.tabulation.tabulate_leaf`), by this process:
+   one part's rows in memory, never the files. (Sending the rows to the executor's workers
+   instead cost more than it saved once the tabulation was sparse:
+   ``benchmarks/bench_tabulate_parts.py``.) The split level's histograms and the published
+   statistics of the levels below (``gqhh`` per block: units × 8) are kept, and each part's
+   bottom-level counts are saved (its nonzero cells) under ``confidential/parts/`` until the
+   run ends.
 2. **The top**, from the root to the split level: measured (one stream per level and query,
    as :func:`hierarchy.measurement.measure` draws) and solved by :func:`topdown` as one
    hierarchy. The spec is compiled on the *whole* geography, so the rows the levels below
@@ -100,7 +102,7 @@ from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.pipeline import run_fingerprint
 from postproc.errors import PostprocError
-from postproc.infra.executors import Executor, get_executor
+from postproc.infra.executors import Executor, SerialExecutor, get_executor
 from postproc.methods.topdown import topdown
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
@@ -525,14 +527,19 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                                        "while the run lasts") / "parts"
         cache.mkdir(exist_ok=True)
         tabulate = _TabulatePart(config, cache, publish, low_levels)
+        # in this process: with the bottom level sparse, a part's tabulation (0.2–0.3 s) costs
+        # less than sending its rows to a worker (40–60 MB pickled with their dictionaries):
+        # 100M persons 52 s serially against 66 s on two workers
+        # (benchmarks/pl94/parts_tabulate_100m_sparse.md)
+        here = SerialExecutor()
         try:
-            tabulated = _tabulate_parts(ex, tabulate, _parts_in_one_pass(config, geo, s, plan),
+            tabulated = _tabulate_parts(here, tabulate, _parts_in_one_pass(config, geo, s, plan),
                                         len(plan), progress)
         except _Unsorted:
             log(f"    the files' rows do not come {split} by {split} in the blocks file's order: "
                 f"each part is read with a filter (slower; sort the files by geography to read "
                 f"them in one pass)")
-            tabulated = _tabulate_parts(ex, tabulate, _parts_filtered(config, geo, s, plan),
+            tabulated = _tabulate_parts(here, tabulate, _parts_filtered(config, geo, s, plan),
                                         len(plan), progress)
         persons, split_counts, split_units, low_stats, digest = tabulated
         _check_all_read(config, persons)
@@ -920,7 +927,7 @@ def _account(marker: Mapping[str, Any], errors: "_Errors", persons: dict[str, in
 
 
 class _TabulatePart:
-    """Tabulate one part (picklable: an executor maps it over the parts as they are read): its
+    """Tabulate one part (picklable: an executor can map it over the parts as they are read): its
     rows validated and tabulated on the part's geography, and its counts saved for the second
     pass. Returns the persons read, the split level's histograms and units, the published
     statistics of the levels below, and the SHA-256 of what was saved."""
@@ -943,8 +950,8 @@ class _TabulatePart:
 def _tabulate_parts(ex: Executor, tabulate: _TabulatePart,
                     parts: Iterator[tuple[int, Geography, pa.Table, pa.Table | None]],
                     n_parts: int, progress: bool):
-    """Tabulate every part on ``ex``'s workers as the parts are read (at most two parts per
-    worker read ahead, so memory holds a few parts' rows, not the files); return the persons
+    """Tabulate every part on ``ex`` as the parts are read (with workers, at most two parts
+    per worker read ahead, so memory holds a few parts' rows, not the files); return the persons
     read, the split level's histograms and units, the published statistics of the levels
     below, and a digest of every part's counts (a resumed run checks that its data did not
     change)."""
