@@ -544,43 +544,25 @@ class LeafCounts:
     def levels(self) -> tuple[str, ...]:
         return self.geography.levels
 
-    def _leaf_offsets(self, li: int) -> np.ndarray:
-        """The leaves of unit ``a`` of level ``li`` are ``offsets[a]:offsets[a + 1]``."""
-        offsets = np.arange(self.geography.n_units(li) + 1)
-        for lv in range(li, self.geography.depth - 1):
-            offsets = self.geography.child_offsets(lv)[offsets]
-        return offsets
-
     def level_counts(self, level: str | int) -> np.ndarray:
         """The dense histograms of one level (units × cells): sums of the leaves' nonzero
         counts (the bottom level itself is made dense: that is what the class avoids)."""
         li = self.geography.level_index(level)
-        counts = self.leaf_counts
         if li == self.geography.depth - 1:
-            return counts.toarray()
-        n_units, n_cells = self.geography.n_units(li), self.schema.size
-        ends = counts.indptr[self._leaf_offsets(li)]
-        key = np.repeat(np.arange(n_units, dtype=np.int64) * n_cells, np.diff(ends))
-        key += counts.indices
-        # float64 sums of integers below 2**53 are exact
-        summed = np.bincount(key, weights=counts.data, minlength=n_units * n_cells)
-        return summed.astype(np.int64).reshape(n_units, n_cells)
+            return self.leaf_counts.toarray()
+        return self.geography.aggregate(self.leaf_counts, -1, li)
 
     def totals(self, level: str | int) -> np.ndarray:
         """Persons per unit of ``level``."""
-        li = self.geography.level_index(level)
-        ends = self.leaf_counts.indptr[self._leaf_offsets(li)]
-        sums = np.concatenate(([0], np.cumsum(self.leaf_counts.data, dtype=np.int64)))
-        return sums[ends[1:]] - sums[ends[:-1]]
+        per_leaf = np.asarray(self.leaf_counts.sum(axis=1), dtype=np.int64).ravel()
+        return self.geography.aggregate(per_leaf, -1, level)
 
     def level_units(self, level: str | int) -> np.ndarray:
         """Units of each type per unit of ``level``."""
         if self.leaf_units is None:
             raise HierarchyError("these counts have no units table; tabulate one with "
                                  "tabulate_leaf(..., units=...)")
-        li = self.geography.level_index(level)
-        return np.add.reduceat(self.leaf_units, self._leaf_offsets(li)[:-1], axis=0) \
-            if li < self.geography.depth - 1 else self.leaf_units
+        return self.geography.aggregate(self.leaf_units, -1, level)
 
     def to_hierarchy(self) -> Hierarchy:
         """The dense :class:`~hierarchy.histograms.Hierarchy` of every level (what

@@ -14,6 +14,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from hierarchy.geography import Geography
 from hierarchy.schema import Attribute, Schema
@@ -580,7 +581,9 @@ def test_violations_finds_each_kind_and_nothing_on_valid_data():
     x = up(truth, "state").copy()                             # S1 [0,9,1,0,0,0], S2 [0,2,0,0,1,4]
 
     def found(hist):
-        return violations(state, hist)
+        dense = violations(state, hist)
+        assert violations(state, hist, sparse=sp.csr_matrix(hist)) == dense   # the same
+        return dense
 
     bad = x.copy(); bad[0, 1] = -1; bad[0, 3] = 10            # negative (total kept at 10)
     assert any("state 'S1': cell 1 is negative (-1)" == m for m in found(bad))
@@ -603,3 +606,30 @@ def test_violations_finds_each_kind_and_nothing_on_valid_data():
     many = np.full_like(x, -1)
     assert len(violations(state, many, limit=3)) == 3
     assert all("'S2'" in m for m in violations(state, many[1:], np.array([1])))
+    assert violations(state, many[1:], np.array([1]), sparse=sp.csr_matrix(many[1:])) == \
+        violations(state, many[1:], np.array([1]))
+
+
+def test_violations_from_the_nonzero_cells_are_those_of_every_cell():
+    """The sparse path (a part's blocks) reports what the dense one does, message for message
+    and in the same order, on histograms broken in random places: negative cells, nonzero
+    forced zeros, rows out of bounds."""
+    spec = e2e_like(imply=True, extra=(
+        Constraint("sz", "all", "structural_zero", "recode(hhgq: g=0) * marginal(va)",
+                   answers=[0]),))
+    truth = COUNTY_TRUTH.copy()
+    truth[:, 0] = 0
+    pub = published(state__tot=up(truth.sum(1), "state"),
+                    nation__tot=up(truth.sum(1), "nation"))
+    county = compile_spec(spec, SCHEMA, GEO, pub)["county"]
+    rng = np.random.default_rng(8)
+    kinds = set()
+    for _ in range(200):
+        x = truth.copy()
+        for _ in range(rng.integers(1, 4)):
+            u, j = rng.integers(0, x.shape[0]), rng.integers(0, x.shape[1])
+            x[u, j] += rng.choice([-3, -1, 1, 2])
+        dense = violations(county, x, limit=1000)
+        assert violations(county, x, limit=1000, sparse=sp.csr_matrix(x)) == dense
+        kinds.update(k for k in ("negative", "must be 0", "must be") if any(k in m for m in dense))
+    assert kinds == {"negative", "must be 0", "must be"}

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from hierarchy.noisy import NoisyHierarchy
+from hierarchy.queries import sparse_copy
 from invariants.compile import LevelConstraints, compile_spec, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError
@@ -254,11 +255,13 @@ def _check_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int, hist: np.
                  parent_hist: np.ndarray | None, allowed: dict[int, list[int]],
                  kept: dict[int, tuple[KeptQuery, ...]] | None = None) -> None:
     """Level-wide exact verification (independent of the per-node checks): failsafe parents
-    (``allowed``) may differ in their reported cells, but not in their ``kept`` answers."""
-    found = violations(lc, hist)
+    (``allowed``) may differ in their reported cells, but not in their ``kept`` answers.
+    A mostly empty level (a part's blocks) is checked and summed from one sparse copy."""
+    sparse = sparse_copy(hist)
+    found = violations(lc, hist, sparse=sparse)
     if parent_hist is not None:
         geo = noisy.geography
-        summed = geo.aggregate(hist, li, li - 1)
+        summed = geo.aggregate(hist if sparse is None else sparse, li, li - 1)
         for p, keep in (kept or {}).items():
             found += [f"{geo.levels[li]} units of {geo.levels[li - 1]} "
                       f"{geo.geocodes[li - 1][p]!r}: {v}"
