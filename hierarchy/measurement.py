@@ -455,44 +455,45 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
         # repeats nothing, so a release draws each query's answers in one call (the same law;
         # the exact sampler costs milliseconds per call, which per key ran to minutes).
         keys = None
+    # the drawn answers' positions in each query's flattened units × answers (None: all)
+    where = [None if mask is None else np.flatnonzero(mask) for mask in drawn]
     if keys is None:
         noise = []
-        for qi, ((_, _, param, _), ex, mask) in enumerate(zip(plan, exact, drawn)):
+        for qi, ((_, _, param, _), ex, at) in enumerate(zip(plan, exact, where)):
             stream = rnd.child(level_index, qi)
-            if mask is None:
-                noise.append(mechanism.sample(param, ex.shape, stream))
-            else:
-                z = np.zeros(ex.shape, dtype=_noise_dtype(mechanism))
-                z[mask] = mechanism.sample(param, int(mask.sum()), stream)
-                noise.append(z)
+            noise.append(mechanism.sample(param, ex.shape if at is None else at.size, stream))
     else:
         codes, offsets = keys
-        noise = [np.empty(ex.shape, dtype=_noise_dtype(mechanism)) if mask is None
-                 else np.zeros(ex.shape, dtype=_noise_dtype(mechanism))
-                 for ex, mask in zip(exact, drawn)]
+        noise = [np.empty(ex.shape if at is None else at.size, dtype=_noise_dtype(mechanism))
+                 for ex, at in zip(exact, where)]
+        # unit range a's drawn answers are starts[a]:starts[a + 1] of a query's positions
+        starts = [None if at is None else np.searchsorted(at, np.asarray(offsets) * ex.shape[1])
+                  for ex, at in zip(exact, where)]
         level_key = stable_key(level)
         for a in np.flatnonzero(np.diff(offsets)):
-            rows = slice(int(offsets[a]), int(offsets[a + 1]))
+            lo, hi = int(offsets[a]), int(offsets[a + 1])
             stream = rnd.child(KEYED_STREAM, level_key, stable_key(str(codes[a])))
-            for (_, _, param, _), ex, out, mask in zip(plan, exact, noise, drawn):
-                if mask is None:
-                    out[rows] = mechanism.sample(param, (rows.stop - rows.start, ex.shape[1]),
-                                                 stream)
+            for (_, _, param, _), ex, out, start in zip(plan, exact, noise, starts):
+                if start is None:
+                    out[lo:hi] = mechanism.sample(param, (hi - lo, ex.shape[1]), stream)
                 else:
-                    block, here = out[rows], mask[rows]
-                    block[here] = mechanism.sample(param, int(here.sum()), stream)
+                    first, stop = int(start[a]), int(start[a + 1])
+                    out[first:stop] = mechanism.sample(param, stop - first, stream)
     measurements, parameters = {}, {}
-    for (qname, query, param, variance), ex, z, mask in zip(plan, exact, noise, drawn):
+    for (qname, query, param, variance), ex, z, mask, at in zip(plan, exact, noise, drawn,
+                                                                where):
         kind = np.result_type(ex, z)
-        # in place: the noise array is this query's alone (a block level's sum allocated and
-        # touched another 320 MB per query)
-        values = z.astype(kind, copy=z.dtype != kind or not z.flags.writeable)
-        values += ex
-        if mask is not None:
-            np.copyto(values, 0, where=~mask)   # known from the invariants; nothing of the data
-        measurements[qname] = Measurement(qname, values,
-                                          np.broadcast_to(np.float64(variance), values.shape),
-                                          mask)
+        if at is None:
+            # in place: the noise array is this query's alone (a block level's sum allocated
+            # and touched another 320 MB per query)
+            values = z.astype(kind, copy=z.dtype != kind or not z.flags.writeable)
+            values += ex
+        else:
+            # the answers not drawn are 0, known from the invariants: nothing of the data is
+            # copied there (and no pass is made over them)
+            values = np.zeros(ex.shape, dtype=kind)
+            values.reshape(-1)[at] = np.take(ex, at) + z
+        measurements[qname] = Measurement(qname, values, np.float64(variance), mask)
         parameters[qname] = {"budget": str(budget.query_budget(level, qname)),
                              mechanism.parameter_name: param, "variance": variance,
                              "sensitivity": list(budget.sensitivity(query))}

@@ -194,6 +194,50 @@ def test_only_answers_that_count_an_active_cell_are_drawn(base, whole):
     assert "answers_drawn" not in full.provenance
 
 
+@pytest.mark.parametrize("keyed", [True, False])
+def test_drawn_answers_come_from_their_streams_in_row_major_order(base, whole, keyed):
+    """What measure_level promises of the answers it draws, computed the plain way: with keys,
+    each tract's stream gives, query after query in the budget's order, the drawn answers of
+    its blocks in row-major order; without, query q's stream (level, q) gives the whole level's
+    in that order. Every other answer is 0."""
+    from hierarchy.measurement import KEYED_STREAM, ancestor_offsets, measure_level, stable_key
+    from hierarchy.randomness import as_randomness
+
+    truth = whole[0]
+    config = _config(base)
+    geo = truth.geography
+    li, split = geo.depth - 1, geo.level_index("tract")
+    lv = geo.levels[li]
+    active = active_cells(config, truth)[lv]
+    rnd = as_randomness(config.rng)
+    offsets = ancestor_offsets(geo, li, split)
+    got, _ = measure_level(truth.counts[li], lv, li, config.workload, config.budget,
+                           config.mechanism, rnd, active=active,
+                           keys=(geo.geocodes[split], offsets) if keyed else None)
+    names = config.budget.queries(lv)
+    masks = [active.answers(config.workload[q]).to_csr().toarray() for q in names]
+    params = [float(config.budget.noise_parameter(lv, config.workload[q], config.mechanism))
+              for q in names]
+    noise = [np.zeros(m.shape, np.int64) for m in masks]
+    if keyed:
+        tracts = geo.geocodes[split]
+        for a in range(offsets.size - 1):
+            stream = rnd.child(KEYED_STREAM, stable_key(lv), stable_key(str(tracts[a])))
+            for z, mask, param in zip(noise, masks, params):
+                rows = slice(offsets[a], offsets[a + 1])
+                if rows.stop > rows.start:
+                    z[rows][mask[rows]] = config.mechanism.sample(param, int(mask[rows].sum()),
+                                                                  stream)
+    else:
+        for qi, (z, mask, param) in enumerate(zip(noise, masks, params)):
+            z[mask] = config.mechanism.sample(param, int(mask.sum()), rnd.child(li, qi))
+    assert sum(int(m.sum()) for m in masks) > 1000
+    for q, z, mask in zip(names, noise, masks):
+        exact = config.workload[q].answer(truth.counts[li])
+        np.testing.assert_array_equal(got[q].values, np.where(mask, exact + z, 0))
+        assert got[q].values.dtype == np.int64
+
+
 def test_topdown_does_not_depend_on_the_answers_not_drawn(base):
     """docs/scale2020.md's claim, computed: a full measurement and the same one with the
     answers that count no active cell blanked give the same TopDown histograms."""
