@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 import pandas as pd
 import pyarrow as pa
+import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
 

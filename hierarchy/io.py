@@ -39,8 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import scipy.sparse as sp
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
 from hierarchy.storage import special_file_kind
