@@ -440,20 +440,15 @@ class Geography:
         return out
 
     def _aggregate_sparse(self, csr: sp.csr_matrix, i: int, j: int) -> np.ndarray:
-        """:meth:`aggregate` of a CSR matrix of level ``i`` to level ``j``: one ``bincount`` of
-        its nonzeros keyed by (ancestor, column)."""
+        """:meth:`aggregate` of a CSR matrix of level ``i`` to level ``j``: the 0/1 matrix of
+        each level-``j`` unit's descendants times ``csr``, in the matrix's own dtype."""
         offsets = np.arange(self.geocodes[j].size + 1)
         for lv in range(j, i):      # unit a of level j covers offsets[a]:offsets[a + 1] at lv + 1
             offsets = self.child_offsets(lv)[offsets]
-        n_units, n_cols = self.geocodes[j].size, csr.shape[1]
-        ends = csr.indptr[offsets]
-        key = np.repeat(np.arange(n_units, dtype=np.int64) * n_cols, np.diff(ends))
-        key += csr.indices[ends[0]:ends[-1]]
-        data = csr.data[ends[0]:ends[-1]]
-        summed = np.bincount(key, weights=data, minlength=n_units * n_cols)
-        if data.dtype.kind in "iub":     # float64 sums of integers below 2**53 are exact
-            summed = np.rint(summed).astype(np.int64)
-        return summed.reshape(n_units, n_cols)
+        n = self.geocodes[i].size
+        below = sp.csr_matrix((np.ones(n, dtype=csr.dtype), np.arange(n), offsets),
+                              shape=(self.geocodes[j].size, n))
+        return (below @ csr).toarray()
 
     def index_of(self, level: str | int, geocodes: Sequence[str]) -> np.ndarray:
         """Positions of geocodes within a level; raises naming unknown ones."""

@@ -659,17 +659,13 @@ def attribute_totals(schema, counts: np.ndarray, attribute: str) -> np.ndarray:
     ...       ).all())
     True
     """
+    if sp.issparse(counts):     # already sparse: the marginal's own product
+        from hierarchy.queries import marginal
+
+        return marginal(schema, attribute).answer(counts)
     axis = schema.names.index(attribute)
     shape = schema.shape
     before, after = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
-    if sp.issparse(counts):
-        csr = sp.csr_matrix(counts)
-        n, size = csr.shape[0], shape[axis]
-        key = np.repeat(np.arange(n, dtype=np.int64) * size, np.diff(csr.indptr))
-        key += (csr.indices // after) % size
-        # float64 sums of integers below 2**53 are exact
-        return np.bincount(key, weights=csr.data, minlength=n * size).astype(
-            np.int64).reshape(n, size)
     cube = np.asarray(counts).reshape(len(counts), before, shape[axis], after)
     return cube.sum(axis=3).sum(axis=1)
 

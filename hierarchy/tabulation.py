@@ -277,12 +277,8 @@ def count_cells_sparse(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: S
     keys.sort()
     first = np.flatnonzero(np.diff(keys, prepend=keys[:1] - 1)) if n else np.zeros(0, np.intp)
     counts = np.diff(first, append=n).astype(np.int64)
-    unique = keys[first]
-    rows = unique // key_dtype(n_cells)
-    indptr = np.zeros(n_leaves + 1, dtype=key_dtype)
-    np.cumsum(np.bincount(rows, minlength=n_leaves), out=indptr[1:])
-    cells = (unique - rows * key_dtype(n_cells)).astype(key_dtype, copy=False)
-    return sp.csr_matrix((counts, cells, indptr), shape=(n_leaves, n_cells))
+    rows, cells = np.divmod(keys[first], key_dtype(n_cells))
+    return sp.csr_matrix((counts, (rows, cells)), shape=(n_leaves, n_cells))
 
 
 def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],

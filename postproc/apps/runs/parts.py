@@ -1000,10 +1000,8 @@ def _save_counts(truth: LeafCounts, path: Path) -> str:
 def _load_counts(config: RunConfig, part: Geography, path: Path) -> LeafCounts:
     """The part's truth from :func:`_save_counts`'s file."""
     with np.load(path) as data:
-        shape = tuple(int(n) for n in data["shape"])
-        indptr = np.zeros(shape[0] + 1, np.int64)
-        np.cumsum(np.bincount(data["units"], minlength=shape[0]), out=indptr[1:])
-        leaf = sp.csr_matrix((data["counts"], data["cells"], indptr), shape=shape)
+        leaf = sp.csr_matrix((data["counts"], (data["units"], data["cells"])),
+                             shape=tuple(int(n) for n in data["shape"]))
         types = data["unit_types"] if "unit_types" in data else None
     return LeafCounts(config.schema, part, leaf, types,
                       config.spec.unit_attribute if types is not None else None)
