@@ -12,12 +12,16 @@ judges the figures against the targets (on a quiet machine — see ``benchmarks/
   phase's memory cannot hide a later phase's peak) and get its JSON result back;
 * :func:`memory_status` / :func:`reset_peak_rss` — this process's resident and peak memory, and a
   reset of the peak (Linux ``/proc/self/clear_refs``), to measure one operation's peak increase;
-* :func:`machine`, :func:`load_average`, :func:`git_commit` — what ran where;
+* :func:`machine`, :func:`load_average`, :func:`git_commit`, :func:`short_commit` — what ran
+  where;
+* :func:`synthetic_parser` / :func:`workdir_of` — the options and work directory shared by the
+  scripts that run on synthetic 2020-style data;
 * :func:`markdown_table` and small formatters.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import math
@@ -28,6 +32,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -379,6 +384,36 @@ def git_commit(repo: str | os.PathLike = REPO_DIR) -> dict[str, Any]:
         return {"commit": "unknown", "dirty": None, "subject": ""}
     return {"commit": commit, "dirty": dirty, "subject": subject}
 
+
+
+def short_commit(repo: str | os.PathLike = REPO_DIR) -> str:
+    """``repo``'s commit as 12 hex digits (as :func:`describe_context` shows it), marked when
+    tracked files differ from it."""
+    made = git_commit(repo)
+    return made["commit"][:12] + (" (modified)" if made["dirty"] else "")
+
+
+# -- the scripts' shared options ---------------------------------------------------------------
+
+def synthetic_parser(description: str, *, persons: int = 10_000_000,
+                     repeats: int = 3) -> argparse.ArgumentParser:
+    """An argument parser with the options every benchmark on synthetic 2020-style data has:
+    ``--persons``, ``--repeats``, ``--workdir`` (the data, kept and reused), ``--out`` and
+    ``--json`` (as :func:`emit` takes them). A script adds its own options to it."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--persons", type=int, default=persons)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--json", dest="json_path", default=None)
+    return parser
+
+
+def workdir_of(args: argparse.Namespace, prefix: str) -> Path:
+    """``--workdir``, made if it is missing, or a new temporary directory named ``prefix``…"""
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix=prefix))
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
 
 def context_start() -> dict[str, Any]:
     """Date, machine, commit and load average at the start of a benchmark."""

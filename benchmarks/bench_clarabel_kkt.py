@@ -26,13 +26,11 @@ faer fits (the rounding then decides integers). Nothing is asserted; see
 
 from __future__ import annotations
 
-import argparse
 import json
 import pickle
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python)
+                     markdown_table, run_python, synthetic_parser, workdir_of)
 
 METHODS = ("qdldl", "faer", "chosen")
 PARENTS = {"county": "state", "tract": "county", "block_group": "tract", "block": "block group"}
@@ -160,17 +158,11 @@ def difference(path: str, level: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--persons", type=int, default=10_000_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = synthetic_parser(__doc__.splitlines()[0])
     parser.add_argument("--levels", default=",".join(PARENTS),
                         help="children's levels whose nodes to capture (comma-separated)")
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_clarabel_kkt_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir_of(args, "bench_clarabel_kkt_")
     context = context_start()
     made = run_python("bench_clarabel_kkt", "capture",
                       {"persons": args.persons, "directory": str(workdir),

@@ -25,17 +25,15 @@ asserted; see ``benchmarks/README.md`` on quiet machines.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table)
+                     markdown_table, synthetic_parser, workdir_of)
 from bench_clarabel_kkt import captured  # noqa: E402
 
 VARIANTS = ("process", "dask, Dask's defaults", "dask, ours")
@@ -75,15 +73,9 @@ def run_variant(variant: str, path: str) -> list[tuple[float, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--persons", type=int, default=10_000_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--json", dest="json_path", default=None)
+    parser = synthetic_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_dask_worker_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir_of(args, "bench_dask_worker_")
     made = captured(args.persons, workdir, ["block"])
     context = context_start()
     runs: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}

@@ -21,9 +21,7 @@ same repeats, alternating. Reported: medians. Nothing is asserted; see
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python)
+                     markdown_table, run_python, short_commit, synthetic_parser, workdir_of)
 
 #: The functions of postproc.apps.runs.parts (and of TopDown's run module) that are timed.
 PART_STEPS = ("_tabulate_part", "_save_counts", "_load_counts", "_level_answers",
@@ -103,24 +101,17 @@ def _row(name: str, runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--persons", type=int, default=10_000_000)
+    parser = synthetic_parser(__doc__.splitlines()[0])
     parser.add_argument("--part", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", default=None,
                         help="a worktree of another commit, run on the same part too")
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_part_overhead_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir_of(args, "bench_part_overhead_")
     run_python("bench_pl94_parts", "synthesize",
                {"persons": args.persons, "directory": str(workdir)})
     trees = {"this checkout": None}
     if args.baseline:
-        commit = subprocess.run(["git", "-C", args.baseline, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
+        commit = short_commit(args.baseline)
         trees[f"baseline {commit}"] = args.baseline
     context = context_start()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}

@@ -18,11 +18,9 @@ Nothing is asserted; see ``benchmarks/README.md`` on quiet machines.
 
 from __future__ import annotations
 
-import argparse
 import pickle
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python)
+                     markdown_table, run_python, synthetic_parser, workdir_of)
 from bench_clarabel_kkt import PARENTS, captured  # noqa: E402
 
 VARIANTS = {"presolve": True, "no presolve": False}
@@ -93,15 +91,9 @@ def agreement(path: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--persons", type=int, default=10_000_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--json", dest="json_path", default=None)
+    parser = synthetic_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_rounding_lp_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir_of(args, "bench_rounding_lp_")
     context = context_start()
     made = captured(args.persons, workdir, list(PARENTS))   # every level, at this size
     nodes, levels = Path(made["path"]), list(made["nodes"])

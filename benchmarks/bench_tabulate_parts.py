@@ -19,9 +19,7 @@ Nothing is asserted; see ``benchmarks/README.md`` on quiet machines.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python)
+                     markdown_table, run_python, short_commit, synthetic_parser, workdir_of)
 
 
 def tabulate_step(directory: str, executor: str, workers: int) -> dict[str, Any]:
@@ -56,18 +54,12 @@ def tabulate_step(directory: str, executor: str, workers: int) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--persons", type=int, default=10_000_000)
+    parser = synthetic_parser(__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", default=None,
                         help="a worktree of another commit, run on the process pool too")
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_tabulate_parts_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir_of(args, "bench_tabulate_parts_")
     run_python("bench_pl94_parts", "synthesize",
                {"persons": args.persons, "directory": str(workdir)})
     context = context_start()
@@ -93,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
              ", ".join(f"{r['seconds']:.1f}" for r in runs["process"])]]
     baseline = ""
     if args.baseline:
-        commit = subprocess.run(["git", "-C", args.baseline, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
+        commit = short_commit(args.baseline)
         baseline = (f" Baseline: commit {commit} on the same process pool; this run's pool "
                     f"takes {sec['process'] / sec['baseline']:.2f} × its time.")
         rows.append([f"process pool, {args.workers} workers, baseline {commit}",
