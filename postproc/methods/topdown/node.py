@@ -10,7 +10,10 @@ and a child's zero cells (structural zeros, unit types the child has no unit of)
 and dropped. Non-identity queries get auxiliary variables ``z = Q x`` so the objective is
 diagonal. Rows: ``Q x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C x_k ≤ upper`` per child,
 ``x ≥ 0``. Weights are divided by their maximum before solving (better conditioning) and the
-objective is reported in the original units.
+objective is reported in the original units. With ``NodeTask.cell_groups``, a row that counts
+all of a child's variables in a group with one coefficient counts the group's sum, a variable
+of its own, instead (``Σ group − t = 0``): the same problem, whose KKT factorization no longer
+makes every child's variables a clique.
 
 **Rounding.** ``X̃ = ⌊X*⌋ + B`` with ``B ∈ [0, 1]``: ``Σ_k B_kj = x̂_pj − Σ_k ⌊X*_kj⌋``,
 ``lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋``, minimizing ``Σ (1 − 2·frac) B`` (= ``Σ |X̃ − X*|`` up to
@@ -125,6 +128,13 @@ class NodeTask:
         Multipass rounding (the 2020 production rounder): each pass minimizes the L1 distance
         of its queries' answers to the fit's, then holds them exactly for later passes; a final
         pass over the cells decides the rest. ``None``: one pass over the cells.
+    cell_groups : int array (cells,), optional
+        A partition of the cells for the fit (:func:`assemble_fit`): a row that counts every
+        variable of a child's group with one coefficient counts the group's sum instead, a
+        variable of its own. The problem is the same; its KKT factorization is sparser when
+        the groups are what the coarse rows count together —
+        :func:`~postproc.methods.topdown.run.level_tasks` passes the cells that differ only in
+        the schema's last attribute. ``None``: no groups.
 
     Examples
     --------
@@ -156,6 +166,7 @@ class NodeTask:
     pass_tolerance: float = 0.5
     failsafe_keep: tuple[KeptQuery, ...] | None = None
     round_passes: tuple[tuple[tuple[str, sp.csr_matrix], ...], ...] | None = None
+    cell_groups: np.ndarray | None = None
 
     @property
     def kept(self) -> tuple[KeptQuery, ...]:
@@ -471,6 +482,56 @@ def _auxiliaries(r: np.ndarray, c: np.ndarray, v: np.ndarray, w: np.ndarray, y: 
             w_sum, wy_sum)
 
 
+def _group_sums(task: NodeTask, lay: _Layout) -> tuple[np.ndarray, int]:
+    """The fit's group sums (:attr:`NodeTask.cell_groups`): for each variable, the number of
+    its group's sum variable (−1 when no other variable of its child is in its group), and how
+    many sums there are."""
+    if task.cell_groups is None or not lay.n_x:
+        return np.full(lay.n_x, -1, np.int64), 0
+    groups = np.asarray(task.cell_groups, dtype=np.int64)
+    child, cell = np.nonzero(lay.allowed)          # the variables' order
+    _, group, size = np.unique(child * (int(groups.max()) + 1) + groups[cell],
+                               return_inverse=True, return_counts=True)
+    number = np.full(size.size, -1, np.int64)
+    several = size >= 2
+    number[several] = np.arange(int(several.sum()))
+    return number[group], int(several.sum())
+
+
+def _summed(A: sp.csr_matrix, var_sum: np.ndarray, first: int, n_sum: int) -> sp.csc_matrix:
+    """``A`` (canonical CSR) with each row's entries on all the variables of a group, with one
+    coefficient, replaced by that coefficient on the group's sum (column ``first + i`` for sum
+    ``i`` of ``var_sum``), and below it the rows defining the sums, ``Σ group − sum = 0``.
+
+    One variable per group member row in every child's coarse answers (a total, the hhgq and
+    voting-age answers) made each child's variables a clique in the KKT factorization; through
+    the sums, a row of 35 variables is one of 4. The feasible set and objective are unchanged.
+    """
+    n_rows = A.shape[0]
+    r = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(A.indptr))
+    c, v = A.indices.astype(np.int64), A.data
+    group = np.full(c.size, -1, np.int64)
+    on_x = c < var_sum.size
+    group[on_x] = var_sum[c[on_x]]
+    cand = np.flatnonzero(group >= 0)
+    size = np.bincount(var_sum[var_sum >= 0], minlength=n_sum)
+    key, first_at, which, count = np.unique(r[cand] * n_sum + group[cand], return_index=True,
+                                            return_inverse=True, return_counts=True)
+    g = key % n_sum
+    coefficient = v[cand[first_at]]
+    mixed = np.bincount(which, weights=v[cand] != coefficient[which], minlength=key.size)
+    whole = (count == size[g]) & (mixed == 0)
+    drop = np.zeros(c.size, bool)
+    drop[cand[whole[which]]] = True
+    member = np.flatnonzero(var_sum >= 0)
+    rows = np.concatenate([r[~drop], key[whole] // n_sum, n_rows + var_sum[member],
+                           n_rows + np.arange(n_sum)])
+    cols = np.concatenate([c[~drop], first + g[whole], member, first + np.arange(n_sum)])
+    data = np.concatenate([v[~drop], coefficient[whole], np.ones(member.size),
+                           -np.ones(n_sum)])
+    return sp.csc_matrix((data, (rows, cols)), shape=(n_rows + n_sum, A.shape[1]))
+
+
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
                  hold: Sequence[tuple[QueryData, np.ndarray]] = (),
                  slack: float | None = None, keep: Sequence[KeptQuery] = ()
@@ -533,12 +594,13 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         r, c, v, np.concatenate(w_others or [np.zeros(0)]),
         np.concatenate(y_others or [np.zeros(0)]), lay.n_x, x_diag, x_lin)
     n_aux = aux_w.size
+    var_sum, n_sum = _group_sums(task, lay)
     act = np.flatnonzero(lay.active)
     n_slack = 2 * act.size if (slack is not None and task.parent_hist is not None) else 0
-    slack0 = lay.n_x + n_aux
+    slack0 = lay.n_x + n_aux + n_sum            # x, auxiliaries, group sums, slacks
     n_var = slack0 + n_slack
-    P = _diagonal(np.concatenate([x_diag, 2 * aux_w, np.zeros(n_slack)]))
-    q_vec = np.concatenate([x_lin, -2 * aux_wy, np.zeros(n_slack)])
+    P = _diagonal(np.concatenate([x_diag, 2 * aux_w, np.zeros(n_sum + n_slack)]))
+    q_vec = np.concatenate([x_lin, -2 * aux_wy, np.zeros(n_sum + n_slack)])
     rows = _Rows(n_var)
     if n_aux:  # Q x − z = 0
         r, c, v = aux_rows
@@ -573,8 +635,13 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     nonneg = np.concatenate([np.arange(lay.n_x), slack0 + np.arange(n_slack)])  # x, slacks ≥ 0
     rows.add(np.arange(nonneg.size), nonneg, 1.0, np.zeros(nonneg.size),
              np.full(nonneg.size, np.inf))
-    A = rows.matrix("csc")
     l_vec, u_vec = rows.bounds()
+    if n_sum:
+        A = _summed(rows.matrix("csr"), var_sum, lay.n_x + n_aux, n_sum)
+        l_vec, u_vec = np.concatenate([l_vec, np.zeros(n_sum)]), np.concatenate([u_vec,
+                                                                              np.zeros(n_sum)])
+    else:
+        A = rows.matrix("csc")
     d = P.diagonal()
     # Centre every variable at its own unconstrained minimizer v0 = -q/d (the measured targets),
     # and measure the shift in units of c (the noise s.d. of the most precise measurement):
@@ -583,12 +650,16 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     # fit (counts ~1e6, residuals ~1e2) loses the optimum to cancellation: Clarabel and OSQP
     # stopped 0.65 % above it.
     v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
+    if n_sum:   # a group's sum at the sum of its members' targets (its row's rhs stays 0)
+        member = np.flatnonzero(var_sum >= 0)
+        v0[lay.n_x + n_aux:slack0] = np.bincount(var_sum[member], weights=v0[member],
+                                                 minlength=n_sum)
     const += float(q_vec @ v0 + 0.5 * v0 @ (d * v0))
     q_vec = q_vec + d * v0          # zero wherever d > 0
     av0 = A @ v0
     c = max(1.0, 1.0 / np.sqrt(w_max)) if w_max > 0 else 1.0
     qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2)
-    info = {"variables": lay.n_x, "aux": n_aux, "rows": int(A.shape[0]),
+    info = {"variables": lay.n_x, "aux": n_aux, "group_sums": n_sum, "rows": int(A.shape[0]),
             "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0,
             "kept_unholdable": unholdable}
     return qp, lay, scale / c ** 2, info

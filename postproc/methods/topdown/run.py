@@ -81,7 +81,8 @@ def root_task(noisy: NoisyHierarchy, lc: LevelConstraints, *,
                     _queries(_level_queries(noisy, root), sl),
                     lc.matrix, lower, upper, zero, lc.labels,
                     tuple(map(tuple, passes)) if passes else None, pass_tolerance,
-                    round_passes=_round_matrices(noisy, round_passes))
+                    round_passes=_round_matrices(noisy, round_passes),
+                    cell_groups=cell_groups(noisy.schema))
 
 
 def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
@@ -147,6 +148,7 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
     children = geo.geocodes[level_index]
     queries = _level_queries(noisy, level)
     rounding = _round_matrices(noisy, round_passes)
+    groups = cell_groups(noisy.schema)
     tasks = []
     for p in range(parents.size):
         sl = slice(int(offsets[p]), int(offsets[p + 1]))
@@ -154,8 +156,23 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
         tasks.append(NodeTask(level, str(parents[p]), parent_hists[p], children[sl],
                               _queries(queries, sl), lc.matrix, lower, upper, zero,
                               lc.labels, tuple(map(tuple, passes)) if passes else None,
-                              pass_tolerance, keep, rounding))
+                              pass_tolerance, keep, rounding, groups))
     return tasks
+
+
+def cell_groups(schema: Any) -> np.ndarray | None:
+    """The cells that differ only in the schema's last attribute, numbered (``None`` when that
+    attribute has one level): the fit's :attr:`~postproc.methods.topdown.node.NodeTask.cell_groups`.
+    A marginal that does not cross the last attribute counts such cells together.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940
+    >>> E2E_1940.shape, cell_groups(E2E_1940)[[0, 5, 6, 191]].tolist()
+    ((8, 2, 2, 6), [0, 0, 1, 31])
+    """
+    last = int(schema.shape[-1])
+    return np.arange(int(schema.size)) // last if last > 1 else None
 
 
 def _round_matrices(noisy: NoisyHierarchy, round_passes: Sequence[Sequence[str]] | None
