@@ -41,7 +41,10 @@ from _common import (context_end, context_start, describe_context, emit,  # noqa
                      markdown_table, run_python, synthetic_parser, workdir_of)
 
 METHODS = ("qdldl", "faer", "chosen")
-PARENTS = {"county": "state", "tract": "county", "block_group": "tract", "block": "block group"}
+PARENTS = {"state": "nation", "county": "state", "tract": "county", "block_group": "tract",
+           "block": "block group"}
+#: the levels captured by default: the nation's single node (its 51 states) only on request
+LEVELS = ("county", "tract", "block_group", "block")
 
 
 class _Captured(Exception):
@@ -50,7 +53,7 @@ class _Captured(Exception):
 
 def capture(persons: int, directory: str, levels: list[str] | None = None) -> dict[str, Any]:
     """Synthesize (or reuse) the data and capture node tasks of ``levels`` (children's
-    levels; default every level below the states); pickle them to ``directory/nodes.pkl``,
+    levels; default :data:`LEVELS`); pickle them to ``directory/nodes.pkl``,
     and what was captured (persons, blocks, nodes per level) to ``directory/nodes.json``."""
     import shutil
 
@@ -60,7 +63,7 @@ def capture(persons: int, directory: str, levels: list[str] | None = None) -> di
     from postproc.apps.runs.parts import run_in_parts
 
     made = synthesize(persons, directory)
-    wanted = set(levels or PARENTS)
+    wanted = set(levels or LEVELS)
     pick = random.Random(2020)
     captured: dict[str, list] = {}
     build = run.level_tasks
@@ -159,7 +162,7 @@ def difference(path: str, level: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = synthetic_parser(__doc__.splitlines()[0])
-    parser.add_argument("--levels", default=",".join(PARENTS),
+    parser.add_argument("--levels", default=",".join(LEVELS),
                         help="children's levels whose nodes to capture (comma-separated)")
     args = parser.parse_args(argv)
     workdir = workdir_of(args, "bench_clarabel_kkt_")

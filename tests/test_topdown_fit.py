@@ -229,3 +229,5 @@ def test_group_sums_change_the_problem_not_the_fit(pl94_tasks):
         qp, _, _, info = assemble_fit(task)
         plain, _, _, _ = assemble_fit(replace(task, cell_groups=None))
         assert info["group_sums"] > 0 and qp.A.nnz < plain.A.nnz, task.level
+        # the QP says how many blocks of variables it couples (the factorization's choice)
+        assert qp.blocks == plain.blocks == task.k, task.level

@@ -72,39 +72,52 @@ def _osqp(qp: QP) -> Solution:
 
 
 #: ``clarabel_linear_solver`` picks the supernodal factorization for problems of at least this
-#: many variables with at least this many constraint entries per variable.
-_FAER_MIN_VARIABLES, _FAER_MIN_DENSITY = 10_000, 6.1
+#: many variables with at least this many variables per block (``QP.blocks``), or, when the
+#: blocks are not known, this many constraint entries per variable.
+_FAER_MIN_VARIABLES, _FAER_MIN_BLOCK, _FAER_MIN_DENSITY = 10_000, 1_000, 6.1
 
 
 def clarabel_linear_solver(qp: QP) -> str:
     """The KKT factorization Clarabel should use for ``qp``: ``"faer"`` or ``"qdldl"``.
 
     Clarabel 0.11's default is faer (supernodal). On TopDown's nodes, one thread, same
-    iterations (`benchmarks/bench_clarabel_kkt.py`): qdldl (simplicial) is 1.9× faster on
-    a county's tract nodes (10M persons, 30 nodes up to 258 tracts) and as fast on block-group
-    and block nodes, but at 100M persons faer was 2.9× faster on the states' county nodes
-    (51 nodes, 488 s against 168 s; 2–5× on the second pass of the larger ones: 29 counties,
-    23,117 variables and auxiliaries, 5.8 s against 29.1 s). What separated them there was
-    the constraint matrix's density: the county nodes' problems have 6.2–7.6 entries per
-    variable (counties hold most cells, so each variable is in many answers), the tract
-    nodes' 5.6–5.8; under 10,000 variables either was at most 1.6× the other, at a second or
-    two. So faer at ≥ 10,000 variables and ≥ 6.1 entries per variable; qdldl otherwise.
+    iterations (`benchmarks/bench_clarabel_kkt.py`), what decides is the size of the dense
+    blocks the factorization builds, and a child's marginal queries make its variables one
+    such block: faer wins where the children are large and few, qdldl (simplicial) elsewhere.
+    Since TopDown's fit counts groups of cells through their sums (``node.py``), the children's
+    variables per child separate them better than the constraint entries per variable did
+    (the sums took those from 6.2–7.6 to 3–4.8 on county nodes), and TopDown's node problems
+    say how many children they have (``QP.blocks``). Per problem, with the sums (one thread):
+    the nation's state node at 10M persons (51 states, 1,400 variables and auxiliaries per
+    state) 15.9 s with faer against 67.1 with qdldl; the largest county node at 100M (77
+    counties, 1,143 per county) 16.8 s against 52.4; every county → tract node at 10M (at
+    most 606 per tract) and most state → county nodes under 1,000 per county were faster or as
+    fast with qdldl (up to 3×). So faer at ≥ 10,000 variables and ≥ 1,000 variables per block;
+    without ``blocks``, at ≥ 10,000 variables and ≥ 6.1 entries per variable (the rule before
+    the sums); qdldl otherwise.
 
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> def problem(n, per_variable):              # each entry in a row of its own
+    >>> def problem(n, per_variable, blocks=None):   # each entry in a row of its own
     ...     m = int(per_variable * n)
     ...     A = sp.csc_matrix((np.ones(m), (np.arange(m), np.arange(m) % n)), shape=(m, n))
-    ...     return QP(sp.identity(n, format="csc"), np.zeros(n), A, np.zeros(m), np.ones(m))
+    ...     return QP(sp.identity(n, format="csc"), np.zeros(n), A, np.zeros(m), np.ones(m),
+    ...               blocks=blocks)
+    >>> clarabel_linear_solver(problem(71_408, 4.7, blocks=51))      # the nation's states
+    'faer'
+    >>> clarabel_linear_solver(problem(143_285, 3.4, blocks=258))    # a county's tracts
+    'qdldl'
     >>> clarabel_linear_solver(problem(23_117, 6.5)), clarabel_linear_solver(problem(130_494, 5.7))
     ('faer', 'qdldl')
     >>> clarabel_linear_solver(problem(8_000, 7.0))     # small: qdldl
     'qdldl'
     """
-    if qp.n >= _FAER_MIN_VARIABLES and qp.A.nnz >= _FAER_MIN_DENSITY * qp.n:
-        return "faer"
-    return "qdldl"
+    if qp.n < _FAER_MIN_VARIABLES:
+        return "qdldl"
+    if qp.blocks:
+        return "faer" if qp.n >= _FAER_MIN_BLOCK * qp.blocks else "qdldl"
+    return "faer" if qp.A.nnz >= _FAER_MIN_DENSITY * qp.n else "qdldl"
 
 
 def _clarabel(qp: QP) -> Solution:

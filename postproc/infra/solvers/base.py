@@ -78,7 +78,10 @@ class Status(str, Enum):
 class QP:
     """``minimize ½ xᵀPx + qᵀx + r  subject to  l ≤ Ax ≤ u`` (±inf allowed in l, u).
 
-    ``P`` must be symmetric positive semidefinite (our fits have a diagonal P).
+    ``P`` must be symmetric positive semidefinite (our fits have a diagonal P). ``blocks``,
+    when known, is the number of blocks of variables that only a few coupling rows join
+    (TopDown's node problems: the children); a backend may choose its method by it
+    (:func:`~postproc.infra.solvers.backends.clarabel_linear_solver`).
 
     Raises
     ------
@@ -108,6 +111,7 @@ class QP:
     l: np.ndarray
     u: np.ndarray
     r: float = 0.0
+    blocks: int | None = None
 
     def __post_init__(self):
         n = self.q.shape[0]

@@ -658,7 +658,8 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     q_vec = q_vec + d * v0          # zero wherever d > 0
     av0 = A @ v0
     c = max(1.0, 1.0 / np.sqrt(w_max)) if w_max > 0 else 1.0
-    qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2)
+    qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2,
+            blocks=task.k)
     info = {"variables": lay.n_x, "aux": n_aux, "group_sums": n_sum, "rows": int(A.shape[0]),
             "infeasible_rows": infeasible_rows, "n_slack": n_slack, "unit": c, "centre": v0,
             "kept_unholdable": unholdable}
