@@ -8,7 +8,8 @@ Run from the repository root::
 
 The data are synthesized (``postproc synth2020``, seed 2020; reused from ``--workdir`` when
 already there) and run in parts (`postproc run --parts`, serial executor) until the first part's
-block level: the node problems of every level are captured as TopDown builds them — every state
+block level: the node problems of every level are captured as TopDown builds them — with
+``--levels state`` the nation's node (children: states), every state
 node (children: counties), the 15 largest county nodes (children: tracts) and 15 more at random,
 and 40 tract and 80 block-group nodes of the first part (children: block groups, blocks) — and
 pickled. Then, ``--repeats`` times and in turn, each variant fits every captured node (all its
@@ -20,7 +21,8 @@ least-squares passes, ``clarabel`` alone, one thread):
 
 Reported per level: the median over repeats of the summed fit seconds, the ratio of each to
 qdldl measured in the same run, the iterations, and the largest difference between the qdldl and
-faer fits (the rounding then decides integers). Nothing is asserted; see
+faer fits (the rounding then decides integers). A capture of the same size and levels in
+``--workdir`` is reused (``nodes.json``). Nothing is asserted; see
 ``benchmarks/README.md`` on quiet machines.
 """
 
@@ -167,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = workdir_of(args, "bench_clarabel_kkt_")
     context = context_start()
-    made = run_python("bench_clarabel_kkt", "capture",
-                      {"persons": args.persons, "directory": str(workdir),
-                       "levels": args.levels.split(",")})["result"]
+    made = captured(args.persons, workdir, args.levels.split(","))
     results: dict[str, dict[str, Any]] = {}
     rows = []
     for level in made["nodes"]:

@@ -28,8 +28,8 @@ from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from invariants.spec import Spec
 from postproc.methods.topdown.generic import fit_node_generic
-from postproc.methods.topdown.node import (_auxiliaries, _per_child, _stacked, _summed,
-                                          assemble_fit, solve_node)
+from postproc.methods.topdown.node import (_auxiliaries, _per_child, _stacked, _sum_rows,
+                                          _summed, assemble_fit, solve_node)
 from postproc.methods.topdown.run import level_tasks, root_task
 
 
@@ -170,9 +170,10 @@ def test_pl94_nodes_match_the_generic_path(pl94_tasks):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_summed_rows_count_the_same_for_every_point(seed):
-    """``_summed`` rewrites whole groups of one coefficient onto their sums: at random points
-    (the sums set to their groups' totals) every row counts what it counted, the sum rows are
-    0, and no rewritten row keeps an entry on a member of a group it counts whole."""
+    """``_summed`` rewrites whole groups of one coefficient onto their sums (``_sum_rows``
+    defines them): at random points (the sums set to their groups' totals) every row counts
+    what it counted, the sum rows are 0, and no rewritten row keeps an entry on a member of a
+    group it counts whole."""
     rng = np.random.default_rng(seed)
     n_x, n_other = int(rng.integers(4, 30)), int(rng.integers(0, 5))
     var_sum = rng.integers(-1, int(rng.integers(1, 6)), n_x)     # −1: a group of its own
@@ -193,8 +194,12 @@ def test_summed_rows_count_the_same_for_every_point(seed):
         row[:n_x][partial] = rng.normal(size=int(partial.sum()))
         row[other] = np.where(rng.random(other.size) < 0.3, 1.0, 0.0)
         rows.append(row)
-    A = sp.csr_matrix(np.array(rows))
-    out = _summed(A, var_sum, first, n_sum).toarray()
+    A = sp.coo_matrix(np.array(rows))
+    r, c, v = _summed(A.row, A.col, A.data, var_sum, first, n_sum)
+    sr, sc, sv = _sum_rows(var_sum, first, n_sum)
+    out = sp.coo_matrix((np.concatenate([v, sv]), (np.concatenate([r, A.shape[0] + sr]),
+                                                   np.concatenate([c, sc]))),
+                        shape=(A.shape[0] + n_sum, n_cols)).toarray()
     assert out.shape == (A.shape[0] + n_sum, n_cols)
     for _ in range(5):
         x = rng.normal(size=n_cols)

@@ -490,26 +490,30 @@ def _group_sums(task: NodeTask, lay: _Layout) -> tuple[np.ndarray, int]:
         return np.full(lay.n_x, -1, np.int64), 0
     groups = np.asarray(task.cell_groups, dtype=np.int64)
     child, cell = np.nonzero(lay.allowed)          # the variables' order
-    _, group, size = np.unique(child * (int(groups.max()) + 1) + groups[cell],
-                               return_inverse=True, return_counts=True)
+    key = child * (int(groups.max()) + 1) + groups[cell]     # (child, group), ascending
+    size = np.bincount(key)
     number = np.full(size.size, -1, np.int64)
     several = size >= 2
     number[several] = np.arange(int(several.sum()))
-    return number[group], int(several.sum())
+    return number[key], int(several.sum())
 
 
-def _summed(A: sp.csr_matrix, var_sum: np.ndarray, first: int, n_sum: int) -> sp.csc_matrix:
-    """``A`` (canonical CSR) with each row's entries on all the variables of a group, with one
-    coefficient, replaced by that coefficient on the group's sum (column ``first + i`` for sum
-    ``i`` of ``var_sum``), and below it the rows defining the sums, ``Σ group − sum = 0``.
+def _summed(r: np.ndarray, c: np.ndarray, v: np.ndarray, var_sum: np.ndarray, first: int,
+            n_sum: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows given as COO triplets (no repeated row and column) with each row's entries on all
+    the variables of a group, with one coefficient, replaced by that coefficient on the group's
+    sum (column ``first + i`` for sum ``i`` of ``var_sum``); :func:`_sum_rows` defines the sums.
 
     One variable per group member row in every child's coarse answers (a total, the hhgq and
     voting-age answers) made each child's variables a clique in the KKT factorization; through
     the sums, a row of 35 variables is one of 4. The feasible set and objective are unchanged.
+    Only rows that can count a whole group need to pass here: a row with at most one variable
+    of each child and group (a parent cell's sum across children, a bound) never does.
     """
-    n_rows = A.shape[0]
-    r = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(A.indptr))
-    c, v = A.indices.astype(np.int64), A.data
+    r, c = np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)
+    v = np.asarray(v, dtype=np.float64)
+    if not n_sum or not r.size:
+        return r, c, v
     group = np.full(c.size, -1, np.int64)
     on_x = c < var_sum.size
     group[on_x] = var_sum[c[on_x]]
@@ -521,15 +525,21 @@ def _summed(A: sp.csr_matrix, var_sum: np.ndarray, first: int, n_sum: int) -> sp
     coefficient = v[cand[first_at]]
     mixed = np.bincount(which, weights=v[cand] != coefficient[which], minlength=key.size)
     whole = (count == size[g]) & (mixed == 0)
-    drop = np.zeros(c.size, bool)
-    drop[cand[whole[which]]] = True
+    keep = np.ones(c.size, bool)
+    keep[cand[whole[which]]] = False
+    return (np.concatenate([r[keep], key[whole] // n_sum]),
+            np.concatenate([c[keep], first + g[whole]]),
+            np.concatenate([v[keep], coefficient[whole]]))
+
+
+def _sum_rows(var_sum: np.ndarray, first: int, n_sum: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows ``Σ group − sum = 0`` defining the group sums of :func:`_summed`, as COO (row
+    ``i`` is sum ``i``, column ``first + i``)."""
     member = np.flatnonzero(var_sum >= 0)
-    rows = np.concatenate([r[~drop], key[whole] // n_sum, n_rows + var_sum[member],
-                           n_rows + np.arange(n_sum)])
-    cols = np.concatenate([c[~drop], first + g[whole], member, first + np.arange(n_sum)])
-    data = np.concatenate([v[~drop], coefficient[whole], np.ones(member.size),
-                           -np.ones(n_sum)])
-    return sp.csc_matrix((data, (rows, cols)), shape=(n_rows + n_sum, A.shape[1]))
+    return (np.concatenate([var_sum[member], np.arange(n_sum)]),
+            np.concatenate([member, first + np.arange(n_sum)]),
+            np.concatenate([np.ones(member.size), -np.ones(n_sum)]))
 
 
 def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
@@ -601,9 +611,14 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     n_var = slack0 + n_slack
     P = _diagonal(np.concatenate([x_diag, 2 * aux_w, np.zeros(n_sum + n_slack)]))
     q_vec = np.concatenate([x_lin, -2 * aux_wy, np.zeros(n_sum + n_slack)])
+    sum0 = lay.n_x + n_aux
+
+    def summed(r, c, v):    # rows that may count a whole group: through its sum
+        return _summed(r, c, v, var_sum, sum0, n_sum)
+
     rows = _Rows(n_var)
     if n_aux:  # Q x − z = 0
-        r, c, v = aux_rows
+        r, c, v = summed(*aux_rows)
         rows.add(np.concatenate([r, np.arange(n_aux)]),
                  np.concatenate([c, lay.n_x + np.arange(n_aux)]),
                  np.concatenate([v, -np.ones(n_aux)]), np.zeros(n_aux), np.zeros(n_aux))
@@ -616,7 +631,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     unholdable: list[str] = []
     if n_slack and keep:  # the parent's kept answers are exact
         r, c, data, target, unholdable = _kept_rows(task, lay, keep, n_var)
-        rows.add(r, c, data, target, target)
+        rows.add(*summed(r, c, data), target, target)
     infeasible_rows: list[tuple[int, int]] = []
     if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
         r, c, v, has_var = _per_child(task.matrix, lay.var_index, lay.cells)
@@ -627,21 +642,18 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         keep = has_var & bounded
         renumber = np.cumsum(keep) - 1
         sel = keep[r]
-        rows.add(renumber[r[sel]], c[sel], v[sel], lo[keep], hi[keep])
+        rows.add(*summed(renumber[r[sel]], c[sel], v[sel]), lo[keep], hi[keep])
     for hq, answers in hold:  # multipass: earlier answers held within the tolerance
         r, c, v, _ = _per_child(hq.matrix, lay.var_index, lay.cells)
         a = np.asarray(answers, dtype=np.float64).ravel()
-        rows.add(r, c, v, a - task.pass_tolerance, a + task.pass_tolerance)
+        rows.add(*summed(r, c, v), a - task.pass_tolerance, a + task.pass_tolerance)
     nonneg = np.concatenate([np.arange(lay.n_x), slack0 + np.arange(n_slack)])  # x, slacks ≥ 0
     rows.add(np.arange(nonneg.size), nonneg, 1.0, np.zeros(nonneg.size),
              np.full(nonneg.size, np.inf))
-    l_vec, u_vec = rows.bounds()
     if n_sum:
-        A = _summed(rows.matrix("csr"), var_sum, lay.n_x + n_aux, n_sum)
-        l_vec, u_vec = np.concatenate([l_vec, np.zeros(n_sum)]), np.concatenate([u_vec,
-                                                                              np.zeros(n_sum)])
-    else:
-        A = rows.matrix("csc")
+        rows.add(*_sum_rows(var_sum, sum0, n_sum), np.zeros(n_sum), np.zeros(n_sum))
+    l_vec, u_vec = rows.bounds()
+    A = rows.matrix("csc")
     d = P.diagonal()
     # Centre every variable at its own unconstrained minimizer v0 = -q/d (the measured targets),
     # and measure the shift in units of c (the noise s.d. of the most precise measurement):
@@ -652,7 +664,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
     if n_sum:   # a group's sum at the sum of its members' targets (its row's rhs stays 0)
         member = np.flatnonzero(var_sum >= 0)
-        v0[lay.n_x + n_aux:slack0] = np.bincount(var_sum[member], weights=v0[member],
+        v0[sum0:slack0] = np.bincount(var_sum[member], weights=v0[member],
                                                  minlength=n_sum)
     const += float(q_vec @ v0 + 0.5 * v0 @ (d * v0))
     q_vec = q_vec + d * v0          # zero wherever d > 0
