@@ -19,6 +19,10 @@ least-squares passes, ``clarabel`` alone, one thread):
 * **faer** — its supernodal LDLᵀ (Clarabel 0.11's default);
 * **chosen** — what :func:`postproc.infra.solvers.clarabel_linear_solver` picks per problem.
 
+With ``--per-problem``, every pass of every node is instead fitted once with each and listed
+(its variables, variables per child, constraint entries per variable, the two times and the
+rule's pick), with the levels' sums under qdldl, faer, the rule and the better of the two.
+
 Reported per level: the median over repeats of the summed fit seconds, the ratio of each to
 qdldl measured in the same run, the iterations, and the largest difference between the qdldl and
 faer fits (the rounding then decides integers). A capture of the same size and levels in
@@ -162,14 +166,107 @@ def difference(path: str, level: str) -> float:
                 if x is not None and y is not None and x.size), default=0.0)
 
 
+def time_problems(path: str, level: str) -> list[dict[str, Any]]:
+    """Every least-squares pass of every captured node of ``level``, fitted with qdldl and with
+    faer in turn (one thread, process CPU seconds of the Clarabel call): per problem, its
+    node, children, variables (with auxiliaries and group sums), constraint entries, the two
+    times and iterations, and what :func:`clarabel_linear_solver` picks."""
+    import postproc.infra.solvers.backends as backends
+    from postproc.methods.topdown.node import _fit
+
+    tasks = pickle.loads(Path(path).read_bytes())[level]
+    solve, chosen = backends.QP_BACKENDS["clarabel"], backends.clarabel_linear_solver
+    method = {"now": "qdldl"}
+    found: list[dict[str, Any]] = []
+
+    def timed(qp):
+        t0 = time.process_time()
+        sol = solve(qp)
+        found.append({"method": method["now"], "seconds": time.process_time() - t0,
+                      "iterations": sol.iterations, "variables": qp.n,
+                      "entries": int(qp.A.nnz), "pick": chosen(qp)})
+        return sol
+
+    backends.QP_BACKENDS["clarabel"] = timed
+    backends.clarabel_linear_solver = lambda _qp: method["now"]
+    try:
+        _fit(tasks[0], ("clarabel",))                       # imports, caches
+        found.clear()
+        problems = []
+        for i, task in enumerate(tasks):
+            runs = {}
+            for name in ("qdldl", "faer"):
+                method["now"], start = name, len(found)
+                _fit(task, ("clarabel",))
+                runs[name] = found[start:]
+            for a, b in zip(runs["qdldl"], runs["faer"]):
+                problems.append({"node": i, "children": task.k, "variables": a["variables"],
+                                 "entries": a["entries"], "pick": a["pick"],
+                                 "qdldl": a["seconds"], "faer": b["seconds"],
+                                 "iterations": [a["iterations"], b["iterations"]]})
+    finally:
+        backends.QP_BACKENDS["clarabel"], backends.clarabel_linear_solver = solve, chosen
+    return problems
+
+
+def per_problem(args, made: dict[str, Any], context: dict[str, Any]) -> int:
+    """``--per-problem``: :func:`time_problems` per level, a table of the problems that took
+    at least ``--min-seconds`` either way and the levels' sums."""
+    rows, sums, results = [], [], {}
+    for level in made["nodes"]:
+        problems = run_python("bench_clarabel_kkt", "time_problems",
+                              {"path": made["path"], "level": level})["result"]
+        results[level] = problems
+        rule = sum(p[p["pick"]] for p in problems)
+        best = sum(min(p["qdldl"], p["faer"]) for p in problems)
+        q, f = (sum(p[m] for p in problems) for m in ("qdldl", "faer"))
+        sums.append([f"{PARENTS[level]} → {level}", made["nodes"][level], len(problems),
+                     f"{q:.2f}", f"{f:.2f}", f"{rule:.2f}", f"{best:.2f}"])
+        for p in sorted(problems, key=lambda p: p["variables"]):
+            if max(p["qdldl"], p["faer"]) >= args.min_seconds:
+                rows.append([f"{PARENTS[level]} → {level}", p["node"], p["children"],
+                             f"{p['variables']:,}", f"{p['variables'] / p['children']:,.0f}",
+                             f"{p['entries'] / p['variables']:.2f}", f"{p['qdldl']:.2f}",
+                             f"{p['faer']:.2f}", f"{p['faer'] / p['qdldl']:.2f}", p["pick"]])
+        print(f"{level} done", file=sys.stderr, flush=True)
+    context = context_end(context)
+    text = ["# Clarabel's KKT factorizations on TopDown's nodes, problem by problem", "",
+            f"`python benchmarks/bench_clarabel_kkt.py --per-problem --persons {args.persons} "
+            f"--levels {args.levels} --min-seconds {args.min_seconds}`", "",
+            describe_context(context), "",
+            f"{args.persons:,} synthetic persons ({made['blocks']:,} blocks). Every "
+            "least-squares pass of the captured nodes fitted by Clarabel with qdldl and with faer "
+            "in turn, once, one thread; process CPU seconds of the solver call. \"rule\": "
+            "`clarabel_linear_solver`'s pick per problem; \"best\": the faster of the two per "
+            "problem.", "",
+            markdown_table(["node (parent → children)", "nodes", "problems", "qdldl s", "faer s",
+                            "rule s", "best s"], sums), "",
+            f"Problems that took at least {args.min_seconds} s either way (variables include "
+            "the auxiliaries and group sums; entries: of the constraint matrix):", "",
+            markdown_table(["node (parent → children)", "node", "children", "variables",
+                            "per child", "entries per variable", "qdldl s", "faer s",
+                            "faer/qdldl", "rule"], rows)]
+    emit("\n".join(text) + "\n", {"persons": args.persons, "blocks": made["blocks"],
+                                  "problems": results, "context": context},
+         out=args.out, json_path=args.json_path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = synthetic_parser(__doc__.splitlines()[0])
     parser.add_argument("--levels", default=",".join(LEVELS),
                         help="children's levels whose nodes to capture (comma-separated)")
+    parser.add_argument("--per-problem", action="store_true",
+                        help="time every least-squares pass with each factorization once and "
+                             "list them (instead of the levels' sums over --repeats)")
+    parser.add_argument("--min-seconds", type=float, default=0.3,
+                        help="with --per-problem: list the problems that took this long")
     args = parser.parse_args(argv)
     workdir = workdir_of(args, "bench_clarabel_kkt_")
     context = context_start()
     made = captured(args.persons, workdir, args.levels.split(","))
+    if args.per_problem:
+        return per_problem(args, made, context)
     results: dict[str, dict[str, Any]] = {}
     rows = []
     for level in made["nodes"]:

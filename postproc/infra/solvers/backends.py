@@ -87,12 +87,13 @@ def clarabel_linear_solver(qp: QP) -> str:
     Since TopDown's fit counts groups of cells through their sums (``node.py``), the children's
     variables per child separate them better than the constraint entries per variable did
     (the sums took those from 6.2–7.6 to 3–4.8 on county nodes), and TopDown's node problems
-    say how many children they have (``QP.blocks``). Per problem, with the sums (one thread):
+    say how many children they have (``QP.blocks``). Per problem, with the sums (one thread;
+    ``bench_clarabel_kkt.py --per-problem``, ``benchmarks/pl94/clarabel_kkt_problems_10m.md``):
     the nation's state node at 10M persons (51 states, 1,400 variables and auxiliaries per
-    state) 15.9 s with faer against 67.1 with qdldl; the largest county node at 100M (77
+    state) 14.0 s with faer against 62.8 with qdldl; the largest county node at 100M (77
     counties, 1,143 per county) 16.8 s against 52.4; every county → tract node at 10M (at
     most 606 per tract) and most state → county nodes under 1,000 per county were faster or as
-    fast with qdldl (up to 3×). So faer at ≥ 10,000 variables and ≥ 1,000 variables per block;
+    fast with qdldl (up to 3.6×). So faer at ≥ 10,000 variables and ≥ 1,000 variables per block;
     without ``blocks``, at ≥ 10,000 variables and ≥ 6.1 entries per variable (the rule before
     the sums); qdldl otherwise.
 

@@ -504,7 +504,7 @@ def _summed(r: np.ndarray, c: np.ndarray, v: np.ndarray, var_sum: np.ndarray, fi
     the variables of a group, with one coefficient, replaced by that coefficient on the group's
     sum (column ``first + i`` for sum ``i`` of ``var_sum``); :func:`_sum_rows` defines the sums.
 
-    One variable per group member row in every child's coarse answers (a total, the hhgq and
+    An entry per group member in every child's coarse answers (a total, the hhgq and
     voting-age answers) made each child's variables a clique in the KKT factorization; through
     the sums, a row of 35 variables is one of 4. The feasible set and objective are unchanged.
     Only rows that can count a whole group need to pass here: a row with at most one variable
@@ -664,8 +664,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
     if n_sum:   # a group's sum at the sum of its members' targets (its row's rhs stays 0)
         member = np.flatnonzero(var_sum >= 0)
-        v0[sum0:slack0] = np.bincount(var_sum[member], weights=v0[member],
-                                                 minlength=n_sum)
+        v0[sum0:slack0] = np.bincount(var_sum[member], weights=v0[member], minlength=n_sum)
     const += float(q_vec @ v0 + 0.5 * v0 @ (d * v0))
     q_vec = q_vec + d * v0          # zero wherever d > 0
     av0 = A @ v0
