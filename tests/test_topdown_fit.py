@@ -28,8 +28,9 @@ from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from invariants.spec import Spec
 from postproc.methods.topdown.generic import fit_node_generic
-from postproc.methods.topdown.node import (_auxiliaries, _per_child, _stacked, _sum_rows,
-                                          _summed, assemble_fit, solve_node)
+import postproc.methods.topdown.node as node
+from postproc.methods.topdown.node import (_auxiliaries, _group_sums, _per_child, _stacked,
+                                          _sum_rows, _summed, assemble_fit, solve_node)
 from postproc.methods.topdown.run import level_tasks, root_task
 
 
@@ -236,3 +237,74 @@ def test_group_sums_change_the_problem_not_the_fit(pl94_tasks):
         assert info["group_sums"] > 0 and qp.A.nnz < plain.A.nnz, task.level
         # the QP says how many blocks of variables it couples (the factorization's choice)
         assert qp.blocks == plain.blocks == task.k, task.level
+
+
+def _point(task, qp, info, lay, x):
+    """All the fit's variables at children's cells ``x`` (auxiliaries and group sums what
+    their rows define, slacks 0), in the QP's centred units."""
+    n_aux = info["aux"]
+    v = np.zeros(qp.n)
+    v[:lay.n_x] = x
+    var_sum, n_sum = _group_sums(task, lay)
+    member = np.flatnonzero(var_sum >= 0)
+    first = lay.n_x + n_aux
+    v[first:first + n_sum] = np.bincount(var_sum[member], weights=x[member], minlength=n_sum)
+    # Q x − z = 0 is the first n_aux rows, in original units (z = 0: the row is Q x)
+    v[lay.n_x:first] = (qp.A[:n_aux] @ v) if n_aux else 0.0
+    return (v - info["centre"]) / info["unit"]
+
+
+@pytest.mark.parametrize("most", [1, 2, 3, 5, 40])
+def test_substitution_keeps_the_objective_and_rows_for_every_point(pl94_tasks, most):
+    """Auxiliaries substituted into P (``assemble_fit(substitute=…)``): at random points
+    around the targets, the objective in original units is the unsubstituted QP's to 1e-10
+    relative, every row that stays reads the same, and the substituted rows are gone."""
+    rng = np.random.default_rng(most)
+    for task in pl94_tasks:
+        plain, lay, scale, info = assemble_fit(task)
+        sub, lay_s, scale_s, info_s = assemble_fit(task, substitute=most)
+        assert scale_s == scale and lay_s.n_x == lay.n_x
+        gone = info["aux"] - info_s["aux"]
+        assert gone == info_s["substituted"] and sub.n == plain.n - gone
+        assert gone > 0 or most == 1          # (a row of one entry: a whole group's sum)
+        assert sub.A.shape[0] == plain.A.shape[0] - gone
+        kept = info_s["kept_aux"]
+        # a substituted row had at most `most` entries (through the group sums)
+        counts = np.diff(sp.csr_matrix(plain.A[:info["aux"]]).indptr) - 1
+        assert counts[np.setdiff1d(np.arange(info["aux"]), kept)].max(initial=0) <= most
+        assert (counts[kept] > most).all()
+        for _ in range(5):
+            x = info["centre"][:lay.n_x] + rng.normal(0, 3, lay.n_x)
+            d_plain = _point(task, plain, info, lay, x)
+            d_sub = _point(task, sub, info_s, lay, x)
+            f_plain, f_sub = plain.objective(d_plain) / scale, sub.objective(d_sub) / scale
+            assert abs(f_sub - f_plain) <= 1e-10 * max(1.0, abs(f_plain)), (f_plain, f_sub)
+            res_plain = (plain.A @ d_plain - plain.l) * info["unit"]
+            res_sub = (sub.A @ d_sub - sub.l) * info_s["unit"]
+            np.testing.assert_allclose(res_sub[info_s["aux"]:], res_plain[info["aux"]:],
+                                       atol=1e-8)
+            np.testing.assert_allclose(res_sub[:info_s["aux"]], res_plain[kept], atol=1e-8)
+
+
+def test_substitution_changes_the_problem_not_the_fit(pl94_tasks, monkeypatch):
+    """solve_node with the auxiliaries substituted (the default) and without: the same
+    optimum (objectives to 1e-8 relative, fits to 1e-5 persons) on every PL 94 node."""
+    assert node.SUBSTITUTE_ENTRIES > 0
+    for task in pl94_tasks:
+        assert assemble_fit(task, substitute=node.SUBSTITUTE_ENTRIES)[3]["substituted"] > 0
+    with_sub = [solve_node(task, keep_continuous=True) for task in pl94_tasks]
+    monkeypatch.setattr(node, "SUBSTITUTE_ENTRIES", 0)
+    for task, a in zip(pl94_tasks, with_sub):
+        b = solve_node(task, keep_continuous=True)
+        f0, f1 = b.stats["objective"], a.stats["objective"]
+        assert abs(f1 - f0) <= 1e-8 * max(1.0, abs(f0)), (task.level, f0, f1)
+        np.testing.assert_allclose(a.continuous, b.continuous, atol=1e-5)
+
+
+def test_children_with_large_blocks_keep_their_auxiliaries(pl94_tasks, monkeypatch):
+    """Where Clarabel would factor the children as large dense blocks (faer), nothing is
+    substituted: the factorization's choice is made on the problem it was measured on."""
+    task = pl94_tasks[-1]
+    assert assemble_fit(task, substitute=5)[3]["substituted"] > 0
+    monkeypatch.setattr(node, "large_blocks", lambda n, blocks: True)
+    assert assemble_fit(task, substitute=5)[3]["substituted"] == 0

@@ -45,7 +45,7 @@ from postproc.errors import PostprocError
 from postproc.infra.solvers.base import LP, QP, Solution, SolverError, Status
 
 __all__ = ["QP_BACKENDS", "DEFAULT_QP_CHAIN", "solve_qp", "solve_lp", "available_qp_backends",
-           "check_chain", "clarabel_linear_solver"]
+           "check_chain", "clarabel_linear_solver", "large_blocks"]
 
 
 def _osqp(qp: QP) -> Solution:
@@ -114,11 +114,23 @@ def clarabel_linear_solver(qp: QP) -> str:
     >>> clarabel_linear_solver(problem(8_000, 7.0))     # small: qdldl
     'qdldl'
     """
+    if qp.blocks:
+        return "faer" if large_blocks(qp.n, qp.blocks) else "qdldl"
     if qp.n < _FAER_MIN_VARIABLES:
         return "qdldl"
-    if qp.blocks:
-        return "faer" if qp.n >= _FAER_MIN_BLOCK * qp.blocks else "qdldl"
     return "faer" if qp.A.nnz >= _FAER_MIN_DENSITY * qp.n else "qdldl"
+
+
+def large_blocks(n: int, blocks: int) -> bool:
+    """Whether a problem of ``n`` variables in ``blocks`` blocks is one Clarabel factors with
+    faer (:func:`clarabel_linear_solver`): at least 10,000 variables, 1,000 per block.
+
+    Examples
+    --------
+    >>> large_blocks(71_408, 51), large_blocks(143_285, 258), large_blocks(9_000, 1)
+    (True, False, False)
+    """
+    return n >= _FAER_MIN_VARIABLES and n >= _FAER_MIN_BLOCK * blocks
 
 
 def _clarabel(qp: QP) -> Solution:
@@ -143,8 +155,13 @@ def _clarabel(qp: QP) -> Solution:
         cones.append(clarabel.NonnegativeConeT(int(up.sum() + lo.sum())))
     P = sp.csc_matrix(qp.P)
     column = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
-    if not (P.has_canonical_format and np.all(P.indices <= column)):
+    upper = P.indices <= column
+    if not P.has_canonical_format:
         P = sp.triu(P, format="csc")     # Clarabel reads the upper triangle
+    elif not upper.all():                # the same, without scipy's COO round trip
+        P = sp.csc_matrix((P.data[upper], P.indices[upper], np.concatenate(
+            [[0], np.cumsum(np.bincount(column[upper], minlength=P.shape[1]))])),
+            shape=P.shape)
 
     def run(tol: float, ktratio: float, refine: bool = True):
         settings = clarabel.DefaultSettings()
