@@ -43,8 +43,8 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, Status, solve_lp,
-                              solve_qp)
+from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, SolverError,
+                              Status, solve_lp, solve_qp)
 from postproc.infra.solvers.backends import large_blocks
 from postproc.methods.topdown.failsafe import (KeptQuery, check_parent_can_hold, dead_cells,
                                        kept_violations, moved_cells, relaxation_of,
@@ -803,7 +803,21 @@ def _fit(task: NodeTask, chain: Sequence[str]
         if info["infeasible_rows"]:
             sol = None
         else:
-            sol = solve_qp(qp, chain)
+            try:
+                sol = solve_qp(qp, chain)
+            except SolverError:
+                if not info["substituted"]:
+                    raise
+                sol = None
+            if info["substituted"] and (sol is None or not sol.status.ok):
+                # Not solved with the short auxiliaries substituted: the plain problem decides,
+                # the one every backend was checked on (on an infeasible node SCS called the
+                # substituted problem unbounded, and the plain one infeasible, as the others
+                # did both)
+                stats.setdefault("attempts", []).extend(
+                    f"{b}:{s} (substituted)" for b, s in (sol.attempts if sol else ()))
+                qp, lay, scale, info = assemble_fit(task, queries=use, hold=hold)
+                sol = solve_qp(qp, chain)
             stats["fit_seconds"] += sol.seconds
             stats["iterations"] += sol.iterations
             stats["backends"].append(sol.backend)
