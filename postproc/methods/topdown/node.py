@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -230,12 +231,41 @@ class _Layout:
     active: np.ndarray         # (n,) bool: parent cell > 0 (all True at the root)
     cells: np.ndarray          # (n,) bool: some child has the cell as a variable
     n_x: int
+    child: np.ndarray          # (n_x,) each variable's child
+    cell: np.ndarray           # (n_x,) and cell
+    memo: dict = field(default_factory=dict, repr=False)    # what depends on it alone
+
+    def constraint_rows(self, task: NodeTask
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`_per_child` of the task's constraint matrix (this layout is the task's;
+        every fit pass and the rounding read it)."""
+        if "constraints" not in self.memo:
+            self.memo["constraints"] = _per_child(task.matrix, self.var_index, self.cells)
+        return self.memo["constraints"]
+
+
+#: The layout of each task alive (``relax`` off): every fit pass and the rounding share it.
+_LAYOUTS: "weakref.WeakKeyDictionary[NodeTask, _Layout]" = weakref.WeakKeyDictionary()
+_LAYOUTS_LOCK = threading.Lock()
 
 
 def _layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ()) -> _Layout:
     """Which cells are variables. ``relax`` (the failsafe): cells that are 0 in the parent stay
     variables too, their parent consistency relaxed with slacks like every other cell's —
     except cells of a kept answer that is 0 in the parent, which stay 0 in every child."""
+    if not relax:
+        with _LAYOUTS_LOCK:
+            hit = _LAYOUTS.get(task)
+        if hit is None:
+            hit = _new_layout(task)
+            with _LAYOUTS_LOCK:
+                _LAYOUTS[task] = hit
+        return hit
+    return _new_layout(task, relax, keep)
+
+
+def _new_layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ()
+                ) -> _Layout:
     k, n = task.k, task.n
     if task.parent_hist is None:
         active = np.ones(n, bool)
@@ -244,9 +274,10 @@ def _layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ())
     else:
         active = task.parent_hist > 0
     allowed = active[None, :] & ~task.zero
+    child, cell = np.nonzero(allowed)
     var_index = np.full((k, n), -1, dtype=np.int64)
-    var_index[allowed] = np.arange(int(allowed.sum()))
-    return _Layout(allowed, var_index, active, allowed.any(axis=0), int(allowed.sum()))
+    var_index[child, cell] = np.arange(child.size)
+    return _Layout(allowed, var_index, active, allowed.any(axis=0), child.size, child, cell)
 
 
 class _Rows:
@@ -401,17 +432,19 @@ def _parent_rows(var_index: np.ndarray, cells: np.ndarray, first_slack: int | No
 
 
 def _kept_rows(task: NodeTask, lay: _Layout, keep: Sequence[KeptQuery], n_cols: int,
-               floor: np.ndarray | None = None
+               floor_sum: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Rows ``Σ_{j ∈ answer} Σ_k x_kj = parent's answer`` for every kept answer the parent has
-    persons in (minus what ``floor`` accounts for, in the rounding), as COO over the variables;
+    persons in (minus what the floors account for, ``floor_sum`` per cell, in the rounding),
+    as COO over the variables;
     and the labels of such answers that no variable can hold (the relaxation is infeasible)."""
     m, labels = stack_kept(keep, drop_implied=True)
     if not m.shape[0]:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0), []
     parent = task.parent_hist.astype(np.int64)
     live = np.flatnonzero(m @ parent > 0)     # answers that are 0 hold only dead cells
-    target = (m @ parent if floor is None else m @ (parent - floor.sum(axis=0)))[live]
+    target = (m @ parent if floor_sum is None
+              else m @ (parent - floor_sum.astype(np.int64)))[live]
     act = np.flatnonzero(lay.active)
     r, c = _per_cell(lay.var_index, act)
     cell_vars = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(act.size, n_cols))
@@ -493,8 +526,7 @@ def _group_sums(task: NodeTask, lay: _Layout) -> tuple[np.ndarray, int]:
     if task.cell_groups is None or not lay.n_x:
         return np.full(lay.n_x, -1, np.int64), 0
     groups = np.asarray(task.cell_groups, dtype=np.int64)
-    child, cell = np.nonzero(lay.allowed)          # the variables' order
-    key = child * (int(groups.max()) + 1) + groups[cell]     # (child, group), ascending
+    key = lay.child * (int(groups.max()) + 1) + groups[lay.cell]   # (child, group), ascending
     size = np.bincount(key)
     number = np.full(size.size, -1, np.int64)
     several = size >= 2
@@ -685,7 +717,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         rows.add(*summed(r, c, data), target, target)
     infeasible_rows: list[tuple[int, int]] = []
     if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
-        r, c, v, has_var = _per_child(task.matrix, lay.var_index, lay.cells)
+        r, c, v, has_var = lay.constraint_rows(task)
         lo, hi = task.lower.ravel(), task.upper.ravel()
         bounded = np.isfinite(lo) | np.isfinite(hi)
         empty = ~has_var & bounded & ((lo > 0) | (hi < 0))
@@ -931,31 +963,31 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
     """``⌊X*⌋ + B`` (module docstring); with ``failsafe``, integer slacks on parent consistency
     and the ``keep`` answers exact."""
     lay = _layout(task, relax=failsafe, keep=keep if failsafe else ())
-    x = np.where(lay.allowed, np.maximum(x_star, 0.0), 0.0)
+    # on the variables only (child by child, cell by cell; every other cell is 0)
+    x = np.maximum(x_star[lay.allowed], 0.0)
     floor = np.floor(x + _FRAC_TOL)
     frac = np.clip(x - floor, 0.0, 1.0)
-    floor = floor.astype(np.int64)
-    cols = np.flatnonzero(lay.allowed.ravel())
-    nb = cols.size
+    nb = lay.n_x
     act = np.flatnonzero(lay.active)
     n_slack = 2 * act.size if (failsafe and task.parent_hist is not None) else 0
     rows = _Rows(nb + n_slack)
     if task.parent_hist is not None:  # Σ_k B_kj = parent_j − Σ_k ⌊X*_kj⌋ (± integer slacks)
-        need = (task.parent_hist[act] - floor[:, act].sum(axis=0)).astype(np.float64)
+        floor_sum = np.bincount(lay.cell, weights=floor, minlength=task.n)
+        need = task.parent_hist[act] - floor_sum[act]
         r, c, data = _parent_rows(lay.var_index, act, nb if n_slack else None)
         rows.add(r, c, data, need, need)
         if n_slack and keep:  # kept answers: Σ B over an answer's cells = what floors leave
-            r, c, data, target, _ = _kept_rows(task, lay, keep, nb + n_slack, floor)
+            r, c, data, target, _ = _kept_rows(task, lay, keep, nb + n_slack, floor_sum)
             rows.add(r, c, data, target, target)
     if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
-        r, cc, v, has_var = _per_child(task.matrix, lay.var_index, lay.cells)
-        base = (task.matrix @ floor.T).T.ravel().astype(np.float64)
+        r, cc, v, has_var = lay.constraint_rows(task)
+        base = np.bincount(r, weights=v * floor[cc], minlength=has_var.size)
         lo, hi = task.lower.ravel() - base, task.upper.ravel() - base
         keep = has_var & (np.isfinite(lo) | np.isfinite(hi))
         renumber = np.cumsum(keep) - 1
         sel = keep[r]
         rows.add(renumber[r[sel]], cc[sel], v[sel], lo[keep], hi[keep])
-    cell_cost = np.concatenate([1.0 - 2.0 * frac.ravel()[cols], np.full(n_slack, 1e4)])
+    cell_cost = np.concatenate([1.0 - 2.0 * frac, np.full(n_slack, 1e4)])
     stats: dict[str, Any] = {"round_seconds": 0.0}
     methods = []
     passes = () if failsafe or not task.round_passes else task.round_passes
@@ -997,9 +1029,8 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
     else:   # the cells last, as close to the fit as what the passes held allows
         b, method = _round_lp(task, stats, cell_cost, rows, nb, n_slack, np.zeros(0))
         methods.append(method)
-    out = floor.copy()
-    flat = out.ravel()
-    flat[cols] += b[:nb].astype(np.int64)
+    out = np.zeros((task.k, task.n), dtype=np.int64)
+    out[lay.allowed] = floor.astype(np.int64) + b[:nb].astype(np.int64)
     stats["rounding"] = "milp" if "milp" in methods else "lp"
     stats["round_passes"] = len(methods)
     if n_slack:
@@ -1012,7 +1043,8 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
 def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
                    rest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows ``a·B`` of a rounding pass's answers that hold a variable, as COO over the
-    variables, and their targets ``a·(X* − ⌊X*⌋)``."""
+    variables, and their targets ``a·(X* − ⌊X*⌋)`` (``rest``: ``X* − ⌊X*⌋`` on the
+    variables)."""
     matrices = [matrix for _, matrix in answers]
     r, c, v, has_var = _stacked(matrices, lay.var_index, lay.cells)
     live = np.flatnonzero(has_var)
@@ -1020,7 +1052,7 @@ def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
     renumber[live] = np.arange(live.size)
     # a·(X* − ⌊X*⌋) over the answer's variables (the rest is 0 off them), in the order a
     # product with each matrix would sum it
-    targets = np.bincount(r, weights=v * rest[lay.allowed][c], minlength=has_var.size)
+    targets = np.bincount(r, weights=v * rest[c], minlength=has_var.size)
     return renumber[r], c, v, targets[live]
 
 
