@@ -308,3 +308,25 @@ def test_children_with_large_blocks_keep_their_auxiliaries(pl94_tasks, monkeypat
     assert assemble_fit(task, substitute=5)[3]["substituted"] > 0
     monkeypatch.setattr(node, "large_blocks", lambda n, blocks: True)
     assert assemble_fit(task, substitute=5)[3]["substituted"] == 0
+
+
+def test_only_a_fit_of_one_pass_substitutes(pl94_tasks, monkeypatch):
+    """A multipass fit keeps every auxiliary in every pass (held answers end on their bounds
+    at exact halves, where the rounding's ties follow the fit's last digits); a fit of one pass
+    substitutes."""
+    calls = []
+    assemble = node.assemble_fit
+
+    def spy(task, **kw):
+        calls.append(kw.get("substitute", 0))
+        return assemble(task, **kw)
+
+    monkeypatch.setattr(node, "assemble_fit", spy)
+    task = pl94_tasks[-1]
+    names = tuple(q.name for q in task.queries)
+    solve_node(replace(task, passes=(names,)))
+    assert calls == [node.SUBSTITUTE_ENTRIES]
+    calls.clear()
+    assert "total" in names
+    solve_node(replace(task, passes=(("total",), tuple(n for n in names if n != "total"))))
+    assert calls == [0, 0]

@@ -812,6 +812,12 @@ def _fit(task: NodeTask, chain: Sequence[str]
     rest = tuple(q.name for q in task.queries if q.name not in listed)
     if rest:
         passes = tuple(passes) + (rest,)
+    # Short auxiliaries are substituted in a fit of one pass only. With several, a later pass
+    # holds an earlier one's answers within ±0.5, integers end on the bound at exact halves,
+    # and the rounding's tie then follows the last digits of both passes' fits: any change
+    # to the arithmetic moves such persons (substituted, the 10M run's block-group totals'
+    # error went from 0.958 to 1.001; docs/scale2020.md, "Short auxiliaries substituted").
+    substitute = SUBSTITUTE_ENTRIES if len(passes) == 1 else 0
     done: set[str] = set()
     hold: list[tuple[QueryData, np.ndarray]] = []
     x_star = None
@@ -830,7 +836,7 @@ def _fit(task: NodeTask, chain: Sequence[str]
             done.update(q.name for q in use)
             continue
         qp, lay, scale, info = assemble_fit(task, queries=use, hold=hold,
-                                            substitute=SUBSTITUTE_ENTRIES)
+                                            substitute=substitute)
         stats.update(variables=info["variables"], rows=info["rows"])
         if info["infeasible_rows"]:
             sol = None
