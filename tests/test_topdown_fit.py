@@ -330,3 +330,11 @@ def test_only_a_fit_of_one_pass_substitutes(pl94_tasks, monkeypatch):
     assert "total" in names
     solve_node(replace(task, passes=(("total",), tuple(n for n in names if n != "total"))))
     assert calls == [0, 0]
+
+
+def test_a_solved_node_leaves_no_layout_behind(pl94_tasks):
+    """The layout every pass and the rounding share is dropped when the node is done (a
+    level's tasks live until the level is; their layouts would add up)."""
+    for task in pl94_tasks:
+        solve_node(task)
+        assert task not in node._LAYOUTS

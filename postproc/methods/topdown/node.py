@@ -244,7 +244,8 @@ class _Layout:
         return self.memo["constraints"]
 
 
-#: The layout of each task alive (``relax`` off): every fit pass and the rounding share it.
+#: The layout of each task being solved (``relax`` off): every fit pass and the rounding share
+#: it; :func:`solve_node` drops it when the node is done.
 _LAYOUTS: "weakref.WeakKeyDictionary[NodeTask, _Layout]" = weakref.WeakKeyDictionary()
 _LAYOUTS_LOCK = threading.Lock()
 
@@ -262,6 +263,13 @@ def _layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ())
                 _LAYOUTS[task] = hit
         return hit
     return _new_layout(task, relax, keep)
+
+
+def _forget_layout(task: NodeTask) -> None:
+    """Drop the task's layout (its node is solved; a level's tasks all live until the level is
+    done, and their layouts — children × cells arrays — would add up)."""
+    with _LAYOUTS_LOCK:
+        _LAYOUTS.pop(task, None)
 
 
 def _new_layout(task: NodeTask, relax: bool = False, keep: Sequence[KeptQuery] = ()
@@ -1199,14 +1207,17 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
                                      "seconds": time.perf_counter() - t0,
                                      "objective": float("nan"), "iterations": 0,
                                      "failsafe": False})
-    x_star, fit_stats, infeasible = _fit(task, chain)
-    report = None
-    if infeasible is None:
-        hist, round_stats = _round(task, x_star, failsafe=False)
-        verify_node(task, hist)
-    else:
-        x_star, hist, round_stats, report = _failsafe(task, chain, infeasible, fit_stats,
-                                                      failsafe)
+    try:
+        x_star, fit_stats, infeasible = _fit(task, chain)
+        report = None
+        if infeasible is None:
+            hist, round_stats = _round(task, x_star, failsafe=False)
+            verify_node(task, hist)
+        else:
+            x_star, hist, round_stats, report = _failsafe(task, chain, infeasible, fit_stats,
+                                                          failsafe)
+    finally:
+        _forget_layout(task)
     stats = {"level": task.level, "parent": task.parent, "children": task.k,
              "variables": fit_stats.get("variables", 0),
              "backend": "+".join(dict.fromkeys(fit_stats["backends"])),
