@@ -13,10 +13,10 @@ diagonal. Rows: ``Q x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C 
 objective is reported in the original units. With ``NodeTask.cell_groups``, a row that counts
 all of a child's variables in a group with one coefficient counts the group's sum, a variable
 of its own, instead (``Σ group − t = 0``): the same problem, whose KKT factorization no longer
-makes every child's variables a clique. Auxiliaries over at most :data:`SUBSTITUTE_ENTRIES`
-variables and sums are substituted back into the objective (a small dense block in ``P`` for
-a variable and a row fewer), except where the children are large enough for Clarabel to factor
-them as dense blocks anyway.
+makes every child's variables a clique. In a fit of one pass, auxiliaries over at most
+:data:`SUBSTITUTE_ENTRIES` variables and sums are substituted back into the objective (a small
+dense block in ``P`` for a variable and a row fewer), except where the children are large
+enough for Clarabel to factor them as dense blocks anyway.
 
 **Rounding.** ``X̃ = ⌊X*⌋ + B`` with ``B ∈ [0, 1]``: ``Σ_k B_kj = x̂_pj − Σ_k ⌊X*_kj⌋``,
 ``lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋``, minimizing ``Σ (1 − 2·frac) B`` (= ``Σ |X̃ − X*|`` up to
