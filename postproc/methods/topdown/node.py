@@ -586,7 +586,7 @@ def _sum_rows(var_sum: np.ndarray, first: int, n_sum: int
             np.concatenate([np.ones(member.size), -np.ones(n_sum)]))
 
 
-#: The fit substitutes auxiliaries defined over at most this many entries
+#: A fit of one pass substitutes auxiliaries defined over at most this many entries
 #: (:func:`_substitution`); 0 keeps them all.
 SUBSTITUTE_ENTRIES = 5
 
@@ -633,7 +633,8 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     keep : with ``slack``, answers of the parent kept exact (the children's sums must equal
         them); ``info["kept_unholdable"]`` lists kept answers no variable can hold.
     substitute : auxiliaries over at most this many variables and group sums are substituted
-        (:func:`_substitution`; :data:`SUBSTITUTE_ENTRIES` is what the fit uses); 0: none.
+        (:func:`_substitution`; :data:`SUBSTITUTE_ENTRIES` is what a fit of one pass uses);
+        0: none. Ignored where the children are large (``large_blocks``): none there either.
 
     Returns
     -------
@@ -696,7 +697,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     n_aux = kept_aux.size
     slack0 = lay.n_x + n_aux + n_sum            # x, auxiliaries, group sums, slacks
     n_var = slack0 + n_slack
-    P = _diagonal(np.concatenate([x_diag, 2 * aux_w[kept_aux], np.zeros(n_sum + n_slack)]))
+    d = np.concatenate([x_diag, 2 * aux_w[kept_aux], np.zeros(n_sum + n_slack)])   # P's diagonal
     q_vec = np.concatenate([x_lin, -2 * aux_wy[kept_aux], np.zeros(n_sum + n_slack)])
     sum0 = lay.n_x + n_aux
 
@@ -745,7 +746,6 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         rows.add(*_sum_rows(var_sum, sum0, n_sum), np.zeros(n_sum), np.zeros(n_sum))
     l_vec, u_vec = rows.bounds()
     A = rows.matrix("csc")
-    d = P.diagonal()
     # Centre every variable at its own unconstrained minimizer v0 = -q/d (the measured targets),
     # and measure the shift in units of c (the noise s.d. of the most precise measurement):
     # x = v0 + c·δ. The objective becomes ½ δᵀPδ + r' with no linear term, so solvers' relative
@@ -772,10 +772,12 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
         pr, pc = np.repeat(cols, width, axis=1).ravel(), np.tile(cols, width).ravel()
         pv = (2 * w[:, None, None] * sub_coef[:, :, None] * sub_coef[:, None, :]).ravel()
         pair = (pr >= 0) & (pc >= 0)
-        diag = np.repeat(np.arange(n_var), np.diff(P.indptr))
-        P = sp.csc_matrix((np.concatenate([P.data, pv[pair]]),
-                           (np.concatenate([P.indices, pr[pair]]),
-                            np.concatenate([diag, pc[pair]]))), shape=(n_var, n_var))
+        nz = np.flatnonzero(d)
+        P = sp.csc_matrix((np.concatenate([d[nz], pv[pair]]),
+                           (np.concatenate([nz, pr[pair]]), np.concatenate([nz, pc[pair]]))),
+                          shape=(n_var, n_var))
+    else:
+        P = _diagonal(d)
     av0 = A @ v0
     c = max(1.0, 1.0 / np.sqrt(w_max)) if w_max > 0 else 1.0
     qp = QP(P, q_vec / c, A, (l_vec - av0) / c, (u_vec - av0) / c, const / c ** 2,
