@@ -338,3 +338,34 @@ def test_a_solved_node_leaves_no_layout_behind(pl94_tasks):
     for task in pl94_tasks:
         solve_node(task)
         assert task not in node._LAYOUTS
+
+
+def test_a_substituted_fit_its_first_backend_cannot_solve_goes_plain_through_the_chain(
+        monkeypatch):
+    """An infeasible one-pass node (children's invariant totals 3 and 2, parent 4): the
+    substituted problem is tried with the chain's first backend only, then the plain problem
+    with the whole chain decides (every backend says infeasible), then the failsafe."""
+    chains = []
+    solve = node.solve_qp
+
+    def spy(qp, chain, **kw):
+        chains.append(tuple(chain))
+        return solve(qp, chain, **kw)
+
+    monkeypatch.setattr(node, "solve_qp", spy)
+    total = node.QueryData("total", sp.csr_matrix(np.ones((1, 2))), np.array([[3.0], [2.0]]),
+                           np.ones((2, 1)))
+    detailed = node.QueryData("detailed", sp.identity(2, format="csr"),
+                              np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    bounds = np.array([[3.0], [2.0]])
+    task = node.NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+                         (detailed, total), sp.csr_matrix(np.ones((1, 2), np.int64)), bounds,
+                         bounds.copy(), np.zeros((2, 2), bool), ("tot: total",))
+    assert assemble_fit(task, substitute=node.SUBSTITUTE_ENTRIES)[3]["substituted"] == 2
+    chain = ("clarabel", "osqp", "cvxpy-ecos")
+    result = solve_node(task, chain=chain)
+    assert chains[:2] == [chain[:1], chain]
+    assert result.stats["attempts"].split(";")[:4] == [
+        "clarabel:infeasible (substituted)", "clarabel:infeasible", "osqp:infeasible",
+        "cvxpy-ecos:infeasible"]
+    assert result.stats["failsafe"]
