@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from postproc.errors import PostprocError
-from postproc.methods.topdown.node import NodeTask, QueryData, solve_node
+from postproc.methods.topdown.node import NodeTask, QueryData, solve_node, verify_node
 
 INF = np.inf
 
@@ -135,3 +135,68 @@ def test_round_passes_reach_the_nodes_and_bad_names_are_refused():
     with pytest.raises(PostprocError,
                        match="'marginal\\(colour\\)': not in the workload .* and not an expression"):
         topdown(noisy, spec, round_passes={"county": [["marginal(colour)"]]})
+
+
+# -- ties on the held answers' bounds -----------------------------------------------------------
+
+def _tied_totals(d: float, held_a: int) -> tuple[NodeTask, np.ndarray, dict]:
+    """Three children, two cells: a's total is 500.5 + d (two variables), c's 100.5 − d (one
+    variable: its second cell is a zero cell), b's 599; the parent (800, 400). The totals'
+    first fit pass held a at ``held_a`` and c at 601 − ``held_a``."""
+    total = sp.csr_matrix(np.ones((1, 2)))
+    zero = np.zeros((3, 2), bool)
+    zero[2, 1] = True
+    task = NodeTask("lv", "P", np.array([800, 400]), np.array(["a", "b", "c"], dtype=object),
+                    (), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((3, 0)),
+                    np.zeros((3, 0)), zero, (), round_passes=((("total", total),),))
+    x_star = np.array([[300.25, 200.25 + d], [399.25 + d, 199.75 - d], [100.5 - d, 0.0]])
+    held = {"total": np.array([[held_a], [599.0], [601.0 - held_a]])}
+    return task, x_star, held
+
+
+@pytest.mark.parametrize("held_a", [500, 501])
+@pytest.mark.parametrize("d", [-1e-10, 0.0, 1e-10, -3e-6, 3e-6])
+def test_a_tie_on_a_held_bound_rounds_toward_the_held_answer(d, held_a):
+    """An exact half left by a later fit pass (the earlier pass's integer answer ± the 0.5
+    tolerance) rounds toward that answer whatever the fit's last digits: for a total of two
+    variables (three segment columns) and of one (a cell's own cost). Without the held
+    answers, the sign of the last digits decides."""
+    from postproc.methods.topdown.node import _round
+
+    task, x_star, held = _tied_totals(d, held_a)
+    hist, _ = _round(task, x_star, failsafe=False, held=held)
+    verify_node(task, hist)
+    assert hist.sum(axis=1).tolist() == [held_a, 599, 601 - held_a]
+    if d:
+        plain, _ = _round(task, x_star, failsafe=False)
+        assert plain.sum(axis=1)[0] == (501 if d > 0 else 500)
+
+
+def test_every_backend_rounds_a_multipass_tie_the_same_way():
+    """Two children; the totals pass splits the parent's 1,608 into 801 and 807 exactly, the
+    cells pass pulls them onto the ±0.5 bounds (801.5, 806.5). Each QP backend ends there with
+    its own last digits (SCS just outside, Clarabel just inside); every one rounds back to the
+    totals pass's answers, to the same histograms."""
+    from postproc.infra.solvers import available_qp_backends
+
+    n = 2
+    total, cells = sp.csr_matrix(np.ones((1, n))), sp.identity(n, format="csr")
+    results = {}
+    for backend in available_qp_backends():
+        for shift in (0.0, 3.0, 7.25):
+            queries = (QueryData("total", total, np.array([[800.0], [806.0]]), np.ones((2, 1))),
+                       QueryData("detailed", cells, np.array([[520.0, 300 + shift],
+                                                              [480.0, 300 - shift]]),
+                                 np.ones((2, 2))))
+            task = NodeTask("lv", "P", np.array([1000, 608]),
+                            np.array(["a", "b"], dtype=object), queries,
+                            sp.csr_matrix((0, n), dtype=np.int64), np.zeros((2, 0)),
+                            np.zeros((2, 0)), np.zeros((2, n), bool), (),
+                            passes=(("total",), ("detailed",)),
+                            round_passes=((("total", total),),))
+            result = solve_node(task, chain=(backend,), keep_continuous=True, failsafe=False)
+            np.testing.assert_allclose(result.continuous.sum(axis=1), [801.5, 806.5], atol=1e-4)
+            assert result.histograms.sum(axis=1).tolist() == [801, 807], (backend, shift)
+            results.setdefault(shift, []).append(result.histograms)
+    for shift, hists in results.items():
+        assert len(hists) >= 2 and all(np.array_equal(h, hists[0]) for h in hists), shift

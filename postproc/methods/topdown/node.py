@@ -22,7 +22,10 @@ enough for Clarabel to factor them as dense blocks anyway.
 ``lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋``, minimizing ``Σ (1 − 2·frac) B`` (= ``Σ |X̃ − X*|`` up to
 a constant). The constraint matrix is totally unimodular for the usual nested constraints, so the
 LP's vertex optimum is integral: it is solved as an LP, integrality is *verified*, and a MILP is
-solved when it is not.
+solved when it is not. With rounding passes (``NodeTask.round_passes``), each pass first rounds
+its queries' answers as close (L1) to the fit's as the constraints allow and holds them; an
+answer an earlier fit pass held, whose target is a half, goes toward that pass's answer (a tie
+the multipass fit makes, which the fit's last digits would otherwise decide).
 
 **Failsafe.** When the fit is infeasible, parent consistency is relaxed with slacks cell by cell
 while the parent's total and its kept query answers stay exact (:mod:`postproc.methods.topdown.failsafe`):
@@ -55,6 +58,8 @@ __all__ = ["QueryData", "NodeTask", "NodeResult", "solve_node", "assemble_fit", 
 
 _FRAC_TOL = 1e-7      # X* within this of an integer counts as that integer
 _INT_TOL = 1e-6       # LP solution within this of an integer is integral
+_TIE_TOL = 1e-5       # a rounding target within this of a half is a tie (_toward_held)
+_TIE_NUDGE = 1e-4     # ... and is moved this far from the half, toward the held answer
 
 
 class VerificationError(InfeasibleError):
@@ -889,6 +894,8 @@ def _fit(task: NodeTask, chain: Sequence[str]
                     hold.append((q, (q.matrix @ x_star.T).T))
                 done.add(q.name)
     stats["objective"] = objective
+    # the rounding breaks its ties on the held answers' bounds toward them (_toward_held)
+    stats["held"] = {q.name: answers for q, answers in hold}
     return x_star, stats, None
 
 
@@ -978,9 +985,11 @@ def _binding_rows(task: NodeTask, x: np.ndarray, tol: float = 1e-6) -> list[str]
 # -- rounding -----------------------------------------------------------------------------------
 
 def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
-           keep: Sequence[KeptQuery] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+           keep: Sequence[KeptQuery] = (), held: dict[str, np.ndarray] | None = None
+           ) -> tuple[np.ndarray, dict[str, Any]]:
     """``⌊X*⌋ + B`` (module docstring); with ``failsafe``, integer slacks on parent consistency
-    and the ``keep`` answers exact."""
+    and the ``keep`` answers exact. ``held``: query name → answers (K × m) an earlier fit pass
+    held, toward which a rounding pass of that query breaks its ties (:func:`_toward_held`)."""
     lay = _layout(task, relax=failsafe, keep=keep if failsafe else ())
     # on the variables only (child by child, cell by cell; every other cell is 0)
     x = np.maximum(x_star[lay.allowed], 0.0)
@@ -1011,7 +1020,7 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
     methods = []
     passes = () if failsafe or not task.round_passes else task.round_passes
     for answers in passes:  # multipass: L1 on the pass's answers, then hold them exactly
-        r, cc, v, target = _round_answers(lay, answers, x - floor)
+        r, cc, v, target = _round_answers(lay, answers, x, floor, held)
         if not r.size:
             continue
         # An answer of one variable B_j (coefficient 1) deviates by f or 1 − f: slope 1 − 2f
@@ -1042,9 +1051,9 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
         methods.append(method)
         if np.unique(cc[pick]).size == nb:
             break   # the pass had every cell as an answer (the detailed query): B is decided
-        held = np.zeros(m)
-        np.add.at(held, r, v * b[cc])
-        rows.add(r, cc, v, np.round(held), np.round(held))
+        achieved = np.zeros(m)
+        np.add.at(achieved, r, v * b[cc])
+        rows.add(r, cc, v, np.round(achieved), np.round(achieved))
     else:   # the cells last, as close to the fit as what the passes held allows
         b, method = _round_lp(task, stats, cell_cost, rows, nb, n_slack, np.zeros(0))
         methods.append(method)
@@ -1060,10 +1069,12 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
 
 
 def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
-                   rest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   x: np.ndarray, floor: np.ndarray, held: dict[str, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows ``a·B`` of a rounding pass's answers that hold a variable, as COO over the
-    variables, and their targets ``a·(X* − ⌊X*⌋)`` (``rest``: ``X* − ⌊X*⌋`` on the
-    variables)."""
+    variables, and their targets ``a·(X* − ⌊X*⌋)`` (``x``, ``floor``: ``X*`` and ``⌊X*⌋`` on
+    the variables). An answer ``held`` by an earlier fit pass (under the same name, children ×
+    answers) breaks a tie on a half toward what that pass fitted (:func:`_toward_held`)."""
     matrices = [matrix for _, matrix in answers]
     r, c, v, has_var = _stacked(matrices, lay.var_index, lay.cells)
     live = np.flatnonzero(has_var)
@@ -1071,8 +1082,41 @@ def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
     renumber[live] = np.arange(live.size)
     # a·(X* − ⌊X*⌋) over the answer's variables (the rest is 0 off them), in the order a
     # product with each matrix would sum it
-    targets = np.bincount(r, weights=v * rest[c], minlength=has_var.size)
+    targets = np.bincount(r, weights=v * (x - floor)[c], minlength=has_var.size)
+    names = [name for name, matrix in answers if held and name in held]
+    if names:   # the held answers in _stacked's order (child by child within a matrix)
+        k = lay.var_index.shape[0]
+        toward = np.concatenate([
+            held[name].ravel() if name in held and held[name].shape == (k, m.shape[0])
+            else np.full(k * m.shape[0], np.nan) for name, m in answers])
+        # relative to a·⌊X*⌋, as the targets are
+        toward -= np.bincount(r, weights=v * floor[c], minlength=has_var.size)
+        targets = _toward_held(targets, toward)
     return renumber[r], c, v, targets[live]
+
+
+def _toward_held(target: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Rounding targets with their ties broken toward the answers an earlier pass held.
+
+    A later fit pass holds an earlier pass's answer ``h`` within ``±pass_tolerance`` (0.5);
+    where ``h`` is an integer (a parent of two children splits its total into integers or
+    halves) and the later pass pulls the answer onto its bound, the target is an exact half,
+    and rounding it up or down costs the same: the fit's last digits (804.4999999999 or
+    804.5000000009) would decide, and with them any change of solver, BLAS or formulation
+    would move persons. A target within ``_TIE_TOL`` of a half therefore goes ``_TIE_NUDGE``
+    toward ``h`` (NaN: not held; a held answer on the half itself has no side).
+
+    Examples
+    --------
+    >>> _toward_held(np.array([0.4999999999, 0.5000000009, 0.5, 0.3, 0.5]),
+    ...              np.array([0.0, 0.0, 1.0, 0.0, np.nan])).tolist()
+    [0.4999, 0.4999, 0.5001, 0.3, 0.5]
+    """
+    mid = np.round(target - 0.5) + 0.5
+    side = np.sign(held - mid)
+    tie = (np.abs(target - mid) <= _TIE_TOL) & np.isfinite(held) & (
+        np.abs(held - mid) > _TIE_TOL)
+    return np.where(tie, mid + _TIE_NUDGE * side, target)
 
 
 def _round_lp(task: NodeTask, stats: dict[str, Any], cost: np.ndarray, rows: "_Rows", nb: int,
@@ -1216,7 +1260,8 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
         x_star, fit_stats, infeasible = _fit(task, chain)
         report = None
         if infeasible is None:
-            hist, round_stats = _round(task, x_star, failsafe=False)
+            hist, round_stats = _round(task, x_star, failsafe=False,
+                                       held=fit_stats.get("held"))
             verify_node(task, hist)
         else:
             x_star, hist, round_stats, report = _failsafe(task, chain, infeasible, fit_stats,
