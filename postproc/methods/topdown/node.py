@@ -13,7 +13,7 @@ diagonal. Rows: ``Q x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C 
 objective is reported in the original units. With ``NodeTask.cell_groups``, a row that counts
 all of a child's variables in a group with one coefficient counts the group's sum, a variable
 of its own, instead (``Σ group − t = 0``): the same problem, whose KKT factorization no longer
-makes every child's variables a clique. In a fit of one pass, auxiliaries over at most
+makes every child's variables a clique. Auxiliaries over at most
 :data:`SUBSTITUTE_ENTRIES` variables and sums are substituted back into the objective (a small
 dense block in ``P`` for a variable and a row fewer), except where the children are large
 enough for Clarabel to factor them as dense blocks anyway.
@@ -591,7 +591,7 @@ def _sum_rows(var_sum: np.ndarray, first: int, n_sum: int
             np.concatenate([np.ones(member.size), -np.ones(n_sum)]))
 
 
-#: A fit of one pass substitutes auxiliaries defined over at most this many entries
+#: Every fit pass substitutes auxiliaries defined over at most this many entries
 #: (:func:`_substitution`); 0 keeps them all.
 SUBSTITUTE_ENTRIES = 5
 
@@ -638,7 +638,7 @@ def assemble_fit(task: NodeTask, *, queries: Sequence[QueryData] | None = None,
     keep : with ``slack``, answers of the parent kept exact (the children's sums must equal
         them); ``info["kept_unholdable"]`` lists kept answers no variable can hold.
     substitute : auxiliaries over at most this many variables and group sums are substituted
-        (:func:`_substitution`; :data:`SUBSTITUTE_ENTRIES` is what a fit of one pass uses);
+        (:func:`_substitution`; :data:`SUBSTITUTE_ENTRIES` is what the fit passes use);
         0: none. Ignored where the children are large (``large_blocks``): none there either.
 
     Returns
@@ -827,12 +827,6 @@ def _fit(task: NodeTask, chain: Sequence[str]
     rest = tuple(q.name for q in task.queries if q.name not in listed)
     if rest:
         passes = tuple(passes) + (rest,)
-    # Short auxiliaries are substituted in a fit of one pass only. With several, a later pass
-    # holds an earlier one's answers within ±0.5, integers end on the bound at exact halves,
-    # and the rounding's tie then follows the last digits of both passes' fits: any change
-    # to the arithmetic moves such persons (substituted, the 10M run's block-group totals'
-    # error went from 0.958 to 1.001; docs/scale2020.md, "Short auxiliaries substituted").
-    substitute = SUBSTITUTE_ENTRIES if len(passes) == 1 else 0
     done: set[str] = set()
     hold: list[tuple[QueryData, np.ndarray]] = []
     x_star = None
@@ -850,8 +844,11 @@ def _fit(task: NodeTask, chain: Sequence[str]
             # iterations. Later passes meet the equalities anyway.
             done.update(q.name for q in use)
             continue
+        # Short auxiliaries substituted in every pass: the ties a later pass makes on an
+        # earlier pass's bounds (exact halves) follow the held answers, not the fit's last
+        # digits (_toward_held), so the substituted arithmetic moves no person through them.
         qp, lay, scale, info = assemble_fit(task, queries=use, hold=hold,
-                                            substitute=substitute)
+                                            substitute=SUBSTITUTE_ENTRIES)
         stats.update(variables=info["variables"], rows=info["rows"])
         if info["infeasible_rows"]:
             sol = None
