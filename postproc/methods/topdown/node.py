@@ -1080,8 +1080,9 @@ def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
     # a·(X* − ⌊X*⌋) over the answer's variables (the rest is 0 off them), in the order a
     # product with each matrix would sum it
     targets = np.bincount(r, weights=v * (x - floor)[c], minlength=has_var.size)
-    names = [name for name, matrix in answers if held and name in held]
-    if names:   # the held answers in _stacked's order (child by child within a matrix)
+    if held and any(name in held for name, _ in answers):
+        # the held answers in _stacked's order (child by child within a matrix), NaN where
+        # none was held
         k = lay.var_index.shape[0]
         toward = np.concatenate([
             held[name].ravel() if name in held and held[name].shape == (k, m.shape[0])
@@ -1099,9 +1100,10 @@ def _toward_held(target: np.ndarray, held: np.ndarray) -> np.ndarray:
     where ``h`` is an integer (a parent of two children splits its total into integers or
     halves) and the later pass pulls the answer onto its bound, the target is an exact half,
     and rounding it up or down costs the same: the fit's last digits (804.4999999999 or
-    804.5000000009) would decide, and with them any change of solver, BLAS or formulation
-    would move persons. A target within ``_TIE_TOL`` of a half therefore goes ``_TIE_NUDGE``
-    toward ``h`` (NaN: not held; a held answer on the half itself has no side).
+    804.5000000009), or the LP solver's pivoting where the cost difference is below its
+    tolerance, would decide, and any change of solver, BLAS or formulation could move persons.
+    A target within ``_TIE_TOL`` of a half therefore goes ``_TIE_NUDGE`` toward ``h`` (NaN: not
+    held; a held answer on the half itself has no side).
 
     Examples
     --------
