@@ -13,6 +13,7 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -149,6 +150,29 @@ def test_error_table_is_that_of_the_whole_run(base, whole, tmp_path):
     assert compared == sum(len(noisy.queries(lv)) for lv in truth.geography.levels)
     written = (tmp_path / "out" / "confidential" / "error_table.csv").read_text()
     assert written.splitlines()[0].startswith("level,query,units,noisy,noisy_mae,topdown_mae")
+
+
+def test_error_table_answers_a_large_level_from_one_sparse_copy(whole, monkeypatch):
+    """level_error_table answers every query of a large, mostly empty level (the blocks) from
+    one sparse copy of its histograms: the same table, to the last digit, as the dense
+    answers give."""
+    import postproc.evaluation.tables as tables
+
+    truth, noisy, result = whole
+    copies = []
+    real = tables.sparse_copy
+
+    def spy(array):
+        copy = real(array)
+        copies.append(copy is not None)
+        return copy
+
+    monkeypatch.setattr(tables, "sparse_copy", spy)
+    table = tables.level_error_table(truth, noisy, result.histograms, noisy.workload)
+    assert any(copies) and len(copies) == 2 * len(truth.geography.levels)
+    monkeypatch.setattr(tables, "sparse_copy", lambda array: None)
+    dense = tables.level_error_table(truth, noisy, result.histograms, noisy.workload)
+    pd.testing.assert_frame_equal(table, dense, check_exact=True)
 
 
 def test_keyed_streams_differ_from_the_default_and_leave_it_unchanged(base, whole):
