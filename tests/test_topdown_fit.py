@@ -312,9 +312,10 @@ def test_children_with_large_blocks_keep_their_auxiliaries(pl94_tasks, monkeypat
 
 def test_every_fit_pass_substitutes_and_multipass_histograms_do_not_move(pl94_tasks,
                                                                          monkeypatch):
-    """A multipass fit substitutes in every pass, and its integer histograms are those of the
-    plain fit: the ties the later pass makes on the earlier pass's bounds (exact halves) are
-    broken toward the held answers, not by the fit's last digits."""
+    """A multipass fit substitutes in every pass, and on the PL 94 test nodes its integer
+    histograms are those of the plain fit: the ties the later pass makes on the earlier pass's
+    bounds (exact halves) are broken toward the held answers, not by the fit's last digits.
+    (Children that nothing measured tells apart can still tie: docs/scale2020.md.)"""
     calls = []
     assemble = node.assemble_fit
 
