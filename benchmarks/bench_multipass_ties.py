@@ -85,13 +85,13 @@ def ties_of_one_seed(directory: str, seed: int) -> list[dict[str, Any]]:
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of ``k`` successes in ``n`` (SciPy's)."""
     if not n:
         return float("nan"), float("nan")
-    z = 1.959964
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
-    return centre - half, centre + half
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def main(argv: list[str] | None = None) -> int:

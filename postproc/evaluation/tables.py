@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 
 from hierarchy.histograms import Hierarchy
 from hierarchy.errors import HierarchyError
+from hierarchy.measurement import exact_answers
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Workload, sparse_copy
 from postproc.errors import PostprocError
@@ -125,15 +125,15 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
         exact_counts = truth.counts[li]
         # one sparse copy of each level's histograms serves all its queries (a 2020-style
         # block level: 50M cells, 0.3 % nonzero; a copy per query took 4 of a 1M demo's 40 s)
-        exact_answers = _answerable(exact_counts)
-        post_answers = _answerable(histograms[li])
+        exact_sparse = sparse_copy(exact_counts)
+        post_sparse = sparse_copy(histograms[li])
         for q in queries:
             if q == "total":
                 exact = exact_counts.sum(axis=1, keepdims=True)
                 post = histograms[li].sum(axis=1, keepdims=True)
             else:
-                exact = workload[q].answer(exact_answers)
-                post = workload[q].answer(post_answers)
+                exact = exact_answers(workload[q], exact_counts, exact_sparse)
+                post = exact_answers(workload[q], histograms[li], post_sparse)
             units = int(exact.shape[0])
             try:
                 raw, how, drawn = noisy.derived_answers(level, q, with_drawn=True)
@@ -151,14 +151,6 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
             row["exact_median"] = m_post["exact_median"]
             rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _answerable(histograms: Any) -> Any:
-    """What a query answers fastest for several queries: a sparse copy of a large, mostly
-    empty 2-D array of histograms (:func:`hierarchy.queries.sparse_copy`), else the array."""
-    array = np.asarray(histograms)
-    copy = sparse_copy(array) if array.ndim == 2 else None
-    return array if copy is None else copy
 
 
 def _method_of(table: pd.DataFrame) -> str:
