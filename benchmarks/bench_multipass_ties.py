@@ -68,7 +68,8 @@ def ties_of_one_seed(directory: str, seed: int) -> list[dict[str, Any]]:
 
     node._round = watch
     try:
-        topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes)
+        topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes,
+                **config.method_options)
     finally:
         node._round = original
     out = []

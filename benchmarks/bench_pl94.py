@@ -160,7 +160,8 @@ def run_size(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
     start_level()
     result = steps.run("topdown", lambda: topdown(
         noisy, config.spec, solver=config.solver_chain, failsafe=config.failsafe,
-        passes=config.passes, round_passes=config.round_passes, on_level=on_level))
+        passes=config.passes, round_passes=config.round_passes, on_level=on_level,
+        **config.method_options))
     with tempfile.TemporaryDirectory(dir=workdir) as out:
         steps.run("write", lambda: result.write(Path(out) / "run"))
     dense = {lv: {"units": int(c.shape[0]), "bytes": int(c.nbytes)}
@@ -194,7 +195,8 @@ def profile_step(persons: int, workdir: str, step: str, seed: int = 2020,
                                              publish=config.publish()),
         "topdown": lambda noisy: topdown(noisy, config.spec, solver=config.solver_chain,
                                          failsafe=config.failsafe, passes=config.passes,
-                                         round_passes=config.round_passes)}
+                                         round_passes=config.round_passes,
+                                         **config.method_options)}
     profiler = cProfile.Profile()
     value = None
     for name in ("tabulation", "measurement", "topdown"):

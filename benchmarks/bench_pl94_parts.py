@@ -82,7 +82,8 @@ def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool
     config = (release_config(directory, executor) if release else
               demo_config(directory, preset="pl94_2020", seed=2020, executor=executor))
     if group_children:
-        config = replace(config, method_options={"group_children": group_children})
+        config = replace(config, method_options={**config.method_options,
+                                                 "group_children": group_children})
     t = time.perf_counter()
     done = run_in_parts(config, out, part_blocks=part_blocks, all_answers=all_answers,
                         log=lambda line: print(line, file=sys.stderr, flush=True))
@@ -123,7 +124,8 @@ def whole_run(directory: str, executor: str, all_answers: bool = False,
     truth = load_truth(config)
     noisy = whole_measurement(config, truth, all_answers=all_answers)
     result = topdown(noisy, config.spec, executor=executor, passes=config.passes,
-                     round_passes=config.round_passes, group_children=group_children)
+                     round_passes=config.round_passes, group_children=group_children,
+                     **config.method_options)
     seconds = time.perf_counter() - t
     result.write(out)
     return {"seconds": seconds, "levels": result.provenance["timings"]["levels"]}

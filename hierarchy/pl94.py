@@ -28,7 +28,9 @@ transcribed by hand; no code was copied. Sources, file by file:
   hhgq_total_ub`` and ``theConstraints.US = total``.
 * ``configs/production/pl94/person_default.ini``: ``global_scale = 339/542`` and the discrete
   Gaussian mechanism; invariants ``tot`` at State, ``gqhh_vect, gqhh_tot`` at Block;
-  constraints ``hhgq_total_lb, hhgq_total_ub, nurse_nva_0`` at Block.
+  constraints ``hhgq_total_lb, hhgq_total_ub, nurse_nva_0`` at Block;
+  ``DataIndNPass_toleranceType = opt_tol`` and ``opt_tol_slack = 0.1``: how closely a later
+  fit pass holds an earlier pass's answers (:data:`PRODUCTION_PASS_TOLERANCE`).
 * ``programs/engine/budget.py``: ``rho = 1 / self.global_scale ** 2`` (so ρ = (542/339)² ≈
   2.5563 for persons) and ``geolevel_noise_precision = 2 * prop / (self.global_scale ** 2)``:
   the noise precision 1/σ² of a query is twice its share of ρ, i.e. σ² = 1/(2ρ_q), the
@@ -80,7 +82,7 @@ __all__ = ["PL94_2020", "HHGQ_LABELS", "CENRACE_LABELS", "RACES", "LEVELS",
            "PRODUCTION_QUERY_SHARES", "QUERY_EXPRESSIONS", "ROUNDER_QUERY_EXPRESSIONS",
            "PRODUCTION_QUERY_ORDERING", "QueryOrdering", "pl94_workload", "pl94_budget",
            "pl94_query_ordering", "pl94_passes", "pl94_round_passes", "pl94_spec_dict",
-           "query_expression"]
+           "query_expression", "PRODUCTION_PASS_TOLERANCE"]
 
 # -- schema -------------------------------------------------------------------------------------
 
@@ -381,6 +383,17 @@ _DEFAULT_ORDERING = QueryOrdering(  # Block: one pass
 PRODUCTION_QUERY_ORDERING: dict[str, QueryOrdering] = {
     "US": _US_ORDERING, "State": _ISOLATED_TOTAL, "County": _ISOLATED_TOTAL,
     "Tract": _ISOLATED_TOTAL, "Block_Group": _ISOLATED_TOTAL, "Block": _DEFAULT_ORDERING}
+
+
+#: How far a later fit pass may move an answer an earlier pass fitted: TopDown's
+#: ``pass_tolerance`` in production. ``person_default.ini`` sets ``DataIndNPass_toleranceType =
+#: opt_tol`` and ``opt_tol_slack = 0.1``; ``DataIndQueriesL2NPass`` (the repository's
+#: ``source/programs/optimization/l2_dataIndep_npass_optimizer.py``) then holds each answer
+#: within ``opt_tol + 0.1``, where ``opt_tol`` is the least tolerance with which the problem
+#: stays feasible (``findOptimalTol``). The earlier pass's own solution satisfies every hold
+#: with a tolerance of 0, so ``opt_tol`` is 0 up to the solver's residual and production holds
+#: within 0.1. (TopDown's default, 0.5, is not production's.)
+PRODUCTION_PASS_TOLERANCE = 0.1
 
 
 def pl94_query_ordering(levels: Sequence[str] | None = None) -> dict[str, QueryOrdering]:

@@ -56,7 +56,8 @@ def whole(base):
     config = _config(base)
     truth = load_truth(config)
     noisy = whole_measurement(config, truth)
-    result = topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes)
+    result = topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes,
+                     **config.method_options)
     return truth, noisy, result
 
 
@@ -284,7 +285,8 @@ def test_topdown_does_not_depend_on_the_answers_not_drawn(base):
     assert any(m.drawn is not None for ms in blanked.values() for m in ms.values())
     less = NoisyHierarchy(full.schema, full.geography, full.workload, blanked, full.invariants,
                           full.provenance)
-    options = dict(passes=config.passes, round_passes=config.round_passes)
+    options = dict(passes=config.passes, round_passes=config.round_passes,
+                   **config.method_options)
     for a, b in zip(topdown(full, config.spec, **options).histograms,
                     topdown(less, config.spec, **options).histograms):
         assert np.array_equal(a, b)

@@ -19,9 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hierarchy.pl94 import (LEVELS, PL94_2020, TOTAL_RHO, pl94_budget, pl94_passes,
-                           pl94_round_passes,
-                            pl94_spec_dict, pl94_workload)
+from hierarchy.pl94 import (LEVELS, PL94_2020, PRODUCTION_PASS_TOLERANCE, TOTAL_RHO, pl94_budget,
+                           pl94_passes, pl94_round_passes, pl94_spec_dict, pl94_workload)
 from hierarchy.synth_2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
 from hierarchy.io import read_microdata
@@ -55,7 +54,8 @@ def pl94_config(data: Path, **options) -> RunConfig:
 
 @pytest.fixture(scope="module")
 def run(data):
-    config = pl94_config(data, passes="pl94_2020", round_passes="pl94_2020")
+    config = pl94_config(data, passes="pl94_2020", round_passes="pl94_2020",
+                         method_options={"pass_tolerance": PRODUCTION_PASS_TOLERANCE})
     return run_pipeline(config, progress=False, log=lambda line: None)
 
 
@@ -84,6 +84,20 @@ def test_the_example_uses_the_presets():
         assert [list(p) for p in config.passes_at(level)] == pl94_passes(level), level
         assert [list(p) for p in config.round_passes[level]] == pl94_round_passes(level)
     assert config.mechanism.exact is False            # the fast sampler, in simulation mode
+    # later passes hold the earlier passes' answers within production's 0.1
+    assert config.method_options == {"pass_tolerance": PRODUCTION_PASS_TOLERANCE} == {
+        "pass_tolerance": 0.1}
+
+
+def test_a_bad_pass_tolerance_in_a_config_is_refused_at_its_line(tmp_path):
+    text = (REPO / "examples" / "pl94_2020.toml").read_text()
+    assert "\npass_tolerance = 0.1\n" in text
+    bad = text.replace("\npass_tolerance = 0.1\n", "\npass_tolerance = 0\n")
+    (tmp_path / "bad.toml").write_text(bad)
+    line = bad.splitlines().index("[postprocess.options]") + 1      # the table's header
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: pass_tolerance must be a "
+                                            r"finite number above 0 .* such as 0.01"):
+        load_config(tmp_path / "bad.toml")
 
 
 def test_a_saved_configuration_reads_back_equal(data, tmp_path):
@@ -227,6 +241,7 @@ def test_the_run_fits_in_production_passes_per_level(run):
     recorded = run.result.provenance["solver"]["passes"]
     for level in LEVELS:
         assert recorded[level] == [list(p) for p in pl94_passes(level)], level
+    assert run.result.provenance["solver"]["pass_tolerance"] == PRODUCTION_PASS_TOLERANCE
 
 
 def test_release_mode_refuses_the_fast_sampler_when_the_config_loads(data):
@@ -312,6 +327,7 @@ def test_run_is_consistent_integer_and_nonnegative(run):
 def test_demo_pl94_config_is_the_presets(tmp_path):
     config = demo_config(tmp_path, preset="pl94_2020", seed=3)
     assert config.budget == pl94_budget() and config.levels == LEVELS
+    assert config.method_options == {"pass_tolerance": PRODUCTION_PASS_TOLERANCE}
     assert config.blocks == (tmp_path / "data" / "blocks.parquet").resolve()
     with pytest.raises(PostprocError, match="unknown demo preset"):
         demo_config(tmp_path, preset="pl94")

@@ -322,6 +322,8 @@ def test_multipass_total_first_keeps_every_promise(truth):
     check_e2e_promises(multi, truth)
     check_e2e_promises(one, truth)
     assert multi.provenance["solver"]["passes"] == [["total"]]
+    assert multi.provenance["solver"]["pass_tolerance"] == 0.5
+    assert one.provenance["solver"]["pass_tolerance"] is None       # one pass holds nothing
     assert multi.node_stats.failsafe.sum() == 0
     # two solves per multi-child node instead of one — except where the children's totals are
     # invariant (nation, state): the total-only pass has nothing to fit and is skipped, and
@@ -366,6 +368,12 @@ def test_multipass_holds_first_pass_answers_within_the_tolerance(truth):
             assert np.all(np.abs(x2.sum(1) - x1.sum(1)) <= tol + 1e-6), (task.parent, tol)
             checked += 1
     assert checked >= 10
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, float("nan"), float("inf"), "0.1", True])
+def test_topdown_refuses_a_bad_pass_tolerance(noisy, bad):
+    with pytest.raises(PostprocError, match=r"pass_tolerance must be a (finite )?number"):
+        topdown(noisy, Spec.e2e(LEVELS), passes=[["hhgq"]], pass_tolerance=bad)
 
 
 # ---------------------------------------------------------------------------------------------

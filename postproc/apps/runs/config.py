@@ -866,6 +866,11 @@ def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
 
         section.located("options", lambda: check_group_children(options["group_children"]),
                         catch=(PostprocError,))
+    if method == "topdown" and "pass_tolerance" in options:
+        from postproc.methods.topdown.run import check_pass_tolerance
+
+        section.located("options", lambda: check_pass_tolerance(options["pass_tolerance"]),
+                        catch=(PostprocError,))
     return method, dict(options)
 
 

@@ -192,7 +192,8 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
     (schema, workload, budget, spec; :mod:`hierarchy.pl94`) with the discrete Gaussian
     mechanism on the persons, units and blocks :func:`hierarchy.synth_2020.synthesize_2020`
     writes, fitted in production's passes per level (the total alone first at state, county,
-    tract and block group, then the other queries; one pass at the nation and the block). The
+    tract and block group, then the other queries, each pass holding the earlier passes'
+    answers within production's 0.1; one pass at the nation and the block). The
     noise is drawn by the fast simulation sampler (``exact = false``: tables, total variation
     below 2⁻⁴⁵ from the exact law; the demo is a simulation, never a release).
 
@@ -228,6 +229,8 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
     (2016, 'discrete_gaussian', False)
     >>> config.passes_at("state")[0], len(config.passes_at("block"))
     (('total',), 1)
+    >>> config.method_options
+    {'pass_tolerance': 0.1}
     """
     from postproc.apps.runs.config import RunConfig
 
@@ -238,7 +241,7 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
                                output="run", base=directory)
     if preset != "pl94_2020":
         raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
-    from hierarchy.pl94 import LEVELS
+    from hierarchy.pl94 import LEVELS, PRODUCTION_PASS_TOLERANCE
 
     return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
                            blocks="data/blocks.parquet", levels=LEVELS, schema="pl94_2020",
@@ -246,4 +249,5 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
                            mechanism={"name": "discrete_gaussian", "exact": False},
                            mode="simulation", seed=seed, spec="pl94_2020", passes="pl94_2020",
                            round_passes="pl94_2020",
+                           method_options={"pass_tolerance": PRODUCTION_PASS_TOLERANCE},
                            executor=executor, output="run", base=directory)

@@ -1096,9 +1096,11 @@ def _round_answers(lay: _Layout, answers: Sequence[tuple[str, sp.csr_matrix]],
 def _toward_held(target: np.ndarray, held: np.ndarray) -> np.ndarray:
     """Rounding targets with their ties broken toward the answers an earlier pass held.
 
-    A later fit pass holds an earlier pass's answer ``h`` within ``±pass_tolerance`` (0.5);
-    where ``h`` is an integer (a parent of two children splits its total into integers or
-    halves) and the later pass pulls the answer onto its bound, the target is an exact half,
+    A later fit pass holds an earlier pass's answer ``h`` within ``±pass_tolerance``; where
+    ``h ± pass_tolerance`` is a half (with the default 0.5: ``h`` an integer, as when a parent
+    of two children splits its total into integers or halves; with production's 0.1: ``h`` at
+    x.4 or x.6, as when five children share a residual) and the later pass pulls the answer
+    onto that bound, the target is an exact half,
     and rounding it up or down costs the same: the fit's last digits (804.4999999999 or
     804.5000000009), or the LP solver's pivoting where the cost difference is below its
     tolerance, would decide, and any change of solver, BLAS or formulation could move persons.

@@ -25,6 +25,28 @@ from postproc.result import Result
 __all__ = ["topdown", "level_tasks", "root_task"]
 
 
+def check_pass_tolerance(value: Any) -> float:
+    """``pass_tolerance`` as a float, or a PostprocError saying why not: a finite number above 0.
+
+    Examples
+    --------
+    >>> check_pass_tolerance(0.1), check_pass_tolerance(1)
+    (0.1, 1.0)
+    >>> check_pass_tolerance(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: pass_tolerance must be a finite number above 0 ..., got 0; ...
+    """
+    why = "how far a later pass may move the answers an earlier pass fitted"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PostprocError(f"pass_tolerance must be a number ({why}), got {value!r}")
+    if not np.isfinite(value) or value <= 0:
+        raise PostprocError(f"pass_tolerance must be a finite number above 0 ({why}), got "
+                            f"{value!r}; to hold them nearly exactly use a small value such as "
+                            f"0.01 (0 would leave the solver a feasible region of zero width)")
+    return float(value)
+
+
 def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, Any]]:
     """(name, matrix, measurement) of every query measured at ``level``, the matrix computed
     once per level: tasks then hold *views* (slices) of the values, never per-task copies, and
@@ -341,6 +363,10 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         then the next, … (queries not listed are fitted in a final pass of their own). A
         mapping gives each level its own order (the 2020 production ordering differs by
         level); a level it does not name fits every query in one pass.
+    pass_tolerance : float, optional
+        How far a later pass may move an answer an earlier pass fitted (default 0.5; the 2020
+        production value is 0.1, :data:`hierarchy.pl94.PRODUCTION_PASS_TOLERANCE`, which the
+        ``pl94_2020`` demo and example use). Recorded in the provenance.
     round_passes : list of lists of query names or expressions, or a mapping level → such a
         list, optional
         Multipass rounding (the 2020 production rounder): each pass rounds so that its
@@ -423,6 +449,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
     group_children = check_group_children(group_children)
+    pass_tolerance = check_pass_tolerance(pass_tolerance)
     if compiled is None:
         compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     else:
@@ -490,12 +517,12 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             if on_level is not None:
                 on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
                                            ex, failsafe, passes, t_start, kept_by_level,
-                                           round_passes, group_children))
+                                           round_passes, group_children, pass_tolerance))
     finally:
         if own_executor:
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
-                   t_start, kept_by_level, round_passes, group_children)
+                   t_start, kept_by_level, round_passes, group_children, pass_tolerance)
 
 
 def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -> None:
@@ -525,13 +552,15 @@ def _passes_record(passes: Any) -> Any:
 
 
 def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
-            kept_by_level, round_passes=None, group_children=None) -> Result:
+            kept_by_level, round_passes=None, group_children=None,
+            pass_tolerance=None) -> Result:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
                    "failsafe_keep": dict(kept_by_level),
                    "passes": _passes_record(passes),
+                   "pass_tolerance": pass_tolerance if passes else None,
                    "round_passes": _passes_record(round_passes),
                    "group_children": group_children},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
