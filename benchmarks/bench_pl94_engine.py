@@ -69,7 +69,8 @@ def prepare(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
     path = work / "measurements.pkl"
     with open(path, "wb") as f:
         pickle.dump({"noisy": noisy, "spec": config.spec, "passes": config.passes,
-                     "round_passes": config.round_passes, "totals": totals}, f)
+                     "round_passes": config.round_passes, "totals": totals,
+                     "options": dict(config.method_options)}, f)
     return {"path": str(path), "levels": list(truth.levels),
             "units": {lv: int(c.shape[0]) for lv, c in zip(truth.levels, truth.counts)},
             "raw_total_mae": {lv: float(v) for lv, v in raw.items()}}
@@ -92,7 +93,8 @@ def run_variant(path: str, production_rounding: bool) -> dict[str, Any]:
         seconds[levels[li]] = time.perf_counter() - clock["t"]
         clock["t"] = time.perf_counter()
 
-    options: dict[str, Any] = {"passes": saved["passes"], "on_level": on_level}
+    options: dict[str, Any] = {"passes": saved["passes"], "on_level": on_level,
+                               **saved.get("options", {})}   # the preset's pass_tolerance
     if production_rounding:
         options["round_passes"] = saved["round_passes"]
     t = time.perf_counter()

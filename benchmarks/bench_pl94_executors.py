@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     prepared = prepare(args.persons, str(workdir))
     with open(prepared["path"], "rb") as f:
         saved = pickle.load(f)
-    options = {"passes": saved["passes"], "round_passes": saved["round_passes"]}
+    options = {"passes": saved["passes"], "round_passes": saved["round_passes"],
+               **saved.get("options", {})}
     pools = {name: get_executor(name, workers=args.workers) for name in EXECUTORS}
     seconds: dict[str, list[float]] = {name: [] for name in EXECUTORS}
     startup: dict[str, float] = {}
