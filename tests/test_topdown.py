@@ -39,7 +39,7 @@ from hierarchy.synth import synthesize_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Constraint, Invariant, Spec
 from postproc.errors import PostprocError
-from postproc.infra.solvers import InfeasibleError
+from postproc.infra.solvers import InfeasibleError, SolverError
 from postproc.result import Result, histograms_from_table
 from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
 
@@ -368,6 +368,33 @@ def test_multipass_holds_first_pass_answers_within_the_tolerance(truth):
             assert np.all(np.abs(x2.sum(1) - x1.sum(1)) <= tol + 1e-6), (task.parent, tol)
             checked += 1
     assert checked >= 10
+
+
+def test_a_solver_failure_names_its_node(noisy, monkeypatch):
+    """A node no backend solves (here: the only backend crashes) stops the run with the
+    node's level, parent and size in the message, not only the backends' statuses."""
+    from postproc.infra.solvers import QP_BACKENDS
+
+    clarabel, calls = QP_BACKENDS["clarabel"], []
+
+    def crashing_after(first):
+        def backend(qp):
+            calls.append(1)
+            if len(calls) > first:
+                raise RuntimeError("boom")
+            return clarabel(qp)
+        return backend
+
+    monkeypatch.setitem(QP_BACKENDS, "clarabel", crashing_after(0))
+    with pytest.raises(SolverError, match=r"^the nation \(root\) problem \(192 cells\): "
+                                          r"every solver failed: clarabel: error"):
+        topdown(noisy, Spec.e2e(LEVELS), solver=["clarabel"])
+    calls.clear()
+    monkeypatch.setitem(QP_BACKENDS, "clarabel", crashing_after(1))    # the root solves
+    state = noisy.geography.geocodes[0][0]
+    with pytest.raises(SolverError, match=rf"^state children of '{state}' \(\d+ children, "
+                                          r"192 cells\): every solver failed: clarabel: error"):
+        topdown(noisy, Spec.e2e(LEVELS), solver=["clarabel"])
 
 
 @pytest.mark.parametrize("bad", [0, -0.1, float("nan"), float("inf"), "0.1", True])

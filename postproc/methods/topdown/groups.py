@@ -275,9 +275,17 @@ def _merged(task: NodeTask, top: NodeResult, parts: list[NodeResult], seconds: f
 def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool,
                 group_children: int | None = None) -> list[NodeResult]:
     """Solve a batch of nodes (the unit of work an executor runs); with ``group_children``, a
-    parent of more children in two stages (:func:`solve_grouped`)."""
-    try:
-        return [solve_grouped(t, group_children, chain=chain, failsafe=failsafe)
-                for t in tasks]
-    except SolverError as exc:
-        raise SolverError(f"{exc}") from None
+    parent of more children in two stages (:func:`solve_grouped`). A SolverError names the
+    node it came from (level, parent, children, cells)."""
+    results = []
+    for task in tasks:
+        try:
+            results.append(solve_grouped(task, group_children, chain=chain,
+                                         failsafe=failsafe))
+        except SolverError as exc:
+            where = (f"the {task.level} (root) problem ({task.n} cells)"
+                     if task.parent_hist is None else
+                     f"{task.level} children of {task.parent!r} ({task.k} children, "
+                     f"{task.n} cells)")
+            raise SolverError(f"{where}: {exc}") from None
+    return results
