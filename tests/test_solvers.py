@@ -684,3 +684,44 @@ def test_lp_with_and_without_presolve_reaches_the_same_integral_optimum():
         np.testing.assert_allclose(A @ np.round(sol.x), target)
     assert without.objective == pytest.approx(with_presolve.objective, rel=1e-12, abs=1e-9)
     assert without.objective <= cost.ravel() @ b.ravel() + 1e-9
+
+
+def test_clarabel_solves_again_in_larger_units_a_large_problem_it_calls_infeasible(monkeypatch):
+    """Clarabel called a feasible state → county totals pass at 331M persons (bounds up to
+    8.2M persons) primal infeasible after one iteration; ``_clarabel`` then solves it again in
+    units of a power of ten persons (bounds at most 10⁴) and scales the point back. Simulated
+    here by a Clarabel that calls every problem with a bound above 10⁴ infeasible: the retry's
+    point is the optimum, in persons."""
+    import types
+
+    import clarabel
+
+    from postproc.infra.solvers.backends import _clarabel
+
+    real, largest = clarabel.DefaultSolver, []
+
+    class CallsLargeProblemsInfeasible:
+        def __init__(self, P, q, A, b, cones, settings):
+            largest.append(float(np.abs(b).max()))
+            self.solver = real(P, q, A, b, cones, settings)
+
+        def solve(self):
+            if largest[-1] > 1e4:
+                return types.SimpleNamespace(status=clarabel.SolverStatus.PrimalInfeasible,
+                                             iterations=1, x=None)
+            return self.solver.solve()
+
+    monkeypatch.setattr(clarabel, "DefaultSolver", CallsLargeProblemsInfeasible)
+    # min (x0 − 3e6)² + (x1 − 1e6)²  s.t.  x0 + x1 = 5e6, x ≥ 0:  x = (3.5e6, 1.5e6)
+    qp = QP(P=sp.csc_matrix(np.eye(2) * 2), q=np.array([-6e6, -2e6]),
+            A=sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])),
+            l=np.array([5e6, 0.0, 0.0]), u=np.array([5e6, np.inf, np.inf]))
+    sol = _clarabel(qp)
+    assert sol.status == Status.OPTIMAL and "Solved at 1e-10 in units of 1000" in sol.message
+    assert largest == [5e6, 5e6, 5e3]         # unrefined, refined, then in thousands
+    np.testing.assert_allclose(sol.x, [3.5e6, 1.5e6], rtol=1e-9)
+    assert sol.objective == pytest.approx(qp.objective(np.array([3.5e6, 1.5e6])), rel=1e-9)
+    # a problem that stays infeasible in larger units is still infeasible
+    bad = QP(P=sp.csc_matrix(np.eye(1)), q=np.zeros(1), A=sp.csc_matrix(np.ones((2, 1))),
+             l=np.array([2e6, -np.inf]), u=np.array([np.inf, 1e6]))
+    assert _clarabel(bad).status == Status.INFEASIBLE

@@ -35,6 +35,7 @@ LP and MILP go to HiGHS through ``highspy`` (:func:`solve_lp`).
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Callable, Sequence
 
@@ -133,6 +134,20 @@ def large_blocks(n: int, blocks: int) -> bool:
     return n >= _FAER_MIN_VARIABLES and n >= _FAER_MIN_BLOCK * blocks
 
 
+def _clarabel_unit(b: np.ndarray) -> float:
+    """The power of ten that brings the largest finite bound of ``b`` to at most 10⁴: the unit
+    (persons per variable) of :func:`_clarabel`'s retry of a problem it called infeasible.
+
+    Examples
+    --------
+    >>> _clarabel_unit(np.array([8_160_383.1, -3.0])), _clarabel_unit(np.array([9_999.0]))
+    (1000.0, 1.0)
+    """
+    finite = np.abs(b[np.isfinite(b)])
+    largest = float(finite.max()) if finite.size else 0.0
+    return 1.0 if largest <= 1e4 else 10.0 ** math.ceil(math.log10(largest / 1e4))
+
+
 def _clarabel(qp: QP) -> Solution:
     import clarabel
 
@@ -163,7 +178,8 @@ def _clarabel(qp: QP) -> Solution:
             [[0], np.cumsum(np.bincount(column[upper], minlength=P.shape[1]))])),
             shape=P.shape)
 
-    def run(tol: float, ktratio: float, refine: bool = True):
+    def run(tol: float, ktratio: float, refine: bool = True, unit: float = 1.0):
+        # unit: solve for x / unit (unit persons per variable), the rows' bounds divided by it
         settings = clarabel.DefaultSettings()
         settings.iterative_refinement_enable = refine
         settings.verbose = False
@@ -173,7 +189,10 @@ def _clarabel(qp: QP) -> Solution:
         settings.max_threads = 1
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tol
         settings.tol_ktratio = ktratio
-        return clarabel.DefaultSolver(P, qp.q, M, b, cones, settings).solve()
+        if unit == 1.0:
+            return clarabel.DefaultSolver(P, qp.q, M, b, cones, settings).solve()
+        return clarabel.DefaultSolver(P * unit ** 2, qp.q * unit, M, b / unit, cones,
+                                      settings).solve()
 
     S = clarabel.SolverStatus
     # Without iterative refinement first: on TopDown's nodes (10M persons) the same optima
@@ -181,18 +200,31 @@ def _clarabel(qp: QP) -> Solution:
     # tolerances) in 17 % less CPU per block node, 9 % per county → tract node
     # (`benchmarks/pl94/node_refinement_10m.md`); a problem it does not solve is solved
     # again with refinement, Clarabel's default.
-    res = run(1e-10, 1e-8, refine=False)
+    res, res_unit = run(1e-10, 1e-8, refine=False), 1.0
     iterations, steps = int(res.iterations), [f"{res.status} at 1e-10 unrefined"]
     if str(res.status) != str(S.Solved):
         res = run(1e-10, 1e-8)
         iterations += int(res.iterations)
         steps.append(f"{res.status} at 1e-10")
+    unit = _clarabel_unit(b)
+    if unit > 1.0 and str(res.status) in (str(S.PrimalInfeasible),
+                                          str(S.AlmostPrimalInfeasible)):
+        # Bounds of millions over variables most of which the objective does not weigh (a
+        # state → county totals pass at 331M persons: California, 39.5M persons, bounds up to
+        # 8.2M) can make Clarabel declare a feasible problem infeasible after one iteration
+        # (HiGHS found a feasible point; OSQP, ECOS and SCS failed). Solved in thousands of
+        # persons it is solved (34 iterations, the rows met to 6e-9 persons).
+        again = run(1e-10, 1e-8, unit=unit)
+        iterations += int(again.iterations)
+        steps.append(f"{again.status} at 1e-10 in units of {unit:g}")
+        if str(again.status) in (str(S.Solved), str(S.AlmostSolved)):
+            res, res_unit = again, unit
     if str(res.status) == str(S.AlmostSolved):
         # 1e-10 is tighter than Clarabel's defaults; a problem whose optimum is not unique
         # (a pass fitting 20 county totals over 12,809 cells, at 100M persons) can stall just
         # short of it. Clarabel's own tolerances (1e-8) then solve it in a few iterations —
         # the totals agreed to 2e-10 persons — where OSQP took 4,600 iterations.
-        again = run(1e-8, 1e-8)
+        again = run(1e-8, 1e-8, unit=res_unit)
         iterations += int(again.iterations)
         steps.append(f"{again.status} at 1e-8")
         if str(again.status) == str(S.Solved):
@@ -205,7 +237,7 @@ def _clarabel(qp: QP) -> Solution:
               str(S.AlmostDualInfeasible): Status.UNBOUNDED,
               str(S.MaxIterations): Status.ITERATION_LIMIT,
               str(S.MaxTime): Status.ITERATION_LIMIT}.get(str(res.status), Status.ERROR)
-    x = np.asarray(res.x) if status in (Status.OPTIMAL, Status.INACCURATE) else None
+    x = np.asarray(res.x) * res_unit if status in (Status.OPTIMAL, Status.INACCURATE) else None
     return Solution(x, status, qp.objective(x) if x is not None else float("nan"),
                     iterations, time.perf_counter() - t0, "clarabel", message)
 
