@@ -47,7 +47,7 @@ def ties_of_one_seed(directory: str, seed: int) -> list[dict[str, Any]]:
     import postproc.methods.topdown.node as node
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import whole_measurement
-    from postproc.apps.runs.pipeline import load_truth
+    from postproc.apps.runs.pipeline import load_truth, method_options
     from postproc.methods.topdown import topdown
 
     config = demo_config(directory, preset="pl94_2020", seed=seed, executor="serial")
@@ -70,8 +70,7 @@ def ties_of_one_seed(directory: str, seed: int) -> list[dict[str, Any]]:
 
     node._round = watch
     try:
-        topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes,
-                **config.method_options)
+        topdown(noisy, config.spec, **method_options(config, "topdown"))
     finally:
         node._round = original
     out = []

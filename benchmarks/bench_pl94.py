@@ -129,7 +129,7 @@ def _level_stats(result) -> dict[str, dict[str, float]]:
 def run_size(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
     """One size, every step (called in a fresh interpreter by :func:`main`)."""
     from hierarchy.measurement import measure
-    from postproc.apps.runs.pipeline import load_truth
+    from postproc.apps.runs.pipeline import load_truth, method_options
     from postproc.methods.topdown import topdown
 
     steps = _Steps()
@@ -159,9 +159,7 @@ def run_size(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
 
     start_level()
     result = steps.run("topdown", lambda: topdown(
-        noisy, config.spec, solver=config.solver_chain, failsafe=config.failsafe,
-        passes=config.passes, round_passes=config.round_passes, on_level=on_level,
-        **config.method_options))
+        noisy, config.spec, on_level=on_level, **method_options(config, "topdown")))
     with tempfile.TemporaryDirectory(dir=workdir) as out:
         steps.run("write", lambda: result.write(Path(out) / "run"))
     dense = {lv: {"units": int(c.shape[0]), "bytes": int(c.nbytes)}
@@ -183,7 +181,7 @@ def profile_step(persons: int, workdir: str, step: str, seed: int = 2020,
     """cProfile of one step (``"measurement"``, ``"topdown"`` or ``"tabulation"``) at
     ``persons``, the steps before it run unprofiled."""
     from hierarchy.measurement import measure
-    from postproc.apps.runs.pipeline import load_truth
+    from postproc.apps.runs.pipeline import load_truth, method_options
     from postproc.methods.topdown import topdown
 
     _synthesize(persons, workdir, seed)
@@ -193,10 +191,8 @@ def profile_step(persons: int, workdir: str, step: str, seed: int = 2020,
         "measurement": lambda truth: measure(truth, config.workload, config.budget,
                                              config.mechanism, config.rng,
                                              publish=config.publish()),
-        "topdown": lambda noisy: topdown(noisy, config.spec, solver=config.solver_chain,
-                                         failsafe=config.failsafe, passes=config.passes,
-                                         round_passes=config.round_passes,
-                                         **config.method_options)}
+        "topdown": lambda noisy: topdown(noisy, config.spec,
+                                         **method_options(config, "topdown"))}
     profiler = cProfile.Profile()
     value = None
     for name in ("tabulation", "measurement", "topdown"):

@@ -158,6 +158,7 @@ def solve_whole(truth, config, args, runs, errors) -> None:
     import numpy as np
 
     from hierarchy.measurement import measure
+    from postproc.apps.runs.pipeline import method_options
     from postproc.infra.executors import get_executor
     from postproc.methods.topdown import topdown
 
@@ -171,8 +172,9 @@ def solve_whole(truth, config, args, runs, errors) -> None:
                 raw = noisy.get(lv, "total").values[:, 0]
                 errors["raw"][lv].append(float(np.abs(raw - totals[lv]).mean()))
             for variant, rounder, tol in runs:
-                result = topdown(noisy, config.spec, passes=config.passes,
-                                 round_passes=rounder, pass_tolerance=tol, executor=pool)
+                result = topdown(noisy, config.spec, **{
+                    **method_options(config, "topdown"), "round_passes": rounder,
+                    "pass_tolerance": tol, "executor": pool})
                 for lv in LEVELS:
                     h = result.histograms[result.geography.level_index(lv)]
                     errors[variant][lv].append(float(np.abs(h.sum(axis=1) - totals[lv]).mean()))

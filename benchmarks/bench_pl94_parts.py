@@ -113,7 +113,7 @@ def whole_run(directory: str, executor: str, all_answers: bool = False,
 
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import whole_measurement
-    from postproc.apps.runs.pipeline import load_truth
+    from postproc.apps.runs.pipeline import load_truth, method_options
     from postproc.methods.topdown import topdown
 
     out = Path(directory) / "whole"
@@ -123,9 +123,8 @@ def whole_run(directory: str, executor: str, all_answers: bool = False,
     t = time.perf_counter()
     truth = load_truth(config)
     noisy = whole_measurement(config, truth, all_answers=all_answers)
-    result = topdown(noisy, config.spec, executor=executor, passes=config.passes,
-                     round_passes=config.round_passes, group_children=group_children,
-                     **config.method_options)
+    result = topdown(noisy, config.spec, **{**method_options(config, "topdown"),
+                                            "group_children": group_children})
     seconds = time.perf_counter() - t
     result.write(out)
     return {"seconds": seconds, "levels": result.provenance["timings"]["levels"]}

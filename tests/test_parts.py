@@ -25,7 +25,7 @@ from postproc.apps.runs import parts as parts_module
 from postproc.apps.runs.demo import demo_config
 from postproc.apps.runs.parts import (active_cells, part_geography, plan_parts,
                                       run_in_parts, whole_measurement)
-from postproc.apps.runs.pipeline import load_truth
+from postproc.apps.runs.pipeline import load_truth, method_options
 from postproc.errors import PostprocError
 from postproc.methods.topdown import topdown
 from postproc.result import histograms_from_table
@@ -56,8 +56,7 @@ def whole(base):
     config = _config(base)
     truth = load_truth(config)
     noisy = whole_measurement(config, truth)
-    result = topdown(noisy, config.spec, passes=config.passes, round_passes=config.round_passes,
-                     **config.method_options)
+    result = topdown(noisy, config.spec, **method_options(config, "topdown"))
     return truth, noisy, result
 
 
@@ -285,8 +284,7 @@ def test_topdown_does_not_depend_on_the_answers_not_drawn(base):
     assert any(m.drawn is not None for ms in blanked.values() for m in ms.values())
     less = NoisyHierarchy(full.schema, full.geography, full.workload, blanked, full.invariants,
                           full.provenance)
-    options = dict(passes=config.passes, round_passes=config.round_passes,
-                   **config.method_options)
+    options = method_options(config, "topdown")
     for a, b in zip(topdown(full, config.spec, **options).histograms,
                     topdown(less, config.spec, **options).histograms):
         assert np.array_equal(a, b)

@@ -861,16 +861,14 @@ def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
     problem = method_options_problem(method, options)
     if problem:
         raise section.fail("options", problem)
-    if method == "topdown" and "group_children" in options:
+    if method == "topdown":
         from postproc.methods.topdown.groups import check_group_children
-
-        section.located("options", lambda: check_group_children(options["group_children"]),
-                        catch=(PostprocError,))
-    if method == "topdown" and "pass_tolerance" in options:
         from postproc.methods.topdown.run import check_pass_tolerance
 
-        section.located("options", lambda: check_pass_tolerance(options["pass_tolerance"]),
-                        catch=(PostprocError,))
+        checks = {"group_children": check_group_children, "pass_tolerance": check_pass_tolerance}
+        for name in sorted(set(checks) & set(options)):
+            section.located("options", lambda: checks[name](options[name]),
+                            catch=(PostprocError,))
     return method, dict(options)
 
 

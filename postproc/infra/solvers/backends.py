@@ -206,9 +206,9 @@ def _clarabel(qp: QP) -> Solution:
         res = run(1e-10, 1e-8)
         iterations += int(res.iterations)
         steps.append(f"{res.status} at 1e-10")
-    unit = _clarabel_unit(b)
-    if unit > 1.0 and str(res.status) in (str(S.PrimalInfeasible),
-                                          str(S.AlmostPrimalInfeasible)):
+    infeasible = str(res.status) in (str(S.PrimalInfeasible), str(S.AlmostPrimalInfeasible))
+    unit = _clarabel_unit(b) if infeasible else 1.0     # no scan of b on the solved nodes
+    if unit > 1.0:
         # Bounds of millions over variables most of which the objective does not weigh (a
         # state → county totals pass at 331M persons: California, 39.5M persons, bounds up to
         # 8.2M) can make Clarabel declare a feasible problem infeasible after one iteration
