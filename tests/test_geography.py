@@ -273,6 +273,34 @@ def test_missing_geocodes_raise_with_row_numbers(kind, column):
         Geography.from_columns(["nation", "state", "county"], [[states, column]])
 
 
+def _chunks_of(values, cuts):
+    return [pa.array(values[a:b]) for a, b in zip([0] + cuts, cuts + [len(values)])]
+
+
+@pytest.mark.parametrize("how", ["one dictionary", "a dictionary per chunk", "parquet"])
+def test_a_chunked_dictionary_column_decodes_to_its_values(how, tmp_path):
+    """Chunks that share one dictionary (a chunked array's dictionary_encode, which the
+    encoding no longer unifies) and chunks with dictionaries of their own (unified) both
+    decode to the records' own geocodes."""
+    rng = np.random.default_rng(3)
+    values = [f"{v:04d}" for v in rng.integers(0, 40, size=300)]
+    cuts = [50, 51, 170]
+    if how == "one dictionary":
+        column = pa.chunked_array(_chunks_of(values, cuts)).dictionary_encode()
+        assert all(c.dictionary.equals(column.chunk(0).dictionary) for c in column.chunks)
+    elif how == "a dictionary per chunk":
+        column = pa.chunked_array([c.dictionary_encode() for c in _chunks_of(values, cuts)])
+        assert not column.chunk(0).dictionary.equals(column.chunk(1).dictionary)
+    else:           # written from one dictionary: every row group's chunk carries it whole
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"block": pa.array(values).dictionary_encode()}),
+                       tmp_path / "b.parquet", row_group_size=64)
+        column = pq.read_table(tmp_path / "b.parquet").column("block")
+        assert column.num_chunks > 1
+    codes, dictionary = encode_column(column, name="block")
+    assert dictionary[codes].tolist() == values
+
+
 def test_multiple_record_sets_units_create_an_empty_unit():
     persons = [["01", "01", "02"], ["01001", "01001", "02001"]]
     units = [["01", "02", "02", "03"], ["01001", "02001", "02003", "03001"]]
