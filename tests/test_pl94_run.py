@@ -100,6 +100,22 @@ def test_a_bad_pass_tolerance_in_a_config_is_refused_at_its_line(tmp_path):
         load_config(tmp_path / "bad.toml")
 
 
+def test_the_passes_preset_brings_productions_hold_unless_the_file_sets_one(tmp_path):
+    text = (REPO / "examples" / "pl94_2020.toml").read_text()
+    without = text.replace("\npass_tolerance = 0.1\n", "\n")
+    assert "pass_tolerance =" not in without and 'passes = "pl94_2020"' in without
+    (tmp_path / "preset.toml").write_text(without)
+    assert load_config(tmp_path / "preset.toml").method_options == {"pass_tolerance": 0.1}
+    (tmp_path / "own.toml").write_text(text.replace("\npass_tolerance = 0.1\n",
+                                                    "\npass_tolerance = 0.5\n"))
+    assert load_config(tmp_path / "own.toml").method_options == {"pass_tolerance": 0.5}
+    # passes listed by hand are TopDown's own, with its default hold
+    listed = without.replace('\npasses = "pl94_2020"\n', '\npasses = [["total"]]\n')
+    assert listed != without
+    (tmp_path / "listed.toml").write_text(listed)
+    assert load_config(tmp_path / "listed.toml").method_options == {}
+
+
 def test_a_saved_configuration_reads_back_equal(data, tmp_path):
     config = pl94_config(data, passes="pl94_2020", budget={"preset": "pl94_2020",
                                                            "total": "3/2"})

@@ -599,6 +599,13 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     failsafe_keep = _failsafe_keep(sv, workload)
     passes = _passes(sv, levels, workload, budget)
     round_passes = _round_passes(sv, levels, workload, schema)
+    if method == "topdown" and sv.get("passes") == "pl94_2020" \
+            and "pass_tolerance" not in method_options:
+        # production's passes come with production's hold: without it a file naming the preset
+        # but no [postprocess.options] pass_tolerance would hold within TopDown's 0.5
+        from hierarchy.pl94 import PRODUCTION_PASS_TOLERANCE
+
+        method_options["pass_tolerance"] = PRODUCTION_PASS_TOLERANCE
     # [output]
     o = doc.table("output", allowed={"directory", "microdata", "error_table"})
     output = o.path("directory", "out", base=base)
