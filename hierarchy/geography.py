@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
 
-__all__ = ["Geography", "encode_column"]
+__all__ = ["Geography", "encode_column", "one_dictionary"]
 
 ROOT_GEOCODE = "0"
 
@@ -100,15 +100,9 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
             # a filtered parquet read keeps every row group's whole dictionary in each of its
             # many chunks: encoding the values present is 10 times faster than unifying those
             chunked = chunked.cast(chunked.type.value_type).dictionary_encode()
+        chunked = one_dictionary(chunked)
         if chunked.num_chunks == 0:
             return np.zeros(0, np.int64), np.zeros(0, dtype=object)
-        first = chunked.chunk(0).dictionary
-        if not all(c.dictionary.equals(first) for c in chunked.chunks[1:]):
-            # chunks that have one dictionary need no unifying: a chunked array's
-            # dictionary_encode gives each chunk the whole dictionary, and unify_dictionaries
-            # hashed it once per chunk (120 s for the 8.1M blocks of a 331M-person blocks file
-            # in 168 row groups, against 4 s for the encoding itself)
-            chunked = chunked.unify_dictionaries()
         dictionary = np.asarray(chunked.chunk(0).dictionary.cast(pa.string())
                                 .to_numpy(zero_copy_only=False), dtype=object)
         parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunked.chunks]
@@ -125,6 +119,32 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
     dictionary = dictionary.astype(object)
     _check_empty(codes, dictionary, name)
     return codes, dictionary
+
+
+def one_dictionary(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column whose chunks all have one dictionary: ``column`` itself when they
+    have already (as a chunked array's ``dictionary_encode`` makes them, or a parquet file
+    written from one dictionary array), else ``column.unify_dictionaries()``.
+
+    Unifying chunks that share a dictionary hashed it once per chunk: 120 s for the 8.1M
+    blocks of a 331M-person blocks file in 168 row groups, against 4 s for the encoding itself.
+
+    Examples
+    --------
+    >>> shared = pa.chunked_array([pa.array(["a", "b"]), pa.array(["c", "a"])]).dictionary_encode()
+    >>> one_dictionary(shared) is shared
+    True
+    >>> own = pa.chunked_array([pa.array(["b"]).dictionary_encode(),
+    ...                         pa.array(["a"]).dictionary_encode()])
+    >>> one_dictionary(own).chunk(1).dictionary.to_pylist()
+    ['b', 'a']
+    """
+    if column.num_chunks < 2:
+        return column
+    first = column.chunk(0).dictionary
+    if all(c.dictionary.equals(first) for c in column.chunks[1:]):
+        return column
+    return column.unify_dictionaries()
 
 
 def _check_empty(codes: np.ndarray, dictionary: np.ndarray, name: str) -> None:

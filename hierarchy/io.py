@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
+from hierarchy.geography import one_dictionary
 from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
 
@@ -143,7 +144,7 @@ def _attribute_codes(column: pa.ChunkedArray | pa.Array, attr,
         return col if col.type == target else col.cast(target)
     recode = Recode(attr, value_map) if value_map else None
     if isinstance(col, pa.ChunkedArray):  # labels or digit strings: one array to encode
-        col = col.unify_dictionaries() if pa.types.is_dictionary(col.type) else col
+        col = one_dictionary(col) if pa.types.is_dictionary(col.type) else col
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     encoded = pc.dictionary_encode(col.cast(pa.string()) if not pa.types.is_dictionary(col.type)
                                    else col)
@@ -359,6 +360,7 @@ def _chunked(col: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
     return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
 
 
+
 def _maybe_int(v: str) -> Any:
     try:
         return int(v)
@@ -385,7 +387,7 @@ def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence
                                      "at every level")
             if not pa.types.is_dictionary(col.type):
                 col = pc.dictionary_encode(col.cast(pa.string()))
-            col = _chunked(col).unify_dictionaries()
+            col = one_dictionary(_chunked(col))
             # Blank geocodes: look at the dictionary (one entry per distinct code), and at the
             # records only when a blank entry exists.
             if col.num_chunks:

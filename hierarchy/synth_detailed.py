@@ -61,6 +61,7 @@ import numpy as np
 import pyarrow as pa
 
 from hierarchy.errors import HierarchyError
+from hierarchy.geography import one_dictionary
 from hierarchy.storage import write_parquet
 from hierarchy.synth import STATE_FIPS, synthesize_1940
 
@@ -359,7 +360,7 @@ def write_synthetic_detailed_1940(out_dir: str | os.PathLike, persons: int, *,
 # ---------------------------------------------------------------------------------------------
 def _indices(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     """(int32 index per row, dictionary values) of a dictionary column, one dictionary."""
-    column = table.column(name).unify_dictionaries()
+    column = one_dictionary(table.column(name))
     if column.num_chunks == 0:
         return np.zeros(0, np.int32), np.zeros(0, dtype=str)
     idx = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in column.chunks])

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hierarchy.geography import one_dictionary
 from postproc.errors import PostprocError
 from postproc.apps.safetab.config import MAX_CODE, DataColumns, Iteration, Level
 from postproc.apps.safetab.recodes import AGE23, MAX_AGE, SEXES
@@ -120,7 +121,7 @@ def _entities(persons: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     column = _column(persons, name, "geography")
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    column = column.unify_dictionaries()
+    column = one_dictionary(column)
     if column.num_chunks == 0:
         return np.zeros(0, np.int32), np.array([], dtype=str)
     index = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in column.chunks])
