@@ -5,7 +5,7 @@ Run from the repository root::
 
     python benchmarks/bench_pl94_parts.py [--persons 1000000,10000000] [--whole-up-to 1000000]
         [--part-blocks 20000] [--executor process] [--answers active,all] [--release]
-        [--group-children N] [--workdir DIR]
+        [--group-children N | level=N,...] [--workdir DIR]
         [--out benchmarks/pl94/parts.md] [--json benchmarks/pl94/parts.json]
         [--figure benchmarks/pl94/parts.png]
     python benchmarks/bench_pl94_parts.py --from-json benchmarks/pl94/parts.json \
@@ -19,7 +19,8 @@ over the main process and its workers). Up to ``--whole-up-to`` persons the same
 run whole, as ``postproc run`` does (tabulate every level, ``measure`` with streams keyed by
 tract, ``topdown``), in another fresh interpreter, and the two runs' histograms are compared
 level by level. ``--group-children N`` gives TopDown that option (parents of more than N
-children solved in two stages, :mod:`postproc.methods.topdown.groups`). The JSON output holds
+children solved in two stages, :mod:`postproc.methods.topdown.groups`); ``--group-children
+county=64,tract=64`` only to the parents of those levels' units. The JSON output holds
 the run's whole error table (mean |error| per level and query, raw and TopDown). Nothing is
 asserted: the script measures and reports.
 """
@@ -37,6 +38,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (context_end, context_start, count_list, describe_context, emit,  # noqa: E402
                      fmt_bytes, markdown_table, run_python)
+
+
+def group_sizes(text: str) -> int | dict[str, int]:
+    """``--group-children``: ``64``, or ``county=64,tract=64`` (those levels only)."""
+    if "=" not in text:
+        return int(text)
+    sizes = {}
+    for item in text.split(","):
+        level, _, size = item.partition("=")
+        sizes[level.strip()] = int(size)
+    return sizes
+
+
+def group_sizes_text(sizes: int | dict[str, int]) -> str:
+    """:func:`group_sizes` back to the command line's form."""
+    if isinstance(sizes, dict):
+        return ",".join(f"{level}={size}" for level, size in sizes.items())
+    return str(sizes)
 
 
 def synthesize(persons: int, directory: str) -> dict[str, Any]:
@@ -67,7 +86,8 @@ def release_config(directory: str, executor: str) -> Any:
 
 
 def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool = False,
-              release: bool = False, group_children: int | None = None) -> dict[str, Any]:
+              release: bool = False, group_children: int | dict[str, int] | None = None
+              ) -> dict[str, Any]:
     """Run the configuration in parts into ``directory/parts`` (in release mode: no error
     table, and the noisy measurements saved under ``noisy/``)."""
     import shutil
@@ -106,7 +126,7 @@ def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool
 
 
 def whole_run(directory: str, executor: str, all_answers: bool = False,
-              group_children: int | None = None) -> dict[str, Any]:
+              group_children: int | dict[str, int] | None = None) -> dict[str, Any]:
     """The same configuration run whole (the measurement a run in parts draws:
     :func:`postproc.apps.runs.parts.whole_measurement`), into ``directory/whole``."""
     import shutil
@@ -202,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="active, all or active,all: draw only the answers that count an "
                              "active cell (the default of a run in parts), every answer, or "
                              "both one after the other (each size)")
-    parser.add_argument("--group-children", type=int, default=None,
-                        help="TopDown's group_children option (default: every parent whole)")
+    parser.add_argument("--group-children", type=group_sizes, default=None,
+                        help="TopDown's group_children option: N, or level=N,… for the levels "
+                             "named only, e.g. county=64,tract=64 (default: every parent "
+                             "whole)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
@@ -271,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{','.join(str(n) for n in args.persons)} --whole-up-to {args.whole_up_to} "
             f"--part-blocks {args.part_blocks} --executor {args.executor} "
             f"--answers {args.answers}{' --release' if args.release else ''}"
-            + (f" --group-children {args.group_children}" if args.group_children else "")
+            + (f" --group-children {group_sizes_text(args.group_children)}"
+               if args.group_children else "")
             + "`", "",
             describe_context(context), "",
             "Seconds per step of `run_in_parts` (tabulate = read and tabulate every part for "

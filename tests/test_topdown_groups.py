@@ -167,10 +167,42 @@ def test_topdown_in_groups_keeps_every_promise(noisy, truth):
                                               whole.histograms[first:]))
 
 
-@pytest.mark.parametrize("bad", [1, 0, "64", True, 2.5])
+def _grouped_levels(result) -> set[str]:
+    stats = result.node_stats
+    return set(stats.loc[stats["groups"] > 1, "level"]) if "groups" in stats else set()
+
+
+def test_group_children_per_level_groups_only_the_levels_it_names(noisy, truth):
+    """A mapping level → size groups the parents of the levels it names and no other: through
+    the level it names, a run equals the run grouped everywhere; above it, the whole run."""
+    whole = topdown(noisy, Spec.e2e(LEVELS))
+    everywhere = topdown(noisy, Spec.e2e(LEVELS), group_children=2)
+    levels = sorted(_grouped_levels(everywhere), key=LEVELS.index)
+    assert len(levels) == 2          # the fixture has large parents at two levels
+    upper, lower = levels
+    first = topdown(noisy, Spec.e2e(LEVELS), group_children={upper: 2, LEVELS[0]: None})
+    last = topdown(noisy, Spec.e2e(LEVELS), group_children={lower: 2})
+    for run, named in ((first, upper), (last, lower)):
+        check_e2e_promises(run, truth)
+        assert _grouped_levels(run) == {named}
+    for li in range(LEVELS.index(upper) + 1):
+        np.testing.assert_array_equal(first.histograms[li], everywhere.histograms[li])
+    for li in range(LEVELS.index(lower)):
+        np.testing.assert_array_equal(last.histograms[li], whole.histograms[li])
+    assert any((f != e).any() for f, e in zip(first.histograms, everywhere.histograms))
+    assert first.provenance["solver"]["group_children"] == {upper: 2, LEVELS[0]: None}
+
+
+@pytest.mark.parametrize("bad", [1, 0, "64", True, 2.5, {"county": 1}, {"county": "64"}])
 def test_topdown_refuses_a_bad_group_size(noisy, bad):
     with pytest.raises(PostprocError, match="group_children"):
         topdown(noisy, Spec.e2e(LEVELS), group_children=bad)
+
+
+def test_topdown_refuses_group_children_of_an_unknown_level(noisy):
+    with pytest.raises(PostprocError, match=r"group_children names levels \['tracts'\] that "
+                                            r"the geography does not have; its levels are"):
+        topdown(noisy, Spec.e2e(LEVELS), group_children={"tracts": 2})
 
 
 def test_run_in_parts_passes_topdown_options(tmp_path):
@@ -194,12 +226,37 @@ def test_run_in_parts_passes_topdown_options(tmp_path):
     assert (stats["groups"] > 1).any()
 
 
+@pytest.mark.parametrize("level", ["tract", "block"])
+def test_run_in_parts_groups_the_levels_named(tmp_path, level):
+    """A per-level group_children reaches the part of the run that solves its level (the top
+    or the parts) and no other level; the manifest records it as given."""
+    from dataclasses import replace
+
+    from hierarchy.synth_2020 import synthesize_2020
+    from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.parts import run_in_parts
+
+    synthesize_2020(60_000, seed=5, out=tmp_path / "data", overwrite=True,
+                    states=["11", "44"])
+    config = replace(demo_config(tmp_path, preset="pl94_2020", seed=5),
+                     method_options={"group_children": {level: 4}})
+    run_in_parts(config, tmp_path / "out", part_blocks=2_000, log=lambda line: None)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["provenance"]["solver"]["group_children"] == {level: 4}
+    import pyarrow.parquet as pq
+
+    stats = pq.read_table(tmp_path / "out" / "node_stats.parquet").to_pandas()
+    assert set(stats.loc[stats["groups"] > 1, "level"]) == {level}
+    assert (stats["children"] > 4).sum() > (stats["groups"] > 1).sum()   # others solved whole
+
+
 def test_a_bad_group_size_in_a_config_is_refused_at_its_line(tmp_path):
     from postproc.apps.runs.config import load_config
 
     text = (Path(__file__).parents[1] / "examples" / "pl94_2020.toml").read_text()
-    assert "\n# group_children = 64" in text
-    good = text.replace("\n# group_children = 64", "\ngroup_children = 64")
+    assert "\n# group_children = { county = 64, tract = 64 }" in text
+    good = text.replace("\n# group_children = { county = 64, tract = 64 }",
+                        "\ngroup_children = 64")
     (tmp_path / "good.toml").write_text(good)
     assert load_config(tmp_path / "good.toml").method_options == {"pass_tolerance": 0.1,
                                                                   "group_children": 64}
@@ -207,6 +264,15 @@ def test_a_bad_group_size_in_a_config_is_refused_at_its_line(tmp_path):
     line = good.splitlines().index("[postprocess.options]") + 1      # the table's header
     with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: group_children must be "
                                             r"at least 2"):
+        load_config(tmp_path / "bad.toml")
+    per_level = good.replace("group_children = 64", "group_children = { county = 64, tract = 64 }")
+    (tmp_path / "levels.toml").write_text(per_level)
+    assert load_config(tmp_path / "levels.toml").method_options["group_children"] == {
+        "county": 64, "tract": 64}
+    (tmp_path / "bad.toml").write_text(per_level.replace("tract = 64", "tracts = 64"))
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: group_children names "
+                                            r"levels \['tracts'\] that the geography does not "
+                                            r"have; its levels are \['nation', 'state'"):
         load_config(tmp_path / "bad.toml")
 
 

@@ -579,7 +579,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     spec = _spec(doc, base, levels)
     # [postprocess]
     pp = doc.table("postprocess", allowed={"method", "options"})
-    method, method_options = _postprocess(pp)
+    method, method_options = _postprocess(pp, levels)
     # [solver]
     sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
                                       "failsafe_keep", "passes", "round_passes"})
@@ -852,10 +852,11 @@ def method_options_problem(method: str, options: Mapping[str, Any]) -> str | Non
             + ("; TopDown's solver options go in [solver]" if method == "topdown" else ""))
 
 
-def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
+def _postprocess(section: Table, levels: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
-    ``[postprocess.options]``, checked against what the method takes. TopDown's solver options
-    live in ``[solver]``."""
+    ``[postprocess.options]``, checked against what the method takes (a table of
+    ``group_children`` per level names only ``levels``). TopDown's solver options live in
+    ``[solver]``."""
     from postproc.methods import available
 
     method = section.get("method", "topdown")
@@ -872,7 +873,8 @@ def _postprocess(section: Table) -> tuple[str, dict[str, Any]]:
         from postproc.methods.topdown.groups import check_group_children
         from postproc.methods.topdown.run import check_pass_tolerance
 
-        checks = {"group_children": check_group_children, "pass_tolerance": check_pass_tolerance}
+        checks = {"group_children": lambda value: check_group_children(value, levels),
+                  "pass_tolerance": check_pass_tolerance}
         for name in sorted(set(checks) & set(options)):
             section.located("options", lambda: checks[name](options[name]),
                             catch=(PostprocError,))

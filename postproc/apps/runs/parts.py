@@ -104,6 +104,7 @@ from postproc.apps.runs.pipeline import run_fingerprint
 from postproc.errors import PostprocError
 from postproc.infra.executors import Executor, SerialExecutor, get_executor
 from postproc.methods.topdown import topdown
+from postproc.methods.topdown.groups import check_group_children
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
 __all__ = ["run_in_parts", "plan_parts", "part_geography", "whole_measurement", "active_cells",
@@ -317,6 +318,13 @@ def _at_levels(passes: Any, levels: Sequence[str]) -> Any:
     if isinstance(passes, Mapping):
         return {lv: v for lv, v in passes.items() if lv in levels}
     return passes
+
+
+def _options_at(options: Mapping[str, Any], levels: Sequence[str]) -> dict[str, Any]:
+    """TopDown's options for a run over ``levels``: a per-level ``group_children`` cut to them
+    (the top and the parts are runs over their own levels)."""
+    return {name: _at_levels(value, levels) if name == "group_children" else value
+            for name, value in options.items()}
 
 
 def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
@@ -595,7 +603,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
             noisy_top.save(saved_top)
         errors = _Errors()
         options = dict(solver=config.solver_chain, executor=ex, failsafe=config.failsafe,
-                       failsafe_keep=config.failsafe_keep, **config.method_options)
+                       failsafe_keep=config.failsafe_keep,
+                       **_options_at(config.method_options, top_levels))
         top = topdown(noisy_top, config.spec.restricted(top_levels, geo.levels),
                       compiled=compiled_top, passes=_at_levels(config.passes, top_levels),
                       round_passes=_at_levels(config.round_passes, top_levels), **options)
@@ -879,7 +888,7 @@ class _SolvePart:
                          failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
                          passes=_at_levels(config.passes, self.low_levels),
                          round_passes=_at_levels(config.round_passes, self.low_levels),
-                         **config.method_options)
+                         **_options_at(config.method_options, self.low_levels))
         errors = _Errors()
         for li in range(2, part.depth):
             lv = part.levels[li]
@@ -1040,7 +1049,9 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
     randomness = measurement["randomness"]
     provenance = {"noisy": measurement, "spec": config.spec.to_dict(),
                   "solver": {**top["solver"], "passes": _record(config.passes),
-                             "round_passes": _record(config.round_passes)},
+                             "round_passes": _record(config.round_passes),
+                             "group_children": check_group_children(
+                                 config.method_options.get("group_children"))},
                   "timings": {"levels": dict(timings["levels"]), "total": timings["total"],
                               "steps": {k: v for k, v in timings.items() if k != "levels"}},
                   "failsafe_reports": list(top.get("failsafe_reports", []))

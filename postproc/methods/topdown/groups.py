@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -48,30 +48,64 @@ from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, Veri
                                            solve_node, verify_node)
 
 __all__ = ["solve_grouped", "group_bounds", "grouped_task", "check_group_children",
-           "answer_projection"]
+           "group_children_at", "answer_projection"]
 
 
-def check_group_children(value: Any) -> int | None:
-    """``group_children`` as an int (``None`` stays ``None``), or a PostprocError saying why not.
+def check_group_children(value: Any, levels: Sequence[str] | None = None
+                         ) -> int | dict[str, int | None] | None:
+    """``group_children`` checked: an int (``None`` stays ``None``), or a mapping level → int
+    (or ``None``: that level whole) for levels of their own; a PostprocError saying why not.
+    With ``levels``, a mapping may name only those (the levels solved: a key is the level of
+    the children, as for per-level passes).
 
     Examples
     --------
     >>> check_group_children(64), check_group_children(None)
     (64, None)
+    >>> check_group_children({"county": 64, "tract": 64}, ["state", "county", "tract"])
+    {'county': 64, 'tract': 64}
     >>> check_group_children(1)
     Traceback (most recent call last):
     ...
     postproc.errors.PostprocError: group_children must be at least 2 (children per group), got 1
+    >>> check_group_children({"tracts": 64}, ["state", "county", "tract"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: group_children names levels ['tracts'] that the geography \
+does not have; its levels are ['state', 'county', 'tract']
     """
-    if value is None:
-        return None
+    if isinstance(value, Mapping):
+        out = {}
+        for lv, size in value.items():
+            out[str(lv)] = None if size is None else _group_size(size, f"group_children of "
+                                                                        f"level {lv!r}")
+        unknown = sorted(set(out) - set(levels)) if levels is not None else []
+        if unknown:
+            raise PostprocError(f"group_children names levels {unknown} that the geography "
+                                f"does not have; its levels are {list(levels)}")
+        return out
+    return None if value is None else _group_size(value, "group_children")
+
+
+def _group_size(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise PostprocError(f"group_children must be an integer (children per group), got "
-                            f"{value!r}")
+        raise PostprocError(f"{what} must be an integer (children per group) or a table of "
+                            f"level = integer, got {value!r}")
     if value < 2:
-        raise PostprocError(f"group_children must be at least 2 (children per group), got "
-                            f"{value!r}")
+        raise PostprocError(f"{what} must be at least 2 (children per group), got {value!r}")
     return int(value)
+
+
+def group_children_at(group_children: Any, level: str) -> int | None:
+    """The group size of the parents of ``level``'s units: the one size of every level, or
+    the level's entry of a mapping (``None`` when it has none: solved whole).
+
+    Examples
+    --------
+    >>> group_children_at(64, "block"), group_children_at({"tract": 64}, "block")
+    (64, None)
+    """
+    return group_children.get(level) if isinstance(group_children, Mapping) else group_children
 
 
 def group_bounds(k: int, group_children: int) -> np.ndarray:
@@ -83,7 +117,7 @@ def group_bounds(k: int, group_children: int) -> np.ndarray:
     >>> group_bounds(10, 4).tolist(), group_bounds(8, 4).tolist(), group_bounds(3, 4).tolist()
     ([0, 3, 6, 10], [0, 4, 8], [0, 3])
     """
-    check_group_children(group_children)
+    _group_size(group_children, "group_children")
     g = max(1, -(-k // group_children))
     return np.floor(np.arange(g + 1) * (k / g)).astype(np.int64)
 

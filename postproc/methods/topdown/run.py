@@ -18,7 +18,8 @@ from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
                                        check_parent_can_hold, kept_violations,
                                        resolve_failsafe_keep)
-from postproc.methods.topdown.groups import check_group_children, solve_nodes
+from postproc.methods.topdown.groups import (check_group_children, group_children_at,
+                                             solve_nodes)
 from postproc.methods.topdown.node import NodeResult, NodeTask, QueryData, VerificationError
 from postproc.result import Result
 
@@ -327,7 +328,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
             on_level: Callable[[int, np.ndarray, Result], None] | None = None,
             compiled: Mapping[str, LevelConstraints] | None = None,
-            group_children: int | None = None) -> Result:
+            group_children: int | Mapping[str, int | None] | None = None) -> Result:
     """TopDown post-processing of a :class:`~hierarchy.noisy.NoisyHierarchy`.
 
     Root first, then for every parent of each level: the weighted least-squares fit (weights
@@ -386,13 +387,16 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         levels to solve, in the geography's unit order. A run in parts compiles the top levels
         on the whole geography, whose constraints below imply rows at the top
         (:mod:`postproc.apps.runs.parts`). Default: compiled here from ``noisy.invariants``.
-    group_children : int, optional
+    group_children : int, or a mapping level → int, optional
         Solve a parent of more children than this in two stages: groups of about this many
         consecutive children (measured by their children's answers, projected on what the
         parent allows, summed), then each group's children
         (:mod:`postproc.methods.topdown.groups`). Much faster for counties of hundreds of
-        tracts; not the production algorithm, and the results differ a little. Default: every
-        parent solved whole.
+        tracts; not the production algorithm, and the results differ a little. A mapping
+        groups only the parents of the levels it names (keyed by the children's level, as
+        ``passes``): ``{"county": 64, "tract": 64}`` groups the large states and counties and
+        solves every block group whole, which is faster there too (its parents are small;
+        ``docs/scale2020.md``). Default: every parent solved whole.
 
     Returns
     -------
@@ -448,7 +452,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         for lv in geo.levels:       # every name resolves before any level is solved
             _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
-    group_children = check_group_children(group_children)
+    group_children = check_group_children(group_children, geo.levels)
     pass_tolerance = check_pass_tolerance(pass_tolerance)
     if compiled is None:
         compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
@@ -461,7 +465,6 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     stats: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
-    solve = _Solver(chain, failsafe, group_children)
     if start is not None:
         first, given = start
         hists = [np.asarray(h, dtype=np.int64) for h in given]
@@ -486,6 +489,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                                     round_passes=_passes_at(round_passes, level))
                 _refuse_empty_parents(tasks, hists[li - 1])
             batches = _batches(tasks, batch_children)
+            solve = _Solver(chain, failsafe, group_children_at(group_children, level))
             order = _largest_first(batches)
             solved: list[list[NodeResult]] = [[] for _ in batches]
             bar = _progress(progress, len(tasks), level)
