@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from hierarchy.errors import HierarchyError
-from hierarchy.geography import one_dictionary
+from hierarchy.geography import encode_column, one_dictionary
 from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
 
@@ -781,8 +781,6 @@ def leaf_index(geography: Any, cols: Sequence[Any]) -> np.ndarray:
     hierarchy.errors.HierarchyError: state geocode(s) ['D'] are not in the geography
     """
     import pandas as pd
-
-    from hierarchy.geography import encode_column
 
     depth = geography.depth
     if depth == 1:

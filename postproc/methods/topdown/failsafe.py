@@ -372,7 +372,7 @@ def check_parent_can_hold(task: "NodeTask") -> None:
         shown.append(f"{str(task.children[k])!r} ({label} ≥ {task.lower[k, r]:g})")
     more = f" and {children.size - 5} more" if children.size > 5 else ""
     raise InfeasibleError(
-        f"{task.level} children of {task.parent!r}: the parent has no persons, but "
+        f"{task.where}: the parent has no persons, but "
         f"{children.size} of its {task.k} children must hold persons "
         f"({int(need[children].sum()):,} in all): {', '.join(shown)}{more}. Splitting it would "
         "add persons, so it is refused. The parent was rounded to zero while the children's "

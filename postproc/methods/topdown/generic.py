@@ -98,6 +98,5 @@ def fit_node_generic(task: NodeTask, *, solver: str = "CLARABEL",
     options.update(solver_options)
     prob.solve(solver=solver, **options)
     if prob.status not in (cp.OPTIMAL,):
-        raise SolverError(f"generic fit of {task.level} children of {task.parent!r}: "
-                          f"{prob.status}")
+        raise SolverError(f"generic fit of {task.where}: {prob.status}")
     return np.asarray(X.value), float(prob.value), time.perf_counter() - t0

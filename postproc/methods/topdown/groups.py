@@ -319,7 +319,6 @@ def solve_nodes(tasks: Sequence[NodeTask], chain: Sequence[str], failsafe: bool,
         except SolverError as exc:
             where = (f"the {task.level} (root) problem ({task.n} cells)"
                      if task.parent_hist is None else
-                     f"{task.level} children of {task.parent!r} ({task.k} children, "
-                     f"{task.n} cells)")
+                     f"{task.where} ({task.k} children, {task.n} cells)")
             raise SolverError(f"{where}: {exc}") from None
     return results

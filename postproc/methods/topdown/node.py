@@ -156,8 +156,8 @@ class NodeTask:
     >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
     ...                 (detailed,), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
     ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
-    >>> task.k, task.n, [kept.name for kept in task.kept]
-    (2, 2, ['total'])
+    >>> task.k, task.n, [kept.name for kept in task.kept], task.where
+    (2, 2, ['total'], "county children of 'p'")
     >>> solve_node(task).histograms.tolist()
     [[1, 1], [2, 0]]
     """
@@ -190,6 +190,11 @@ class NodeTask:
     @property
     def n(self) -> int:
         return int(self.zero.shape[1])
+
+    @property
+    def where(self) -> str:
+        """The node as messages name it: ``"{level} children of '{parent}'"``."""
+        return f"{self.level} children of {self.parent!r}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -879,7 +884,7 @@ def _fit(task: NodeTask, chain: Sequence[str]
         if sol is None or sol.status == Status.INFEASIBLE:
             if task.passes and i > 0:
                 raise InfeasibleError(
-                    f"{task.level} children of {task.parent!r}: multipass pass {i + 1} is "
+                    f"{task.where}: multipass pass {i + 1} is "
                     f"infeasible with earlier answers held within ±{task.pass_tolerance}; "
                     "increase the pass tolerance")
             return None, stats, use
@@ -924,7 +929,7 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
             + (f", or kept answers ({kept}) the parent has 0 in)" if keep else ")"))
     if info["kept_unholdable"]:
         raise InfeasibleError(
-            f"{task.level} children of {task.parent!r}: kept answer(s) "
+            f"{task.where}: kept answer(s) "
             f"{info['kept_unholdable'][:5]} hold persons in the parent but no child may hold "
             "persons in their cells")
     n_var = qp.n
@@ -937,11 +942,11 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
     if not lp_sol.status.ok:
         if keep:
             raise InfeasibleError(
-                f"{task.level} children of {task.parent!r}: infeasible with the parent's {kept} "
+                f"{task.where}: infeasible with the parent's {kept} "
                 f"kept exact — moving persons between cells cannot meet the children's "
                 f"constraints ({lp_sol.status.value})")
         raise InfeasibleError(
-            f"{task.level} children of {task.parent!r}: infeasible even with parent consistency "
+            f"{task.where}: infeasible even with parent consistency "
             "relaxed — the children's own constraints contradict each other; check their "
             f"invariant data. Rows: {list(task.labels)}")
     min_slack = float(lp_sol.objective) * info["unit"]  # back to persons
@@ -950,8 +955,7 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
     sol = solve_qp(qp2, chain)
     stats["fit_seconds"] += sol.seconds
     if not sol.status.ok:
-        raise InfeasibleError(f"{task.level} children of {task.parent!r}: failsafe fit failed "
-                              f"({sol.status.value})")
+        raise InfeasibleError(f"{task.where}: failsafe fit failed ({sol.status.value})")
     stats["iterations"] += sol.iterations
     stats["backends"].append(sol.backend)
     stats["objective"] = sol.objective / scale2
@@ -1137,7 +1141,7 @@ def _round_lp(task: NodeTask, stats: dict[str, Any], cost: np.ndarray, rows: "_R
     stats["round_seconds"] += sol.seconds
     if not sol.status.ok:
         raise InfeasibleError(
-            f"{task.level} children of {task.parent!r}: no integer rounding within ±1 of "
+            f"{task.where}: no integer rounding within ±1 of "
             f"the fit satisfies the constraints ({sol.status.value})")
     return np.round(sol.x), "milp"
 
@@ -1179,7 +1183,7 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
                             f"{int(vals[k, r])} outside [{task.lower[k, r]:g}, "
                             f"{task.upper[k, r]:g}]")
     if problems:
-        raise VerificationError(f"{task.level} children of {task.parent!r} fail verification: "
+        raise VerificationError(f"{task.where} fail verification: "
                                 + "; ".join(problems))
 
 
@@ -1324,7 +1328,7 @@ def _failsafe(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryData]
         return x_star, hist, round_stats, report
     kept = f" with the parent's {', '.join(names)} kept exact" if names else ""
     raise InfeasibleError(
-        f"{task.level} children of {task.parent!r} are infeasible: the rounded parent cannot "
+        f"{task.where} are infeasible: the rounded parent cannot "
         f"be split among them under their constraints (a relaxation{kept} would differ from "
         f"the parent in cells {report['cells']}; binding: {report['binding_constraints'][:3]}). "
         "Run with failsafe on to relax parent consistency and report it")
