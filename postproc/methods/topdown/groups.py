@@ -77,8 +77,8 @@ does not have; its levels are ['state', 'county', 'tract']
     if isinstance(value, Mapping):
         out = {}
         for lv, size in value.items():
-            out[str(lv)] = None if size is None else _group_size(size, f"group_children of "
-                                                                        f"level {lv!r}")
+            out[str(lv)] = None if size is None else _group_size(
+                size, f"group_children of level {lv!r}", or_table=False)
         unknown = sorted(set(out) - set(levels)) if levels is not None else []
         if unknown:
             raise PostprocError(f"group_children names levels {unknown} that the geography "
@@ -87,10 +87,11 @@ does not have; its levels are ['state', 'county', 'tract']
     return None if value is None else _group_size(value, "group_children")
 
 
-def _group_size(value: Any, what: str) -> int:
+def _group_size(value: Any, what: str, or_table: bool = True) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise PostprocError(f"{what} must be an integer (children per group) or a table of "
-                            f"level = integer, got {value!r}")
+        table = " or a table of level = integer" if or_table else ""
+        raise PostprocError(f"{what} must be an integer (children per group){table}, got "
+                            f"{value!r}")
     if value < 2:
         raise PostprocError(f"{what} must be at least 2 (children per group), got {value!r}")
     return int(value)
