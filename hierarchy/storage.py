@@ -306,7 +306,14 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     except NotADirectoryError:
         raise HierarchyError(f"cannot create {path}: a part of the path is a file; choose "
                              "another output directory") from None
-    mark_owned(path, made_by)
+    try:
+        mark_owned(path, made_by)
+    except FileNotFoundError:
+        # a concurrent run marked the directory, took its lock and cleared leftovers, among them
+        # our marker's temporary file: the directory is ours all the same, and the lock that
+        # run holds will refuse us with a clear message
+        if not is_owned(path):
+            raise
     return path
 
 
@@ -347,10 +354,13 @@ def remove_leftovers(directory: str | os.PathLike, *, recursive: bool = True) ->
         here = stack.pop()
         for entry in sorted(here.iterdir()):
             if _LEFTOVER.match(entry.name):
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
+                try:
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+                except FileNotFoundError:
+                    continue  # gone since the listing (a concurrent claim renamed its marker)
                 removed.append(entry)
             elif recursive and entry.is_dir() and not entry.is_symlink():
                 stack.append(entry)
