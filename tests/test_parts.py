@@ -481,6 +481,19 @@ def test_demo_runs_in_parts_when_asked_or_large(tmp_path, monkeypatch):
                       log=lambda line: None)
 
 
+def test_a_run_in_parts_into_a_directory_in_use_fails_at_once(base, tmp_path):
+    """Two runs in parts into one directory would measure the data twice: the second is
+    refused by the first's lock before it reads or measures anything."""
+    from hierarchy.storage import claim_directory, lock_directory
+
+    out = claim_directory(tmp_path / "out", made_by="test")
+    with lock_directory(out, what="first run"):
+        with pytest.raises(PostprocError, match="in use by first run"):
+            run_in_parts(_config(base), out, part_blocks=60, resume=True,
+                         log=lambda line: None)
+    assert sorted(p.name for p in out.iterdir()) == [".dapp-lock", ".dapp-output"]
+
+
 def test_a_resumed_run_keeps_its_settings_and_data(base, whole, tmp_path, monkeypatch):
     _interrupt_at(2, monkeypatch)            # the top, then part 0 fails
     with pytest.raises(KeyboardInterrupt):

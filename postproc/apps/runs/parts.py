@@ -74,6 +74,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -94,8 +95,8 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import sparse_copy
 from hierarchy.randomness import as_randomness
 from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, claim_directory,
-                               confidential_directory, read_json, remove_leftovers, write_json,
-                               write_parquet)
+                               confidential_directory, lock_directory, read_json,
+                               remove_leftovers, write_json, write_parquet)
 from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from invariants.active import find_active_cells
 from invariants.compile import compile_spec
@@ -482,8 +483,9 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     ------
     PostprocError
         No blocks file, a method other than TopDown, a split level that is the
-        root or the bottom, persons outside the blocks file's geography, or an ``out`` that
-        holds something else.
+        root or the bottom, persons outside the blocks file's geography, an ``out`` that
+        holds something else, or one another run is writing (two runs into one directory would
+        measure the data twice).
 
     Examples
     --------
@@ -499,12 +501,25 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     """
     t_start = time.perf_counter()
     geo, s = _check(config, split, part_blocks)
-    try:
-        directory = claim_directory(Path(out), made_by=_MADE_BY, reuse=resume,
-                                    how_to_reuse="pass resume=True (--resume) to finish an "
-                                                 "interrupted run there")
-    except HierarchyError as exc:
-        raise PostprocError(str(exc)) from None
+    with ExitStack() as stack:
+        try:
+            directory = claim_directory(Path(out), made_by=_MADE_BY, reuse=resume,
+                                        how_to_reuse="pass resume=True (--resume) to finish an "
+                                                     "interrupted run there")
+            # one run at a time in a directory: a second would measure the data again
+            stack.enter_context(lock_directory(directory, what=_MADE_BY))
+        except HierarchyError as exc:
+            raise PostprocError(str(exc)) from None
+        return _run_in_parts_locked(config, directory, geo, s, split=split,
+                                    part_blocks=part_blocks, all_answers=all_answers,
+                                    resume=resume, progress=progress, log=log, t_start=t_start)
+
+
+def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: int, *,
+                         split: str, part_blocks: int, all_answers: bool, resume: bool,
+                         progress: bool, log: Callable[[str], None],
+                         t_start: float) -> PartsResult:
+    """:func:`run_in_parts` in ``directory``, claimed and locked."""
     parts_dir = directory / "parts"
     if resume and (directory / "manifest.json").exists() and not parts_dir.exists():
         log(f"{directory}: run already finished; nothing to resume")
