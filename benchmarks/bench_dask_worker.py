@@ -13,8 +13,8 @@ one worker of each kind solves every captured node twice (two tasks, one after t
 * **process** — a :class:`~postproc.infra.executors.ProcessExecutor` worker;
 * **dask, Dask's defaults** — a one-worker ``DaskExecutor`` whose local cluster keeps Dask's
   worker settings (``MALLOC_TRIM_THRESHOLD_=65536``, the statistical profiler on);
-* **dask, ours** — the same with ``LOCAL_WORKER_CONFIG`` (the allocator left alone, no
-  profiler): what ``executor="dask"`` runs.
+* **dask, ours** — the same with ``local_worker_config()`` (the allocator left alone, no
+  profiler, numpy's huge-page advice off): what ``executor="dask"`` runs.
 
 Reported: the median over repeats and tasks of the wall seconds inside the task and of the
 worker process's CPU seconds, and each Dask variant's ratio to the process worker in the same
@@ -62,14 +62,14 @@ def run_variant(variant: str, path: str) -> list[tuple[float, float]]:
     if variant == "process":
         with ProcessExecutor(workers=1) as ex:
             return list(ex.map(solve_block_nodes, [path, path]))
-    ours = dask_executor.LOCAL_WORKER_CONFIG
+    ours = dask_executor.local_worker_config
     if variant == "dask, Dask's defaults":
-        dask_executor.LOCAL_WORKER_CONFIG = {}
+        dask_executor.local_worker_config = dict
     try:
         with dask_executor.DaskExecutor(workers=1) as ex:
             return list(ex.map(solve_block_nodes, [path, path]))
     finally:
-        dask_executor.LOCAL_WORKER_CONFIG = ours
+        dask_executor.local_worker_config = ours
 
 
 def main(argv: list[str] | None = None) -> int:

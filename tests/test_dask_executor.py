@@ -201,19 +201,23 @@ def test_killed_worker_resubmitted_then_reported(tmp_path):
         assert isinstance(info.value.__cause__, distributed.KilledWorker)
 
 
-def _worker_settings() -> tuple[str | None, bool]:
+def _worker_settings() -> tuple[str | None, bool, bool | None]:
+    from postproc.infra.executor_base import huge_pages_advised
+
     return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
-            bool(dask.config.get("distributed.worker.profile.enabled")))
+            bool(dask.config.get("distributed.worker.profile.enabled")), huge_pages_advised())
 
 
-def test_local_workers_keep_the_default_allocator_and_no_profiler(monkeypatch):
+def test_local_workers_keep_the_default_allocator_no_profiler_no_huge_pages(
+        monkeypatch):
     # Dask's default MALLOC_TRIM_THRESHOLD_=65536 made node solving 20 % slower in a worker;
     # a cluster started earlier in this process (the module's fixture) put it in os.environ
     # (the nanny updates its own environment), which workers would inherit: remove it first.
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    with DaskExecutor(workers=1) as ex:
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)   # as in the process pool's
+    with DaskExecutor(workers=1) as ex:                          # workers: huge pages off
         settings = list(ex._client.run(_worker_settings).values())
-    assert settings == [(None, False)]
+    assert settings == [(None, False, False)]
     # and the defaults still have both, so the test would catch losing the override
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_")
     assert dask.config.get("distributed.worker.profile.enabled")

@@ -64,3 +64,25 @@ def test_an_exception_while_reading_the_items_propagates(ex):
 def test_a_window_that_is_not_a_positive_integer_is_refused(ex, window):
     with pytest.raises(ValueError, match="positive integer"):
         list(ex.map_window(_negate, iter([1]), window))
+
+
+@pytest.mark.parametrize("environ, advised", [(None, False), ("1", True)])
+def test_workers_turn_numpy_huge_page_advice_off_unless_the_environment_says(
+        monkeypatch, environ, advised):
+    """A part's block × cell arrays of hundreds of MB stalled on memory compaction with the
+    advice on (docs/scale2020.md, "Huge pages in the workers"); a user's setting is kept."""
+    from postproc.infra.executor_base import HUGEPAGE_ENV, huge_pages_advised
+
+    assert huge_pages_advised() is not None          # numpy 2 can say
+    if environ is None:
+        monkeypatch.delenv(HUGEPAGE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(HUGEPAGE_ENV, environ)
+    with ProcessExecutor(workers=1) as fresh:         # workers inherit the environment now
+        assert list(fresh.map(_advised, [0, 1])) == [advised, advised]
+
+
+def _advised(_: int) -> bool:
+    from postproc.infra.executor_base import huge_pages_advised
+
+    return huge_pages_advised()

@@ -45,9 +45,9 @@ import uuid
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from postproc.errors import PostprocError
-from postproc.infra.executor_base import Executor
+from postproc.infra.executor_base import HUGEPAGE_ENV, Executor
 
-__all__ = ["DaskExecutor", "LOCAL_WORKER_CONFIG"]
+__all__ = ["DaskExecutor", "LOCAL_WORKER_CONFIG", "local_worker_config"]
 
 #: Items at least this large (``dask.sizeof``: arrays, Arrow tables, lists and tuples of them)
 #: are scattered to the workers before their task is submitted, instead of travelling inside
@@ -69,6 +69,26 @@ LOCAL_WORKER_CONFIG: dict[str, Any] = {
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     "distributed.worker.profile.enabled": False,
 }
+
+
+def local_worker_config() -> dict[str, Any]:
+    """:data:`LOCAL_WORKER_CONFIG`, and numpy's huge-page advice off in the workers as in the
+    process pool's (:func:`~postproc.infra.executor_base.start_worker`) unless this process's
+    environment sets :data:`~postproc.infra.executor_base.HUGEPAGE_ENV` (the workers then
+    inherit it).
+
+    Examples
+    --------
+    >>> config = local_worker_config()
+    >>> config["distributed.worker.profile.enabled"]
+    False
+    >>> (HUGEPAGE_ENV in os.environ) or config[
+    ...     "distributed.nanny.pre-spawn-environ.NUMPY_MADVISE_HUGEPAGE"] == "0"
+    True
+    """
+    if HUGEPAGE_ENV in os.environ:
+        return dict(LOCAL_WORKER_CONFIG)
+    return {**LOCAL_WORKER_CONFIG, f"distributed.nanny.pre-spawn-environ.{HUGEPAGE_ENV}": "0"}
 
 
 class _Chunk:
@@ -189,7 +209,7 @@ class DaskExecutor(Executor):
                 scheduler_kwargs["allowed_failures"] = allowed_failures
             # dashboard_address=None turns the dashboard off, but the scheduler still serves
             # its HTTP health routes: on a free loopback port, not the shared default 8787.
-            with dask.config.set(LOCAL_WORKER_CONFIG):
+            with dask.config.set(local_worker_config()):
                 self._cluster = LocalCluster(
                     n_workers=self.workers, threads_per_worker=self.threads_per_worker,
                     processes=True, host="127.0.0.1", dashboard_address=None,

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from postproc.errors import PostprocError
-from postproc.infra.executor_base import Executor, check_window
+from postproc.infra.executor_base import Executor, check_window, start_worker
 
 __all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
 
@@ -83,7 +83,8 @@ class ProcessExecutor(Executor):
                                 "out to use every CPU)")
         self.workers = int(workers)
         self._pool = cf.ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=start_worker)
 
     def map(self, fn, items):
         futures = [self._pool.submit(fn, item) for item in items]
