@@ -46,12 +46,9 @@ def start_worker() -> None:
     >>> advised == (os.environ.get(HUGEPAGE_ENV, "0") != "0")
     True
     """
-    if HUGEPAGE_ENV not in os.environ:
-        import numpy as np
-
-        setter = getattr(getattr(np, "_core", np).multiarray, "_set_madvise_hugepage", None)
-        if setter is not None:
-            setter(False)
+    setter = getattr(_multiarray(), "_set_madvise_hugepage", None)
+    if HUGEPAGE_ENV not in os.environ and setter is not None:
+        setter(False)
 
 
 def huge_pages_advised() -> bool | None:
@@ -63,10 +60,21 @@ def huge_pages_advised() -> bool | None:
     >>> huge_pages_advised() in (True, False, None)
     True
     """
-    import numpy as np
-
-    getter = getattr(getattr(np, "_core", np).multiarray, "_get_madvise_hugepage", None)
+    getter = getattr(_multiarray(), "_get_madvise_hugepage", None)
     return None if getter is None else bool(getter())
+
+
+def _multiarray() -> Any:
+    """numpy's compiled core module (``numpy._core.multiarray``; ``numpy.core`` before numpy 2),
+    where the huge-page switch lives; ``None`` if neither exists."""
+    import importlib
+
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
 
 
 def check_window(window: Any) -> int:
