@@ -415,10 +415,33 @@ def workdir_of(args: argparse.Namespace, prefix: str) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     return workdir
 
+#: Environment variables that change how fast the code runs (allocation, threads): recorded
+#: with every benchmark when set.
+TUNING_ENVIRON = ("NUMPY_MADVISE_HUGEPAGE", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+                  "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                  "MKL_NUM_THREADS")
+
+
+def tuning() -> dict[str, Any]:
+    """The :data:`TUNING_ENVIRON` variables set, and the kernel's transparent-huge-page policy
+    (``enabled`` and ``defrag``, the bracketed choices; absent where the kernel has none)."""
+    out: dict[str, Any] = {"environ": {k: os.environ[k] for k in TUNING_ENVIRON
+                                       if k in os.environ}}
+    for name in ("enabled", "defrag"):
+        try:
+            text = Path(f"/sys/kernel/mm/transparent_hugepage/{name}").read_text()
+        except OSError:
+            continue
+        chosen = re.search(r"\[(\S+)\]", text)
+        out[f"thp_{name}"] = chosen.group(1) if chosen else text.strip()
+    return out
+
+
 def context_start() -> dict[str, Any]:
-    """Date, machine, commit and load average at the start of a benchmark."""
+    """Date, machine, commit, load average and :func:`tuning` at the start of a benchmark."""
     return {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "machine": machine(), "git": git_commit(), "load_start": load_average()}
+            "machine": machine(), "git": git_commit(), "load_start": load_average(),
+            "tuning": tuning()}
 
 
 def context_end(context: dict[str, Any]) -> dict[str, Any]:
@@ -438,6 +461,13 @@ def describe_context(context: dict[str, Any]) -> str:
              (f"- commit: `{g['commit'][:12]}`"
               + (" (tracked files modified: timings are of the working tree)" if g["dirty"]
                  else "") + (f" — {g['subject']}" if g.get("subject") else ""))]
+    tuned = context.get("tuning")
+    if tuned:
+        set_vars = ", ".join(f"{k}={v}" for k, v in tuned.get("environ", {}).items())
+        thp = (f"transparent huge pages {tuned['thp_enabled']}, defrag {tuned['thp_defrag']}"
+               if "thp_enabled" in tuned and "thp_defrag" in tuned else "")
+        lines.append("- tuning: " + "; ".join(x for x in (thp, set_vars) if x)
+                     if thp or set_vars else "- tuning: nothing set")
     load = "- load average (1/5/15 min): start " + fmt_load(context["load_start"])
     if "load_end" in context:
         load += ", end " + fmt_load(context["load_end"])
