@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from scipy.stats import gaussian_kde
 
 import postproc.evaluation.epl as epl_module
 import postproc.evaluation.epl._kernel as epl_kernel
-from hierarchy.mechanisms import sample_two_sided_geometric
+from hierarchy.mechanisms import sample_discrete_gaussian, sample_two_sided_geometric
 from postproc.cli import main
 from postproc.evaluation.epl import EPLResult, estimate_epl, improved_epl, published_epl
 from postproc.errors import PostprocError
@@ -58,7 +59,8 @@ def test_result_is_immutable_and_json_ready():
         r.x[0] = 2.0
     data = json.loads(json.dumps(r.to_dict(curve=True), allow_nan=False))
     assert data == {"epl": None, "ci_low": None, "ci_high": None, "n": 3, "method": "published",
-                    "parameters": {"window": [1.0]}, "reason": "all errors equal",
+                    "kind": "undefined", "parameters": {"window": [1.0]},
+                    "reason": "all errors equal",
                     "x": [0.5], "epl_x": [None]}
 
 
@@ -228,7 +230,9 @@ def test_cli_json_keys_and_values(tmp_path, capsys, geometric_errors):
                                     "--n-boot", "20"])
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"epl", "ci_low", "ci_high", "n", "method", "parameters", "reason"}
+    assert set(data) == {"epl", "ci_low", "ci_high", "n", "method", "kind", "parameters",
+                         "reason"}
+    assert data["kind"] == "estimate"
     expected = improved_epl(geometric_errors, n_boot=20, rng=1)
     assert data["epl"] == pytest.approx(expected.epl, rel=1e-12)
     assert data["ci_low"] == pytest.approx(expected.ci_low, rel=1e-12)
@@ -265,20 +269,36 @@ def test_cli_summary_and_undefined_epl(tmp_path, capsys, geometric_errors):
     data = json.loads(out)
     assert code == 0 and data["epl"] is None and "all 20 errors equal 0" in data["reason"]
     code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--method", "published"])
-    assert code == 0 and "EPL (published): inf" in out and "undefined: all 20" in out
+    assert code == 0 and "EPL (published): undefined" in out and "undefined: all 20" in out
 
 
-def test_cli_prints_why_an_imprecise_epl_is_undefined(tmp_path, capsys):
+def test_cli_prints_a_bound_and_why(tmp_path, capsys):
+    """Too few errors for their spread: the summary gives the one-sided bound and the reason,
+    whose advice (a precision) then gives a number; JSON says ``kind: bound``."""
     path = tmp_path / "errors.npy"
-    np.save(path, sample_two_sided_geometric(0.01, 300, 2))
-    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path)])
+    np.save(path, sample_discrete_gaussian(400, 60, 0))
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--seed", "1"])
     lines = out.splitlines()
-    assert code == 0 and lines[0] == "EPL (improved): inf"
-    assert lines[1].startswith("undefined: the log ratio at x = ") and "too few errors (300)" in out
-    assert "precision 0.1" in lines[2] and "estimate " in lines[2]
-    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--json"])
+    assert code == 0 and lines[0].startswith("EPL (improved): >= ")
+    assert "one-sided 95% lower bound" in lines[0]
+    assert lines[1].startswith("bound: too few errors (60) for their spread")
+    assert "precision 0.25" in lines[2] and "estimate " in lines[2]
+    advised = re.search(r"pass precision=([0-9.]+)", lines[1]).group(1)
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--seed", "1",
+                                    "--precision", advised])
+    assert code == 0 and re.match(r"EPL \(improved\): [0-9.]+ +95% interval", out)
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--json", "--seed", "1"])
     data = json.loads(out)
-    assert data["epl"] is None and data["reason"].startswith("the log ratio at x = ")
+    assert data["epl"] is None and data["kind"] == "bound" and data["ci_low"] > 0
+    assert data["reason"].startswith("too few errors (60)")
+
+
+def test_cli_prints_undefined_when_nothing_is_known(tmp_path, capsys):
+    path = tmp_path / "errors.csv"
+    path.write_text("3\n")
+    code, out, _ = run_cli(capsys, ["epl", "--errors", str(path)])
+    assert code == 0 and out.splitlines()[0] == "EPL (improved): undefined"
+    assert out.splitlines()[1].startswith("undefined: 1 error(s): too few units")
 
 
 @pytest.mark.parametrize("name, content, fragment", [

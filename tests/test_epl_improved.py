@@ -13,6 +13,7 @@ to be.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -122,27 +123,78 @@ def test_a_lattice_of_errors_is_counted_per_lattice_step():
 
 
 # --------------------------------------------------------------------------------------------------
-# undefined, with a reason
+# a bound instead of a number, or undefined, with a reason that names the cause
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("errors, fragment", [
-    (np.zeros(50), "all 50 errors equal 0"),
-    ([1.0], "1 error(s)"),
-    (np.r_[np.zeros(97), [5, -5, 5]], "holds one bin"),
-    (np.r_[np.zeros(95), np.full(5, 10)], "fewer than two distinct error values on the right"),
-    (sample_two_sided_geometric(0.01, 300, 2), "too few errors (300) for their spread"),
+    (np.zeros(50), "all 50 errors equal 0: too concentrated"),
+    (np.r_[np.zeros(97), [5, -5, 5]], "97 of the 100 errors equal the centre 0, 1 lie below it "
+                                      "and 2 above"),
+    (np.r_[np.zeros(95), np.full(5, 10)], "0 lie below it and 5 above"),
+    (sample_two_sided_geometric(5.0, 1_000, 3), "too concentrated to resolve the log ratio"),
 ])
-def test_undefined_cases_say_why(errors, fragment):
-    r = improved_epl(errors)
-    assert r.epl == math.inf and fragment in r.reason, r.reason
+def test_concentrated_errors_give_a_positive_lower_bound(errors, fragment):
+    r = improved_epl(errors, rng=0)
+    assert r.kind == "bound" and r.epl == math.inf and fragment in r.reason, r.reason
+    assert 0 < r.ci_low < math.inf and r.ci_high == math.inf and r.lower_bound == r.ci_low
+
+
+def test_all_errors_equal_bound_is_the_exact_binomial_one():
+    """No error of n off the centre: the neighbour's share is below 1 − (α/2)^(1/n) (the exact
+    one-sided Clopper–Pearson limit, each side at α/2), so the log ratio is above
+    log((1 − π_u)/π_u): 5.60 for n = 1,000 at 95 %."""
+    n, alpha = 1_000, 0.05
+    upper = 1 - (alpha / 2) ** (1 / n)
+    r = improved_epl(np.zeros(n), rng=0)
+    assert r.ci_low == pytest.approx(math.log((1 - upper) / upper), rel=1e-9)
+    assert improved_epl(np.zeros(10 * n), rng=0).ci_low > r.ci_low   # more errors, more known
+
+
+@pytest.mark.parametrize("errors, fragment", [
+    ([1.0], "1 error(s): too few units"),
+    (np.zeros(4), "all 4 errors equal 0"),
+    (sample_two_sided_geometric(0.3, 18, 3), "too few errors (18): each side of the centre"),
+])
+def test_undefined_only_when_nothing_positive_can_be_said(errors, fragment):
+    r = improved_epl(errors, rng=0)
+    assert r.kind == "undefined" and fragment in r.reason, r.reason
     assert math.isnan(r.ci_low) and math.isnan(r.ci_high)
 
 
-def test_an_imprecise_estimate_is_withheld_but_recorded():
-    e = sample_two_sided_geometric(0.02, 1_000, 9)
-    strict, lenient = improved_epl(e, n_boot=0), improved_epl(e, n_boot=0, precision=0.5)
-    assert strict.reason and "precision = 0.1" in strict.reason
-    assert strict.parameters["estimate"] == lenient.epl
-    assert strict.parameters["max_se"] > 0.1 * lenient.epl
+def test_an_imprecise_estimate_is_a_bound_and_the_advice_gives_the_number():
+    """Too few errors for their spread: a one-sided bound, the withheld estimate recorded, and
+    the reason's advice — a precision that admits it — reports exactly that estimate."""
+    e = sample_discrete_gaussian(400, 60, 0)
+    strict = improved_epl(e, rng=1)
+    assert strict.kind == "bound" and "too few errors (60) for their spread" in strict.reason
+    assert strict.parameters["max_se"] > 0.25 * strict.parameters["estimate"]
+    advised = float(re.search(r"pass precision=([0-9.]+)", strict.reason).group(1))
+    lenient = improved_epl(e, rng=1, precision=advised)
+    assert lenient.kind == "estimate" and lenient.epl == strict.parameters["estimate"]
+    assert lenient.ci_low == strict.ci_low          # the bound is the interval's lower end
+
+
+def test_without_draws_a_bound_uses_bonferroni():
+    e = sample_discrete_gaussian(400, 60, 0)
+    drawn, bonferroni = improved_epl(e, rng=1), improved_epl(e, n_boot=0)
+    assert bonferroni.kind == "bound" and 0 < bonferroni.ci_low <= drawn.ci_low
+
+
+@pytest.mark.parametrize("z", [5.0, 10.0])
+def test_concentrated_bounds_hold_at_their_level(z):
+    """z = 5 and 10 with 1,000 errors: nearly every error is 0, so the estimator bounds the
+    loss, or — when at least 10 errors lie on each side of the centre (z = 5, now and then) —
+    estimates it. Over 200 seeds the lower end, ``ci_low``, lies below z in at least 185 (both
+    are one-sided statements at 95 %: with a true failure rate of 5 %, 16 or more failures have
+    probability 0.05; the bounds are conservative, so the true rate is lower and a false
+    failure rarer still)."""
+    held, kinds = 0, set()
+    for seed in range(200):
+        r = improved_epl(sample_two_sided_geometric(z, 1_000, 10_000 + seed), rng=seed)
+        assert r.kind in ("bound", "estimate"), (seed, r)
+        kinds.add(r.kind)
+        held += r.ci_low <= z
+    assert held >= 185, held
+    assert "bound" in kinds
 
 
 # --------------------------------------------------------------------------------------------------

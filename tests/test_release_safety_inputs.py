@@ -331,18 +331,20 @@ def test_account_moe_with_100000_levels_is_not_quadratic():
 # 5. postproc epl with an undefined EPL
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("content, reason", [
-    ("error\n5\n5\n5\n5\n5\n", "all 5 errors equal 5: the error distribution is a point mass"),
-    ("3\n", "1 error(s): a density needs at least two"),
+@pytest.mark.parametrize("method, content, reason", [
+    ("published", "error\n5\n5\n5\n5\n5\n",
+     "all 5 errors equal 5: the error distribution is a point mass"),
+    ("improved", "error\n5\n5\n5\n5\n5\n", "all 5 errors equal 5: too concentrated"),
+    ("published", "3\n", "1 error(s): a density needs at least two"),
+    ("improved", "3\n", "1 error(s): too few units"),
 ])
-@pytest.mark.parametrize("method", ["improved", "published"])
 def test_epl_undefined_prints_the_reason_and_exits_0(tmp_path, capsys, content, reason, method):
     path = tmp_path / "errors.csv"
     path.write_text(content)
     code, out, err = run_cli(capsys, ["epl", "--errors", str(path), "--method", method])
     assert code == 0 and err == "", err
     lines = out.splitlines()
-    assert lines[0] == f"EPL ({method}): inf"
+    assert lines[0] == f"EPL ({method}): undefined"
     assert lines[1] == f"undefined: {reason}" or lines[1].startswith(f"undefined: {reason}")
     assert lines[2].startswith("n = ")
     code, out, _ = run_cli(capsys, ["epl", "--errors", str(path), "--method", method, "--json"])

@@ -4,9 +4,11 @@
 [--multiplier M] [--reach R] [--precision F] [--n-boot B] [--seed S] [--json]`` reads
 ``DP − exact`` errors from ``FILE`` (a ``.npy`` array, or a one-column CSV with or without a
 header line) and prints :func:`postproc.evaluation.epl.estimate_epl`'s result: a short summary, or with
-``--json`` one object with keys ``epl, ci_low, ci_high, n, method, parameters, reason``
-(non-finite numbers are ``null``; an undefined EPL has ``epl: null`` and a ``reason``, and the
-summary prints ``inf`` and ``undefined: <reason>``).
+``--json`` one object with keys ``epl, ci_low, ci_high, n, method, kind, parameters, reason``
+(non-finite numbers are ``null``). ``kind`` is ``estimate``, ``bound`` (the errors bound the
+loss from below but cannot pin it down: ``epl: null``, ``ci_low`` the bound; the summary prints
+``EPL >= <bound>`` and the reason) or ``undefined`` (nothing positive is known: the summary
+prints ``undefined`` and the reason).
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ def register(subparsers: Any) -> None:
         "epl", help="empirical privacy loss of a file of errors (DP - exact)",
         description="Empirical privacy loss (EPL) of errors DP - exact of one level and query: "
                     "the improved estimator (default; the largest log ratio of a smoothed pmf over "
-                    "the central 90% of the errors, with an interval, undefined when the errors "
-                    "cannot pin it down) or the published one (Flaxman 2019: scipy KDE with "
+                    "the central 90% of the errors, with an interval, or a one-sided lower bound "
+                    "when the errors cannot pin it down) or the published one (Flaxman 2019: "
+                    "scipy KDE with "
                     "bandwidth factor 0.1 on a 95% percentile window). See docs/epl.md.")
     parser.add_argument("--errors", required=True, metavar="FILE",
                         help=".npy array or one-column CSV (header line optional)")
@@ -192,14 +195,21 @@ def _read_csv(path: Path) -> np.ndarray:
 
 
 def _summary(result: EPLResult) -> str:
-    """The text report. An undefined EPL (``reason`` set) reports ``inf``, the reason, and only
-    the settings that were resolved before the estimate stopped."""
+    """The text report. A bound reports ``EPL >= bound`` (one-sided, at the level), an undefined
+    EPL ``undefined``; both then give the reason and only the settings that were resolved before
+    the estimate stopped."""
     p = result.parameters
-    lines = [f"EPL ({result.method}): {result.epl:.4g}"
-             + (f"   {100 * p['level']:g}% interval [{result.ci_low:.4g}, {result.ci_high:.4g}]"
-                if math.isfinite(result.ci_low) else "")]
+    if result.kind == "bound":
+        lines = [f"EPL ({result.method}): >= {result.ci_low:.4g}   one-sided "
+                 f"{100 * p['level']:g}% lower bound"]
+    elif result.kind == "undefined":
+        lines = [f"EPL ({result.method}): undefined"]
+    else:
+        lines = [f"EPL ({result.method}): {result.epl:.4g}"
+                 + (f"   {100 * p['level']:g}% interval [{result.ci_low:.4g}, "
+                    f"{result.ci_high:.4g}]" if math.isfinite(result.ci_low) else "")]
     if result.reason:
-        lines.append(f"undefined: {result.reason}")
+        lines.append(f"{result.kind}: {result.reason}")
         settings = ", ".join(f"{name} {value:g}" for name, value in p.items()
                              if isinstance(value, (int, float)) and not isinstance(value, bool))
         lines.append(f"n = {result.n} errors" + (f"; {settings}" if settings else ""))

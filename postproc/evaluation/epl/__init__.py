@@ -1,4 +1,6 @@
-"""Empirical privacy loss (EPL) of post-processed counts, estimated from their errors (SPEC §7).
+"""Empirical privacy loss (EPL) of post-processed counts, estimated from their errors.
+
+The estimators are stated in ``docs/epl.md``.
 
 A mechanism whose errors ``e = DP − exact`` have probability function ``p`` leaks, at output ``x``,
 the log ratio ``log p(x) / p(x + 1)`` between a count and its neighbour one person away; the EPL is
@@ -14,17 +16,18 @@ the largest absolute log ratio. For the two-sided geometric mechanism of paramet
 ``improved`` (:func:`improved_epl`, the default)
     The largest log ratio of neighbouring bins of a smoothed pmf over the central window of the
     errors (5th to 95th percentile): ``log E[count]`` is fitted on each side of the median by a
-    penalized Poisson regression that leaves every quadratic unpenalized (so geometric and
-    Gaussian noise are fitted without smoothing bias), with a parametric-bootstrap interval that
-    always contains the estimate, and *undefined* when the ratio that could be the largest is
-    not known to within ``precision`` (10 %) of the estimate.
+    Poisson regression of the simplest shape the data do not reject — straight (geometric
+    noise), quadratic (Gaussian noise), or a penalized spline — with a parametric-bootstrap
+    interval that always contains the estimate. Where the errors cannot pin the loss down (too
+    few for their spread, or too concentrated) it returns a one-sided lower bound instead
+    (``EPLResult.kind == "bound"``, ``EPL ≥ ci_low``).
 ``direct`` (:func:`direct_epl`)
     Repeated runs of a mechanism on a dataset ``D`` and on a neighbour ``D′``: the largest
     ``|log p̂(k) − log p̂′(k)|`` over the window, each pmf fitted by the same smoother, with the
-    same interval and the same rule for *undefined*.
+    same interval and the same rule for a bound.
 
 ``docs/epl.md`` argues the design and reports a simulation study of bias, coverage and the rate
-of undefined results (``benchmarks/bench_epl_study.py``).
+of numbers, bounds and undefined results (``benchmarks/bench_epl_study.py``).
 
 Modules: :mod:`~postproc.evaluation.epl.result` (:class:`EPLResult`), :mod:`~postproc.evaluation.epl.published`,
 :mod:`~postproc.evaluation.epl.improved` (with binning and windows), :mod:`~postproc.evaluation.epl.direct`,
@@ -43,7 +46,7 @@ import numpy as np  # noqa: F401  (the doctest of estimate_epl)
 from postproc.evaluation.epl.direct import direct_epl
 from postproc.evaluation.epl.improved import default_bandwidth, improved_epl
 from postproc.evaluation.epl.published import published_epl
-from postproc.evaluation.epl.result import METHODS, EPLResult
+from postproc.evaluation.epl.result import METHODS, EPLResult, epl_kind, epl_text, unbounded
 from postproc.errors import PostprocError
 
 # private names tests/test_epl.py reaches as ``postproc.evaluation.epl._name``
@@ -51,7 +54,7 @@ from postproc.evaluation.epl._kernel import _compress, _gaussian_sums  # noqa: F
 from postproc.evaluation.epl.improved import _order_statistics, _percentiles  # noqa: F401
 
 __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_epl", "direct_epl",
-           "default_bandwidth"]
+           "default_bandwidth", "unbounded", "epl_kind", "epl_text"]
 
 
 def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPLResult:

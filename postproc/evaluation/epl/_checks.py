@@ -38,8 +38,9 @@ def _degenerate(e: np.ndarray) -> str | None:
     if e.size < 2:
         return f"{e.size} error(s): a density needs at least two"
     if e.min() == e.max():
-        return (f"all {e.size} errors equal {e[0]:g}: the error distribution is a point mass "
-                f"(e.g. a level held invariant), so its log ratio is undefined")
+        return (f"all {e.size} errors equal {e[0]:g}: the error distribution is a point mass, "
+                f"whose log ratio this estimator cannot take (a level held invariant, or a "
+                f"mechanism too accurate for {e.size} errors to show one that differs)")
     return None
 
 

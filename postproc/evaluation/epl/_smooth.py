@@ -27,12 +27,15 @@ from scipy import sparse
 from scipy.interpolate import BSpline
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
 from scipy.special import ndtri
+from scipy.stats import chi2
 
 _KMAX = 40                                  # coefficients of one side's fit
 _LOG_LAMBDA = np.arange(6.0, -6.01, -1.0)   # log10 λ relative to the data's scale, strong first
 _REFINE = 0.5                               # then the best one's neighbours at ± this
 _NEWTON_STEPS = 100
 _MAX_BINS = 2_000_000                       # bins of one side's fit
+_SHAPE_LEVEL = 0.01                 # a side is as simple as the data allow, tested at 1 %
+_CHI2_LINEAR = float(chi2.ppf(1 - _SHAPE_LEVEL, 1))
 _DENSE_BINS = 50_000                        # a dense basis up to this many bins, sparse beyond
 
 
@@ -115,16 +118,75 @@ def _newton(basis, counts, penalty, lam, coef):
     return None
 
 
+def _polynomial_fit(basis, counts: np.ndarray, null: np.ndarray, coef: np.ndarray):
+    """The Poisson maximum-likelihood fit of ``η = B N β`` (``N`` the columns of ``null``): its
+    coefficients ``N β``, the Cholesky factor of its Hessian in ``β``, and its log-likelihood;
+    None if it does not converge."""
+    dim = null.shape[1]
+    design = np.asarray(basis @ null)
+    fitted = _newton(design, counts, np.zeros((dim, dim)), 0.0, null.T @ coef)
+    if fitted is None:
+        return None
+    eta = design @ fitted
+    try:
+        chol = np.linalg.cholesky(_hessian(design, np.exp(eta)))
+    except LinAlgError:
+        return None
+    return null @ fitted, chol, float(counts @ eta - np.sum(np.exp(eta)))
+
+
+def _polynomials(k: int, degree: int) -> np.ndarray:
+    """An orthonormal basis of the coefficient vectors that are polynomials of ``degree`` (or
+    less) in their index: the null space of the ``degree + 1``-th differences."""
+    index = np.linspace(-1.0, 1.0, k)
+    return np.linalg.qr(np.vander(index, degree + 1, increasing=True))[0]
+
+
+def _straight_suffices(basis, counts: np.ndarray, coef: np.ndarray) -> bool:
+    """Whether the data do not reject a straight ``η`` (linear in ``u``) against a quadratic one:
+    the likelihood-ratio statistic of the quadratic term is below χ²₁'s ``_LINEAR_LEVEL``
+    quantile. A geometric side is straight; a discrete Gaussian side is not."""
+    k = basis.shape[1]
+    quadratic = _polynomial_fit(basis, counts, _polynomials(k, 2), coef)
+    straight = _polynomial_fit(basis, counts, _polynomials(k, 1), coef)
+    if quadratic is None or straight is None:
+        return False
+    return 2 * (quadratic[2] - straight[2]) < _CHI2_LINEAR
+
+
+def _rejects(basis, flexible, polynomial, penalty, order: int) -> bool:
+    """Whether a penalized fit rejects the polynomial (null-space) fit at ``_SHAPE_LEVEL``: its
+    likelihood-ratio statistic exceeds the ``1 − _SHAPE_LEVEL`` quantile of χ² with its effective
+    degrees of freedom beyond the polynomial's (the trace of its hat matrix ``H⁻¹ BᵀWB``, less
+    ``order``), and at least one: a fit a hair from the polynomial (strong smoothing, a
+    fraction of a degree of freedom) must still gain a whole parameter's worth."""
+    if polynomial is None:
+        return True
+    coef, chol = flexible[1], flexible[2]
+    mu = np.exp(basis @ coef)
+    fisher = _hessian(basis, mu)
+    edf = float(np.trace(cho_solve((chol, True), fisher)))
+    extra = max(1.0, edf - order)
+    return 2 * (flexible[5] - polynomial[5]) > chi2.ppf(1 - _SHAPE_LEVEL, extra)
+
+
 def fit_side(counts: np.ndarray) -> SideFit | None:
     """Fit one side's counts (``counts[u]`` at ``u`` bins from the centre); None if impossible.
 
-    The candidates are ``λ = ∞`` — the Poisson maximum-likelihood fit within the penalty's null
-    space (a quadratic ``η``), computed exactly rather than as a badly conditioned limit — and
-    the grid ``_LOG_LAMBDA`` (refined by ``±_REFINE`` around the best finite value); the one with
-    the smallest Laplace-approximate marginal likelihood criterion wins. The fit needs at least
-    two non-empty bins: with ``m`` of them the penalty order is ``min(3, m)``, so its unpenalized
-    polynomials (degree ``order − 1``) cannot vanish on every non-empty bin, and the
-    maximum-likelihood fit exists.
+    **The shape.** The smoothing penalty is on third differences, which leave every quadratic
+    ``η`` unpenalized, unless the data do not reject a straight ``η`` against a quadratic one (a
+    likelihood-ratio test at 5 %, :func:`_straight_suffices`): then on second differences, which
+    leave every straight ``η`` unpenalized. A geometric side is straight, so its fitted log
+    ratios are one number, estimated from all of the side's counts, instead of a line whose far
+    end carries the noise of a curvature the data cannot see.
+
+    **The smoothing.** The candidates are ``λ = ∞`` — the Poisson maximum-likelihood fit within
+    the penalty's null space (a quadratic or a straight ``η``), computed exactly rather than as a
+    badly conditioned limit — and the grid ``_LOG_LAMBDA`` (refined by ``±_REFINE`` around the
+    best finite value); the one with the smallest Laplace-approximate marginal likelihood
+    criterion wins. The fit needs at least two non-empty bins: with ``m`` of them the penalty
+    order is at most ``m``, so its unpenalized polynomials (degree ``order − 1``) cannot vanish
+    on every non-empty bin, and the maximum-likelihood fit exists.
     """
     counts = np.asarray(counts, dtype=float)
     size = counts.size
@@ -133,34 +195,30 @@ def fit_side(counts: np.ndarray) -> SideFit | None:
         return None
     basis = _basis(size)
     k = basis.shape[1]
-    order = min(3, occupied, k)
-    difference = np.diff(np.eye(k), n=order, axis=0)
-    penalty = difference.T @ difference
-    rank = k - order
-    eigenvalues, eigenvectors = np.linalg.eigh(penalty)
-    null = eigenvectors[:, :order]                    # the unpenalized polynomials, orthonormal
-    log_det_penalty = float(np.sum(np.log(eigenvalues[order:])))
     start = np.log(counts + 0.5)
     if k < size:             # B-splines: least squares of log(counts + 1/2)
         gram = _hessian(basis, np.ones(size)) + 1e-8 * np.eye(k)
         coef = np.linalg.solve(gram, basis.T @ start)
     else:                    # the identity
         coef = start.copy()
+    order = min(3, occupied, k)
+    if order == 3 and _straight_suffices(basis, counts, coef):
+        order = 2
+    difference = np.diff(np.eye(k), n=order, axis=0)
+    penalty = difference.T @ difference
+    rank = k - order
+    eigenvalues, eigenvectors = np.linalg.eigh(penalty)
+    null = eigenvectors[:, :order]                    # the unpenalized polynomials, orthonormal
+    log_det_penalty = float(np.sum(np.log(eigenvalues[order:])))
     scale = np.trace(_hessian(basis, counts + 0.5)) / max(np.trace(penalty), 1e-300)
 
     def infinite(coef):
-        design = np.asarray(basis @ null)
-        fitted = _newton(design, counts, np.zeros((order, order)), 0.0, null.T @ coef)
+        fitted = _polynomial_fit(basis, counts, null, coef)
         if fitted is None:
             return None
-        eta = design @ fitted
-        try:
-            chol = np.linalg.cholesky(_hessian(design, np.exp(eta)))
-        except LinAlgError:
-            return None
-        criterion = (-(counts @ eta - np.sum(np.exp(eta))) + np.sum(np.log(np.diag(chol)))
-                     + 0.5 * log_det_penalty)
-        return criterion, null @ fitted, chol, math.inf, null
+        coef, chol, loglik = fitted
+        criterion = -loglik + np.sum(np.log(np.diag(chol))) + 0.5 * log_det_penalty
+        return criterion, coef, chol, math.inf, null, loglik
 
     def finite(log_lambda, coef):
         lam = scale * 10.0 ** log_lambda
@@ -174,9 +232,10 @@ def fit_side(counts: np.ndarray) -> SideFit | None:
             return None
         # Laplace-approximate (negative log) marginal likelihood; the constant -½ log|P|₊ is
         # dropped here and in `infinite`, where the limit λ → ∞ leaves ½ log|N'B'WBN| + ½ log|P|₊
-        criterion = (-(counts @ eta - np.sum(np.exp(eta))) + 0.5 * lam * fitted @ penalty @ fitted
+        loglik = float(counts @ eta - np.sum(np.exp(eta)))
+        criterion = (-loglik + 0.5 * lam * fitted @ penalty @ fitted
                      + np.sum(np.log(np.diag(chol))) - 0.5 * rank * math.log(lam))
-        return criterion, fitted, chol, float(log_lambda), None
+        return criterion, fitted, chol, float(log_lambda), None, loglik
 
     best = infinite(coef)
     if rank > 0:
@@ -195,11 +254,12 @@ def fit_side(counts: np.ndarray) -> SideFit | None:
                     candidate = finite(log_lambda, best_finite[1])
                     if candidate is not None and candidate[0] < best_finite[0]:
                         best_finite = candidate
-            if best is None or best_finite[0] < best[0]:
+            if best is None or (best_finite[0] < best[0]
+                                and _rejects(basis, best_finite, best, penalty, order)):
                 best = best_finite
     if best is None:
         return None
-    criterion, coef, chol, log_lambda, project = best
+    coef, chol, log_lambda, project = best[1:5]
     return SideFit(basis=basis, coef=coef, chol=chol, log_lambda=log_lambda, order=order,
                    project=project)
 

@@ -6,16 +6,19 @@ Also the binning, window and per-side fitting that the direct estimator shares.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtri
+from scipy.stats import beta
 
 from hierarchy.randomness import as_randomness
 from postproc.evaluation.epl._checks import _as_errors, _check_memory, _degenerate, _positive
 from postproc.evaluation.epl._kernel import _compress, _is_integer
 from postproc.evaluation.epl._smooth import (_MAX_BINS, Functionals, SideFit, fit_side, functionals,
                                   max_with_interval)
-from postproc.evaluation.epl.result import EPLResult, _undefined
+from postproc.evaluation.epl.result import EPLResult, _bounded, _undefined
 from postproc.errors import PostprocError
 
 __all__ = ["improved_epl", "default_bandwidth"]
@@ -198,14 +201,14 @@ def _side_log_ratios(fit: SideFit, sign: int, centre: int, span: int, first_colu
 
 
 def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 95.0,
-                 precision: float = 0.1, n_boot: int = 1000, level: float = 0.95,
+                 precision: float = 0.25, n_boot: int = 1000, level: float = 0.95,
                  rng: Any = None) -> EPLResult:
     r"""Our default EPL estimator: the largest log ratio of a smoothed pmf, within a window.
 
     **Estimand.** Count the errors in bins of width ``w`` (``bandwidth``; default
     :func:`default_bandwidth`, 1 for integer errors) and let ``p`` be the bins' pmf. Over the
     *window* ``W = [⌊q_{100−r}⌋, ⌈q_r⌉]`` of bins (the ``(100 − r)``-th and ``r``-th percentiles,
-    ``r = reach``), the EPL is
+    ``r = reach``; widened to the centre's two neighbours when it holds one bin), the EPL is
 
     .. math:: \theta_W = \max_{x,\ x+1 \in W} |\log p(x) - \log p(x+1)| / w.
 
@@ -214,23 +217,31 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
 
     **Estimator.** Split the bins at the median ``m`` (additive noise has its cusp there) and fit
     ``log E[count]`` on each side, from ``m`` out to one window-width beyond the window's edge, by
-    a penalized Poisson regression whose penalty (third differences) leaves every quadratic
-    unpenalized, with its smoothing parameter chosen by marginal likelihood (see
-    ``postproc/evaluation/epl/_smooth.py`` and ``docs/epl.md``). The fitted log ratios ``L̂(x)`` of the pairs
-    in ``W`` form the curve; the estimate is ``θ̂ = max |L̂(x)|``.
-
-    **Undefined.** The *contenders* are the pairs whose ratio could be the largest,
-    ``|L̂(x)| + Φ⁻¹(level)·s(x) ≥ θ̂`` (``s`` the standard error). If one of them is known less
-    precisely than ``precision · θ̂`` (one standard error), the EPL is undefined: the errors
-    cannot pin the maximum down, typically because ``n`` is small relative to the errors' spread.
-    It is also undefined for fewer than two errors, all errors equal, a window of one bin, or a
-    side with fewer than two occupied bins.
+    a penalized Poisson regression: a straight line unless the data reject it, a quadratic unless
+    they reject that, a smoothing spline chosen by marginal likelihood otherwise (see
+    ``docs/epl.md``). The fitted log ratios ``L̂(x)`` of the pairs in ``W`` form the curve; the
+    estimate is ``θ̂ = max |L̂(x)|``.
 
     **Interval.** ``[max(|L̂| − c_sup s), max(|L̂| + c s)]``, ``c = Φ⁻¹(level)``, ``c_sup`` the
     ``level`` quantile of the largest standardized deviation over ``n_boot`` draws of the fits
     (a parametric bootstrap). It covers with probability ≥ ``2·level − 1`` in every
     configuration and about ``level`` both when the ratios tie (the geometric) and when one
     dominates; the estimate always lies inside it.
+
+    **A bound instead of a number.** ``epl`` is ``inf`` and ``ci_low`` a one-sided lower bound
+    (``EPL ≥ ci_low`` at ``level``; :attr:`EPLResult.kind` is ``'bound'``) when the errors
+    cannot pin the maximum down:
+
+    * *too concentrated*: fewer than 10 errors lie beyond the centre on a side (an accurate
+      mechanism, or a level held invariant: every error 0). That side's log ratio next to the
+      centre is bounded by the exact (Clopper–Pearson) binomial bound on its neighbour's share;
+    * *too few errors for their spread*: a contender for the maximum (a pair with
+      ``|L̂(x)| + Φ⁻¹(level)·s(x) ≥ θ̂``) has a standard error above ``precision · θ̂``. The
+      bound is the interval's lower end; the withheld estimate is in ``parameters['estimate']``
+      and the reason says which ``precision`` would report it.
+
+    It is undefined (``ci_low`` nan) only when nothing positive can be said: fewer than two
+    errors, or too few for any bound.
 
     Parameters
     ----------
@@ -241,12 +252,13 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
     reach : float
         Percentile, in (50, 100], of the window's edges.
     precision : float
-        Largest standard error, relative to the estimate, of a contender for the maximum.
+        Largest standard error, relative to the estimate, of a contender for the maximum, in
+        (0, 1).
     n_boot : int
-        Draws of the fits that calibrate the interval (0 for no interval; the estimate and its
-        definedness do not depend on them).
+        Draws of the fits that calibrate the interval (0 for no interval; the estimate does not
+        depend on them, and a bound then uses a Bonferroni critical value instead).
     level : float
-        Confidence level of the interval, in [0.5, 1).
+        Confidence level of the interval and of a bound, in [0.5, 1).
     rng : None, int, numpy.random.Generator or hierarchy.randomness.Randomness
         Randomness for the draws (``None``: unpredictable).
 
@@ -256,9 +268,9 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
         The curve holds the window's pairs ``x`` (left bin, in error units) and ``L̂(x)``;
         ``parameters`` records ``bandwidth``, ``reach``, ``precision``, ``n_boot``, ``level``,
         the ``window`` (error units), the ``centre``, ``argmax``, ``max_se`` (the largest standard
-        error of a contender) and ``log10_lambda`` (each side's smoothing, relative to its data;
-        ``inf`` for a quadratic fit). An undefined result also records the ``estimate`` it
-        withheld.
+        error of a contender), ``shape`` (each side's fit: ``straight``, ``quadratic``,
+        ``spline`` or ``concentrated``) and ``log10_lambda`` (each side's smoothing, relative to
+        its data; ``inf`` for a polynomial).
 
     Raises
     ------
@@ -270,12 +282,16 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
     >>> from hierarchy.mechanisms import sample_two_sided_geometric
     >>> z = 0.5
     >>> r = improved_epl(sample_two_sided_geometric(z, 100_000, 1), rng=0)
-    >>> r.n, bool(r.ci_low <= r.epl <= r.ci_high), bool(abs(r.epl - z) < 0.05)
-    (100000, True, True)
-    >>> print(improved_epl(sample_two_sided_geometric(0.01, 300, 2)).reason)
-    the log ratio at x = ... could be the largest but has standard error ..., more than precision = 0.1 × the estimate ...: too few errors (300) for their spread ...
-    >>> improved_epl(np.zeros(50)).reason
-    'all 50 errors equal 0: the error distribution is a point mass (e.g. a level held invariant), so its log ratio is undefined'
+    >>> r.n, r.kind, bool(r.ci_low <= r.epl <= r.ci_high), bool(abs(r.epl - z) < 0.05)
+    (100000, 'estimate', True, True)
+    >>> r.parameters["shape"]
+    ['straight', 'straight']
+    >>> print(improved_epl(np.zeros(1000), rng=0))
+    EPL ≥ 5.6 (all 1,000 errors equal 0: too concentrated to resolve the log ratio next to it; ...)
+    >>> from hierarchy.mechanisms import sample_discrete_gaussian
+    >>> few = improved_epl(sample_discrete_gaussian(400, 60, 0), rng=1)   # sigma = 20
+    >>> few.kind, few.reason
+    ('bound', 'too few errors (60) for their spread ... pass precision=0.41 to report it ...')
     """
     e = _as_errors(errors)
     n = int(e.size)
@@ -285,9 +301,10 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
     parameters: dict[str, Any] = {
         "bandwidth": None if bandwidth is None else _positive(bandwidth, "bandwidth"),
         "reach": reach, "precision": precision, "n_boot": n_boot, "level": level}
-    reason = _degenerate(e)
-    if reason:
-        return _undefined("improved", n, parameters, reason)
+    if n < 2:
+        return _undefined("improved", n, parameters,
+                          f"{n} error(s): too few units to estimate a loss (a density needs at "
+                          f"least two errors)")
     if parameters["bandwidth"] is None:
         distinct, _ = _compress(e, _is_integer(e))
         parameters["bandwidth"] = _lattice_spacing(np.unique(distinct))
@@ -295,51 +312,148 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
     binned = Binned(_bins(e, w, "errors", "bandwidth"))
     low, high = binned.window(reach)
     centre = binned.median()
+    if high - low < 1:            # the central errors are one value: compare it with its
+        # neighbours
+        low, high = min(low, centre - 1), max(high, centre + 1)
     parameters["window"] = [low * w, high * w]
     parameters["centre"] = centre * w
-    if high - low < 1:
-        return _undefined("improved", n, parameters,
-                          f"the window [{low * w:g}, {high * w:g}] (the {100 - reach:g}th to "
-                          f"{reach:g}th percentiles) holds one bin: no pair of neighbouring "
-                          f"values to compare; pass a larger reach or a smaller bandwidth")
-    xs, values, blocks, lambdas = [], [], [], []
-    for sign, span in ((-1, centre - low), (1, high - centre)):
-        if span <= 0:
-            continue
-        counts, _ = binned.side(centre, sign, span)
-        fit = fit_side(counts)
-        if fit is None:
-            side = "left" if sign < 0 else "right"
-            return _undefined("improved", n, parameters,
-                              f"fewer than two distinct error values on the {side} of the centre "
-                              f"{centre * w:g}: no log ratio can be fitted there; pass more errors "
-                              f"or a smaller bandwidth")
-        x, v, block = _side_log_ratios(fit, sign, centre, span, sum(a.size for a in values), w)
+    sides = [_Side.fitted(binned, centre, sign, span)
+             for sign, span in ((-1, centre - low), (1, high - centre)) if span > 0]
+    parameters["shape"] = [side.shape for side in sides]
+    parameters["log10_lambda"] = [side.fit.log_lambda if side.fit else None for side in sides]
+    fitted = [side for side in sides if side.fit is not None]
+    xs, values, blocks = [], [], []
+    for side in fitted:
+        x, v, block = _side_log_ratios(side.fit, side.sign, centre, side.span,
+                                       sum(a.size for a in values), w)
         xs.append(x)
         values.append(v)
         blocks.append(block)
-        lambdas.append(fit.log_lambda)
-    parameters["log10_lambda"] = lambdas
-    curve = Functionals(values=np.concatenate(values), blocks=tuple(blocks))
+    curve = Functionals(values=np.concatenate(values) if values else np.zeros(0),
+                        blocks=tuple(blocks))
+    x = (np.concatenate(xs) if xs else np.zeros(0)).astype(float)
+    concentrated = [side for side in sides if side.fit is None]
+    if concentrated:
+        return _concentrated(e, binned, sides, curve, parameters, w, level=level, n_boot=n_boot,
+                             rng=rng)
     best = _maximum(curve, level=level, n_boot=n_boot, rng=rng,
                     what=f"the bootstrap (n_boot = {n_boot} replicates, each a resample of the "
                          f"fitted log-ratio curve at {curve.values.size} pairs from "
                          f"{curve.draw_size} coefficients)",
                     fix="lower n_boot (--n-boot; 1,000 draws give a stable 95% interval), or "
                         "pass n_boot = 0 (--n-boot 0) for no interval")
-    x = np.concatenate(xs).astype(float)
     parameters["argmax"] = float(x[best.argmax] * w)
     parameters["max_se"] = best.max_se
     if not best.max_se <= precision * best.estimate:
         parameters["estimate"] = best.estimate
-        at = x[best.worst] * w
-        return _undefined(
-            "improved", n, parameters,
-            f"the log ratio at x = {at:g} could be the largest but has standard error "
-            f"{best.max_se:.3g}, more than precision = {precision:g} × the estimate "
-            f"{best.estimate:.3g}: too few errors ({n}) for their spread (window [{low * w:g}, "
-            f"{high * w:g}]); pass more errors, a smaller reach, or a larger precision")
+        relative = best.max_se / best.estimate if best.estimate > 0 else math.inf
+        bound = best.ci_low if n_boot else _bonferroni_low(curve, level)
+        advice = (f"pass precision={math.ceil(relative * 100) / 100:g} to report it with its "
+                  f"interval, or more errors" if relative < 0.99 else "pass more errors")
+        return _bounded(
+            "improved", n, parameters, bound,
+            f"too few errors ({n:,}) for their spread (window [{low * w:g}, {high * w:g}]): the "
+            f"log ratio at x = {x[best.worst] * w:g} could be the largest but has standard error "
+            f"{best.max_se:.3g}, {relative:.2f} of the estimate {best.estimate:.3g} (more than "
+            f"precision = {precision:g}); {advice}")
     order = np.argsort(x, kind="stable")
     return EPLResult(epl=best.estimate, ci_low=best.ci_low, ci_high=best.ci_high, n=n,
                      method="improved", parameters=parameters, x=x[order] * w,
                      epl_x=curve.values[order])
+
+
+#: A side with fewer errors beyond the centre is too concentrated to fit: the log ratio next to
+#: the centre rests on its neighbour's count, which needs about 10 to be known within 1/√10.
+MIN_BEYOND_CENTRE = 10
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of the centre: its bins' counts, its span in the window and its fit (None when
+    it is too concentrated to fit)."""
+
+    sign: int
+    span: int
+    counts: np.ndarray
+    fit: SideFit | None
+
+    @classmethod
+    def fitted(cls, binned: Binned, centre: int, sign: int, span: int) -> "_Side":
+        counts, _ = binned.side(centre, sign, span)
+        beyond = _beyond(binned, centre, sign)
+        fit = fit_side(counts) if beyond >= MIN_BEYOND_CENTRE else None
+        return cls(sign=sign, span=span, counts=counts, fit=fit)
+
+    @property
+    def shape(self) -> str:
+        if self.fit is None:
+            return "concentrated"
+        if self.fit.log_lambda != math.inf:
+            return "spline"
+        return "straight" if self.fit.order == 2 else "quadratic"
+
+
+def _beyond(binned: Binned, centre: int, sign: int) -> int:
+    """How many errors lie beyond the centre bin on one side."""
+    chosen = binned.values > centre if sign > 0 else binned.values < centre
+    return int(binned.counts[chosen].sum())
+
+
+def _pair_bound(at_centre: float, neighbour: float, level: float) -> float:
+    """Exact one-sided lower bound on ``log p(m) / p(m ± 1)`` at ``level``: given the two bins'
+    counts, the neighbour's count is binomial with share ``π = p(m±1) / (p(m) + p(m±1))``, whose
+    Clopper–Pearson upper limit ``π_u`` gives ``log((1 − π_u) / π_u)``."""
+    upper = float(beta.ppf(level, neighbour + 1, at_centre)) if at_centre > 0 else 1.0
+    return math.log((1 - upper) / upper) if 0 < upper < 1 else -math.inf
+
+
+def _bonferroni_low(curve: Functionals, level: float) -> float:
+    """``max (|v| − c s)`` with Bonferroni's ``c`` for the distinct functionals (a straight side's
+    log ratios are one number): a lower bound on the largest ``|v|`` at ``level`` without
+    draws."""
+    if not curve.values.size:
+        return -math.inf
+    distinct = np.unique(np.round(np.c_[np.abs(curve.values), curve.se], 12), axis=0)
+    c = float(ndtri(1 - (1 - level) / len(distinct)))
+    return float(np.max(distinct[:, 0] - c * distinct[:, 1]))
+
+
+def _concentrated(e: np.ndarray, binned: Binned, sides: list, curve: Functionals,
+                  parameters: dict, w: float, *, level: float, n_boot: int, rng: Any):
+    """The bound when a side is too concentrated to fit: the largest of each side's bound, each
+    at ``1 − (1 − level)/k`` for ``k`` sides (Bonferroni: the largest is chosen after seeing
+    them); a concentrated side bounds its log ratio next to the centre exactly, the fitted sides
+    by their curve's lower end."""
+    n = int(e.size)
+    each = 1 - (1 - level) / len(sides)
+    bounds = []
+    for side in sides:
+        if side.fit is None:
+            bounds.append(_pair_bound(side.counts[0], side.counts[1], each))
+    if curve.values.size:
+        if n_boot:
+            generator = as_randomness(rng).generator
+            bounds.append(max_with_interval(curve, level=each, n_boot=n_boot,
+                                            generator=generator).ci_low)
+        else:
+            bounds.append(_bonferroni_low(curve, each))
+    centre = parameters["centre"]
+    below, above = (_beyond(binned, int(round(centre / w)), sign) for sign in (-1, 1))
+    at_centre = n - below - above
+    if binned.values.size == 1:
+        what = (f"all {n:,} errors equal {centre:g}: too concentrated to resolve the log ratio "
+                f"next to it; only more errors would pin it down (at a level held invariant "
+                f"every error is 0 and the loss is unbounded)")
+    elif n <= 2 * MIN_BEYOND_CENTRE:
+        what = (f"too few errors ({n:,}): each side of the centre {centre:g} needs "
+                f"{MIN_BEYOND_CENTRE} to fit, and {below:,} lie below it and {above:,} above")
+    elif 2 * at_centre >= n:
+        what = (f"{at_centre:,} of the {n:,} errors equal the centre {centre:g}, {below:,} lie "
+                f"below it and {above:,} above (fewer than {MIN_BEYOND_CENTRE} on a side): too "
+                f"concentrated to resolve the log ratio next to the centre; only more errors "
+                f"would pin it down")
+    else:
+        what = (f"too few errors ({n:,}) to fit both sides of the centre {centre:g}: {below:,} "
+                f"lie below it and {above:,} above, fewer than {MIN_BEYOND_CENTRE} on a side; "
+                f"only more errors would pin the loss down")
+    return _bounded("improved", n, parameters, max(bounds), what)

@@ -21,7 +21,9 @@ _BYTES_PER_POINT = 64.0    # edges, midpoints, densities, ratios and temporaries
 
 def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 1.0,
                   bandwidth: float = 0.1, fast: bool | None = None) -> EPLResult:
-    """The published residual EPL estimator of Flaxman (2019), reproduced exactly (SPEC §7).
+    """The published residual EPL estimator of Flaxman (2019), reproduced exactly.
+
+    ``docs/epl.md``, "The published estimator, reproduced", states the recipe.
 
     With ``N`` errors ``e``: ``lo, hi`` = the ``(100 − P)``-th and ``P``-th percentiles of ``e``;
     ``b = m · max(|lo|, |hi|)``; ``edges = numpy.arange(−b, b, 1)``; ``x`` = midpoints of
@@ -67,7 +69,7 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
     >>> bool(abs(published_epl(errors, fast=True).epl - r.epl) < 1e-9)
     True
     >>> published_epl([3, 3, 3]).reason
-    'all 3 errors equal 3: the error distribution is a point mass (e.g. a level held invariant), so its log ratio is undefined'
+    'all 3 errors equal 3: the error distribution is a point mass, whose log ratio ...'
     """
     e = _as_errors(errors)
     percentile = _positive(percentile, "percentile")
