@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -81,10 +82,10 @@ def test_evaluate_json_values_match_an_independent_computation(cli_json, demo):
             got = result[level][name]
             for key in ("mae", "mean_abs", "rmse", "n"):
                 assert got[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-12)
-    # the state totals are invariant: no error, EPL undefined (null) with the reason
+    # the state totals are invariant: no error, an unbounded EPL (null) with the reason
     state = result["state"]["total"]
     assert state["mae"] == 0 and state["rmse"] == 0 and state["epl"] is None
-    assert "point mass" in state["epl_reason"]
+    assert state["epl_kind"] == "unbounded" and "held invariant" in state["epl_reason"]
     # the ED va_hisp_race EPL equals the improved estimator on the same errors and seed
     ed = result["enum_dist"]["va_hisp_race"]
     hist = histograms_from_table(pq.read_table(demo / "run" / "enum_dist.parquet"),
@@ -206,26 +207,32 @@ def test_text_collapses_the_reasons_and_offers_the_estimators_options(demo, caps
                  "0", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     rows = [ln for ln in out.splitlines() if ln.split()[:1] and ln.split()[0] in LEVELS]
-    undefined = [ln for ln in rows if "undefined [" in ln]
-    notes = [ln for ln in out.splitlines() if ln.startswith("[") and "EPL undefined in" in ln]
-    assert len(rows) == len(LEVELS) * 4 and undefined
-    # one note per kind, numbered in order, whose counts add up to the undefined rows
+    marked = [ln for ln in rows if re.search(r"(undefined|unbounded|≥ [0-9.]+) \[\d+\]$", ln)]
+    notes = [ln for ln in out.splitlines() if re.match(r"\[\d+\] EPL ", ln)]
+    assert len(rows) == len(LEVELS) * 4 and marked
+    # one note per kind, numbered in order, whose counts add up to the marked rows
     assert [int(n[1:n.index("]")]) for n in notes] == list(range(1, len(notes) + 1))
-    counts = [int(n.split("EPL undefined in ")[1].split()[0]) for n in notes]
-    assert sum(counts) == len(undefined)
+    counts = [int(re.search(r" in (\d+) rows?", n).group(1)) for n in notes]
+    assert sum(counts) == len(marked)
     for k, count in enumerate(counts, start=1):
-        assert sum(f"undefined [{k}]" in ln for ln in undefined) == count
+        assert sum(ln.endswith(f"[{k}]") for ln in marked) == count
     assert len(set(n.split(": ", 1)[1] for n in notes)) == len(notes)
-    invariant = [n for n in notes if "every error is 0" in n]
-    assert invariant and "rows of total:" in invariant[0]
+    # the invariant state totals say so; the row shows 'unbounded', not a bare 'undefined'
+    invariant = [n for n in notes if "held invariant: the spec publishes tot" in n]
+    assert invariant and "EPL unbounded in" in invariant[0]
+    assert any(ln.split()[:2] == ["state", "total"] and "unbounded [" in ln for ln in rows)
     assert "--reach" in out and "--precision" in out
-    # the options the notes advise are there, and change the estimate's definedness
+    # where a note gives a bound for too few errors, the precision it advises gives a number
     table = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
-                     queries=["detailed"], rng=0, epl_options={"n_boot": 0})
-    wider = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
-                     queries=["detailed"], rng=0, epl_options={"n_boot": 0, "reach": 99.9,
-                                                               "precision": 0.9})
-    assert np.isfinite(wider["epl"]).sum() > np.isfinite(table["epl"]).sum()
+                     queries=["va_hisp_race"], rng=0, epl_options={"n_boot": 0})
+    bounds = table[table["epl_reason"].fillna("").str.contains("pass precision=")]
+    assert len(bounds) and (bounds["epl_kind"] == "bound").all()
+    for _, row in bounds.iterrows():
+        advised = float(re.search(r"pass precision=([0-9.]+)", row["epl_reason"]).group(1))
+        again = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
+                         queries=["va_hisp_race"], levels=[row["level"]], rng=0,
+                         epl_options={"n_boot": 0, "precision": advised})
+        assert again["epl_kind"].iloc[0] == "estimate" and np.isfinite(again["epl"].iloc[0])
     assert main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--epl-method",
                  "published", "--reach", "90"]) == 1
     assert "--reach applies to --epl-method improved only" in capsys.readouterr().err

@@ -73,17 +73,15 @@ def _text(table) -> str:
 
     import pandas as pd
 
+    from postproc.evaluation.epl import epl_text
     from postproc.evaluation.evaluate import epl_notes
 
     marks, notes = epl_notes(table)
     mark = dict(zip(table.index, marks))
 
     def epl(row) -> str:
-        if not math.isfinite(row["epl"]):
-            return f"undefined [{mark[row.name]}]"
-        interval = (f" [{row['epl_ci_low']:.3g}, {row['epl_ci_high']:.3g}]"
-                    if math.isfinite(row["epl_ci_low"]) else "")
-        return f"{row['epl']:.3g}{interval}"
+        text = epl_text(row["epl"], row["epl_ci_low"], row["epl_ci_high"])
+        return text if math.isfinite(row["epl"]) else f"{text} [{mark[row.name]}]"
 
     show = pd.DataFrame({
         **({"method": table["method"]} if "method" in table else {}),

@@ -57,6 +57,7 @@ import pandas as pd
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from postproc.errors import PostprocError
+from postproc.evaluation.epl import epl_text
 from postproc.evaluation.evaluate import default_queries, evaluate
 from postproc.reports.numbers import format_number
 
@@ -68,7 +69,7 @@ __all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot
 
 #: The columns of :func:`compare_methods`' table.
 COLUMNS = ("method", "constrained", "level", "query", "n", "mae", "mean_abs", "rmse", "epl",
-           "epl_low", "epl_high", "epl_note")
+           "epl_low", "epl_high", "epl_kind", "epl_note")
 #: The files :func:`write_comparison` writes (and ``postproc compare`` replaces).
 FILES = ("compare.csv", "compare.json", "compare_mae.png", "compare_epl.png", "compare.html")
 _MADE_BY = "postproc compare"
@@ -158,8 +159,10 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
     -------
     pandas.DataFrame
         Columns :data:`COLUMNS`, one row per method, level and query: ``mae`` is the median
-        absolute error, ``epl_low``/``epl_high`` the 95 % interval and ``epl_note`` why an EPL
-        is undefined (``epl`` is then ``inf``); the numbers are :func:`~postproc.evaluation.evaluate.evaluate`'s.
+        absolute error, ``epl_low``/``epl_high`` the 95 % interval, ``epl_kind`` ``estimate``,
+        ``bound`` (``epl`` is ``inf`` and ``epl_low`` a one-sided lower bound), ``unbounded``
+        (held invariant) or ``undefined``, and ``epl_note`` why an EPL is not estimated; the
+        numbers are :func:`~postproc.evaluation.evaluate.evaluate`'s.
 
     Raises
     ------
@@ -211,14 +214,14 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
             except PostprocError as exc:
                 raise PostprocError(f"compare: {exc}") from None
             table = evaluate(result, truth, queries=queries, epl_method=epl_method,
-                             epl_options=epl_options,
+                             epl_options=epl_options, spec=method_spec_,
                              rng=rnd.child(_EPL_STREAM, zlib.crc32(name.encode())))
             frames.append(pd.DataFrame({
                 "method": name, "constrained": _constrained(method_spec_),
                 "level": table["level"], "query": table["query"], "n": table["n"],
                 "mae": table["mae"], "mean_abs": table["mean_abs"], "rmse": table["rmse"],
                 "epl": table["epl"], "epl_low": table["epl_ci_low"],
-                "epl_high": table["epl_ci_high"],
+                "epl_high": table["epl_ci_high"], "epl_kind": table["epl_kind"],
                 "epl_note": table["epl_reason"].fillna("").astype(str)}))
             bar.update(1)
     finally:
@@ -237,11 +240,7 @@ def _progress(methods: Sequence[str], progress: bool):
 # Text, table files, figure, page
 # --------------------------------------------------------------------------------------------------
 def _epl_text(row: Mapping[str, Any]) -> str:
-    if not math.isfinite(row["epl"]):
-        return "undefined"
-    interval = (f" [{format_number(row['epl_low'])}, {format_number(row['epl_high'])}]"
-                if math.isfinite(row["epl_low"]) and math.isfinite(row["epl_high"]) else "")
-    return f"{format_number(row['epl'])}{interval}"
+    return epl_text(row["epl"], row["epl_low"], row["epl_high"], format_number)
 
 
 def _pivot_rows(table: pd.DataFrame, column: str) -> list[list[str]]:
@@ -501,7 +500,8 @@ def render_html(table: pd.DataFrame, *, figures: Sequence[str | Path] = (),
          "figures": [pictures.pop(n) for n in ("compare_epl.png",) if n in pictures]},
         {"id": "numbers", "title": "All numbers",
          "text": ["mae = median absolute error; mean_abs = mean absolute error; epl_low, "
-                  "epl_high = 95% interval; epl_note = why an EPL is undefined."],
+                  "epl_high = 95% interval (for epl_kind = bound, epl_low is a one-sided lower "
+                  "bound: EPL >= epl_low); epl_note = why an EPL is not estimated."],
          "tables": [page_table(table, max_rows=max_rows, link=csv)],
          "figures": list(pictures.values())}]
     return render("compare.html.j2", title=title, banners=list(banners),

@@ -43,8 +43,8 @@ nation va_hisp_race   24
 county        total   49
 county va_hisp_race 1176
 >>> sorted(to_json(table)["county"]["total"])
-['epl', 'epl_ci_high', 'epl_ci_low', 'epl_method', 'epl_reason', 'exact_median', 'exact_p95',
- 'mae', 'max_abs', 'mean_abs', 'mse', 'n', 'p95_abs', 'rmse']
+['epl', 'epl_ci_high', 'epl_ci_low', 'epl_kind', 'epl_method', 'epl_reason', 'exact_median',
+ 'exact_p95', 'mae', 'max_abs', 'mean_abs', 'mse', 'n', 'p95_abs', 'rmse']
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
 from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
 from postproc.result import Result, resolve_query
-from postproc.evaluation.epl import estimate_epl
+from postproc.evaluation.epl import epl_kind, estimate_epl, unbounded
 from postproc.errors import PostprocError
 from postproc.evaluation.metrics import METRICS, error_metrics
 from postproc.evaluation.tables import default_queries
@@ -76,7 +76,8 @@ __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "load_run", "load_truth", "evaluate_run"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
-EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_method", "epl_reason")
+EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_kind", "epl_method",
+                      "epl_reason")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,10 +141,26 @@ def _epl_options(method: str, options: Mapping[str, Any] | None, rng: Any) -> di
     return out
 
 
-def _epl_row(errors: np.ndarray, method: str, options: dict[str, Any]) -> dict[str, Any]:
-    result = estimate_epl(errors, method=method, **options)
+def _epl_row(errors: np.ndarray, method: str, options: dict[str, Any],
+             held: Sequence[str] = ()) -> dict[str, Any]:
+    """The EPL columns of one row; ``held`` names the invariants the spec publishes at the
+    row's level: when every error there is 0, the counts are exact and the loss unbounded."""
+    if held and errors.size and not np.any(errors):
+        result = unbounded(method, int(errors.size),
+                           f"held invariant: the spec publishes {', '.join(held)} exactly at "
+                           f"this level and every error is 0, so the loss is unbounded")
+    else:
+        result = estimate_epl(errors, method=method, **options)
     return {"epl": result.epl, "epl_ci_low": result.ci_low, "epl_ci_high": result.ci_high,
-            "epl_method": method, "epl_reason": result.reason}
+            "epl_kind": result.kind, "epl_method": method, "epl_reason": result.reason}
+
+
+def _held_invariants(spec: Any, level: str, levels: Sequence[str]) -> tuple[str, ...]:
+    """The invariants ``spec`` publishes at ``level`` (none without a spec)."""
+    if spec is None:
+        return ()
+    return tuple(dict.fromkeys(inv.name for inv in spec.invariants
+                               if level in spec.levels_of(inv, levels)))
 
 
 def _levels_and_names(result: Any, truth: Any) -> tuple[list[Any], list[str]]:
@@ -157,7 +174,7 @@ def _levels_and_names(result: Any, truth: Any) -> tuple[list[Any], list[str]]:
 def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
              queries: Sequence[str] | None = None, levels: Sequence[str] | None = None,
              epl_method: str = "improved", epl_options: Mapping[str, Any] | None = None,
-             rng: Any = None) -> pd.DataFrame:
+             rng: Any = None, spec: Any = None) -> pd.DataFrame:
     """Error metrics and EPL of ``result`` against ``truth`` for every level and query.
 
     Parameters
@@ -176,12 +193,19 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
         Keyword options of the estimator (e.g. ``{"n_boot": 0}``).
     rng : None, int, numpy.random.Generator or Randomness
         Bootstrap randomness of the improved estimator.
+    spec : Spec, optional
+        The spec the result keeps: at a level where it publishes an invariant, a query whose
+        every error is 0 is reported as held invariant (an unbounded loss) rather than
+        estimated from a point mass.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``level, query`` then :data:`EVALUATION_COLUMNS`; ``epl`` is ``inf`` with an
-        ``epl_reason`` where it is undefined.
+        Columns ``level, query`` then :data:`EVALUATION_COLUMNS`. ``epl`` is the estimate with
+        its interval ``epl_ci_low``, ``epl_ci_high``; where the errors cannot pin it down it is
+        ``inf``, with ``epl_reason`` saying why, and ``epl_ci_low`` a one-sided lower bound when
+        one exists (``nan`` otherwise; ``inf`` for a query held invariant) — see
+        :class:`~postproc.evaluation.epl.EPLResult`.
 
     Raises
     ------
@@ -192,12 +216,16 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
     --------
     >>> truth = TreeCounts.from_leaves(np.arange(100) % 7, 10)
     >>> table = evaluate(truth, truth, rng=0)          # no error at all
-    >>> print(table[["level", "query", "mae", "epl"]].iloc[:2].to_string(index=False))
-      level query  mae  epl
-    level 0 total  0.0  inf
-    level 1 total  0.0  inf
-    >>> table["epl_reason"].iloc[1]
-    'all 10 errors equal 0: the error distribution is a point mass (e.g. a level held ...'
+    >>> columns = ["level", "query", "mae", "epl", "epl_ci_low"]
+    >>> print(table[columns].iloc[:3].to_string(index=False))
+      level query  mae  epl  epl_ci_low
+    level 0 total  0.0  inf         NaN
+    level 1 total  0.0  inf    0.807155
+    level 2 total  0.0  inf    3.281346
+    >>> table["epl_kind"].tolist()[:3]         # one error tells nothing; more bound the loss
+    ['undefined', 'bound', 'bound']
+    >>> table["epl_reason"].iloc[2]
+    'all 100 errors equal 0: too concentrated to resolve the log ratio next to it; ...'
     """
     if isinstance(result, (str, Path)):
         result = load_run(result, geography=getattr(truth, "geography", None)).estimate
@@ -221,13 +249,14 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
         queries = [resolve_query(q, truth.schema, workload) for q in queries]
     rows = []
     for key, name in picked:
+        held = _held_invariants(spec, name, level_names)
         for query in queries:
             dp = np.asarray(result_answers(result, key, query), dtype=np.float64)
             exact = np.asarray(result_answers(truth, key, query), dtype=np.float64)
             metrics = error_metrics(dp, exact)
             errors = (dp - exact).ravel()
             rows.append({"level": name, "query": query if isinstance(query, str) else query.name,
-                         **metrics, **_epl_row(errors, epl_method, options)})
+                         **metrics, **_epl_row(errors, epl_method, options, held)})
     return pd.DataFrame(rows, columns=["level", "query", *EVALUATION_COLUMNS])
 
 
@@ -410,7 +439,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
             results["bottom_up+calibrated"] = calibrate_to_totals(
                 results["bottom_up"], deepest, noisy.invariant(deepest, "tot"))
     options.setdefault("rng", rnd.child(1))
-    return compare(results, truth, **options)
+    return compare(results, truth, spec=spec, **options)
 
 
 def to_json(table: pd.DataFrame) -> dict[str, Any]:
@@ -455,11 +484,11 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
 
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
-_POINT_MASS = re.compile(r"^all \d+ errors equal (\S+?):")
+_POINT_MASS = re.compile(r"^all [\d,]+ errors equal (\S+?):")
 
 
 def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
-    """The reasons EPLs are undefined, collapsed into one note per kind with a count.
+    """The reasons EPLs are not estimated, collapsed into one note per kind with a count.
 
     Reasons that differ only in their numbers (``all 49 errors equal 0 …``, ``all 1176 errors
     equal 0 …``) are one kind. A kind where every error is the same number is said in a few
@@ -473,9 +502,10 @@ def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
     Returns
     -------
     notes : list of int or None
-        Per row, the number of its note (from 1), or None for a defined EPL.
+        Per row, the number of its note (from 1), or None for an estimated EPL.
     lines : list of str
-        One line per note, ``[k] EPL undefined in N rows: …``.
+        One line per note, ``[k] EPL undefined in N rows: …`` (``a lower bound``,
+        ``unbounded`` for those kinds, from the lower end ``epl_ci_low`` or ``epl_low``).
 
     Examples
     --------
@@ -498,11 +528,17 @@ def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
         kinds.setdefault(key, []).append(i)
         marks.append(list(kinds).index(key) + 1)
     lines = []
+    low = next((c for c in ("epl_ci_low", "epl_low") if c in table), None)
+    epls = table["epl"] if "epl" in table else [float("inf")] * len(table)
+    kind_of = [epl_kind(e, table[low].iloc[i] if low else float("nan"))
+               for i, e in enumerate(epls)]
     for k, rows in enumerate(kinds.values(), start=1):
         first = reasons[rows[0]]
-        head = f"[{k}] EPL undefined in {len(rows)} row{'s' if len(rows) > 1 else ''}"
+        what = {"bound": "a lower bound", "unbounded": "unbounded"}.get(kind_of[rows[0]],
+                                                                        "undefined")
+        head = f"[{k}] EPL {what} in {len(rows)} row{'s' if len(rows) > 1 else ''}"
         values = {m.group(1) for m in (_POINT_MASS.match(reasons[r]) for r in rows) if m}
-        if len(values) == 1 and _POINT_MASS.match(first):
+        if len(values) == 1 and _POINT_MASS.match(first) and kind_of[rows[0]] == "undefined":
             queries = ", ".join(dict.fromkeys(str(table["query"].iloc[r]) for r in rows))
             what = ("exact answers, as for a statistic held invariant" if values == {"0"} else
                     "the error distribution is a point mass")
@@ -835,6 +871,7 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
         warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
                       "directory), so the truth given cannot be checked to be the data the run "
                       "measured", stacklevel=2)
+    options.setdefault("spec", getattr(run.config, "spec", None))
     if not compare_all:
         return evaluate(run.estimate, truth, rng=rng, **options)
     if run.noisy is None:

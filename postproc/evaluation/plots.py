@@ -38,6 +38,7 @@ import pandas as pd
 
 from hierarchy.frames import resolve_query
 from postproc.errors import PostprocError
+from postproc.evaluation.epl.result import epl_kind
 
 __all__ = ["plot_errors_by_level", "plot_comparison", "plot_epl", "plot_error_spread",
            "save_by_query"]
@@ -231,9 +232,11 @@ def _by_method(part: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
              legend: bool = True) -> Any:
     """EPL by level with its 95 % interval, one marker per method beside the others at every
-    level: filled for the methods that keep the invariants, open for the unconstrained ones;
-    an undefined EPL is an ``×`` on the level axis. EPLs spanning more than a factor 20 get a
-    log axis (points and interval bars only: no bars or lines to break on it).
+    level: filled for the methods that keep the invariants, open for the unconstrained ones.
+    A one-sided lower bound (``EPL ≥ b``: the errors cannot pin the loss down) is a triangle
+    at ``b`` with an arrow up; an unbounded EPL (held invariant) an ``∞`` at the top; an
+    undefined one an ``×`` on the level axis. EPLs spanning more than a factor 20 get a log
+    axis (points and interval bars only: no bars or lines to break on it).
 
     Parameters
     ----------
@@ -266,6 +269,12 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
     >>> ax = plot_epl(table, ax=Figure().subplots())
     >>> ax.get_title(), [t.get_text() for t in ax.get_xticklabels()]
     ('EPL of total by level', ['nation', 'state'])
+    >>> bounds = table.assign(epl=[inf, inf], epl_ci_low=[inf, 2.5], epl_ci_high=[inf, inf])
+    >>> ax = plot_epl(bounds, ax=Figure().subplots())
+    >>> [t.get_text() for t in ax.texts if t.get_text()], len(ax.texts)   # '∞', and an arrow
+    (['∞'], 2)
+    >>> [line.get_label() for line in ax.get_lines()][-1]
+    'lower bound (EPL ≥)'
     """
     low, high = (("epl_low", "epl_high") if "epl_low" in table.columns
                  else ("epl_ci_low", "epl_ci_high"))
@@ -276,14 +285,20 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
     for mi, (method, rows) in enumerate(groups):
         color = f"C{mi % 10}"
         rows = rows.set_index("level")
-        xs, ys, below, above, undefined = [], [], [], [], []
+        xs, ys, below, above, undefined, bound_x, bound_y, infinite = [], [], [], [], [], [], \
+            [], []
         for li, level in enumerate(levels):
             if level not in rows.index:
                 continue
             row = rows.loc[level]
             x = li - 0.4 + width * (mi + 0.5)
-            if not np.isfinite(row["epl"]):
-                undefined.append(x)
+            kind = epl_kind(row["epl"], row[low])
+            if kind != "estimate":
+                if kind == "bound":
+                    bound_x.append(x)
+                    bound_y.append(row[low])
+                else:
+                    (infinite if kind == "unbounded" else undefined).append(x)
                 continue
             xs.append(x)
             ys.append(row["epl"])
@@ -294,18 +309,29 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
                     color=color, capsize=3, markersize=6,
                     markerfacecolor=color if filled else "white",
                     label=_method_label(method, filled) if method else "EPL")
+        if bound_x:                            # EPL >= b: a triangle with an arrow up
+            ax.plot(bound_x, bound_y, "^", color=color, markersize=7,
+                    markerfacecolor=color if filled else "white", linestyle="none",
+                    label="lower bound (EPL ≥)" if mi == len(groups) - 1 else "_nolegend_")
+            for x, y in zip(bound_x, bound_y):
+                ax.annotate("", xy=(x, y), xytext=(0, 22), textcoords="offset points",
+                            arrowprops={"arrowstyle": "<-", "color": color, "lw": 1.2})
+        for x in infinite:                     # held invariant: unbounded, at the top
+            ax.text(x, 0.97, "∞", color=color, ha="center", va="top", fontsize=12,
+                    transform=ax.get_xaxis_transform())
         if undefined:                          # on the x axis, whatever the y scale
             ax.plot(undefined, [0] * len(undefined), "x", color=color, markersize=7,
                     clip_on=False, transform=ax.get_xaxis_transform())
     ax.set_xticks(range(len(levels)), levels)
     ax.set_xlim(-0.6, len(levels) - 0.4)
-    finite = part["epl"][np.isfinite(part["epl"]) & (part["epl"] > 0)]
+    drawn = np.where(np.isfinite(part["epl"]), part["epl"], part[low])
+    finite = drawn[np.isfinite(drawn) & (drawn > 0)]
     if len(finite) and finite.max() > 20 * finite.min():
         ax.set_yscale("log")                   # EPLs of different orders of magnitude
     else:
         ax.set_ylim(bottom=0)
-    if not np.isfinite(part["epl"]).any():
-        _say(ax, "EPL undefined at every level (×)")
+    if not len(finite):
+        _say(ax, "no EPL estimated at any level (× undefined, ∞ held invariant)")
     ax.set_xlabel("level")
     ax.set_ylabel("EPL (95% interval)")
     ax.set_title(f"EPL of {query} by level")
