@@ -418,14 +418,16 @@ def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) 
                              "level by level (deterministic)",
           integer=True, consistent=True, nonnegative=True, invariants=True)
 def _topdown(noisy, spec=None, *, rng=None, solver=None, executor="serial", workers=None,
-             batch_children=512, failsafe=True, failsafe_keep="auto", passes=None,
-             pass_tolerance=0.5, round_passes=None, progress=False, group_children=None):
+             batch_children=512, failsafe=True, failsafe_keep="auto", failsafe_slack=1.0,
+             passes=None, pass_tolerance=0.5, round_passes=None, progress=False,
+             group_children=None):
     from postproc.methods.topdown import topdown
     from postproc.methods.topdown.run import DEFAULT_QP_CHAIN
 
     return topdown(noisy, spec, solver=solver or DEFAULT_QP_CHAIN, executor=executor,
                    workers=workers, batch_children=batch_children, failsafe=failsafe,
-                   failsafe_keep=failsafe_keep, passes=passes, pass_tolerance=pass_tolerance,
+                   failsafe_keep=failsafe_keep, failsafe_slack=failsafe_slack, passes=passes,
+                   pass_tolerance=pass_tolerance,
                    round_passes=round_passes, progress=progress,
                    group_children=group_children)
 

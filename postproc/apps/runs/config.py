@@ -840,7 +840,7 @@ def method_options_problem(method: str, options: Mapping[str, Any]) -> str | Non
     >>> method_options_problem("sampling", {"sweeps": 10}) is None
     True
     >>> method_options_problem("topdown", {"workers": 2})
-    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
+    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'failsafe_slack', 'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
     """
     from postproc.methods import get
 
@@ -870,11 +870,13 @@ def _postprocess(section: Table, levels: Sequence[str]) -> tuple[str, dict[str, 
     if problem:
         raise section.fail("options", problem)
     if method == "topdown":
+        from postproc.methods.topdown.failsafe import check_failsafe_slack
         from postproc.methods.topdown.groups import check_group_children
         from postproc.methods.topdown.run import check_pass_tolerance
 
         checks = {"group_children": lambda value: check_group_children(value, levels),
-                  "pass_tolerance": check_pass_tolerance}
+                  "pass_tolerance": check_pass_tolerance,
+                  "failsafe_slack": check_failsafe_slack}
         for name in sorted(set(checks) & set(options)):
             section.located("options", lambda: checks[name](options[name]),
                             catch=(PostprocError,))

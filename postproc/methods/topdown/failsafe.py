@@ -8,7 +8,11 @@ and some of its query answers *exact*, so persons move between cells instead of 
     Σ_k x_k = x̂_p + s⁺ − s⁻   cell by cell, s⁺, s⁻ ≥ 0,
     Q Σ_k x_k = Q x̂_p          for every kept query Q (the total and the kept margins),
 
-minimizing ``Σ (s⁺ + s⁻)`` first, then the usual fit with that total slack as a bound.
+minimizing ``Σ (s⁺ + s⁻)`` first, then the usual fit with the total slack at most that minimum
+plus an allowance (``topdown(..., failsafe_slack=...)``, default 1.0, as the Census Bureau's 2018
+and 2020 code allows; :func:`check_failsafe_slack`). The rounding does the same in integers: its
+least total slack, then the cells' rounding cost within that least slack plus the allowance
+(:func:`rounding_allowance`).
 
 **What is kept** (``topdown(..., failsafe_keep=...)``). ``"auto"`` (the default) keeps the total
 and every workload query (but ``detailed``) whose answers sum over all the attributes the
@@ -45,9 +49,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from hierarchy.schema import Schema
     from postproc.methods.topdown.node import NodeTask
 
-__all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "total_kept", "constrained_attributes",
-           "resolve_failsafe_keep", "relaxation_stages", "relaxation_of", "stack_kept",
-           "dead_cells", "kept_violations", "check_parent_can_hold", "moved_cells"]
+__all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_kept",
+           "constrained_attributes", "resolve_failsafe_keep", "relaxation_stages",
+           "relaxation_of", "stack_kept", "dead_cells", "kept_violations",
+           "check_parent_can_hold", "moved_cells", "check_failsafe_slack",
+           "rounding_allowance"]
 
 #: ``failsafe_keep`` value: the total and every workload query summing over the constrained
 #: attributes.
@@ -57,6 +63,10 @@ AUTO = "auto"
 #: queries exact), ``total`` (only the total exact), ``cells`` (nothing kept: persons may be
 #: added or removed).
 RELAXATIONS = ("margins", "total", "cells")
+
+#: ``failsafe_slack`` by default: the total slack may exceed its least value by one person,
+#: as in the Census Bureau's 2018 and 2020 TopDown code (docs/topdown.md, "Failsafe").
+DEFAULT_FAILSAFE_SLACK = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -396,3 +406,50 @@ def moved_cells(parent: np.ndarray, children_sum: np.ndarray) -> dict[str, Any]:
     return {"gained": {int(j): int(diff[j]) for j in np.flatnonzero(diff > 0)},
             "lost": {int(j): int(-diff[j]) for j in np.flatnonzero(diff < 0)},
             "persons_added": int(diff.sum())}
+
+
+def check_failsafe_slack(value: Any) -> float:
+    """``failsafe_slack`` as a float, or a PostprocError saying why not: a finite number ≥ 0.
+
+    The failsafe first finds the least total slack ``S`` a relaxed node needs, then fits (and
+    rounds) with the total slack at most ``S + failsafe_slack`` (docs/topdown.md, "Failsafe").
+
+    Examples
+    --------
+    >>> check_failsafe_slack(1), check_failsafe_slack(0.0)
+    (1.0, 0.0)
+    >>> check_failsafe_slack(-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_slack must be a finite number ≥ 0 (how much ...
+    """
+    why = ("how much the failsafe's total slack may exceed its least value, in persons; "
+           "1.0 as the Census Bureau's code, 0 holds it at the least")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PostprocError(f"failsafe_slack must be a number ({why}), got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise PostprocError(f"failsafe_slack must be a finite number ≥ 0 ({why}), got {value!r}")
+    return float(value)
+
+
+def rounding_allowance(failsafe_slack: float, keep: Sequence[KeptQuery]) -> int:
+    """The extra integer slack the failsafe's rounding may use beyond its least total slack.
+
+    The rounding's cell slacks are integers, so a total of at most ``S + failsafe_slack``
+    is at most ``S + ⌊failsafe_slack⌋``. When the kept queries hold the children's total to the
+    parent's (the total, or a query whose answers partition the cells, is kept), persons only
+    move: the slacks sum to twice the persons moved, an even number, and the allowance is the
+    largest even number not above ``⌊failsafe_slack⌋`` (0 for the default 1.0: the rounding
+    keeps its least slack, as it would with the Census Bureau's rule).
+
+    Examples
+    --------
+    >>> rounding_allowance(1.0, ()), rounding_allowance(1.0, (total_kept(4),))
+    (1, 0)
+    >>> rounding_allowance(2.5, (total_kept(4),)), rounding_allowance(0.5, ())
+    (2, 0)
+    """
+    extra = int(np.floor(failsafe_slack + 1e-9))
+    if any(q.partitions_cells for q in keep):
+        extra -= extra % 2
+    return extra

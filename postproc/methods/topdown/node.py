@@ -29,10 +29,13 @@ the multipass fit makes, which the fit's last digits would otherwise decide).
 
 **Failsafe.** When the fit is infeasible, parent consistency is relaxed with slacks cell by cell
 while the parent's total and its kept query answers stay exact (:mod:`postproc.methods.topdown.failsafe`):
-first the least total slack (LP), then the fit with total slack held at that minimum; the
-rounding keeps the same answers exact and allows integer slacks at a large cost. When keeping
-them is infeasible, the kept set is relaxed one level at a time (margins, then the total). The
-unit, the relaxation, the cells that gained and lost persons and the binding constraints are
+first the least total slack (LP), then the fit with the total slack at most that least value
+plus ``NodeTask.failsafe_slack`` (1.0 by default, the Census Bureau's rule); the rounding keeps
+the same answers exact and allows integer slacks at a large cost, then, where the allowance
+admits another integer slack (:func:`~postproc.methods.topdown.failsafe.rounding_allowance`),
+rounds again within that least integer slack plus the allowance. When keeping them is
+infeasible, the kept set is relaxed one level at a time (margins, then the total). The unit,
+the relaxation, the cells that gained and lost persons and the binding constraints are
 reported.
 """
 
@@ -50,9 +53,10 @@ import scipy.sparse as sp
 from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, SolverError,
                               Status, solve_lp, solve_qp)
 from postproc.infra.solvers.backends import large_blocks
-from postproc.methods.topdown.failsafe import (KeptQuery, check_parent_can_hold, dead_cells,
-                                       kept_violations, moved_cells, relaxation_of,
-                                       relaxation_stages, stack_kept, total_kept)
+from postproc.methods.topdown.failsafe import (DEFAULT_FAILSAFE_SLACK, KeptQuery,
+                                       check_parent_can_hold, dead_cells, kept_violations,
+                                       moved_cells, relaxation_of, relaxation_stages,
+                                       rounding_allowance, stack_kept, total_kept)
 
 __all__ = ["QueryData", "NodeTask", "NodeResult", "solve_node", "assemble_fit", "VerificationError"]
 
@@ -145,6 +149,10 @@ class NodeTask:
         the groups are what the coarse rows count together —
         :func:`~postproc.methods.topdown.run.level_tasks` passes the cells that differ only in
         the schema's last attribute. ``None``: no groups.
+    failsafe_slack : float, optional
+        How much the failsafe's total slack may exceed its least value (persons; default 1.0,
+        as the Census Bureau's code; 0 holds it at the least). See
+        :func:`~postproc.methods.topdown.failsafe.check_failsafe_slack`.
 
     Examples
     --------
@@ -177,6 +185,7 @@ class NodeTask:
     failsafe_keep: tuple[KeptQuery, ...] | None = None
     round_passes: tuple[tuple[tuple[str, sp.csr_matrix], ...], ...] | None = None
     cell_groups: np.ndarray | None = None
+    failsafe_slack: float = DEFAULT_FAILSAFE_SLACK
 
     @property
     def kept(self) -> tuple[KeptQuery, ...]:
@@ -950,8 +959,11 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
             "relaxed — the children's own constraints contradict each other; check their "
             f"invariant data. Rows: {list(task.labels)}")
     min_slack = float(lp_sol.objective) * info["unit"]  # back to persons
-    qp2, lay2, scale2, info2 = assemble_fit(task, queries=queries,
-                                            slack=min_slack * (1 + 1e-6) + 1e-6, keep=keep)
+    # the fit may use up to failsafe_slack persons of slack beyond the least (the Census
+    # Bureau's rule, docs/topdown.md "Failsafe"); 0: held at the least
+    qp2, lay2, scale2, info2 = assemble_fit(
+        task, queries=queries, slack=min_slack * (1 + 1e-6) + 1e-6 + task.failsafe_slack,
+        keep=keep)
     sol = solve_qp(qp2, chain)
     stats["fit_seconds"] += sol.seconds
     if not sol.status.ok:
@@ -966,7 +978,9 @@ def _failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
     slack = v[n_var - 2 * s:n_var - s] - v[n_var - s:]
     cells = act[np.abs(slack) > 1e-6]
     binding = _binding_rows(task, x_star)
+    fit_slack = float(np.abs(task.parent_hist - x_star.sum(axis=0)).sum())
     report = {"level": task.level, "parent": task.parent, "total_slack": min_slack,
+              "slack_allowance": task.failsafe_slack, "fit_slack": fit_slack,
               "cells": cells.tolist(), "binding_constraints": binding}
     return x_star, report
 
@@ -989,9 +1003,13 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
            keep: Sequence[KeptQuery] = (), held: dict[str, np.ndarray] | None = None
            ) -> tuple[np.ndarray, dict[str, Any]]:
     """``⌊X*⌋ + B`` (module docstring); with ``failsafe``, integer slacks on parent consistency
-    and the ``keep`` answers exact. ``held``: query name → answers (K × m) an earlier fit pass
-    held, toward which a rounding pass of that query breaks its ties (:func:`_toward_held`)."""
+    and the ``keep`` answers exact: the least total slack first (at a large cost), then, where
+    ``task.failsafe_slack`` admits more integer slack (:func:`rounding_allowance`), the cells'
+    rounding cost alone within the least slack plus that allowance. ``held``: query name →
+    answers (K × m) an earlier fit pass held, toward which a rounding pass of that query breaks
+    its ties (:func:`_toward_held`)."""
     lay = _layout(task, relax=failsafe, keep=keep if failsafe else ())
+    extra = rounding_allowance(task.failsafe_slack, keep) if failsafe else 0
     # on the variables only (child by child, cell by cell; every other cell is 0)
     x = np.maximum(x_star[lay.allowed], 0.0)
     floor = np.floor(x + _FRAC_TOL)
@@ -1058,9 +1076,17 @@ def _round(task: NodeTask, x_star: np.ndarray, failsafe: bool,
     else:   # the cells last, as close to the fit as what the passes held allows
         b, method = _round_lp(task, stats, cell_cost, rows, nb, n_slack, np.zeros(0))
         methods.append(method)
+    if n_slack and extra:
+        # the Census Bureau's rule in integers: the total slack within its least value (just
+        # found) plus the allowance, and among such roundings the one closest to the fit
+        least = float(b[nb:].sum())
+        rows.add(np.zeros(n_slack), nb + np.arange(n_slack), 1.0, [0.0], [least + extra])
+        b, method = _round_lp(task, stats, np.concatenate([cell_cost[:nb], np.zeros(n_slack)]),
+                              rows, nb, n_slack, np.zeros(0))
+        stats["round_least_slack"] = least
     out = np.zeros((task.k, task.n), dtype=np.int64)
     out[lay.allowed] = floor.astype(np.int64) + b[:nb].astype(np.int64)
-    stats["rounding"] = "milp" if "milp" in methods else "lp"
+    stats["rounding"] = "milp" if "milp" in methods or method == "milp" else "lp"
     stats["round_passes"] = len(methods)
     if n_slack:
         s = n_slack // 2

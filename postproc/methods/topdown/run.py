@@ -15,7 +15,8 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.infra.executors import Executor, get_executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
-from postproc.methods.topdown.failsafe import (AUTO, KeptQuery, check_failsafe_keep,
+from postproc.methods.topdown.failsafe import (AUTO, DEFAULT_FAILSAFE_SLACK, KeptQuery,
+                                       check_failsafe_keep, check_failsafe_slack,
                                        check_parent_can_hold, kept_violations,
                                        resolve_failsafe_keep)
 from postproc.methods.topdown.groups import (check_group_children, group_children_at,
@@ -112,7 +113,8 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
                 parent_hists: np.ndarray, *, passes: Sequence[Sequence[str]] | None = None,
                 pass_tolerance: float = 0.5,
                 failsafe_keep: Sequence[str] | str | tuple[KeptQuery, ...] = AUTO,
-                round_passes: Sequence[Sequence[str]] | None = None) -> list[NodeTask]:
+                round_passes: Sequence[Sequence[str]] | None = None,
+                failsafe_slack: float = DEFAULT_FAILSAFE_SLACK) -> list[NodeTask]:
     """One task per parent of level ``level_index - 1``; ``failsafe_keep`` as for
     :func:`topdown` (or already resolved KeptQuery objects).
 
@@ -125,7 +127,7 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
         The children's level, ≥ 1.
     parent_hists : int64 array (parents × cells)
         The parents' rounded histograms.
-    passes, pass_tolerance, failsafe_keep, round_passes
+    passes, pass_tolerance, failsafe_keep, round_passes, failsafe_slack
         As for :func:`topdown`.
 
     Returns
@@ -164,6 +166,7 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
     postproc.errors.PostprocError: failsafe_keep names unknown queries ['race']; ...
     """
     keep = _resolve_keep(failsafe_keep, noisy, lc)
+    failsafe_slack = check_failsafe_slack(failsafe_slack)
     geo = noisy.geography
     level = geo.levels[level_index]
     offsets = geo.child_offsets(level_index - 1)
@@ -179,7 +182,7 @@ def level_tasks(noisy: NoisyHierarchy, lc: LevelConstraints, level_index: int,
         tasks.append(NodeTask(level, str(parents[p]), parent_hists[p], children[sl],
                               _queries(queries, sl), lc.matrix, lower, upper, zero,
                               lc.labels, tuple(map(tuple, passes)) if passes else None,
-                              pass_tolerance, keep, rounding, groups))
+                              pass_tolerance, keep, rounding, groups, failsafe_slack))
     return tasks
 
 
@@ -322,6 +325,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             executor: str | Executor = "serial", workers: int | None = None,
             batch_children: int = 512, failsafe: bool = True,
             failsafe_keep: Sequence[str] | str = AUTO,
+            failsafe_slack: float = DEFAULT_FAILSAFE_SLACK,
             passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
             pass_tolerance: float = 0.5,
             round_passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
@@ -359,6 +363,12 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         free cell slacks, which may add or remove persons (the behaviour before kept answers).
         When keeping them is infeasible the failsafe keeps only the total, then nothing, and
         records each step in the node's failsafe report.
+    failsafe_slack : float, optional
+        How much the failsafe's total cell slack may exceed its least value, in persons
+        (default 1.0, as the Census Bureau's 2018 and 2020 code; 0 holds it at the least): the
+        fit, then the rounding, may use that much more slack where it brings the children
+        closer to their measurements (``docs/topdown.md``, "Failsafe"). Recorded in the
+        provenance.
     passes : list of lists of query names, or a mapping level → such a list, optional
         Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
         then the next, … (queries not listed are fitted in a final pass of their own). A
@@ -452,6 +462,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         for lv in geo.levels:       # every name resolves before any level is solved
             _round_matrices(noisy, _passes_at(round_passes, lv))
     check_failsafe_keep(failsafe_keep, noisy.workload)
+    failsafe_slack = check_failsafe_slack(failsafe_slack)
     group_children = check_group_children(group_children, geo.levels)
     pass_tolerance = check_pass_tolerance(pass_tolerance)
     if compiled is None:
@@ -486,7 +497,8 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                 tasks = level_tasks(noisy, lc, li, hists[li - 1],
                                     passes=_passes_at(passes, level),
                                     pass_tolerance=pass_tolerance, failsafe_keep=keep,
-                                    round_passes=_passes_at(round_passes, level))
+                                    round_passes=_passes_at(round_passes, level),
+                                    failsafe_slack=failsafe_slack)
                 _refuse_empty_parents(tasks, hists[li - 1])
             batches = _batches(tasks, batch_children)
             solve = _Solver(chain, failsafe, group_children_at(group_children, level))
@@ -521,12 +533,14 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             if on_level is not None:
                 on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
                                            ex, failsafe, passes, t_start, kept_by_level,
-                                           round_passes, group_children, pass_tolerance))
+                                           round_passes, group_children, pass_tolerance,
+                                           failsafe_slack))
     finally:
         if own_executor:
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
-                   t_start, kept_by_level, round_passes, group_children, pass_tolerance)
+                   t_start, kept_by_level, round_passes, group_children, pass_tolerance,
+                   failsafe_slack)
 
 
 def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -> None:
@@ -557,12 +571,12 @@ def _passes_record(passes: Any) -> Any:
 
 def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
             kept_by_level, round_passes=None, group_children=None,
-            pass_tolerance=None) -> Result:
+            pass_tolerance=None, failsafe_slack=DEFAULT_FAILSAFE_SLACK) -> Result:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
-                   "failsafe_keep": dict(kept_by_level),
+                   "failsafe_keep": dict(kept_by_level), "failsafe_slack": failsafe_slack,
                    "passes": _passes_record(passes),
                    "pass_tolerance": pass_tolerance if passes else None,
                    "round_passes": _passes_record(round_passes),
