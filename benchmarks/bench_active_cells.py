@@ -40,7 +40,7 @@ from _common import (context_end, context_start, describe_context, emit,  # noqa
                      fmt_bytes, markdown_table, parse_count)
 
 NATION = 331_449_281            # persons, 2020 census, 50 states + DC
-NATION_BLOCKS = 8_000_000       # about 8 million tabulation blocks (SPEC §10)
+NATION_BLOCKS = 8_000_000       # about 8 million tabulation blocks (docs/pl94_2020.md)
 CELLS = 2_016
 
 

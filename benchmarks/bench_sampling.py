@@ -33,9 +33,7 @@ from postproc.methods.sampling import (effective_sample_size, read_count_table, 
                                sample_mis, summarize_ess, table_target)
 from postproc.methods.sampling.mis import MISKernel, mis_index_set, run_mis
 
-DATA = [Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv",
-        Path("/work/shared/data/gong_sex_age.csv"),
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "gong_sex_age.csv"]
+DATA = [Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"]
 PROPOSAL_TARGET = 1_000_000
 EPS_TILDE = 0.65
 

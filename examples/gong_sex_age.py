@@ -1,8 +1,8 @@
 """Gong & Meng's sex × age-group table: four releases compared, and the samplers' diagnostics.
 
-The confidential table (``shared/data/gong_sex_age.csv``: 46 cells, 256 persons) is released
-under the invariants total, female total and voting-age total, as nonnegative integers. SPEC §6
-compares the average L1 and L2 distance to the confidential table of
+The confidential table (``examples/data/gong_sex_age.csv``: 46 cells, 256 persons) is released
+under the invariants total, female total and voting-age total, as nonnegative integers.
+docs/conditional_sampling.md compares the average L1 and L2 distance to the confidential table of
 
 (a) raw double geometric noise with ε = 1 per cell;
 (b) (a) followed by the nonnegative L2 projection onto S* (a continuous QP: not integers);
@@ -42,10 +42,7 @@ from postproc.methods.sampling import (acceptance_curve, plot_acceptance_curve, 
                                read_count_table, sample_lattice, sample_mis, table_target)
 
 HERE = Path(__file__).resolve().parent
-DATA_CANDIDATES = [HERE / "data" / "gong_sex_age.csv",
-                   Path("/work/shared/data/gong_sex_age.csv"),
-                   HERE.parent.parent / "shared" / "data" / "gong_sex_age.csv",
-                   HERE.parent / "shared" / "data" / "gong_sex_age.csv"]
+DATA_CANDIDATES = [HERE / "data" / "gong_sex_age.csv"]
 INVARIANTS = ["total", "marginal(sex)", "marginal(voting_age)"]
 METHODS = {
     "a": "(a) raw geometric, ε = 1",
@@ -60,7 +57,7 @@ def find_data(path: str | None) -> Path:
     for candidate in ([Path(path)] if path else DATA_CANDIDATES):
         if candidate.is_file():
             return candidate
-    raise SystemExit("gong_sex_age.csv not found; pass --table")
+    raise SystemExit(f"{path or DATA_CANDIDATES[0]} not found; pass --table CSV")
 
 
 def project_nonnegative(noisy: np.ndarray, A: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -199,7 +196,7 @@ def diagnostics(target, out: Path, rng: Randomness) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table", help="the CSV (default: shared/data/gong_sex_age.csv)")
+    parser.add_argument("--table", help="the CSV (default: examples/data/gong_sex_age.csv)")
     parser.add_argument("--out", default="gong-sex-age-out", help="output directory")
     parser.add_argument("--replicates", type=int, default=200, help="releases per method")
     parser.add_argument("--seed", type=int, default=2020, help="simulation seed")

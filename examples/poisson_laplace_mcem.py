@@ -1,7 +1,8 @@
 """Poisson count released with Laplace noise: MCEM and exact ABC against exact answers.
 
-The worked example of Gong (2020) (SPEC §9). A count ``s | θ ~ Poisson(θ)`` is released as
-``s_dp = s + Laplace(scale 1/ε)`` with ε = 0.2 (sensitivity 1); we observe ``s_dp = 37.4``.
+The worked example of Gong (2020) (docs/inference.md). A count ``s | θ ~ Poisson(θ)`` is
+released as ``s_dp = s + Laplace(scale 1/ε)`` with ε = 0.2 (sensitivity 1); we observe
+``s_dp = 37.4``.
 
 * **Likelihood.** Monte Carlo EM (:func:`postproc.inference.mcem`) gives the MLE and the
   observed information (Louis' method). It is checked against the exact likelihood

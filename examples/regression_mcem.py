@@ -1,6 +1,6 @@
 """Simple linear regression on Laplace-noised (x, y): naive OLS is attenuated, MCEM is not.
 
-The second worked example of Gong (2020) (SPEC §9). Each replicate draws n = 10 records
+The second worked example of Gong (2020) (docs/inference.md). Each replicate draws n = 10 records
 ``x ~ Poisson(10)``, ``y = −5 + 4x + N(0, 5²)`` and releases every value with Laplace noise,
 ``x_dp = x + Laplace(Δx/ε)``, ``y_dp = y + Laplace(Δy/ε)``, for ε ∈ {0.5, 0.2, 0.1, ∞}
 (∞: no noise). For 20 replicates per ε it compares

@@ -10,10 +10,10 @@ Sources and approximations
 * Hispanic share: 1940 had no Hispanic-origin question; the figure is an approximation of the
   Spanish-mother-tongue / Spanish-surname population (large in NM, AZ, TX, CO, CA; small elsewhere).
 * County counts: the 1940 number of counties (and county equivalents) of each state, 3,097 in all,
-  so the mean county is 131.7M / 3,097 = 42,515 persons (SPEC §1: 42,601).
+  so the mean county is 131.7M / 3,097 = 42,515 persons (the target, docs/data.md: 42,601).
 * Size distributions: the enumeration-district (ED) quantile function is piecewise linear in log
-  size between the knots below, through the median 865 and 95th percentile 2,342 of SPEC §1 and
-  tuned so that its mean is 982 persons. County sizes within a state are log-normal around the
+  size between the knots below, through the median 865 and 95th percentile 2,342 of
+  docs/data.md and tuned so that its mean is 982 persons. County sizes within a state are log-normal around the
   state's mean county, with the log-sd tuned so that the national median county is near 18,679.
   ``tests/test_synth.py`` checks both.
 """

@@ -55,7 +55,7 @@ from hierarchy.queries import Query, Workload
 __all__ = ["Budget", "PureDP", "ZCDP", "NOTIONS", "notion", "as_privacy", "as_fraction",
            "E2E_QUERY_FRACTIONS", "MIN_BUDGET", "MAX_BUDGET"]
 
-#: The E2E split of each level's budget over its three queries (SPEC §3).
+#: The E2E split of each level's budget over its three queries (docs/measurement.md).
 E2E_QUERY_FRACTIONS = {"detailed": Fraction(1, 10), "hhgq": Fraction(9, 40),
                        "va_hisp_race": Fraction(27, 40)}
 

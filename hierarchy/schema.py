@@ -1,7 +1,7 @@
 """Schemas: ordered categorical attributes whose cross-product indexes a histogram's cells.
 
 The detailed histogram of a geographic unit counts persons in every cell of the cross-product of
-the schema's attributes, in row-major order (first attribute slowest), as in SPEC §1.
+the schema's attributes, in row-major order (first attribute slowest): docs/data.md, "Schemas".
 
 Examples
 --------
@@ -211,7 +211,7 @@ _VA_HISP_RACE = (
     Attribute("cenrace", ("white", "black", "American Indian", "Chinese", "Japanese", "other")),
 )
 
-#: The 192-cell schema of the 2018 end-to-end test on 1940 data (SPEC §1).
+#: The 192-cell schema of the 2018 end-to-end test on 1940 data (docs/data.md, "Schemas").
 E2E_1940 = Schema((Attribute("hhgq", _HHGQ_LABELS),) + _VA_HISP_RACE, name="e2e_1940")
 
 #: The 144-cell variant: the six hhgq levels that occur in 1940 data (types 1 and 5 dropped).

@@ -1,8 +1,8 @@
 """Realistic synthetic 1940-style microdata: persons and housing units, state by state.
 
 The generator builds, for each of the 48 states and DC (1940 proportions), a geography of counties
-made of whole enumeration districts (EDs) with the sizes of SPEC §1, segregated race and Hispanic
-composition, households with 1940-like sizes and group-quarters facilities. It is synthetic data
+made of whole enumeration districts (EDs) with the sizes of docs/data.md, segregated race and
+Hispanic composition, households with 1940-like sizes and group-quarters facilities. It is synthetic data
 for experiments, not a privacy mechanism, so its randomness is an ordinary seeded
 ``numpy.random.Generator``; every state has its own stream
 ``PCG64(SeedSequence(seed, spawn_key=(state_index,)))``, so a state's rows do not depend on how
@@ -22,7 +22,7 @@ The model, per state (populations and mixes in :mod:`hierarchy._synth_1940_table
    range from mixed to single-race; both raked so that state and county mixes hold at every
    scale. A few EDs in large counties are "cosmopolitan" (part of their mix spread over all 12
    groups), which makes the zero-cell count of the 24 va_hisp_race cells (the text's homogeneity
-   index, SPEC §7) span 0-23.
+   index, docs/metrics.md) span 0-23.
 4. **Group quarters** — facilities of types 2, 3, 4, 6, 7 in a minority of EDs (log-normal sizes;
    never more persons than the ED has, so a military-base ED can be all group quarters).
 5. **Households** — the rest of each ED is cut into households of 1940-like sizes (mean ≈ 3.8).
@@ -566,8 +566,8 @@ def _ed_mixes(state_index: int, ed_persons: np.ndarray, ed_county: np.ndarray,
     (urban) counties, are made "cosmopolitan": a share ``λ`` (log-uniform on
     ``COSMOPOLITAN_BLEND``) of their mix is spread about evenly over all 12 groups. This puts
     Hispanic persons of every race, and every race of both ages, in some EDs, so the homogeneity
-    index (SPEC §7) spans 0-23; it adds a few hundredths of a percent of the population to each small
-    group (Chinese 0.06 % → about 0.08 % nationally).
+    index (docs/metrics.md) spans 0-23; it adds a few hundredths of a percent of the population
+    to each small group (Chinese 0.06 % → about 0.08 % nationally).
     """
     n_eds = ed_persons.size
     county_start = np.flatnonzero(np.diff(ed_county, prepend=-1))

@@ -1,6 +1,6 @@
 """Synthetic 1940-style persons with sex, single-year age and detailed race/ethnicity codes.
 
-The data for SafeTab-style detailed tabulation (SPEC §8). Geography, the race × Hispanic
+The data for SafeTab-style detailed tabulation (docs/safetab.md). Geography, the race × Hispanic
 composition, group quarters and households come from :func:`hierarchy.synth.synthesize_1940`
 unchanged; this module adds, per person:
 

@@ -1,6 +1,6 @@
 """The invariant catalogue: every published statistic, invariant and catalogue constraint, once.
 
-Three kinds of entries (SPEC §4):
+Three kinds of entries (docs/spec.md states each):
 
 * a **statistic** (:data:`STATISTICS`) is an exact count of the confidential data that may be
   published: ``tot`` (persons per unit) and ``gqhh`` (occupied housing units and group-quarters

@@ -70,7 +70,8 @@ __all__ = ["Invariant", "Constraint", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAIN
 INVARIANTS = {name: (entry.statistic, entry.meaning)
               for name, entry in catalogue.INVARIANTS.items()}
 
-#: Catalogue constraint name → meaning (SPEC §4), from :data:`invariants.catalogue.CONSTRAINTS`.
+#: Catalogue constraint name → meaning (docs/spec.md), from
+#: :data:`invariants.catalogue.CONSTRAINTS`.
 CATALOGUE_CONSTRAINTS = {name: entry.meaning for name, entry in catalogue.CONSTRAINTS.items()}
 
 SENSES = ("==", ">=", "<=")
@@ -347,7 +348,7 @@ class Spec:
     # -- construction --------------------------------------------------------------------------
     @classmethod
     def e2e(cls, levels: Sequence[str]) -> "Spec":
-        """The 2018 E2E spec (SPEC §4) for levels ``[nation, state, …, ED]`` (≥ 2 levels):
+        """The 2018 E2E spec (docs/spec.md) for levels ``[nation, state, …, ED]`` (≥ 2 levels):
         ``tot`` at the top two levels, units data at the bottom, ``hhgq_total_lb/ub`` at the
         bottom and second levels, ``total ≥ households`` everywhere, hhgq types 1 and 5
         (correctional, college) structural zeros."""
@@ -367,7 +368,7 @@ class Spec:
 
     @classmethod
     def pl94_2020(cls, levels: Sequence[str] | None = None) -> "Spec":
-        """The 2020 redistricting-data (PL 94-171) production spec (SPEC §10).
+        """The 2020 redistricting-data (PL 94-171) production spec (docs/pl94_2020.md).
 
         ``tot`` at the top two levels, ``gqhh_vect`` and ``gqhh_tot`` at the block,
         ``hhgq_total_lb`` and ``hhgq_total_ub`` at state and block, and ``nurse_nva_0`` (no

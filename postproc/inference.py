@@ -1,4 +1,4 @@
-"""Inference from privatized data: exact ABC and Monte Carlo EM (Gong 2020; SPEC §9).
+"""Inference from privatized data: exact ABC and Monte Carlo EM (Gong 2020; docs/inference.md).
 
 A privacy mechanism releases ``s_dp = s + noise`` where ``s`` are confidential statistics with
 a model ``π(s | θ)`` and the noise law ``η`` is public. Treating ``s_dp`` as if it were ``s``

@@ -60,9 +60,9 @@ def test_geometric_coverage_equals_the_summed_pmf(m):
     assert coverage_geometric(eps, moe=m) == pytest.approx(expected, abs=1e-13)
 
 
-def test_geometric_coverage_range_is_spec_s_90_5_to_94_9_percent():
-    """SPEC §3: at the calibrated ε the geometric's ±MOE covers 90.5 % (MOE 0) to 94.9 % (MOE
-    50), rising with the MOE and never reaching 95 %."""
+def test_geometric_coverage_range_is_90_5_to_94_9_percent():
+    """docs/accounting.md: at the calibrated ε the geometric's ±MOE covers 90.5 % (MOE 0) to
+    94.9 % (MOE 50), rising with the MOE and never reaching 95 %."""
     values = [coverage_geometric(calibrate_geometric(m), moe=m) for m in range(0, 200)]
     assert round(100 * values[0], 1) == 90.5 and round(100 * values[50], 1) == 94.9
     assert all(a < b for a, b in zip(values, values[1:]))

@@ -35,8 +35,8 @@ def brute_rdp_geometric(alpha: float, z: float, shift: np.ndarray | int) -> floa
     return total
 
 
-def spec_printed_tau(alpha: float, eps: float) -> float:
-    """The formula as printed in SPEC §3 (from the SafeTab paper)."""
+def safetab_printed_tau(alpha: float, eps: float) -> float:
+    """The closed form as printed in the SafeTab paper (its Corollary 1)."""
     bracket = (2 * alpha / (eps * (2 * alpha - 1)) * math.exp((alpha - 1) * eps)
                + 2 * (alpha - 1) / (eps * (2 * alpha - 1)) * math.exp(-alpha * eps))
     return math.log((math.exp(eps) - 1) / (math.exp(eps) + 1) * bracket) / (alpha - 1)
@@ -146,12 +146,12 @@ def _partitions(n: int, largest: int | None = None):
             yield [k] + rest
 
 
-def test_spec_printed_formula_understates_the_divergence():
-    """SPEC §3's printed τ is below the true Rényi divergence; we implement the exact one."""
+def test_safetab_printed_formula_understates_the_divergence():
+    """The SafeTab paper's printed τ is below the true Rényi divergence; we use the exact one."""
     for alpha in (1.5, 2.0, 5.0, 20.0):
         for eps in (0.1, 1.0, 2.0):
-            assert spec_printed_tau(alpha, eps) < brute_rdp_geometric(alpha, eps, 1)
-    assert spec_printed_tau(2.0, 1.0) == pytest.approx(0.5403, abs=1e-4)
+            assert safetab_printed_tau(alpha, eps) < brute_rdp_geometric(alpha, eps, 1)
+    assert safetab_printed_tau(2.0, 1.0) == pytest.approx(0.5403, abs=1e-4)
     assert rdp_geometric(2.0, 1.0) == pytest.approx(0.7353, abs=1e-4)
 
 

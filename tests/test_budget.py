@@ -179,7 +179,7 @@ def test_e2e_sensitivities():
     change = Budget.e2e(1, LEVELS)
     addrem = Budget("pure", 1, {lv: "1/4" for lv in LEVELS}, E2E_QUERY_FRACTIONS, "add_remove")
     for q in list(W) + [total(E2E_1940)]:
-        assert change.sensitivity(q) == (2.0, math.sqrt(2))   # SPEC §2: Δ = 2 in the E2E test
+        assert change.sensitivity(q) == (2.0, math.sqrt(2))   # Δ₁ = 2: docs/measurement.md
         assert addrem.sensitivity(q) == (1.0, 1.0)
     overlap = parse_query("recode(cenrace: asian=3,4; nonwhite=1-5)", E2E_1940)
     assert change.sensitivity(overlap) == (4.0, 2.0)

@@ -1,4 +1,4 @@
-"""invariants.compile: the rows and bounds of SPEC §4 on hand-made data, upward implication,
+"""invariants.compile: the rows and bounds of docs/spec.md on hand-made data, upward implication,
 validation of published statistics, the two consumer forms and exact verification.
 
 Expected rows are written cell by cell from the schema below (no query code), so a transposed

@@ -23,10 +23,10 @@ from postproc.evaluation.epl import EPLResult, estimate_epl, improved_epl, publi
 from postproc.errors import PostprocError
 
 # --------------------------------------------------------------------------------------------------
-# a reference written from SPEC §7
+# a reference written from docs/epl.md ("The published estimator, reproduced")
 # --------------------------------------------------------------------------------------------------
 def published_reference(e, percentile=95, multiplier=1, bandwidth=0.1):
-    """SPEC §7's published recipe, line by line."""
+    """Flaxman's (2019) published recipe, line by line."""
     lo, hi = np.percentile(e, [100 - percentile, percentile])
     b = multiplier * max(abs(lo), abs(hi))
     edges = np.arange(-b, b, 1)

@@ -1,4 +1,4 @@
-"""The failsafe keeps the parent's total and its kept margins exact (SPEC §4, "Failsafe").
+"""The failsafe keeps the parent's total and its kept margins exact (docs/topdown.md).
 
 When a node is infeasible, parent consistency is relaxed cell by cell, but — as in the Census
 Bureau's 2018 and 2020 TopDown code — the children must still sum to the parent's total and to

@@ -73,7 +73,7 @@ def assert_same_measurements(a, b):
 
 
 def independent_parameter(name, share, kind):
-    """The noise parameter from SPEC §2–3 for the E2E queries (Δ₁ = 2, Δ₂ = √2)."""
+    """The noise parameter of docs/measurement.md for the E2E queries (Δ₁ = 2, Δ₂ = √2)."""
     eps = share if kind == "pure" else math.sqrt(2 * share)
     return {"geometric": eps / 2, "laplace": 2 / eps,
             "gaussian": 2 / (2 * share), "discrete_gaussian": 2 / (2 * share)}[name]

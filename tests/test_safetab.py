@@ -1,4 +1,4 @@
-"""SafeTab-style adaptive tabulation (:mod:`postproc.apps.safetab`, SPEC §8).
+"""SafeTab-style adaptive tabulation (:mod:`postproc.apps.safetab`, docs/safetab.md).
 
 Budget bookkeeping is checked exactly in rationals; thresholds and tables on hand-made noisy
 totals and on noise-free runs; stability on hand-made multi-race records; accuracy statistically,

@@ -1,5 +1,5 @@
-"""Conditional sampling under invariants (SPEC §6): exact algebra, both samplers against exact
-conditional pmfs, invariants, tuning, errors, reproducibility.
+"""Conditional sampling under invariants (docs/conditional_sampling.md): exact algebra, both
+samplers against exact conditional pmfs, invariants, tuning, errors, reproducibility.
 
 Statistical tests use fixed seeds, so they are deterministic; each states the false-failure rate
 it would have with a fresh seed if the sampler were exactly right.

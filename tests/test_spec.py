@@ -2,7 +2,7 @@
 trips and the E2E preset.
 
 Every error a user can make in a spec file must name the file and the line of the offending
-entry (STYLE habit 5); the tests below check the exact line for each kind of mistake.
+entry; the tests below check the exact line for each kind of mistake.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def test_from_toml_file_and_missing_file(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_e2e_preset_is_spec_section_4():
+def test_e2e_preset_is_the_documented_e2e_spec():
     spec = Spec.e2e(LEVELS)
     assert [(i.name, i.levels) for i in spec.invariants] == [
         ("tot", ("nation", "state")), ("gqhh_vect", ("enum_dist",)),

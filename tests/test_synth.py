@@ -156,7 +156,7 @@ def test_ed_sizes_at_2m(data):
 
 
 def test_geography_sizes_at_full_1940_scale():
-    """ED and county sizes of SPEC §1 at 132.2M persons (geography only; seconds, not minutes).
+    """ED and county sizes of docs/data.md at 132.2M persons (geography only: seconds).
 
     Over 16 seeds: ED median 859-869, mean 979-985, p95 2327-2375, 134.2k-135.0k EDs; county
     median 18.1k-19.7k, mean 42.7k-43.0k, 3,078-3,095 counties.

@@ -1,4 +1,4 @@
-"""TopDown end to end on small synthetic 1940-style data: every promise of SPEC §4 checked
+"""TopDown end to end on small synthetic 1940-style data: every promise of docs/topdown.md checked
 independently of the code that enforces it, the failsafe, multipass, outputs, executors and a
 golden output.
 
@@ -103,7 +103,7 @@ def by_type(hist):
 
 
 def check_e2e_promises(result, truth, *, failsafe_cells=None):
-    """Every SPEC §4 promise of the E2E spec, from the truth's own statistics."""
+    """Every promise of the E2E spec (docs/spec.md), from the truth's own statistics."""
     geo = truth.geography
     hists = result.histograms
     assert len(hists) == len(LEVELS)
@@ -587,9 +587,9 @@ def test_golden_file_is_sane():
 def test_failsafe_can_use_a_cell_the_parent_rounded_to_zero():
     """Child a has only units of type 0 (cell 1, type 1, is a zero cell) and needs ≥ 1 person;
     the parent has no one of type 0. Parent consistency — including "a cell that is 0 in the
-    parent is 0 in every child" — must be relaxed by the failsafe (SPEC §4), not end in an
-    error. The parent's total is kept (SPEC §4): the person a needs moves from cell 1 to cell
-    0; keeping nothing (``failsafe_keep=()``) adds one instead, as before kept answers."""
+    parent is 0 in every child" — must be relaxed by the failsafe (docs/topdown.md), not end in
+    an error. The parent's total is kept (docs/topdown.md): the person a needs moves from cell 1
+    to cell 0; keeping nothing (``failsafe_keep=()``) adds one instead, as before kept answers."""
     task = NodeTask("county", "P9", np.array([0, 3], np.int64),
                     np.array(["a", "b"], dtype=object),
                     (QueryData("detailed", sp.identity(2, format="csr"),

@@ -1,6 +1,6 @@
 """Privacy accounting: pure DP, zCDP and Rényi DP, conversions to (ε, δ), MOE calibration.
 
-What a configuration costs, in every notion the toolkit reports (SPEC §3, §8):
+What a configuration costs, in every notion the toolkit reports (docs/accounting.md states each):
 
 * **pure ε-DP** composes by addition; ε-DP implies ε²/2-zCDP (:func:`pure_to_zcdp`);
 * **zCDP ρ** composes by addition; the discrete Gaussian and the Gaussian with variance σ² on a

@@ -1,4 +1,4 @@
-"""The privacy loss of one level of population groups of one or more kinds (SafeTab, SPEC §8).
+"""The privacy loss of one level of population groups of one or more kinds (docs/safetab.md).
 
 A SafeTab level is a family of population groups in which one record lies in at most ``s``
 groups (the level's *stability*). Its groups may be of different kinds — *two-step* groups (a

@@ -1,9 +1,10 @@
 """95 % margin of error ↔ parameter of the geometric and discrete Gaussian mechanisms, and the
 exact coverage of such a margin.
 
-SafeTab's MOE (SPEC §3) is a convention, not an exact 95 % interval: the noise is integer, so
-``P[|X| ≤ MOE]`` is what it is — 90.5 % to just under 95 % for the geometric mechanism at its
-calibrated ε, about 95 % to 97 % for the discrete Gaussian at its calibrated ρ.
+SafeTab's MOE (docs/accounting.md, "Margins of error") is a convention, not an exact 95 %
+interval: the noise is integer, so ``P[|X| ≤ MOE]`` is what it is — 90.5 % to just under 95 % for
+the geometric mechanism at its calibrated ε, about 95 % to 97 % for the discrete Gaussian at its
+calibrated ρ.
 :func:`coverage_geometric` and :func:`coverage_discrete_gaussian` give that probability exactly,
 to report beside the nominal 95 % (:data:`NOMINAL_COVERAGE`).
 """
@@ -31,8 +32,9 @@ NOMINAL_COVERAGE = 0.95
 def moe_geometric(epsilon: Any, *, sensitivity: int = 1) -> int:
     """The 95 % margin of error of the geometric mechanism: ``⌊b ln(40/(1 + e^{1/b}))⌋``, b = Δ/ε.
 
-    This is SafeTab's convention (SPEC §3). With z = 1/b, P[|X| > m] = 2e^{−z(m+1)}/(1 + e^{−z}),
-    and the formula is the largest integer m with P[|X| > m] ≥ 5 % — so P[|X| > MOE + 1] < 5 %.
+    This is SafeTab's convention (docs/accounting.md). With z = 1/b,
+    P[|X| > m] = 2e^{−z(m+1)}/(1 + e^{−z}), and the formula is the largest integer m with
+    P[|X| > m] ≥ 5 % — so P[|X| > MOE + 1] < 5 %.
     Values below 0 (ε > ln 39, essentially no noise) are reported as 0.
 
     Parameters

@@ -1,5 +1,5 @@
 """SafeTab-style levels calibrated to target MOEs: their budgets, the coverage of each MOE, and
-the total privacy loss (``postproc account moe``; SPEC §3, §8).
+the total privacy loss (``postproc account moe``; docs/accounting.md, docs/safetab.md).
 
 A level's groups are *two-step* (a noisy total, then the table it selects; target MOE of the
 released Step-2 counts) and/or *TotalOnly* (one count; its own target MOE). The SafeTab paper's
@@ -295,7 +295,7 @@ def _levels_of(moes: Iterable[Any], total_only_moes: Iterable[Any] | None
 def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
                 delta: Any = 1e-10, total_only_moes: Iterable[Any] | None = None
                 ) -> MOEAccounting:
-    """Budgets and total privacy loss of SafeTab-style levels with target MOEs (SPEC §8).
+    """Budgets and total privacy loss of SafeTab-style levels with target MOEs (docs/safetab.md).
 
     Each population-group level ``i`` has a target 95 % MOE ``m_i`` for the released (Step 2)
     counts of its two-step groups. Such a group spends a fraction ``γ`` of its budget on the

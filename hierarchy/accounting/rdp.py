@@ -96,21 +96,22 @@ def rdp_geometric(alpha: Any, epsilon: Any, *, sensitivity: int = 1) -> np.ndarr
     """Rényi divergence of order α of the two-sided geometric mechanism, exactly.
 
     The mechanism answers a query of L1 sensitivity Δ with budget ε by adding two-sided
-    geometric noise of parameter z = ε/Δ (SPEC §2); it is ε-DP. Its RDP curve is the largest
-    Rényi divergence between the noise and a copy shifted by an integer vector of L1 norm ≤ Δ.
+    geometric noise of parameter z = ε/Δ (docs/measurement.md); it is ε-DP. Its RDP curve is the
+    largest Rényi divergence between the noise and a copy shifted by an integer vector of L1 norm
+    ≤ Δ.
     For a shift d in one coordinate (P[k] = tanh(z/2) e^{−z|k|}) summation gives
 
     ``D_α(d) = log[ (e^{z(α−1)d} + e^{−zαd})/(1 + e^{−z}) + tanh(z/2) e^{z(α−1)d}
     Σ_{k=1}^{d−1} e^{−z(2α−1)k} ] / (α − 1)``;
 
-    for Δ = 1 (the SPEC's base mechanism) the sum is empty:
+    for Δ = 1 (a count under add/remove neighbours) the sum is empty:
     ``τ(α, ε) = log[(e^{(α−1)ε} + e^{−αε})/(1 + e^{−ε})]/(α − 1)``. Rényi divergences of product
     distributions add, so a change spread over several cells costs the sum over its parts; the
     curve returned is the maximum over all integer partitions of every shift ≤ Δ (computed by
     dynamic programming, so no convexity argument is needed; in every case the tests check, one
     cell moved by Δ is the worst).
 
-    .. note:: SPEC §3 prints, from the SafeTab paper,
+    .. note:: The SafeTab paper (its Corollary 1; docs/accounting.md) prints
        ``τ = log[ (e^ε−1)/(e^ε+1) · (2α e^{(α−1)ε} + 2(α−1) e^{−αε}) / (ε(2α−1)) ] / (α−1)``.
        That expression is *smaller* than the divergence computed by direct summation (at α = 2,
        ε = 1 it gives 0.540 where the true divergence is 0.735; it is even below the continuous

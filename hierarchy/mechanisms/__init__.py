@@ -1,4 +1,4 @@
-"""Noise mechanisms: samplers, densities and the mechanism registry (SPEC §2–3).
+"""Noise mechanisms: samplers, densities and the mechanism registry (docs/measurement.md).
 
 Every sampler draws *all* of its randomness through :func:`hierarchy.randomness.as_randomness`
 and only its methods ``random_raw``, ``uniform`` and ``integers_below``. Release mode (OS CSPRNG

@@ -1,4 +1,6 @@
-"""Error and empirical privacy loss of any post-processed result, per level and query (SPEC §7).
+"""Error and empirical privacy loss of any post-processed result, per level and query.
+
+The metrics are stated in docs/metrics.md, the EPL estimators in docs/epl.md.
 
 :func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result`, the raw :class:`~hierarchy.noisy.NoisyHierarchy`
 measurements, or the directory ``postproc run`` wrote — and the confidential

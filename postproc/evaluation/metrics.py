@@ -1,4 +1,4 @@
-"""Error metrics of post-processed counts (SPEC §7), as dicts and tidy DataFrames.
+"""Error metrics of post-processed counts (docs/metrics.md), as dicts and tidy DataFrames.
 
 For the errors ``e = DP − exact`` of one level and one query (all units, all cells pooled):
 
@@ -73,7 +73,7 @@ def _pair(dp: Any, exact: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def error_metrics(dp: Any, exact: Any) -> dict[str, float]:
-    """The SPEC §7 error metrics of ``DP − exact`` (all entries pooled).
+    """The error metrics of ``DP − exact`` (docs/metrics.md) (all entries pooled).
 
     Parameters
     ----------

@@ -1,14 +1,14 @@
 """Flaxman (2019): empirical privacy loss of GDPC, ADPC and RDPC on a synthetic population.
 
-Population (SPEC §5): ``N`` persons on a regular tree of ``J = 3`` levels below the root,
-``C = ⌊(N/μ)^{1/J}⌋`` children per node, every person's leaf uniform. For each ε of a grid and each
+Population (docs/experiments.md, "Baselines"): ``N`` persons on a regular tree of ``J = 3``
+levels below the root, ``C = ⌊(N/μ)^{1/J}⌋`` children per node, every person's leaf uniform. For each ε of a grid and each
 method, ``R`` independent replicates are drawn and the errors of each level pooled (``R · C^j``
 errors); the EPL is estimated from them with the improved estimator (and, at the leaves, with the
 published one for comparison). Methods: GDPC (geometric noise on the leaves, ``z = ε``), ADPC
 (mean of ``P = 4`` GDPC runs at ``ε/4``), RDPC (raking, ``ε/(J+1)`` per level) and, as an extra,
 Hay et al.'s least squares on RDPC's measurements.
 
-Expected (SPEC §7): EPL(GDPC) ≈ ε; EPL(ADPC) well below ε; EPL(RDPC) lower still.
+Expected (Flaxman 2019): EPL(GDPC) ≈ ε; EPL(ADPC) well below ε; EPL(RDPC) lower still.
 
 The D/D′ experiment (:mod:`postproc.apps.experiments._neighbours`) checks the same ordering without the
 residual estimators' assumption that the errors of different units are draws of one distribution:

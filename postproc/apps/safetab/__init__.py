@@ -1,4 +1,4 @@
-"""SafeTab-style adaptive tabulation of detailed race/ethnicity groups (SPEC §8).
+"""SafeTab-style adaptive tabulation of detailed race/ethnicity groups (docs/safetab.md).
 
 Population groups are (geographic entity, race/ethnicity characteristic iteration) pairs of a
 level; a record belongs to one entity per level and to every iteration whose detailed codes it

@@ -1,4 +1,4 @@
-"""The adaptive algorithm of one level: noisy totals, thresholds, released tables (SPEC §8).
+"""One level's adaptive algorithm: noisy totals, thresholds, released tables (docs/safetab.md).
 
 For every group of a level (entity × iteration), with ``B`` the level budget and ``s`` its
 declared stability, so that the group has ``B/s``:

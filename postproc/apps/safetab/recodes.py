@@ -4,7 +4,7 @@ A group that is not ``TotalOnly`` releases, after thresholding its noisy total, 
 tables (:data:`TABLE_TYPES`): the total, or sex × Age4, sex × Age9 or sex × Age23 counts. The
 age recodes group single years of age (0-115) into intervals:
 
-* **Age23** — the 23 standard census age groups (as in ``shared/data/gong_sex_age.csv``):
+* **Age23** — the 23 standard census age groups (as in ``examples/data/gong_sex_age.csv``):
   <5, 5-9, 10-14, 15-17, 18-19, 20, 21, 22-24, 25-29, 30-34, 35-39, 40-44, 45-49, 50-54, 55-59,
   60-61, 62-64, 65-66, 67-69, 70-74, 75-79, 80-84, 85+;
 * **Age9** — <5, 5-17, 18-24, 25-34, 35-44, 45-54, 55-64, 65-74, 75+;

@@ -129,7 +129,7 @@ class SafeTabResult:
                             "groups": int(release.choice.size),
                             "released_counts": release.rows, "choices": release.choice_counts()}
         manifest = {
-            "tool": "postproc safetab (SPEC §8: SafeTab-style adaptive tabulation)",
+            "tool": "postproc safetab (SafeTab-style adaptive tabulation, docs/safetab.md)",
             "randomness": dict(self.randomness),
             "config": self.config.to_dict(release=self.release),
             "records": self.records,

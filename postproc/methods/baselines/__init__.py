@@ -1,4 +1,4 @@
-"""Baselines to compare post-processors against (SPEC §5, §7).
+"""Baselines to compare post-processors against (docs/experiments.md, docs/metrics.md).
 
 A baseline is a measuring step — a strategy that returns a
 :class:`~hierarchy.noisy.NoisyHierarchy` — and a reconciling step, a post-processor that takes

@@ -1,4 +1,4 @@
-"""Simple random sampling (SRS) of persons, weighted ``1/f``: the survey baseline of SPEC §7.
+"""Simple random sampling (SRS) of persons, weighted ``1/f``: the survey baseline (docs/metrics.md).
 
 A sample of ``n = round(f · N)`` persons is drawn without replacement from all ``N`` persons, and
 every sampled person counts ``1/f``. The sampled counts of the bottom-level cells are then one

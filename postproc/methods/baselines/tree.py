@@ -1,7 +1,7 @@
 """Flaxman's (2019) synthetic population on a regular tree, and how its counts are measured.
 
-The population (SPEC §5): ``N`` persons, ``J`` nested levels below a root, ``C = ⌊(N/μ)^{1/J}⌋``
-children per node, so ``C^J`` leaves with mean ``μ`` persons each; every person's unit at each level
+The population (Flaxman 2019; docs/experiments.md): ``N`` persons, ``J`` nested levels below a
+root, ``C = ⌊(N/μ)^{1/J}⌋`` children per node, so ``C^J`` leaves with mean ``μ`` persons each; every person's unit at each level
 is drawn uniformly from its parent's ``C`` children, i.e. the leaf is uniform over all ``C^J``
 leaves. The statistic is the total count (TC) of every unit.
 

@@ -1,4 +1,4 @@
-"""Conditional sampling under invariants (Gong & Meng 2020; SPEC §6).
+"""Conditional sampling under invariants (Gong & Meng 2020; docs/conditional_sampling.md).
 
 Release a draw of the unconstrained noise mechanism *conditioned* on the invariants,
 ``M(x) | M(x) ∈ S*`` with ``S* = {s : A s = a, B s ≥ b}``, instead of an optimization's output.

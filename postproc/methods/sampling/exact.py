@@ -1,7 +1,7 @@
 """Exact integer linear algebra for conditional samplers: row bases, unimodular blocks, kernels.
 
-The Metropolized independent sampler (SPEC §6) proposes the cells of an index set ``I`` and solves
-``A_I s_I + A_{I^c} s_{I^c} = a`` for the rest. For integer data that solve must return integers
+The Metropolized independent sampler (docs/conditional_sampling.md) proposes the cells of an
+index set ``I`` and solves ``A_I s_I + A_{I^c} s_{I^c} = a`` for the rest. For integer data that solve must return integers
 for *every* integer proposal, which holds exactly when the block ``A_{I^c}`` (on a basis of the
 rows of ``A``) is unimodular, ``|det| = 1``. This module finds such a block and checks it in exact
 arithmetic — Python integers only, never floating point:

@@ -1,7 +1,7 @@
 """Top-down conditional sampling of a :class:`~hierarchy.noisy.NoisyHierarchy`.
 
-An alternative to TopDown's optimization (SPEC §4) in the spirit of Gong & Meng (SPEC §6): at every
-level, each parent's children are *drawn*, not fitted.
+An alternative to TopDown's optimization (docs/topdown.md) in the spirit of Gong & Meng (2020):
+at every level, each parent's children are *drawn*, not fitted.
 
 What is sampled
 ---------------

@@ -1,4 +1,4 @@
-"""The Metropolized independent sampler (MIS) of Gong & Meng (SPEC §6): :func:`sample_mis`.
+"""Gong & Meng's Metropolized independent sampler (MIS; docs/conditional_sampling.md): :func:`sample_mis`.
 
 The kernel — proposals drawn and weighed in blocks, the accept/reject loop — is
 :mod:`postproc.methods.sampling.mis_kernel`; the proposal parameter ``ε̃`` is tuned by

@@ -1,5 +1,5 @@
 """The law a conditional sampler draws from: a noise mechanism around a centre, restricted to
-``S* = {s : A s = a, B s ≥ b}`` (SPEC §6).
+``S* = {s : A s = a, B s ≥ b}`` (docs/conditional_sampling.md).
 
 For a mechanism with per-cell noise law ``f`` and centre ``c`` (Gong & Meng's confidential
 ``s*``), the target is

@@ -1,4 +1,4 @@
-"""TopDown post-processing (SPEC §4).
+"""TopDown post-processing (docs/topdown.md).
 
 ``topdown(noisy, spec)`` fits and rounds level by level from the root; see
 :mod:`postproc.methods.topdown.node` for one parent's problem and :mod:`postproc.methods.topdown.run` for the

@@ -1,4 +1,4 @@
-"""What the failsafe keeps exact when it relaxes parent consistency (SPEC §4, "Failsafe").
+"""What the failsafe keeps exact when it relaxes parent consistency (docs/topdown.md).
 
 When a node is infeasible — the rounded parent cannot be split among its children under their
 constraints — parent consistency is relaxed: each cell may differ from the parent by a slack.

@@ -5,8 +5,8 @@ rounded histogram (``None`` at the root), the children's noisy answers and weigh
 measured query, and the children's compiled constraint rows. :func:`solve_node` turns it into
 integer child histograms.
 
-**Fit** (SPEC §4). Variables are only the cells a child may hold: cells that are 0 in the parent
-and a child's zero cells (structural zeros, unit types the child has no unit of) are fixed at 0
+**Fit** (docs/topdown.md, "The node problem"). Variables are only the cells a child may hold:
+cells that are 0 in the parent and a child's zero cells (structural zeros, unit types the child has no unit of) are fixed at 0
 and dropped. Non-identity queries get auxiliary variables ``z = Q x`` so the objective is
 diagonal. Rows: ``Q x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C x_k ≤ upper`` per child,
 ``x ≥ 0``. Weights are divided by their maximum before solving (better conditioning) and the
@@ -836,7 +836,7 @@ def _fit(task: NodeTask, chain: Sequence[str]
     stats: dict[str, Any] = {"fit_seconds": 0.0, "iterations": 0, "backends": []}
     passes = task.passes or (tuple(q.name for q in task.queries),)
     # Queries no pass names are fitted in a final pass of their own ("total first, then the
-    # rest", SPEC §4); without it passes=[["total"]] fitted everything at once.
+    # rest", docs/topdown.md); without it passes=[["total"]] fitted everything at once.
     listed = {name for p in passes for name in p}
     rest = tuple(q.name for q in task.queries if q.name not in listed)
     if rest:
