@@ -91,12 +91,12 @@ def petti_flaxman(directory: Path) -> str:
                    _pct(published["error_fraction"]),
                    _pct(reference(f"srs_match_error_{tag}", level, e))]
             if tag == "sc":
-                row.append(_pct(reference("srs_match_joint_sc_discussion", level, e)))
+                row.append(_pct(reference("srs_match_joint_sc_table_1", level, e)))
             rows.append(row)
         header = ["ε", "joint (improved EPL)", "interpolated", "joint (published EPL)",
                   "paper's numbers, joint", "error alone", "paper's numbers, error alone"]
         if tag == "sc":
-            header.append("paper's discussion")
+            header.append("paper's Table 1")
         out.append(f"<!-- table: petti_flaxman srs {level} {tag} -->\n**{title}**\n\n"
                    + _table(header, rows))
     for level in ("county", "enum_dist"):

@@ -161,22 +161,6 @@ def test_petti_flaxman_sets_our_numbers_beside_the_papers(quick_runs):
     assert set(county["epsilon"]) == {0.5, 2.0}
 
 
-def test_paper_numbers_through_our_joint_rule_give_the_papers_matches():
-    """Our joint rule on the authors' own TopDown and SRS numbers reproduces the three matches the
-    paper's discussion states (county SC: ε = 1 → 50 %, 2 → 75 %, 6 → 95 %); matching on the
-    error alone does not (35 %, 55 %, 95 %)."""
-    from postproc.apps.experiments import _papers
-    from postproc.apps.experiments._matching import match_srs
-    from postproc.apps.experiments.petti_flaxman import _paper_tables
-
-    derived = match_srs(*_paper_tables(), measure={"total": "mae", "sc": "mae"})
-    derived = derived[(derived["epl_estimator"] == "published") & (derived["query"] == "sc")
-                      & (derived["level"] == "county")].set_index("epsilon")
-    for epsilon, fraction in _papers.DISCUSSION_MATCHES[("county", "sc")].items():
-        assert derived.loc[epsilon, "joint_fraction"] == pytest.approx(fraction)
-    assert derived.loc[1.0, "error_fraction"] == pytest.approx(0.35)
-
-
 @pytest.mark.parametrize("name", ["petti_flaxman", "clark_dajani"])
 def test_quick_hierarchies_have_several_units_per_parent(quick_runs, name):
     """Review item 7: with one county per state (the old 100,000-person quick data) county totals
