@@ -227,6 +227,62 @@ def test_docs_tables_regenerate_from_the_outputs(quick_runs, capsys):
     assert "| 0.5 |" in text and "| 2 |" in text
 
 
+def _tables_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "experiment_tables.py"
+    spec = importlib.util.spec_from_file_location("experiment_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _outside_tables(text):
+    """The lines of a markdown page that are not table rows or the titles of a marked table."""
+    kept, skipping = [], False
+    for line in text.split("\n"):
+        if line.startswith("<!-- table: "):
+            skipping = True
+        elif skipping and line.startswith("|"):
+            continue
+        elif skipping and not line.startswith("|") and kept and kept[-1].startswith("|"):
+            skipping = False
+        if not skipping and not line.startswith("|"):
+            kept.append(line)
+    return kept
+
+
+def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path):
+    """``experiment_tables.py DIR --write FILE`` replaces every marked table of a copy of
+    docs/experiments.md with the quick runs' tables and leaves every other line alone."""
+    from pathlib import Path
+
+    module = _tables_module()
+    page = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
+    copy = tmp_path / "experiments.md"
+    copy.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    base = quick_runs["petti_flaxman"][0].parent
+    assert module.main([str(base), "--write", str(copy)]) == 0
+    before, after = page.read_text(encoding="utf-8"), copy.read_text(encoding="utf-8")
+    markers = [line for line in before.split("\n") if line.startswith("<!-- table: ")]
+    assert len(markers) == 11 and markers == [line for line in after.split("\n")
+                                              if line.startswith("<!-- table: ")]
+    # the quick petti_flaxman run has ε = 0.5 and 2 only: the full run's ε = 0.25 rows are gone
+    tc = after.split("<!-- table: petti_flaxman tc -->")[1].split("\n\n")[1]
+    assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
+    assert before != after
+    assert [line for line in _outside_tables(after) if line.strip()] == [
+        line for line in _outside_tables(before) if line.strip()]
+    # a table the page has no comment for is refused before anything is written
+    stripped = tmp_path / "stripped.md"
+    stripped.write_text(before.replace("<!-- table: clark_dajani -->", ""), encoding="utf-8")
+    with pytest.raises(SystemExit, match="no '<!-- table: NAME -->' comment for clark_dajani"):
+        module.main([str(base), "--write", str(stripped)])
+    assert stripped.read_text(encoding="utf-8") == before.replace(
+        "<!-- table: clark_dajani -->", "")
+
+
 def test_clark_dajani_errors_fall_with_epsilon_and_match_theory(quick_runs):
     out, summary = quick_runs["clark_dajani"]
     table = pd.read_csv(out / "bottom_up_errors.csv")
