@@ -83,6 +83,26 @@ def check_parameters(params: dict[str, Any]) -> dict[str, Any]:
 
     :func:`~postproc.apps.experiments.run_experiment` calls it before creating the output
     directory, so a bad value leaves nothing behind.
+
+    Parameters
+    ----------
+    params : dict
+        Experiment parameters (overrides of :data:`FULL` / :data:`QUICK`).
+
+    Returns
+    -------
+    dict
+        A copy, ``sensitivity`` as a float.
+
+    Raises
+    ------
+    PostprocError
+        A sensitivity that is not a positive, finite number.
+
+    Examples
+    --------
+    >>> check_parameters({"sensitivity": 2, "seeds": [1]})
+    {'sensitivity': 2.0, 'seeds': [1]}
     """
     if "sensitivity" not in params:
         return dict(params)
