@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _examples import load_example
 from postproc.cli import main
 from postproc.errors import PostprocError
 from postproc.apps.experiments import EXPERIMENTS, describe, run_experiment
@@ -211,13 +212,7 @@ def test_flaxman_quick_neighbour_experiment(quick_runs):
 
 def test_docs_tables_regenerate_from_the_outputs(quick_runs, capsys):
     """examples/experiment_tables.py prints the markdown tables of docs/experiments.md."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "experiment_tables.py"
-    spec = importlib.util.spec_from_file_location("experiment_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("experiment_tables")
     base = quick_runs["petti_flaxman"][0].parent
     assert module.main([str(base)]) == 0
     text = capsys.readouterr().out
@@ -225,17 +220,6 @@ def test_docs_tables_regenerate_from_the_outputs(quick_runs, capsys):
                  "flaxman2019 direct", "clark_dajani"):
         assert f"<!-- table: {name}" in text
     assert "| 0.5 |" in text and "| 2 |" in text
-
-
-def _tables_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "experiment_tables.py"
-    spec = importlib.util.spec_from_file_location("experiment_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _outside_tables(text):
@@ -258,7 +242,7 @@ def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path)
     docs/experiments.md with the quick runs' tables and leaves every other line alone."""
     from pathlib import Path
 
-    module = _tables_module()
+    module = load_example("experiment_tables")
     page = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
     copy = tmp_path / "experiments.md"
     copy.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _examples import load_example
 from postproc.apps.experiments import _papers as paper
 from postproc.apps.experiments._matching import match_srs
 from postproc.apps.experiments.petti_flaxman import _paper_tables
@@ -104,22 +105,11 @@ def test_our_joint_rule_on_the_papers_numbers_gives_its_table_1():
         [0.35, 0.55, 0.80])
 
 
-def _gdpc_check_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "petti_flaxman_gdpc_check.py"
-    spec = importlib.util.spec_from_file_location("petti_flaxman_gdpc_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_their_gdpc_check_noise_loses_half_of_epsilon_per_unit():
     """The errors of their check, ``geometric(ε/2) − geometric(ε/2)``, have the per-unit log
     ratio ``−log(1 − ε/2)`` ≈ ε/2, not ε: the slope of log frequency against |k| over 2·10⁶
     draws (standard error a few 10⁻⁴ at ε = 0.1) is within 3 % of it and far from ε."""
-    check = _gdpc_check_module()
+    check = load_example("petti_flaxman_gdpc_check")
     for epsilon in (0.1, 0.5):
         errors = check.gdpc_errors(epsilon, 2_000_000, np.random.default_rng(7))
         k = np.arange(0, 30)
@@ -133,7 +123,7 @@ def test_the_published_estimator_overestimates_their_check_about_twice():
     """On 2,663 errors the published (their) estimator's mean over 5 seeded replicates is at
     least 1.5× the true per-unit loss at ε = 0.1 (observed 0.1015 over 20 replicates, 1.98×; one
     replicate's sd is about 0.011, so the mean of 5 is ≈ 4 sd above the 1.5× line)."""
-    check = _gdpc_check_module()
+    check = load_example("petti_flaxman_gdpc_check")
     table = check.gdpc_check((0.1,), replicates=5, n_boot=0).iloc[0]
     assert table["true_loss"] == pytest.approx(-np.log(0.95))
     assert table["published_mean"] > 1.5 * table["true_loss"]
