@@ -12,6 +12,7 @@ the loss of the two-step groups alone, not the paper's Table 2.
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
@@ -479,29 +480,29 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
 def _algorithms(moes: list[int], *, stability: int, gamma: Fraction, delta: float
                 ) -> dict[str, Any] | None:
     """SafeTab's two-step-only and full algorithms for the two-step MOEs ``moes``: RDP → (ε, δ)
-    exactly and by the SafeTab paper's Corollary 1 (see :attr:`MOEAccounting.algorithms`)."""
+    exactly and by the SafeTab paper's Corollary 1 (see :attr:`MOEAccounting.algorithms`).
+    Levels with the same MOE are one curve with their count as weight, so the cost grows with
+    the number of distinct MOEs, not of levels."""
     if not moes:
         return None
-    two_step_terms: list[RDPCurve] = []
-    full_levels: dict[int, list[Any]] = {}                  # MOE → [level curve, count]
+    two_step_terms: list[tuple[str, float, int, float]] = []
+    full_levels: list[tuple[LevelCurve, int]] = []          # (level curve, levels with it)
     pure = rho = 0.0
-    for moe in moes:
+    for moe, count in Counter(moes).items():
         step2 = CalibratedCount.of(moe)
         eps_group = step2.epsilon / float(1 - gamma)
         group = RDPCurve.geometric(step2.epsilon)
         if gamma > 0:
             group = RDPCurve.geometric(float(gamma) * eps_group) + group
-        two_step_terms.append(stability * group)
-        if moe not in full_levels:
-            full_levels[moe] = [compose_group_kinds([group, RDPCurve.geometric(eps_group)],
-                                                    stability=stability), 0]
-        full_levels[moe][1] += 1
-        pure += stability * eps_group
-        rho += stability * step2.rho / float(1 - gamma)
-    two_step = RDPCurve(tuple(term for curve in two_step_terms for term in curve.terms))
+        two_step_terms.extend(((stability * count) * group).terms)
+        full_levels.append((compose_group_kinds([group, RDPCurve.geometric(eps_group)],
+                                                stability=stability), count))
+        pure += count * stability * eps_group
+        rho += count * stability * step2.rho / float(1 - gamma)
+    two_step = RDPCurve(tuple(two_step_terms))
 
     def full(tau_of):
-        parts = [(tau_of(level), count) for level, count in full_levels.values()]
+        parts = [(tau_of(level), count) for level, count in full_levels]
 
         def curve(alpha):
             return sum(count * np.asarray(tau(alpha), dtype=float) for tau, count in parts)

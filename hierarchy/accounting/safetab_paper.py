@@ -85,10 +85,14 @@ def _paper_curve(curve: RDPCurve) -> Callable[[Any], np.ndarray]:
                                   "mechanism on a sensitivity-1 count; this curve has a "
                                   f"{kind!r} term of sensitivity {sensitivity}")
 
+    weights: dict[float, float] = {}               # equal budgets evaluated once
+    for _, epsilon, _, weight in curve.terms:
+        weights[epsilon] = weights.get(epsilon, 0.0) + weight
+
     def tau(alpha: Any) -> np.ndarray:
         a = _alpha(alpha)
         out = np.zeros(a.shape, dtype=float)
-        for _, epsilon, _, weight in curve.terms:
+        for epsilon, weight in weights.items():
             out = out + weight * np.asarray(rdp_geometric_safetab_paper(a, epsilon))
         return out
 

@@ -262,8 +262,10 @@ def _algorithms_table(result: MOEAccounting, *, width: int) -> list[str]:
     rows = (("two-step groups only", algorithms["two_step_only"]),
             ("full algorithm: + TotalOnly groups at the full group budget",
              algorithms["full_algorithm"]))
-    moes = " ".join(str(m) for m in algorithms["moes"])
-    lines = ["", f"SafeTab's two algorithms for the two-step MOEs {moes} (s = {result.stability}, "
+    given = algorithms["moes"]
+    moes = (f"MOEs {' '.join(str(m) for m in given)}" if len(given) <= 12
+            else f"MOEs of {len(given):,} levels")
+    lines = ["", f"SafeTab's two algorithms for the two-step {moes} (s = {result.stability}, "
                  f"gamma = {result.gamma}),", f"RDP -> (eps, delta = {result.delta:g}) with "
                  f"geometric noise:",
              f"  {'':<60} {'exact':>8}  {'Corollary 1':>11}"]
