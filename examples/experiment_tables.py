@@ -1,7 +1,15 @@
-"""Print the markdown tables of ``docs/experiments.md`` from the reference analyses' outputs.
+"""Print — or write in place — the markdown tables of ``docs/experiments.md`` from the reference
+analyses' outputs.
 
-Run the three analyses, then this script, and paste its output over the tables of the same
-names in ``docs/experiments.md`` (each table is headed by the comment naming it)::
+One command regenerates every table of that page (the analyses run one after another into DIR,
+about 10 minutes on 2 cores; an analysis whose ``DIR/NAME/summary.json`` exists is reused)::
+
+    python examples/experiment_tables.py /tmp/full_runs --run --write docs/experiments.md
+
+``--write FILE`` replaces each table of FILE that follows a ``<!-- table: NAME -->`` comment with
+the table of that name, and leaves every other line alone; without it the tables are printed.
+``--run`` first runs the missing analyses (the full variants, as ``postproc experiment NAME
+--out DIR/NAME``); without it the script reads outputs already there::
 
     postproc experiment petti_flaxman --out experiments/petti_flaxman
     postproc experiment flaxman2019   --out experiments/flaxman2019
@@ -9,11 +17,13 @@ names in ``docs/experiments.md`` (each table is headed by the comment naming it)
     python examples/experiment_tables.py experiments
 
 Paper numbers come from ``paper_comparison.csv`` (written by ``petti_flaxman`` from
-``postproc/apps/experiments/_papers.py``); a cell is ``–`` where the paper has no number.
+``postproc/apps/experiments/_papers.py``); a cell is ``–`` where the paper has no number. The
+prose around the tables quotes some of their numbers: read it again after a regeneration.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from pathlib import Path
@@ -91,12 +101,12 @@ def petti_flaxman(directory: Path) -> str:
                    _pct(published["error_fraction"]),
                    _pct(reference(f"srs_match_error_{tag}", level, e))]
             if tag == "sc":
-                row.append(_pct(reference("srs_match_joint_sc_discussion", level, e)))
+                row.append(_pct(reference("srs_match_joint_sc_table_1", level, e)))
             rows.append(row)
         header = ["ε", "joint (improved EPL)", "interpolated", "joint (published EPL)",
                   "paper's numbers, joint", "error alone", "paper's numbers, error alone"]
         if tag == "sc":
-            header.append("paper's discussion")
+            header.append("paper's Table 1")
         out.append(f"<!-- table: petti_flaxman srs {level} {tag} -->\n**{title}**\n\n"
                    + _table(header, rows))
     for level in ("county", "enum_dist"):
@@ -178,17 +188,75 @@ def clark_dajani(directory: Path) -> str:
          "ED SC L1", "L2", "exact L2", "county SC L1", "L2", "exact L2"], rows)
 
 
+ANALYSES = (("petti_flaxman", petti_flaxman), ("flaxman2019", flaxman2019),
+            ("clark_dajani", clark_dajani))
+MARKER = "<!-- table: "
+
+
+def write_tables(path: Path, tables: str) -> list[str]:
+    """Replace, in the markdown file ``path``, each table that follows a ``<!-- table: NAME -->``
+    comment by the block of that name in ``tables``; return the names replaced.
+
+    A block runs from its comment to the last line of its table (lines starting with ``|``); the
+    lines between the comment and the table (a title) are replaced too, everything else is kept.
+    A name in ``tables`` that ``path`` lacks is an error (nothing is written).
+    """
+    blocks = {}
+    for chunk in tables.split(MARKER)[1:]:
+        name = chunk.split(" -->", 1)[0]
+        blocks[name] = (MARKER + chunk).rstrip("\n")
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    out, done, i = [], [], 0
+    while i < len(lines):
+        line = lines[i]
+        name = line[len(MARKER):].split(" -->", 1)[0] if line.startswith(MARKER) else None
+        if name not in blocks:
+            out.append(line)
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("|"):
+            j += 1
+        while j < len(lines) and lines[j].startswith("|"):
+            j += 1
+        out.extend(blocks[name].split("\n"))
+        done.append(name)
+        i = j
+    missing = sorted(set(blocks) - set(done))
+    if missing:
+        raise SystemExit(f"{path} has no '<!-- table: NAME -->' comment for "
+                         f"{', '.join(missing)}; add one where the table belongs")
+    Path(path).write_text("\n".join(out), encoding="utf-8")
+    return done
+
+
 def main(argv: list[str]) -> int:
-    base = Path(argv[0]) if argv else Path("experiments")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", nargs="?", default="experiments",
+                        help="holds one output directory per analysis (default experiments)")
+    parser.add_argument("--run", action="store_true",
+                        help="first run the analyses whose DIR/NAME/summary.json is missing")
+    parser.add_argument("--write", metavar="FILE",
+                        help="replace the tables of FILE (e.g. docs/experiments.md) in place")
+    args = parser.parse_args(argv)
+    base = Path(args.directory)
     parts = []
-    for name, function in (("petti_flaxman", petti_flaxman), ("flaxman2019", flaxman2019),
-                           ("clark_dajani", clark_dajani)):
+    for name, function in ANALYSES:
         directory = base / name
+        if args.run and not (directory / "summary.json").exists():
+            from postproc.apps.experiments import run_experiment
+
+            run_experiment(name, directory)
         if (directory / "summary.json").exists():
             parts.append(function(directory))
         else:
             print(f"(no {directory}/summary.json: skipped {name})", file=sys.stderr)
-    print("\n\n".join(parts))
+    text = "\n\n".join(parts)
+    if args.write:
+        names = write_tables(Path(args.write), text)
+        print(f"{args.write}: replaced {len(names)} tables ({', '.join(names)})")
+    else:
+        print(text)
     return 0
 
 

@@ -327,7 +327,7 @@ MOES = [6, 6, 11, 11, 50, 50, 50]
 def test_account_moe_reference_configuration():
     acc = account_moe(MOES, stability=9, gamma="0.1", delta=1e-10)
     d = acc.to_dict()
-    assert set(d) == {"assumption", "levels", "total"}
+    assert set(d) == {"assumption", "levels", "total", "algorithms"}
     assert set(d["total"]) == {"pure_dp_epsilon", "rdp_epsilon", "zcdp_epsilon_analytic",
                                "zcdp_epsilon_numeric"}
     for level, m in zip(d["levels"], MOES):

@@ -25,7 +25,7 @@ def test_moe_json_keys_and_values(capsys):
     code, out, _ = run(capsys, REFERENCE + ["--json"])
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"assumption", "levels", "total"}
+    assert set(data) == {"assumption", "levels", "total", "algorithms"}
     assert [level["moe"] for level in data["levels"]] == [6, 6, 11, 11, 50, 50, 50]
     for level in data["levels"]:
         assert set(level) == {"moe", "epsilon_step2", "epsilon_total", "rho_step2", "rho_total",

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _examples import load_example
 from postproc.cli import main
 from postproc.errors import PostprocError
 from postproc.apps.experiments import EXPERIMENTS, describe, run_experiment
@@ -161,22 +162,6 @@ def test_petti_flaxman_sets_our_numbers_beside_the_papers(quick_runs):
     assert set(county["epsilon"]) == {0.5, 2.0}
 
 
-def test_paper_numbers_through_our_joint_rule_give_the_papers_matches():
-    """Our joint rule on the authors' own TopDown and SRS numbers reproduces the three matches the
-    paper's discussion states (county SC: ε = 1 → 50 %, 2 → 75 %, 6 → 95 %); matching on the
-    error alone does not (35 %, 55 %, 95 %)."""
-    from postproc.apps.experiments import _papers
-    from postproc.apps.experiments._matching import match_srs
-    from postproc.apps.experiments.petti_flaxman import _paper_tables
-
-    derived = match_srs(*_paper_tables(), measure={"total": "mae", "sc": "mae"})
-    derived = derived[(derived["epl_estimator"] == "published") & (derived["query"] == "sc")
-                      & (derived["level"] == "county")].set_index("epsilon")
-    for epsilon, fraction in _papers.DISCUSSION_MATCHES[("county", "sc")].items():
-        assert derived.loc[epsilon, "joint_fraction"] == pytest.approx(fraction)
-    assert derived.loc[1.0, "error_fraction"] == pytest.approx(0.35)
-
-
 @pytest.mark.parametrize("name", ["petti_flaxman", "clark_dajani"])
 def test_quick_hierarchies_have_several_units_per_parent(quick_runs, name):
     """Review item 7: with one county per state (the old 100,000-person quick data) county totals
@@ -227,13 +212,7 @@ def test_flaxman_quick_neighbour_experiment(quick_runs):
 
 def test_docs_tables_regenerate_from_the_outputs(quick_runs, capsys):
     """examples/experiment_tables.py prints the markdown tables of docs/experiments.md."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "experiment_tables.py"
-    spec = importlib.util.spec_from_file_location("experiment_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("experiment_tables")
     base = quick_runs["petti_flaxman"][0].parent
     assert module.main([str(base)]) == 0
     text = capsys.readouterr().out
@@ -241,6 +220,51 @@ def test_docs_tables_regenerate_from_the_outputs(quick_runs, capsys):
                  "flaxman2019 direct", "clark_dajani"):
         assert f"<!-- table: {name}" in text
     assert "| 0.5 |" in text and "| 2 |" in text
+
+
+def _outside_tables(text):
+    """The lines of a markdown page that are not table rows or the titles of a marked table."""
+    kept, skipping = [], False
+    for line in text.split("\n"):
+        if line.startswith("<!-- table: "):
+            skipping = True
+        elif skipping and line.startswith("|"):
+            continue
+        elif skipping and not line.startswith("|") and kept and kept[-1].startswith("|"):
+            skipping = False
+        if not skipping and not line.startswith("|"):
+            kept.append(line)
+    return kept
+
+
+def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path):
+    """``experiment_tables.py DIR --write FILE`` replaces every marked table of a copy of
+    docs/experiments.md with the quick runs' tables and leaves every other line alone."""
+    from pathlib import Path
+
+    module = load_example("experiment_tables")
+    page = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
+    copy = tmp_path / "experiments.md"
+    copy.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    base = quick_runs["petti_flaxman"][0].parent
+    assert module.main([str(base), "--write", str(copy)]) == 0
+    before, after = page.read_text(encoding="utf-8"), copy.read_text(encoding="utf-8")
+    markers = [line for line in before.split("\n") if line.startswith("<!-- table: ")]
+    assert len(markers) == 11 and markers == [line for line in after.split("\n")
+                                              if line.startswith("<!-- table: ")]
+    # the quick petti_flaxman run has ε = 0.5 and 2 only: the full run's ε = 0.25 rows are gone
+    tc = after.split("<!-- table: petti_flaxman tc -->")[1].split("\n\n")[1]
+    assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
+    assert before != after
+    assert [line for line in _outside_tables(after) if line.strip()] == [
+        line for line in _outside_tables(before) if line.strip()]
+    # a table the page has no comment for is refused before anything is written
+    stripped = tmp_path / "stripped.md"
+    stripped.write_text(before.replace("<!-- table: clark_dajani -->", ""), encoding="utf-8")
+    with pytest.raises(SystemExit, match="no '<!-- table: NAME -->' comment for clark_dajani"):
+        module.main([str(base), "--write", str(stripped)])
+    assert stripped.read_text(encoding="utf-8") == before.replace(
+        "<!-- table: clark_dajani -->", "")
 
 
 def test_clark_dajani_errors_fall_with_epsilon_and_match_theory(quick_runs):

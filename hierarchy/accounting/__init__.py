@@ -30,8 +30,10 @@ mechanisms, :class:`RDPCurve`, composition), :mod:`~hierarchy.accounting.convers
 :mod:`~hierarchy.accounting.moe` (MOE calibration and coverage),
 :mod:`~hierarchy.accounting.groups` (a level of groups of several kinds),
 :mod:`~hierarchy.accounting.reports` (:class:`PrivacyLoss`, :func:`account_levels`) and
-:mod:`~hierarchy.accounting.moe_levels` (:func:`account_moe`); every public name is importable
-from :mod:`hierarchy.accounting` itself.
+:mod:`~hierarchy.accounting.moe_levels` (:func:`account_moe`), and
+:mod:`~hierarchy.accounting.safetab_paper` (the SafeTab paper's closed form for the geometric
+mechanism's RDP, which understates it: only to set totals computed with it beside the exact ones);
+every public name is importable from :mod:`hierarchy.accounting` itself.
 
 Examples
 --------
@@ -59,6 +61,7 @@ from hierarchy.accounting.moe_levels import CalibratedCount, MOEAccounting, MOEL
 from hierarchy.accounting.rdp import (RDPCurve, compose, compose_parallel, pure_to_zcdp,
                                      rdp_discrete_gaussian, rdp_gaussian, rdp_geometric)
 from hierarchy.accounting.reports import LevelsAccounting, PrivacyLoss, account_levels
+from hierarchy.accounting.safetab_paper import rdp_geometric_safetab_paper, with_safetab_paper_tau
 
 __all__ = [
     "as_fraction", "split_budget", "allocate_budget",
@@ -71,5 +74,5 @@ __all__ = [
     "calibrate_discrete_gaussian", "coverage_geometric", "coverage_discrete_gaussian",
     "NOMINAL_COVERAGE", "LevelCurve", "compose_group_kinds",
     "PrivacyLoss", "LevelsAccounting", "account_levels", "CalibratedCount", "MOELevel",
-    "MOEAccounting", "account_moe",
+    "MOEAccounting", "account_moe", "rdp_geometric_safetab_paper", "with_safetab_paper_tau",
 ]

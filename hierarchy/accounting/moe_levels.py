@@ -12,6 +12,7 @@ the loss of the two-step groups alone, not the paper's Table 2.
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
@@ -24,8 +25,9 @@ from hierarchy.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_d
 from hierarchy.accounting.groups import LevelCurve, compose_group_kinds
 from hierarchy.accounting.moe import (NOMINAL_COVERAGE, calibrate_discrete_gaussian,
                                      calibrate_geometric, coverage_discrete_gaussian,
-                                     coverage_geometric)
+                                     coverage_geometric, moe_discrete_gaussian, moe_geometric)
 from hierarchy.accounting.rdp import RDPCurve
+from hierarchy.accounting.safetab_paper import with_safetab_paper_tau
 from hierarchy.errors import AccountingError
 
 __all__ = ["CalibratedCount", "MOELevel", "MOEAccounting", "account_moe"]
@@ -37,24 +39,28 @@ class CalibratedCount:
 
     Parameters
     ----------
-    moe : int
-        Target MOE, ≥ 1.
+    moe : int or None
+        Target MOE, ≥ 1; ``None`` for a count given its budget instead (:meth:`at_budget`, e.g. a
+        TotalOnly group's count at the full group budget), whose MOE is each mechanism's own.
     epsilon : float
         Its budget with geometric noise, :func:`~hierarchy.accounting.calibrate_geometric`.
     rho : float
         Its budget with discrete Gaussian noise,
         :func:`~hierarchy.accounting.calibrate_discrete_gaussian`.
     coverage_geometric, coverage_discrete_gaussian : float
-        The exact ``P[|noise| ≤ moe]`` at that ε and at that ρ (the "95 %" is nominal).
+        The exact ``P[|noise| ≤ MOE]`` at that ε and at that ρ (the "95 %" is nominal).
 
     Examples
     --------
     >>> count = CalibratedCount.of(6)
     >>> round(count.epsilon, 6), round(count.coverage_geometric, 4)
     (0.427962, 0.9395)
+    >>> full = CalibratedCount.at_budget(count.epsilon / 0.9, count.rho / 0.9)
+    >>> full.moe, full.moe_geometric, full.moe_discrete_gaussian
+    (None, 5, 5)
     """
 
-    moe: int
+    moe: int | None
     epsilon: float
     rho: float
     coverage_geometric: float
@@ -68,15 +74,37 @@ class CalibratedCount:
         return cls(moe, eps, rho, coverage_geometric(eps, moe=moe),
                    coverage_discrete_gaussian(rho, moe=moe))
 
+    @classmethod
+    def at_budget(cls, epsilon: float, rho: float) -> "CalibratedCount":
+        """The count with budget ``epsilon`` (geometric) or ``rho`` (discrete Gaussian); its MOE
+        is each mechanism's own (:func:`moe_geometric`, :func:`moe_discrete_gaussian`)."""
+        return cls(None, float(epsilon), float(rho), coverage_geometric(epsilon),
+                   coverage_discrete_gaussian(rho))
+
+    @property
+    def moe_geometric(self) -> int:
+        """The count's MOE with geometric noise: the target, or SafeTab's MOE of its ε."""
+        return self.moe if self.moe is not None else moe_geometric(self.epsilon)
+
+    @property
+    def moe_discrete_gaussian(self) -> int:
+        """The count's MOE with discrete Gaussian noise: the target, or the MOE of its ρ."""
+        return self.moe if self.moe is not None else moe_discrete_gaussian(self.rho)
+
     def coverage_dict(self) -> dict[str, float]:
         """``{"nominal": 0.95, "geometric": …, "discrete_gaussian": …}``."""
         return {"nominal": NOMINAL_COVERAGE, "geometric": self.coverage_geometric,
                 "discrete_gaussian": self.coverage_discrete_gaussian}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``moe, epsilon, rho, coverage``."""
-        return {"moe": self.moe, "epsilon": self.epsilon, "rho": self.rho,
-                "coverage": self.coverage_dict()}
+        """JSON-ready: ``moe, epsilon, rho, coverage``, and for a count given its budget
+        (``moe`` null) ``moe_geometric`` and ``moe_discrete_gaussian``."""
+        out: dict[str, Any] = {"moe": self.moe, "epsilon": self.epsilon, "rho": self.rho,
+                               "coverage": self.coverage_dict()}
+        if self.moe is None:
+            out.update(moe_geometric=self.moe_geometric,
+                       moe_discrete_gaussian=self.moe_discrete_gaussian)
+        return out
 
 
 @dataclass(frozen=True)
@@ -142,6 +170,9 @@ class MOELevel:
                 "total_only": None if self.total_only is None else self.total_only.to_dict()}
 
 
+#: A TotalOnly "MOE" meaning: TotalOnly groups at the full group budget ``step2 / (1 − γ)``.
+FULL = "full"
+
 #: The terms of the SafeTab paper's eq. 39, as named in :attr:`MOEAccounting.assumption`.
 TWO_STEP_TERMS = ("two-step groups: Step-1 noisy total", "two-step groups: Step-2 released counts")
 TOTAL_ONLY_TERM = "TotalOnly groups: one count each"
@@ -169,6 +200,15 @@ class MOEAccounting:
         (ε, δ) from the composed RDP curve of the same geometric mechanisms.
     zcdp_epsilon_analytic, zcdp_epsilon_numeric : float
         (ε, δ) from Σ of the levels' ρ (discrete Gaussian noise, zCDP).
+    algorithms : dict or None
+        SafeTab's two algorithms for the levels' two-step MOEs, whatever TotalOnly groups were
+        given (``None`` if no level has two-step groups): RDP → (ε, δ) with geometric noise of
+        ``"two_step_only"`` (no TotalOnly groups) and of the ``"full_algorithm"`` (every level
+        also has TotalOnly groups at the full group budget ``ε₂/(1 − γ)``, sharing the
+        stability), each exact (``rdp_epsilon``) and with the SafeTab paper's Corollary 1 for the
+        geometric mechanism's divergence (``rdp_epsilon_corollary_1``, which understates:
+        :mod:`~hierarchy.accounting.safetab_paper`); ``"counts"`` says what each includes. Pure
+        ε and ρ are the same for both (``pure_dp_epsilon``, ``rho``).
 
     Examples
     --------
@@ -186,6 +226,8 @@ class MOEAccounting:
     of the two-step (total then detailed) groups only', a
     narrower question than the paper's Table 2. Give TotalOnly
     MOEs (--total-only-moe) to include the TotalOnly term.
+    SafeTab's full algorithm (TotalOnly groups at the full group
+    budget at every level) is accounted beside these totals.
     """
 
     levels: tuple[MOELevel, ...]
@@ -196,6 +238,7 @@ class MOEAccounting:
     rdp_epsilon: float
     zcdp_epsilon_analytic: float
     zcdp_epsilon_numeric: float
+    algorithms: dict[str, Any] | None = None
 
     @property
     def rho(self) -> float:
@@ -241,7 +284,9 @@ class MOEAccounting:
                          "noisy total and its Step-2 released counts) and leave out the TotalOnly "
                          "term (the groups that release only their total). They answer "
                          f"{question!r}, a narrower question than the paper's Table 2. Give "
-                         "TotalOnly MOEs to include the TotalOnly term.")
+                         "TotalOnly MOEs to include the TotalOnly term. SafeTab's full "
+                         "algorithm (TotalOnly groups at the full group budget at every level) "
+                         "is accounted beside these totals.")
         if total_only:
             statement += f" Within a level, {_WITHIN_LEVEL}."
         return {"terms_included": included, "terms_left_out": left_out, "question": question,
@@ -250,13 +295,15 @@ class MOEAccounting:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"assumption": {...}, "levels": [...], "total": {"pure_dp_epsilon",
-        "rdp_epsilon", "zcdp_epsilon_analytic", "zcdp_epsilon_numeric"}}``."""
+        "rdp_epsilon", "zcdp_epsilon_analytic", "zcdp_epsilon_numeric"}, "algorithms": {...}}``
+        (``algorithms`` as the attribute)."""
         return {"assumption": self.assumption,
                 "levels": [level.to_dict() for level in self.levels],
                 "total": {"pure_dp_epsilon": self.pure_dp_epsilon,
                           "rdp_epsilon": self.rdp_epsilon,
                           "zcdp_epsilon_analytic": self.zcdp_epsilon_analytic,
-                          "zcdp_epsilon_numeric": self.zcdp_epsilon_numeric}}
+                          "zcdp_epsilon_numeric": self.zcdp_epsilon_numeric},
+                "algorithms": self.algorithms}
 
     def assumption_text(self, width: int = 95, *, options: str | None = None) -> str:
         """The assumption's statement wrapped to ``width`` columns; ``options`` (e.g. a CLI's
@@ -268,8 +315,9 @@ class MOEAccounting:
 
 
 def _levels_of(moes: Iterable[Any], total_only_moes: Iterable[Any] | None
-               ) -> list[tuple[int | None, int | None]]:
-    """Checked ``(two-step MOE, TotalOnly MOE)`` per level, ``None`` where a kind is absent."""
+               ) -> list[tuple[int | None, int | str | None]]:
+    """Checked ``(two-step MOE, TotalOnly MOE)`` per level, ``None`` where a kind is absent and
+    ``"full"`` for TotalOnly groups at the full group budget."""
     moe_list = list(moes)
     if total_only_moes is None:
         total_only_list: list[Any] = [None] * len(moe_list)
@@ -286,8 +334,13 @@ def _levels_of(moes: Iterable[Any], total_only_moes: Iterable[Any] | None
         if moe is None and total_only is None:
             raise AccountingError(f"level {i} has neither two-step groups (an MOE) nor TotalOnly "
                                 f"groups (a TotalOnly MOE); give it one of them")
+        full = isinstance(total_only, str) and total_only.strip().lower() == FULL
+        if full and moe is None:
+            raise AccountingError(f"level {i}: TotalOnly groups at the full group budget "
+                                  f"({FULL!r}) need the level's two-step MOE, which sets that "
+                                  f"budget (step2 / (1 - gamma)); give an MOE or a TotalOnly MOE")
         levels.append((None if moe is None else check_moe(moe, level=i),
-                       None if total_only is None
+                       FULL if full else None if total_only is None
                        else check_moe(total_only, level=i, what="TotalOnly MOE")))
     return levels
 
@@ -340,19 +393,24 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
         Share of a group's budget for the Step-1 total, in [0, 1). Default ``"0.1"``.
     delta : float, optional
         δ for the conversions. Default 1e−10.
-    total_only_moes : iterable of int or None, optional
-        One per level: the target MOE of its TotalOnly groups' counts, ``None`` where it has
-        none. Default: no TotalOnly groups anywhere.
+    total_only_moes : iterable of int, "full" or None, optional
+        One per level: the target MOE of its TotalOnly groups' counts, ``"full"`` for TotalOnly
+        groups at the full group budget ``ε₂/(1 − γ)`` (``ρ₂/(1 − γ)``) as ``postproc safetab``
+        releases them (the level needs an MOE), ``None`` where it has none. Default: no
+        TotalOnly groups anywhere.
 
     Returns
     -------
     MOEAccounting
+        With :attr:`~MOEAccounting.algorithms`: whatever the TotalOnly groups given, SafeTab's
+        two-step-only and full algorithms for the same two-step MOEs, side by side.
 
     Raises
     ------
     AccountingError
         On no levels, an MOE < 1, a level with neither kind of group, ``total_only_moes`` of
-        another length than ``moes``, a bad stability, γ outside [0, 1) or δ outside (0, 1).
+        another length than ``moes``, ``"full"`` at a level without an MOE, a bad stability, γ
+        outside [0, 1) or δ outside (0, 1).
 
     Examples
     --------
@@ -366,6 +424,18 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
     >>> with_total_only = account_moe([6, 50], stability=9, total_only_moes=[None, 10])
     >>> round(with_total_only.levels[1].epsilon_total, 4)      # 9 · ln 20/11 > 9 · ln 20/51/0.9
     2.4511
+
+    The SafeTab paper's settings: the default totals count the two-step groups only; SafeTab's
+    full algorithm also has TotalOnly groups at the full group budget (exact, and by the paper's
+    Corollary 1, which understates):
+
+    >>> paper = account_moe([6, 6, 11, 11, 50, 50, 50], stability=9, gamma="0.1", delta=1e-10)
+    >>> full = paper.algorithms["full_algorithm"]
+    >>> [round(x, 2) for x in (paper.rdp_epsilon, full["rdp_epsilon"],
+    ...                        full["rdp_epsilon_corollary_1"])]
+    [12.93, 14.19, 13.57]
+    >>> paper.algorithms["two_step_only"]["rdp_epsilon"] == paper.rdp_epsilon
+    True
     """
     levels_in = _levels_of(moes, total_only_moes)
     s = check_stability(stability)
@@ -398,19 +468,76 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
             return out
 
     rho_total = sum(level.rho_total for level in levels)
+    two_step_moes = [moe for moe, _ in levels_in if moe is not None]
     return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
                          pure_dp_epsilon=sum(level.epsilon_total for level in levels),
                          rdp_epsilon=rdp_to_approx_dp(curve, d),
                          zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho_total, d),
-                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d))
+                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d),
+                         algorithms=_algorithms(two_step_moes, stability=s, gamma=g, delta=d))
 
 
-def _level(moe: int | None, total_only_moe: int | None, *, stability: int, gamma: Fraction
+def _algorithms(moes: list[int], *, stability: int, gamma: Fraction, delta: float
+                ) -> dict[str, Any] | None:
+    """SafeTab's two-step-only and full algorithms for the two-step MOEs ``moes``: RDP → (ε, δ)
+    exactly and by the SafeTab paper's Corollary 1 (see :attr:`MOEAccounting.algorithms`).
+    Levels with the same MOE are one curve with their count as weight, so the cost grows with
+    the number of distinct MOEs, not of levels."""
+    if not moes:
+        return None
+    two_step_terms: list[tuple[str, float, int, float]] = []
+    full_levels: list[tuple[LevelCurve, int]] = []          # (level curve, levels with it)
+    pure = rho = 0.0
+    for moe, count in Counter(moes).items():
+        step2 = CalibratedCount.of(moe)
+        eps_group = step2.epsilon / float(1 - gamma)
+        group = RDPCurve.geometric(step2.epsilon)
+        if gamma > 0:
+            group = RDPCurve.geometric(float(gamma) * eps_group) + group
+        two_step_terms.extend(((stability * count) * group).terms)
+        full_levels.append((compose_group_kinds([group, RDPCurve.geometric(eps_group)],
+                                                stability=stability), count))
+        pure += count * stability * eps_group
+        rho += count * stability * step2.rho / float(1 - gamma)
+    two_step = RDPCurve(tuple(two_step_terms))
+
+    def full(tau_of):
+        parts = [(tau_of(level), count) for level, count in full_levels]
+
+        def curve(alpha):
+            return sum(count * np.asarray(tau(alpha), dtype=float) for tau, count in parts)
+
+        return curve
+
+    return {
+        "two_step_only": {
+            "rdp_epsilon": rdp_to_approx_dp(two_step, delta),
+            "rdp_epsilon_corollary_1": rdp_to_approx_dp(with_safetab_paper_tau(two_step), delta),
+            "counts": "each two-step group's Step-1 noisy total and Step-2 released counts; "
+                      "no TotalOnly groups"},
+        "full_algorithm": {
+            "rdp_epsilon": rdp_to_approx_dp(full(lambda level: level), delta),
+            "rdp_epsilon_corollary_1": rdp_to_approx_dp(full(with_safetab_paper_tau), delta),
+            "counts": "the two-step groups, and at every level TotalOnly groups releasing one "
+                      "count at the full group budget step2 / (1 - gamma), as postproc safetab "
+                      "releases them; s bounds a record's groups of both kinds together, so a "
+                      "level costs s times its costlier kind (the TotalOnly one) at every "
+                      "Renyi order"},
+        "pure_dp_epsilon": pure, "rho": rho, "moes": list(moes)}
+
+
+def _level(moe: int | None, total_only_moe: int | str | None, *, stability: int,
+           gamma: Fraction
            ) -> tuple[MOELevel, tuple[tuple[str, float, int, float], ...], LevelCurve | None]:
     """One level: its report, and its RDP curve (geometric noise) as terms of a sum when it has
     one kind of group, else as a :class:`LevelCurve`."""
     s = stability
-    total_only = None if total_only_moe is None else CalibratedCount.of(total_only_moe)
+    if total_only_moe == FULL:
+        step2 = CalibratedCount.of(moe)
+        total_only = CalibratedCount.at_budget(step2.epsilon / float(1 - gamma),
+                                               step2.rho / float(1 - gamma))
+    else:
+        total_only = None if total_only_moe is None else CalibratedCount.of(total_only_moe)
     if moe is None:
         if total_only is None:
             raise AccountingError("a level needs two-step groups (an MOE) or TotalOnly groups")

@@ -3,12 +3,14 @@
 Sub-commands:
 
 * ``postproc account moe --moe 6 6 11 11 50 50 50 --stability 9 --gamma 0.1 --delta 1e-10
-  [--total-only-moe M|- …] [--total-only-levels M …] [--json]`` — SafeTab-style levels
-  calibrated to target MOEs (:func:`hierarchy.accounting.account_moe`): which terms of the
-  SafeTab paper's eq. 39 the totals include (without TotalOnly MOEs only the two-step groups'),
-  per level the ε and ρ of one Step-2 count and of the level and the exact coverage of each
-  "95 %" MOE, and the total loss under pure DP, RDP → (ε, δ) and zCDP → (ε, δ) analytic and
-  numeric.
+  [--total-only-moe M|full|- …] [--total-only-levels M …] [--full-algorithm] [--json]`` —
+  SafeTab-style levels calibrated to target MOEs (:func:`hierarchy.accounting.account_moe`):
+  which terms of the SafeTab paper's eq. 39 the totals include (without TotalOnly MOEs only the
+  two-step groups'), per level the ε and ρ of one Step-2 count and of the level and the exact
+  coverage of each "95 %" MOE, the total loss under pure DP, RDP → (ε, δ) and zCDP → (ε, δ)
+  analytic and numeric, and — always — SafeTab's two-step-only and full algorithms (TotalOnly
+  groups at the full group budget) side by side for the same MOEs, exact and by the SafeTab
+  paper's Corollary 1. ``--full-algorithm`` makes the full algorithm the accounting shown.
 * ``postproc account convert (--epsilon E | --rho R) [--delta D] [--sensitivity S] [--json]``
   — one mechanism's loss in every notion (:meth:`hierarchy.accounting.PrivacyLoss.of`).
 """
@@ -52,13 +54,19 @@ def register(subparsers: Any) -> None:
                           "decimals or ratios such as 1/10)")
     moe.add_argument("--delta", type=float, default=1e-10, metavar="D",
                      help="delta of the (epsilon, delta) conversions (default 1e-10)")
-    moe.add_argument("--total-only-moe", nargs="+", metavar="M|-",
+    moe.add_argument("--total-only-moe", nargs="+", metavar="M|full|-",
                      help="one per --moe level: the target MOE of the counts of its TotalOnly "
-                          "groups (groups that release only their total), '-' where it has none. "
-                          "Adds the TotalOnly term of the SafeTab paper's eq. 39, which is left "
-                          "out by default. Both kinds share the stability s, so such a level "
-                          "costs s times its costlier kind of group (as postproc safetab "
-                          "accounts a level)")
+                          "groups (groups that release only their total), 'full' for TotalOnly "
+                          "groups at the full group budget step2 / (1 - gamma) (as postproc "
+                          "safetab releases them), '-' where it has none. Adds the TotalOnly "
+                          "term of the SafeTab paper's eq. 39, which is left out by default. "
+                          "Both kinds share the stability s, so such a level costs s times its "
+                          "costlier kind of group (as postproc safetab accounts a level)")
+    moe.add_argument("--full-algorithm", action="store_true",
+                     help="SafeTab's full algorithm: every --moe level also has TotalOnly "
+                          "groups at the full group budget (the same as --total-only-moe full "
+                          "for every level). Its RDP total is always shown beside the "
+                          "two-step-only one; this makes it the accounting shown per level")
     moe.add_argument("--total-only-levels", type=int, nargs="+", metavar="M",
                      help="further levels of TotalOnly groups only, with target MOE M each "
                           "(stability s); each adds s times one count's loss. Use these for "
@@ -83,25 +91,28 @@ def register(subparsers: Any) -> None:
     convert.set_defaults(func=run)
 
 
-def _total_only_moes(values: list[str] | None, levels: int) -> list[int | None] | None:
-    """``--total-only-moe``: one integer MOE or ``-`` per ``--moe`` level (their range is
-    checked by :func:`hierarchy.accounting.account_moe`)."""
+def _total_only_moes(values: list[str] | None, levels: int) -> list[int | str | None] | None:
+    """``--total-only-moe``: one integer MOE, ``full`` or ``-`` per ``--moe`` level (their range
+    is checked by :func:`hierarchy.accounting.account_moe`)."""
     if values is None:
         return None
     if len(values) != levels:
         raise PostprocError(f"--total-only-moe: give one value per --moe level ({levels}), an "
                             f"MOE or '-' where a level has no TotalOnly groups; got "
                             f"{len(values)}")
-    parsed: list[int | None] = []
+    parsed: list[int | str | None] = []
     for level, value in enumerate(values, start=1):
         if value.strip() == "-":
             parsed.append(None)
+            continue
+        if value.strip().lower() == "full":
+            parsed.append("full")
             continue
         try:
             parsed.append(int(value))
         except ValueError:
             raise PostprocError(f"--total-only-moe: the TotalOnly MOE of level {level} must be "
-                                f"an integer >= 1 or '-', not {value!r}") from None
+                                f"an integer >= 1, 'full' or '-', not {value!r}") from None
     return parsed
 
 
@@ -123,9 +134,12 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.account_command == "moe":
         for level, value in enumerate(args.moe, start=1):
             _option("--moe", acc.check_moe, value, level=level)
+        if args.full_algorithm and args.total_only_moe is not None:
+            raise PostprocError("--full-algorithm gives every --moe level TotalOnly groups at "
+                                "the full group budget; give it or --total-only-moe, not both")
         total_only = _total_only_moes(args.total_only_moe, len(args.moe)) or []
         for level, value in enumerate(total_only, start=1):
-            if value is not None:
+            if value not in (None, "full"):
                 _option("--total-only-moe", acc.check_moe, value, level=level,
                         what="TotalOnly MOE")
         for level, value in enumerate(args.total_only_levels or (), start=len(args.moe) + 1):
@@ -152,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     if args.account_command == "moe":
         extra = list(args.total_only_levels or ())
         total_only = _total_only_moes(args.total_only_moe, len(args.moe))
+        if args.full_algorithm:
+            total_only = ["full"] * len(args.moe)
         if extra:
             total_only = (total_only or [None] * len(args.moe)) + extra
         result = account_moe(list(args.moe) + [None] * len(extra), stability=args.stability,
@@ -212,9 +228,16 @@ def _moe_table(result: MOEAccounting) -> str:
         for i, level in enumerate(result.levels, start=1):
             count = level.total_only
             if count is not None:
-                lines.append(f"{i:>5}  {count.moe:>5}  {count.epsilon:>10.6f}  "
+                moe = (count.moe if count.moe is not None
+                       else f"{count.moe_geometric}/{count.moe_discrete_gaussian}")
+                lines.append(f"{i:>5}  {moe:>5}  {count.epsilon:>10.6f}  "
                              f"{count.rho:>10.6f}  {_percent(count.coverage_geometric, 10)}  "
                              f"{_percent(count.coverage_discrete_gaussian, 8)}  {nominal}")
+        if any(level.total_only is not None and level.total_only.moe is None
+               for level in result.levels):
+            lines.append(textwrap.fill("MOE g/d: a count at the full group budget step2 / "
+                                       "(1 - gamma); its MOE is g with geometric noise, d with "
+                                       "discrete Gaussian.", width=len(header)))
     lines += ["", textwrap.fill(
         "cover geom, cover DG: the exact P(|noise| <= MOE) of one count at its calibrated "
         "epsilon (geometric) or rho (discrete Gaussian). SafeTab's '95%' MOE is a convention, "
@@ -227,7 +250,36 @@ def _moe_table(result: MOEAccounting) -> str:
               f"{result.zcdp_epsilon_analytic:.4f}   (discrete Gaussian, rho = {result.rho:.4f})",
               f"  {'zCDP -> (eps, delta), numeric':<36} epsilon = "
               f"{result.zcdp_epsilon_numeric:.4f}"]
+    lines += _algorithms_table(result, width=len(header))
     return "\n".join(lines)
+
+
+def _algorithms_table(result: MOEAccounting, *, width: int) -> list[str]:
+    """SafeTab's two-step-only and full algorithms for the same MOEs, side by side."""
+    algorithms = result.algorithms
+    if algorithms is None:
+        return []
+    rows = (("two-step groups only", algorithms["two_step_only"]),
+            ("full algorithm: + TotalOnly groups at the full group budget",
+             algorithms["full_algorithm"]))
+    given = algorithms["moes"]
+    moes = (f"MOEs {' '.join(str(m) for m in given)}" if len(given) <= 12
+            else f"MOEs of {len(given):,} levels")
+    lines = ["", f"SafeTab's two algorithms for the two-step {moes} (s = {result.stability}, "
+                 f"gamma = {result.gamma}),", f"RDP -> (eps, delta = {result.delta:g}) with "
+                 f"geometric noise:",
+             f"  {'':<60} {'exact':>8}  {'Corollary 1':>11}"]
+    for label, row in rows:
+        lines.append(f"  {label:<60} {row['rdp_epsilon']:>8.4f}  "
+                     f"{row['rdp_epsilon_corollary_1']:>11.4f}")
+    note = ("exact: the geometric mechanism's Renyi divergence summed exactly (the accounting). "
+            "Corollary 1: the SafeTab paper's closed form for it, which understates it; shown "
+            "only to compare with the paper. Pure DP (epsilon = "
+            f"{algorithms['pure_dp_epsilon']:.4f}) and zCDP (rho = {algorithms['rho']:.4f}) are "
+            "the same for both algorithms: a TotalOnly group at the full group budget costs what "
+            "a two-step group costs there. docs/safetab.md says what each number counts and "
+            "compares them with the paper's.")
+    return lines + [textwrap.fill(note, width=width)]
 
 
 def _loss_table(loss: PrivacyLoss) -> str:

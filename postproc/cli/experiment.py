@@ -1,10 +1,12 @@
-"""``postproc experiment NAME [--out DIR] [--quick]``: run a reference analysis.
+"""``postproc experiment NAME [--out DIR] [--quick] [--report] [--sensitivity D]``: run a
+reference analysis.
 
 ``NAME`` is one of ``flaxman2019``, ``petti_flaxman``, ``clark_dajani`` (see
 :mod:`postproc.apps.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
 ``summary.json`` into ``DIR`` (default ``experiments/NAME``); ``postproc report DIR`` makes an HTML
-page of them. ``--quick`` runs a small variant in seconds (used by the tests). Experiments run in
-simulation mode: seeded, reproducible, never a release.
+page of them. ``--quick`` runs a small variant in seconds (used by the tests).
+``--sensitivity D`` (``clark_dajani`` only) sets the sensitivity of the noisy cells, default 1.
+Experiments run in simulation mode: seeded, reproducible, never a release.
 """
 
 from __future__ import annotations
@@ -48,7 +50,32 @@ def register(subparsers: Any) -> None:
                    help="output directory (default experiments/NAME, or experiments/NAME-quick)")
     p.add_argument("--quick", action="store_true", help="small, fast variant (seconds)")
     p.add_argument("--report", action="store_true", help="also write DIR/report.html")
+    p.add_argument("--sensitivity", metavar="D",
+                   help="clark_dajani only: sensitivity of the noisy ED cells, noise z = eps/D "
+                        "(default 1: adding or deleting a person changes one cell by 1, the "
+                        "paper's neighbours; 2: changing a person's record, the E2E neighbours, "
+                        "twice the noise)")
     p.set_defaults(func=run)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The experiment parameters given as options (``--sensitivity``), checked."""
+    from postproc.errors import PostprocError
+
+    if args.sensitivity is None:
+        return {}
+    if args.name != "clark_dajani":
+        raise PostprocError(f"--sensitivity applies to clark_dajani only, not {args.name}")
+    try:
+        value = float(args.sensitivity)
+    except ValueError:
+        value = args.sensitivity
+    try:
+        from postproc.apps.experiments.clark_dajani import check_sensitivity
+
+        return {"sensitivity": check_sensitivity(value)}
+    except PostprocError as exc:
+        raise PostprocError(f"--{exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from postproc.apps.experiments import run_experiment
 
     out = args.out or str(Path("experiments") / (args.name + ("-quick" if args.quick else "")))
-    summary = run_experiment(args.name, out, quick=args.quick)
+    summary = run_experiment(args.name, out, quick=args.quick, **_overrides(args))
     for key, value in list(summary["headline"].items())[:12]:
         shown = f"{value:.4g}" if isinstance(value, float) else value
         print(f"  {key}: {shown}")

@@ -105,7 +105,8 @@ def run_experiment(name: str, out: str | Path | None = None, *, quick: bool = Fa
     Raises
     ------
     PostprocError
-        Unknown experiment or parameter.
+        Unknown experiment or parameter, or a parameter's bad value (checked before anything is
+        written).
 
     Examples
     --------
@@ -130,6 +131,9 @@ def run_experiment(name: str, out: str | Path | None = None, *, quick: bool = Fa
     if unknown:
         raise PostprocError(f"experiment {name!r} has no parameter {unknown[0]!r}; its "
                             f"parameters are {', '.join(defaults)}")
+    check = getattr(module, "check_parameters", None)
+    if check is not None:                 # before the output directory exists
+        overrides = check(overrides)
     directory = Path(out) if out is not None else Path("experiments") / (
         name + ("-quick" if quick else ""))
     output = Output(directory, name, module.TITLE, log)

@@ -12,7 +12,9 @@ the fraction ``f``. The match is the point of that polyline nearest in Euclidean
 (``d = 0.1`` is about 10 % off), so neither unit dominates. ``joint_fraction`` is the nearest
 grid fraction; ``joint_interpolated_fraction`` the fraction at the nearest point of the polyline
 (linear in ``f`` along a segment); ``joint_distance`` is ``d`` there. SRS points with an
-undefined EPL are left out of the polyline.
+undefined EPL are left out of the polyline. Applied to the published paper's own TopDown and SRS
+numbers (:mod:`postproc.apps.experiments._papers`), the rule gives every fraction of its Table 1
+for county SC.
 
 The match on the error alone (the toolkit's earlier rule) is kept beside it: ``error_fraction``
 (nearest grid point in log error) and ``error_interpolated_fraction`` (linear in log error;

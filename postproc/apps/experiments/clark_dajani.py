@@ -1,8 +1,10 @@
 """Clark & Dajani (2019): error of the bottom-up mechanism against ε.
 
-Bottom-up: two-sided geometric noise with the whole budget (``z = ε/Δ``, ``Δ = 2`` for the E2E
-"change one record" neighbours) on every detailed cell of every ED of synthetic 1940-style data;
-every county, state and national count is a sum of noisy ED cells. For each ε and seed, the L1
+Bottom-up: two-sided geometric noise with the whole budget (``z = ε/Δ``) on every detailed cell
+of every ED of synthetic 1940-style data; every county, state and national count is a sum of
+noisy ED cells. ``Δ`` is the parameter ``sensitivity``: 1 by default — the paper's neighbours
+add or delete one person, which changes one cell by 1 — or 2 for the E2E "change one record"
+neighbours (one cell −1, another +1), whose noise is twice as wide at the same ε. For each ε and seed, the L1
 error (mean absolute error per answer) and L2 error (root mean squared error per answer) of the
 total, ``va_hisp_race`` and ``detailed`` answers of every level — raw, and calibrated to the
 published state totals either additively (least squares: every cell of a state shifted equally)
@@ -12,12 +14,12 @@ answer summing ``m`` noisy cells has variance ``m·σ²`` — which the L2 figur
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hierarchy.mechanisms import two_sided_geometric_variance
 from hierarchy.queries import detailed, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
@@ -25,6 +27,7 @@ from postproc.methods.baselines import bottom_up, calibrate_to_totals
 from postproc.apps.experiments._common import (E2E_LEVELS, Output, describe_grid, describe_units,
                                                merge_coinciding, new_figure, plain_log_axis,
                                                synthetic_truth)
+from postproc.errors import PostprocError
 from postproc.evaluation.metrics import error_metrics
 
 NAME = "clark_dajani"
@@ -32,12 +35,78 @@ TITLE = "Clark & Dajani (2019): bottom-up L1 and L2 error against ε"
 
 LEVELS = E2E_LEVELS
 FULL = {"persons": 20_000_000, "data_seed": 1940, "states": None, "seeds": [1, 2],
-        "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "sensitivity": 2.0}
+        "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "sensitivity": 1.0}
 #: Three county-rich states of a 3-million-person nation (3 states, 13 counties, 313 EDs): several
 #: units per parent at every level (``synthetic_truth``).
 QUICK = {"persons": 3_000_000, "data_seed": 1940, "states": 3, "seeds": [1, 2],
-         "epsilons": [0.5, 4.0], "sensitivity": 2.0}
+         "epsilons": [0.5, 4.0], "sensitivity": 1.0}
 COLORS = {"nation": "#555555", "state": "#2ca02c", "county": "#1f77b4", "enum_dist": "#d62728"}
+
+
+def check_sensitivity(value: Any) -> float:
+    """The sensitivity ``Δ`` of the noisy cells, checked: a positive, finite number.
+
+    Parameters
+    ----------
+    value : int or float
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    PostprocError
+        A value that is not a positive, finite number (booleans and strings included).
+
+    Examples
+    --------
+    >>> check_sensitivity(2)
+    2.0
+    >>> check_sensitivity(0)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: sensitivity must be a positive, finite number (1: add or
+    delete a person, the paper's neighbours; 2: change one person's record), not 0
+    """
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    if not ok or not (math.isfinite(value) and value > 0):
+        raise PostprocError(f"sensitivity must be a positive, finite number (1: add or delete a "
+                            f"person, the paper's neighbours; 2: change one person's record), "
+                            f"not {value!r}")
+    return float(value)
+
+
+def check_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with its ``sensitivity`` checked (:func:`check_sensitivity`), if it has one.
+
+    :func:`~postproc.apps.experiments.run_experiment` calls it before creating the output
+    directory, so a bad value leaves nothing behind.
+
+    Parameters
+    ----------
+    params : dict
+        Experiment parameters (overrides of :data:`FULL` / :data:`QUICK`).
+
+    Returns
+    -------
+    dict
+        A copy, ``sensitivity`` as a float.
+
+    Raises
+    ------
+    PostprocError
+        A sensitivity that is not a positive, finite number.
+
+    Examples
+    --------
+    >>> check_parameters({"sensitivity": 2, "seeds": [1]})
+    {'sensitivity': 2.0, 'seeds': [1]}
+    """
+    if "sensitivity" not in params:
+        return dict(params)
+    return {**params, "sensitivity": check_sensitivity(params["sensitivity"])}
 
 
 def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]:
@@ -49,13 +118,19 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     quick : bool
         The small, fast variant (CI).
     **overrides
-        Any parameter of :data:`FULL` / :data:`QUICK`.
+        Any parameter of :data:`FULL` / :data:`QUICK`; ``sensitivity`` is ``Δ`` of the noisy
+        cells (default 1, :func:`check_sensitivity`).
 
     Returns
     -------
     dict
         ``parameters`` and ``headline`` (L1 errors of county and ED answers, and how far the
         observed L2 errors are from their closed form).
+
+    Raises
+    ------
+    PostprocError
+        A sensitivity that is not a positive, finite number.
 
     Examples
     --------
@@ -65,11 +140,13 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     >>> out = Output(tempfile.mkdtemp(), NAME, TITLE, log=lambda m: None)
     >>> result = run(out, quick=True, persons=1_000_000, states=2, seeds=[1], epsilons=[1.0])
     >>> {k: round(v, 1) for k, v in result["headline"].items() if k.startswith("l1")}
-    {'l1 county/total@1': 74.3, 'l1 county/va_hisp_race@1': 39.2, 'l1 enum_dist/total@1': 30.0, 'l1 enum_dist/va_hisp_race@1': 6.3}
+    {'l1 county/total@1': 50.3, 'l1 county/va_hisp_race@1': 20.0,
+     'l1 enum_dist/total@1': 14.7, 'l1 enum_dist/va_hisp_race@1': 3.0}
     >>> [t["file"] for t in out.tables]
     ['bottom_up_errors.csv', 'bottom_up_errors_by_seed.csv']
     """
-    params = {**(QUICK if quick else FULL), **overrides}
+    params = check_parameters({**(QUICK if quick else FULL), **overrides})
+    sensitivity = params["sensitivity"]
     truth = synthetic_truth(params)
     workload = e2e_workload(E2E_1940)
     queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
@@ -78,13 +155,15 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     # cells summed by each answer: bottom-level units below each unit × cells per answer
     below = [np.bincount(_ancestor(geo, li), minlength=geo.n_units(li)) for li in range(4)]
     rows = []
+    bottom = geo.levels[-1]
     for epsilon in params["epsilons"]:
-        z = float(epsilon) / float(params["sensitivity"])
-        variance = two_sided_geometric_variance(z)
         for seed in params["seeds"]:
             rnd = Randomness.simulation(int(seed)).child(int(round(1000 * float(epsilon))))
-            raw = bottom_up(truth, float(epsilon), rnd, sensitivity=float(params["sensitivity"]),
+            raw = bottom_up(truth, float(epsilon), rnd, sensitivity=sensitivity,
                             workload=workload)
+            # the mechanism's own parameter and variance, as the measurement recorded them
+            measured = raw.provenance["noisy"]["parameters"][bottom]["detailed"]
+            z, variance = float(measured["z"]), float(measured["variance"])
             variants = [("bottom_up", raw)] + [
                 (f"bottom_up+{how}", calibrate_to_totals(raw, "state", truth.totals("state"),
                                                          method=how))
@@ -97,6 +176,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                         m = error_metrics(dp, exact)
                         cells = below[li] * (E2E_1940.size // query.n_answers)
                         rows.append({"method": method, "epsilon": float(epsilon),
+                                     "sensitivity": sensitivity, "z": z,
                                      "seed": int(seed), "level": level, "query": qname,
                                      "answers": exact.size, "l1": m["mean_abs"],
                                      "l2": m["rmse"], "mae": m["mae"],
@@ -107,13 +187,16 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
         out.log(f"{NAME}: ε = {epsilon:g} done")
     per_seed = pd.DataFrame(rows)
     table = (per_seed.groupby(["method", "epsilon", "level", "query"], sort=False)
-             .agg(answers=("answers", "first"), l1=("l1", "mean"), l1_sd=("l1", "std"),
+             .agg(sensitivity=("sensitivity", "first"), z=("z", "first"),
+                  answers=("answers", "first"), l1=("l1", "mean"), l1_sd=("l1", "std"),
                   l2=("l2", "mean"), l2_sd=("l2", "std"), mae=("mae", "mean"),
                   l1_total=("l1_total", "mean"), l2_total=("l2_total", "mean"),
                   rmse_theory=("rmse_theory", "first")).reset_index())
     out.table("bottom_up_errors", table,
               f"Bottom-up errors per ε, level and query, mean over {len(params['seeds'])} "
-              f"seeds: L1 = mean absolute error per answer, L2 = root mean squared error per "
+              f"seeds, noise z = ε/Δ with sensitivity Δ = {sensitivity:g} (columns sensitivity "
+              f"and z: the mechanism's parameter as the measurement recorded it): L1 = mean "
+              f"absolute error per answer, L2 = root mean squared error per "
               f"answer (and their sums over answers, l1_total and l2_total = √Σe²); "
               f"rmse_theory is the exact expected RMSE of the raw mechanism. The calibrated "
               f"variants hit the published state totals: additive (every cell of a state "
@@ -121,9 +204,10 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     out.table("bottom_up_errors_by_seed", per_seed, "The same, one row per seed.")
     _figure(out, table, "l1", "L1 error: mean |DP − exact| per answer", "l1_vs_epsilon",
             "Bottom-up L1 error (mean absolute error per answer) against ε for the total, "
-            "va_hisp_race and detailed answers of every level (log-log). Errors fall as 1/ε "
-            "while the noise is wide, faster once ε/2 > 1 (the geometric's mass piles up at 0), "
-            "and grow as the square root of the number of noisy ED cells an answer sums.")
+            f"va_hisp_race and detailed answers of every level (log-log), noise z = ε/Δ with "
+            f"Δ = {sensitivity:g}. Errors fall as 1/ε while the noise is wide, faster once "
+            f"z > 1 (the geometric's mass piles up at 0), and grow as the square root of the "
+            f"number of noisy ED cells an answer sums.")
     _figure(out, table, "l2", "L2 error: RMSE per answer", "l2_vs_epsilon",
             "Bottom-up L2 error (RMSE per answer) against ε, with the exact expected RMSE "
             "(√(m·Var), m noisy cells per answer) as dotted lines: the simulation sits on them.",
@@ -140,7 +224,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     units = {lv: geo.n_units(lv) for lv in LEVELS}
     ran = (f"Bottom-up at ε ∈ {describe_grid(params['epsilons'])} with seeds "
            f"{', '.join(str(s) for s in params['seeds'])} (sensitivity Δ = "
-           f"{params['sensitivity']:g}) on {int(truth.counts[0].sum()):,} synthetic persons "
+           f"{sensitivity:g}, noise z = ε/Δ) on {int(truth.counts[0].sum()):,} synthetic persons "
            f"({describe_units(units)}).")
     return {"parameters": {**params, "units": units}, "headline": headline, "ran": ran}
 

@@ -263,11 +263,12 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               "empty cells of the unit's exact 24-cell va_hisp_race table, the paper's text).")
     comparison = _paper_comparison(topdown_table, closest, bias, params["homogeneity"])
     out.table("paper_comparison", comparison,
-              "Our numbers beside Petti & Flaxman (2020)'s (the full 1940 census, 4 seeds; "
-              "source column): TC and SC MAE, EPL (published estimator, as theirs), bias by "
-              "homogeneity index (authors' definition), and SRS matches (srs_match_*: their "
-              "row is our joint rule applied to their own TopDown and SRS numbers; "
-              "discussion: the matches their discussion states). ratio = ours / paper.")
+              f"Our numbers beside {paper.PAPER} (the full 1940 census, 4 seeds; source "
+              f"column: file and commit of the authors' repository): TC and SC MAE, EPL "
+              f"(published estimator, as theirs), bias by homogeneity index (authors' "
+              f"definition), and SRS matches (srs_match_*: their row is our joint rule applied "
+              f"to their own TopDown and SRS numbers; table_1: the paper's Table 1, county SC). "
+              f"ratio = ours / paper.")
     figure_levels(out, topdown_table, params["epsilons"], QUERIES, MEASURE, LEVELS)
     show = float(params["show_epsilon"])
     key = (show, "enum_dist", "total")
@@ -406,12 +407,12 @@ def _paper_comparison(topdown_table: pd.DataFrame, closest: pd.DataFrame, bias: 
                         float(row[f"{rule}_fraction"]),
                         "derived: our rule on " + paper.SOURCES["srs"] + " and "
                         + paper.SOURCES["mae"] + ", " + paper.SOURCES["epl"])
-    for (level, _), matches in paper.DISCUSSION_MATCHES.items():
+    for (level, _), matches in paper.TABLE_1.items():
         for epsilon, fraction in matches.items():
             if (epsilon, level, "va_hisp_race:authors") in ours.index:
                 mine = ours.loc[(epsilon, level, "va_hisp_race:authors")]
-                add("srs_match_joint_sc_discussion", level, epsilon,
-                    float(mine["joint_fraction"]), fraction, paper.SOURCES["discussion"])
+                add("srs_match_joint_sc_table_1", level, epsilon,
+                    float(mine["joint_fraction"]), fraction, paper.SOURCES["table_1"])
     return pd.DataFrame(rows)
 
 
