@@ -61,7 +61,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import DappError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
@@ -157,6 +157,19 @@ def _epl_row(errors: np.ndarray, method: str, options: dict[str, Any],
             "epl_kind": result.kind, "epl_method": method, "epl_reason": result.reason}
 
 
+def _spec_of(result: Any) -> Any:
+    """The spec a result records having kept (``provenance["spec"]``, as TopDown's does), or
+    None."""
+    recorded = (getattr(result, "provenance", None) or {}).get("spec")
+    if not recorded:
+        return None
+    from invariants.spec import Spec
+    try:
+        return Spec.from_dict(recorded)
+    except DappError:
+        return None
+
+
 def _held_invariants(spec: Any, level: str, levels: Sequence[str]) -> tuple[str, ...]:
     """The invariants ``spec`` publishes at ``level`` (none without a spec)."""
     if spec is None:
@@ -196,9 +209,9 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
     rng : None, int, numpy.random.Generator or Randomness
         Bootstrap randomness of the improved estimator.
     spec : Spec, optional
-        The spec the result keeps: at a level where it publishes an invariant, a query whose
-        every error is 0 is reported as held invariant (an unbounded loss) rather than
-        estimated from a point mass.
+        The spec the result keeps (default: the one its provenance records, as TopDown's
+        does): at a level where it publishes an invariant, a query whose every error is 0 is
+        reported as held invariant (an unbounded loss) rather than bounded from a point mass.
 
     Returns
     -------
@@ -249,6 +262,8 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
     if not isinstance(truth, TreeCounts):
         workload = getattr(result, "workload", None)
         queries = [resolve_query(q, truth.schema, workload) for q in queries]
+    if spec is None:
+        spec = _spec_of(result)
     rows = []
     for key, name in picked:
         held = _held_invariants(spec, name, level_names)
