@@ -149,6 +149,15 @@ def test_all_errors_equal_bound_is_the_exact_binomial_one():
     assert improved_epl(np.zeros(10 * n), rng=0).ci_low > r.ci_low   # more errors, more known
 
 
+def test_a_concentrated_bound_is_per_count_unit_like_the_estimand():
+    """Errors on a lattice of 3 are binned by 3 and their log ratios divided by 3; so is a
+    bound: the same bins at width 3 bound a third of what they bound at width 1."""
+    unit = np.r_[np.zeros(2_000), [1, -1, 1]]
+    wide = improved_epl(3 * unit, rng=0)
+    assert wide.parameters["bandwidth"] == 3.0 and wide.kind == "bound"
+    assert wide.ci_low == pytest.approx(improved_epl(unit, rng=0).ci_low / 3, rel=1e-12)
+
+
 @pytest.mark.parametrize("errors, fragment", [
     ([1.0], "1 error(s): too few units"),
     (np.zeros(4), "all 4 errors equal 0"),

@@ -312,8 +312,8 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
     binned = Binned(_bins(e, w, "errors", "bandwidth"))
     low, high = binned.window(reach)
     centre = binned.median()
-    if high - low < 1:            # the central errors are one value: compare it with its
-        # neighbours
+    if high - low < 1:
+        # the central errors are one value: compare it with its neighbours
         low, high = min(low, centre - 1), max(high, centre + 1)
     parameters["window"] = [low * w, high * w]
     parameters["centre"] = centre * w
@@ -428,8 +428,8 @@ def _concentrated(e: np.ndarray, binned: Binned, sides: list, curve: Functionals
     each = 1 - (1 - level) / len(sides)
     bounds = []
     for side in sides:
-        if side.fit is None:
-            bounds.append(_pair_bound(side.counts[0], side.counts[1], each))
+        if side.fit is None:                       # per count unit, as the estimand
+            bounds.append(_pair_bound(side.counts[0], side.counts[1], each) / w)
     if curve.values.size:
         if n_boot:
             generator = as_randomness(rng).generator
