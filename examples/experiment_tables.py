@@ -43,6 +43,15 @@ def _fmt(value, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def _epl(epl, low, high=float("nan")) -> str:
+    """An EPL cell: the number (with its interval when ``high`` is given), ``≥ b`` for a
+    one-sided bound, or ``–``."""
+    from postproc.evaluation.epl import epl_text
+
+    text = epl_text(epl, low, high, number=_fmt)
+    return "–" if text in ("undefined", "unbounded") else text
+
+
 def _pct(value) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{100 * value:.0f} %"
 
@@ -80,7 +89,8 @@ def petti_flaxman(directory: Path) -> str:
                 m = metrics.loc[(e, level, query)]
                 row += [_fmt(m["mae"]), _fmt(reference(f"{tag}_mae", level, e)),
                         _fmt(m["epl_published"]),
-                        _fmt(reference(f"{tag}_epl_published", level, e)), _fmt(m["epl"])]
+                        _fmt(reference(f"{tag}_epl_published", level, e)),
+                        _epl(m["epl"], m["epl_ci_low"])]
             rows.append(row)
         out.append(f"<!-- table: petti_flaxman {tag} -->\n**{title}**\n\n" + _table(
             ["ε", "ED MAE", "paper", "ED EPL (published)", "paper", "ED EPL (improved)",
@@ -160,8 +170,7 @@ def flaxman2019(directory: Path) -> str:
             cells = part[part["method"] == method].set_index("unit")
             for unit in ("source leaf", "destination leaf"):
                 r = cells.loc[unit]
-                row.append(f"{_fmt(r['epl'])} [{_fmt(r['epl_ci_low'])}, "
-                           f"{_fmt(r['epl_ci_high'])}]")
+                row.append(_epl(r["epl"], r["epl_ci_low"], r["epl_ci_high"]))
             row.append(_fmt(cells["residual_epl"].iloc[0]))
         rows.append(row)
     out.append("<!-- table: flaxman2019 direct -->\n" + _table(

@@ -386,7 +386,8 @@ def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
 
     return save_by_query(table, plot_epl, path,
                          title="Empirical privacy loss by level: filled = constrained "
-                               "(invariants kept), open = unconstrained; × = undefined")
+                               "(invariants kept), open = unconstrained; ▲↑ = lower bound "
+                               "(EPL ≥), ∞ = held invariant, × = undefined")
 
 
 def write_mae_figure(table: pd.DataFrame, path: str | Path) -> Path:

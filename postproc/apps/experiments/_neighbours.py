@@ -213,8 +213,8 @@ def neighbour_epl(truth: TreeCounts, *, epsilons: Sequence[float], runs: int, rn
                              "leaf": leaf, "exact_d": int(truth.leaves[leaf]),
                              "exact_d_prime": int(moved.leaves[leaf]), "runs": runs,
                              "epl": result.epl, "epl_ci_low": result.ci_low,
-                             "epl_ci_high": result.ci_high,
-                             "max_se": result.parameters["max_se"],
+                             "epl_ci_high": result.ci_high, "epl_kind": result.kind,
+                             "max_se": result.parameters.get("max_se"),
                              "argmax": result.parameters.get("argmax"),
                              "epl_reason": result.reason})
                 if k == 0:

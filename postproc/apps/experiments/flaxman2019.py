@@ -113,7 +113,8 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                 row = {"method": method, "epsilon": float(epsilon), "level": j,
                        "units": population.counts[j].size, "n": e.size,
                        "epl": estimate.epl, "epl_ci_low": estimate.ci_low,
-                       "epl_ci_high": estimate.ci_high, "epl_reason": estimate.reason,
+                       "epl_ci_high": estimate.ci_high, "epl_kind": estimate.kind,
+                       "epl_reason": estimate.reason,
                        "mae": metrics["mae"], "mean_abs": metrics["mean_abs"],
                        "rmse": metrics["rmse"]}
                 if j == depth:
@@ -180,8 +181,8 @@ def _neighbour_experiment(out: Output, params: dict, rnd: Randomness,
               f"Direct EPL (postproc.evaluation.epl.direct_epl: largest log ratio of the probabilities of "
               f"point events of one unit's released value, D against D′, from penalized Poisson "
               f"fits of both pmfs; 95% interval; max_se the largest standard error of a "
-              f"contender for the maximum; argmax the event attaining it; inf = undefined, "
-              f"epl_reason says why) of the two leaves that differ when one person moves from the "
+              f"contender for the maximum; argmax the event attaining it; inf = not a number: "
+              f"epl_kind says whether epl_ci_low bounds it from below, epl_reason why) of the two leaves that differ when one person moves from the "
               f"first leaf to the last, {runs:,} runs of each mechanism on each dataset. "
               f"Population: {_neighbours.describe(truth)}. residual_epl: the leaf EPL of the "
               f"residual (improved) estimator on the large population at the same ε.")

@@ -140,6 +140,7 @@ def _summarise(errors: dict, exact: dict, units: dict, n_boot: int, rnd: Randomn
                      "mean_abs": metrics["mean_abs"], "rmse": metrics["rmse"],
                      "p95_abs": metrics["p95_abs"], "epl": estimate.epl,
                      "epl_ci_low": estimate.ci_low, "epl_ci_high": estimate.ci_high,
+                     "epl_kind": estimate.kind,
                      "epl_bandwidth": estimate.parameters.get("bandwidth"),
                      "epl_reason": estimate.reason, "epl_published": published_epl(pooled).epl,
                      "exact_median": metrics["exact_median"],
@@ -237,8 +238,9 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               f"TopDown per ε, level and query: MAE (median absolute error, mean over "
               f"{len(params['seeds'])} seeds, with its sd), mean absolute error, RMSE, 95th "
               f"percentile of |error|, and EPL (improved estimator on the errors of all seeds "
-              f"pooled, 95% interval, bin width epl_bandwidth counts; inf = undefined, "
-              f"epl_reason says why) with the published estimator's value for comparison; the "
+              f"pooled, 95% interval, bin width epl_bandwidth counts; inf = not a "
+              f"number: epl_kind says whether epl_ci_low bounds it from below, epl_reason "
+              f"why) with the published estimator's value for comparison; the "
               f"median and 95th percentile of the exact counts of the same cells. "
               f"va_hisp_race>0 pools the cells whose exact count is positive; "
               f"va_hisp_race:authors the cells with a person in the exact or the TopDown data "

@@ -230,10 +230,13 @@ def _error_sections(directory: Path, manifest: dict[str, Any], max_rows: int, er
         if "epl" in evaluation:
             figures.append(draw(evaluation, plot_epl, "report_epl.png",
                                 f"Empirical privacy loss of {method} by level (95% intervals; "
-                                f"× = undefined)",
+                                f"▲↑ lower bound, ∞ held invariant, × undefined)",
                                 "EPL (improved estimator unless postproc evaluate was told "
                                 "otherwise) with its 95% bootstrap interval, one panel per "
-                                "query; × on the axis: undefined (the table's notes say why)."))
+                                "query; a triangle with an arrow up: a one-sided lower bound "
+                                "(EPL ≥ it: the errors cannot pin the loss down); ∞ at the top: "
+                                "a query held invariant; × on the axis: undefined (the table's "
+                                "notes say why)."))
         sections.append(_section(
             "evaluation", "Error distribution and EPL", figures=figures,
             tables=[table(evaluation, max_rows=max_rows, link=link_prefix + "evaluation.csv",
