@@ -445,7 +445,9 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
     """Map names to file stems, refusing two names that would share a file or a reserved name.
 
     ``names`` is an iterable of names (sanitised with :func:`safe_file_name`) or a mapping
-    name → stem already chosen. Comparison ignores case (case-insensitive file systems).
+    name → stem already chosen. Comparison ignores case (case-insensitive file systems), and
+    two names that are one name in two Unicode forms (``ä`` composed, NFC, or decomposed,
+    NFD: macOS file systems normalise them to one file name) are refused too.
 
     Returns
     -------
@@ -469,9 +471,16 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
     Traceback (most recent call last):
     ...
     hierarchy.errors.HierarchyError: level name 'metadata' would be written as 'metadata', which the toolkit reserves for its own output; rename the level
+    >>> check_file_names(["Kreis-\u00e4", "Kreis-a\u0308"], what="level")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: level names 'Kreis-\\xe4' and 'Kreis-a\\u0308' are one name in two Unicode forms (composed, NFC, and decomposed, NFD), one file on some file systems; write both alike, or rename one of them
     """
+    import unicodedata
+
     stems = dict(names) if isinstance(names, Mapping) else {n: safe_file_name(n) for n in names}
     seen: dict[str, str] = {}
+    forms: dict[str, str] = {}
     reserved = {r.lower() for r in reserved}
     for name, stem in stems.items():
         key = stem.lower()
@@ -481,6 +490,13 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
         if key in seen:
             raise HierarchyError(f"{what} names {seen[key]!r} and {name!r} would both be written "
                                  f"as {stem!r}; rename one of them")
+        form = unicodedata.normalize("NFC", str(name)).casefold()
+        if form in forms:
+            raise HierarchyError(f"{what} names {ascii(forms[form])} and {ascii(name)} are one "
+                                 "name in two Unicode forms (composed, NFC, and decomposed, "
+                                 "NFD), one file on some file systems; write both alike, or "
+                                 "rename one of them")
+        forms[form] = name
         seen[key] = name
     return stems
 

@@ -431,6 +431,30 @@ def test_reserved_and_colliding_level_names_are_refused(data, tmp_path):
         run_pipeline(bad, out=tmp_path / "run", progress=False, log=quiet)
 
 
+def test_level_names_equal_after_unicode_normalisation_are_refused(data, tmp_path, capsys):
+    """``Kreis-ä`` composed (NFC) and decomposed (NFD) are one name to a reader and one file on
+    macOS (its file systems normalise) — refused like names equal up to case (issue 35), in the
+    library and by ``postproc validate``, naming the line."""
+    import unicodedata
+
+    nfc, nfd = unicodedata.normalize("NFC", "Kreis-ä"), unicodedata.normalize("NFD", "Kreis-ä")
+    assert nfc != nfd
+    with pytest.raises(HierarchyError, match=r"'Kreis-\\xe4' and 'Kreis-a\\u0308' are one name "
+                                             r"in two Unicode forms"):
+        check_file_names(["nation", nfc, nfd], what="level")
+    with pytest.raises(HierarchyError, match="one name in two Unicode forms"):
+        check_file_names([nfd, nfc.upper()], what="level")          # and up to case
+    check_file_names(["nation", nfc, "Gemeinde"], what="level")     # different names are fine
+    for levels, fragment in (([nfc, nfd], "two Unicode forms"), (["County", "county"], "'County' "
+                                                                 "and 'county'")):
+        config = save_config(tmp_path / "levels.toml", e2e_config(data, seed=1),
+                             geography={"levels": ["nation", "state", *levels]})
+        assert main(["validate", str(config)]) == 1
+        err = capsys.readouterr().err
+        no_traceback(err)
+        assert fragment in err and f"{config}, {line_of(config, 'levels')}: " in err, err
+
+
 # -- 9. booleans are booleans, counts are counts -----------------------------------------------
 
 @pytest.mark.parametrize("section,key,value", [

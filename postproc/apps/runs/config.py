@@ -21,6 +21,7 @@ from hierarchy.budget import Budget
 from hierarchy.mechanisms import Mechanism, get_mechanism
 from hierarchy.queries import Workload, e2e_workload
 from hierarchy.schema import SCHEMAS, Schema, get_schema
+from hierarchy.storage import check_file_names
 from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
 from invariants.catalogue import statistics_to_publish
 from invariants.errors import SpecError
@@ -524,6 +525,8 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     levels = tuple(levels)
     if len(set(levels)) != len(levels):
         raise g.fail("levels", f"levels repeat a name: {list(levels)}")
+    # each level is a file of the output: names one file system could take for one are refused
+    g.located("levels", lambda: check_file_names(levels, what="level"))
     # [data] columns and values name levels and attributes (a misspelt values key would
     # otherwise be ignored and the file's codes read unmapped)
     mappable = {"columns": list(levels[1:]) + list(schema.names), "values": list(schema.names)}
