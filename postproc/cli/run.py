@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(`postproc methods` lists them); the config's [postprocess.options] "
                         "apply only to the method they were written for")
     p.add_argument("--resume", action="store_true",
-                   help="finish an interrupted run in --out with identical results")
+                   help="finish an interrupted run in --out with identical results, reusing "
+                        "its measurements; the post-processing (method, options, solver, spec "
+                        "constraints) and output choices may have changed since, the "
+                        "measurement may not")
     p.add_argument("--executor", choices=["serial", "process", "dask"],
                    help="override [solver] executor")
     p.add_argument("--workers", type=positive_int, help="override [solver] workers (≥ 1)")
