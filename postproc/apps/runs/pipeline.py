@@ -649,7 +649,8 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     except HierarchyError as exc:
         raise PostprocError(f"{config.source}: {exc} in [geography] levels") from None
     entry = get(config.method)
-    problem = method_options_problem(config.method, config.method_options)
+    problem = method_options_problem(config.method, config.method_options,
+                                     levels=config.levels, workload=config.workload)
     if problem:
         raise PostprocError(f"{config.source}: {problem}")
     if config.microdata and not (entry.integer and entry.nonnegative):
