@@ -353,6 +353,24 @@ def test_a_changed_spec_constraint_is_post_processed_again(reference, data, tmp_
     assert_resumed_like(out, tmp_path / "fresh")
 
 
+def test_a_changed_solver_setting_is_post_processed_again(reference, data, tmp_path,
+                                                         monkeypatch):
+    config, ref = reference
+    out = tmp_path / "run"
+    shutil.copytree(ref, out)
+    keep_total = config_file(tmp_path, data, name="total.toml",
+                             solver={"failsafe_keep": ["total"]})
+    no_measuring(monkeypatch)
+    run(keep_total, out, "--resume")
+    manifest = read_json(out / "manifest.json")
+    (change,) = manifest["postprocess_changes"]
+    assert list(change["old"]) == ["solver"] and change["post_processed_again"]
+    assert change["new"]["solver"]["failsafe_keep"] == ["total"]
+    assert manifest["resumed_levels"] == []
+    assert set(map(tuple, manifest["provenance"]["solver"]["failsafe_keep"].values())) == \
+        {("total",)}
+
+
 def test_an_output_choice_changed_on_resume_keeps_the_results(reference, data, tmp_path,
                                                               monkeypatch, capsys):
     config, ref = reference

@@ -113,7 +113,11 @@ def postprocess_settings(config: RunConfig, *, error_table: bool | None = None
     >>> settings["method"], settings["options"], settings["error_table"]
     ('sampling', {'sweeps': 20}, True)
     """
-    solver = {"chain": config.solver_chain, "failsafe": config.failsafe,
+    # every [solver] key as written (a setting added later is covered too), but the execution
+    # settings, which do not change results; and the parsed values (a config changed in Python)
+    solver = {**{key: value for key, value in dict(config.raw.get("solver", {})).items()
+                 if key not in ("executor", "workers", "scheduler")},
+              "chain": config.solver_chain, "failsafe": config.failsafe,
               "failsafe_keep": config.failsafe_keep, "passes": config.passes,
               "round_passes": config.round_passes}
     return _plain({"method": config.method, "options": dict(config.method_options),
