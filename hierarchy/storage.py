@@ -263,7 +263,9 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     Raises
     ------
     HierarchyError
-        If ``path`` is a file, lies under a file, is not ours, or is not empty without ``reuse``.
+        If ``path`` is a file, lies under a file, is not ours, or is not empty without
+        ``reuse`` — then saying it is in use, by whom, while a run holds its lock
+        (:func:`lock_directory`).
 
     Examples
     --------
@@ -295,6 +297,9 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
             raise HierarchyError(f"{path} is not empty and was not written by this toolkit (no "
                                  f"{MARKER} marker); choose another output directory")
         if not reuse:
+            holder = _held_by(path)      # another run is writing there: say so, not "resume"
+            if holder is not None:
+                raise HierarchyError(_in_use(path, holder))
             raise HierarchyError(f"{path} already holds outputs; {how_to_reuse}, or choose "
                                  "another output directory")
         return path
@@ -403,16 +408,39 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
-            holder = _lock_holder(fd)
-            raise HierarchyError(f"{directory} is in use by {holder}; wait for it to finish, "
-                                 "or choose another output directory (two runs into one "
-                                 "directory would measure the data twice)") from None
+            raise HierarchyError(_in_use(directory, _lock_holder(fd))) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{what} (pid {os.getpid()}, since "
                       f"{time.strftime('%Y-%m-%d %H:%M:%S')})".encode(), 0)
         yield directory
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _in_use(directory: Path, holder: str) -> str:
+    return (f"{directory} is in use by {holder}; wait for it to finish, or choose another "
+            "output directory (two runs into one directory would measure the data twice)")
+
+
+def _held_by(directory: Path) -> str | None:
+    """Who holds :func:`lock_directory`'s lock on ``directory`` now, or ``None`` (no lock
+    file, or nobody holds it). Tries the lock without waiting and lets it go at once."""
+    import fcntl
+
+    try:
+        fd = os.open(directory / _LOCK, os.O_RDWR)
+    except OSError:                   # no lock file: no run ever held the directory
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            return _lock_holder(fd)
+        return None
+    finally:
+        os.close(fd)                  # closing releases the lock if it was taken
 
 
 def _lock_holder(fd: int, *, wait: float = 0.5) -> str:

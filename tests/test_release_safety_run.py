@@ -280,6 +280,30 @@ def test_a_second_run_into_a_locked_directory_fails_at_once(data, tmp_path):
     assert not (out / "noisy").exists()  # the data were not measured a second time
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_run_into_a_directory_in_use_is_told_so(data, tmp_path, capsys, resume):
+    """Issue 35: a second run (without --resume) into a directory another run is writing was
+    told "already holds outputs; use --resume" — wrong advice while the first runs. It is told
+    what docs/release.md documents: the directory is in use, by which process."""
+    config = write_config(tmp_path, data, seed=2)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / MARKER).write_text("{}")
+    (out / "checkpoint.json").write_text("{}")             # the first run's outputs so far
+    with lock_directory(out, what="postproc run"):
+        before = sorted(p.name for p in out.iterdir())
+        assert main(["run", str(config), "--out", str(out), "--no-progress"]
+                    + (["--resume"] if resume else [])) == 1
+    err = capsys.readouterr().err
+    assert f"{out} is in use by postproc run (pid {os.getpid()}, since " in err, err
+    assert "already holds outputs" not in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == before
+    # once it is no longer in use, the advice is to resume
+    assert main(["run", str(config), "--out", str(out), "--no-progress"]) == 1
+    assert "already holds outputs; use --resume" in capsys.readouterr().err
+
+
 def test_two_concurrent_cli_runs_one_fails_and_the_data_are_measured_once(data, tmp_path):
     config = write_config(tmp_path, data, seed=4)
     out = tmp_path / "run"
