@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hierarchy.budget import Budget
 from hierarchy.mechanisms import Mechanism, get_mechanism
-from hierarchy.queries import Workload, e2e_workload
+from hierarchy.queries import Workload, check_query_name, e2e_workload, parse_query
 from hierarchy.schema import SCHEMAS, Schema, get_schema
 from hierarchy.storage import check_file_names
 from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
@@ -553,6 +553,10 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
         if not isinstance(queries, Mapping) or not queries:
             raise w.fail(None, "[workload] needs preset = \"e2e\" or a [workload.queries] table "
                                "of name = expression")
+        for name, expression in queries.items():   # each query's error at its own line
+            doc.located("workload.queries", name, lambda: check_query_name(
+                parse_query(expression, schema, name=name)) if isinstance(expression, str)
+                else None)
         workload = w.located(None, lambda: Workload.from_expressions(schema, queries))
     # [budget]
     b = doc.table("budget", required=True, allowed={"kind", "total", "preset", "neighbours",
