@@ -397,18 +397,13 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
     >>> with lock_directory(out):   # released when the block ends
     ...     pass
     """
-    import fcntl
-
     directory = Path(directory)
     lock_path = directory / _LOCK
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            raise HierarchyError(_in_use(directory, _lock_holder(fd))) from None
+        holder = _try_lock(fd)
+        if holder is not None:
+            raise HierarchyError(_in_use(directory, holder))
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{what} (pid {os.getpid()}, since "
                       f"{time.strftime('%Y-%m-%d %H:%M:%S')})".encode(), 0)
@@ -422,23 +417,29 @@ def _in_use(directory: Path, holder: str) -> str:
             "output directory (two runs into one directory would measure the data twice)")
 
 
+def _try_lock(fd: int) -> str | None:
+    """Take the lock on the lock file ``fd`` without waiting: ``None`` if taken, else the
+    description its holder wrote."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        return _lock_holder(fd)
+    return None
+
+
 def _held_by(directory: Path) -> str | None:
     """Who holds :func:`lock_directory`'s lock on ``directory`` now, or ``None`` (no lock
     file, or nobody holds it). Tries the lock without waiting and lets it go at once."""
-    import fcntl
-
     try:
         fd = os.open(directory / _LOCK, os.O_RDWR)
     except OSError:                   # no lock file: no run ever held the directory
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            return _lock_holder(fd)
-        return None
+        return _try_lock(fd)
     finally:
         os.close(fd)                  # closing releases the lock if it was taken
 
