@@ -118,7 +118,8 @@ class PipelineResult:
     Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
     >>> out.release, sorted(out.timings)
     (False, ['check_spec', 'measure', 'read_tabulate', 'topdown', 'write'])
-    >>> print(out.error_table[["level", "query", "measured_mae", "topdown_mae"]].to_string(index=False))
+    >>> columns = ["level", "query", "measured_mae", "topdown_mae"]
+    >>> print(out.error_table[columns].to_string(index=False))
      level        query  measured_mae  topdown_mae
     nation        total       26.0          0.0
     nation     detailed       29.0          0.0
