@@ -149,7 +149,8 @@ def test_error_table_is_that_of_the_whole_run(base, whole, tmp_path):
         compared += 1
     assert compared == sum(len(noisy.queries(lv)) for lv in truth.geography.levels)
     written = (tmp_path / "out" / "confidential" / "error_table.csv").read_text()
-    assert written.splitlines()[0].startswith("level,query,units,measured,measured_mae,topdown_mae")
+    assert written.splitlines()[0].startswith(
+        "level,query,units,measured,measured_mae,topdown_mae")
 
 
 def test_error_table_answers_a_large_level_from_one_sparse_copy(whole, monkeypatch):

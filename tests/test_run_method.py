@@ -274,7 +274,7 @@ def test_unknown_method_or_option_is_a_clear_error(data, tmp_path, capsys):
 
 
 def option_line(path: Path, option: str) -> str:
-    """``FILE, line N`` of ``option = …`` (or of its table ``[….option]``) in a saved config."""
+    """``FILE, line N`` of ``option = …`` (or of its table ``[….option]``) in a config."""
     lines = path.read_text().splitlines()
     number = next(i for i, line in enumerate(lines, start=1)
                   if line.strip().startswith(f"{option} =")
