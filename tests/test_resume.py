@@ -353,6 +353,29 @@ def test_a_changed_spec_constraint_is_post_processed_again(reference, data, tmp_
     assert_resumed_like(out, tmp_path / "fresh")
 
 
+def test_a_refused_resume_with_a_changed_post_processing_leaves_the_run_as_it_was(
+        reference, data, tmp_path, capsys):
+    """The new spec's constraint contradicts the data: refused before anything is replaced
+    (the old manifest and checkpoint stay), and the run can still be resumed as it was."""
+    from invariants.spec import Constraint
+
+    config, ref = reference
+    out = tmp_path / "run"
+    shutil.copytree(ref, out)
+    before = snapshot(out)
+    no_adults = replace(spec(), constraints=spec().constraints + (Constraint(
+        "no_adults", "all", type="structural_zero", query="marginal(votingage)",
+        answers=(1,)),))
+    contradicted = save_config(tmp_path / "contradicted.toml", e2e_config(
+        data, budget=EPSILON, seed=SEED, spec=no_adults))
+    assert main(["run", str(contradicted), "--out", str(out), "--no-progress",
+                 "--resume"]) == 1
+    assert "break the spec" in capsys.readouterr().err
+    assert snapshot(out) == before
+    run(config, out, "--resume")
+    assert_resumed_like(out, ref)
+
+
 def test_a_changed_solver_setting_is_post_processed_again(reference, data, tmp_path,
                                                          monkeypatch):
     config, ref = reference

@@ -682,11 +682,6 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                         log=log)
         if checkpoint.finished and not checkpoint.changed:
             log(f"{directory}: run already finished; nothing to resume")
-        if checkpoint.changed and not checkpoint.completed:
-            # the results are post-processed again: the old ones' summaries go at once
-            _remove_outputs(directory, ["manifest.json", "node_stats.parquet",
-                                        "microdata.parquet",
-                                        f"{CONFIDENTIAL_DIR}/error_table.csv"])
     if config.randomness_mode == "simulation":
         log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
             "are labelled NOT SAFE FOR RELEASE")
@@ -702,6 +697,13 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         check_data_fingerprint(directory, truth)
         noisy = NoisyHierarchy.load(noisy_dir)
         log(f"resume: loaded measurements from {noisy_dir} (the data are not measured again)")
+        if checkpoint.changed and not checkpoint.completed:
+            # post-processed again: the old results' summaries go, and the checkpoint says so
+            # before any level file is replaced (a level file is never taken for another's)
+            _remove_outputs(directory, ["manifest.json", "node_stats.parquet",
+                                        "microdata.parquet",
+                                        f"{CONFIDENTIAL_DIR}/error_table.csv"])
+            checkpoint.save()
     else:
         # the fingerprint goes first: measurements on disk always have one to be checked against
         _write_fingerprint(directory, data_fingerprint(truth))
