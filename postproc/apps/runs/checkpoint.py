@@ -50,9 +50,11 @@ __all__ = ["Checkpoint", "measurement_settings", "postprocess_settings", "level_
 
 
 def run_fingerprint(config: RunConfig) -> str:
-    """The fingerprint a run directory's checkpoint records: :meth:`RunConfig.fingerprint`,
-    extended by the method and its options unless the method is TopDown with none (so a TopDown
-    run resumes exactly as before methods were configurable, and ``--method`` takes part).
+    """One digest of everything that determines a run's results but its data:
+    :meth:`RunConfig.fingerprint`, extended by the method and its options unless the method is
+    TopDown with none. A run in parts checks it on resume; a checkpoint of an earlier version of
+    the toolkit records only this (a resume then accepts no change, having no way to tell
+    which settings changed).
 
     Examples
     --------
