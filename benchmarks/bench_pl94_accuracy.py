@@ -201,7 +201,7 @@ def parts_errors(work: Path, seed: int, rounder, tol: float, workers: int
         shutil.rmtree(out)
     done = run_in_parts(config, out, log=lambda line: None)
     table = done.errors.set_index(["level", "query"])
-    return {lv: (float(table.loc[(lv, "total"), "noisy_mean_abs"]),
+    return {lv: (float(table.loc[(lv, "total"), "measured_mean_abs"]),
                  float(table.loc[(lv, "total"), "topdown_mean_abs"])) for lv in LEVELS}
 
 

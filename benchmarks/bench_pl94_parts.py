@@ -111,10 +111,10 @@ def parts_run(directory: str, part_blocks: int, executor: str, all_answers: bool
     totals, table = {}, {}
     if done.errors is not None:
         for row in done.errors.itertuples():
-            table.setdefault(row.level, {})[row.query] = {"raw": float(row.noisy_mean_abs),
+            table.setdefault(row.level, {})[row.query] = {"raw": float(row.measured_mean_abs),
                                                          "topdown": float(row.topdown_mean_abs)}
         errors = done.errors.set_index(["level", "query"])
-        totals = {lv: {"raw": float(errors.loc[(lv, "total"), "noisy_mean_abs"]),
+        totals = {lv: {"raw": float(errors.loc[(lv, "total"), "measured_mean_abs"]),
                        "topdown": float(errors.loc[(lv, "total"), "topdown_mean_abs"])}
                   for lv in ("tract", "block_group") if (lv, "total") in errors.index}
     noisy = out / "noisy"

@@ -42,7 +42,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.schema import Schema
 
 __all__ = ["Query", "Workload", "detailed", "total", "marginal", "recode", "product",
-           "parse_query", "e2e_workload"]
+           "parse_query", "check_query_name", "e2e_workload"]
 
 # Per-attribute block kinds.
 _SUM, _KEEP, _RECODE = "sum", "keep", "recode"
@@ -541,6 +541,8 @@ class Workload:
             raise HierarchyError(f"workload query names must be unique; repeated: {dup}")
         if len({q.schema for q in qs}) != 1:
             raise HierarchyError("all queries of a workload must use the same schema")
+        for q in qs:
+            check_query_name(q)
 
     @property
     def schema(self) -> Schema:
@@ -573,6 +575,37 @@ class Workload:
 
     def to_dict(self) -> dict[str, str]:
         return {q.name: q.expression for q in self.queries}
+
+
+def check_query_name(query: Query) -> None:
+    """Refuse a query named after another query: a name that is itself a query expression
+    (``total``, ``detailed``) must be that query, or every table that shows the name (the
+    ``total`` rows of an error table, say) would say one thing and hold another.
+
+    Raises
+    ------
+    HierarchyError
+        Naming the query, what its name means and what it is.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> check_query_name(parse_query("total", E2E_1940, name="total"))      # fine: None
+    >>> check_query_name(parse_query("marginal(hhgq)", E2E_1940, name="hhgq"))
+    >>> check_query_name(parse_query("marginal(hhgq)", E2E_1940, name="total"))
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: the query named 'total' is marginal(hhgq), but 'total' is itself a query (total): name it otherwise, e.g. 'hhgq'
+    """
+    try:
+        meant = parse_query(query.name, query.schema)
+    except HierarchyError:
+        return                                  # a plain name: it means what it holds
+    if meant.expression != query.expression:
+        suggestion = re.sub(r"\W+", "_", query.expression.replace("marginal", "")).strip("_")
+        raise HierarchyError(f"the query named {query.name!r} is {query.expression}, but "
+                             f"{query.name!r} is itself a query ({meant.expression}): name it "
+                             f"otherwise, e.g. {suggestion or 'q'!r}")
 
 
 def e2e_workload(schema: Schema) -> Workload:

@@ -263,7 +263,9 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     Raises
     ------
     HierarchyError
-        If ``path`` is a file, lies under a file, is not ours, or is not empty without ``reuse``.
+        If ``path`` is a file, lies under a file, is not ours, or is not empty without
+        ``reuse`` — then saying it is in use, by whom, while a run holds its lock
+        (:func:`lock_directory`).
 
     Examples
     --------
@@ -295,6 +297,9 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
             raise HierarchyError(f"{path} is not empty and was not written by this toolkit (no "
                                  f"{MARKER} marker); choose another output directory")
         if not reuse:
+            holder = _held_by(path)      # another run is writing there: say so, not "resume"
+            if holder is not None:
+                raise HierarchyError(_in_use(path, holder))
             raise HierarchyError(f"{path} already holds outputs; {how_to_reuse}, or choose "
                                  "another output directory")
         return path
@@ -392,27 +397,51 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
     >>> with lock_directory(out):   # released when the block ends
     ...     pass
     """
-    import fcntl
-
     directory = Path(directory)
     lock_path = directory / _LOCK
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            holder = _lock_holder(fd)
-            raise HierarchyError(f"{directory} is in use by {holder}; wait for it to finish, "
-                                 "or choose another output directory (two runs into one "
-                                 "directory would measure the data twice)") from None
+        holder = _try_lock(fd)
+        if holder is not None:
+            raise HierarchyError(_in_use(directory, holder))
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{what} (pid {os.getpid()}, since "
                       f"{time.strftime('%Y-%m-%d %H:%M:%S')})".encode(), 0)
         yield directory
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _in_use(directory: Path, holder: str) -> str:
+    return (f"{directory} is in use by {holder}; wait for it to finish, or choose another "
+            "output directory (two runs into one directory would measure the data twice)")
+
+
+def _try_lock(fd: int) -> str | None:
+    """Take the lock on the lock file ``fd`` without waiting: ``None`` if taken, else the
+    description its holder wrote."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        return _lock_holder(fd)
+    return None
+
+
+def _held_by(directory: Path) -> str | None:
+    """Who holds :func:`lock_directory`'s lock on ``directory`` now, or ``None`` (no lock
+    file, or nobody holds it). Tries the lock without waiting and lets it go at once."""
+    try:
+        fd = os.open(directory / _LOCK, os.O_RDWR)
+    except OSError:                   # no lock file: no run ever held the directory
+        return None
+    try:
+        return _try_lock(fd)
+    finally:
+        os.close(fd)                  # closing releases the lock if it was taken
 
 
 def _lock_holder(fd: int, *, wait: float = 0.5) -> str:
@@ -445,7 +474,9 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
     """Map names to file stems, refusing two names that would share a file or a reserved name.
 
     ``names`` is an iterable of names (sanitised with :func:`safe_file_name`) or a mapping
-    name → stem already chosen. Comparison ignores case (case-insensitive file systems).
+    name → stem already chosen. Comparison ignores case (case-insensitive file systems), and
+    two names that are one name in two Unicode forms (``ä`` composed, NFC, or decomposed,
+    NFD: macOS file systems normalise them to one file name) are refused too.
 
     Returns
     -------
@@ -469,9 +500,16 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
     Traceback (most recent call last):
     ...
     hierarchy.errors.HierarchyError: level name 'metadata' would be written as 'metadata', which the toolkit reserves for its own output; rename the level
+    >>> check_file_names(["Kreis-\u00e4", "Kreis-a\u0308"], what="level")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: level names 'Kreis-\\xe4' and 'Kreis-a\\u0308' are one name in two Unicode forms (composed, NFC, and decomposed, NFD), one file on some file systems; write both alike, or rename one of them
     """
+    import unicodedata
+
     stems = dict(names) if isinstance(names, Mapping) else {n: safe_file_name(n) for n in names}
     seen: dict[str, str] = {}
+    forms: dict[str, str] = {}
     reserved = {r.lower() for r in reserved}
     for name, stem in stems.items():
         key = stem.lower()
@@ -481,6 +519,13 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
         if key in seen:
             raise HierarchyError(f"{what} names {seen[key]!r} and {name!r} would both be written "
                                  f"as {stem!r}; rename one of them")
+        form = unicodedata.normalize("NFC", str(name)).casefold()
+        if form in forms:
+            raise HierarchyError(f"{what} names {ascii(forms[form])} and {ascii(name)} are one "
+                                 "name in two Unicode forms (composed, NFC, and decomposed, "
+                                 "NFD), one file on some file systems; write both alike, or "
+                                 "rename one of them")
+        forms[form] = name
         seen[key] = name
     return stems
 

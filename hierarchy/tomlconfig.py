@@ -356,7 +356,13 @@ def parse_toml(text: str, *, source: str = "<config>",
     Traceback (most recent call last):
     ...
     hierarchy.errors.HierarchyError: x.toml: invalid TOML: Invalid value (at line 2, column 5)
+
+    A UTF-8 byte-order mark (which some editors write first) is not part of the text:
+
+    >>> parse_toml("\\ufeff[a]\\nb = 1\\n").data
+    {'a': {'b': 1}}
     """
+    text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

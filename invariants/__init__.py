@@ -17,6 +17,8 @@ from hierarchy import lazy_exports
 _EXPORTS = {
     "Spec": "invariants.spec", "verify_histograms": "invariants.verify",
     "SpecError": "invariants.errors", "DappError": "hierarchy.errors",
+    "Invariant": "invariants.spec", "Constraint": "invariants.spec",
+    "compile_spec": "invariants.compile",
     "__version__": "hierarchy",  # one distribution, one version
 }
 

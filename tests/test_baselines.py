@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from hierarchy.budget import Budget
+from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
 from hierarchy.measurement import measure
 from hierarchy.queries import Workload, e2e_workload, marginal
@@ -378,7 +379,8 @@ def test_measure_bottom_measures_the_bottom_detailed_cells_only(truth):
                   == two_sided_geometric_variance(0.5))              # z = ε/Δ, Δ = 2
     hhgq = Workload((marginal(E2E_1940, "hhgq", name="hhgq"),))
     assert measure_bottom(truth, 1.0, 2, workload=hhgq).workload.names == ("detailed", "hhgq")
-    with pytest.raises(PostprocError, match="query 'detailed' is 'marginal"):
+    # a query named 'detailed' that is not: refused by the workload itself now
+    with pytest.raises(HierarchyError, match="the query named 'detailed' is marginal"):
         measure_bottom(truth, 1.0, 2, workload=Workload((marginal(E2E_1940, "hhgq",
                                                                   name="detailed"),)))
 

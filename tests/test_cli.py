@@ -136,7 +136,7 @@ def test_demo_prints_the_error_table_and_writes_outputs(demo_dir):
     directory, code, out, err = demo_dir
     assert code == 0, err
     no_traceback(err)
-    assert "MAE noisy" in out and "MAE TopDown" in out
+    assert "MAE measured" in out and "MAE TopDown" in out
     table_lines = [ln.split() for ln in out.splitlines()
                    if ln.split()[:1] and ln.split()[0] in LEVELS]
     # total and every query of the workload (the E2E workload: detailed, hhgq, va_hisp_race)
@@ -172,12 +172,12 @@ def test_demo_error_table_matches_the_outputs(demo_dir):
         # the noisy total: the measured query whose summed variance is smallest, summed
         best = min(noisy.queries(lv), key=lambda q: noisy.get(lv, q).variances[0].sum())
         noisy_total = noisy.get(lv, best).values.sum(axis=1)
-        assert row["noisy_mae"] == pytest.approx(np.median(np.abs(noisy_total - exact_total)))
+        assert row["measured_mae"] == pytest.approx(np.median(np.abs(noisy_total - exact_total)))
         q = noisy.workload["va_hisp_race"]
         row = table[(table["level"] == lv) & (table["query"] == "va_hisp_race")].iloc[0]
         exact = q.answer(truth.level_counts(lv))
         assert row["topdown_mae"] == np.median(np.abs(q.answer(hist) - exact))
-        assert row["noisy_mae"] == pytest.approx(
+        assert row["measured_mae"] == pytest.approx(
             np.median(np.abs(noisy.get(lv, "va_hisp_race").values - exact)))
     tot = table[(table["query"] == "total") & table["level"].isin(["nation", "state"])]
     assert (tot["topdown_mae"] == 0).all() and (tot["topdown_rmse"] == 0).all()

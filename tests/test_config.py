@@ -316,6 +316,17 @@ ERRORS = [
      r'preset = "e2e_1950"', ["e2e_1950", "'e2e_1940'", "'e2e_1940_144'"]),
     ("unknown workload preset", '[workload]\npreset = "e2e"', '[workload]\npreset = "sf1"',
      r'preset = "sf1"', ["'sf1'", '"e2e"']),
+    # a query named total that is not the total passed validate and broke the error table
+    # after every level was solved (issue 35)
+    ("query named total that is not the total", '[workload]\npreset = "e2e"',
+     '[workload.queries]\ndetailed = "detailed"\ntotal = "marginal(hhgq)"',
+     r'total = "marginal', ["'total'", "marginal(hhgq)", "name it otherwise"]),
+    ("query named detailed that is not", '[workload]\npreset = "e2e"',
+     '[workload.queries]\ndetailed = "marginal(cenrace)"', r'detailed = "marginal',
+     ["'detailed'", "marginal(cenrace)"]),
+    ("query expression unknown", '[workload]\npreset = "e2e"',
+     '[workload.queries]\ndetailed = "detailed"\nrace = "marginal(race)"',
+     r'race = "marginal', ["'race'"]),
     ("unknown budget preset", 'total = 1.0\npreset = "e2e"', 'total = 1.0\npreset = "dhc"',
      r'preset = "dhc"', ["'dhc'", '"e2e"']),
     ("unknown spec preset", '[spec]\npreset = "e2e"', '[spec]\npreset = "pl94"',

@@ -297,9 +297,9 @@ def test_a_config_reads_failsafe_slack_and_names_the_line_of_a_bad_one(tmp_path)
         "pass_tolerance": 0.1, "failsafe_slack": 0.0}
     bad = good.replace("\nfailsafe_slack = 0.0\n", "\nfailsafe_slack = -1\n")
     (tmp_path / "bad.toml").write_text(bad)
-    line = bad.splitlines().index("[postprocess.options]") + 1      # the table's header
-    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: failsafe_slack must be "
-                                            r"a finite number ≥ 0"):
+    line = bad.splitlines().index("failsafe_slack = -1") + 1        # the option's own line
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: topdown: failsafe_slack "
+                                            r"must be a finite number ≥ 0"):
         load_config(tmp_path / "bad.toml")
 
 

@@ -236,6 +236,6 @@ def test_the_error_table_shows_every_query_of_the_workload(people):
     row = table[(table["level"] == "district") & (table["query"] == "tenure")].iloc[0]
     exact = tenure.answer(truth.level_counts("district"))
     assert row["topdown_mae"] == np.median(np.abs(tenure.answer(result.histograms[-1]) - exact))
-    assert row["noisy"] == "tenure"
+    assert row["measured"] == "tenure"
     with pytest.raises(PostprocError, match=r"no query \[.race.\]"):
         level_error_table(truth, noisy, result.histograms, WORKLOAD, ["total", "race"])

@@ -125,7 +125,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(base, whole, tmp_path, monk
     # the errors of the part solved before the interruption are counted once
     fresh = run_in_parts(_config(base), tmp_path / "again", part_blocks=60,
                          log=lambda line: None)
-    columns = ["units", "noisy_mae", "topdown_mae", "noisy_mean_abs", "topdown_mean_abs",
+    columns = ["units", "measured_mae", "topdown_mae", "measured_mean_abs", "topdown_mean_abs",
                "exact_median"]
     assert np.allclose(done.errors[columns], fresh.errors[columns], rtol=1e-12)
 
@@ -142,14 +142,15 @@ def test_error_table_is_that_of_the_whole_run(base, whole, tmp_path):
     for (lv, name), row in table.iterrows():     # every query measured at its level
         assert name in noisy.queries(lv)
         want = expected.loc[(lv, name)]
-        for column in ("units", "noisy_mae", "topdown_mae", "noisy_mean_abs",
-                       "topdown_mean_abs", "noisy_rmse", "topdown_rmse", "exact_median"):
+        for column in ("units", "measured_mae", "topdown_mae", "measured_mean_abs",
+                       "topdown_mean_abs", "measured_rmse", "topdown_rmse", "exact_median"):
             assert row[column] == pytest.approx(want[column], rel=1e-12, abs=1e-12), (lv, name,
                                                                                      column)
         compared += 1
     assert compared == sum(len(noisy.queries(lv)) for lv in truth.geography.levels)
     written = (tmp_path / "out" / "confidential" / "error_table.csv").read_text()
-    assert written.splitlines()[0].startswith("level,query,units,noisy,noisy_mae,topdown_mae")
+    assert written.splitlines()[0].startswith(
+        "level,query,units,measured,measured_mae,topdown_mae")
 
 
 def test_error_table_answers_a_large_level_from_one_sparse_copy(whole, monkeypatch):

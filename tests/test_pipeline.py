@@ -344,7 +344,7 @@ def test_resume_with_a_different_config_raises_and_keeps_everything(reference, d
     run_interrupted(config, out, 1, monkeypatch)
     before = snapshot(out)
     other = load_config(write_config(tmp_path / "cfg", data, seed=8, name="other.toml"))
-    with pytest.raises(PostprocError, match="different configuration"):
+    with pytest.raises(PostprocError, match="another configuration: the seed changed since"):
         run_pipeline(other, out=out, resume=True, progress=False, log=quiet)
     assert snapshot(out) == before
 

@@ -94,9 +94,9 @@ def test_a_bad_pass_tolerance_in_a_config_is_refused_at_its_line(tmp_path):
     assert "\npass_tolerance = 0.1\n" in text
     bad = text.replace("\npass_tolerance = 0.1\n", "\npass_tolerance = 0\n")
     (tmp_path / "bad.toml").write_text(bad)
-    line = bad.splitlines().index("[postprocess.options]") + 1      # the table's header
-    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: pass_tolerance must be a "
-                                            r"finite number above 0 .* such as 0.01"):
+    line = bad.splitlines().index("pass_tolerance = 0") + 1         # the option's own line
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: topdown: pass_tolerance "
+                                            r"must be a finite number above 0 .* such as 0.01"):
         load_config(tmp_path / "bad.toml")
 
 

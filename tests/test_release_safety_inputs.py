@@ -490,6 +490,31 @@ def test_epl_input_fifo_and_directory_are_refused(tmp_path, capsys, fifo):
     assert code == 1 and f"{tmp_path} is not a regular file: it is a directory" in err
 
 
+def test_epl_errors_saved_by_numpy_are_read_whatever_the_file_is_called(tmp_path, capsys):
+    """``numpy.save`` output under another name (``errors.bin``, ``errors``) was read as text
+    and refused (issue 35): numpy's header says what the file is. Other binary content is
+    refused as such, naming the two formats read."""
+    errors = np.arange(-50.0, 50.0)
+    np.save(tmp_path / "errors.npy", errors)
+    argv = ["--method", "published", "--json"]
+    code, expected, _ = run_cli(capsys, ["epl", "--errors", str(tmp_path / "errors.npy"), *argv])
+    assert code == 0 and json.loads(expected)["n"] == 100
+    for name in ("errors.bin", "errors"):
+        (tmp_path / name).write_bytes((tmp_path / "errors.npy").read_bytes())
+        code, out, err = run_cli(capsys, ["epl", "--errors", str(tmp_path / name), *argv])
+        assert (code, out) == (0, expected), err
+    noise = tmp_path / "noise.dat"
+    noise.write_bytes(bytes(range(256)) * 4)
+    code, out, err = run_cli(capsys, ["epl", "--errors", str(noise)])
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert f"{noise}: binary data that is not a .npy array" in err
+    assert "numpy.save" in err and "one error per line" in err
+    truncated = tmp_path / "truncated.bin"      # numpy's header, then too few bytes
+    truncated.write_bytes((tmp_path / "errors.npy").read_bytes()[:200])
+    code, out, err = run_cli(capsys, ["epl", "--errors", str(truncated)])
+    assert code == 1 and f"{truncated}: not a readable .npy array" in err
+
+
 @pytest.mark.timeout(20)
 def test_spec_file_fifo_and_directory_are_refused(tmp_path, capsys, data_dir, make_fifo):
     spec_pipe = make_fifo("spec.toml")

@@ -280,6 +280,30 @@ def test_a_second_run_into_a_locked_directory_fails_at_once(data, tmp_path):
     assert not (out / "noisy").exists()  # the data were not measured a second time
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_run_into_a_directory_in_use_is_told_so(data, tmp_path, capsys, resume):
+    """Issue 35: a second run (without --resume) into a directory another run is writing was
+    told "already holds outputs; use --resume" — wrong advice while the first runs. It is told
+    what docs/release.md documents: the directory is in use, by which process."""
+    config = write_config(tmp_path, data, seed=2)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / MARKER).write_text("{}")
+    (out / "checkpoint.json").write_text("{}")             # the first run's outputs so far
+    with lock_directory(out, what="postproc run"):
+        before = sorted(p.name for p in out.iterdir())
+        assert main(["run", str(config), "--out", str(out), "--no-progress"]
+                    + (["--resume"] if resume else [])) == 1
+    err = capsys.readouterr().err
+    assert f"{out} is in use by postproc run (pid {os.getpid()}, since " in err, err
+    assert "already holds outputs" not in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == before
+    # once it is no longer in use, the advice is to resume
+    assert main(["run", str(config), "--out", str(out), "--no-progress"]) == 1
+    assert "already holds outputs; use --resume" in capsys.readouterr().err
+
+
 def test_two_concurrent_cli_runs_one_fails_and_the_data_are_measured_once(data, tmp_path):
     config = write_config(tmp_path, data, seed=4)
     out = tmp_path / "run"
@@ -429,6 +453,30 @@ def test_reserved_and_colliding_level_names_are_refused(data, tmp_path):
     bad = replace(config, levels=("nation", "state", "county", "node_stats"))
     with pytest.raises(PostprocError, match="node_stats.*reserves"):
         run_pipeline(bad, out=tmp_path / "run", progress=False, log=quiet)
+
+
+def test_level_names_equal_after_unicode_normalisation_are_refused(data, tmp_path, capsys):
+    """``Kreis-ä`` composed (NFC) and decomposed (NFD) are one name to a reader and one file on
+    macOS (its file systems normalise) — refused like names equal up to case (issue 35), in the
+    library and by ``postproc validate``, naming the line."""
+    import unicodedata
+
+    nfc, nfd = unicodedata.normalize("NFC", "Kreis-ä"), unicodedata.normalize("NFD", "Kreis-ä")
+    assert nfc != nfd
+    with pytest.raises(HierarchyError, match=r"'Kreis-\\xe4' and 'Kreis-a\\u0308' are one name "
+                                             r"in two Unicode forms"):
+        check_file_names(["nation", nfc, nfd], what="level")
+    with pytest.raises(HierarchyError, match="one name in two Unicode forms"):
+        check_file_names([nfd, nfc.upper()], what="level")          # and up to case
+    check_file_names(["nation", nfc, "Gemeinde"], what="level")     # different names are fine
+    for levels, fragment in (([nfc, nfd], "two Unicode forms"), (["County", "county"], "'County' "
+                                                                 "and 'county'")):
+        config = save_config(tmp_path / "levels.toml", e2e_config(data, seed=1),
+                             geography={"levels": ["nation", "state", *levels]})
+        assert main(["validate", str(config)]) == 1
+        err = capsys.readouterr().err
+        no_traceback(err)
+        assert fragment in err and f"{config}, {line_of(config, 'levels')}: " in err, err
 
 
 # -- 9. booleans are booleans, counts are counts -----------------------------------------------

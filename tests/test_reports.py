@@ -170,7 +170,7 @@ def test_simulation_run_report_shows_every_figure(runs, capsys):
     assert "This run:" in shown and "topdown" in shown
     # the error table's values, in the one format
     errors = pd.read_csv(runs / "sim" / "confidential" / "error_table.csv")
-    assert all(format_number(v) in shown for v in errors["noisy_mean_abs"].head(5))
+    assert all(format_number(v) in shown for v in errors["measured_mean_abs"].head(5))
 
 
 def test_release_report_shows_no_error_and_no_figure_of_errors(runs):
@@ -181,7 +181,7 @@ def test_release_report_shows_no_error_and_no_figure_of_errors(runs):
     assert "<img" not in page and "data:image" not in page and "report_" not in page
     assert "error_table.csv" not in page and "--confidential" in page
     errors = pd.read_csv(directory / "confidential" / "error_table.csv")
-    distinctive = [format_number(v) for v in errors["noisy_mean_abs"] if v != round(v)]
+    distinctive = [format_number(v) for v in errors["measured_mean_abs"] if v != round(v)]
     assert distinctive and not any(f">{text}<" in page for text in distinctive)
     # the confidential page has them, with the errors' figure beside the table
     secret = write_report(directory, confidential=True).read_text()

@@ -217,6 +217,35 @@ def test_read_toml_errors(tmp_path):
     assert doc.data == {"a": {"b": 1}} and doc.source == str(good) and doc.line("a", "b") == 2
 
 
+def test_a_byte_order_mark_is_read_as_the_editor_meant_it(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark; tomllib refused it as "Invalid
+    statement (line 1, column 1)" (issue 35). The file reads as without it, lines unchanged,
+    and a real error after it still names its line."""
+    plain, marked = tmp_path / "plain.toml", tmp_path / "marked.toml"
+    text = "[budget]\ntotal = 1\n\n[output]\ndirectory = \"out\"\n"
+    plain.write_text(text, encoding="utf-8")
+    marked.write_text("\ufeff" + text, encoding="utf-8")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    doc = read_toml(marked)
+    assert doc.data == read_toml(plain).data == tomllib.loads(text)
+    assert doc.line("output", "directory") == 5 and doc.line("budget") == 1
+    assert parse_toml("\ufeff" + text).data == doc.data
+    marked.write_text("\ufeff[a]\nb = \n", encoding="utf-8")
+    with pytest.raises(HierarchyError, match=r"invalid TOML: Invalid value \(at line 2"):
+        read_toml(marked)
+
+
+def test_a_run_config_with_a_byte_order_mark_loads(tmp_path):
+    from postproc.apps.runs.config import load_config
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "e2e1940.toml"
+    plain, marked = tmp_path / "plain.toml", tmp_path / "marked.toml"
+    plain.write_bytes(example.read_bytes())
+    marked.write_bytes(b"\xef\xbb\xbf" + example.read_bytes())
+    assert load_config(marked).raw == load_config(plain).raw
+    assert load_config(marked).fingerprint() == load_config(plain).fingerprint()
+
+
 @pytest.mark.timeout(20)
 def test_read_toml_refuses_a_fifo_without_blocking(tmp_path):
     fifo = tmp_path / "pipe.toml"

@@ -261,18 +261,18 @@ def test_a_bad_group_size_in_a_config_is_refused_at_its_line(tmp_path):
     assert load_config(tmp_path / "good.toml").method_options == {"pass_tolerance": 0.1,
                                                                   "group_children": 64}
     (tmp_path / "bad.toml").write_text(good.replace("group_children = 64", "group_children = 1"))
-    line = good.splitlines().index("[postprocess.options]") + 1      # the table's header
-    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: group_children must be "
-                                            r"at least 2"):
+    line = good.splitlines().index("group_children = 64") + 1     # the option's own line
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: topdown: group_children "
+                                            r"must be at least 2"):
         load_config(tmp_path / "bad.toml")
     per_level = good.replace("group_children = 64", "group_children = { county = 64, tract = 64 }")
     (tmp_path / "levels.toml").write_text(per_level)
     assert load_config(tmp_path / "levels.toml").method_options["group_children"] == {
         "county": 64, "tract": 64}
     (tmp_path / "bad.toml").write_text(per_level.replace("tract = 64", "tracts = 64"))
-    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: group_children names "
-                                            r"levels \['tracts'\] that the geography does not "
-                                            r"have; its levels are \['nation', 'state'"):
+    with pytest.raises(PostprocError, match=rf"bad.toml, line {line}: topdown: group_children "
+                                            r"names levels \['tracts'\] that the geography "
+                                            r"does not have; its levels are \['nation', 'state'"):
         load_config(tmp_path / "bad.toml")
 
 

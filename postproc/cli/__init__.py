@@ -18,9 +18,13 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+import threading
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from hierarchy.errors import DappError
 
@@ -73,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with _terminated_as_an_exception():
+            return int(args.func(args) or 0)
     except DappError as exc:
         print(f"postproc {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -81,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"postproc {args.command}: interrupted{_resume_hint(args, cause=False)}",
               file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"postproc {args.command}: terminated (SIGTERM){_resume_hint(args, cause=False)}",
+              file=sys.stderr)
+        return 128 + signal.SIGTERM
     except BrokenProcessPool:
         print(f"postproc {args.command}: error: a worker process died (killed, or out of "
               f"memory){_resume_hint(args)}", file=sys.stderr)
@@ -93,6 +102,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"postproc {args.command}: error: {describe_os_error(exc)}{_resume_hint(args)}",
               file=sys.stderr)
         return 1
+
+
+class Terminated(BaseException):
+    """The process received SIGTERM (``kill PID``, a scheduler ending a job). Raised in the
+    main thread, like :class:`KeyboardInterrupt` for SIGINT, so that what is being written is
+    cleaned up and the command says what happened (a BaseException: no ``except Exception``
+    swallows it)."""
+
+
+@contextmanager
+def _terminated_as_an_exception():
+    """SIGTERM raises :class:`Terminated` in this process while the block runs (the default
+    would end it without a word). Only from the main thread, where Python handles signals;
+    a child process that inherited the handler is ended as by default."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != pid:              # a forked child: die as SIGTERM would
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -87,7 +87,8 @@ def read_errors(path: str | Path) -> np.ndarray:
     Parameters
     ----------
     path : str or pathlib.Path
-        ``*.npy`` is read with :func:`numpy.load` (no pickles); anything else as CSV text.
+        A ``.npy`` array (by its name or numpy's header, whatever the file is called) is read
+        with :func:`numpy.load` (no pickles); text as CSV; other binary data is refused.
 
     Returns
     -------
@@ -125,9 +126,29 @@ def read_errors(path: str | Path) -> np.ndarray:
         raise PostprocError(f"{path} is not a regular file: it is {kind}; pass --errors with a "
                             ".npy or CSV file on disk (reading a pipe or device could block "
                             "forever)")
-    if path.suffix.lower() == ".npy":
+    with open(path, "rb") as handle:
+        head = handle.read(_SNIFF)
+    if path.suffix.lower() == ".npy" or head.startswith(_NPY_MAGIC):
         return _read_npy(path)
+    if b"\0" in head or not _is_text(head):
+        raise PostprocError(f"{path}: binary data that is not a .npy array (no numpy header); "
+                            "pass an array saved with numpy.save, or a CSV with one error per "
+                            "line")
     return _read_csv(path)
+
+
+#: The first bytes of every ``.npy`` file (numpy's format), and how much of a file is sniffed.
+_NPY_MAGIC = b"\x93NUMPY"
+_SNIFF = 8192
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether the start of a file decodes as UTF-8 (a character cut by the end may be)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+    return True
 
 
 def _read_npy(path: Path) -> np.ndarray:

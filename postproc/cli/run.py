@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(`postproc methods` lists them); the config's [postprocess.options] "
                         "apply only to the method they were written for")
     p.add_argument("--resume", action="store_true",
-                   help="finish an interrupted run in --out with identical results")
+                   help="finish an interrupted run in --out with identical results, reusing "
+                        "its measurements; the post-processing (method, options, solver, spec "
+                        "constraints) and output choices may have changed since, the "
+                        "measurement may not")
     p.add_argument("--executor", choices=["serial", "process", "dask"],
                    help="override [solver] executor")
     p.add_argument("--workers", type=positive_int, help="override [solver] workers (≥ 1)")
@@ -139,9 +142,11 @@ def print_parts_summary(done) -> None:
     release mode without the persons count: it is computed from the confidential data)."""
     if done.errors is not None and not done.errors.empty:
         totals = done.errors[done.errors["query"] == "total"]
-        print("mean |error| of the totals (simulation): TopDown, the noisy measurements")
+        print("mean |error| of the totals (simulation): TopDown, measured (the totals' noisy "
+              "measurements)")
         for row in totals.itertuples():
-            print(f"  {row.level:>12}: {row.topdown_mean_abs:10.3f}  {row.noisy_mean_abs:10.3f}")
+            print(f"  {row.level:>12}: {row.topdown_mean_abs:10.3f}  "
+                  f"{row.measured_mean_abs:10.3f}")
     persons = "" if done.release else f"{done.persons:,} persons in "
     parts = f"{done.parts:,} part{'' if done.parts == 1 else 's'}"
     print(f"{persons}{parts}, {done.timings['total']:.1f} s; "

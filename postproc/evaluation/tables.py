@@ -1,10 +1,18 @@
-"""Per-level error tables: noisy measurements vs a post-processed result, against the truth.
+"""Per-level error tables: the measurements as measured vs a post-processed result, against the
+truth.
 
 The table of ``postproc run`` (``confidential/error_table.csv``): for every level, ``total`` and
 every query of the run's workload (:func:`default_queries`), the median absolute error (MAE), mean
-absolute error and RMSE of the raw measurements (columns ``noisy_*``) and of the run's
-post-processor (columns ``<method>_*``: ``topdown_mae``, ``sampling_mae``, …), integer or
-real-valued.
+absolute error and RMSE of the query's own noisy measurement at the level (columns
+``measured_*``; a query not measured there is answered by summing the answers of a measured
+query that determines it, named in the column ``measured``) and of the run's post-processor
+(columns ``<method>_*``: ``topdown_mae``, ``sampling_mae``, …), integer or real-valued.
+
+``measured`` is not the post-processor ``noisy``: that one releases every level's noisy
+*detailed* cells, so its ``total`` is the sum of the 192 noisy cells (E2E), not the total's own
+measurement nor the sum of the 24 ``va_hisp_race`` answers, and its error differs (usually
+larger). A run with ``--method noisy`` shows both, ``measured_mae`` and ``noisy_mae``;
+``postproc compare``'s ``noisy`` rows are the latter.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from postproc.errors import PostprocError
 from postproc.evaluation.metrics import error_metrics
 
 __all__ = ["default_queries", "level_error_table", "format_error_table", "print_level_summary",
-           "result_prefix"]
+           "result_prefix", "upgrade_error_table", "MEASURED"]
 
 _METRICS = (("mae", "MAE"), ("mean_abs", "mean|e|"), ("rmse", "RMSE"))
 
@@ -48,24 +56,49 @@ def default_queries(workload: Workload) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("total", *workload.names)))
 
 
+#: The column prefix of the errors of each query's own measurement (see the module docstring).
+MEASURED = "measured"
+
+
 def result_prefix(method: str) -> str:
-    """The column prefix of a method's errors: its name, but ``noisy_detailed`` for the
-    ``noisy`` method (its histograms are the detailed measurements; ``noisy_*`` are the
-    measurements as measured).
+    """The column prefix of a method's errors: its name (``noisy`` too, as ``postproc compare``
+    names it), but ``measured_method`` for a method registered as ``measured``, whose columns
+    would otherwise be taken for the measurements'.
 
     Examples
     --------
-    >>> result_prefix("topdown"), result_prefix("noisy")
-    ('topdown', 'noisy_detailed')
+    >>> result_prefix("topdown"), result_prefix("noisy"), result_prefix("measured")
+    ('topdown', 'noisy', 'measured_method')
     """
-    return "noisy_detailed" if method == "noisy" else method
+    return f"{MEASURED}_method" if method == MEASURED else method
+
+
+def upgrade_error_table(table: pd.DataFrame) -> pd.DataFrame:
+    """An error table written before the measurements' columns were named ``measured_*``
+    (they were ``noisy_*``, and the ``noisy`` method's ``noisy_detailed_*``) with today's names;
+    a current table is returned as it is.
+
+    Examples
+    --------
+    >>> old = pd.DataFrame({"level": ["nation"], "query": ["total"], "noisy": ["total"],
+    ...                     "noisy_mae": [2.0], "noisy_detailed_mae": [5.0]})
+    >>> list(upgrade_error_table(old).columns)
+    ['level', 'query', 'measured', 'measured_mae', 'noisy_mae']
+    """
+    if f"{MEASURED}_mae" in table.columns or "noisy_mae" not in table.columns:
+        return table
+    names = {c: MEASURED + c[len("noisy"):] for c in table.columns
+             if c == "noisy" or (c.startswith("noisy_") and not c.startswith("noisy_detailed"))}
+    names.update({c: "noisy" + c[len("noisy_detailed"):] for c in table.columns
+                  if c.startswith("noisy_detailed_")})
+    return table.rename(columns=names)
 
 
 def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workload,
                       queries: Sequence[str] | None = None, *, method: str = "topdown"
                       ) -> pd.DataFrame:
     """MAE (median absolute error), mean absolute error and RMSE per level and query, for the
-    noisy measurements and for the post-processed histograms.
+    measurements as measured and for the post-processed histograms.
 
     Parameters
     ----------
@@ -83,10 +116,11 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
     Returns
     -------
     pandas.DataFrame
-        ``level, query, units, noisy`` (how the measurement answers), then ``noisy_mae``,
-        ``<method>_mae``, ``noisy_mean_abs``, ``<method>_mean_abs``, ``noisy_rmse``,
-        ``<method>_rmse`` and ``exact_median``. A query no measurement of its level determines
-        has ``noisy`` = ``"not measured"`` and no ``noisy_*`` errors (NaN). When some answers
+        ``level, query, units, measured`` (the measured query that answers it: its own name,
+        or ``sum of <name>``), then ``measured_mae``, ``<method>_mae``,
+        ``measured_mean_abs``, ``<method>_mean_abs``, ``measured_rmse``, ``<method>_rmse`` and
+        ``exact_median``. A query no measurement of its level determines has ``measured`` =
+        ``"not measured"`` and no ``measured_*`` errors (NaN). When some answers
         were not drawn (``Measurement.drawn``: they are known to be 0), every column counts the
         answers drawn only.
 
@@ -109,8 +143,10 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
     >>> hay = postprocess(noisy, "hay")
     >>> table = level_error_table(truth, noisy, hay.histograms, noisy.workload, method="hay")
-    >>> list(table.columns[4:8])
-    ['noisy_mae', 'hay_mae', 'noisy_mean_abs', 'hay_mean_abs']
+    >>> list(table.columns[3:8])
+    ['measured', 'measured_mae', 'hay_mae', 'measured_mean_abs', 'hay_mean_abs']
+    >>> table[table["level"] == "state"]["measured"].tolist()
+    ['sum of va_hisp_race', 'detailed', 'hhgq', 'va_hisp_race']
     >>> table["query"].unique().tolist()          # total and every query of the workload
     ['total', 'detailed', 'hhgq', 'va_hisp_race']
     """
@@ -144,9 +180,9 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
                 how, m_noisy = "not measured", {key: float("nan") for key, _ in _METRICS}
             m_post = error_metrics(post, exact)
             row: dict[str, Any] = {"level": level, "query": q, "units": units,
-                                   "noisy": how}
+                                   MEASURED: how}
             for key, _ in _METRICS:
-                row[f"noisy_{key}"] = m_noisy[key]
+                row[f"{MEASURED}_{key}"] = m_noisy[key]
                 row[f"{prefix}_{key}"] = m_post[key]
             row["exact_median"] = m_post["exact_median"]
             rows.append(row)
@@ -156,7 +192,7 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
 def _method_of(table: pd.DataFrame) -> str:
     """The prefix of the result's columns of a :func:`level_error_table` table."""
     prefixes = [c[:-len("_mae")] for c in table.columns
-                if c.endswith("_mae") and c != "noisy_mae"]
+                if c.endswith("_mae") and c != f"{MEASURED}_mae"]
     return prefixes[0] if prefixes else "topdown"
 
 
@@ -165,12 +201,12 @@ def format_error_table(table: pd.DataFrame) -> str:
 
     Examples
     --------
-    >>> t = pd.DataFrame([{"level": "nation", "query": "total", "units": 1, "noisy": "total",
-    ...                    "noisy_mae": 2.0, "rake_mae": 0.5, "noisy_mean_abs": 2.0,
-    ...                    "rake_mean_abs": 0.5, "noisy_rmse": 2.0, "rake_rmse": 0.5}])
+    >>> t = pd.DataFrame([{"level": "nation", "query": "total", "units": 1, "measured": "total",
+    ...                    "measured_mae": 2.0, "rake_mae": 0.5, "measured_mean_abs": 2.0,
+    ...                    "rake_mean_abs": 0.5, "measured_rmse": 2.0, "rake_rmse": 0.5}])
     >>> print(format_error_table(t))
-     level query  units  MAE noisy  MAE rake  mean|e| noisy  mean|e| rake  RMSE noisy  RMSE rake
-    nation total      1       2.00      0.50           2.00          0.50        2.00       0.50
+     level query  units  MAE measured  MAE rake  mean|e| measured  mean|e| rake  RMSE measured  RMSE rake
+    nation total      1          2.00      0.50              2.00          0.50           2.00       0.50
     """
     if table.empty:
         return "(no levels)"
@@ -178,8 +214,8 @@ def format_error_table(table: pd.DataFrame) -> str:
     name = "TopDown" if prefix == "topdown" else prefix
     columns, labels = ["level", "query", "units"], ["level", "query", "units"]
     for key, label in _METRICS:
-        columns += [f"noisy_{key}", f"{prefix}_{key}"]
-        labels += [f"{label} noisy", f"{label} {name}"]
+        columns += [f"{MEASURED}_{key}", f"{prefix}_{key}"]
+        labels += [f"{label} {MEASURED}", f"{label} {name}"]
     show = table[columns].copy()
     show.columns = labels
     return show.to_string(index=False, float_format=lambda v: f"{v:,.2f}", na_rep="-")
@@ -213,16 +249,16 @@ def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
     >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
     >>> print_level_summary(out)
     post-processor: topdown (integer, consistent, nonnegative, invariants)
-    Error against the confidential data (MAE = median absolute error):
-     level        query  units  MAE noisy  MAE TopDown  mean|e| noisy  mean|e| TopDown  RMSE noisy  RMSE TopDown
-    nation        total      1      26.00         0.00          26.00             0.00       26.00          0.00
-    nation     detailed      1      29.00         0.00          40.86             0.76       57.59          3.59
-    nation         hhgq      1       6.50         0.00           9.75             0.50       12.88          1.00
-    nation va_hisp_race      1       3.00         0.00           5.92             1.67        8.99          2.83
-     state        total     49      24.00         0.00          29.08             0.00       34.50          0.00
-     state     detailed     49      28.00         0.00          40.01             0.03       56.36          0.38
-     state         hhgq     49      13.00         0.00          18.10             0.01       25.45          0.14
-     state va_hisp_race     49       4.00         0.00           5.65             0.27        7.70          1.07
+    Error against the confidential data (MAE = median absolute error; measured = the noisy measurement before post-processing, summed from a finer measured query where the query was not measured itself):
+     level        query  units  MAE measured  MAE TopDown  mean|e| measured  mean|e| TopDown  RMSE measured  RMSE TopDown
+    nation        total      1         26.00         0.00             26.00             0.00          26.00          0.00
+    nation     detailed      1         29.00         0.00             40.86             0.76          57.59          3.59
+    nation         hhgq      1          6.50         0.00              9.75             0.50          12.88          1.00
+    nation va_hisp_race      1          3.00         0.00              5.92             1.67           8.99          2.83
+     state        total     49         24.00         0.00             29.08             0.00          34.50          0.00
+     state     detailed     49         28.00         0.00             40.01             0.03          56.36          0.38
+     state         hhgq     49         13.00         0.00             18.10             0.01          25.45          0.14
+     state va_hisp_race     49          4.00         0.00              5.65             0.27           7.70          1.07
     (saved in .../run/confidential/error_table.csv)
     >>> print_level_summary(out, show_confidential=False)      # as in release mode
     post-processor: topdown (integer, consistent, nonnegative, invariants)
@@ -247,6 +283,8 @@ def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
     if not show:
         print(f"errors against the confidential data: {path} (CONFIDENTIAL - do not publish)")
         return
-    print("Error against the confidential data (MAE = median absolute error):")
+    print("Error against the confidential data (MAE = median absolute error; measured = the "
+          "noisy measurement before post-processing, summed from a finer measured query where "
+          "the query was not measured itself):")
     print(format_error_table(table))
     print(f"(saved in {path})")

@@ -54,17 +54,40 @@ Result('zeros'; integer; nation=1, state=49 units; 0 persons; randomness simulat
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
+import math
+import numbers
+import types
+import typing
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
 from postproc.errors import PostprocError, refuse_spec
 from postproc.result import Result
 
-__all__ = ["PostProcessor", "PromiseError", "register", "unregister", "get", "available",
-           "catalogue", "postprocess", "check_promises", "noisy_histograms"]
+__all__ = ["PostProcessor", "PromiseError", "OptionError", "register", "unregister", "get",
+           "available", "catalogue", "postprocess", "check_promises", "noisy_histograms"]
+
+
+class OptionError(PostprocError):
+    """An option of a post-processor with a value of the wrong type or out of its range, or
+    one the method does not take; ``option`` names it (a config file locates its line).
+
+    Examples
+    --------
+    >>> try:
+    ...     get("sampling").check_options({"sweeps": "200"})
+    ... except OptionError as exc:
+    ...     print(exc.option, "|", exc)
+    sweeps | sampling: option sweeps must be an integer, not '200' (without the quotes: sweeps = 200)
+    """
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
 
 
 class PromiseError(PostprocError):
@@ -108,6 +131,9 @@ class PostProcessor:
         What every result of it satisfies (checked on every call).
     randomized : bool
         Whether it draws randomness of its own (through ``rng``).
+    check : callable ``(options, *, levels, workload) -> None``, optional
+        Checks of option values that need no data (ranges, level and query names), raising
+        :class:`PostprocError`; run with the type checks of :meth:`check_options`.
 
     Raises
     ------
@@ -121,6 +147,8 @@ class PostProcessor:
     (('consistent',), False, ())
     >>> get("topdown").options()[:3]
     ('solver', 'executor', 'workers')
+    >>> get("sampling").option_types()["sweeps"]
+    <class 'int'>
     >>> PostProcessor("keeper", noisy_histograms, "keeps the invariants", invariants=True)
     Traceback (most recent call last):
     ...
@@ -135,6 +163,7 @@ class PostProcessor:
     nonnegative: bool = False
     invariants: bool = False
     randomized: bool = False
+    check: Callable[..., None] | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -155,12 +184,72 @@ class PostProcessor:
         params = inspect.signature(self.function).parameters.values()
         return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "rng")
 
-    def __call__(self, noisy: Any, spec: Any = None, *, rng: Any = None, **options: Any
-                 ) -> Result:
+    def option_types(self) -> dict[str, Any]:
+        """Each option's type: its annotation, or else the type of its default when that is
+        a bool, int, float or str (``Any`` otherwise: not checked)."""
+        params = inspect.signature(self.function).parameters
+        try:
+            hints = typing.get_type_hints(self.function)
+        except (NameError, TypeError):       # annotations that do not resolve: read as given
+            hints = {name: p.annotation for name, p in params.items()
+                     if not isinstance(p.annotation, str)}
+        out = {}
+        for name in self.options():
+            default = params[name].default
+            if name in hints and hints[name] is not inspect.Parameter.empty:
+                out[name] = hints[name]
+            elif isinstance(default, (bool, int, float, str)):
+                out[name] = type(default)
+            else:
+                out[name] = Any
+        return out
+
+    def check_options(self, options: Mapping[str, Any], *,
+                      levels: Sequence[str] | None = None, workload: Any = None) -> None:
+        """Check options before anything runs: each is one the method takes, of its type
+        (:meth:`option_types`), and passes the method's own ``check`` (with the levels and
+        workload, when known). A configuration file checks its ``[postprocess.options]`` so.
+
+        Raises
+        ------
+        OptionError
+            Naming the method and the option, what it must be and what it is.
+
+        Examples
+        --------
+        >>> get("sampling").check_options({"sweeps": 20, "step_factor": 1})   # fine: None
+        >>> get("sampling").check_options({"time_limit": "60"})
+        Traceback (most recent call last):
+        ...
+        postproc.methods.registry.OptionError: sampling: option time_limit must be a number or none (left out), not '60' (without the quotes: time_limit = 60)
+        >>> get("sampling").check_options({"sweeps": -1})
+        Traceback (most recent call last):
+        ...
+        postproc.methods.registry.OptionError: sampling: sweeps must be a non-negative integer, not -1
+        """
         unknown = sorted(set(options) - set(self.options()))
         if unknown:
-            raise PostprocError(f"{self.name}: unknown option(s) {unknown}; it takes "
-                                f"{list(self.options()) or 'none'}")
+            raise OptionError(f"{self.name}: unknown option(s) {unknown}; it takes "
+                              f"{list(self.options()) or 'none'}", unknown[0])
+        types_ = self.option_types()
+        for name, value in options.items():
+            if not _conforms(value, types_[name]):
+                raise OptionError(f"{self.name}: option {name} must be "
+                                  f"{_describe(types_[name])}, not {value!r}"
+                                  f"{_unquote_hint(name, value, types_[name])}", name)
+        if self.check is not None:
+            for name in options:
+                try:
+                    self.check({name: options[name]}, levels=levels, workload=workload)
+                except OptionError:
+                    raise
+                except PostprocError as exc:
+                    raise OptionError(f"{self.name}: {exc}", name) from None
+
+    def __call__(self, noisy: Any, spec: Any = None, *, rng: Any = None, **options: Any
+                 ) -> Result:
+        self.check_options(options, levels=getattr(noisy, "levels", None),
+                           workload=getattr(noisy, "workload", None))
         partial = _partly_drawn(noisy)
         if partial and self.name not in _READS_DRAWN:
             raise PostprocError(
@@ -180,6 +269,93 @@ class PostProcessor:
         return result
 
 
+def _args(hint: Any) -> tuple[Any, ...]:
+    return typing.get_args(hint)
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the type ``hint`` (annotation forms that are not read pass).
+
+    >>> _conforms(3, float), _conforms(True, int), _conforms([1, "a"], Sequence[str])
+    (True, False, False)
+    >>> _conforms({"county": None}, Mapping[str, int | None]), _conforms("l2", Literal["l1"])
+    (True, False)
+    """
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if _is_union(hint):
+        return any(_conforms(value, arg) for arg in _args(hint))
+    if origin is Literal:
+        return any(value == arg and type(value) is type(arg) for arg in _args(hint))
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if hint is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+                and not math.isnan(value))
+    if origin in (list, tuple, collections.abc.Sequence):
+        item = _args(hint)[0] if _args(hint) else Any
+        return isinstance(value, (list, tuple)) and all(_conforms(v, item) for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        key, item = _args(hint) or (Any, Any)
+        return isinstance(value, Mapping) and all(
+            _conforms(k, key) and _conforms(v, item) for k, v in value.items())
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _describe(hint: Any) -> str:
+    """What a value of type ``hint`` is, in words for a message.
+
+    >>> _describe(int | None), _describe(Sequence[str]), _describe(Literal["l1", "topdown"])
+    ('an integer or none (left out)', 'a list of strings', "one of 'l1', 'topdown'")
+    """
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+             type(None): "none (left out)", Any: "anything"}
+    if hint is None:
+        hint = type(None)
+    if hint in words:
+        return words[hint]
+    origin = typing.get_origin(hint)
+    if _is_union(hint):
+        return " or ".join(_describe(arg) for arg in _args(hint))
+    if origin is Literal:
+        return "one of " + ", ".join(repr(arg) for arg in _args(hint))
+    if origin in (list, tuple, collections.abc.Sequence):
+        item = _describe(_args(hint)[0]) if _args(hint) else "anything"
+        return "a list of " + {"a string": "strings", "an integer": "integers",
+                               "a number": "numbers"}.get(item, item)
+    if origin in (dict, collections.abc.Mapping):
+        key, item = (_describe(arg) for arg in (_args(hint) or (Any, Any)))
+        return f"a table of {key.removeprefix('a ')} keys to {item}"
+    return f"a {getattr(hint, '__name__', str(hint))}"
+
+
+def _unquote_hint(name: str, value: Any, hint: Any) -> str:
+    """When a number or boolean was written as a string: how to write it."""
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()
+    wanted = [h for h in (_args(hint) if _is_union(hint) else (hint,))
+              if h in (int, float, bool)]
+    for kind in wanted:
+        try:
+            parsed = {"true": True, "false": False}[text] if kind is bool else kind(text)
+        except (KeyError, ValueError):
+            continue
+        return f" (without the quotes: {name} = {str(parsed).lower() if kind is bool else text})"
+    return ""
+
+
 _REGISTRY: dict[str, PostProcessor] = {}
 
 #: Methods shown to ignore answers that were not drawn (weight 0; docs/scale2020.md proves it
@@ -195,8 +371,16 @@ def _partly_drawn(noisy: Any) -> list[tuple[str, str]]:
 
 def register(name: str, *, summary: str, integer: bool = False, consistent: bool = False,
              nonnegative: bool = False, invariants: bool = False, randomized: bool = False,
-             replace: bool = False) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
+             replace: bool = False, check: Callable[..., None] | None = None
+             ) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
     """Register a post-processor under ``name`` (a decorator; the function is returned as is).
+
+    Its keyword options are checked before it runs, from ``postprocess`` and from a
+    configuration file (at the option's line, before anything is measured): an option's type
+    is its annotation (``sweeps: int = 100``; ``float`` takes integers too; unions,
+    ``Literal[...]``, ``Sequence[...]`` and ``Mapping[...]`` are read), or else the type of its
+    default when that is a bool, int, float or str; ``Any`` (or a default of another type
+    without annotation) is not checked. Value checks go in ``check``.
 
     Parameters
     ----------
@@ -210,6 +394,9 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
         Whether the method draws randomness of its own (through ``rng``).
     replace : bool, optional
         Replace a post-processor registered under the same name.
+    check : callable ``(options, *, levels, workload) -> None``, optional
+        Checks of option values that need no data, raising :class:`PostprocError` (given one
+        option at a time; ``levels`` and ``workload`` may be None).
 
     Returns
     -------
@@ -247,7 +434,7 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
             raise PostprocError(f"{name}: a post-processor takes (noisy, spec=None, *, "
                                 f"rng=None, **options)")
         _REGISTRY[name] = PostProcessor(name, function, summary, integer, consistent,
-                                        nonnegative, invariants, randomized)
+                                        nonnegative, invariants, randomized, check)
         return function
     return decorate
 
@@ -357,7 +544,7 @@ def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: A
     >>> postprocess(noisy, "hay", damping=0.5)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: hay: unknown option(s) ['damping']; it takes none
+    postproc.methods.registry.OptionError: hay: unknown option(s) ['damping']; it takes none
     """
     return get(method)(noisy, spec, rng=rng, **options)
 
@@ -414,13 +601,33 @@ def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) 
 # --------------------------------------------------------------------------------------------------
 # The built-in post-processors
 # --------------------------------------------------------------------------------------------------
+def _check_topdown(options: Mapping[str, Any], *, levels: Sequence[str] | None = None,
+                   workload: Any = None) -> None:
+    """TopDown's option values (its solver settings come checked from ``[solver]``)."""
+    from postproc.methods.topdown.failsafe import check_failsafe_slack
+    from postproc.methods.topdown.groups import check_group_children
+    from postproc.methods.topdown.run import check_pass_tolerance
+
+    if "failsafe_slack" in options:
+        check_failsafe_slack(options["failsafe_slack"])
+    if "group_children" in options:
+        check_group_children(options["group_children"], levels)
+    if "pass_tolerance" in options:
+        check_pass_tolerance(options["pass_tolerance"])
+    if "batch_children" in options and options["batch_children"] < 1:
+        raise PostprocError(f"batch_children must be a positive integer, not "
+                            f"{options['batch_children']!r}")
+
+
 @register("topdown", summary="TopDown: weighted least squares and constraint-keeping rounding, "
                              "level by level (deterministic)",
-          integer=True, consistent=True, nonnegative=True, invariants=True)
-def _topdown(noisy, spec=None, *, rng=None, solver=None, executor="serial", workers=None,
-             batch_children=512, failsafe=True, failsafe_keep="auto", failsafe_slack=1.0,
-             passes=None, pass_tolerance=0.5, round_passes=None, progress=False,
-             group_children=None):
+          integer=True, consistent=True, nonnegative=True, invariants=True, check=_check_topdown)
+def _topdown(noisy, spec=None, *, rng=None, solver: str | Sequence[str] | None = None,
+             executor: Any = "serial", workers: int | None = None, batch_children: int = 512,
+             failsafe: bool = True, failsafe_keep: str | Sequence[str] = "auto",
+             failsafe_slack: float = 1.0, passes: Any = None, pass_tolerance: float = 0.5,
+             round_passes: Any = None, progress: bool = False,
+             group_children: int | Mapping[str, int | None] | None = None):
     from postproc.methods.topdown import topdown
     from postproc.methods.topdown.run import DEFAULT_QP_CHAIN
 
@@ -432,11 +639,35 @@ def _topdown(noisy, spec=None, *, rng=None, solver=None, executor="serial", work
                    group_children=group_children)
 
 
+def _check_sampling(options: Mapping[str, Any], *, levels: Sequence[str] | None = None,
+                    workload: Any = None) -> None:
+    """Conditional sampling's option values."""
+    for name in ("sweeps", "retries"):
+        if options.get(name, 0) < 0:
+            raise PostprocError(f"{name} must be a non-negative integer, not {options[name]!r}")
+    limit = options.get("time_limit")
+    if limit is not None and limit < 0:
+        raise PostprocError(f"time_limit must be a number of seconds >= 0 or left out, not "
+                            f"{limit!r}")
+    if "step_factor" in options and not 0 < options["step_factor"] < math.inf:
+        raise PostprocError(f"step_factor must be a number above 0 (the mean step in noise "
+                            f"standard deviations), not {options['step_factor']!r}")
+    queries = options.get("queries", "all")
+    if workload is not None and queries not in ("detailed", "all"):
+        chosen = [queries] if isinstance(queries, str) else list(queries)
+        if not chosen or any(q not in workload.names for q in chosen):
+            raise PostprocError(f"queries must be 'detailed', 'all' or names from the workload "
+                                f"{list(workload.names)}; got {queries!r}")
+
+
 @register("sampling", summary="top-down conditional sampling under the invariants "
                               "(Gong & Meng); integer and consistent",
-          integer=True, consistent=True, nonnegative=True, invariants=True, randomized=True)
-def _sampling(noisy, spec=None, *, rng=None, sweeps=100, mechanism=None, queries="all",
-              step_factor=0.8, retries=10, start="topdown", time_limit=None, progress=False):
+          integer=True, consistent=True, nonnegative=True, invariants=True, randomized=True,
+          check=_check_sampling)
+def _sampling(noisy, spec=None, *, rng=None, sweeps: int = 100, mechanism: str | None = None,
+              queries: str | Sequence[str] = "all", step_factor: float = 0.8,
+              retries: int = 10, start: Literal["topdown", "l1"] | Result = "topdown",
+              time_limit: float | None = None, progress: bool = False):
     from postproc.methods.sampling import sample_topdown
 
     return sample_topdown(noisy, spec, rng=rng, sweeps=sweeps, mechanism=mechanism,

@@ -19,8 +19,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hierarchy.budget import Budget
 from hierarchy.mechanisms import Mechanism, get_mechanism
-from hierarchy.queries import Workload, e2e_workload
+from hierarchy.queries import Workload, check_query_name, e2e_workload, parse_query
 from hierarchy.schema import SCHEMAS, Schema, get_schema
+from hierarchy.storage import check_file_names
 from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
 from invariants.catalogue import statistics_to_publish
 from invariants.errors import SpecError
@@ -524,6 +525,8 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     levels = tuple(levels)
     if len(set(levels)) != len(levels):
         raise g.fail("levels", f"levels repeat a name: {list(levels)}")
+    # each level is a file of the output: names one file system could take for one are refused
+    g.located("levels", lambda: check_file_names(levels, what="level"))
     # [data] columns and values name levels and attributes (a misspelt values key would
     # otherwise be ignored and the file's codes read unmapped)
     mappable = {"columns": list(levels[1:]) + list(schema.names), "values": list(schema.names)}
@@ -550,6 +553,10 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
         if not isinstance(queries, Mapping) or not queries:
             raise w.fail(None, "[workload] needs preset = \"e2e\" or a [workload.queries] table "
                                "of name = expression")
+        for name, expression in queries.items():   # each query's error at its own line
+            doc.located("workload.queries", name, lambda: check_query_name(
+                parse_query(expression, schema, name=name)) if isinstance(expression, str)
+                else None)
         workload = w.located(None, lambda: Workload.from_expressions(schema, queries))
     # [budget]
     b = doc.table("budget", required=True, allowed={"kind", "total", "preset", "neighbours",
@@ -579,7 +586,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     spec = _spec(doc, base, levels)
     # [postprocess]
     pp = doc.table("postprocess", allowed={"method", "options"})
-    method, method_options = _postprocess(pp, levels)
+    method, method_options = _postprocess(pp, levels, workload)
     # [solver]
     sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
                                       "failsafe_keep", "passes", "round_passes"})
@@ -831,9 +838,12 @@ RUN_OPTIONS = frozenset({"solver", "executor", "workers", "scheduler", "failsafe
                          "resume_from"})
 
 
-def method_options_problem(method: str, options: Mapping[str, Any]) -> str | None:
+def method_options_problem(method: str, options: Mapping[str, Any], *,
+                           levels: Sequence[str] | None = None,
+                           workload: Workload | None = None) -> str | None:
     """What is wrong with ``options`` for the registered post-processor ``method`` (options it
-    does not take, or that the run sets itself: :data:`RUN_OPTIONS`), or ``None``.
+    does not take, or that the run sets itself: :data:`RUN_OPTIONS`; a value of the wrong type
+    or range: :meth:`~postproc.methods.registry.PostProcessor.check_options`), or ``None``.
 
     Examples
     --------
@@ -841,21 +851,42 @@ def method_options_problem(method: str, options: Mapping[str, Any]) -> str | Non
     True
     >>> method_options_problem("topdown", {"workers": 2})
     "topdown takes no option(s) ['workers']; it takes ['batch_children', 'failsafe_slack', 'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
+    >>> method_options_problem("sampling", {"sweeps": "200"})
+    "sampling: option sweeps must be an integer, not '200' (without the quotes: sweeps = 200)"
     """
+    problem = _options_error(method, options, levels=levels, workload=workload)
+    return None if problem is None else str(problem)
+
+
+def _options_error(method: str, options: Mapping[str, Any], *,
+                   levels: Sequence[str] | None = None,
+                   workload: Workload | None = None) -> PostprocError | None:
+    """:func:`method_options_problem` as the error (an ``OptionError`` names the option)."""
     from postproc.methods import get
+    from postproc.methods.registry import OptionError
 
-    allowed = set(get(method).options()) - RUN_OPTIONS
+    entry = get(method)
+    allowed = set(entry.options()) - RUN_OPTIONS
     unknown = sorted(set(options) - allowed)
-    if not unknown:
-        return None
-    return (f"{method} takes no option(s) {unknown}; it takes {sorted(allowed) or 'none'}"
-            + ("; TopDown's solver options go in [solver]" if method == "topdown" else ""))
+    if unknown:
+        return OptionError(f"{method} takes no option(s) {unknown}; it takes "
+                           f"{sorted(allowed) or 'none'}"
+                           + ("; TopDown's solver options go in [solver]"
+                              if method == "topdown" else ""), unknown[0])
+    try:
+        entry.check_options(options, levels=levels, workload=workload)
+    except PostprocError as exc:
+        return exc
+    return None
 
 
-def _postprocess(section: Table, levels: Sequence[str]) -> tuple[str, dict[str, Any]]:
+def _postprocess(section: Table, levels: Sequence[str], workload: Workload
+                 ) -> tuple[str, dict[str, Any]]:
     """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
-    ``[postprocess.options]``, checked against what the method takes (a table of
-    ``group_children`` per level names only ``levels``). TopDown's solver options live in
+    ``[postprocess.options]``, each checked against what the method takes, its declared type
+    and the method's own checks (a table of ``group_children`` per level names only
+    ``levels``; ``queries`` only the workload's) — in the registry, so a method's new option
+    needs no code here. An error names the option's line. TopDown's solver options live in
     ``[solver]``."""
     from postproc.methods import available
 
@@ -866,20 +897,14 @@ def _postprocess(section: Table, levels: Sequence[str]) -> tuple[str, dict[str, 
     options = section.get("options", {})
     if not isinstance(options, Mapping):
         raise section.fail("options", "options must be a table, e.g. options = { sweeps = 200 }")
-    problem = method_options_problem(method, options)
-    if problem:
-        raise section.fail("options", problem)
-    if method == "topdown":
-        from postproc.methods.topdown.failsafe import check_failsafe_slack
-        from postproc.methods.topdown.groups import check_group_children
-        from postproc.methods.topdown.run import check_pass_tolerance
-
-        checks = {"group_children": lambda value: check_group_children(value, levels),
-                  "pass_tolerance": check_pass_tolerance,
-                  "failsafe_slack": check_failsafe_slack}
-        for name in sorted(set(checks) & set(options)):
-            section.located("options", lambda: checks[name](options[name]),
-                            catch=(PostprocError,))
+    problem = _options_error(method, options, levels=levels, workload=workload)
+    if problem is not None:
+        option = getattr(problem, "option", None)
+        doc = section.document
+        where = (doc.line("postprocess.options", option) if option is not None else None) \
+            or doc.line("postprocess", "options")
+        raise PostprocError(f"{doc.source}, line {where}: {problem}" if where is not None
+                            else f"{doc.source} [postprocess.options]: {problem}")
     return method, dict(options)
 
 

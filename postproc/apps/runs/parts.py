@@ -395,11 +395,11 @@ class _Errors:
             n = row["answers"]
             an, sn, ap, sp_ = row["sums"]
             counts = row["counts"]
-            rows.append({"level": lv, "query": q, "units": row["units"], "noisy": "measured",
-                         "noisy_mae": _median(counts.get("noisy")),
+            rows.append({"level": lv, "query": q, "units": row["units"], "measured": q,
+                         "measured_mae": _median(counts.get("noisy")),
                          f"{method}_mae": _median(counts.get("post")),
-                         "noisy_mean_abs": an / n, f"{method}_mean_abs": ap / n,
-                         "noisy_rmse": float(np.sqrt(sn / n)),
+                         "measured_mean_abs": an / n, f"{method}_mean_abs": ap / n,
+                         "measured_rmse": float(np.sqrt(sn / n)),
                          f"{method}_rmse": float(np.sqrt(sp_ / n)),
                          "exact_median": _median(counts.get("exact"))})
         frame = pd.DataFrame(rows)

@@ -10,8 +10,9 @@ Output directory::
     noisy/                 the NoisyHierarchy (measured once; reused on --resume)
     <level>.parquet        post-processed histograms, long form (TopDown: written as each level
                            finishes); integer counts, or real-valued for methods that make them
-    checkpoint.json        levels completed so far and the config's fingerprint (which includes
-                           the method and its options)
+    checkpoint.json        the settings the data were measured with, the post-processing
+                           settings, the levels completed so far with each one's provenance
+                           (:mod:`postproc.apps.runs.checkpoint`)
     node_stats.parquet     per-parent solver (or sampler) statistics, if the method has any
     manifest.json          config, the method and its options, versions, randomness mode,
                            accounting, solver statistics, timings, failsafe reports, the list of
@@ -30,11 +31,19 @@ input data are the ones measured.
 Every file is written atomically; the checkpoint is updated only after its level's parquet is in
 place, so an interrupted run resumes from the last complete level and, because measurements are
 reloaded and every solver is deterministic, finishes with identical results. The node statistics
-are saved with each level too, so a resumed run's manifest still counts the earlier levels' work.
+are saved with each level, and the level's provenance (the queries the failsafe kept, its
+reports, the seconds) in the checkpoint, so a resumed run's manifest is an uninterrupted run's
+but for timings and the records of the resume; a level missing any of them is solved again.
 Leftovers of an interrupted write are removed when the run resumes. Another method is not
 checkpointed level by level: a resumed run whose outputs are complete is left as it is, and an
 incomplete one runs the method again on the saved measurements (a randomized method draws from
 the stream :func:`method_rng` derives from the seed, so a simulation gives the same result).
+
+A resume may change the post-processing (method, options, solver settings, spec constraints)
+and the output choices, never the measurement: the saved measurements are post-processed again
+(no noise drawn, no budget spent) and the manifest's ``postprocess_changes`` records the old
+and new settings; a changed measurement setting is refused, naming it
+(:class:`~postproc.apps.runs.checkpoint.Checkpoint`).
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, check_file_names, 
                                remove_leftovers, write_json, write_parquet)
 from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
+from postproc.apps.runs.checkpoint import Checkpoint, run_fingerprint, with_level_records
 from postproc.apps.runs.config import RunConfig, method_options_problem
 from postproc.errors import PostprocError
 from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
@@ -108,8 +118,9 @@ class PipelineResult:
     Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
     >>> out.release, sorted(out.timings)
     (False, ['check_spec', 'measure', 'read_tabulate', 'topdown', 'write'])
-    >>> print(out.error_table[["level", "query", "noisy_mae", "topdown_mae"]].to_string(index=False))
-     level        query  noisy_mae  topdown_mae
+    >>> columns = ["level", "query", "measured_mae", "topdown_mae"]
+    >>> print(out.error_table[columns].to_string(index=False))
+     level        query  measured_mae  topdown_mae
     nation        total       26.0          0.0
     nation     detailed       29.0          0.0
     nation         hhgq        6.5          0.0
@@ -233,29 +244,6 @@ def method_options(config: RunConfig, method: str) -> dict[str, Any]:
     if method == config.method:
         options.update(config.method_options)
     return options
-
-
-def run_fingerprint(config: RunConfig) -> str:
-    """The fingerprint a run directory's checkpoint records: :meth:`RunConfig.fingerprint`,
-    extended by the method and its options unless the method is TopDown with none (so a TopDown
-    run resumes exactly as before methods were configurable, and ``--method`` takes part).
-
-    Examples
-    --------
-    >>> from dataclasses import replace
-    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
-    ...                          budget=1.0, seed=1)
-    >>> run_fingerprint(config) == config.fingerprint()
-    True
-    >>> run_fingerprint(replace(config, method="hay")) == config.fingerprint()
-    False
-    """
-    base = config.fingerprint()
-    if config.method == "topdown" and not config.method_options:
-        return base
-    extra = json.dumps({"method": config.method, "options": dict(config.method_options)},
-                       sort_keys=True, default=str)
-    return hashlib.sha256((base + extra).encode()).hexdigest()[:16]
 
 
 def data_fingerprint(truth: Hierarchy) -> dict[str, str | None]:
@@ -662,7 +650,8 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     except HierarchyError as exc:
         raise PostprocError(f"{config.source}: {exc} in [geography] levels") from None
     entry = get(config.method)
-    problem = method_options_problem(config.method, config.method_options)
+    problem = method_options_problem(config.method, config.method_options,
+                                     levels=config.levels, workload=config.workload)
     if problem:
         raise PostprocError(f"{config.source}: {problem}")
     if config.microdata and not (entry.integer and entry.nonnegative):
@@ -683,23 +672,16 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                 log: Callable[[str], None], wants_errors: bool) -> PipelineResult:
     timings: dict[str, float] = {}
     checkpoint_path = directory / "checkpoint.json"
-    fingerprint = run_fingerprint(config)
-    completed: list[str] = []
-    finished = False
+    checkpoint = Checkpoint.new(checkpoint_path, config, error_table=wants_errors)
     if resume:
         removed = remove_leftovers(directory)
         if removed:
             log(f"resume: removed {len(removed)} leftover(s) of an interrupted write: "
                 + ", ".join(str(p.relative_to(directory)) for p in removed))
-        if checkpoint_path.exists():
-            cp = read_json(checkpoint_path)
-            if cp.get("config") != fingerprint:
-                raise PostprocError(f"{directory} was started with a different configuration; "
-                                    "resume with the same config or choose another --out")
-            completed = list(cp.get("completed", []))
-            finished = bool(cp.get("finished"))
-            if finished:
-                log(f"{directory}: run already finished; nothing to resume")
+        checkpoint = Checkpoint.resumed(checkpoint_path, config, error_table=wants_errors,
+                                        log=log)
+        if checkpoint.finished and not checkpoint.changed:
+            log(f"{directory}: run already finished; nothing to resume")
     if config.randomness_mode == "simulation":
         log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
             "are labelled NOT SAFE FOR RELEASE")
@@ -715,18 +697,27 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         check_data_fingerprint(directory, truth)
         noisy = NoisyHierarchy.load(noisy_dir)
         log(f"resume: loaded measurements from {noisy_dir} (the data are not measured again)")
+        if checkpoint.changed and not checkpoint.completed:
+            # post-processed again: the old results' summaries go, and the checkpoint says so
+            # before any level file is replaced (a level file is never taken for another's)
+            _remove_outputs(directory, ["manifest.json", "node_stats.parquet",
+                                        "microdata.parquet",
+                                        f"{CONFIDENTIAL_DIR}/error_table.csv"])
+            checkpoint.save()
     else:
         # the fingerprint goes first: measurements on disk always have one to be checked against
         _write_fingerprint(directory, data_fingerprint(truth))
         noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
                         spec=config.spec)
+        # and the checkpoint: saved measurements always have the settings they were made with
+        checkpoint = Checkpoint.new(checkpoint_path, config, error_table=wants_errors)
+        checkpoint.save()
         noisy.save(noisy_dir)
-        write_json({"config": fingerprint, "completed": []}, checkpoint_path)
-        completed, finished = [], False
     timings["measure"] = time.perf_counter() - t
+    finished = checkpoint.finished
     if config.method == "topdown":
-        result, completed = _run_topdown(config, directory, noisy, completed, fingerprint,
-                                         progress, log, timings)
+        result, completed = _run_topdown(config, directory, noisy, checkpoint, progress, log,
+                                         timings)
         written = [lv for lv in noisy.levels if lv not in completed]
     else:
         result = _run_method(config, directory, noisy, finished, log, timings, progress)
@@ -743,8 +734,8 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                                       "against the confidential data")
         with atomic_path(conf / "error_table.csv") as tmp:
             errors.to_csv(tmp, index=False)
-    if config.method != "topdown" and finished:   # complete outputs are left as they are
-        timings["write"] = time.perf_counter() - t
+    if config.method != "topdown" and finished and not checkpoint.changed:
+        timings["write"] = time.perf_counter() - t     # complete outputs are left as they are
         return PipelineResult(result, noisy, truth, directory, timings, errors)
     release_files = ["manifest.json", "checkpoint.json", "geography.parquet"] + (
         ["node_stats.parquet"] if len(result.node_stats) or config.method == "topdown"
@@ -759,6 +750,7 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                              "randomness": (method_rng(config.rng, config.method).provenance()
                                             if entry.randomized else None)},
              "pipeline_timings": timings, "resumed_levels": completed,
+             "postprocess_changes": checkpoint.changes,
              "release": {"release_files": release_files,
                          "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the "
                                             "confidential data: never publish it)"}}
@@ -767,10 +759,19 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         meta = {"randomness_label": noisy.provenance.get("randomness", {}).get("label"),
                 "schema": config.schema.to_dict()}
         write_parquet(result.to_microdata(), directory / "microdata.parquet", metadata=meta)
-    write_json({"config": fingerprint, "completed": list(noisy.levels), "finished": True},
-               checkpoint_path)
+    # what an earlier post-processing of these measurements wrote and this one does not
+    _remove_outputs(directory, [name for name in ("node_stats.parquet", "microdata.parquet")
+                                if name not in release_files])
+    checkpoint.completed, checkpoint.finished = list(noisy.levels), True
+    checkpoint.save()
     timings["write"] = time.perf_counter() - t
     return PipelineResult(result, noisy, truth, directory, timings, errors)
+
+
+def _remove_outputs(directory: Path, names: list[str]) -> None:
+    """Remove the named outputs of this toolkit from the run ``directory`` (it owns them)."""
+    for name in names:
+        (directory / name).unlink(missing_ok=True)
 
 
 def _registered(method: str):
@@ -816,34 +817,21 @@ def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finis
     return result
 
 
-def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy, completed: list[str],
-                 fingerprint: str, progress: bool, log: Callable[[str], None],
+def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
+                 checkpoint: Checkpoint, progress: bool, log: Callable[[str], None],
                  timings: dict[str, float]) -> tuple[Result, list[str]]:
-    """TopDown level by level with a checkpoint after each; resumes after the last one."""
-    checkpoint_path = directory / "checkpoint.json"
-    hists = []
-    for lv in completed:
-        path = directory / f"{lv}.parquet"
-        try:
-            table = pq.read_table(path)
-            hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
-                                               source=str(path)))
-        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
-            log(f"resume: {path.name} cannot be read ({type(exc).__name__}); recomputing from "
-                f"level {lv} (the same measurements give the same result)")
-            completed = completed[:len(hists)]
-            break
-    stats_path = directory / "node_stats.parquet"
-    earlier_stats = pd.DataFrame()
+    """TopDown level by level with a checkpoint after each; resumes after the last one whose
+    level file, node statistics and provenance are all there (a level missing any of them is
+    solved again: the same measurements give the same result)."""
+    completed = _levels_to_reuse(config, directory, noisy, checkpoint, log)
+    hists = completed["hists"]
+    earlier_stats = completed["stats"]
+    completed = completed["levels"]
+    records = {lv: checkpoint.levels[lv] for lv in completed}
+    checkpoint.completed, checkpoint.levels = list(completed), dict(records)
     if completed:
         log(f"resume: levels {completed} already done")
-        if stats_path.exists():  # solver statistics of the levels done before the interruption
-            try:
-                earlier = pq.read_table(stats_path).to_pandas()
-                earlier_stats = earlier[earlier["level"].isin(completed)]
-            except (OSError, pa.ArrowException) as exc:
-                log(f"resume: {stats_path.name} cannot be read ({type(exc).__name__}); the "
-                    "manifest will count only this session's solver statistics")
+    stats_path = directory / "node_stats.parquet"
     label = noisy.provenance.get("randomness", {}).get("label")
     meta = {"randomness_label": label, "schema": config.schema.to_dict()}
 
@@ -855,8 +843,7 @@ def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy, comp
         if len(stats):
             write_parquet(pa.Table.from_pandas(stats, preserve_index=False), stats_path,
                           metadata=meta)
-        done = list(noisy.levels[:li + 1])
-        write_json({"config": fingerprint, "completed": done}, checkpoint_path)
+        checkpoint.level_done(lv, noisy.levels[:li + 1], partial.provenance)
 
     t = time.perf_counter()
     with _executor(config) as ex:
@@ -867,8 +854,53 @@ def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy, comp
                          start=(len(hists), hists) if hists else None, on_level=on_level,
                          **config.method_options)
     timings["topdown"] = time.perf_counter() - t
-    result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats))
+    result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats),
+                     provenance=with_level_records(result.provenance, records, noisy.levels))
     return result, completed
+
+
+def _levels_to_reuse(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
+                     checkpoint: Checkpoint, log: Callable[[str], None]) -> dict[str, Any]:
+    """The checkpointed levels a resumed TopDown takes as done — each with its level file, its
+    provenance in the checkpoint and its rows of ``node_stats.parquet``, up to the first level
+    missing one of them — with their histograms and node statistics."""
+    hists: list[np.ndarray] = []
+    for lv in checkpoint.completed:
+        path = directory / f"{lv}.parquet"
+        if lv not in checkpoint.levels:
+            log(f"resume: the checkpoint holds no provenance of level {lv!r} (written by an "
+                f"earlier version, or edited); solving again from level {lv} (the same "
+                "measurements give the same result)")
+            break
+        try:
+            table = pq.read_table(path)
+            hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
+                                               source=str(path)))
+        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
+            log(f"resume: {path.name} cannot be read ({type(exc).__name__}); recomputing from "
+                f"level {lv} (the same measurements give the same result)")
+            break
+    levels = list(checkpoint.completed[:len(hists)])
+    stats = pd.DataFrame()
+    stats_path = directory / "node_stats.parquet"
+    if levels:
+        try:    # solver statistics of the levels done before the interruption
+            stats = pq.read_table(stats_path).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            log(f"resume: {stats_path.name} cannot be read ({type(exc).__name__}); solving "
+                "again from the first level (the same measurements give the same result)")
+            levels = []
+    geo = noisy.geography
+    for li, lv in enumerate(levels):
+        parents = 1 if li == 0 else geo.n_units(li - 1)
+        if "level" not in stats or int((stats["level"] == lv).sum()) != parents:
+            log(f"resume: {stats_path.name} lacks the solver statistics of level {lv!r}; "
+                f"solving again from level {lv} (the same measurements give the same result)")
+            levels = levels[:li]
+            break
+    if len(stats):
+        stats = stats[stats["level"].isin(levels)].reset_index(drop=True)
+    return {"levels": levels, "hists": hists[:len(levels)], "stats": stats}
 
 
 def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,7 @@ Works for the directories of
 * ``postproc run`` (``manifest.json``): what ran (method, levels and units, budget, mechanism,
   spec, randomness), the configuration, the per-level solver summary and — where the release
   gate allows — the errors against the confidential data, with figures drawn from them: the
-  MAE of the noisy measurements and of the result by level and query
+  MAE of the measurements as measured and of the result by level and query
   (``confidential/error_table.csv``, written by ``postproc run``), and after ``postproc
   evaluate --save`` the distribution of the absolute errors and the EPL with its interval
   (``confidential/evaluation.csv``) and the comparison of post-processors (``--compare``:
@@ -171,12 +171,12 @@ def _run_summary(manifest: dict[str, Any]) -> str:
 
 
 def _long_errors(table: pd.DataFrame, method: str, constrained: bool) -> pd.DataFrame:
-    """The run's error table (noisy and result columns side by side) as one row per series,
+    """The run's error table (measured and result columns side by side) as one row per series,
     level and query — what :func:`postproc.evaluation.plots.plot_comparison` draws."""
-    from postproc.evaluation.tables import result_prefix
+    from postproc.evaluation.tables import MEASURED, result_prefix
 
     frames = []
-    for prefix, name, keeps in (("noisy", "noisy measurements", False),
+    for prefix, name, keeps in ((MEASURED, "measured", False),
                                 (result_prefix(method), method, constrained)):
         if f"{prefix}_mae" in table:
             frames.append(pd.DataFrame({"method": name, "constrained": keeps,
@@ -206,19 +206,23 @@ def _error_sections(directory: Path, manifest: dict[str, Any], max_rows: int, er
     note = _coinciding_note(coinciding)
     errors = _read_csv(errors_dir / "error_table.csv")
     if errors is not None:
+        from postproc.evaluation.tables import upgrade_error_table
+
+        errors = upgrade_error_table(errors)
         long = _long_errors(errors, method, constrained)
         figures = [draw(long, plot_comparison, "report_errors_by_level.png",
-                        f"MAE by level: the noisy measurements and {method}",
-                        f"MAE (median absolute error) against the confidential data of the noisy "
-                        f"measurements (dashed) and of {method} by level, one panel per query. "
+                        f"MAE by level: the measurements and {method}",
+                        f"MAE (median absolute error) against the confidential data of each "
+                        f"query's noisy measurement as measured (dashed) and of {method} by "
+                        f"level, one panel per query. "
                         f"{note}")] if len(long) else []
         sections.append(_section(
             "errors", "Errors by level and query", figures=figures,
             tables=[table(errors, max_rows=max_rows, link=link_prefix + "error_table.csv",
                           title="error_table.csv",
-                          caption="Errors of the noisy measurements and of the result against "
-                                  "the confidential data, per level and query (MAE = median "
-                                  "absolute error), written by postproc run.")]))
+                          caption="Errors of the measurements as measured and of the result "
+                                  "against the confidential data, per level and query (MAE = "
+                                  "median absolute error), written by postproc run.")]))
         used.add("error_table.csv")
     evaluation = _read_csv(errors_dir / "evaluation.csv")
     if evaluation is not None:
