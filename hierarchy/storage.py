@@ -457,15 +457,20 @@ def _lock_holder(fd: int, *, wait: float = 0.5) -> str:
 
 
 def safe_file_name(name: str) -> str:
-    """``name`` with every character other than letters, digits, ``-``, ``_`` and ``.`` replaced
-    by ``_`` (and no leading dot), for use as a file name.
+    """``name`` in its composed Unicode form (NFC) with every character other than letters,
+    digits (of any script), ``-``, ``_`` and ``.`` replaced by ``_`` (and no leading dot), for
+    use as a file name.
 
     Examples
     --------
     >>> safe_file_name("county 01/001"), safe_file_name(".hidden"), safe_file_name("")
     ('county_01_001', '_hidden', '_')
+    >>> safe_file_name("Kreis-\u00e4"), safe_file_name("Kreis-\u00f6")   # two files, not one
+    ('Kreis-ä', 'Kreis-ö')
     """
-    out = re.sub(r"[^A-Za-z0-9._-]", "_", str(name))
+    import unicodedata
+
+    out = re.sub(r"[^\w.-]", "_", unicodedata.normalize("NFC", str(name)))
     return "_" + out[1:] if out.startswith(".") else (out or "_")
 
 
@@ -516,15 +521,15 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
         if key in reserved:
             raise HierarchyError(f"{what} name {name!r} would be written as {stem!r}, which the "
                                  f"toolkit reserves for its own output; rename the {what}")
-        if key in seen:
-            raise HierarchyError(f"{what} names {seen[key]!r} and {name!r} would both be written "
-                                 f"as {stem!r}; rename one of them")
         form = unicodedata.normalize("NFC", str(name)).casefold()
-        if form in forms:
+        if form in forms and forms[form].casefold() != str(name).casefold():
             raise HierarchyError(f"{what} names {ascii(forms[form])} and {ascii(name)} are one "
                                  "name in two Unicode forms (composed, NFC, and decomposed, "
                                  "NFD), one file on some file systems; write both alike, or "
                                  "rename one of them")
+        if key in seen:
+            raise HierarchyError(f"{what} names {seen[key]!r} and {name!r} would both be written "
+                                 f"as {stem!r}; rename one of them")
         forms[form] = name
         seen[key] = name
     return stems

@@ -469,6 +469,11 @@ def test_level_names_equal_after_unicode_normalisation_are_refused(data, tmp_pat
     with pytest.raises(HierarchyError, match="one name in two Unicode forms"):
         check_file_names([nfd, nfc.upper()], what="level")          # and up to case
     check_file_names(["nation", nfc, "Gemeinde"], what="level")     # different names are fine
+    # letters beyond ASCII stay letters: 'Kreis-ä' and 'Kreis-ö' are two files (both were
+    # 'Kreis-_', refused as one)
+    assert check_file_names(["Kreis-ä", "Kreis-ö"], what="level") == {"Kreis-ä": "Kreis-ä",
+                                                                       "Kreis-ö": "Kreis-ö"}
+    assert check_file_names([nfd], what="level") == {nfd: nfc}     # written composed
     for levels, fragment in (([nfc, nfd], "two Unicode forms"), (["County", "county"], "'County' "
                                                                  "and 'county'")):
         config = save_config(tmp_path / "levels.toml", e2e_config(data, seed=1),
