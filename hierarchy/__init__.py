@@ -35,6 +35,7 @@ _EXPORTS = {
     "measure": "hierarchy.measurement", "NoisyHierarchy": "hierarchy.noisy",
     "synthesize_1940": "hierarchy.synth", "get_mechanism": "hierarchy.mechanisms",
     "DappError": "hierarchy.errors", "HierarchyError": "hierarchy.errors",
+    "ConfidentialDataError": "hierarchy.errors",
     "__version__": "hierarchy._version",  # one distribution, one version
 }
 
