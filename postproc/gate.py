@@ -161,7 +161,9 @@ def data_errors(*, release: bool, show: bool = False, directory: str | Path | No
     """Raise a :class:`~hierarchy.errors.ConfidentialDataError` of the block as a
     :class:`PostprocError`: in simulation mode (or with ``show``) a
     :class:`~postproc.errors.ConfidentialInputError` with the full message (and both parts),
-    in release mode one whose message is :func:`data_error_message`'s.
+    in release mode one whose message is :func:`data_error_message`'s. When the block ends
+    without one, the details an earlier refusal wrote to ``directory`` are removed (they
+    describe an input that has since been fixed).
 
     Parameters
     ----------
@@ -179,6 +181,10 @@ def data_errors(*, release: bool, show: bool = False, directory: str | Path | No
     """
     try:
         yield
+        if directory is not None:       # the input passed: an earlier refusal's details are stale
+            from hierarchy.storage import CONFIDENTIAL_DIR
+
+            (Path(directory) / CONFIDENTIAL_DIR / VALIDATION_FILE).unlink(missing_ok=True)
     except ConfidentialDataError as exc:
         if not release or show:
             if isinstance(exc, PostprocError):

@@ -99,6 +99,10 @@ def test_release_run_names_column_and_rule_and_writes_the_details_to_confidentia
     assert text.startswith("CONFIDENTIAL") and str(data / "persons_bad.parquet") in text
     assert "4 value(s) outside 0..5, e.g. 99 at rows 5, 77, 900, 1234" in text
     assert outputs_outside_confidential(out) <= {MARKER, ".dapp-lock"}     # nothing measured
+    # the data fixed, the run finishes there and the stale details are removed
+    fixed = config(tmp_path, data, release=True)
+    code, _, _ = run_cli(capsys, ["run", fixed, "--out", out, "--no-progress", "--resume"])
+    assert code == 0 and not details.exists() and (out / "manifest.json").is_file()
 
 
 def test_release_validate_has_no_directory_and_says_how_to_see_the_details(
