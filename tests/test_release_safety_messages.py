@@ -300,3 +300,25 @@ def test_a_spec_checked_when_measuring_passes_and_survives_save_and_load(truth, 
             pytest.warns(UncheckedSpecWarning):
         postprocess(loaded, "topdown", Spec.from_dict({"constraint": [
             {**NO_MINORS, "answers": [1], "name": "no_adults"}]}))
+
+
+def test_a_run_in_parts_refuses_a_spec_the_data_contradict_before_measuring(tmp_path):
+    # before: a run in parts never checked its data against the spec, and TopDown emptied
+    # what the spec said was empty
+    from dataclasses import replace
+
+    from hierarchy.synth_2020 import synthesize_2020
+    from postproc.apps.runs.demo import demo_config
+    from postproc.apps.runs.parts import run_in_parts
+
+    synthesize_2020(3_000, seed=1, out=tmp_path / "data")
+    config = demo_config(tmp_path, preset="pl94_2020", seed=1, executor="serial")
+    no_minors = Constraint("no_minors", ("block",), "structural_zero",
+                           "marginal(votingage)", (0,))
+    config = replace(config, spec=replace(config.spec,
+                                          constraints=(*config.spec.constraints, no_minors)))
+    out = tmp_path / "parts"
+    with pytest.raises(PostprocError, match="break the spec") as info:
+        run_in_parts(config, out, part_blocks=40, log=lambda line: None)
+    assert "no_minors" in str(info.value)
+    assert not list(out.rglob("*.parquet")) and not (out / "noisy").exists()
