@@ -77,7 +77,7 @@ from postproc.errors import ConfidentialInputError, PostprocError
 __all__ = ["data_errors", "data_error_message", "source_names", "VALIDATION_FILE",
            "SHOW_CONFIDENTIAL", "LABEL", "CONFIDENTIAL_BANNER", "randomness_of", "label_table",
            "combined_randomness", "table_mode", "table_gate", "labelled", "in_confidential_folder",
-           "write_csv", "banner_figure"]
+           "write_csv", "banner_figure", "printed_banner"]
 
 #: Where the full message of a refused release-mode input goes, under ``DIR/confidential/``.
 VALIDATION_FILE = "validation.txt"
@@ -411,6 +411,24 @@ def write_csv(table: Any, path: str | Path, *, confidential: bool = False,
     with atomic_path(path) as tmp:
         labelled(table).to_csv(tmp, index=False)
     return path
+
+
+def printed_banner(table: Any) -> str | None:
+    """The line printed above a table computed against the truth on the terminal (``postproc
+    evaluate``): None for a simulation's, the CONFIDENTIAL banner for any other.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> printed_banner(label_table(pd.DataFrame({"mae": [1.0]}), "simulation")) is None
+    True
+    >>> printed_banner(pd.DataFrame({"mae": [1.0]}))[:16]
+    '*** CONFIDENTIAL'
+    """
+    if table_mode(table) == "simulation":
+        return None
+    return (f"*** {CONFIDENTIAL_BANNER}: every number below is computed against the "
+            f"confidential data ***")
 
 
 def banner_figure(figure: Any, banner: str | None) -> None:

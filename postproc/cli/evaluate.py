@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from postproc.evaluation.evaluate import evaluate_run, to_json, write_evaluation
+    from postproc.gate import printed_banner
 
     method, estimator = epl_options(args)
     options: dict[str, Any] = {"epl_method": method, "epl_options": estimator}
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                                                       "confidential data")
         saved = write_evaluation(table, out, stem="comparison" if args.compare
                                  else "evaluation")
-    banner = evaluation_banner(table)
+    banner = printed_banner(table)
     if args.json:
         if banner:                    # stdout stays one JSON object
             print(banner, file=sys.stderr)
@@ -138,13 +139,3 @@ def run(args: argparse.Namespace) -> int:
             print(f"\nwrote {saved[0]} and .json (CONFIDENTIAL - do not publish)")
     return 0
 
-
-def evaluation_banner(table) -> str | None:
-    """The line printed above an evaluation of a release-mode run (or one that records no
-    randomness): its numbers are computed from the confidential data."""
-    from postproc.gate import CONFIDENTIAL_BANNER, table_mode
-
-    if table_mode(table) == "simulation":
-        return None
-    return (f"*** {CONFIDENTIAL_BANNER}: every number below is computed against the "
-            f"confidential data ***")
