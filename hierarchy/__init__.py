@@ -36,6 +36,7 @@ _EXPORTS = {
     "synthesize_1940": "hierarchy.synth", "get_mechanism": "hierarchy.mechanisms",
     "DappError": "hierarchy.errors", "HierarchyError": "hierarchy.errors",
     "Attribute": "hierarchy.schema", "Randomness": "hierarchy.randomness",
+    "ConfidentialDataError": "hierarchy.errors",
     "__version__": "hierarchy._version",  # one distribution, one version
 }
 

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import scipy.sparse as sp
 
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import ConfidentialDataError, HierarchyError
 
 __all__ = ["Geography", "encode_column", "one_dictionary"]
 
@@ -76,7 +76,7 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
     >>> encode_column(["06", None, "01"], name="state")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: column 'state' has 1 missing geocode(s), at rows [1]; ...
+    hierarchy.errors.ConfidentialDataError: column 'state' has 1 missing geocode(s), at rows [1]; ...
     """
     if isinstance(column, pd.Series):
         if isinstance(column.dtype, pd.CategoricalDtype):
@@ -157,10 +157,12 @@ def _check_empty(codes: np.ndarray, dictionary: np.ndarray, name: str) -> None:
 def _check_missing(mask: np.ndarray, name: str) -> None:
     if mask.any():
         rows = np.flatnonzero(mask)
-        raise HierarchyError(
+        fix = ("every record needs a geocode at every level — fill them in or drop those "
+               "records before tabulating")
+        raise ConfidentialDataError(
             f"column {name!r} has {rows.size} missing geocode(s), at rows "
-            f"{rows[:10].tolist()}{' …' if rows.size > 10 else ''}; every record needs a geocode "
-            "at every level — fill them in or drop those records before tabulating")
+            f"{rows[:10].tolist()}{' …' if rows.size > 10 else ''}; {fix}",
+            public=f"column {name!r} has missing geocodes; {fix}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,10 +339,13 @@ class Geography:
                     row = int(runs[k][0][run])
                     code = dicts[lv][c[run]]
                     p1, p2 = dicts[lv - 1][up[run]], dicts[lv - 1][par[c[run]]]
-                    raise HierarchyError(
+                    fix = (f"a geocode must identify its parent — make codes unique, e.g. by "
+                           f"prefixing the {levels[lv]} code")
+                    raise ConfidentialDataError(
                         f"{levels[lv + 1]} {code!r} appears under {levels[lv]} {p1!r} (row {row}) "
-                        f"and under {p2!r}; a geocode must identify its parent — make codes "
-                        f"unique, e.g. by prefixing the {levels[lv]} code")
+                        f"and under {p2!r}; {fix}",
+                        public=f"some {levels[lv + 1]} geocode appears under two {levels[lv]} "
+                               f"units; {fix}")
             parent_of.append(par)
         # Order: units sorted by (new parent position, geocode); drop unused dictionary entries.
         geocodes = [np.array([root_geocode], dtype=object)]

@@ -24,7 +24,7 @@ Examples
 ...                         "hispanic": "hisp", "cenrace": "race"})
 Traceback (most recent call last):
 ...
-hierarchy.errors.HierarchyError: .../bad.csv: column 'race' (attribute 'cenrace'): 1 value(s) are not levels of the attribute: 'purple' (row 0 (CSV line 2)). Levels are ['white', 'black', 'American Indian', 'Chinese', 'Japanese', 'other'] or codes 0..5; fix the data or map the values with values={'cenrace': {...}}
+hierarchy.errors.ConfidentialDataError: .../bad.csv: column 'race' (attribute 'cenrace'): 1 value(s) are not levels of the attribute: 'purple' (row 0 (CSV line 2)). Levels are ['white', 'black', 'American Indian', 'Chinese', 'Japanese', 'other'] or codes 0..5; fix the data or map the values with values={'cenrace': {...}}
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.geography import encode_column, one_dictionary
 from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
@@ -52,19 +52,26 @@ __all__ = ["read_table", "read_microdata", "Microdata", "Recode", "attribute_cod
            "attribute_totals"]
 
 
-def read_table(path: str | os.PathLike) -> pa.Table:
+def read_table(path: str | os.PathLike, *, role: str | None = None) -> pa.Table:
     """Read a CSV (``.csv``, ``.csv.gz``) or parquet (``.parquet``, ``.pq``) file.
 
     Geocode-like text columns stay text (leading zeros are kept): CSV columns are read as
     strings and converted per attribute later. A parquet path may also be a directory holding a
     partitioned parquet dataset.
 
+    Parameters
+    ----------
+    path : str or path
+    role : str, optional
+        What the file holds (``"persons"``, ``"units"``), for the error's public message.
+
     Raises
     ------
-    HierarchyError
+    ConfidentialDataError
         If the path does not exist, is a special file (a named pipe, device or socket, which
         could block the read forever) or a directory where a file is needed, has an unknown
-        suffix, or cannot be parsed.
+        suffix, or cannot be parsed. The public part of the message names neither the path nor
+        the reader's own message (which may quote a record).
 
     Examples
     --------
@@ -77,23 +84,30 @@ def read_table(path: str | os.PathLike) -> pa.Table:
     >>> read_table(d / "people.xlsx")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: .../people.xlsx does not exist
+    hierarchy.errors.ConfidentialDataError: .../people.xlsx does not exist
     >>> _ = (d / "people.xlsx").write_text("")
     >>> read_table(d / "people.xlsx")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: .../people.xlsx: unknown file type; use .csv, .csv.gz, .parquet or .pq
+    hierarchy.errors.ConfidentialDataError: .../people.xlsx: unknown file type; use .csv, .csv.gz, .parquet or .pq
     """
     path = Path(path)
+
+    def refuse(detail: str, public: str, *, reader: bool = False) -> ConfidentialDataError:
+        # only the reader's own message (which may quote a record) says more than the path
+        return ConfidentialDataError(f"{path}{detail}", public=public, source=str(path),
+                                     role=role, has_detail=reader)
+
     if not path.exists():
-        raise HierarchyError(f"{path} does not exist")
+        raise refuse(" does not exist", "the file does not exist")
     name = path.name.lower()
     dataset = path.is_dir() and name.endswith((".parquet", ".pq"))
     kind = None if dataset else special_file_kind(path)
     if kind is not None:
-        raise HierarchyError(f"{path} is not a regular file: it is {kind}; give the "
-                             "path of a CSV or parquet file on disk (reading a pipe or device "
-                             "could block forever)")
+        advice = ("; give the path of a CSV or parquet file on disk (reading a pipe or device "
+                  "could block forever)")
+        raise refuse(f" is not a regular file: it is {kind}{advice}",
+                     f"the file is not a regular file: it is {kind}{advice}")
     try:
         if name.endswith((".parquet", ".pq")):
             return pq.read_table(path)
@@ -103,8 +117,11 @@ def read_table(path: str | os.PathLike) -> pa.Table:
                                         strings_can_be_null=True, auto_dict_encode=False)
             return pacsv.read_csv(path, convert_options=opts)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise HierarchyError(f"{path}: cannot be read: {exc}") from None
-    raise HierarchyError(f"{path}: unknown file type; use .csv, .csv.gz, .parquet or .pq")
+        raise refuse(f": cannot be read: {exc}",
+                     "cannot be read as a CSV or parquet file (the reader's message is "
+                     "withheld: it may quote a record)", reader=True) from None
+    unknown = ": unknown file type; use .csv, .csv.gz, .parquet or .pq"
+    raise refuse(unknown, unknown[2:])
 
 
 def _where(rows: np.ndarray, csv: bool) -> str:
@@ -118,28 +135,39 @@ def _where(rows: np.ndarray, csv: bool) -> str:
     return text
 
 
+def _data_error(where: str, role: str | None, detail: str, public: str
+                ) -> ConfidentialDataError:
+    """An error about the records of ``where``: the full message ``where: detail``, and the
+    ``public`` one that states no count, row number, value or path (see
+    :class:`~hierarchy.errors.ConfidentialDataError`)."""
+    return ConfidentialDataError(f"{where}: {detail}", public=public, source=where, role=role)
+
+
 def _attribute_codes(column: pa.ChunkedArray | pa.Array, attr,
                      value_map: Mapping[Any, Any] | None, where: str, source_name: str,
-                     csv: bool) -> pa.Array:
+                     csv: bool, role: str | None = None) -> pa.Array:
     """int8/int32 codes of an attribute column given as codes, digit strings, labels or a
     dictionary (pandas categorical) column, through ``value_map`` (see :class:`Recode`) if any."""
     col = column
+    column = f"column {source_name!r} (attribute {attr.name!r})"
+    mapping = f"map the values with values={{{attr.name!r}: {{...}}}}"
     if col.null_count:
         rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
-        raise HierarchyError(f"{where}: column {source_name!r} (attribute {attr.name!r}) has "
-                             f"{rows.size} missing value(s) at {_where(rows, csv)}; every "
-                             "person needs a value for every attribute")
+        fix = "every person needs a value for every attribute"
+        raise _data_error(where, role, f"{column} has {rows.size} missing value(s) at "
+                                       f"{_where(rows, csv)}; {fix}",
+                          f"{column} has missing values; {fix}")
     dtype = np.int8 if attr.size <= 127 else np.int32
     if pa.types.is_integer(col.type) and not value_map:
         bounds = pc.min_max(col).as_py() if len(col) else {"min": 0, "max": 0}
         if bounds["min"] < 0 or bounds["max"] >= attr.size:  # error path: find the rows
             arr = col.to_numpy()
             rows = np.flatnonzero((arr < 0) | (arr >= attr.size))
-            raise HierarchyError(
-                f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} "
-                f"value(s) outside 0..{attr.size - 1}, e.g. {arr[rows[0]]} at "
-                f"{_where(rows, csv)}; fix the data or map the values with "
-                f"values={{{attr.name!r}: {{...}}}}")
+            raise _data_error(
+                where, role, f"{column}: {rows.size} value(s) outside 0..{attr.size - 1}, e.g. "
+                             f"{arr[rows[0]]} at {_where(rows, csv)}; fix the data or {mapping}",
+                f"{column} holds values outside 0..{attr.size - 1} (the codes of "
+                f"{attr.name!r} in the schema); fix the data or {mapping}")
         target = pa.from_numpy_dtype(dtype)
         return col if col.type == target else col.cast(target)
     recode = Recode(attr, value_map) if value_map else None
@@ -163,25 +191,28 @@ def _attribute_codes(column: pa.ChunkedArray | pa.Array, attr,
         rows = np.flatnonzero(np.isin(idx, unknown))
         if rows.size == 0:   # only categories that no row uses
             vals = ", ".join(f"{dictionary[u]!r}" for u in unknown[:5])
-            raise HierarchyError(
-                f"{where}: column {source_name!r} (attribute {attr.name!r}) is categorical with "
-                f"categories that are not levels of the attribute: {vals} (no row uses them). "
-                f"Categories must be the levels {list(attr.labels)} or a subset; drop the others "
-                f"with .cat.remove_unused_categories() or map them with "
-                f"values={{{attr.name!r}: {{...}}}}")
+            fix = (f"Categories must be the levels {list(attr.labels)} or a subset; drop the "
+                   f"others with .cat.remove_unused_categories() or {mapping}")
+            raise _data_error(
+                where, role, f"{column} is categorical with categories that are not levels of "
+                             f"the attribute: {vals} (no row uses them). {fix}",
+                f"{column} is categorical with categories that are not levels of the "
+                f"attribute (no row uses them). {fix}")
         unknown = [u for u in unknown if used[u]]
         vals = ", ".join(f"{dictionary[u]!r}" for u in unknown[:5])
         if recode is not None:
-            raise HierarchyError(
-                f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} "
-                f"value(s) are covered by no key of values[{attr.name!r}]: {vals} "
-                f"({_where(rows, csv)}). Its keys are {recode.keys}; add the missing values to "
-                f"the mapping (a value, a range 'lo-hi' or an open-ended range 'lo-')")
-        raise HierarchyError(
-            f"{where}: column {source_name!r} (attribute {attr.name!r}): {rows.size} value(s) are "
-            f"not levels of the attribute: {vals} ({_where(rows, csv)}). Levels are "
-            f"{list(attr.labels)} or codes 0..{attr.size - 1}; fix the data or map the values "
-            f"with values={{{attr.name!r}: {{...}}}}")
+            fix = (f"Its keys are {recode.keys}; add the missing values to the mapping (a "
+                   f"value, a range 'lo-hi' or an open-ended range 'lo-')")
+            raise _data_error(
+                where, role, f"{column}: {rows.size} value(s) are covered by no key of "
+                             f"values[{attr.name!r}]: {vals} ({_where(rows, csv)}). {fix}",
+                f"{column} holds values that no key of values[{attr.name!r}] covers. {fix}")
+        fix = (f"Levels are {list(attr.labels)} or codes 0..{attr.size - 1}; fix the data or "
+               f"{mapping}")
+        raise _data_error(
+            where, role, f"{column}: {rows.size} value(s) are not levels of the attribute: "
+                         f"{vals} ({_where(rows, csv)}). {fix}",
+            f"{column} holds values that are not levels of the attribute. {fix}")
     return pa.array(lookup[idx].astype(dtype))
 
 
@@ -332,10 +363,10 @@ def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | No
 
     Raises
     ------
-    HierarchyError
+    ConfidentialDataError
         A missing value, a code out of range, a label (or a categorical's category) that is not
         a level, or a value the map does not cover: naming the column, the value, the rows and
-        the valid labels.
+        the valid labels (only the column, the rule and the fix in its public part).
 
     Examples
     --------
@@ -349,7 +380,7 @@ def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | No
     >>> attribute_codes(["male", "femal"], sex, column="sex")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: persons table: column 'sex' (attribute 'sex'): 1 value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or codes 0..1; fix the data or map the values with values={'sex': {...}}
+    hierarchy.errors.ConfidentialDataError: persons table: column 'sex' (attribute 'sex'): 1 value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or codes 0..1; fix the data or map the values with values={'sex': {...}}
     """
     codes = _attribute_codes(as_arrow_column(values), attribute, value_map, where,
                              column or attribute.name, False)
@@ -370,21 +401,24 @@ def _maybe_int(v: str) -> Any:
 
 def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence[str],
                schema: Schema, columns: Mapping[str, str], values: Mapping[str, Mapping],
-               where: str, csv: bool) -> pa.Table:
+               where: str, csv: bool, role: str | None = None) -> pa.Table:
     out = {}
     available = table.column_names
     for name in names:
         source = columns.get(name, name)
         if source not in available:
-            raise HierarchyError(f"{where}: no column {source!r} for {name!r}; columns are "
-                                 f"{available}. Map it with columns={{{name!r}: 'your_column'}}")
+            message = (f"no column {source!r} for {name!r}; columns are {available}. Map it "
+                       f"with columns={{{name!r}: 'your_column'}}")
+            raise _data_error(where, role, message, message)
         col = table.column(source)
         if name in geocode_names:
+            column = f"column {source!r} ({name} geocode)"
+            fix = "every record needs a geocode at every level"
             if col.null_count:
                 rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
-                raise HierarchyError(f"{where}: column {source!r} ({name} geocode) is missing at "
-                                     f"{_where(rows, csv)}; every record needs a geocode "
-                                     "at every level")
+                raise _data_error(where, role,
+                                  f"{column} is missing at {_where(rows, csv)}; {fix}",
+                                  f"{column} has missing values; {fix}")
             if not pa.types.is_dictionary(col.type):
                 col = pc.dictionary_encode(col.cast(pa.string()))
             col = one_dictionary(_chunked(col))
@@ -399,12 +433,13 @@ def _normalise(table: pa.Table, *, names: Sequence[str], geocode_names: Sequence
                                               for c in col.chunks])
                     rows = np.flatnonzero(np.isin(indices, blank))
                     if rows.size:
-                        raise HierarchyError(f"{where}: column {source!r} ({name} geocode) is "
-                                             f"empty at {_where(rows, csv)}")
+                        raise _data_error(where, role, f"{column} is empty at "
+                                                       f"{_where(rows, csv)}; {fix}",
+                                          f"{column} has empty values; {fix}")
             out[name] = col
         else:
             out[name] = _attribute_codes(col, schema.attribute(name), values.get(name), where,
-                                         source, csv)
+                                         source, csv, role)
     return pa.table(out)
 
 
@@ -467,7 +502,7 @@ def source_table(source: Any, kind: str = "persons") -> tuple[pa.Table, str, boo
     import pandas as pd
 
     if isinstance(source, (str, os.PathLike)):
-        return read_table(source), str(source), ".csv" in str(source).lower()
+        return read_table(source, role=kind), str(source), ".csv" in str(source).lower()
     where = f"{kind} table"
     if isinstance(source, pa.Table):
         return source, where, False
@@ -517,10 +552,12 @@ def read_microdata(persons: Any, *, schema: Schema,
 
     Raises
     ------
-    HierarchyError
-        Naming the file, column, rows and fix: missing columns, missing geocodes, unknown
-        attribute values, persons in a unit with no housing unit or facility of their type, or
-        units without a person of their type.
+    ConfidentialDataError
+        Naming the file, column, rows and fix: a file with no records, missing columns,
+        missing geocodes, unknown attribute values, persons in a unit with no housing unit or
+        facility of their type, or units without a person of their type. Its public part
+        (:attr:`~hierarchy.errors.ConfidentialDataError.public`) names the column and the rule
+        only: no path, count, row number or value.
 
     Examples
     --------
@@ -552,7 +589,7 @@ def read_microdata(persons: Any, *, schema: Schema,
     ...                **options)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 2. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    hierarchy.errors.ConfidentialDataError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 2. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     columns = dict(columns or {})
     values = dict(values or {})
@@ -562,15 +599,25 @@ def read_microdata(persons: Any, *, schema: Schema,
         raise HierarchyError(f"column mapping names {sorted(unknown)}, which are neither levels "
                              f"{geocode_names} nor attributes {list(schema.names)}")
 
-    def load(src, names, kind):
+    def load(src, names, kind, what):
         table, where, csv = source_table(src, kind)
+        if table.num_rows == 0:      # said here, not as "a level has no units" further on
+            message = (f"no records, only column names; give the file of {what}, or leave "
+                       f"the units out")
+            if kind == "persons":
+                message = ("no records, only column names; a run needs at least one person: "
+                           "give the file of the persons")
+            raise _data_error(where, kind, message, message)
         return _normalise(table, names=names, geocode_names=geocode_names, schema=schema,
-                          columns=columns, values=values, where=where, csv=csv), where
+                          columns=columns, values=values, where=where, csv=csv,
+                          role=kind), where
 
-    p_table, p_where = load(persons, geocode_names + list(schema.names), "persons")
+    p_table, p_where = load(persons, geocode_names + list(schema.names), "persons",
+                            "the persons")
     u_table, u_where = None, None
     if units is not None:
-        u_table, u_where = load(units, geocode_names + [unit_attribute], "units")
+        u_table, u_where = load(units, geocode_names + [unit_attribute], "units",
+                                "occupied housing units and group quarters")
         if check_units:
             _check_units(p_table, u_table, geocode_names, unit_attribute,
                          schema.attribute(unit_attribute).size, p_where, u_where)
@@ -610,7 +657,7 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
     >>> check_units(persons, units, ["county"], "hhgq", 2)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: units: county '001' has 2 unit(s) of hhgq type 0 (rows 0, 1) but only 1 person(s) of that type; every occupied unit holds at least one person — remove vacant units from the units table (1 county/type pair(s) affected)
+    hierarchy.errors.ConfidentialDataError: units: county '001' has 2 unit(s) of hhgq type 0 (rows 0, 1) but only 1 person(s) of that type; every occupied unit holds at least one person — remove vacant units from the units table (1 county/type pair(s) affected)
     >>> check_units(persons, units.slice(1), ["county"], "hhgq", 2) is None
     True
     """
@@ -701,7 +748,7 @@ def check_tabulated_units(truth, data: Microdata) -> None:
     >>> check_tabulated_units(truth, data)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 1. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    hierarchy.errors.ConfidentialDataError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 1. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     if data.units is None or truth.leaf_units is None:
         return
@@ -721,28 +768,34 @@ def _raise_unit_conflicts(people, housing, geo, persons, units, geocode_names, u
         leaves = (leaf_index(geo, [persons.column(c) for c in geocode_names]),
                   leaf_index(geo, [units.column(c) for c in geocode_names]))
     p_leaf, u_leaf = leaves
+    unit = geocode_names[-1]
     if homeless.any():
         leaf, typ = np.argwhere(homeless)[0]
         p_type = persons.column(unit_attribute).to_numpy()
         rows = np.flatnonzero((p_leaf == leaf) & (p_type == typ))
         n_bad = int(people[homeless].sum())
-        raise HierarchyError(
-            f"{persons_where}: {n_bad} person(s) live in a {geocode_names[-1]} with no unit of "
-            f"their {unit_attribute} type in {units_where}; e.g. {geocode_names[-1]} "
-            f"{geo.geocodes[-1][leaf]!r}, {unit_attribute} {typ}, "
-            f"{_where(rows, _is_csv(persons_where))}. "
-            f"Add the missing housing units / facilities to the units table or correct the "
-            f"persons' {unit_attribute} or geocodes")
+        fix = (f"Add the missing housing units / facilities to the units table or correct the "
+               f"persons' {unit_attribute} or geocodes")
+        raise _data_error(
+            persons_where, "persons",
+            f"{n_bad} person(s) live in a {unit} with no unit of their {unit_attribute} type in "
+            f"{units_where}; e.g. {unit} {geo.geocodes[-1][leaf]!r}, {unit_attribute} {typ}, "
+            f"{_where(rows, _is_csv(persons_where))}. {fix}",
+            f"some persons live in a {unit} with no unit of their {unit_attribute} type in the "
+            f"units data. {fix}")
     leaf, typ = np.argwhere(empty)[0]
     u_type = units.column(unit_attribute).to_numpy()
     rows = np.flatnonzero((u_leaf == leaf) & (u_type == typ))
-    raise HierarchyError(
-        f"{units_where}: {geocode_names[-1]} {geo.geocodes[-1][leaf]!r} has "
-        f"{housing[leaf, typ]} unit(s) of {unit_attribute} type {typ} "
-        f"({_where(rows, _is_csv(units_where))}) but only "
-        f"{people[leaf, typ]} person(s) of that type; every occupied unit holds at least one "
-        f"person — remove vacant units from the units table ({int(empty.sum())} "
-        f"{geocode_names[-1]}/type pair(s) affected)")
+    fix = ("every occupied unit holds at least one person — remove vacant units from the units "
+           "table")
+    raise _data_error(
+        units_where, "units",
+        f"{unit} {geo.geocodes[-1][leaf]!r} has {housing[leaf, typ]} unit(s) of "
+        f"{unit_attribute} type {typ} ({_where(rows, _is_csv(units_where))}) but only "
+        f"{people[leaf, typ]} person(s) of that type; {fix} ({int(empty.sum())} {unit}/type "
+        f"pair(s) affected)",
+        f"some {unit} has more units of an {unit_attribute} type than persons of that type "
+        f"in the persons data; {fix}")
 
 
 def _is_csv(where: str) -> bool:
@@ -778,7 +831,7 @@ def leaf_index(geography: Any, cols: Sequence[Any]) -> np.ndarray:
     >>> leaf_index(geo, [["D"]])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: state geocode(s) ['D'] are not in the geography
+    hierarchy.errors.ConfidentialDataError: state geocode(s) ['D'] are not in the geography
     """
     import pandas as pd
 
@@ -789,16 +842,18 @@ def leaf_index(geography: Any, cols: Sequence[Any]) -> np.ndarray:
     for lv in range(1, depth):
         codes, dictionary = encode_column(cols[lv - 1], name=geography.levels[lv])
         pos = pd.Index(geography.geocodes[lv]).get_indexer(dictionary)
+        name, above = geography.levels[lv], geography.levels[lv - 1]
         if (pos[np.unique(codes)] < 0).any():
             unknown = dictionary[np.unique(codes)][pos[np.unique(codes)] < 0][:5].tolist()
-            raise HierarchyError(f"{geography.levels[lv]} geocode(s) {unknown} are not in the "
-                                 "geography")
+            raise ConfidentialDataError(f"{name} geocode(s) {unknown} are not in the geography",
+                                        public=f"some records' {name} geocodes are not in the "
+                                               f"geography")
         idx = pos[codes]
         if prev is not None and np.any(geography.parents[lv][idx] != prev):
             row = int(np.flatnonzero(geography.parents[lv][idx] != prev)[0])
-            raise HierarchyError(f"row {row}: {geography.levels[lv]} "
-                                 f"{geography.geocodes[lv][idx[row]]!r} is not inside "
-                                 f"{geography.levels[lv - 1]} "
-                                 f"{geography.geocodes[lv - 1][prev[row]]!r}")
+            raise ConfidentialDataError(
+                f"row {row}: {name} {geography.geocodes[lv][idx[row]]!r} is not inside {above} "
+                f"{geography.geocodes[lv - 1][prev[row]]!r}",
+                public=f"some records' {name} is not inside their {above} in the geography")
         prev = idx
     return prev

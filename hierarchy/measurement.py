@@ -217,8 +217,13 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         Exact statistics to carry along as invariants (see :data:`PUBLISHABLE`). Default: what
         ``spec`` declares invariant (:func:`spec_statistics`), or nothing without a spec.
     spec : Spec, optional
-        The invariants the post-processor will keep: each is declared once, in the spec, and
-        published from it.
+        The invariants and constraints the post-processor will keep: each invariant is declared
+        once, in the spec, and published from it; and the data are checked against the spec's
+        constraints *before any noise is drawn* (``spec.check_data``: a structural zero or
+        bound the data contradict is refused, as ``postproc run`` refuses it). The
+        measurements record the spec they were checked against
+        (``provenance["spec_checked"]``), which TopDown and sampling require in release mode
+        (:func:`postproc.errors.require_checked_spec`).
     key_level : str, optional
         Key the noise of the levels below this one by their ancestor there: the units below
         each ``key_level`` unit draw from a stream of their own, named by the level and that
@@ -239,6 +244,8 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         A workload of another schema, a budget that does not fit, floating-point noise in release
         mode, or a ``publish`` that leaves out a statistic the ``spec`` declares invariant
         (naming both).
+    ConfidentialDataError
+        The data break a constraint of ``spec`` (nothing is drawn).
 
     Examples
     --------
@@ -264,6 +271,20 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     ...                 rng=42, spec=spec)
     >>> noisy.provenance["invariants_published"], noisy.invariants["state"]["tot"].tolist()
     ({'tot': ['nation', 'state']}, [1, 1])
+    >>> noisy.provenance["spec_checked"]["invariant"]
+    [{'name': 'tot', 'levels': ['nation', 'state']}]
+
+    A spec the data contradict is refused before any noise is drawn (here: no adult may live
+    in a state where both persons are adults):
+
+    >>> from invariants.spec import Constraint
+    >>> no_adults = Spec(constraints=(Constraint("no_adults", type="structural_zero",
+    ...                                          query="marginal(votingage)", answers=[1]),))
+    >>> measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=42,
+    ...         spec=no_adults)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.ConfidentialDataError: the confidential data break the spec, ...
     >>> measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=42,
     ...         spec=spec, publish={"tot": ["nation"]})
     Traceback (most recent call last):
@@ -283,6 +304,10 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
                              "integer samplers), or a seed for a simulation")
     budget.check_against(workload, truth.levels)
     publish = _publish(publish, spec, truth.levels)
+    invariants = published_statistics(truth, publish)
+    check = getattr(spec, "check_data", None)
+    if callable(check):           # before any noise is drawn (hierarchy knows no Spec type)
+        check(truth, invariants)
     geo = truth.geography
     key_index = None if key_level is None else geo.level_index(key_level)
     measurements: dict[str, dict[str, Measurement]] = {}
@@ -301,7 +326,8 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
                                         else geo.levels[key_index],
                                         active_levels=[lv for lv in truth.levels
                                                        if lv in (active or {})])
-    invariants = published_statistics(truth, publish)
+    if callable(check) and callable(getattr(spec, "to_dict", None)):
+        provenance["spec_checked"] = spec.to_dict()
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
 

@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import scipy.sparse as sp
 
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import attribute_codes, leaf_index, read_table
@@ -91,8 +91,9 @@ def _attribute_column(table: Any, source: str, attr, value_map: Mapping[Any, Any
         if isinstance(col, (pa.ChunkedArray, pa.Array)) and pa.types.is_integer(col.type):
             if col.null_count:
                 rows = np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))
-                raise HierarchyError(f"column {source!r} has {rows.size} missing value(s) at "
-                                     f"rows {rows[:10].tolist()}")
+                raise ConfidentialDataError(f"column {source!r} has {rows.size} missing "
+                                            f"value(s) at rows {rows[:10].tolist()}",
+                                            public=f"column {source!r} has missing values")
             return np.asarray(col.to_numpy())
         if not isinstance(col, (pa.ChunkedArray, pa.Array)):
             arr = np.asarray(col)
@@ -119,8 +120,10 @@ def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequenc
         if bad:
             row = int(np.flatnonzero((col[start:stop] >= size) | (col[start:stop] < 0))[0])
             what = repr(names[j]) if names is not None else str(j)
-            raise HierarchyError(f"attribute {what} has code {col[start + row]} at row "
-                                 f"{start + row}, outside 0..{size - 1}")
+            raise ConfidentialDataError(f"attribute {what} has code {col[start + row]} at row "
+                                        f"{start + row}, outside 0..{size - 1}",
+                                        public=f"attribute {what} has codes outside "
+                                               f"0..{size - 1}")
         term = part.astype(dtype, copy=False)
         if stride != 1:
             term = term * dtype(stride)
@@ -172,7 +175,7 @@ def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence
     >>> count_cells(np.array([0, 1]), [np.array([1, 2])], [2], 2, names=["sex"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: attribute 'sex' has code 2 at row 1, outside 0..1
+    hierarchy.errors.ConfidentialDataError: attribute 'sex' has code 2 at row 1, outside 0..1
     """
     leaf, n, n_cells, strides = _check_records(leaf, columns, shape, n_leaves)
     cell_dtype = np.uint8 if n_cells <= 256 else np.int64
@@ -359,7 +362,7 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
     ...          levels=["nation", "state"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: persons table: column 'age' (attribute 'age'): 1 value(s) are not levels of the attribute: 'old' (row 0). Levels are ['child', 'adult'] or codes 0..1; fix the data or map the values with values={'age': {...}}
+    hierarchy.errors.ConfidentialDataError: persons table: column 'age' (attribute 'age'): 1 value(s) are not levels of the attribute: 'old' (row 0). Levels are ['child', 'adult'] or codes 0..1; fix the data or map the values with values={'age': {...}}
     """
     geography, leaves, leaf_sorted, codes, types = _records(
         persons, schema, levels, geocode_columns, units, unit_attribute, geography, columns,
@@ -429,9 +432,9 @@ def _records(persons, schema, levels, geocode_columns, units, unit_attribute, ge
         raise HierarchyError(f"values= maps {sorted(set(values) - set(schema.names))}, which are "
                              f"not attributes; attributes are {list(schema.names)}")
     if isinstance(persons, (str, os.PathLike)):
-        persons = read_table(persons)
+        persons = read_table(persons, role="persons")
     if isinstance(units, (str, os.PathLike)):
-        units = read_table(units)
+        units = read_table(units, role="units")
     if geocode_columns is not None and any(lv in columns for lv in levels[1:]):
         raise HierarchyError("give the geocode columns once: geocode_columns or columns=, not "
                              "both")

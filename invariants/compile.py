@@ -35,22 +35,25 @@ Examples
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.queries import parse_query, sparse_copy
 from hierarchy.schema import Schema
 from invariants.catalogue import CONSTRAINTS, INVARIANTS, STATISTICS, Rows, needed_statistics
 from invariants.errors import SpecError
-from invariants.spec import Constraint, Spec
+
+if TYPE_CHECKING:     # annotations only: invariants.spec imports this module (Spec.check_data)
+    from invariants.spec import Constraint, Spec
 
 __all__ = ["LevelConstraints", "compile_spec", "resolve_statistics", "node_cvxpy_constraints",
-           "node_matrices", "violations", "check_violations"]
+           "node_matrices", "violations", "check_violations", "data_violations", "check_data"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,6 +87,7 @@ class LevelConstraints:
     A state level of two units on a 4-cell schema (sex × age), with an exact total per unit and
     at least one adult each; the nation level also gets the sums of its states' rows:
 
+    >>> from invariants.spec import Spec
     >>> from hierarchy.schema import Attribute, Schema
     >>> from invariants.spec import Constraint, Invariant
     >>> schema = Schema((Attribute("sex", ("male", "female")),
@@ -179,6 +183,7 @@ def resolve_statistics(spec: Spec, schema: Schema, geography: Geography,
     --------
     The E2E spec publishes units data at the bottom level only; the levels above read its sums:
 
+    >>> from invariants.spec import Spec
     >>> from hierarchy.schema import E2E_1940
     >>> geo, _ = Geography.from_columns(["nation", "state", "county"],
     ...                                 [[["01", "01", "02"], ["01001", "01003", "02001"]]])
@@ -458,6 +463,7 @@ def compile_spec(spec: Spec, schema: Schema, geography: Geography,
     A spec with the ``tot`` invariant at every level and a structural zero (no female child:
     cell 2 of the detailed histogram), on a 4-cell schema:
 
+    >>> from invariants.spec import Spec
     >>> from hierarchy.schema import Attribute, Schema
     >>> spec = Spec.from_toml_string('''
     ... [[invariant]]
@@ -572,6 +578,7 @@ def node_cvxpy_constraints(X, lc: LevelConstraints, children: slice | np.ndarray
     A least-squares fit of two states' noisy histograms (sex × age) to their exact totals and
     their nation's histogram:
 
+    >>> from invariants.spec import Spec
     >>> import cvxpy as cp
     >>> from hierarchy.schema import Attribute, Schema
     >>> from invariants.spec import Invariant
@@ -643,6 +650,7 @@ def node_matrices(lc: LevelConstraints, children: slice | np.ndarray,
     Two tracts of a county on a 3-cell schema, each with an exact total and at most 2 persons
     aged 65+:
 
+    >>> from invariants.spec import Spec
     >>> from hierarchy.schema import Attribute, Schema
     >>> from invariants.spec import Constraint, Invariant
     >>> schema = Schema((Attribute("age", ("0-17", "18-64", "65+")),))
@@ -732,6 +740,7 @@ def violations(lc: LevelConstraints, histograms: np.ndarray, units: slice | np.n
 
     Examples
     --------
+    >>> from invariants.spec import Spec
     >>> from hierarchy.schema import Attribute, Schema
     >>> from invariants.spec import Constraint, Invariant
     >>> schema = Schema((Attribute("sex", ("male", "female")),
@@ -819,9 +828,16 @@ def data_violations(lc: LevelConstraints, histograms: np.ndarray) -> list[str]:
     >>> data_violations(lc, x)
     ["no_adults: 1 of 2 state units break it, e.g. '02'"]
     """
+    codes = lc.geocodes
+    return [f"{name}: {int(units.sum()):,} of {units.size:,} {lc.level} units break it, e.g. "
+            f"{str(codes[np.flatnonzero(units)[0]])!r}"
+            for name, units in _broken(lc, histograms).items()]
+
+
+def _broken(lc: LevelConstraints, histograms: np.ndarray) -> dict[str, np.ndarray]:
+    """Requirement name → which units (a boolean per unit) break it."""
     x = np.asarray(histograms).astype(np.int64)
     lower, upper, _ = lc.rows_of(slice(None))
-    codes = lc.geocodes
     broken: dict[str, np.ndarray] = {}
     neg = (x < 0).any(axis=1)
     if neg.any():
@@ -834,8 +850,78 @@ def data_violations(lc: LevelConstraints, histograms: np.ndarray) -> list[str]:
             name = lc.labels[r].partition(": ")[0]
             broken[name] = broken.get(name, np.zeros(x.shape[0], bool)) | bad[:, r]
     # zero cells are rows bounded above by 0, so a nonzero one is reported by its row's name
-    return [f"{name}: {int(units.sum()):,} of {x.shape[0]:,} {lc.level} units break it, e.g. "
-            f"{str(codes[np.flatnonzero(units)[0]])!r}" for name, units in broken.items()]
+    return broken
+
+
+_IMPLIED = re.compile(r" \(implied by [^)]*\)$")
+
+
+def check_data(spec: Spec, truth: Any, published: Mapping[str, Mapping[str, Any]] | None = None,
+               *, compiled: Mapping[str, LevelConstraints] | None = None) -> None:
+    """Refuse confidential data that break ``spec``: no release could keep its constraints
+    honestly (a structural zero the data contradict would be silently enforced).
+
+    Parameters
+    ----------
+    spec : Spec
+    truth : Hierarchy
+        The tabulated confidential data.
+    published : mapping level → (mapping statistic → array), optional
+        The statistics published as invariants; default: those the spec declares, computed
+        from ``truth``.
+    compiled : mapping level → LevelConstraints, optional
+        The spec compiled already on ``truth``'s geography (then ``published`` is not used).
+
+    Raises
+    ------
+    ConfidentialDataError
+        Naming every broken constraint. The full message adds, per level, how many units break
+        it and one example unit; the public one names the constraints only.
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> from hierarchy.histograms import Hierarchy
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.geography import Geography
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
+    >>> spec = Spec.from_dict({"constraint": [{"name": "no_adults", "type": "structural_zero",
+    ...                        "query": "marginal(votingage)", "answers": [1]}]})
+    >>> x = np.zeros((2, 192), np.int64); x[1, 191] = 7
+    >>> truth = Hierarchy(E2E_1940, geo, (x.sum(axis=0, keepdims=True), x))
+    >>> try:
+    ...     check_data(spec, truth)
+    ... except ConfidentialDataError as exc:
+    ...     print(exc.public); print(exc)
+    the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict): broken: no_adults; fix the spec (or the data) and rerun
+    the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
+      no_adults & no_adults (implied by state): 1 of 1 nation units break it, e.g. '0'
+      no_adults: 1 of 2 state units break it, e.g. '02'
+    fix the spec (or the data) and rerun
+    >>> check_data(spec, Hierarchy(E2E_1940, geo, (np.zeros((1, 192)), np.zeros((2, 192)))))
+    """
+    if compiled is None:
+        if published is None:
+            from hierarchy.measurement import published_statistics, spec_statistics
+
+            published = published_statistics(truth, spec_statistics(spec, truth.levels))
+        compiled = compile_spec(spec, truth.schema, truth.geography, published)
+    lines, names = [], {}
+    for level in truth.levels:
+        if level not in compiled:
+            continue
+        lc = compiled[level]
+        broken = _broken(lc, truth.level_counts(level))
+        for name, units in broken.items():
+            lines.append(f"{name}: {int(units.sum()):,} of {units.size:,} {lc.level} units "
+                         f"break it, e.g. {str(lc.geocodes[np.flatnonzero(units)[0]])!r}")
+            names.update(dict.fromkeys(_IMPLIED.sub("", part) for part in name.split(" & ")))
+    if lines:
+        head = ("the confidential data break the spec, so no release could satisfy it (a "
+                "structural zero or bound the data contradict):")
+        fix = "fix the spec (or the data) and rerun"
+        raise ConfidentialDataError(f"{head}\n  " + "\n  ".join(lines) + f"\n{fix}",
+                                    public=f"{head} broken: {', '.join(names)}; {fix}")
 
 
 def check_violations(lc: LevelConstraints, histograms: np.ndarray,
@@ -846,6 +932,7 @@ def check_violations(lc: LevelConstraints, histograms: np.ndarray,
     --------
     One unit (a single-level geography) with an exact total of 5 persons:
 
+    >>> from invariants.spec import Spec
     >>> from hierarchy.schema import Attribute, Schema
     >>> from invariants.spec import Invariant
     >>> schema = Schema((Attribute("sex", ("male", "female")), Attribute("age", ("0-17", "18+"))))

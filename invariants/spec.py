@@ -539,6 +539,65 @@ class Spec:
                 "invariant": [i.to_dict() for i in self.invariants],
                 "constraint": [c.to_dict() for c in self.constraints]}
 
+    # -- the confidential data -----------------------------------------------------------------
+    def check_data(self, truth: Any, published: Mapping[str, Mapping[str, Any]] | None = None
+                   ) -> None:
+        """Refuse confidential data that break this spec's constraints, before anything is
+        measured (:func:`invariants.compile.check_data`); :func:`hierarchy.measurement.measure`
+        calls it when given ``spec=``.
+
+        Raises
+        ------
+        hierarchy.errors.ConfidentialDataError
+            Naming the broken constraints (and, in the full message, how many units break each
+            and one example unit).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from hierarchy import E2E_1940, tabulate
+        >>> persons = pd.DataFrame({"state": ["01"], "hhgq": [5], "votingage": [1],
+        ...                         "hispanic": [0], "cenrace": [0]})    # one student
+        >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
+        >>> Spec(constraints=[Constraint("no_dorms", type="structural_zero",
+        ...                              query="recode(hhgq: college=5)")]).check_data(truth)
+        Traceback (most recent call last):
+        ...
+        hierarchy.errors.ConfidentialDataError: the confidential data break the spec, ...
+        """
+        from invariants.compile import check_data
+
+        check_data(self, truth, published)
+
+    def covers(self, other: "Spec") -> bool:
+        """Whether data that satisfy this spec satisfy ``other``'s constraints too: each of
+        ``other``'s constraints is one of this spec's, at some of its levels (``"all"`` covers
+        any), with the same unit attribute and household code. What
+        :func:`postproc.errors.require_checked_spec` asks of the spec the data were checked
+        against.
+
+        Examples
+        --------
+        >>> full = Spec.e2e(["nation", "state", "county"])
+        >>> full.covers(full.restricted(["county"], ["nation", "state", "county"]))
+        True
+        >>> Spec().covers(full), full.covers(Spec())
+        (False, True)
+        """
+        if (other.unit_attribute, other.household_level) != (self.unit_attribute,
+                                                             self.household_level):
+            return False
+        mine: dict[str, list[Constraint]] = {}
+        for c in self.constraints:
+            mine.setdefault(c.name, []).append(c)
+
+        def within(c: Constraint, d: Constraint) -> bool:
+            if dataclasses.replace(c, levels="all") != dataclasses.replace(d, levels="all"):
+                return False
+            return d.levels == "all" or (c.levels != "all" and set(c.levels) <= set(d.levels))
+
+        return all(any(within(c, d) for d in mine.get(c.name, ())) for c in other.constraints)
+
     # -- levels --------------------------------------------------------------------------------
     @staticmethod
     def levels_of(item: Invariant | Constraint, all_levels: Sequence[str]) -> tuple[str, ...]:

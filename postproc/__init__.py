@@ -15,11 +15,12 @@ privacy loss (:func:`estimate_epl`, :class:`EPLResult`), comparisons of post-pro
 >>> levels = ["nation", "state", "county", "enum_dist"]
 >>> data = synthesize_1940(20_000, seed=1)
 >>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
+>>> spec = Spec.e2e(levels)              # the data are checked against it before measuring
 >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1.0, levels), "geometric",
-...                 rng=2, publish={"tot": ["nation", "state"], "gqhh": ["enum_dist"]})
+...                 rng=2, spec=spec)
 >>> "topdown" in available()
 True
->>> result = postprocess(noisy, "topdown", Spec.e2e(levels))
+>>> result = postprocess(noisy, "topdown", spec)
 >>> int(result.histograms[0].sum()) == int(truth.counts[0].sum())   # the invariant total
 True
 >>> table = evaluate(result, truth)

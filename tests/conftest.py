@@ -191,7 +191,7 @@ def build_case(name: str, *, seed: int = 0, epsilon: float = 1.0) -> Case:
     truth = tabulate(persons, schema=E2E_1940, levels=levels, units=units, geography=geography)
     spec = make_spec(levels)
     noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(epsilon, levels), "geometric",
-                    rng=seed + 1, publish=published_by(spec, levels))
+                    rng=seed + 1, publish=published_by(spec, levels), spec=spec)
     for hist in (*truth.counts, *truth.units):
         hist.flags.writeable = False
     return Case(truth, noisy, spec)

@@ -152,12 +152,13 @@ def test_compare_in_simulation_mode_writes_and_prints_the_table(data, tmp_path, 
         assert (out / name).is_file(), name
     assert not (out / "confidential").exists()
     table = pd.read_csv(out / "compare.csv")
-    assert tuple(table.columns) == COLUMNS
+    assert tuple(table.columns) == COLUMNS + ("randomness",)       # its label, on every row
+    assert table["randomness"].str.startswith("simulation: NOT SAFE FOR RELEASE").all()
     workload = load_config(config).workload
     assert set(table["query"]) == set(default_queries(workload))
     assert len(table) == 3 * len(LEVELS) * len(default_queries(workload))
     rows = json.loads((out / "compare.json").read_text())
-    assert len(rows) == len(table) and set(rows[0]) == set(COLUMNS)
+    assert len(rows) == len(table) and set(rows[0]) == set(COLUMNS) | {"randomness"}
     assert all(r["epl"] is None for r in rows if r["epl_note"])
     page = (out / "compare.html").read_text()
     assert "data:image/png;base64," in page and "SIMULATION MODE" in page
@@ -189,6 +190,7 @@ def test_compare_in_release_mode_writes_only_under_confidential_and_prints_no_nu
     assert "MAE" not in captured.out and "CONFIDENTIAL" in captured.out
     table = pd.read_csv(out / "confidential" / "compare.csv")
     assert set(table["method"]) == {"topdown", "sampling", "hay"}
+    assert table["randomness"].str.startswith("release: CONFIDENTIAL").all()
 
 
 def test_compare_refuses_directories_it_did_not_write(data, tmp_path, capsys):

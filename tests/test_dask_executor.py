@@ -68,7 +68,7 @@ def noisy():
     data = synthesize_1940(20_000, seed=1)
     truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
     return measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), "geometric", rng=7,
-                   publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]})
+                   spec=Spec.e2e(LEVELS))
 
 
 # --- task functions (run on the workers) ----------------------------------------------------

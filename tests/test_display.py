@@ -18,6 +18,7 @@ from hierarchy.schema import Attribute, Schema
 from postproc.errors import PostprocError
 from postproc.evaluation.compare import CompareOutput
 from postproc.evaluation.plots import plot_comparison
+from postproc.gate import label_table
 from postproc.result import Result
 
 matplotlib.use("Agg")
@@ -25,6 +26,8 @@ matplotlib.use("Agg")
 SCHEMA = Schema((Attribute("sex", ("female", "male")), Attribute("tenure", ("owner", "renter"))))
 RELEASE = {"noisy": {"randomness": {"mode": "release", "label": "release (secrets)",
                                     "safe_for_release": True}}}
+#: A result of a simulation: its errors may be drawn (one with no label may not).
+SIMULATION = {"noisy": {"randomness": {"mode": "simulation", "safe_for_release": False}}}
 
 
 def chain(depth: int, width: int = 3) -> Geography:
@@ -52,7 +55,7 @@ def truth_on(geo: Geography, seed: int = 0) -> Hierarchy:
 def result_from(truth: Hierarchy, shift, method="mine", provenance=None) -> Result:
     hists = tuple(c + shift(li, c) for li, c in enumerate(truth.counts))
     return Result(method, SCHEMA, truth.geography, Workload((total(SCHEMA), detailed(SCHEMA))),
-                  hists, provenance or {})
+                  hists, SIMULATION if provenance is None else provenance)
 
 
 @pytest.mark.parametrize("depth", [2, 6, 40])
@@ -129,8 +132,10 @@ def test_result_plot_makes_a_pyplot_figure_without_ax():
 
 def test_result_plot_refuses_release_mode_and_another_truth():
     truth = truth_on(chain(3))
-    with pytest.raises(PostprocError, match="release mode"):
+    with pytest.raises(PostprocError, match="release-mode measurement"):
         result_from(truth, lambda li, c: 0, provenance=RELEASE).plot(truth)
+    with pytest.raises(PostprocError, match="no randomness label"):
+        result_from(truth, lambda li, c: 0, provenance={}).plot(truth)
     with pytest.raises(PostprocError, match="units"):
         result_from(truth, lambda li, c: 0).plot(truth_on(chain(3, width=2)))
 
@@ -143,7 +148,7 @@ def comparison_table() -> pd.DataFrame:
             for query, factor in (("total", 1.0), ("detailed", 10.0)):
                 rows.append({"method": method, "constrained": constrained, "level": level,
                              "query": query, "mae": mae * factor})
-    return pd.DataFrame(rows).dropna()
+    return label_table(pd.DataFrame(rows).dropna(), "simulation")
 
 
 def test_plot_comparison_draws_one_line_per_method():
@@ -173,5 +178,5 @@ def test_compare_output_display_withholds_release_tables():
     hidden = CompareOutput(table, Path("out"), [], release=True)
     assert not any(ch.isdigit() for ch in hidden._repr_html_())
     assert "1234" not in repr(hidden) and "1,23" not in repr(hidden)
-    with pytest.raises(PostprocError, match="release mode"):
+    with pytest.raises(PostprocError, match="release-mode measurement"):
         hidden.plot()

@@ -198,7 +198,7 @@ def test_empty_parent_with_invariant_children_is_an_error_before_any_solver(monk
     spec = replace(spec, invariants=(Invariant("tot", tuple(LEVELS[:3])),
                                      *spec.invariants[1:]))
     noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), "geometric", rng=2,
-                    publish={"tot": LEVELS[:3], "gqhh": LEVELS[-1:]})
+                    spec=spec)
     geo = truth.geography
     state = int(np.argmax(geo.n_children(1)))
     states = truth.counts[1].copy()

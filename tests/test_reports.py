@@ -18,6 +18,7 @@ from postproc.apps.experiments import EXPERIMENTS, describe
 from postproc.apps.runs.report import render_report, write_report
 from postproc.cli import main
 from postproc.evaluation.compare import render_html, write_comparison
+from postproc.gate import label_table
 from postproc.reports.numbers import format_number
 from postproc.reports.rest import rest_to_html
 
@@ -194,15 +195,16 @@ def test_release_report_shows_no_error_and_no_figure_of_errors(runs):
 # -- the comparison page ---------------------------------------------------------------------------
 
 def comparison_table(mae: float = 31967.23) -> pd.DataFrame:
+    """A comparison of a simulation (labelled so: the writers refuse an unlabelled table)."""
     inf, nan = float("inf"), float("nan")
-    return pd.DataFrame({
+    return label_table(pd.DataFrame({
         "method": ["topdown", "topdown", "hay", "hay"], "constrained": [True, True, False, False],
         "level": ["nation", "state"] * 2, "query": ["total"] * 4, "n": [1, 49, 1, 49],
         "mae": [0.0, 0.0, mae, 2.5e7], "mean_abs": [0.0, 0.0, 1.5, 2.0],
         "rmse": [0.0, 0.0, 2.0, 3.0], "epl": [inf, inf, 0.5, 0.25],
         "epl_low": [nan, nan, 0.4, 0.2], "epl_high": [nan, nan, 0.6, 0.3],
         "epl_note": ["all 1 errors equal 0: a point mass " * 3,
-                     "all 49 errors equal 0: a point mass " * 3, "", ""]})
+                     "all 49 errors equal 0: a point mass " * 3, "", ""]}), "simulation")
 
 
 def test_comparison_page(tmp_path):

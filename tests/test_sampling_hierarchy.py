@@ -27,7 +27,7 @@ def noisy_and_truth():
     data = synthesize_1940(8_000, seed=7)
     truth = tabulate(data.persons, schema=E2E_1940, levels=LEVELS, units=data.units)
     noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), "geometric", rng=8,
-                    publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]})
+                    publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]}, spec=Spec.e2e(LEVELS))
     return noisy, truth
 
 

@@ -365,7 +365,7 @@ levels = ["nation", "state", "county"]
 data = synthesize_1940(2000, seed=1)
 truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
 noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1.0, levels), "geometric", rng=2,
-                publish={"tot": ["nation", "state"], "gqhh": ["county"]})
+                spec=Spec.e2e(levels))
 for chain in (None, ["cvxpy-ecos"]):
     topdown(noisy, Spec.e2e(levels), **({} if chain is None else {"solver": chain}))
 """], capture_output=True, text=True, cwd=ROOT, timeout=300)

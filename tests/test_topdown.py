@@ -78,7 +78,8 @@ def make_truth(n_persons, seed, eds_per_county=3, states=None):
 
 def make_noisy(truth, rng, *, workload=None, budget=None):
     return measure(truth, workload or e2e_workload(E2E_1940), budget or Budget.e2e(1, LEVELS),
-                   "geometric", rng=rng, publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]})
+                   "geometric", rng=rng, publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]},
+                   spec=Spec.e2e(LEVELS))
 
 
 @pytest.fixture(scope="module")

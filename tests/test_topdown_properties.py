@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from hierarchy.geography import Geography
+from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload, detailed, marginal, total
 from hierarchy.schema import Attribute, Schema
@@ -144,7 +145,12 @@ def cases(draw, crossing=False):
         published[lv]["tot"] = truth[levels.index(lv)].sum(1)
     if use_units:
         published[levels[-1]]["gqhh"] = units[-1]
-    noisy = NoisyHierarchy(schema, geo, workload, measurements, published)
+    # the spec holds for the truth (checked here as measure(spec=) checks it), and the
+    # measurements record it, as measure's do
+    spec.check_data(Hierarchy(schema, geo, tuple(truth)), published)
+    noisy = NoisyHierarchy(schema, geo, workload, measurements, published,
+                           {"randomness": {"mode": "simulation", "safe_for_release": False},
+                            "spec_checked": spec.to_dict()})
     note(f"levels {[g.size for g in geocodes]}, schema {schema.shape}, spec {spec.to_dict()}")
     return Case(noisy, spec, truth, units, tot_levels, lb_levels, ub_levels, hh_levels,
                 zero_type, n_hhgq)

@@ -124,9 +124,8 @@ def test_round_passes_reach_the_nodes_and_bad_names_are_refused():
     levels = ["nation", "state", "county"]
     data = synthesize_1940(3_000, seed=2)
     truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
-    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=4,
-                    publish={"tot": levels[:2], "gqhh": levels[-1:]})
     spec = Spec.e2e(levels)
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=4, spec=spec)
     result = topdown(noisy, spec, round_passes=[["total"], ["hhgq", "marginal(hhgq, hispanic)"]])
     stats = result.node_stats
     assert (stats.loc[stats.rounding != "copy", "round_passes"] == 3).all()

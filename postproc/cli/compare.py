@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from postproc.cli._confidential import add_show_confidential
 from postproc.cli._epl_options import add_epl_arguments, epl_options
 
 ORDER = 27
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_epl_arguments(p)          # the direct estimator needs repeated runs on neighbouring
     # datasets, which one measurement cannot give: improved (default) or published
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    add_show_confidential(p)
     p.set_defaults(func=run)
 
 
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     done = run_compare(config, methods, out=args.out, epl_method=epl_method,
                        progress=not args.no_progress and sys.stderr.isatty(),
                        log=lambda message: print(message, file=sys.stderr),
-                       epl_options=options or None)
+                       epl_options=options or None, show_confidential=args.show_confidential)
     if done.release:
         print(f"release mode: the comparison is in {done.files[0].parent} (CONFIDENTIAL - "
               "computed from the confidential data; never publish it)")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from postproc.cli._confidential import add_show_confidential
 from postproc.cli._epl_options import add_epl_arguments, epl_options
 
 ORDER = 30
@@ -65,6 +66,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the EPL interval draws and of bottom-up's noise with --compare "
                         "(default 0; comparisons are simulations, never releases)")
+    add_show_confidential(p)
     p.set_defaults(func=run)
 
 
@@ -104,30 +106,34 @@ def _text(table) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc evaluate``."""
     import json
+    import sys
 
-    from postproc.evaluation.evaluate import evaluate_run, to_json
+    from postproc.evaluation.evaluate import evaluate_run, to_json, write_evaluation
+    from postproc.gate import printed_banner
 
     method, estimator = epl_options(args)
     options: dict[str, Any] = {"epl_method": method, "epl_options": estimator}
     if args.queries:
         options["queries"] = [q.strip() for q in args.queries.split(",") if q.strip()]
     table = evaluate_run(args.outdir, args.truth, units=args.units, compare_all=args.compare,
-                         rng=args.seed, **options)
-    nested = to_json(table)
+                         rng=args.seed, show_confidential=args.show_confidential, **options)
     if args.save:
-        from hierarchy.storage import atomic_path, confidential_directory
+        from hierarchy.storage import confidential_directory
 
-        stem = "comparison" if args.compare else "evaluation"
         out = confidential_directory(args.outdir, what="errors and EPL against the "
                                                       "confidential data")
-        with atomic_path(out / f"{stem}.csv") as tmp:
-            table.to_csv(tmp, index=False)
-        with atomic_path(out / f"{stem}.json") as tmp:
-            tmp.write_text(json.dumps(nested, indent=2, allow_nan=False) + "\n")
+        saved = write_evaluation(table, out, stem="comparison" if args.compare
+                                 else "evaluation")
+    banner = printed_banner(table)
     if args.json:
-        print(json.dumps(nested, indent=2, allow_nan=False))
+        if banner:                    # stdout stays one JSON object
+            print(banner, file=sys.stderr)
+        print(json.dumps(to_json(table), indent=2, allow_nan=False))
     else:
+        if banner:
+            print(banner + "\n")
         print(_text(table))
         if args.save:
-            print(f"\nwrote {out / (stem + '.csv')} and .json (CONFIDENTIAL - do not publish)")
+            print(f"\nwrote {saved[0]} and .json (CONFIDENTIAL - do not publish)")
     return 0
+

@@ -29,6 +29,7 @@ import argparse
 import json
 from typing import Any
 
+from postproc.cli._confidential import add_show_confidential
 from postproc.errors import PostprocError
 
 ORDER = 40
@@ -88,6 +89,7 @@ def register(subparsers: Any) -> None:
                         help="release mode: also show the chain's acceptance rate and effective "
                              "sample sizes (computed from the confidential table: not part of "
                              "the release; shown by default in simulation mode)")
+    add_show_confidential(parser)
     parser.set_defaults(func=run)
 
 
@@ -108,6 +110,7 @@ def _assignments(values: list[str] | None, option: str) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc mis``."""
+    from postproc.gate import data_errors
     from postproc.methods.sampling.table import release_table
 
     if args.mechanism == "discrete_gaussian":
@@ -125,13 +128,15 @@ def run(args: argparse.Namespace) -> int:
     if args.chains is not None:
         options["chains"] = args.chains
     levels = _assignments(args.levels, "--levels")
-    release = release_table(args.table, args.invariant, epsilon=args.epsilon, rho=args.rho,
-                            mechanism=args.mechanism, sampler=args.sampler, draws=args.draws,
-                            rng=args.seed, proposal_epsilon=args.proposal_epsilon,
-                            count_column=args.count_column,
-                            levels={c: v.split(",") for c, v in levels.items()} if levels
-                            else None,
-                            derived=_assignments(args.derived, "--derived"), **options)
+    with data_errors(release=args.seed is None, show=args.show_confidential):
+        release = release_table(args.table, args.invariant, epsilon=args.epsilon, rho=args.rho,
+                                mechanism=args.mechanism, sampler=args.sampler,
+                                draws=args.draws, rng=args.seed,
+                                proposal_epsilon=args.proposal_epsilon,
+                                count_column=args.count_column,
+                                levels={c: v.split(",") for c, v in levels.items()} if levels
+                                else None,
+                                derived=_assignments(args.derived, "--derived"), **options)
     if args.out:
         try:
             release.to_frame().to_csv(args.out, index=False)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from postproc.cli._confidential import add_show_confidential
+
 ORDER = 20
 
 
@@ -51,12 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "that count a cell the invariants leave free; the others are known to "
                         "be 0 and TopDown's output is the same, docs/scale2020.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_show_confidential(p)
     p.set_defaults(func=run)
     v = sub.add_parser("validate", help="check a configuration and its data without measuring",
                        description="Parse the config, read and validate the microdata, compile "
                                    "the spec against the invariant data, and check that the "
                                    "confidential data satisfies every constraint.")
     v.add_argument("config", help="run configuration (TOML)")
+    add_show_confidential(v)
     v.set_defaults(func=validate)
 
 
@@ -115,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_in_parts(config, args)
     out = run_pipeline(config, out=args.out, resume=args.resume,
                        progress=not args.no_progress and sys.stderr.isatty(),
-                       error_table=args.error_table)
+                       error_table=args.error_table, show_confidential=args.show_confidential)
     print_level_summary(out)
     print(f"outputs in {out.directory}"
           + (" (release files only; never publish confidential/)" if out.release else ""))
@@ -132,7 +136,8 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
     done = run_in_parts(config, args.out or config.output, split=args.split,
                         part_blocks=args.parts, all_answers=args.all_answers,
                         resume=args.resume,
-                        progress=not args.no_progress and sys.stderr.isatty())
+                        progress=not args.no_progress and sys.stderr.isatty(),
+                        show_confidential=args.show_confidential)
     print_parts_summary(done)
     return 0
 
@@ -156,5 +161,5 @@ def print_parts_summary(done) -> None:
 def validate(args: argparse.Namespace) -> int:
     from postproc.apps.runs.pipeline import validate_config
 
-    validate_config(_config(args))
+    validate_config(_config(args), show_confidential=args.show_confidential)
     return 0

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from postproc.cli._confidential import add_show_confidential
+
 ORDER = 45
 
 
@@ -33,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory (only one this toolkit wrote)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_show_confidential(p)
     p.set_defaults(func=run)
 
 
@@ -42,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from postproc.apps.safetab.report import format_accounting, format_choices, format_report
 
     config = load_safetab_config(args.config)
-    result = run_safetab(config, out=args.out, overwrite=True if args.overwrite else None)
+    result = run_safetab(config, out=args.out, overwrite=True if args.overwrite else None,
+                         show_confidential=args.show_confidential)
     manifest = result.manifest
     release = result.result.release
     report_file = str(result.report_path) if result.report_path is not None else None

@@ -59,6 +59,7 @@ from hierarchy.noisy import NoisyHierarchy
 from postproc.errors import PostprocError
 from postproc.evaluation.epl import epl_text
 from postproc.evaluation.evaluate import default_queries, evaluate
+from postproc.gate import label_table, labelled, randomness_of, table_gate
 from postproc.reports.numbers import format_number
 
 __all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot",
@@ -163,6 +164,8 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
         ``bound`` (``epl`` is ``inf`` and ``epl_low`` a one-sided lower bound), ``unbounded``
         (held invariant) or ``undefined``, and ``epl_note`` why an EPL is not estimated; the
         numbers are :func:`~postproc.evaluation.evaluate.evaluate`'s.
+        ``attrs["randomness"]`` is the measurements' label: the writers below keep a
+        release-mode table to ``confidential/`` (:mod:`postproc.gate`).
 
     Raises
     ------
@@ -226,7 +229,7 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
             bar.update(1)
     finally:
         bar.close()
-    return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+    return label_table(pd.concat(frames, ignore_index=True)[list(COLUMNS)], randomness_of(noisy))
 
 
 def _progress(methods: Sequence[str], progress: bool):
@@ -316,45 +319,60 @@ def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
 
 
-def write_table(table: pd.DataFrame, directory: str | Path) -> list[Path]:
+def write_table(table: pd.DataFrame, directory: str | Path, *,
+                confidential: bool = False) -> list[Path]:
     """Write ``compare.csv`` and ``compare.json`` (a list of rows; undefined numbers ``null``)
-    into ``directory``, atomically.
+    into ``directory``, atomically, each row with the table's randomness label (column and
+    field ``randomness``).
 
     Parameters
     ----------
     table : pandas.DataFrame
         From :func:`compare_methods`.
     directory : str or Path
+    confidential : bool
+        Write a release-mode (or unlabelled) table outside a ``confidential/`` folder, under
+        its CONFIDENTIAL label (see :func:`postproc.gate.table_gate`).
 
     Returns
     -------
     list of Path
 
+    Raises
+    ------
+    PostprocError
+        A release-mode or unlabelled table outside ``confidential/`` without ``confidential``.
+
     Examples
     --------
     >>> import tempfile
-    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
-    ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
-    ...                    "epl": float("inf"), "epl_low": float("nan"),
-    ...                    "epl_high": float("nan"), "epl_note": "one error"}])
+    >>> from postproc.gate import label_table
+    >>> t = label_table(pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                                "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0,
+    ...                                "rmse": 2.0, "epl": float("inf"),
+    ...                                "epl_low": float("nan"), "epl_high": float("nan"),
+    ...                                "epl_note": "one error"}]), "simulation")
     >>> paths = write_table(t, tempfile.mkdtemp())
-    >>> json.loads(paths[1].read_text())[0]["epl"] is None
-    True
+    >>> row = json.loads(paths[1].read_text())[0]
+    >>> row["epl"] is None, row["randomness"].split(":")[0]
+    (True, 'simulation')
     """
     from hierarchy.storage import atomic_path
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     csv, js = directory / "compare.csv", directory / "compare.json"
+    table_gate(table, csv, confidential=confidential, what="the comparison table")
+    directory.mkdir(parents=True, exist_ok=True)
+    shown = labelled(table)
     with atomic_path(csv) as tmp:
-        table.to_csv(tmp, index=False)
+        shown.to_csv(tmp, index=False)
     with atomic_path(js) as tmp:
-        tmp.write_text(json.dumps(_records(table), indent=1, allow_nan=False) + "\n",
+        tmp.write_text(json.dumps(_records(shown), indent=1, allow_nan=False) + "\n",
                        encoding="utf-8")
     return [csv, js]
 
 
-def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
+def write_figure(table: pd.DataFrame, path: str | Path, *, confidential: bool = False) -> Path:
     """Write the EPL figure: one panel per query, levels along the x axis, each method's EPL
     with its 95 % interval — constrained methods (filled markers) beside unconstrained ones
     (open markers) at every level; an undefined EPL is an ``×`` on the axis. A panel whose
@@ -366,6 +384,8 @@ def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
         From :func:`compare_methods`.
     path : str or Path
         A ``.png`` file (written atomically).
+    confidential : bool
+        As :func:`postproc.evaluation.plots.save_by_query`.
 
     Returns
     -------
@@ -374,11 +394,12 @@ def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
     Examples
     --------
     >>> import tempfile
-    >>> t = pd.DataFrame({"method": ["topdown", "hay"], "constrained": [True, False],
-    ...                   "level": ["state", "state"], "query": ["total", "total"],
-    ...                   "n": [49, 49], "mae": [1.0, 2.0], "mean_abs": [1.0, 2.0],
-    ...                   "rmse": [1.0, 2.0], "epl": [0.4, 0.6], "epl_low": [0.3, 0.5],
-    ...                   "epl_high": [0.5, 0.7], "epl_note": ["", ""]})
+    >>> from postproc.gate import label_table
+    >>> t = label_table(pd.DataFrame({
+    ...     "method": ["topdown", "hay"], "constrained": [True, False],
+    ...     "level": ["state", "state"], "query": ["total", "total"], "n": [49, 49],
+    ...     "mae": [1.0, 2.0], "mean_abs": [1.0, 2.0], "rmse": [1.0, 2.0], "epl": [0.4, 0.6],
+    ...     "epl_low": [0.3, 0.5], "epl_high": [0.5, 0.7], "epl_note": ["", ""]}), "simulation")
     >>> write_figure(t, tempfile.mkdtemp() + "/epl.png").read_bytes()[:4]
     b'\\x89PNG'
     """
@@ -387,10 +408,12 @@ def write_figure(table: pd.DataFrame, path: str | Path) -> Path:
     return save_by_query(table, plot_epl, path,
                          title="Empirical privacy loss by level: filled = constrained "
                                "(invariants kept), open = unconstrained; ▲↑ = lower bound "
-                               "(EPL ≥), ∞ = held invariant, × = undefined")
+                               "(EPL ≥), ∞ = held invariant, × = undefined",
+                         confidential=confidential)
 
 
-def write_mae_figure(table: pd.DataFrame, path: str | Path) -> Path:
+def write_mae_figure(table: pd.DataFrame, path: str | Path, *,
+                     confidential: bool = False) -> Path:
     """Write the MAE figure: one panel per query, the MAE (median absolute error) by level,
     one line per method (:func:`~postproc.evaluation.plots.plot_comparison`).
 
@@ -400,6 +423,8 @@ def write_mae_figure(table: pd.DataFrame, path: str | Path) -> Path:
         From :func:`compare_methods`.
     path : str or Path
         A ``.png`` file (written atomically).
+    confidential : bool
+        As :func:`postproc.evaluation.plots.save_by_query`.
 
     Returns
     -------
@@ -408,9 +433,10 @@ def write_mae_figure(table: pd.DataFrame, path: str | Path) -> Path:
     Examples
     --------
     >>> import tempfile
-    >>> t = pd.DataFrame({"method": ["topdown", "hay"], "constrained": [True, False],
-    ...                   "level": ["state", "state"], "query": ["total", "total"],
-    ...                   "mae": [1.0, 2.0]})
+    >>> from postproc.gate import label_table
+    >>> t = label_table(pd.DataFrame({"method": ["topdown", "hay"], "constrained": [True, False],
+    ...                               "level": ["state", "state"], "query": ["total", "total"],
+    ...                               "mae": [1.0, 2.0]}), "simulation")
     >>> write_mae_figure(t, tempfile.mkdtemp() + "/mae.png").read_bytes()[:4]
     b'\\x89PNG'
     """
@@ -418,7 +444,8 @@ def write_mae_figure(table: pd.DataFrame, path: str | Path) -> Path:
 
     return save_by_query(table, plot_comparison, path,
                          title="MAE (median absolute error) by level: solid = constrained "
-                               "(invariants kept), dashed = unconstrained")
+                               "(invariants kept), dashed = unconstrained",
+                         confidential=confidential)
 
 
 def _epl_cells(table: pd.DataFrame) -> tuple[pd.Series, list[str]]:
@@ -435,9 +462,13 @@ def _epl_cells(table: pd.DataFrame) -> tuple[pd.Series, list[str]]:
 def render_html(table: pd.DataFrame, *, figures: Sequence[str | Path] = (),
                 title: str = "Comparison of post-processors", notes: Sequence[str] = (),
                 banners: Sequence[tuple[str, str]] = (), max_rows: int = 25,
-                csv: str | None = "compare.csv") -> str:
+                csv: str | None = "compare.csv", confidential: bool = False) -> str:
     """The comparison page: the MAE and the EPL by query, method and level (tables and
     figures), then every number (cut at ``max_rows`` rows, the full table linked).
+
+    The table's randomness label adds its banner (when ``banners`` has none), and a
+    release-mode or unlabelled table is rendered only with ``confidential``, under a
+    CONFIDENTIAL banner (:func:`postproc.gate.table_gate`).
 
     Parameters
     ----------
@@ -454,24 +485,40 @@ def render_html(table: pd.DataFrame, *, figures: Sequence[str | Path] = (),
     max_rows : int
     csv : str, optional
         The full table's relative address.
+    confidential : bool
+        Render a release-mode or unlabelled table (under a CONFIDENTIAL banner).
 
     Returns
     -------
     str
 
+    Raises
+    ------
+    PostprocError
+        A release-mode or unlabelled table without ``confidential``.
+
     Examples
     --------
-    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
-    ...                    "query": "total", "n": 1, "mae": 31967.2, "mean_abs": 2.0,
-    ...                    "rmse": 2.0, "epl": float("inf"), "epl_low": float("nan"),
-    ...                    "epl_high": float("nan"), "epl_note": "<one error>"}])
-    >>> page = render_html(t, banners=[("unsafe", "SIMULATION")])
-    >>> "31,967" in page, "&lt;one error&gt;" in page, "e+" in page
-    (True, True, False)
+    >>> from postproc.gate import label_table
+    >>> t = label_table(pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                                "query": "total", "n": 1, "mae": 31967.2, "mean_abs": 2.0,
+    ...                                "rmse": 2.0, "epl": float("inf"),
+    ...                                "epl_low": float("nan"), "epl_high": float("nan"),
+    ...                                "epl_note": "<one error>"}]), "simulation")
+    >>> page = render_html(t)
+    >>> "31,967" in page, "&lt;one error&gt;" in page, "e+" in page, "SIMULATION" in page
+    (True, True, False, True)
     """
     from dataclasses import replace
 
-    from postproc.reports.page import Figure, figure, render, table as page_table
+    from postproc.reports.page import Figure, banner, figure, render, table as page_table
+
+    banners = list(banners)
+    shown = table_gate(table, None, confidential=confidential, what="the comparison table")
+    if shown and not any(kind == "confidential" for kind, _ in banners):
+        banners.insert(0, ("confidential", shown))
+    if not any(kind in ("safe", "unsafe") for kind, _ in banners):
+        banners += banner(table.attrs.get("randomness"))
 
     captions = {"compare_mae.png": "MAE (median absolute error) by level, one panel per "
                                    "query: solid lines keep the invariants, dashed ones do not.",
@@ -505,7 +552,7 @@ def render_html(table: pd.DataFrame, *, figures: Sequence[str | Path] = (),
                   "bound: EPL >= epl_low); epl_note = why an EPL is not estimated."],
          "tables": [page_table(table, max_rows=max_rows, link=csv)],
          "figures": list(pictures.values())}]
-    return render("compare.html.j2", title=title, banners=list(banners),
+    return render("compare.html.j2", title=title, banners=banners,
                   ran=" ".join(notes), sections=sections,
                   nav=[(s["id"], s["title"]) for s in sections])
 
@@ -534,7 +581,8 @@ def comparison_notes(methods: Sequence[str], epl_method: str) -> list[str]:
 
 def write_html(table: pd.DataFrame, path: str | Path, *, figures: Sequence[str | Path] = (),
                title: str = "Comparison of post-processors", notes: Sequence[str] = (),
-               banners: Sequence[tuple[str, str]] = (), max_rows: int = 25) -> Path:
+               banners: Sequence[tuple[str, str]] = (), max_rows: int = 25,
+               confidential: bool = False) -> Path:
     """Write :func:`render_html`'s page to ``path``, atomically.
 
     Parameters
@@ -544,18 +592,28 @@ def write_html(table: pd.DataFrame, path: str | Path, *, figures: Sequence[str |
     path : str or Path
     figures, title, notes, banners, max_rows
         As :func:`render_html`.
+    confidential : bool
+        Write a release-mode or unlabelled table's page outside a ``confidential/`` folder
+        (under a CONFIDENTIAL banner, which a page inside one carries too).
 
     Returns
     -------
     Path
 
+    Raises
+    ------
+    PostprocError
+        A release-mode or unlabelled table outside ``confidential/`` without ``confidential``.
+
     Examples
     --------
     >>> import tempfile
-    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
-    ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
-    ...                    "epl": float("inf"), "epl_low": float("nan"),
-    ...                    "epl_high": float("nan"), "epl_note": "<one error>"}])
+    >>> from postproc.gate import label_table
+    >>> t = label_table(pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                                "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0,
+    ...                                "rmse": 2.0, "epl": float("inf"),
+    ...                                "epl_low": float("nan"), "epl_high": float("nan"),
+    ...                                "epl_note": "<one error>"}]), "simulation")
     >>> page = write_html(t, tempfile.mkdtemp() + "/c.html", notes=["SIMULATION"]).read_text()
     >>> "&lt;one error&gt;" in page and "<table" in page
     True
@@ -563,8 +621,9 @@ def write_html(table: pd.DataFrame, path: str | Path, *, figures: Sequence[str |
     from hierarchy.storage import atomic_path
 
     path = Path(path)
+    shown = table_gate(table, path, confidential=confidential, what="the comparison page")
     page = render_html(table, figures=figures, title=title, notes=notes, banners=banners,
-                       max_rows=max_rows)
+                       max_rows=max_rows, confidential=shown is not None)
     with atomic_path(path) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return path
@@ -572,9 +631,17 @@ def write_html(table: pd.DataFrame, path: str | Path, *, figures: Sequence[str |
 
 def write_comparison(table: pd.DataFrame, directory: str | Path, *,
                      notes: Sequence[str] = (),
-                     banners: Sequence[tuple[str, str]] = ()) -> list[Path]:
+                     banners: Sequence[tuple[str, str]] = (),
+                     confidential: bool = False) -> list[Path]:
     """Write :data:`FILES` into ``directory``: the table (CSV and JSON), the MAE and EPL
     figures and the page that shows them.
+
+    A table computed in release mode (``attrs["randomness"]``, as :func:`compare_methods`
+    labels it), or one with no label, is written only into a ``confidential/`` folder, or
+    with ``confidential=True``; its files then carry a CONFIDENTIAL banner (the CSV and JSON in
+    their ``randomness`` column and field, the figures and the page at the top). A
+    simulation's table is written anywhere, labelled not safe for release
+    (:mod:`postproc.gate`).
 
     Parameters
     ----------
@@ -584,27 +651,42 @@ def write_comparison(table: pd.DataFrame, directory: str | Path, *,
     notes : sequence of str
         What was compared, for the page.
     banners : sequence of (kind, text)
-        The page's banners (the randomness label; CONFIDENTIAL in release mode).
+        The page's banners (default: the table's randomness label; CONFIDENTIAL as said).
+    confidential : bool
+        Write a release-mode or unlabelled table outside a ``confidential/`` folder.
 
     Returns
     -------
     list of Path
 
+    Raises
+    ------
+    PostprocError
+        A release-mode or unlabelled table outside ``confidential/`` without ``confidential``
+        (nothing is written).
+
     Examples
     --------
     >>> import tempfile
-    >>> t = pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
-    ...                    "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0, "rmse": 2.0,
-    ...                    "epl": 0.5, "epl_low": 0.4, "epl_high": 0.6, "epl_note": ""}])
-    >>> [p.name for p in write_comparison(t, tempfile.mkdtemp())]
+    >>> from postproc.gate import label_table
+    >>> t = label_table(pd.DataFrame([{"method": "hay", "constrained": False, "level": "nation",
+    ...                                "query": "total", "n": 1, "mae": 2.0, "mean_abs": 2.0,
+    ...                                "rmse": 2.0, "epl": 0.5, "epl_low": 0.4, "epl_high": 0.6,
+    ...                                "epl_note": ""}]), "release")
+    >>> write_comparison(t, tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: the comparison table was computed against the confidential data of a release-mode measurement, so it is written only under a confidential/ folder: ...
+    >>> [p.name for p in write_comparison(t, tempfile.mkdtemp() + "/confidential")]
     ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html']
     """
     directory = Path(directory)
-    paths = write_table(table, directory)
-    figures = [write_mae_figure(table, directory / "compare_mae.png"),
-               write_figure(table, directory / "compare_epl.png")]
+    paths = write_table(table, directory, confidential=confidential)
+    figures = [write_mae_figure(table, directory / "compare_mae.png",
+                                confidential=confidential),
+               write_figure(table, directory / "compare_epl.png", confidential=confidential)]
     page = write_html(table, directory / "compare.html", figures=figures, notes=notes,
-                      banners=banners)
+                      banners=banners, confidential=confidential)
     return paths + figures + [page]
 
 
@@ -672,22 +754,21 @@ class CompareOutput:
         return ("<p>MAE (median absolute error) by level</p>"
                 + pivot.to_html(float_format=format_number, na_rep="", escape=True))
 
-    def plot(self, query: str | None = None, *, ax: Any = None) -> Any:
+    def plot(self, query: str | None = None, *, ax: Any = None,
+             confidential: bool = False) -> Any:
         """The MAE by level, one line per method, on a matplotlib Axes (see
-        :func:`postproc.evaluation.plots.plot_comparison`); refused in release mode.
+        :func:`postproc.evaluation.plots.plot_comparison`); in release mode only with
+        ``confidential=True``, under a CONFIDENTIAL banner.
 
         Raises
         ------
         PostprocError
-            In release mode (the errors are confidential).
+            In release mode without ``confidential`` (the errors are confidential).
         """
         from postproc.evaluation.plots import plot_comparison
 
-        if self.release:
-            raise PostprocError("this comparison was made in release mode: its errors are "
-                                "confidential and are not drawn; read them under the output's "
-                                "confidential/ directory")
-        return plot_comparison(self.table, query, ax=ax)
+        table = label_table(self.table.copy(), "release") if self.release else self.table
+        return plot_comparison(table, query, ax=ax, confidential=confidential)
 
 
 def default_directory(config: Any) -> Path:
@@ -727,7 +808,8 @@ def _claim(directory: Path) -> None:
 def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | None = None,
                 epl_method: str = "improved", progress: bool = False,
                 log: Callable[[str], None] = print, queries: Sequence[str] | None = None,
-                epl_options: Mapping[str, Any] | None = None) -> CompareOutput:
+                epl_options: Mapping[str, Any] | None = None,
+                show_confidential: bool = False) -> CompareOutput:
     """``postproc compare``: read the configured data once, measure once, run each method on
     the same measurements and write the comparison.
 
@@ -750,6 +832,10 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
         Default: ``total`` and every query of the workload.
     epl_options : mapping, optional
         Options of the EPL estimator.
+    show_confidential : bool
+        In release mode, let the message of data that fail a check state the counts, rows and
+        values it found; otherwise they go to ``DIR/confidential/validation.txt`` and the
+        message names the column or constraint and the rule only (:mod:`postproc.gate`).
 
     Returns
     -------
@@ -777,15 +863,19 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
     from hierarchy.measurement import measure
     from hierarchy.storage import (CONFIDENTIAL_DIR, confidential_directory, lock_directory,
                                    package_versions, write_json)
-    from postproc.apps.runs.pipeline import check_data_against_spec, load_truth, method_options, method_spec
+    from postproc.apps.runs.pipeline import load_truth, method_options, method_spec
     from postproc.reports.page import CONFIDENTIAL, banner
+
+    from postproc.gate import VALIDATION_FILE, data_errors, source_names
 
     names = parse_methods(methods)
     directory = Path(out) if out is not None else default_directory(config)
     _claim(directory)
-    with lock_directory(directory, what=_MADE_BY):
+    with lock_directory(directory, what=_MADE_BY), \
+            data_errors(release=config.release, show=show_confidential, directory=directory,
+                        names=source_names(config)):
         for place in (directory, directory / CONFIDENTIAL_DIR):     # our earlier outputs
-            for name in (*FILES, "manifest.json"):
+            for name in (*FILES, "manifest.json", VALIDATION_FILE):
                 if (place / name).is_file() and place.is_dir():
                     (place / name).unlink()
         if config.release:
@@ -794,9 +884,9 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
         else:
             log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed")
         truth = load_truth(config)
-        check_data_against_spec(config, truth)
+        # measure checks the data against the spec before drawing any noise
         noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                        publish=config.publish())
+                        publish=config.publish(), spec=config.spec)
         log(f"measured once; comparing {', '.join(names)} on the same measurements")
         table = compare_methods(noisy, truth, names, config.spec, rng=config.rng,
                                 epl_method=epl_method, progress=progress, queries=queries,

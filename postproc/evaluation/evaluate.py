@@ -51,6 +51,7 @@ county va_hisp_race 1176
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import warnings
@@ -61,7 +62,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from hierarchy.errors import DappError, HierarchyError
+from hierarchy.errors import ConfidentialDataError, DappError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
@@ -71,11 +72,12 @@ from postproc.evaluation.epl import epl_kind, estimate_epl, unbounded
 from postproc.errors import PostprocError
 from postproc.evaluation.metrics import METRICS, error_metrics
 from postproc.evaluation.tables import default_queries
+from postproc.gate import combined_randomness, label_table, randomness_of
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
            "epl_notes", "pivot", "RunOutput",
-           "load_run", "load_truth", "evaluate_run"]
+           "load_run", "load_truth", "evaluate_run", "write_evaluation"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
 EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_kind", "epl_method",
@@ -221,6 +223,9 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
         ``inf``, with ``epl_reason`` saying why, and ``epl_ci_low`` a one-sided lower bound when
         one exists (``nan`` otherwise; ``inf`` for a query held invariant) — see
         :class:`~postproc.evaluation.epl.EPLResult`.
+        ``attrs["randomness"]`` is the randomness label of ``result``'s measurements (none
+        when it records none): the toolkit's writers and plotters keep a release-mode table to
+        ``confidential/`` (:mod:`postproc.gate`).
 
     Raises
     ------
@@ -274,7 +279,8 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
             errors = (dp - exact).ravel()
             rows.append({"level": name, "query": query if isinstance(query, str) else query.name,
                          **metrics, **_epl_row(errors, epl_method, options, held)})
-    return pd.DataFrame(rows, columns=["level", "query", *EVALUATION_COLUMNS])
+    return label_table(pd.DataFrame(rows, columns=["level", "query", *EVALUATION_COLUMNS]),
+                       randomness_of(result))
 
 
 def _check_geography(result: Any, truth: Any) -> None:
@@ -307,7 +313,9 @@ def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options
     Returns
     -------
     pandas.DataFrame
-        Columns ``method, level, query`` then :data:`EVALUATION_COLUMNS`.
+        Columns ``method, level, query`` then :data:`EVALUATION_COLUMNS`; labelled release if
+        any result's measurements were release mode (their truth is real), else simulation if
+        any were (:func:`postproc.gate.combined_randomness`).
 
     Examples
     --------
@@ -320,7 +328,8 @@ def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options
     frames = [evaluate(result, truth, **options).assign(method=name)
               for name, result in results.items()]
     table = pd.concat(frames, ignore_index=True)
-    return table[["method", *[c for c in table.columns if c != "method"]]]
+    table = table[["method", *[c for c in table.columns if c != "method"]]]
+    return label_table(table, combined_randomness(results.values()))
 
 
 def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
@@ -390,7 +399,8 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     Returns
     -------
     pandas.DataFrame
-        As :func:`compare`.
+        As :func:`compare`, labelled with the randomness of ``noisy`` (bottom-up's own noise,
+        drawn from ``rng``, does not change whose truth the errors are computed against).
 
     Raises
     ------
@@ -456,7 +466,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
             results["bottom_up+calibrated"] = calibrate_to_totals(
                 results["bottom_up"], deepest, noisy.invariant(deepest, "tot"))
     options.setdefault("rng", rnd.child(1))
-    return compare(results, truth, spec=spec, **options)
+    return label_table(compare(results, truth, spec=spec, **options), randomness_of(noisy))
 
 
 def to_json(table: pd.DataFrame) -> dict[str, Any]:
@@ -631,6 +641,15 @@ class RunOutput:
     config: Any
     manifest: dict[str, Any]
 
+    @property
+    def release(self) -> bool:
+        """Whether the run is treated as release mode: unless its manifest or measurements
+        say simulation (a run that records no mode is treated as a release)."""
+        modes = {(self.manifest.get("randomness") or {}).get("mode"),
+                 (self.noisy.provenance.get("randomness", {}).get("mode")
+                  if self.noisy is not None else None)}
+        return "simulation" not in modes or "release" in modes
+
 
 def _run_config(manifest: Mapping[str, Any], directory: Path):
     raw = manifest.get("config")
@@ -683,7 +702,7 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     ...              out=data.parent / "run", progress=False, log=lambda m: None).result
     Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
     >>> load_run(data.parent / "run").estimate                # read back from the files
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness unknown)
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
     >>> load_run(data)
     Traceback (most recent call last):
     ...
@@ -722,8 +741,11 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
                                 f"--resume`)")
         hists.append(histograms_from_table(pq.read_table(path), schema, geography, level,
                                            source=str(path), integer=integer))
+    randomness = (noisy.provenance.get("randomness") if noisy is not None else None) \
+        or manifest.get("randomness") or {}
     estimate = Result(method, schema, geography, workload, tuple(hists),
-                      {"method": method, "directory": str(directory)})
+                      {"method": method, "directory": str(directory),
+                       "noisy": {"randomness": dict(randomness)}})
     return RunOutput(directory, estimate, noisy, config, manifest)
 
 
@@ -781,7 +803,9 @@ def load_truth(data: str | Path, run: RunOutput, *, units: str | Path | None = N
     Raises
     ------
     PostprocError
-        Missing files, or records that do not fit the run's geography.
+        Missing files.
+    ConfidentialDataError
+        Records that do not fit the run's schema or geography (see :mod:`postproc.gate`).
 
     Examples
     --------
@@ -831,14 +855,18 @@ def load_truth(data: str | Path, run: RunOutput, *, units: str | Path | None = N
         return tabulate(records.persons, schema=schema, levels=list(geography.levels),
                         units=records.units, unit_attribute=unit_attribute
                         if records.units is not None else None, geography=geography)
+    except ConfidentialDataError as exc:
+        raise exc.with_context(detail_prefix=f"the truth in {data} does not fit the run in "
+                                             f"{run.directory}: ",
+                               public_suffix=" (the truth does not fit the run)") from None
     except HierarchyError as exc:
         raise PostprocError(f"the truth in {data} does not fit the run in {run.directory}: "
                             f"{exc}") from None
 
 
 def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool = False,
-                 units: str | Path | None = None, rng: Any = None, **options: Any
-                 ) -> pd.DataFrame:
+                 units: str | Path | None = None, rng: Any = None,
+                 show_confidential: bool = False, **options: Any) -> pd.DataFrame:
     """Evaluate a ``postproc run`` output against its confidential data.
 
     Parameters
@@ -854,6 +882,11 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
         The units file (see :func:`load_truth`).
     rng : None, int, numpy.random.Generator or Randomness
         EPL interval draws (and bottom-up noise when comparing).
+    show_confidential : bool
+        For a release-mode run, let the message of data that fail a check state the counts,
+        rows and values it found; otherwise they go to ``directory/confidential/
+        validation.txt`` and the message names the column and the rule only
+        (:mod:`postproc.gate`).
     **options
         Passed to :func:`evaluate`.
 
@@ -881,9 +914,15 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
     [0.0, inf]
     """
     from postproc.apps.runs.pipeline import check_data_fingerprint
+    from postproc.gate import data_errors
 
     run = load_run(directory)
-    truth = load_truth(data, run, units=units)
+    names = {str(path): f"the truth's {kind} file"
+             for kind, path in zip(("persons", "units"), _truth_files(Path(data), run, units))
+             if path is not None}
+    with data_errors(release=run.release, show=show_confidential,
+                     directory=run.directory, names=names):
+        truth = load_truth(data, run, units=units)
     if not check_data_fingerprint(directory, truth, required=False):
         warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
                       "directory), so the truth given cannot be checked to be the data the run "
@@ -896,3 +935,54 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
                             f"on")
     return compare_postprocessors(run.noisy, truth, results={run.estimate.method: run.estimate},
                                   rng=rng, **options)
+
+
+def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = "evaluation",
+                     confidential: bool = False) -> list[Path]:
+    """Write an evaluation (:func:`evaluate`, :func:`compare`) as ``<stem>.csv`` and
+    ``<stem>.json`` (:func:`to_json`'s form), atomically, each row with the table's randomness
+    label (a ``randomness`` column and field).
+
+    ``postproc evaluate --save`` writes into the run's ``confidential/`` folder. A table of a
+    release-mode measurement (or one with no label) is written only into a ``confidential/``
+    folder, or with ``confidential=True``, and carries a CONFIDENTIAL label then
+    (:func:`postproc.gate.table_gate`).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+    directory : str or Path
+    stem : str
+    confidential : bool
+
+    Returns
+    -------
+    list of Path
+
+    Raises
+    ------
+    PostprocError
+        A release-mode or unlabelled table outside ``confidential/`` without ``confidential``.
+
+    Examples
+    --------
+    >>> import tempfile, json
+    >>> truth = TreeCounts.from_leaves(np.arange(16) % 7, 4)
+    >>> table = evaluate(truth, truth, rng=0)           # no randomness label: confidential
+    >>> write_evaluation(table, tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: evaluation.csv carries no randomness label ...
+    >>> csv, js = write_evaluation(table, Path(tempfile.mkdtemp()) / "confidential")
+    >>> json.loads(js.read_text())["level 1"]["total"]["randomness"][:22]
+    'unknown: CONFIDENTIAL '
+    """
+    from hierarchy.storage import atomic_path
+    from postproc.gate import labelled, write_csv
+
+    directory = Path(directory)
+    csv = write_csv(table, directory / f"{stem}.csv", confidential=confidential)
+    path = directory / f"{stem}.json"
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(to_json(labelled(table)), indent=2, allow_nan=False) + "\n")
+    return [csv, path]

@@ -11,20 +11,26 @@ and maximum of the absolute errors by level (the summary of the error distributi
 pyplot figure is made (shown inline by Jupyter). :func:`save_by_query` draws one of them per
 query into one PNG (the reports' figures). matplotlib is imported only when a figure is drawn.
 
-Errors are computed from the confidential truth: drawing them for a result made in release mode
-is refused (they may be shown only from ``DIR/confidential/``, see
-:func:`hierarchy.storage.confidential_directory`).
+Errors are computed from the confidential truth: a table (or result) of a release-mode
+measurement, or one with no randomness label, is drawn only with ``confidential=True``, under a
+CONFIDENTIAL banner, and written by :func:`save_by_query` only into a ``confidential/`` folder
+(or with ``confidential=True``); a simulation's is drawn as it is
+(:func:`postproc.gate.table_gate`).
 
 Examples
 --------
 >>> from matplotlib.figure import Figure
->>> table = pd.DataFrame({"method": ["topdown", "topdown", "hay", "hay"],
-...                       "constrained": [True, True, False, False],
-...                       "level": ["nation", "state"] * 2, "query": ["total"] * 4,
-...                       "mae": [0.0, 0.0, 3.0, 2.5]})
+>>> table = label_table(pd.DataFrame({"method": ["topdown", "topdown", "hay", "hay"],
+...                                   "constrained": [True, True, False, False],
+...                                   "level": ["nation", "state"] * 2, "query": ["total"] * 4,
+...                                   "mae": [0.0, 0.0, 3.0, 2.5]}), "simulation")
 >>> ax = plot_comparison(table, ax=Figure().subplots())
 >>> [line.get_label() for line in ax.get_lines()]
 ['topdown', 'hay (unconstrained)']
+>>> ax = plot_comparison(label_table(table, "release"), ax=Figure().subplots(),
+...                      confidential=True)
+>>> ax.figure.get_suptitle().startswith("CONFIDENTIAL")
+True
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import pandas as pd
 from hierarchy.frames import resolve_query
 from postproc.errors import PostprocError
 from postproc.evaluation.epl.result import epl_kind
+from postproc.gate import banner_figure, label_table, randomness_of, table_gate
 
 __all__ = ["plot_errors_by_level", "plot_comparison", "plot_epl", "plot_error_spread",
            "save_by_query"]
@@ -58,7 +65,7 @@ def _axes(ax: Any, size: tuple[float, float] = (6.0, 3.6)) -> Any:
 
 
 def plot_errors_by_level(result: Any, truth: Any, query: str = "total", *,
-                         ax: Any = None) -> Any:
+                         ax: Any = None, confidential: bool = False) -> Any:
     """Box plot of the errors (result − truth) of ``query`` by level, root first.
 
     Every answer of every unit is one error; levels with at most :data:`POINTS_UP_TO` units show
@@ -74,6 +81,9 @@ def plot_errors_by_level(result: Any, truth: Any, query: str = "total", *,
         A workload query's name or a query expression (``"total"``, ``"marginal(sex)"``).
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new pyplot figure when omitted.
+    confidential : bool
+        Draw the errors of a result whose measurements were made in release mode (or record
+        no randomness), under a CONFIDENTIAL banner.
 
     Returns
     -------
@@ -82,8 +92,9 @@ def plot_errors_by_level(result: Any, truth: Any, query: str = "total", *,
     Raises
     ------
     PostprocError
-        The result was made in release mode (its errors are confidential), or the truth's
-        units differ from the result's at a level.
+        The result's measurements were made in release mode or record no randomness (its
+        errors are confidential) and ``confidential`` is off, or the truth's units differ
+        from the result's at a level.
 
     Examples
     --------
@@ -96,15 +107,15 @@ def plot_errors_by_level(result: Any, truth: Any, query: str = "total", *,
     >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940,
     ...                  levels=["nation", "state"])
     >>> zeros = Result("zeros", E2E_1940, truth.geography, e2e_workload(E2E_1940),
-    ...                tuple(np.zeros_like(c) for c in truth.counts))
+    ...                tuple(np.zeros_like(c) for c in truth.counts),
+    ...                {"noisy": {"randomness": {"mode": "simulation"}}})
     >>> ax = plot_errors_by_level(zeros, truth, ax=Figure().subplots())
     >>> [t.get_text() for t in ax.get_xticklabels()], ax.get_ylabel()
     (['nation', 'state'], 'error (result − truth)')
     """
-    if result.safe_for_release:
-        raise PostprocError(f"{result.method}: this result was made in release mode, so its "
-                            f"errors against the truth are confidential and are not drawn; "
-                            f"evaluate it into DIR/confidential/ (postproc evaluate) instead")
+    shown = table_gate(label_table(pd.DataFrame(), randomness_of(result)), None,
+                       confidential=confidential,
+                       what=f"{result.method}: the errors of this result against the truth")
     q = resolve_query(query, result.schema, result.workload)
     levels = list(result.levels)
     errors = []
@@ -128,11 +139,12 @@ def plot_errors_by_level(result: Any, truth: Any, query: str = "total", *,
     ax.set_ylabel("error (result − truth)")
     ax.set_title(f"{result.method}: error of {q.name} by level")
     ax.grid(True, axis="y", alpha=0.3)
+    banner_figure(ax.figure, shown)
     return ax
 
 
 def plot_comparison(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
-                    legend: bool = True) -> Any:
+                    legend: bool = True, confidential: bool = False) -> Any:
     """MAE (median absolute error) by level, one line per method: solid for the methods that
     keep the invariants, dashed for the unconstrained ones.
 
@@ -148,6 +160,8 @@ def plot_comparison(table: pd.DataFrame, query: str | None = None, *, ax: Any = 
         Where to draw; a new pyplot figure when omitted.
     legend : bool
         Draw the legend on ``ax`` (:func:`save_by_query` draws one for the whole figure).
+    confidential : bool
+        Draw a release-mode or unlabelled table, under a CONFIDENTIAL banner.
 
     Returns
     -------
@@ -156,18 +170,22 @@ def plot_comparison(table: pd.DataFrame, query: str | None = None, *, ax: Any = 
     Raises
     ------
     PostprocError
-        The table lacks a needed column or has no row of ``query``.
+        The table lacks a needed column or has no row of ``query``; a release-mode or
+        unlabelled table without ``confidential``.
 
     Examples
     --------
     >>> from matplotlib.figure import Figure
-    >>> table = pd.DataFrame({"method": ["sampling", "sampling"], "constrained": [True, True],
-    ...                       "level": ["nation", "state"], "query": ["detailed"] * 2,
-    ...                       "mae": [4.0, 1.0]})
+    >>> table = label_table(pd.DataFrame({"method": ["sampling", "sampling"],
+    ...                                   "constrained": [True, True],
+    ...                                   "level": ["nation", "state"],
+    ...                                   "query": ["detailed"] * 2, "mae": [4.0, 1.0]}),
+    ...                     "simulation")
     >>> ax = plot_comparison(table, ax=Figure().subplots())
     >>> ax.get_title(), ax.get_lines()[0].get_ydata().tolist()
     ('MAE of detailed by level', [4.0, 1.0])
     """
+    shown = table_gate(table, None, confidential=confidential, what="the comparison table")
     part, query, levels = _query_rows(table, query, ("method", "level", "query", "mae"))
     ax = _axes(ax)
     positions = np.arange(len(levels))
@@ -186,6 +204,7 @@ def plot_comparison(table: pd.DataFrame, query: str | None = None, *, ax: Any = 
     ax.grid(True, axis="y", alpha=0.3)
     if legend:
         ax.legend(fontsize=8, frameon=False)
+    banner_figure(ax.figure, shown)
     return ax
 
 
@@ -230,7 +249,7 @@ def _by_method(part: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
-             legend: bool = True) -> Any:
+             legend: bool = True, confidential: bool = False) -> Any:
     """EPL by level with its 95 % interval, one marker per method beside the others at every
     level: filled for the methods that keep the invariants, open for the unconstrained ones.
     A one-sided lower bound (``EPL ≥ b``: the errors cannot pin the loss down) is a triangle
@@ -249,6 +268,8 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
         Default ``"total"`` if the table has it, else its first query.
     ax : matplotlib.axes.Axes, optional
     legend : bool
+    confidential : bool
+        Draw a release-mode or unlabelled table, under a CONFIDENTIAL banner.
 
     Returns
     -------
@@ -257,15 +278,16 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
     Raises
     ------
     PostprocError
-        A needed column or the query is missing.
+        A needed column or the query is missing; a release-mode or unlabelled table without
+        ``confidential``.
 
     Examples
     --------
     >>> from matplotlib.figure import Figure
     >>> inf = float("inf")
-    >>> table = pd.DataFrame({"level": ["nation", "state"], "query": ["total"] * 2,
-    ...                       "epl": [inf, 0.4], "epl_ci_low": [np.nan, 0.3],
-    ...                       "epl_ci_high": [np.nan, 0.5]})
+    >>> table = label_table(pd.DataFrame({"level": ["nation", "state"], "query": ["total"] * 2,
+    ...                                   "epl": [inf, 0.4], "epl_ci_low": [np.nan, 0.3],
+    ...                                   "epl_ci_high": [np.nan, 0.5]}), "simulation")
     >>> ax = plot_epl(table, ax=Figure().subplots())
     >>> ax.get_title(), [t.get_text() for t in ax.get_xticklabels()]
     ('EPL of total by level', ['nation', 'state'])
@@ -276,6 +298,7 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
     >>> [line.get_label() for line in ax.get_lines()][-1]
     'lower bound (EPL ≥)'
     """
+    shown = table_gate(table, None, confidential=confidential, what="the EPL table")
     low, high = (("epl_low", "epl_high") if "epl_low" in table.columns
                  else ("epl_ci_low", "epl_ci_high"))
     part, query, levels = _query_rows(table, query, ("level", "query", "epl", low, high))
@@ -338,6 +361,7 @@ def plot_epl(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
     ax.grid(True, axis="y", alpha=0.3)
     if legend:
         ax.legend(fontsize=8, frameon=False)
+    banner_figure(ax.figure, shown)
     return ax
 
 
@@ -347,7 +371,7 @@ SPREAD = (("mae", "median", "o"), ("mean_abs", "mean", "D"), ("p95_abs", "95th p
 
 
 def plot_error_spread(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
-                      legend: bool = True) -> Any:
+                      legend: bool = True, confidential: bool = False) -> Any:
     """The distribution of the absolute errors by level: median, mean, 95th percentile and
     maximum (one marker each, joined by a thin line from the median to the maximum), one
     colour per method beside the others at every level; a linear axis from 0.
@@ -362,6 +386,8 @@ def plot_error_spread(table: pd.DataFrame, query: str | None = None, *, ax: Any 
         Default ``"total"`` if the table has it, else its first query.
     ax : matplotlib.axes.Axes, optional
     legend : bool
+    confidential : bool
+        Draw a release-mode or unlabelled table, under a CONFIDENTIAL banner.
 
     Returns
     -------
@@ -370,18 +396,21 @@ def plot_error_spread(table: pd.DataFrame, query: str | None = None, *, ax: Any 
     Raises
     ------
     PostprocError
-        A needed column or the query is missing.
+        A needed column or the query is missing; a release-mode or unlabelled table without
+        ``confidential``.
 
     Examples
     --------
     >>> from matplotlib.figure import Figure
-    >>> table = pd.DataFrame({"level": ["nation", "state"], "query": ["total"] * 2,
-    ...                       "mae": [0.0, 2.0], "mean_abs": [0.0, 2.5],
-    ...                       "p95_abs": [0.0, 6.0], "max_abs": [0.0, 9.0]})
+    >>> table = label_table(pd.DataFrame({"level": ["nation", "state"], "query": ["total"] * 2,
+    ...                                   "mae": [0.0, 2.0], "mean_abs": [0.0, 2.5],
+    ...                                   "p95_abs": [0.0, 6.0], "max_abs": [0.0, 9.0]}),
+    ...                     "simulation")
     >>> ax = plot_error_spread(table, ax=Figure().subplots())
     >>> [line.get_ydata().tolist() for line in ax.get_lines()[-4:]]
     [[0.0, 2.0], [0.0, 2.5], [0.0, 6.0], [0.0, 9.0]]
     """
+    shown = table_gate(table, None, confidential=confidential, what="the error table")
     part, query, levels = _query_rows(table, query,
                                       ("level", "query", *(c for c, _, _ in SPREAD)))
     groups = _by_method(part)
@@ -407,14 +436,18 @@ def plot_error_spread(table: pd.DataFrame, query: str | None = None, *, ax: Any 
     ax.grid(True, axis="y", alpha=0.3)
     if legend:
         ax.legend(fontsize=7, frameon=False, ncols=2)
+    banner_figure(ax.figure, shown)
     return ax
 
 
 def save_by_query(table: pd.DataFrame, draw: Callable[..., Any], path: str | Path, *,
                   title: str = "", queries: Sequence[str] | None = None,
-                  ncols: int = 2) -> Path:
+                  ncols: int = 2, confidential: bool = False) -> Path:
     """Draw ``draw(table, query, ax=…, legend=False)`` once per query into one figure (one
     panel each, one legend below them) and write it as a PNG, atomically.
+
+    A release-mode or unlabelled table is written only into a ``confidential/`` folder, or
+    with ``confidential``, and then under a CONFIDENTIAL banner (:func:`postproc.gate.table_gate`).
 
     Parameters
     ----------
@@ -428,16 +461,24 @@ def save_by_query(table: pd.DataFrame, draw: Callable[..., Any], path: str | Pat
         Default: every query of the table, in order.
     ncols : int
         Panels per row.
+    confidential : bool
+        Write a release-mode or unlabelled table's figure outside ``confidential/``.
 
     Returns
     -------
     pathlib.Path
 
+    Raises
+    ------
+    PostprocError
+        A release-mode or unlabelled table outside ``confidential/`` without ``confidential``.
+
     Examples
     --------
     >>> import tempfile
-    >>> table = pd.DataFrame({"method": ["a"] * 2, "level": ["nation"] * 2,
-    ...                       "query": ["total", "detailed"], "mae": [1.0, 2.0]})
+    >>> table = label_table(pd.DataFrame({"method": ["a"] * 2, "level": ["nation"] * 2,
+    ...                                   "query": ["total", "detailed"], "mae": [1.0, 2.0]}),
+    ...                     "simulation")
     >>> save_by_query(table, plot_comparison, tempfile.mkdtemp() + "/m.png").read_bytes()[:4]
     b'\\x89PNG'
     """
@@ -445,13 +486,15 @@ def save_by_query(table: pd.DataFrame, draw: Callable[..., Any], path: str | Pat
 
     from hierarchy.storage import atomic_path
 
+    path = Path(path)
+    shown = table_gate(table, path, confidential=confidential, what=f"the figure {path.name}")
     queries = list(queries) if queries is not None else list(dict.fromkeys(table["query"]))
     ncols = max(1, min(ncols, len(queries)))
     nrows = max(1, math.ceil(len(queries) / ncols))
     fig = Figure(figsize=(6.2 * ncols, 3.8 * nrows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     for ax, query in zip(axes, queries):
-        draw(table, query, ax=ax, legend=False)
+        draw(table, query, ax=ax, legend=False, confidential=True)    # allowed above
         ax.set_title(query, fontsize=10)
     for ax in axes[len(queries):]:
         ax.set_visible(False)
@@ -461,7 +504,7 @@ def save_by_query(table: pd.DataFrame, draw: Callable[..., Any], path: str | Pat
                    fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
-    path = Path(path)
+    banner_figure(fig, shown)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     return path

@@ -28,6 +28,7 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Workload, sparse_copy
 from postproc.errors import PostprocError
 from postproc.evaluation.metrics import error_metrics
+from postproc.gate import label_table, randomness_of
 
 __all__ = ["default_queries", "level_error_table", "format_error_table", "print_level_summary",
            "result_prefix", "upgrade_error_table", "MEASURED"]
@@ -122,7 +123,8 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
         ``exact_median``. A query no measurement of its level determines has ``measured`` =
         ``"not measured"`` and no ``measured_*`` errors (NaN). When some answers
         were not drawn (``Measurement.drawn``: they are known to be 0), every column counts the
-        answers drawn only.
+        answers drawn only. Labelled with the measurements' randomness
+        (``attrs["randomness"]``, :mod:`postproc.gate`).
 
     Raises
     ------
@@ -186,7 +188,7 @@ def level_error_table(truth: Hierarchy, noisy: NoisyHierarchy, histograms, workl
                 row[f"{prefix}_{key}"] = m_post[key]
             row["exact_median"] = m_post["exact_median"]
             rows.append(row)
-    return pd.DataFrame(rows)
+    return label_table(pd.DataFrame(rows), randomness_of(noisy))
 
 
 def _method_of(table: pd.DataFrame) -> str:

@@ -65,7 +65,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from postproc.errors import PostprocError, refuse_spec
+from postproc.errors import PostprocError, refuse_spec, require_checked_spec, spec_checked
 from postproc.result import Result
 
 __all__ = ["PostProcessor", "PromiseError", "OptionError", "register", "unregister", "get",
@@ -259,7 +259,10 @@ class PostProcessor:
                 f"only {sorted(_READS_DRAWN)} reads such measurements. Measure every answer "
                 "(measure without active=, or a run in parts with all_answers / "
                 "--all-answers)")
-        result = self.function(noisy, spec, rng=rng, **options)
+        if self.invariants:     # the data were checked against the spec before measuring
+            require_checked_spec(self.name, noisy, spec)
+        with spec_checked():
+            result = self.function(noisy, spec, rng=rng, **options)
         if not isinstance(result, Result):
             raise PostprocError(f"{self.name} returned a {type(result).__name__}, not a Result")
         if result.method != self.name:
@@ -513,7 +516,11 @@ def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: A
     method : str
         A registered name (:func:`available`); default ``"topdown"``.
     spec : Spec, optional
-        Invariants and constraints, for the methods that keep them.
+        Invariants and constraints, for the methods that keep them. The confidential data must
+        have been checked against its constraints before they were measured:
+        ``measure(truth, ..., spec=spec)`` does it and records it; release-mode measurements
+        without that record are refused (a simulation warns), see
+        :func:`postproc.errors.require_checked_spec`.
     rng : None, int, numpy Generator or Randomness
         For randomized methods (``sampling``); ``None`` is release mode.
     **options
@@ -526,7 +533,8 @@ def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: A
     Raises
     ------
     PostprocError
-        An unknown method or option, or a spec given to a method that keeps none.
+        An unknown method or option, a spec given to a method that keeps none, or a spec with
+        constraints the release-mode data were not checked against.
     PromiseError
         If the result breaks a promise of the method.
 
@@ -536,9 +544,9 @@ def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: A
     >>> from invariants.spec import Invariant, Spec
     >>> levels = ["nation", "state"]
     >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
-    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
-    ...                 publish={"tot": levels})
-    >>> result = postprocess(noisy, "topdown", Spec([Invariant("tot", "all")]))
+    >>> spec = Spec([Invariant("tot", "all")])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2, spec=spec)
+    >>> result = postprocess(noisy, "topdown", spec)
     >>> result.method, int(result.histograms[0].sum()), bool((result.histograms[1] >= 0).all())
     ('topdown', 500, True)
     >>> postprocess(noisy, "hay", damping=0.5)

@@ -214,7 +214,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
             for seed in params["seeds"]:
                 rnd = Randomness.simulation(int(seed)).child(ei)
                 noisy = measure(truth, workload, Budget.e2e(epsilon, LEVELS), "geometric",
-                                rng=rnd, publish=publish)
+                                rng=rnd, publish=publish, spec=spec)
                 result = topdown(noisy, spec, executor=executor)
                 seconds.append(result.provenance["timings"]["total"])
                 for li, lv in enumerate(LEVELS):

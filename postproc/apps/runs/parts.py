@@ -99,10 +99,11 @@ from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, claim_directory,
                                remove_leftovers, write_json, write_parquet)
 from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from invariants.active import find_active_cells
-from invariants.compile import compile_spec
+from invariants.compile import check_data, compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.pipeline import run_fingerprint
 from postproc.errors import PostprocError
+from postproc.gate import data_errors, label_table, source_names, write_csv
 from postproc.infra.executors import Executor, SerialExecutor, get_executor
 from postproc.methods.topdown import topdown
 from postproc.methods.topdown.groups import check_group_children
@@ -446,7 +447,8 @@ def _median(counts: Sequence[Sequence[int]] | None) -> float:
 def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                  part_blocks: int = DEFAULT_PART_BLOCKS, all_answers: bool = False,
                  resume: bool = False, progress: bool = False,
-                 log: Callable[[str], None] = print) -> PartsResult:
+                 log: Callable[[str], None] = print,
+                 show_confidential: bool = False) -> PartsResult:
     """Run TopDown on ``config`` one part of the geography at a time (see the module).
 
     Parameters
@@ -474,6 +476,10 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         A progress bar over the parts.
     log : callable
         Receives one line per step.
+    show_confidential : bool
+        In release mode, let the message of data that fail a check state the counts, rows and
+        values it found; otherwise they go to ``out/confidential/validation.txt``
+        (:mod:`postproc.gate`).
 
     Returns
     -------
@@ -510,6 +516,8 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
             stack.enter_context(lock_directory(directory, what=_MADE_BY))
         except HierarchyError as exc:
             raise PostprocError(str(exc)) from None
+        stack.enter_context(data_errors(release=config.release, show=show_confidential,
+                                        directory=directory, names=source_names(config)))
         return _run_in_parts_locked(config, directory, geo, s, split=split,
                                     part_blocks=part_blocks, all_answers=all_answers,
                                     resume=resume, progress=progress, log=log, t_start=t_start)
@@ -586,6 +594,8 @@ def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: 
         compiled = compile_spec(config.spec, config.schema, geo, published)
         compiled_top = {lv: compiled[lv] for lv in top_levels}
         del compiled
+        top_spec = config.spec.restricted(top_levels, geo.levels)
+        check_data(top_spec, top_truth, compiled=compiled_top)    # before anything is drawn
         rnd = as_randomness(config.rng)
         mech = config.mechanism
         saved_top = directory / "noisy" / "top" if config.release else None
@@ -613,14 +623,15 @@ def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: 
                                             active_levels=() if all_answers else geo.levels)
         top_published = {lv: published[lv] for lv in top_levels if lv in published}
         noisy_top = NoisyHierarchy(config.schema, top_geo, config.workload, measurements,
-                                   top_published, provenance)
+                                   top_published,
+                                   {**provenance, "spec_checked": top_spec.to_dict()})
         if saved_top is not None and not loaded:    # saved before anything is solved from it
             noisy_top.save(saved_top)
         errors = _Errors()
         options = dict(solver=config.solver_chain, executor=ex, failsafe=config.failsafe,
                        failsafe_keep=config.failsafe_keep,
                        **_options_at(config.method_options, top_levels))
-        top = topdown(noisy_top, config.spec.restricted(top_levels, geo.levels),
+        top = topdown(noisy_top, top_spec,
                       compiled=compiled_top, passes=_at_levels(config.passes, top_levels),
                       round_passes=_at_levels(config.round_passes, top_levels), **options)
         for lv, seconds in top.provenance["timings"]["levels"].items():
@@ -678,10 +689,9 @@ def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: 
                   directory / "geography.parquet", metadata=_meta(config))
     table = None
     if config.wants_error_table:
-        table = errors.table(geo.levels)
+        table = label_table(errors.table(geo.levels), config.randomness_mode)
         conf = confidential_directory(directory, what="error tables")
-        with atomic_path(conf / "error_table.csv") as path:
-            table.to_csv(path, index=False)
+        write_csv(table, conf / "error_table.csv")
     timings["join"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_start
     node_stats = pd.concat(stats, ignore_index=True)
@@ -878,7 +888,11 @@ class _SolvePart:
         saved = None if self.noisy_dir is None else self.noisy_dir / f"part-{k:06d}"
         loaded = saved is not None and (saved / "metadata.json").exists()
         exact: dict[str, dict[str, np.ndarray]] = {}
-        if not loaded or config.wants_error_table:
+        noisy = NoisyHierarchy.load(saved) if loaded else None
+        # a part is checked against the spec before it is measured; a part measured by an
+        # older version recorded no check, and is checked now
+        unchecked = noisy is None or "spec_checked" not in noisy.provenance
+        if not loaded or config.wants_error_table or unchecked:
             leaf = _load_counts(config, part, self.cache / f"truth-{k:06d}.npz")
             truth = leaf.to_hierarchy()
             exact = {part.levels[li]: _level_answers(
@@ -886,14 +900,20 @@ class _SolvePart:
                 leaf.leaf_counts if li == part.depth - 1 else None)
                 for li in range(2, part.depth)}
         if loaded:      # measured before an interruption: never measured again
-            noisy = NoisyHierarchy.load(saved)
             published = noisy.invariants
         else:
             published = published_statistics(truth, _publish_at(self.publish, self.low_levels))
         compiled = compile_spec(self.spec, config.schema, part, published)
+        if unchecked:   # before the part is measured: data that break the spec are refused
+            check_data(self.spec, truth, compiled=compiled)
+            checked = {**(noisy.provenance if loaded else self.provenance),
+                       "spec_checked": self.spec.to_dict()}
+            if loaded:
+                noisy = NoisyHierarchy(noisy.schema, noisy.geography, noisy.workload,
+                                       noisy.measurements, noisy.invariants, checked)
         if not loaded:
             noisy = _measure_part(config, truth, part, self.split, as_randomness(config.rng),
-                                  published, self.provenance, exact,
+                                  published, checked, exact,
                                   None if self.all_answers else compiled)
             if saved is not None:   # saved before anything is solved from it
                 noisy.save(saved)

@@ -64,8 +64,8 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.measurement import measure
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.errors import HierarchyError
-from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_path, check_file_names, claim_directory,
+from hierarchy.errors import ConfidentialDataError, HierarchyError
+from hierarchy.storage import (CONFIDENTIAL_DIR, check_file_names, claim_directory,
                                confidential_directory, lock_directory, read_json,
                                remove_leftovers, write_json, write_parquet)
 from hierarchy.tabulation import tabulate
@@ -73,6 +73,7 @@ from invariants.compile import compile_spec
 from postproc.apps.runs.checkpoint import Checkpoint, run_fingerprint, with_level_records
 from postproc.apps.runs.config import RunConfig, method_options_problem
 from postproc.errors import PostprocError
+from postproc.gate import data_errors, source_names, write_csv
 from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
 from postproc.methods.topdown import topdown
 
@@ -366,10 +367,11 @@ def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required:
 
 def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = None,
                             compiled: Any = None) -> None:
-    """Refuse data that break the spec (no release could satisfy it honestly).
+    """Refuse data that break the spec (no release could satisfy it honestly):
+    :func:`invariants.compile.check_data` on the configured spec.
 
-    The message names each broken constraint, how many units break it and one example unit —
-    never a confidential count.
+    The full message names each broken constraint, how many units break it and one example
+    unit; its public part (shown in release mode) names the constraints only.
 
     Parameters
     ----------
@@ -381,7 +383,7 @@ def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = No
 
     Raises
     ------
-    PostprocError
+    ConfidentialDataError
         Some unit's data contradict a constraint of the spec.
 
     Examples
@@ -404,23 +406,18 @@ def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = No
     >>> check_data_against_spec(config, tabulated(pa.concat_tables([data.persons, student])))
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
+    hierarchy.errors.ConfidentialDataError: the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
       structural_zeros & hhgq_total_lb (implied by state) & hhgq_total_ub (implied by state) & structural_zeros (implied by state): 1 of 1 nation units break it, e.g. '0'
       hhgq_total_lb & hhgq_total_ub & structural_zeros: 1 of 49 state units break it, e.g. '01'
     fix the spec (or the data) and rerun
     """
     from hierarchy.measurement import published_statistics
-    from invariants.compile import data_violations
+    from invariants.compile import check_data
 
     if compiled is None:
         stats = published_statistics(truth, config.publish()) if stats is None else stats
         compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
-    found = [line for lv in config.levels
-             for line in data_violations(compiled[lv], truth.level_counts(lv))]
-    if found:
-        raise PostprocError("the confidential data break the spec, so no release could "
-                            "satisfy it (a structural zero or bound the data contradict):\n  "
-                            + "\n  ".join(found) + "\nfix the spec (or the data) and rerun")
+    check_data(config.spec, truth, compiled=compiled)
 
 
 def load_truth(config: RunConfig) -> Hierarchy:
@@ -438,8 +435,12 @@ def load_truth(config: RunConfig) -> Hierarchy:
 
     Raises
     ------
+    ConfidentialDataError
+        A file with no records, missing columns, values outside the schema, records outside
+        the blocks file's geography (the full message names the rows and values; see
+        :mod:`postproc.gate` for what is shown in release mode).
     HierarchyError
-        Missing files, columns or values outside the schema (the message names them).
+        The blocks file cannot be read.
 
     Examples
     --------
@@ -467,9 +468,14 @@ def load_truth(config: RunConfig) -> Hierarchy:
     except HierarchyError as exc:
         if geography is None:
             raise
+        note = "every person's and unit's geocodes must be listed there"
+        if isinstance(exc, ConfidentialDataError):
+            raise exc.with_context(
+                detail_suffix=f" (the geography comes from the blocks file {config.blocks}: "
+                              f"{note})",
+                public_suffix=f" (the geography comes from [data] blocks: {note})") from None
         raise HierarchyError(f"{exc} (the geography comes from the blocks file "
-                             f"{config.blocks}: every person's and unit's geocodes must be "
-                             f"listed there)") from None
+                             f"{config.blocks}: {note})") from None
     check_tabulated_units(truth, data)
     return truth
 
@@ -534,7 +540,8 @@ def _loss_entries(accounting_dict: dict[str, Any]):
             stack.extend(v for k, v in node.items() if k != "loss")
 
 
-def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) -> Hierarchy:
+def validate_config(config: RunConfig, *, log: Callable[[str], None] = print,
+                    show_confidential: bool = False) -> Hierarchy:
     """Check a configuration end to end without measuring: data, geography, spec and its data.
 
     Returns the tabulated truth (kept in memory only). ``postproc run --check`` prints what it
@@ -545,6 +552,10 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
     config : RunConfig
     log : callable
         Receives one line per step.
+    show_confidential : bool
+        In release mode, let the message of data that fail a check state the counts, rows and
+        values it found (``--show-confidential``); otherwise it names the column or
+        constraint and the rule only, and says how to see the rest (:mod:`postproc.gate`).
 
     Returns
     -------
@@ -553,7 +564,8 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
     Raises
     ------
     PostprocError
-        The budget does not cover the workload, or the data break the spec.
+        The budget does not cover the workload, or the data fail a check (in release mode the
+        message names the column or constraint and the rule only).
 
     Examples
     --------
@@ -572,6 +584,12 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
     spec at state: 9 constraint rows from tot, total_ge_households, hhgq_total_lb, hhgq_total_ub, structural_zeros; 8,184 zero cells over 49 units
     configuration valid (... s)
     """
+    with data_errors(release=config.release, show=show_confidential,
+                     names=source_names(config)):
+        return _validate(config, log)
+
+
+def _validate(config: RunConfig, log: Callable[[str], None]) -> Hierarchy:
     t0 = time.perf_counter()
     truth = load_truth(config)
     persons = (f"{truth.summary()[config.levels[0]]['persons']:,} persons; "
@@ -596,7 +614,8 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print) ->
 
 def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bool = False,
                  progress: bool = True, log: Callable[[str], None] = print,
-                 error_table: bool | None = None) -> PipelineResult:
+                 error_table: bool | None = None,
+                 show_confidential: bool = False) -> PipelineResult:
     """Run the configured job, writing outputs (and checkpoints) to ``out``.
 
     Parameters
@@ -616,6 +635,10 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     error_table : bool, optional
         Compute errors against the confidential data into ``out/confidential/error_table.csv``.
         Default ``config.wants_error_table`` (on in simulation mode, off in release mode).
+    show_confidential : bool
+        In release mode, let the message of data that fail a check state the counts, rows and
+        values it found; otherwise they go to ``out/confidential/validation.txt`` and the
+        message names the column or constraint and the rule only (:mod:`postproc.gate`).
 
     Returns
     -------
@@ -662,7 +685,9 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     try:
         claim_directory(directory, made_by="postproc run", reuse=resume,
                         how_to_reuse="use --resume to finish an interrupted run there")
-        with lock_directory(directory, what="postproc run") as locked:
+        with lock_directory(directory, what="postproc run") as locked, \
+                data_errors(release=config.release, show=show_confidential, directory=locked,
+                            names=source_names(config)):
             return _run_locked(config, locked, resume, progress, log, wants_errors)
     except HierarchyError as exc:
         raise PostprocError(str(exc)) from None
@@ -732,8 +757,7 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                    method=result.method)
         conf = confidential_directory(directory, what="the input data's fingerprint, errors "
                                                       "against the confidential data")
-        with atomic_path(conf / "error_table.csv") as tmp:
-            errors.to_csv(tmp, index=False)
+        write_csv(errors, conf / "error_table.csv")
     if config.method != "topdown" and finished and not checkpoint.changed:
         timings["write"] = time.perf_counter() - t     # complete outputs are left as they are
         return PipelineResult(result, noisy, truth, directory, timings, errors)

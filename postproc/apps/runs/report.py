@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from postproc.errors import PostprocError
+from postproc.gate import label_table, table_gate, table_mode
 
 __all__ = ["write_report", "render_report", "MAX_ROWS"]
 
@@ -299,14 +300,16 @@ def _run_page(directory: Path, manifest: dict[str, Any], max_rows: int, *, error
             "errors", "Errors",
             text=["Release mode: errors against the confidential data are not part of this "
                   "page. Write them (under confidential/, never to publish) with "
-                  f"postproc report {directory} --confidential."]))
+                  "postproc report DIR --confidential, DIR being the directory of this "
+                  "page."]))
     else:
         found, used = _error_sections(directory, manifest, max_rows, errors_dir, link_prefix,
                                       coinciding)
         sections += found or [_section(
             "errors", "Errors",
-            text=[f"No error tables yet: run postproc evaluate {directory} --truth DATA_DIR "
-                  f"--save (add --compare to compare post-processors)."])]
+            text=["No error tables yet: run postproc evaluate DIR --truth DATA_DIR --save "
+                  "(add --compare to compare post-processors), DIR being the directory of "
+                  "this page."])]
     return {"ran": _run_summary(manifest), "banners": banner(manifest.get("randomness")),
             "sections": sections}, used
 
@@ -338,12 +341,28 @@ def _compare_page(directory: Path, manifest: dict[str, Any], max_rows: int, titl
                             f"again")
     table["epl_note"] = table["epl_note"].fillna("")
     randomness = manifest.get("randomness", {})
-    banners = ([CONFIDENTIAL] if randomness.get("safe_for_release") else []) + banner(randomness)
+    if table_mode(table) == "unknown":      # a comparison written before tables had a label
+        label_table(table, randomness)
+    shown = table_gate(table, directory / "report.html", what=f"{directory}/compare.csv")
+    banners = ([CONFIDENTIAL] if shown else []) + banner(randomness)
     figures = [directory / f for f in FILES if f.endswith(".png") and (directory / f).is_file()]
     return render_html(table, figures=figures, title=title, banners=banners,
                        notes=comparison_notes(manifest.get("methods", []),
                                               manifest.get("epl_method", "improved")),
-                       max_rows=max_rows)
+                       max_rows=max_rows, confidential=shown is not None)
+
+
+def _released_tables(directory: Path, page: Path) -> bool:
+    """Whether a CSV of ``directory`` is labelled release mode (its ``randomness`` column):
+    refused unless the page goes into a ``confidential/`` folder (then it carries the
+    CONFIDENTIAL banner)."""
+    found = False
+    for path in sorted(directory.glob("*.csv")):
+        frame = _read_csv(path)
+        if frame is not None and table_mode(frame) == "release":
+            table_gate(frame, page, what=f"{path} (computed in release mode)")
+            found = True
+    return found
 
 
 def render_report(directory: str | Path, *, title: str | None = None, max_rows: int = MAX_ROWS,
@@ -396,6 +415,8 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
     if (directory / "summary.json").is_file():
         summary = read_json(directory / "summary.json")
         context, used = _experiment_page(directory, summary, max_rows)
+        if _released_tables(directory, directory / "report.html"):
+            context["banners"].insert(0, CONFIDENTIAL)
         template = "experiment.html.j2"
         title = title or summary.get("title") or summary.get("experiment", "experiment")
         other = _others(directory, used, max_rows, tables=False)
@@ -418,6 +439,8 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
                             "--confidential applies to runs")
     else:
         context, template = {"banners": [], "sections": []}, "directory.html.j2"
+        if _released_tables(directory, directory / "report.html"):
+            context["banners"].insert(0, CONFIDENTIAL)
         title = title or f"Report: {directory.name}"
         other = _others(directory, set(), max_rows, tables=True)
         if other is None:

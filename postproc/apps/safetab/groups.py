@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hierarchy.geography import one_dictionary
-from postproc.errors import PostprocError
+from postproc.errors import ConfidentialInputError, PostprocError
 from postproc.apps.safetab.config import MAX_CODE, DataColumns, Iteration, Level
 from postproc.apps.safetab.recodes import AGE23, MAX_AGE, SEXES
 
@@ -95,8 +95,10 @@ def _column(persons: pa.Table, name: str, what: str) -> pa.ChunkedArray:
                             f"the level's geography")
     column = persons.column(name)
     if column.null_count:
-        raise PostprocError(f"column {name!r} ({what}) has {column.null_count} missing values; "
-                            f"every record needs one")
+        raise ConfidentialInputError(f"column {name!r} ({what}) has {column.null_count} "
+                                     f"missing values; every record needs one",
+                                     public=f"column {name!r} ({what}) has missing values; "
+                                            f"every record needs one")
     return column
 
 
@@ -108,9 +110,11 @@ def _integers(persons: pa.Table, name: str, what: str, lo: int, hi: int) -> np.n
     if values.size:
         bad = np.flatnonzero((values < lo) | (values > hi))
         if bad.size:
-            raise PostprocError(f"column {name!r} ({what}) must be in {lo}..{hi}, but "
-                                f"{bad.size} records are not (e.g. record {bad[0]}: "
-                                f"{values[bad[0]]})")
+            raise ConfidentialInputError(
+                f"column {name!r} ({what}) must be in {lo}..{hi}, but {bad.size} records are "
+                f"not (e.g. record {bad[0]}: {values[bad[0]]})",
+                public=f"column {name!r} ({what}) must be in {lo}..{hi}, but some records are "
+                       f"not")
     return values
 
 
@@ -163,7 +167,7 @@ def prepare_records(persons: pa.Table, columns: DataColumns,
     >>> prepare_records(t, DataColumns(races=("race1",), origin=None), ["nation"])
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: column 'sex' (sex: 1 male, 2 female) must be in 1..2, ...
+    postproc.errors.ConfidentialInputError: column 'sex' (sex: 1 male, 2 female) must be in 1..2, ...
     """
     if not isinstance(persons, pa.Table):
         raise PostprocError(f"persons must be a pyarrow Table, not {type(persons).__name__}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from postproc.errors import PostprocError
+from postproc.errors import ConfidentialInputError, PostprocError
 
 __all__ = ["AgeRecode", "AGE4", "AGE9", "AGE23", "AGE_RECODES", "MAX_AGE", "SEXES",
            "TABLE_TYPES", "DETAILED_TABLES", "cell_labels", "STAT_LABELS", "stat_offset"]
@@ -117,8 +117,9 @@ class AgeRecode:
         """
         a = np.asarray(age)
         if a.size and (a.min() < 0 or a.max() > MAX_AGE):
-            raise PostprocError(f"ages must be in 0..{MAX_AGE}, got values from {a.min()} to "
-                                f"{a.max()}")
+            raise ConfidentialInputError(
+                f"ages must be in 0..{MAX_AGE}, got values from {a.min()} to {a.max()}",
+                public=f"ages must be in 0..{MAX_AGE}; some are not")
         return np.searchsorted(np.asarray(self.lower), a, side="right") - 1
 
     def from_age23(self) -> np.ndarray:

@@ -45,7 +45,8 @@ from hierarchy.randomness import as_randomness
 from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_directory, confidential_directory,
                                is_owned, lock_directory, package_versions, special_file_kind,
                                write_json, write_parquet)
-from postproc.errors import PostprocError
+from postproc.errors import ConfidentialInputError, PostprocError
+from postproc.gate import data_errors
 from postproc.apps.safetab.algorithm import LevelPlan, LevelRelease, measure_level, plan_level
 from postproc.apps.safetab.budgets import SafeTabAccounting, account_safetab
 from postproc.apps.safetab.config import SafeTabConfig, level_file_names
@@ -238,7 +239,7 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     >>> load_persons(dataclasses.replace(config, persons=path.with_name("missing.parquet")))
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: <config> [data] persons: .../missing.parquet does not exist
+    postproc.errors.ConfidentialInputError: <config> [data] persons: .../missing.parquet does not exist
     """
     if config.synthetic is not None:
         from hierarchy.synth_detailed import synthesize_detailed_1940
@@ -249,29 +250,37 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
         except HierarchyError as exc:
             raise PostprocError(f"{config.source} [data] synthetic: {exc}") from None
     path = config.persons
+    key = f"{config.source} [data] persons"
+
+    def refuse(detail: str, public: str, *, reader: bool = False) -> ConfidentialInputError:
+        # the path is named in the full message only (and the reader's own message, which
+        # may quote a record)
+        return ConfidentialInputError(f"{key}: {detail}", public=f"{key}: {public}",
+                                      has_detail=reader)
+
     if not path.exists():
-        raise PostprocError(f"{config.source} [data] persons: {path} does not exist")
+        raise refuse(f"{path} does not exist", "the file does not exist")
     kind = special_file_kind(path)
     if kind is not None and not (kind == "a directory" and path.suffix in (".parquet", ".pq")):
-        raise PostprocError(f"{config.source} [data] persons: {path} is not a regular file: it "
-                            f"is {kind}; give a parquet file on disk (reading a pipe or device "
-                            "could block forever)")
+        advice = (f"is not a regular file: it is {kind}; give a parquet file on disk (reading "
+                  f"a pipe or device could block forever)")
+        raise refuse(f"{path} {advice}", f"the file {advice}")
     try:
         available = pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:
-        raise PostprocError(f"{config.source} [data] persons: cannot read {path} as parquet: "
-                            f"{exc}") from None
+        raise refuse(f"cannot read {path} as parquet: {exc}", "cannot read the file as "
+                     "parquet (the reader's message is withheld)", reader=True) from None
     wanted = config.columns.names() + [lv.geography for lv in config.levels]
     missing = [c for c in dict.fromkeys(wanted) if c not in available and c != "nation"]
     if missing:
-        raise PostprocError(f"{config.source} [data]: {path} has no column(s) {missing}; its "
-                            f"columns are {available}; map them in [data.columns] or fix the "
-                            f"levels' geography")
+        columns = (f"has no column(s) {missing}; its columns are {available}; map them in "
+                   f"[data.columns] or fix the levels' geography")
+        raise refuse(f"{path} {columns}", f"the file {columns}")
     try:
         return pq.read_table(path, columns=[c for c in dict.fromkeys(wanted) if c in available])
     except (OSError, pa.ArrowException) as exc:
-        raise PostprocError(f"{config.source} [data] persons: cannot read {path} as parquet: "
-                            f"{exc}") from None
+        raise refuse(f"cannot read {path} as parquet: {exc}", "cannot read the file as "
+                     "parquet (the reader's message is withheld)", reader=True) from None
 
 
 @dataclass(frozen=True)
@@ -501,7 +510,8 @@ def _atomic_output(directory: Path, overwrite: bool) -> Iterator[Path]:
 
 
 def run_safetab(config: SafeTabConfig, *, out: str | Path | None = None,
-                overwrite: bool | None = None, persons: pa.Table | None = None) -> SafeTabRun:
+                overwrite: bool | None = None, persons: pa.Table | None = None,
+                show_confidential: bool = False) -> SafeTabRun:
     """Read (or generate) the persons, run :func:`safetab`, write the outputs.
 
     The output directory is locked and checked before the data are read: a second run into it,
@@ -517,6 +527,10 @@ def run_safetab(config: SafeTabConfig, *, out: str | Path | None = None,
         Default ``[output] overwrite``.
     persons : pyarrow.Table, optional
         Use this table instead of the config's data source.
+    show_confidential : bool
+        In release mode, let the message of data that fail a check state the counts, records
+        and values it found; otherwise it names the column and the rule only, and says to rerun
+        with ``--show-confidential`` (:mod:`postproc.gate`).
 
     Returns
     -------
@@ -563,7 +577,8 @@ def run_safetab(config: SafeTabConfig, *, out: str | Path | None = None,
     _check_not_an_input(directory, config)
     with _output_lock(directory):
         _remove_interrupted_writes(directory)
-        with _atomic_output(directory, overwrite) as tmp:
+        with _atomic_output(directory, overwrite) as tmp, \
+                data_errors(release=config.release, show=show_confidential):
             if persons is None:
                 persons = load_persons(config)
             result = safetab(persons, config)

@@ -72,9 +72,10 @@ Examples
 >>> levels = ["nation", "state", "county", "enum_dist"]
 >>> data = synthesize_1940(5_000, seed=1)
 >>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
+>>> spec = Spec.e2e(levels)
 >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), "geometric",
-...                 rng=3, publish={"tot": levels[:2], "gqhh": levels[-1:]})
->>> result = sample_topdown(noisy, Spec.e2e(levels), rng=4, sweeps=20)
+...                 rng=3, spec=spec)
+>>> result = sample_topdown(noisy, spec, rng=4, sweeps=20)
 >>> [int(h.sum()) for h in result.histograms] == [int(truth.counts[0].sum())] * 4
 True
 >>> bool((result.histograms[-1] >= 0).all()), result.provenance["sampler"]["name"]
@@ -94,7 +95,7 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
 from invariants.compile import LevelConstraints, compile_spec, node_matrices, violations
 from invariants.spec import Spec
-from postproc.errors import PostprocError
+from postproc.errors import PostprocError, require_checked_spec
 from postproc.methods.sampling.engine import LatticeEngine, default_step, move_structure
 from postproc.result import Result
 
@@ -530,7 +531,9 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
     noisy : NoisyHierarchy
         Must have the ``detailed`` query measured at every level.
     spec : Spec, optional
-        Invariants and constraints (default none: nonnegativity and consistency only).
+        Invariants and constraints (default none: nonnegativity and consistency only); one
+        with constraints must be covered by the spec ``noisy`` was measured with
+        (:func:`postproc.errors.require_checked_spec`).
     rng : None, int, numpy.random.Generator or Randomness
         ``None`` is release mode; an int seed is simulation mode (labelled unsafe).
     sweeps : int
@@ -617,6 +620,7 @@ def sample_topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *, rng: Any 
                                        and time_limit >= 0):
         raise PostprocError(f"time_limit must be a number of seconds >= 0 or None, "
                             f"not {time_limit!r}")
+    require_checked_spec("sampling", noisy, spec)
     source = as_randomness(rng)
     spec = spec or Spec()
     geo = noisy.geography

@@ -40,7 +40,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.queries import parse_query
 from hierarchy.randomness import as_randomness
 from hierarchy.schema import Attribute, Schema
-from postproc.errors import PostprocError
+from postproc.errors import ConfidentialInputError, PostprocError
 from postproc.methods.sampling.result import SamplingResult
 from postproc.methods.sampling.samplers import DEFAULT_SAMPLER, sample_conditional
 from postproc.methods.sampling.target import (MEMORY_LIMIT, ConditionalTarget, conditional_target,
@@ -129,7 +129,7 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
     >>> read_count_table(path)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
+    postproc.errors.ConfidentialInputError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
     """
     from hierarchy.storage import special_file_kind
 
@@ -157,31 +157,38 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
             raise PostprocError(f"{path}: column name {c!r} is not an identifier (letters, "
                                 "digits, _); rename it so invariants like marginal(...) can name "
                                 "it")
+    def refuse(detail: str, public: str) -> ConfidentialInputError:
+        # a line, a count or a cell of the confidential table: in the full message only
+        return ConfidentialInputError(f"{path}, {detail}", public=f"--table: {public}")
+
     if frame.empty:
         raise PostprocError(f"{path}: no rows")
     text = frame[count_column].astype(str)
     bad = np.flatnonzero(~text.str.match(_INTEGER).to_numpy())
+    rule = "counts must be nonnegative integers"
     if bad.size:
         i = int(bad[0])
-        raise PostprocError(f"{path}, line {i + 2}: count {text.iloc[i]!r} is not an integer; "
-                            "counts must be nonnegative integers")
+        raise refuse(f"line {i + 2}: count {text.iloc[i]!r} is not an integer; {rule}",
+                     f"some counts are not integers; {rule}")
     counts = text.str.strip().astype(np.int64).to_numpy()
     neg = np.flatnonzero(counts < 0)
     if neg.size:
         i = int(neg[0])
-        raise PostprocError(f"{path}, line {i + 2}: count {counts[i]} is negative; counts must "
-                            "be nonnegative integers")
+        raise refuse(f"line {i + 2}: count {counts[i]} is negative; {rule}",
+                     f"some counts are negative; {rule}")
     key_frame = frame[keys].apply(lambda col: col.str.strip())
     empty = np.argwhere((key_frame == "").to_numpy())
     if empty.size:
         i, j = empty[0]
-        raise PostprocError(f"{path}, line {i + 2}: column {keys[j]!r} is empty")
+        raise refuse(f"line {i + 2}: column {keys[j]!r} is empty",
+                     f"column {keys[j]!r} is empty in some rows")
     dup = key_frame.duplicated(keep="first").to_numpy()
     if dup.any():
         i = int(np.flatnonzero(dup)[0])
         first = int(np.flatnonzero((key_frame == key_frame.iloc[i]).all(axis=1).to_numpy())[0])
-        raise PostprocError(f"{path}, line {i + 2}: the cell {dict(key_frame.iloc[i])} repeats "
-                            f"line {first + 2}; each cell must appear once")
+        raise refuse(f"line {i + 2}: the cell {dict(key_frame.iloc[i])} repeats line "
+                     f"{first + 2}; each cell must appear once",
+                     "some cells appear on more than one row; each cell must appear once")
     levels = {c: tuple(dict.fromkeys(key_frame[c].tolist())) for c in keys}
     return _count_table(key_frame.reset_index(drop=True), counts, levels, count_column, str(path),
                         path.stem)
@@ -254,7 +261,7 @@ def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | N
     >>> complete_table(t)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: t.csv: 2 of the 4 cells (sex 2 × adult 2 levels) have no row, e.g. sex=f, ...
+    postproc.errors.ConfidentialInputError: t.csv: 2 of the 4 cells (sex 2 × adult 2 levels) have no row, e.g. sex=f, ...
     >>> full = complete_table(t, levels={"sex": ["f", "m"], "adult": ["0", "1"]})
     >>> full.keys.to_dict("list"), full.counts.tolist()
     ({'sex': ['f', 'f', 'm', 'm'], 'adult': ['0', '1', '0', '1']}, [0, 3, 4, 0])
@@ -328,23 +335,28 @@ def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | N
         seen = pd.Series(flat).duplicated(keep="first").to_numpy()
         i = int(np.flatnonzero(seen)[0])
         first = int(np.flatnonzero(flat == flat[i])[0])
-        raise PostprocError(f"{table.source}: rows {first + 1} and {i + 1} are the same cell "
-                            f"({', '.join(f'{c}={table.keys[c].iloc[i]}' for c in primary)}); "
-                            "each cell must appear once")
+        raise ConfidentialInputError(
+            f"{table.source}: rows {first + 1} and {i + 1} are the same cell "
+            f"({', '.join(f'{c}={table.keys[c].iloc[i]}' for c in primary)}); each cell must "
+            "appear once",
+            public="--table: some rows are the same cell; each cell must appear once")
     missing = size - table.n
     if levels is None:
         if missing == 0:
             return table
         where = np.unravel_index(int(np.flatnonzero(~present)[0]), shape)
         example = ", ".join(f"{c}={level_lists[c][k]}" for c, k in zip(primary, where))
-        raise PostprocError(
+        fix = ("releasing only the rows given would publish which cells are zero. If the "
+               "missing cells are zero (pandas groupby().size() drops them), give every key "
+               "column's levels with --levels COLUMN=L1,L2,... (library: levels=) to add them "
+               "as zero rows; if a column is a function of another (voting_age of age_group), "
+               "declare it with --derived COLUMN=SOURCE (library: derived=)")
+        raise ConfidentialInputError(
             f"{table.source}: {missing:,} of the {size:,} cells "
             f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))} levels) have no row, "
-            f"e.g. {example}; releasing only the rows given would publish which cells are "
-            "zero. If the missing cells are zero (pandas groupby().size() drops them), give "
-            "every key column's levels with --levels COLUMN=L1,L2,... (library: levels=) to add "
-            "them as zero rows; if a column is a function of another (voting_age of "
-            "age_group), declare it with --derived COLUMN=SOURCE (library: derived=)")
+            f"e.g. {example}; {fix}",
+            public=f"--table: some cells of the cross-product of its columns' levels have no "
+                   f"row; {fix}")
     counts = np.zeros(size, dtype=np.int64)
     counts[flat] = table.counts
     index = np.unravel_index(np.arange(size), shape)

@@ -12,7 +12,7 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import sparse_copy
 from invariants.compile import LevelConstraints, compile_spec, violations
 from invariants.spec import Spec
-from postproc.errors import PostprocError
+from postproc.errors import PostprocError, require_checked_spec
 from postproc.infra.executors import Executor, get_executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.failsafe import (AUTO, DEFAULT_FAILSAFE_SLACK, KeptQuery,
@@ -345,7 +345,11 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     noisy : NoisyHierarchy
         Must have measurements at every level.
     spec : Spec, optional
-        Invariants and constraints (default: none — only nonnegativity and consistency).
+        Invariants and constraints (default: none — only nonnegativity and consistency). A spec
+        with constraints must be the one ``noisy`` was measured with (``measure(...,
+        spec=spec)`` checks the data against it first), or one it covers: otherwise release-mode
+        measurements are refused and a simulation warns
+        (:func:`postproc.errors.require_checked_spec`).
     solver : str or sequence of str
         QP backend chain (see :mod:`postproc.infra.solvers.backends`); on failure the next is tried
         and the switch is recorded in the node statistics.
@@ -423,15 +427,17 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     >>> levels = ["nation", "state", "county", "enum_dist"]
     >>> data = synthesize_1940(20_000, seed=1)
     >>> truth = tabulate(data.persons, schema=E2E_1940, levels=levels, units=data.units)
+    >>> spec = Spec.e2e(levels)          # measure checks the data against it, then publishes
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), "geometric",
-    ...                 rng=3, publish={"tot": levels[:2], "gqhh": levels[-1:]})
-    >>> result = topdown(noisy, Spec.e2e(levels))
+    ...                 rng=3, spec=spec)                      # its invariants
+    >>> result = topdown(noisy, spec)
     >>> bool((result.histograms[-1] >= 0).all())
     True
     >>> int(result.histograms[0].sum()) == int(truth.counts[0].sum())   # 'tot' is invariant
     True
     """
     t_start = time.perf_counter()
+    require_checked_spec("topdown", noisy, spec)
     spec = spec or Spec()
     chain = check_chain(solver)
     geo = noisy.geography
