@@ -12,7 +12,9 @@ housing units at the ED), then post-process the same noisy hierarchy three ways:
 For every level and for the total count, the 24-cell ``va_hisp_race`` table and the detailed
 cells the table gives the median absolute error (MAE), the mean absolute error, the RMSE and the
 empirical privacy loss of the per-level errors (improved estimator, :func:`postproc.evaluation.epl
-.estimate_epl`; ``undefined`` when the errors are all equal, e.g. at invariant levels).
+.estimate_epl`): a number, a lower bound ``≥ b`` when the errors pin the loss down only from
+below, ``unbounded`` for a total the spec holds invariant (exact answers), ``undefined`` otherwise
+(``comparison.csv`` says why in ``epl_note``).
 
 Run::
 
@@ -39,7 +41,7 @@ from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Spec
-from postproc.evaluation.epl import estimate_epl
+from postproc.evaluation.epl import epl_text, estimate_epl
 from postproc.evaluation.metrics import error_metrics
 from postproc.methods.sampling import sample_topdown
 from postproc.methods.topdown import topdown
@@ -54,26 +56,35 @@ def answers(hist: np.ndarray, query: str, workload) -> np.ndarray:
     return workload[query].answer(hist)
 
 
-def epl_of(errors: np.ndarray, seed: int) -> tuple[float | None, str | None, int]:
-    result = estimate_epl(errors.ravel().astype(float), method="improved", n_boot=0, rng=seed)
-    value = float(result.epl)
-    return (value if math.isfinite(value) else None), result.reason, int(result.n)
+def epl_of(errors: np.ndarray, seed: int, invariant: bool) -> dict:
+    """The EPL columns of one row: the estimate (None unless a number), its lower end, its kind
+    and its text; a total held invariant with every error 0 is unbounded (exact answers)."""
+    errors = errors.ravel().astype(float)
+    if invariant and not np.any(errors):
+        return {"epl": None, "epl_low": None, "epl_kind": "unbounded", "epl_text": "unbounded",
+                "epl_n": int(errors.size), "epl_note": "held invariant: every error is 0"}
+    result = estimate_epl(errors, method="improved", n_boot=0, rng=seed)
+    value, low = float(result.epl), float(result.ci_low)
+    return {"epl": value if math.isfinite(value) else None,
+            "epl_low": low if math.isfinite(low) else None, "epl_kind": result.kind,
+            "epl_text": epl_text(value, low, float(result.ci_high)),
+            "epl_n": int(result.n), "epl_note": result.reason or ""}
 
 
-def comparison_table(truth, results: dict, workload, seed: int) -> pd.DataFrame:
+def comparison_table(truth, results: dict, workload, seed: int, spec: Spec) -> pd.DataFrame:
     rows = []
     for li, level in enumerate(LEVELS):
+        held = {inv.name for inv in spec.invariants if level in spec.levels_of(inv, LEVELS)}
         exact_hist = truth.counts[li]
         for query in QUERIES:
             exact = answers(exact_hist, query, workload)
             for method, result in results.items():
                 dp = answers(result.histograms[li], query, workload)
                 m = error_metrics(dp, exact)
-                epl, reason, n = epl_of(dp - exact, seed)
                 rows.append({"level": level, "query": query, "method": method,
                              "units": int(exact.shape[0]), "mae": m["mae"],
-                             "mean_abs": m["mean_abs"], "rmse": m["rmse"], "epl": epl,
-                             "epl_n": n, "epl_note": reason or ""})
+                             "mean_abs": m["mean_abs"], "rmse": m["rmse"],
+                             **epl_of(dp - exact, seed, query == "total" and "tot" in held)})
     return pd.DataFrame(rows)
 
 
@@ -105,13 +116,16 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = sample_topdown(noisy, spec, rng=args.seed + 2, sweeps=args.sweeps,
                                        queries=queries)
         timings[name] = time.perf_counter() - t0
-    table = comparison_table(truth, results, workload, args.seed)
+    table = comparison_table(truth, results, workload, args.seed, spec)
     table.to_csv(out / "comparison.csv", index=False)
     wide = table.pivot_table(index=["level", "query"], columns="method",
-                             values=["mae", "mean_abs", "rmse", "epl"], sort=False)
+                             values=["mae", "mean_abs", "rmse"], sort=False)
     wide.columns = [f"{m} {stat}" for stat, m in wide.columns]
-    order = [f"{m} {s}" for s in ("mae", "mean_abs", "rmse", "epl") for m in results]
+    order = [f"{m} {s}" for s in ("mae", "mean_abs", "rmse") for m in results]
     wide = wide[[c for c in order if c in wide.columns]]
+    epl = table.pivot(index=["level", "query"], columns="method", values="epl_text")
+    for m in results:
+        wide[f"{m} epl"] = epl.loc[wide.index, m]
     wide.to_csv(out / "comparison_wide.csv")
     acceptance = {k: v.provenance["sampler"]["acceptance"] for k, v in results.items()
                   if k != "topdown"}
@@ -129,10 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.persons:,} persons; units per level "
           f"{[truth.geography.n_units(lv) for lv in LEVELS]}; ε = {args.epsilon:g}; "
           f"seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
-    print("(MAE = median absolute error; EPL = improved estimator, blank when undefined)")
+    print("(MAE = median absolute error; EPL = improved estimator: a number, '≥ b' a lower "
+          "bound, 'unbounded' for exact invariant totals)")
     print(wide.to_string(float_format=lambda v: f"{v:.2f}", na_rep=""))
-    print("A blank EPL is undefined; comparison.csv says why (epl_note): a level held invariant, "
-          "or too few units at this scale for the KDE to reach its floor.")
+    print("comparison.csv says why an EPL is not a number (epl_note).")
     print(f"\noutputs in {out}/")
     return 0
 

@@ -54,4 +54,12 @@ def test_compare_topdown_sampling_example(tmp_path, capsys):
     # 'tot' is invariant at nation and state: zero error for every method
     held = table[(table["query"] == "total") & table["level"].isin(["nation", "state"])]
     assert (held["mean_abs"] == 0).all()
+    assert (held["epl_kind"] == "unbounded").all() and (held["epl_text"] == "unbounded").all()
+    # every other row is a number, a lower bound or undefined, and its text says which
+    rest = table.drop(held.index)
+    assert set(rest["epl_kind"]) <= {"estimate", "bound", "undefined"}
+    bounds = rest[rest["epl_kind"] == "bound"]
+    assert bounds["epl_text"].str.startswith("≥ ").all() and bounds["epl_low"].gt(0).all()
+    numbers = rest[rest["epl_kind"] == "estimate"]
+    assert numbers["epl"].gt(0).all() and len(numbers) > 0
     assert summary["persons"] == 3000
