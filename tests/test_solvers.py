@@ -329,10 +329,39 @@ def test_a_point_that_breaks_constraints_is_not_accepted(registry):
 
 def test_infeasible_everywhere_is_returned_for_the_failsafe(registry):
     c = case("infeasible")
-    sol = solve_qp(c.qp, ["pessimist", "clarabel", "osqp"])
+    sol = solve_qp(c.qp, ["pessimist", "clarabel", "osqp"], confirm_infeasible=3)
     assert sol.status == Status.INFEASIBLE and sol.x is None
     assert sol.attempts == (("pessimist", "infeasible"), ("clarabel", "infeasible"),
                             ("osqp", "infeasible"))
+
+
+def test_two_agreeing_certificates_of_infeasibility_end_the_chain(registry, monkeypatch):
+    """By default the chain stops once the first two backends both say infeasible: the slow
+    tail (SCS took 38 s on a 49-state node) is not run. A backend that fails otherwise among
+    the first ones does not count: the chain goes on, and a mix still raises."""
+    c = case("infeasible")
+    called = []
+
+    def spy(qp):
+        called.append("spy")
+        return says_infeasible(qp)
+
+    monkeypatch.setitem(QP_BACKENDS, "spy", spy)
+    sol = solve_qp(c.qp, ["clarabel", "osqp", "spy"])
+    assert sol.status == Status.INFEASIBLE and sol.x is None and called == []
+    assert sol.attempts == (("clarabel", "infeasible"), ("osqp", "infeasible"))
+    sol = solve_qp(c.qp, ["clarabel"])                      # a chain of one: its verdict
+    assert sol.status == Status.INFEASIBLE and sol.attempts == (("clarabel", "infeasible"),)
+    with pytest.raises(SolverError, match="crashing: error; osqp: infeasible; spy: infeasible"):
+        solve_qp(c.qp, ["crashing", "osqp", "spy"])
+    assert called == ["spy"]
+    # a point found after one infeasible verdict is still taken
+    ok = case("hhgq_lb_binds")
+    sol = solve_qp(ok.qp, ["pessimist", "clarabel", "spy"])
+    assert sol.status == Status.OPTIMAL and sol.backend == "clarabel"
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(PostprocError, match="confirm_infeasible must be a positive integer"):
+            solve_qp(c.qp, ["clarabel"], confirm_infeasible=bad)
 
 
 def test_mixed_failures_raise_listing_attempts(registry):

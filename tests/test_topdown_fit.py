@@ -370,7 +370,9 @@ def test_a_substituted_fit_its_first_backend_cannot_solve_goes_plain_through_the
     chain = ("clarabel", "osqp", "cvxpy-ecos")
     result = solve_node(task, chain=chain)
     assert chains[:2] == [chain[:1], chain]
-    assert result.stats["attempts"].split(";")[:4] == [
-        "clarabel:infeasible (substituted)", "clarabel:infeasible", "osqp:infeasible",
-        "cvxpy-ecos:infeasible"]
+    # the unsubstituted pass stops once two backends agree (ECOS is not run)
+    attempts = result.stats["attempts"].split(";")
+    assert attempts[:3] == ["clarabel:infeasible (substituted)", "clarabel:infeasible",
+                            "osqp:infeasible"]
+    assert not any(a.startswith("cvxpy-ecos") for a in attempts)
     assert result.stats["failsafe"]

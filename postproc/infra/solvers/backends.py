@@ -376,14 +376,17 @@ def check_chain(chain: Sequence[str] | str) -> tuple[str, ...]:
 
 
 def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
-             feasibility_tol: float = 1e-5) -> Solution:
+             feasibility_tol: float = 1e-5, confirm_infeasible: int = 2) -> Solution:
     """Solve with the first backend of ``chain`` that returns an optimum.
 
     A backend's answer is accepted when its status is OPTIMAL and the point violates no row by
     more than ``feasibility_tol × max(1, |bound|)``; otherwise it counts as inaccurate and the
-    next backend is tried. Every attempt is
-    recorded in ``Solution.attempts``. If every backend says the problem is infeasible, the last
-    solution (status INFEASIBLE) is returned for the caller's failsafe; other failures raise.
+    next backend is tried. Every attempt is recorded in ``Solution.attempts``. When the
+    backends tried so far all say the problem is infeasible, and there are
+    ``confirm_infeasible`` of them (or the chain has no more), the last solution (status
+    INFEASIBLE) is returned for the caller's failsafe: two independent certificates suffice,
+    and the rest of the chain is not run (SCS took 38 s to reach the same verdict on a
+    49-state node). Any other mix of failures raises.
 
     Parameters
     ----------
@@ -393,6 +396,9 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
         Backend names (see :func:`check_chain`), tried in order.
     feasibility_tol : float
         Largest accepted relative violation of a row.
+    confirm_infeasible : int
+        How many backends must agree that the problem is infeasible (the first ones tried,
+        with no other failure among them) before the chain stops; default 2.
 
     Returns
     -------
@@ -401,7 +407,7 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
     Raises
     ------
     SolverError
-        No backend produced an optimum and not all of them reported infeasibility.
+        No backend produced an optimum and the ones tried did not all report infeasibility.
 
     Examples
     --------
@@ -425,6 +431,10 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
     """
     if qp.n == 0:
         return _no_variables(qp.l, qp.u, qp.r)
+    if isinstance(confirm_infeasible, bool) or not isinstance(confirm_infeasible, int) \
+            or confirm_infeasible < 1:
+        raise PostprocError(f"confirm_infeasible must be a positive integer, not "
+                            f"{confirm_infeasible!r}")
     attempts: list[tuple[str, str]] = []
     last: Solution | None = None
     for name in chain:
@@ -443,6 +453,9 @@ def solve_qp(qp: QP, chain: Sequence[str] = DEFAULT_QP_CHAIN, *,
         if sol.status.ok:
             return Solution(sol.x, sol.status, sol.objective, sol.iterations, sol.seconds,
                             sol.backend, sol.message, tuple(attempts))
+        if len(attempts) >= confirm_infeasible and \
+                all(s == Status.INFEASIBLE.value for _, s in attempts):
+            break
     assert last is not None
     if all(s == Status.INFEASIBLE.value for _, s in attempts):
         return Solution(None, Status.INFEASIBLE, backend=last.backend,
