@@ -40,7 +40,7 @@ LEVELS = ("county", "tract", "block_group", "block")
 
 def tolerances(text: str) -> list[float]:
     """``--pass-tolerances``: comma-separated positive numbers."""
-    from postproc.methods.topdown.run import check_pass_tolerance
+    from postproc.methods.topdown.options import check_pass_tolerance
 
     try:
         return [check_pass_tolerance(float(t)) for t in text.split(",")]
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         p.error(f"{work / 'data'} holds {made:,} synthetic persons, not {args.persons:,}: "
                 "give another --workdir")
     config = demo_config(work, preset="pl94_2020", seed=2020)
-    runs = [(f"topdown, production rounder, hold {t:g}", config.round_passes, t)
+    runs = [(f"topdown, production rounder, hold {t:g}", config.topdown.round_passes, t)
             for t in args.pass_tolerances]
     if not args.no_cells_rounding:
         runs.append((f"topdown, cells rounding, hold {args.pass_tolerances[0]:g}", None,
@@ -194,7 +194,7 @@ def parts_errors(work: Path, seed: int, rounder, tol: float, workers: int
     from postproc.apps.runs.parts import run_in_parts
 
     config = demo_config(work, preset="pl94_2020", seed=seed, executor="process")
-    config = replace(config, round_passes=rounder, workers=workers,
+    config = replace(config, topdown=config.topdown.replace(round_passes=rounder, workers=workers),
                      method_options={**config.method_options, "pass_tolerance": tol})
     out = work / "parts_run"
     if out.exists():

@@ -68,8 +68,8 @@ def prepare(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
            for lv in noisy.levels if "total" in noisy.queries(lv)}
     path = work / "measurements.pkl"
     with open(path, "wb") as f:
-        pickle.dump({"noisy": noisy, "spec": config.spec, "passes": config.passes,
-                     "round_passes": config.round_passes, "totals": totals,
+        pickle.dump({"noisy": noisy, "spec": config.spec, "passes": config.topdown.passes,
+                     "round_passes": config.topdown.round_passes, "totals": totals,
                      "options": dict(config.method_options)}, f)
     return {"path": str(path), "levels": list(truth.levels),
             "units": {lv: int(c.shape[0]) for lv, c in zip(truth.levels, truth.counts)},

@@ -184,7 +184,8 @@ def test_presets_parse_to_the_e2e_objects(tmp_path, monkeypatch):
     assert config.mechanism == get_mechanism("geometric")
     assert (config.randomness_mode, config.seed, config.rng) == ("simulation", 7, 7)
     assert config.spec.to_dict() == Spec.e2e(LEVELS).to_dict()
-    assert config.executor == "serial" and config.failsafe and config.passes is None
+    options = config.topdown
+    assert options.executor == "serial" and options.failsafe and options.passes is None
     assert config.microdata is False
     assert config.publish() == {"tot": ["nation", "state"], "gqhh": ["enum_dist"]}
     assert config.source == str(Path("cfg") / "run.toml")
@@ -211,9 +212,10 @@ def test_explicit_forms_equal_the_presets(tmp_path):
     assert config.mechanism == get_mechanism("geometric", exact=True)
     assert config.seed == 11
     assert config.spec.to_dict() == preset.spec.to_dict()
-    assert config.solver_chain == ("osqp", "clarabel")
-    assert (config.executor, config.workers, config.failsafe) == ("process", 2, False)
-    assert config.passes == (("va_hisp_race",), ("hhgq", "detailed"))
+    assert config.topdown.solver == ("osqp", "clarabel")
+    assert (config.topdown.executor, config.topdown.workers,
+            config.topdown.failsafe) == ("process", 2, False)
+    assert config.topdown.passes == (("va_hisp_race",), ("hhgq", "detailed"))
     assert config.output == (tmp_path / "results" / "run1").resolve()
     assert config.microdata is True
     json.dumps(config.to_dict())  # the manifest copy is JSON-ready
@@ -253,7 +255,7 @@ def test_optional_sections_default(tmp_path):
     text = PRESETS.split("[spec]")[0]  # no [spec], [solver], [output]
     config = load_config(_write(tmp_path, text))
     assert config.spec.invariants == () and config.spec.constraints == ()
-    assert config.executor == "serial" and config.failsafe is True
+    assert config.topdown.executor == "serial" and config.topdown.failsafe is True
     assert config.output == (tmp_path / "out").resolve()
 
 
@@ -266,7 +268,7 @@ def test_example_e2e1940_parses():
     assert config.budget == Budget.e2e(1, LEVELS)
     assert config.spec.to_dict() == Spec.e2e(LEVELS).to_dict()
     assert config.randomness_mode == "simulation" and config.microdata is False
-    assert config.solver_chain[0] == "clarabel"
+    assert config.topdown.solver[0] == "clarabel"
 
 
 def test_config_from_dict_without_text():
@@ -484,8 +486,7 @@ def test_build_takes_python_objects(tmp_path):
         passes=[["va_hisp_race"], ["hhgq", "detailed"]], output=tmp_path / "results" / "run1",
         microdata=True)
     for name in ("persons", "units", "columns", "values", "schema", "levels", "budget",
-                 "mechanism", "seed", "solver_chain", "executor", "workers", "failsafe",
-                 "passes", "output", "microdata"):
+                 "mechanism", "seed", "topdown", "output", "microdata"):
         assert getattr(built, name) == getattr(explicit, name), name
     for q in explicit.workload:
         assert (built.workload[q.name].matrix != q.matrix).nnz == 0, q.name

@@ -315,7 +315,7 @@ def test_a_run_in_parts_passes_failsafe_slack_to_the_top_and_every_part(tmp_path
     seen = []
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("failsafe_slack"))
+        seen.append(kwargs["options"].failsafe_slack)
         return topdown(*args, **kwargs)
 
     monkeypatch.setattr(parts_module, "topdown", spy)

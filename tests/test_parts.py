@@ -45,7 +45,10 @@ def _config(base, **changes):
     config = demo_config(base, preset="pl94_2020", seed=SEED, executor="serial")
     if changes:
         from dataclasses import replace
-        config = replace(config, **changes)
+
+        from postproc.methods.topdown.options import FIELDS
+        options = {k: changes.pop(k) for k in list(changes) if k in FIELDS}
+        config = replace(config.with_topdown(**options), **changes)
     return config
 
 

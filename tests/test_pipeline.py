@@ -24,7 +24,7 @@ from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
 from postproc.apps.runs.config import load_config
 from postproc.errors import PostprocError
-import postproc.apps.runs.pipeline as pipeline
+import postproc.methods.topdown as engine
 from postproc.apps.runs.pipeline import accounting, load_truth, run_pipeline, validate_config
 from postproc.result import histograms_from_table
 
@@ -246,8 +246,10 @@ class Interrupted(Exception):
 
 
 def run_interrupted(config, out: Path, after: int, monkeypatch) -> None:
-    """Run until level ``after`` is checkpointed, then stop as a killed process would."""
-    real = pipeline.topdown
+    """Run until level ``after`` is checkpointed, then stop as a killed process would (the
+    pipeline runs TopDown through the registry, which calls
+    ``postproc.methods.topdown.topdown``)."""
+    real = engine.topdown
 
     def topdown(*args, on_level, **kwargs):
         def stop_after(li, hist, partial):
@@ -257,10 +259,10 @@ def run_interrupted(config, out: Path, after: int, monkeypatch) -> None:
 
         return real(*args, on_level=stop_after, **kwargs)
 
-    monkeypatch.setattr(pipeline, "topdown", topdown)
+    monkeypatch.setattr(engine, "topdown", topdown)
     with pytest.raises(Interrupted):
         run_pipeline(config, out=out, progress=False, log=quiet)
-    monkeypatch.setattr(pipeline, "topdown", real)
+    monkeypatch.setattr(engine, "topdown", real)
 
 
 def assert_same_levels(a: Path, b: Path) -> None:

@@ -82,7 +82,8 @@ def test_the_example_uses_the_presets():
     # at the nation and the block
     for level in LEVELS:
         assert [list(p) for p in config.passes_at(level)] == pl94_passes(level), level
-        assert [list(p) for p in config.round_passes[level]] == pl94_round_passes(level)
+        rounder = config.topdown.round_passes[level]
+        assert [list(p) for p in rounder] == pl94_round_passes(level)
     assert config.mechanism.exact is False            # the fast sampler, in simulation mode
     # later passes hold the earlier passes' answers within production's 0.1
     assert config.method_options == {"pass_tolerance": PRODUCTION_PASS_TOLERANCE} == {
@@ -122,7 +123,7 @@ def test_a_saved_configuration_reads_back_equal(data, tmp_path):
     path = tmp_path / "run.toml"
     path.write_text(config.to_toml())
     again = load_config(path)
-    assert again.budget == config.budget and again.passes == config.passes
+    assert again.budget == config.budget and again.topdown.passes == config.topdown.passes
     assert again.blocks == config.blocks and again.fingerprint() == config.fingerprint()
 
 

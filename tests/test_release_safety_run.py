@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import postproc.apps.runs.pipeline as pipeline
+import postproc.methods.topdown as engine
 from hierarchy.errors import HierarchyError
 from hierarchy.measurement import measure
 from hierarchy.mechanisms import distributions
@@ -360,7 +361,7 @@ def test_resume_with_changed_data_is_refused(data, tmp_path, monkeypatch):
     shutil.copytree(data, copy)
     config = e2e_config(copy, seed=6)
     out = tmp_path / "run"
-    real = pipeline.topdown
+    real = engine.topdown
 
     def stop(*args, on_level, **kwargs):
         def after_first(li, hist, partial):
@@ -368,10 +369,10 @@ def test_resume_with_changed_data_is_refused(data, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, on_level=after_first, **kwargs)
 
-    monkeypatch.setattr(pipeline, "topdown", stop)
+    monkeypatch.setattr(engine, "topdown", stop)
     with pytest.raises(KeyboardInterrupt):
         run_pipeline(config, out=out, progress=False, log=quiet)
-    monkeypatch.setattr(pipeline, "topdown", real)
+    monkeypatch.setattr(engine, "topdown", real)
     # one person moves to another race: same shape, same geography, other data
     persons = pq.read_table(copy / "persons.parquet").to_pandas()
     persons.loc[0, "cenrace"] = (persons.loc[0, "cenrace"] + 1) % 6
@@ -415,7 +416,7 @@ def test_scheduler_on_the_command_line_is_warned_about(data, tmp_path, capsys):
                               scheduler="tcp://10.0.0.1:8786")
     resolved = _config(args)
     err = capsys.readouterr().err
-    assert resolved.executor == "dask" and resolved.scheduler == "tcp://10.0.0.1:8786"
+    assert resolved.topdown.executor == "dask" and resolved.scheduler == "tcp://10.0.0.1:8786"
     assert "WARNING" in err and "leave this machine" in err and "10.0.0.1" in err
 
 
@@ -566,7 +567,7 @@ def test_a_killed_worker_pool_is_one_line_with_the_resume_hint(data, tmp_path, c
     def broken(*args, **kwargs):
         raise BrokenProcessPool("A process in the process pool was terminated abruptly")
 
-    monkeypatch.setattr(pipeline, "topdown", broken)
+    monkeypatch.setattr(engine, "topdown", broken)
     assert main(["run", str(config), "--out", str(tmp_path / "run"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     no_traceback(err)
@@ -624,8 +625,8 @@ def test_a_fifo_or_directory_as_config_is_refused_without_hanging(tmp_path, caps
 
 def test_failsafe_keep_is_read_and_checked_from_the_config(data, tmp_path, capsys):
     config = write_config(tmp_path, data, solver={"failsafe_keep": ["va_hisp_race"]})
-    assert load_config(config).failsafe_keep == ("va_hisp_race",)
-    assert load_config(write_config(tmp_path, data, name="b.toml")).failsafe_keep == "auto"
+    assert load_config(config).topdown.failsafe_keep == ("va_hisp_race",)
+    assert load_config(write_config(tmp_path, data, name="b.toml")).topdown.failsafe_keep == "auto"
     bad = write_config(tmp_path, data, solver={"failsafe_keep": ["no_such_query"]},
                        name="c.toml")
     assert main(["validate", str(bad)]) == 1

@@ -52,10 +52,10 @@ UNCOMPARED = {"seconds", "fit_seconds", "round_seconds", "timings", "pipeline_ti
 #: measuring, before the first level), for a test to send it a signal there.
 PAUSED = """
 import sys, time
-import postproc.apps.runs.pipeline as pipeline
+import postproc.methods.topdown as engine
 from postproc.cli import main
 
-after, real = int(sys.argv[1]), pipeline.topdown
+after, real = int(sys.argv[1]), engine.topdown
 
 
 def topdown(*args, on_level, **kwargs):
@@ -68,7 +68,7 @@ def topdown(*args, on_level, **kwargs):
     return real(*args, on_level=pause, **kwargs)
 
 
-pipeline.topdown = topdown
+engine.topdown = topdown
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -102,6 +102,9 @@ def _config(args: argparse.Namespace):
               f"at {changes['scheduler']} and its workers: the confidential data leave this "
               "machine (serialized with pickle over the network). Use only a cluster you "
               "control, on a private network.", file=sys.stderr)
+    options = {k: changes.pop(k) for k in ("executor", "workers") if k in changes}
+    if options:                                      # TopDown's options are one record
+        changes["topdown"] = config.topdown.replace(**options)
     return replace(config, **changes) if changes else config
 
 

@@ -55,6 +55,7 @@ Result('zeros'; integer; nation=1, state=49 units; 0 persons; randomness simulat
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import inspect
 import math
 import numbers
@@ -68,8 +69,48 @@ import numpy as np
 from postproc.errors import PostprocError, refuse_spec, require_checked_spec, spec_checked
 from postproc.result import Result
 
-__all__ = ["PostProcessor", "PromiseError", "OptionError", "register", "unregister", "get",
-           "available", "catalogue", "postprocess", "check_promises", "noisy_histograms"]
+__all__ = ["PostProcessor", "PromiseError", "OptionError", "LevelCheckpoint", "register",
+           "unregister", "get", "available", "catalogue", "postprocess", "check_promises",
+           "noisy_histograms"]
+
+
+@dataclass(frozen=True)
+class LevelCheckpoint:
+    """The hooks of a level-wise method (one that solves the geography level by level, as
+    TopDown): resume below levels already done, and hear of each level as it finishes — what a
+    run directory's checkpoint needs. ``postprocess(..., checkpoint=LevelCheckpoint(...))``;
+    a method that is not level-wise refuses it.
+
+    Parameters
+    ----------
+    done : sequence of numpy arrays
+        The histograms of the first ``len(done)`` levels, taken as given (the method solves the
+        levels below them).
+    on_level : callable ``(level_index, histograms, partial_result) -> None``, optional
+        Called after each level the method solves.
+    reports : sequence of dicts
+        The failsafe reports of the levels done (each names its ``level``): the result carries
+        them first, so its promises are checked with every relaxed node known.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from invariants.spec import Invariant, Spec
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> spec = Spec([Invariant("tot", "all")])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2, spec=spec)
+    >>> whole = postprocess(noisy, "topdown", spec)
+    >>> heard = []
+    >>> again = postprocess(noisy, "topdown", spec, checkpoint=LevelCheckpoint(
+    ...     whole.histograms[:1], lambda li, hist, partial: heard.append(li)))
+    >>> heard, bool((again.histograms[1] == whole.histograms[1]).all())
+    ([1], True)
+    """
+
+    done: Sequence[Any] = ()
+    on_level: Callable[[int, Any, Result], None] | None = None
+    reports: Sequence[Mapping[str, Any]] = ()
 
 
 class OptionError(PostprocError):
@@ -134,6 +175,13 @@ class PostProcessor:
     check : callable ``(options, *, levels, workload) -> None``, optional
         Checks of option values that need no data (ranges, level and query names), raising
         :class:`PostprocError`; run with the type checks of :meth:`check_options`.
+    options_type : dataclass, optional
+        The method's options as one record (TopDown's :class:`~postproc.methods.topdown.
+        options.TopDownOptions`): its fields are the options and their annotations the types,
+        and the function takes ``**options``.
+    levelwise : bool
+        Whether the method solves level by level and takes ``checkpoint=``
+        (:class:`LevelCheckpoint`).
 
     Raises
     ------
@@ -164,6 +212,8 @@ class PostProcessor:
     invariants: bool = False
     randomized: bool = False
     check: Callable[..., None] | None = None
+    options_type: Any = None
+    levelwise: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -180,13 +230,20 @@ class PostProcessor:
                      if getattr(self, p))
 
     def options(self) -> tuple[str, ...]:
-        """The keyword options the function takes besides ``spec`` and ``rng``."""
+        """The keyword options the function takes besides ``spec``, ``rng`` and
+        ``checkpoint`` (the fields of its ``options_type`` if it has one)."""
+        if self.options_type is not None:
+            return tuple(f.name for f in dataclasses.fields(self.options_type))
         params = inspect.signature(self.function).parameters.values()
-        return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "rng")
+        return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY
+                     and p.name not in ("rng", "checkpoint"))
 
     def option_types(self) -> dict[str, Any]:
         """Each option's type: its annotation, or else the type of its default when that is
         a bool, int, float or str (``Any`` otherwise: not checked)."""
+        if self.options_type is not None:
+            hints = typing.get_type_hints(self.options_type)
+            return {name: hints.get(name, Any) for name in self.options()}
         params = inspect.signature(self.function).parameters
         try:
             hints = typing.get_type_hints(self.function)
@@ -246,10 +303,19 @@ class PostProcessor:
                 except PostprocError as exc:
                     raise OptionError(f"{self.name}: {exc}", name) from None
 
-    def __call__(self, noisy: Any, spec: Any = None, *, rng: Any = None, **options: Any
-                 ) -> Result:
+    def __call__(self, noisy: Any, spec: Any = None, *, rng: Any = None,
+                 checkpoint: LevelCheckpoint | None = None, **options: Any) -> Result:
         self.check_options(options, levels=getattr(noisy, "levels", None),
                            workload=getattr(noisy, "workload", None))
+        if checkpoint is not None:
+            if not self.levelwise:
+                raise PostprocError(f"{self.name} does not solve level by level, so it takes "
+                                    f"no checkpoint (level-wise methods: "
+                                    f"{[e.name for e in _REGISTRY.values() if e.levelwise]})")
+            if not isinstance(checkpoint, LevelCheckpoint):
+                raise PostprocError(f"checkpoint must be a LevelCheckpoint, not "
+                                    f"{type(checkpoint).__name__}")
+            options = {**options, "checkpoint": checkpoint}
         partial = _partly_drawn(noisy)
         if partial and self.name not in _READS_DRAWN:
             raise PostprocError(
@@ -374,7 +440,8 @@ def _partly_drawn(noisy: Any) -> list[tuple[str, str]]:
 
 def register(name: str, *, summary: str, integer: bool = False, consistent: bool = False,
              nonnegative: bool = False, invariants: bool = False, randomized: bool = False,
-             replace: bool = False, check: Callable[..., None] | None = None
+             replace: bool = False, check: Callable[..., None] | None = None,
+             options: Any = None, levelwise: bool = False
              ) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
     """Register a post-processor under ``name`` (a decorator; the function is returned as is).
 
@@ -400,6 +467,10 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
     check : callable ``(options, *, levels, workload) -> None``, optional
         Checks of option values that need no data, raising :class:`PostprocError` (given one
         option at a time; ``levels`` and ``workload`` may be None).
+    options : dataclass, optional
+        The options as one record (see :class:`PostProcessor`).
+    levelwise : bool, optional
+        The method takes ``checkpoint=`` (:class:`LevelCheckpoint`).
 
     Returns
     -------
@@ -437,7 +508,8 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
             raise PostprocError(f"{name}: a post-processor takes (noisy, spec=None, *, "
                                 f"rng=None, **options)")
         _REGISTRY[name] = PostProcessor(name, function, summary, integer, consistent,
-                                        nonnegative, invariants, randomized, check)
+                                        nonnegative, invariants, randomized, check, options,
+                                        levelwise)
         return function
     return decorate
 
@@ -611,40 +683,40 @@ def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) 
 # --------------------------------------------------------------------------------------------------
 def _check_topdown(options: Mapping[str, Any], *, levels: Sequence[str] | None = None,
                    workload: Any = None) -> None:
-    """TopDown's option values (its solver settings come checked from ``[solver]``)."""
-    from postproc.methods.topdown.failsafe import check_failsafe_slack
+    """TopDown's option values: :class:`~postproc.methods.topdown.options.TopDownOptions` checks
+    them (and the levels a per-level mapping names, when known)."""
     from postproc.methods.topdown.groups import check_group_children
-    from postproc.methods.topdown.run import check_pass_tolerance
+    from postproc.methods.topdown.options import TopDownOptions
 
-    if "failsafe_slack" in options:
-        check_failsafe_slack(options["failsafe_slack"])
-    if "group_children" in options:
+    TopDownOptions.of(options)
+    if "group_children" in options and levels is not None:
         check_group_children(options["group_children"], levels)
-    if "pass_tolerance" in options:
-        check_pass_tolerance(options["pass_tolerance"])
-    if "batch_children" in options and options["batch_children"] < 1:
-        raise PostprocError(f"batch_children must be a positive integer, not "
-                            f"{options['batch_children']!r}")
+
+
+def _topdown_options() -> Any:
+    from postproc.methods.topdown.options import TopDownOptions
+
+    return TopDownOptions
 
 
 @register("topdown", summary="TopDown: weighted least squares and constraint-keeping rounding, "
                              "level by level (deterministic)",
-          integer=True, consistent=True, nonnegative=True, invariants=True, check=_check_topdown)
-def _topdown(noisy, spec=None, *, rng=None, solver: str | Sequence[str] | None = None,
-             executor: Any = "serial", workers: int | None = None, batch_children: int = 512,
-             failsafe: bool = True, failsafe_keep: str | Sequence[str] = "auto",
-             failsafe_slack: float = 1.0, passes: Any = None, pass_tolerance: float = 0.5,
-             round_passes: Any = None, progress: bool = False,
-             group_children: int | Mapping[str, int | None] | None = None):
+          integer=True, consistent=True, nonnegative=True, invariants=True, check=_check_topdown,
+          options=_topdown_options(), levelwise=True)
+def _topdown(noisy, spec=None, *, rng=None, checkpoint: LevelCheckpoint | None = None,
+             **options):
     from postproc.methods.topdown import topdown
-    from postproc.methods.topdown.run import DEFAULT_QP_CHAIN
 
-    return topdown(noisy, spec, solver=solver or DEFAULT_QP_CHAIN, executor=executor,
-                   workers=workers, batch_children=batch_children, failsafe=failsafe,
-                   failsafe_keep=failsafe_keep, failsafe_slack=failsafe_slack, passes=passes,
-                   pass_tolerance=pass_tolerance,
-                   round_passes=round_passes, progress=progress,
-                   group_children=group_children)
+    done = list(checkpoint.done) if checkpoint is not None else []
+    result = topdown(noisy, spec, options=options, start=(len(done), done) if done else None,
+                     on_level=checkpoint.on_level if checkpoint is not None else None)
+    if checkpoint is None or not checkpoint.reports:
+        return result
+    earlier = [dict(r) for r in checkpoint.reports]
+    provenance = {**result.provenance,
+                  "failsafe_reports": earlier + list(result.failsafe_reports)}
+    return Result(result.method, result.schema, result.geography, result.workload,
+                  result.histograms, provenance, result.node_stats)
 
 
 def _check_sampling(options: Mapping[str, Any], *, levels: Sequence[str] | None = None,

@@ -119,9 +119,9 @@ def postprocess_settings(config: RunConfig, *, error_table: bool | None = None
     # settings, which do not change results; and the parsed values (a config changed in Python)
     solver = {**{key: value for key, value in dict(config.raw.get("solver", {})).items()
                  if key not in ("executor", "workers", "scheduler")},
-              "chain": config.solver_chain, "failsafe": config.failsafe,
-              "failsafe_keep": config.failsafe_keep, "passes": config.passes,
-              "round_passes": config.round_passes}
+              "chain": config.topdown.solver, "failsafe": config.topdown.failsafe,
+              "failsafe_keep": config.topdown.failsafe_keep, "passes": config.topdown.passes,
+              "round_passes": config.topdown.round_passes}
     return _plain({"method": config.method, "options": dict(config.method_options),
                    "spec": config.spec.to_dict(), "solver": solver,
                    "microdata": config.microdata,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, fields
+import warnings
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.infra.executors import EXECUTORS
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
+from postproc.methods.topdown.options import CONFIG_KEYS, RUN_FIELDS, TopDownOptions
 
 __all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text", "read_blocks",
            "PRESETS"]
@@ -45,6 +47,14 @@ PRESETS = {"workload": ("e2e", "pl94_2020"), "budget": ("e2e", "pl94_2020"),
 
 #: One level's multipass order: passes of query names.
 Passes = tuple[tuple[str, ...], ...]
+
+
+def _deprecated(config: "RunConfig", name: str, option: str | None = None) -> Any:
+    """``config.topdown.<option>`` for the old name of a TopDown option (with a warning)."""
+    option = option or name
+    warnings.warn(f"RunConfig.{name} is deprecated: use RunConfig.topdown.{option} (TopDown's "
+                  f"options are one record, TopDownOptions)", DeprecationWarning, stacklevel=3)
+    return getattr(config.topdown, option)
 
 
 @dataclass(frozen=True)
@@ -82,22 +92,53 @@ class RunConfig:
     randomness_mode: str
     seed: int | None
     spec: Spec
-    solver_chain: tuple[str, ...] = DEFAULT_QP_CHAIN
-    executor: str = "serial"
-    workers: int | None = None
+    topdown: TopDownOptions = field(default_factory=TopDownOptions)
     scheduler: str | None = None
-    failsafe: bool = True
-    passes: Passes | Mapping[str, Passes] | None = None
     output: Path = Path("out")
     microdata: bool = False
     error_table: bool | None = None
     source: str = "<config>"
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    failsafe_keep: tuple[str, ...] | str = "auto"
     method: str = "topdown"
     method_options: Mapping[str, Any] = field(default_factory=dict)
     blocks: Path | None = None
-    round_passes: Passes | Mapping[str, Passes] | None = None
+
+    def with_topdown(self, **changes: Any) -> "RunConfig":
+        """A copy whose TopDown options have ``changes`` (checked).
+
+        Examples
+        --------
+        >>> config = RunConfig.build(persons="p.parquet", levels=["nation", "state"], budget=1,
+        ...                          seed=1)
+        >>> config.with_topdown(workers=2, failsafe=False).topdown.workers
+        2
+        """
+        return replace(self, topdown=self.topdown.replace(**changes))
+
+    def topdown_options(self) -> TopDownOptions:
+        """The options TopDown runs with: :attr:`topdown` (``[solver]``), with
+        ``[postprocess.options]`` when TopDown is the method (a configuration changed with
+        ``dataclasses.replace(config, method_options=…)`` included).
+
+        Examples
+        --------
+        >>> config = RunConfig.build(persons="p.parquet", levels=["nation", "state"], budget=1,
+        ...                          seed=1, method_options={"failsafe_slack": 0})
+        >>> config.topdown_options().failsafe_slack
+        0.0
+        """
+        if self.method != "topdown":
+            return self.topdown
+        return self.topdown.replace(**self.method_options)
+
+    # The TopDown options' names before they were one record: read-only aliases, deprecated.
+    solver_chain = property(lambda self: _deprecated(self, "solver_chain", "solver"))
+    executor = property(lambda self: _deprecated(self, "executor"))
+    workers = property(lambda self: _deprecated(self, "workers"))
+    failsafe = property(lambda self: _deprecated(self, "failsafe"))
+    failsafe_keep = property(lambda self: _deprecated(self, "failsafe_keep"))
+    passes = property(lambda self: _deprecated(self, "passes"))
+    round_passes = property(lambda self: _deprecated(self, "round_passes"))
 
     @property
     def release(self) -> bool:
@@ -131,9 +172,7 @@ class RunConfig:
         >>> config.passes_at("state")[0]
         ('total',)
         """
-        if isinstance(self.passes, Mapping):
-            return self.passes.get(level)
-        return self.passes
+        return self.topdown.passes_at(level)
 
     def read_geography(self):
         """The geography of ``[data] blocks`` (every block, empty ones too), or ``None`` when
@@ -304,7 +343,7 @@ class RunConfig:
         >>> from dataclasses import replace
         >>> config = RunConfig.build(persons="p.parquet", levels=["nation", "state"],
         ...                          budget=1.0, seed=1)
-        >>> config.fingerprint() == replace(config, executor="process").fingerprint()
+        >>> config.fingerprint() == config.with_topdown(executor="process").fingerprint()
         True
         >>> config.fingerprint() == replace(config, seed=2).fingerprint()
         False
@@ -321,9 +360,10 @@ class RunConfig:
         parsed = {"seed": self.seed, "mode": self.randomness_mode, "levels": self.levels,
                   "mechanism": self.mechanism.to_dict(), "budget": self.budget.to_dict(),
                   "spec": self.spec.to_dict(), "workload": self.workload.to_dict(),
-                  "schema": self.schema.to_dict(), "passes": self.passes,
-                  "round_passes": self.round_passes, "failsafe": self.failsafe,
-                  "failsafe_keep": self.failsafe_keep, "solver": self.solver_chain,
+                  "schema": self.schema.to_dict(), "passes": self.topdown.passes,
+                  "round_passes": self.topdown.round_passes,
+                  "failsafe": self.topdown.failsafe,
+                  "failsafe_keep": self.topdown.failsafe_keep, "solver": self.topdown.solver,
                   "method": self.method, "options": dict(self.method_options)}
         text = json.dumps({"raw": raw, "parsed": parsed}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -618,12 +658,16 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     output = o.path("directory", "out", base=base)
     microdata = o.boolean("microdata", False)
     error_table = o.boolean("error_table", None)
+    # TopDown's options: [solver] (CONFIG_KEYS), then [postprocess.options] when it is the method
+    solver = {"chain": chain, "executor": executor, "workers": workers, "failsafe": failsafe,
+              "failsafe_keep": failsafe_keep, "passes": passes, "round_passes": round_passes}
+    topdown = TopDownOptions.of({CONFIG_KEYS[key]: value for key, value in solver.items()},
+                                **(method_options if method == "topdown" else {}))
     return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
-                     mechanism, mode, seed, spec, chain, executor, workers, None, failsafe,
-                     passes, output, microdata, error_table, source, dict(data),
-                     failsafe_keep=failsafe_keep, method=method,
-                     method_options=method_options, blocks=blocks,
-                     round_passes=round_passes)
+                     mechanism, mode, seed, spec, topdown=topdown, output=output,
+                     microdata=microdata, error_table=error_table, source=source,
+                     raw=dict(data), method=method, method_options=method_options,
+                     blocks=blocks)
 
 
 def read_blocks(path: str | Path, levels: Sequence[str],
@@ -833,9 +877,7 @@ def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
 
 #: Options a run gives a post-processor itself — TopDown's from ``[solver]``, and the run's own
 #: progress and checkpoints — so never in ``[postprocess.options]``.
-RUN_OPTIONS = frozenset({"solver", "executor", "workers", "scheduler", "failsafe",
-                         "failsafe_keep", "passes", "round_passes", "progress", "on_level",
-                         "resume_from"})
+RUN_OPTIONS = RUN_FIELDS | {"scheduler", "on_level", "resume_from"}
 
 
 def method_options_problem(method: str, options: Mapping[str, Any], *,

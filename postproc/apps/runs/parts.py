@@ -106,7 +106,6 @@ from postproc.errors import PostprocError
 from postproc.gate import data_errors, label_table, source_names, write_csv
 from postproc.infra.executors import Executor, SerialExecutor, get_executor
 from postproc.methods.topdown import topdown
-from postproc.methods.topdown.groups import check_group_children
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
 __all__ = ["run_in_parts", "plan_parts", "part_geography", "whole_measurement", "active_cells",
@@ -313,20 +312,6 @@ def _parts_filtered(config: RunConfig, geo: Geography, split: int,
     for k, (first, stop) in enumerate(plan):
         part = part_geography(geo, split, first, stop)
         yield (k, part) + _read_part(config, geo, split, part)
-
-
-def _at_levels(passes: Any, levels: Sequence[str]) -> Any:
-    """A per-level mapping (of passes) cut to ``levels``; anything else as it is."""
-    if isinstance(passes, Mapping):
-        return {lv: v for lv, v in passes.items() if lv in levels}
-    return passes
-
-
-def _options_at(options: Mapping[str, Any], levels: Sequence[str]) -> dict[str, Any]:
-    """TopDown's options for a run over ``levels``: a per-level ``group_children`` cut to them
-    (the top and the parts are runs over their own levels)."""
-    return {name: _at_levels(value, levels) if name == "group_children" else value
-            for name, value in options.items()}
 
 
 def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
@@ -549,7 +534,8 @@ def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: 
         f"under {geo.n_units(s):,} {geo.levels[s]} units")
     timings: dict[str, Any] = {"levels": dict.fromkeys(geo.levels, 0.0)}
 
-    ex = get_executor(config.executor, workers=config.workers, scheduler=config.scheduler)
+    ex = get_executor(config.topdown.executor, workers=config.topdown.workers,
+                      scheduler=config.scheduler)
     try:
         # 1. tabulate part by part: the split level's histograms, the statistics below
         t = time.perf_counter()
@@ -628,12 +614,9 @@ def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: 
         if saved_top is not None and not loaded:    # saved before anything is solved from it
             noisy_top.save(saved_top)
         errors = _Errors()
-        options = dict(solver=config.solver_chain, executor=ex, failsafe=config.failsafe,
-                       failsafe_keep=config.failsafe_keep,
-                       **_options_at(config.method_options, top_levels))
-        top = topdown(noisy_top, top_spec,
-                      compiled=compiled_top, passes=_at_levels(config.passes, top_levels),
-                      round_passes=_at_levels(config.round_passes, top_levels), **options)
+        top = topdown(noisy_top, top_spec, compiled=compiled_top,
+                      options=config.topdown_options().at_levels(top_levels).replace(
+                          executor=ex))
         for lv, seconds in top.provenance["timings"]["levels"].items():
             timings["levels"][lv] += seconds
         stats = [top.node_stats]
@@ -919,11 +902,8 @@ class _SolvePart:
                 noisy.save(saved)
         given = task.given
         result = topdown(noisy, self.spec, start=(2, [given.sum(axis=0, keepdims=True), given]),
-                         compiled=compiled, solver=config.solver_chain, executor="serial",
-                         failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
-                         passes=_at_levels(config.passes, self.low_levels),
-                         round_passes=_at_levels(config.round_passes, self.low_levels),
-                         **_options_at(config.method_options, self.low_levels))
+                         compiled=compiled, options=config.topdown_options().at_levels(
+                             self.low_levels).replace(executor="serial", workers=None))
         errors = _Errors()
         for li in range(2, part.depth):
             lv = part.levels[li]
@@ -1083,10 +1063,9 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
                               timings["levels"][lv]) for lv in geo.levels}
     randomness = measurement["randomness"]
     provenance = {"noisy": measurement, "spec": config.spec.to_dict(),
-                  "solver": {**top["solver"], "passes": _record(config.passes),
-                             "round_passes": _record(config.round_passes),
-                             "group_children": check_group_children(
-                                 config.method_options.get("group_children"))},
+                  "solver": {**top["solver"], "passes": _record(config.topdown.passes),
+                             "round_passes": _record(config.topdown.round_passes),
+                             "group_children": config.topdown_options().group_children},
                   "timings": {"levels": dict(timings["levels"]), "total": timings["total"],
                               "steps": {k: v for k, v in timings.items() if k != "levels"}},
                   "failsafe_reports": list(top.get("failsafe_reports", []))

@@ -75,7 +75,7 @@ from postproc.apps.runs.config import RunConfig, method_options_problem
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names, write_csv
 from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
-from postproc.methods.topdown import topdown
+from postproc.methods.topdown.options import RUN_FIELDS
 
 __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
            "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
@@ -238,10 +238,7 @@ def method_options(config: RunConfig, method: str) -> dict[str, Any]:
     """
     options: dict[str, Any] = {}
     if method == "topdown":
-        options = {"solver": config.solver_chain, "executor": config.executor,
-                   "workers": config.workers, "failsafe": config.failsafe,
-                   "failsafe_keep": config.failsafe_keep, "passes": config.passes,
-                   "round_passes": config.round_passes}
+        options = {name: getattr(config.topdown, name) for name in RUN_FIELDS - {"progress"}}
     if method == config.method:
         options.update(config.method_options)
     return options
@@ -740,9 +737,10 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         noisy.save(noisy_dir)
     timings["measure"] = time.perf_counter() - t
     finished = checkpoint.finished
-    if config.method == "topdown":
-        result, completed = _run_topdown(config, directory, noisy, checkpoint, progress, log,
-                                         timings)
+    levelwise = _registered(config.method).levelwise
+    if levelwise:
+        result, completed = _run_levelwise(config, directory, noisy, checkpoint, progress, log,
+                                           timings)
         written = [lv for lv in noisy.levels if lv not in completed]
     else:
         result = _run_method(config, directory, noisy, finished, log, timings, progress)
@@ -758,12 +756,12 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
         conf = confidential_directory(directory, what="the input data's fingerprint, errors "
                                                       "against the confidential data")
         write_csv(errors, conf / "error_table.csv")
-    if config.method != "topdown" and finished and not checkpoint.changed:
+    if not levelwise and finished and not checkpoint.changed:
         timings["write"] = time.perf_counter() - t     # complete outputs are left as they are
         return PipelineResult(result, noisy, truth, directory, timings, errors)
     release_files = ["manifest.json", "checkpoint.json", "geography.parquet"] + (
-        ["node_stats.parquet"] if len(result.node_stats) or config.method == "topdown"
-        else []) + ["noisy/"] + [f"{lv}.parquet" for lv in noisy.levels] + (
+        ["node_stats.parquet"] if len(result.node_stats) or levelwise else []) + [
+        "noisy/"] + [f"{lv}.parquet" for lv in noisy.levels] + (
         ["microdata.parquet"] if config.microdata else [])
     entry = _registered(config.method)
     extra = {"config": config.to_dict(), "accounting": accounting(config),
@@ -841,17 +839,22 @@ def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finis
     return result
 
 
-def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
-                 checkpoint: Checkpoint, progress: bool, log: Callable[[str], None],
-                 timings: dict[str, float]) -> tuple[Result, list[str]]:
-    """TopDown level by level with a checkpoint after each; resumes after the last one whose
+def _run_levelwise(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
+                   checkpoint: Checkpoint, progress: bool, log: Callable[[str], None],
+                   timings: dict[str, float]) -> tuple[Result, list[str]]:
+    """A level-wise method (TopDown) through ``postprocess``, with a checkpoint after each
+    level (:class:`~postproc.methods.registry.LevelCheckpoint`); resumes after the last one whose
     level file, node statistics and provenance are all there (a level missing any of them is
     solved again: the same measurements give the same result)."""
+    from postproc.methods import get, postprocess
+    from postproc.methods.registry import LevelCheckpoint
+
     completed = _levels_to_reuse(config, directory, noisy, checkpoint, log)
     hists = completed["hists"]
     earlier_stats = completed["stats"]
     completed = completed["levels"]
     records = {lv: checkpoint.levels[lv] for lv in completed}
+    reports = [r for lv in completed for r in records[lv].get("failsafe_reports", [])]
     checkpoint.completed, checkpoint.levels = list(completed), dict(records)
     if completed:
         log(f"resume: levels {completed} already done")
@@ -871,13 +874,14 @@ def _run_topdown(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
 
     t = time.perf_counter()
     with _executor(config) as ex:
-        result = topdown(noisy, config.spec, solver=config.solver_chain, executor=ex,
-                         failsafe=config.failsafe, failsafe_keep=config.failsafe_keep,
-                         passes=config.passes, round_passes=config.round_passes,
-                         progress=progress,
-                         start=(len(hists), hists) if hists else None, on_level=on_level,
-                         **config.method_options)
-    timings["topdown"] = time.perf_counter() - t
+        options = {**method_options(config, config.method), "executor": ex}
+        if "progress" in get(config.method).options():
+            options["progress"] = progress
+        result = postprocess(noisy, config.method, method_spec(config.method, config.spec),
+                             rng=method_rng(config.rng, config.method),
+                             checkpoint=LevelCheckpoint(hists, on_level, reports),
+                             **options)
+    timings[config.method] = time.perf_counter() - t
     result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats),
                      provenance=with_level_records(result.provenance, records, noisy.levels))
     return result, completed
@@ -936,4 +940,5 @@ def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 def _executor(config: RunConfig):
     from postproc.infra.executors import get_executor
 
-    return get_executor(config.executor, workers=config.workers, scheduler=config.scheduler)
+    return get_executor(config.topdown.executor, workers=config.topdown.workers,
+                        scheduler=config.scheduler)

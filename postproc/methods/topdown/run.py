@@ -14,39 +14,16 @@ from invariants.compile import LevelConstraints, compile_spec, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError, require_checked_spec
 from postproc.infra.executors import Executor, get_executor
-from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
+from postproc.infra.solvers import DEFAULT_QP_CHAIN  # noqa: F401  (imported from here)
 from postproc.methods.topdown.failsafe import (AUTO, DEFAULT_FAILSAFE_SLACK, KeptQuery,
-                                       check_failsafe_keep, check_failsafe_slack,
-                                       check_parent_can_hold, kept_violations,
-                                       resolve_failsafe_keep)
-from postproc.methods.topdown.groups import (check_group_children, group_children_at,
-                                             solve_nodes)
+                                               check_failsafe_slack, check_parent_can_hold,
+                                               kept_violations, resolve_failsafe_keep)
+from postproc.methods.topdown.groups import group_children_at, solve_nodes
 from postproc.methods.topdown.node import NodeResult, NodeTask, QueryData, VerificationError
+from postproc.methods.topdown.options import TopDownOptions
 from postproc.result import Result
 
 __all__ = ["topdown", "level_tasks", "root_task"]
-
-
-def check_pass_tolerance(value: Any) -> float:
-    """``pass_tolerance`` as a float, or a PostprocError saying why not: a finite number above 0.
-
-    Examples
-    --------
-    >>> check_pass_tolerance(0.1), check_pass_tolerance(1)
-    (0.1, 1.0)
-    >>> check_pass_tolerance(0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: pass_tolerance must be a finite number above 0 ..., got 0; ...
-    """
-    why = "how far a later pass may move the answers an earlier pass fitted"
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise PostprocError(f"pass_tolerance must be a number ({why}), got {value!r}")
-    if not np.isfinite(value) or value <= 0:
-        raise PostprocError(f"pass_tolerance must be a finite number above 0 ({why}), got "
-                            f"{value!r}; to hold them nearly exactly use a small value such as "
-                            f"0.01 (0 would leave the solver a feasible region of zero width)")
-    return float(value)
 
 
 def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, Any]]:
@@ -321,18 +298,11 @@ def _check_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int, hist: np.
 
 
 def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
-            solver: Sequence[str] | str = DEFAULT_QP_CHAIN,
-            executor: str | Executor = "serial", workers: int | None = None,
-            batch_children: int = 512, failsafe: bool = True,
-            failsafe_keep: Sequence[str] | str = AUTO,
-            failsafe_slack: float = DEFAULT_FAILSAFE_SLACK,
-            passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
-            pass_tolerance: float = 0.5,
-            round_passes: Sequence[Sequence[str]] | Mapping[str, Any] | None = None,
-            progress: bool = False, start: tuple[int, Sequence[np.ndarray]] | None = None,
+            options: TopDownOptions | Mapping[str, Any] | None = None,
+            start: tuple[int, Sequence[np.ndarray]] | None = None,
             on_level: Callable[[int, np.ndarray, Result], None] | None = None,
-            compiled: Mapping[str, LevelConstraints] | None = None,
-            group_children: int | Mapping[str, int | None] | None = None) -> Result:
+            compiled: Mapping[str, LevelConstraints] | None = None, **option_values: Any
+            ) -> Result:
     """TopDown post-processing of a :class:`~hierarchy.noisy.NoisyHierarchy`.
 
     Root first, then for every parent of each level: the weighted least-squares fit (weights
@@ -350,47 +320,9 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         spec=spec)`` checks the data against it first), or one it covers: otherwise release-mode
         measurements are refused and a simulation warns
         (:func:`postproc.errors.require_checked_spec`).
-    solver : str or sequence of str
-        QP backend chain (see :mod:`postproc.infra.solvers.backends`); on failure the next is tried
-        and the switch is recorded in the node statistics.
-    executor : 'serial', 'process', 'dask' or an Executor
-    workers : int, optional
-    batch_children : int
-        Children per work item handed to the executor.
-    failsafe : bool
-        Relax parent consistency (and report it) when a node is infeasible; otherwise raise.
-    failsafe_keep : "auto" or list of query names
-        What the failsafe keeps exact at the parent while it moves persons between cells (see
-        :mod:`postproc.methods.topdown.failsafe`). ``"auto"``: the total and every workload query that
-        sums over the attributes the children's constraints distinguish (E2E: ``total`` and
-        ``va_hisp_race``). A list: the total and those workload queries. ``[]``: nothing —
-        free cell slacks, which may add or remove persons (the behaviour before kept answers).
-        When keeping them is infeasible the failsafe keeps only the total, then nothing, and
-        records each step in the node's failsafe report.
-    failsafe_slack : float, optional
-        How much the failsafe's total cell slack may exceed its least value, in persons
-        (default 1.0, as the Census Bureau's 2018 and 2020 code; 0 holds it at the least): the
-        fit, then the rounding, may use that much more slack where it brings the children
-        closer to their measurements (``docs/topdown.md``, "Failsafe"). Recorded in the
-        provenance.
-    passes : list of lists of query names, or a mapping level → such a list, optional
-        Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
-        then the next, … (queries not listed are fitted in a final pass of their own). A
-        mapping gives each level its own order (the 2020 production ordering differs by
-        level); a level it does not name fits every query in one pass.
-    pass_tolerance : float, optional
-        How far a later pass may move an answer an earlier pass fitted (default 0.5; the 2020
-        production value is 0.1, :data:`hierarchy.pl94.PRODUCTION_PASS_TOLERANCE`, which the
-        ``pl94_2020`` demo and example use). Recorded in the provenance.
-    round_passes : list of lists of query names or expressions, or a mapping level → such a
-        list, optional
-        Multipass rounding (the 2020 production rounder): each pass rounds so that its
-        queries' answers are as close as possible (L1) to the fit's, then holds them exactly;
-        the cells come last. E.g. ``[["total"], ["hhgq", "marginal(hhgq, hispanic)"]]``
-        rounds every child's total to within 1 of its fitted total first. Default: the cells
-        only.
-    progress : bool
-        A progress bar per level.
+    options : TopDownOptions or mapping, optional
+        The options below as one record (:class:`~postproc.methods.topdown.options.
+        TopDownOptions`); keyword arguments given as well replace its values.
     start : (level index, histograms of levels before it), optional
         Resume after a checkpoint: levels before ``start[0]`` are taken as given (and need no
         measurements).
@@ -401,16 +333,11 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         levels to solve, in the geography's unit order. A run in parts compiles the top levels
         on the whole geography, whose constraints below imply rows at the top
         (:mod:`postproc.apps.runs.parts`). Default: compiled here from ``noisy.invariants``.
-    group_children : int, or a mapping level → int, optional
-        Solve a parent of more children than this in two stages: groups of about this many
-        consecutive children (measured by their children's answers, projected on what the
-        parent allows, summed), then each group's children
-        (:mod:`postproc.methods.topdown.groups`). Much faster for counties of hundreds of
-        tracts; not the production algorithm, and the results differ a little. A mapping
-        groups only the parents of the levels it names (keyed by the children's level, as
-        ``passes``): ``{"county": 64, "tract": 64}`` groups the large states and counties and
-        solves every block group whole, which is faster there too (its parents are small;
-        ``docs/scale2020.md``). Default: every parent solved whole.
+    **option_values
+        Any option of :class:`~postproc.methods.topdown.options.TopDownOptions`, which says what
+        each does (``solver``, ``executor``, ``workers``, ``batch_children``, ``failsafe``,
+        ``failsafe_keep``, ``failsafe_slack``, ``passes``, ``pass_tolerance``,
+        ``round_passes``, ``progress``, ``group_children``).
 
     Returns
     -------
@@ -437,47 +364,25 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     True
     """
     t_start = time.perf_counter()
+    opts = TopDownOptions.of(options, **option_values)
     require_checked_spec("topdown", noisy, spec)
     spec = spec or Spec()
-    chain = check_chain(solver)
     geo = noisy.geography
     first = 0 if start is None else int(start[0])
     missing = [lv for lv in geo.levels[first:] if not noisy.queries(lv)]
     if missing:
         raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
                             f"{missing}. Give those levels a share of the budget")
-    if passes:
-        known = set(noisy.workload.names)
-        per_level = passes if isinstance(passes, Mapping) else {lv: passes for lv in geo.levels}
-        unknown_levels = sorted(set(per_level) - set(geo.levels))
-        if unknown_levels:
-            raise PostprocError(f"multipass names levels {unknown_levels} that the geography "
-                                f"does not have; its levels are {list(geo.levels)}")
-        bad = sorted({q for order in per_level.values() for p in order or () for q in p
-                      if q not in known})
-        if bad:
-            raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
-                                f"{sorted(known)}")
-    if round_passes:
-        if isinstance(round_passes, Mapping):
-            unknown_levels = sorted(set(round_passes) - set(geo.levels))
-            if unknown_levels:
-                raise PostprocError(f"round_passes names levels {unknown_levels} that the "
-                                    f"geography does not have; its levels are "
-                                    f"{list(geo.levels)}")
-        for lv in geo.levels:       # every name resolves before any level is solved
-            _round_matrices(noisy, _passes_at(round_passes, lv))
-    check_failsafe_keep(failsafe_keep, noisy.workload)
-    failsafe_slack = check_failsafe_slack(failsafe_slack)
-    group_children = check_group_children(group_children, geo.levels)
-    pass_tolerance = check_pass_tolerance(pass_tolerance)
+    opts.check_against(noisy.workload, geo.levels)
+    for lv in geo.levels:           # every rounding name resolves before any level is solved
+        _round_matrices(noisy, opts.round_passes_at(lv))
     if compiled is None:
         compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
     else:
         _check_compiled(compiled, geo, first)
     kept_by_level: dict[str, list[str]] = {}
-    ex = get_executor(executor, workers=workers)
-    own_executor = not isinstance(executor, Executor)
+    ex = get_executor(opts.executor, workers=opts.workers)
+    own_executor = not isinstance(opts.executor, Executor)
     hists: list[np.ndarray] = []
     stats: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
@@ -494,23 +399,24 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             level = geo.levels[li]
             lc = compiled[level]
             if li == 0:
-                tasks = [root_task(noisy, lc, passes=_passes_at(passes, level),
-                                   pass_tolerance=pass_tolerance,
-                                   round_passes=_passes_at(round_passes, level))]
+                tasks = [root_task(noisy, lc, passes=opts.passes_at(level),
+                                   pass_tolerance=opts.pass_tolerance,
+                                   round_passes=opts.round_passes_at(level))]
             else:
-                keep = _resolve_keep(failsafe_keep, noisy, lc)
+                keep = _resolve_keep(opts.failsafe_keep, noisy, lc)
                 kept_by_level[level] = [q.name for q in keep]
                 tasks = level_tasks(noisy, lc, li, hists[li - 1],
-                                    passes=_passes_at(passes, level),
-                                    pass_tolerance=pass_tolerance, failsafe_keep=keep,
-                                    round_passes=_passes_at(round_passes, level),
-                                    failsafe_slack=failsafe_slack)
+                                    passes=opts.passes_at(level),
+                                    pass_tolerance=opts.pass_tolerance, failsafe_keep=keep,
+                                    round_passes=opts.round_passes_at(level),
+                                    failsafe_slack=opts.failsafe_slack)
                 _refuse_empty_parents(tasks, hists[li - 1])
-            batches = _batches(tasks, batch_children)
-            solve = _Solver(chain, failsafe, group_children_at(group_children, level))
+            batches = _batches(tasks, opts.batch_children)
+            solve = _Solver(opts.solver, opts.failsafe,
+                            group_children_at(opts.group_children, level))
             order = _largest_first(batches)
             solved: list[list[NodeResult]] = [[] for _ in batches]
-            bar = _progress(progress, len(tasks), level)
+            bar = _progress(opts.progress, len(tasks), level)
             try:
                 for b, batch_results in zip(order, ex.map(solve, [batches[b] for b in order])):
                     solved[b] = batch_results
@@ -537,16 +443,13 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             hists.append(hist)
             timings[level] = time.perf_counter() - t0
             if on_level is not None:
-                on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, chain,
-                                           ex, failsafe, passes, t_start, kept_by_level,
-                                           round_passes, group_children, pass_tolerance,
-                                           failsafe_slack))
+                on_level(li, hist, _result(noisy, spec, hists, stats, reports, timings, opts,
+                                           ex, t_start, kept_by_level))
     finally:
         if own_executor:
             ex.close()
-    return _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes,
-                   t_start, kept_by_level, round_passes, group_children, pass_tolerance,
-                   failsafe_slack)
+    return _result(noisy, spec, hists, stats, reports, timings, opts, ex, t_start,
+                   kept_by_level)
 
 
 def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -> None:
@@ -575,18 +478,17 @@ def _passes_record(passes: Any) -> Any:
     return [list(p) for p in passes]
 
 
-def _result(noisy, spec, hists, stats, reports, timings, chain, ex, failsafe, passes, t_start,
-            kept_by_level, round_passes=None, group_children=None,
-            pass_tolerance=None, failsafe_slack=DEFAULT_FAILSAFE_SLACK) -> Result:
+def _result(noisy, spec, hists, stats, reports, timings, opts: TopDownOptions, ex, t_start,
+            kept_by_level) -> Result:
     node_stats = pd.DataFrame(stats)
     provenance = {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
-        "solver": {"chain": list(chain), **ex.describe(), "failsafe": failsafe,
-                   "failsafe_keep": dict(kept_by_level), "failsafe_slack": failsafe_slack,
-                   "passes": _passes_record(passes),
-                   "pass_tolerance": pass_tolerance if passes else None,
-                   "round_passes": _passes_record(round_passes),
-                   "group_children": group_children},
+        "solver": {"chain": list(opts.solver), **ex.describe(), "failsafe": opts.failsafe,
+                   "failsafe_keep": dict(kept_by_level), "failsafe_slack": opts.failsafe_slack,
+                   "passes": _passes_record(opts.passes),
+                   "pass_tolerance": opts.pass_tolerance if opts.passes else None,
+                   "round_passes": _passes_record(opts.round_passes),
+                   "group_children": opts.group_children},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports,
     }

@@ -1,0 +1,328 @@
+"""TopDown's options as one frozen, self-validating record: what the registry, a run
+configuration, a run in parts and the command line all pass to :func:`~postproc.methods.
+topdown.topdown`. Adding an option is adding a field here (with its check); the registry's option
+list and types, the configuration's key table and the provenance follow from it.
+
+A value is checked when the record is made (types and ranges: :class:`TopDownOptions`); the
+checks that need the measurements (query names in ``passes``, ``round_passes`` and
+``failsafe_keep``, level names in per-level mappings) are :meth:`TopDownOptions.check_against`.
+
+Examples
+--------
+>>> options = TopDownOptions(passes=[["total"], ["detailed"]], failsafe_slack=0)
+>>> options.passes, options.failsafe_slack, options.solver[0]
+((('total',), ('detailed',)), 0.0, 'clarabel')
+>>> options.replace(workers=2).workers
+2
+>>> TopDownOptions(batch_children=0)
+Traceback (most recent call last):
+...
+postproc.errors.PostprocError: batch_children must be a positive integer (children per work item), got 0
+>>> [f for f in FIELDS if f not in CONFIG_KEYS.values()]      # set in [postprocess.options]
+['batch_children', 'failsafe_slack', 'pass_tolerance', 'progress', 'group_children']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from postproc.errors import PostprocError
+from postproc.infra.executors import EXECUTORS, Executor
+from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
+from postproc.methods.topdown.failsafe import (AUTO, DEFAULT_FAILSAFE_SLACK, check_failsafe_keep,
+                                               check_failsafe_slack)
+from postproc.methods.topdown.groups import check_group_children
+
+__all__ = ["TopDownOptions", "FIELDS", "CONFIG_KEYS", "RUN_FIELDS", "check_pass_tolerance"]
+
+
+def check_pass_tolerance(value: Any) -> float:
+    """``pass_tolerance`` as a float, or a PostprocError saying why not: a finite number above 0.
+
+    Examples
+    --------
+    >>> check_pass_tolerance(0.1), check_pass_tolerance(1)
+    (0.1, 1.0)
+    >>> check_pass_tolerance(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: pass_tolerance must be a finite number above 0 ..., got 0; ...
+    """
+    why = "how far a later pass may move the answers an earlier pass fitted"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PostprocError(f"pass_tolerance must be a number ({why}), got {value!r}")
+    if not np.isfinite(value) or value <= 0:
+        raise PostprocError(f"pass_tolerance must be a finite number above 0 ({why}), got "
+                            f"{value!r}; to hold them nearly exactly use a small value such as "
+                            f"0.01 (0 would leave the solver a feasible region of zero width)")
+    return float(value)
+
+
+#: One level's multipass order: passes of query names (or, for the rounder, expressions).
+Passes = tuple[tuple[str, ...], ...]
+
+
+def _passes(value: Any, name: str) -> Passes | dict[str, Passes | None] | None:
+    """A ``passes`` / ``round_passes`` value as tuples (a mapping level → passes kept a dict)."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return {str(level): _passes(order, f"{name} of level {level!r}")
+                for level, order in value.items()}
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise PostprocError(f"{name} must be a list of passes, each a list of query names, or a "
+                            f"mapping level → such a list; got {value!r}")
+    out = []
+    for one in value:
+        if isinstance(one, str) or not isinstance(one, Sequence) or \
+                not all(isinstance(q, str) for q in one):
+            raise PostprocError(f"{name} must be a list of passes, each a list of query names; "
+                                f"got the pass {one!r}")
+        out.append(tuple(one))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TopDownOptions:
+    """Every option of :func:`~postproc.methods.topdown.topdown`, checked when made.
+
+    Parameters
+    ----------
+    solver : str or sequence of str
+        QP backend chain (see :mod:`postproc.infra.solvers.backends`); on failure the next is
+        tried and the switch is recorded in the node statistics.
+    executor : 'serial', 'process', 'dask' or an Executor
+    workers : int, optional
+    batch_children : int
+        Children per work item handed to the executor.
+    failsafe : bool
+        Relax parent consistency (and report it) when a node is infeasible; otherwise raise.
+    failsafe_keep : "auto" or list of query names
+        What the failsafe keeps exact at the parent while it moves persons between cells (see
+        :mod:`postproc.methods.topdown.failsafe`). ``"auto"``: the total and every workload
+        query that sums over the attributes the children's constraints distinguish (E2E:
+        ``total`` and ``va_hisp_race``). A list: the total and those workload queries. ``[]``: nothing —
+        free cell slacks, which may add or remove persons (the behaviour before kept answers).
+        When keeping them is infeasible the failsafe keeps only the total, then nothing, and
+        records each step in the node's failsafe report.
+    failsafe_slack : float, optional
+        How much the failsafe's total cell slack may exceed its least value, in persons
+        (default 1.0, as the Census Bureau's 2018 and 2020 code; 0 holds it at the least): the
+        fit, then the rounding, may use that much more slack where it brings the children
+        closer to their measurements (``docs/topdown.md``, "Failsafe"). Recorded in the
+        provenance.
+    passes : list of lists of query names, or a mapping level → such a list, optional
+        Multipass: fit the first list's queries, hold their answers within ``pass_tolerance``,
+        then the next, … (queries not listed are fitted in a final pass of their own). A
+        mapping gives each level its own order (the 2020 production ordering differs by
+        level); a level it does not name fits every query in one pass.
+    pass_tolerance : float, optional
+        How far a later pass may move an answer an earlier pass fitted (default 0.5; the 2020
+        production value is 0.1, :data:`hierarchy.pl94.PRODUCTION_PASS_TOLERANCE`, which the
+        ``pl94_2020`` demo and example use). Recorded in the provenance.
+    round_passes : list of lists of query names or expressions, or a mapping level → such a
+        list, optional
+        Multipass rounding (the 2020 production rounder): each pass rounds so that its
+        queries' answers are as close as possible (L1) to the fit's, then holds them exactly;
+        the cells come last. E.g. ``[["total"], ["hhgq", "marginal(hhgq, hispanic)"]]``
+        rounds every child's total to within 1 of its fitted total first. Default: the cells
+        only.
+    progress : bool
+        A progress bar per level.
+    group_children : int, or a mapping level → int, optional
+        Solve a parent of more children than this in two stages: groups of about this many
+        consecutive children (measured by their children's answers, projected on what the
+        parent allows, summed), then each group's children
+        (:mod:`postproc.methods.topdown.groups`). Much faster for counties of hundreds of
+        tracts; not the production algorithm, and the results differ a little. A mapping
+        groups only the parents of the levels it names (keyed by the children's level, as
+        ``passes``): ``{"county": 64, "tract": 64}`` groups the large states and counties and
+        solves every block group whole, which is faster there too (its parents are small;
+        ``docs/scale2020.md``). Default: every parent solved whole.
+
+    Raises
+    ------
+    PostprocError
+        A value of the wrong type or out of range, naming the option.
+
+    Examples
+    --------
+    >>> options = TopDownOptions(solver="osqp", failsafe_keep=["total"], workers=2)
+    >>> options.solver, options.failsafe_keep, options.record()["failsafe_keep"]
+    (('osqp',), ('total',), ['total'])
+    >>> options.at_levels(["county"]).replace(group_children={"county": 64}).group_children
+    {'county': 64}
+    """
+
+    solver: tuple[str, ...] | str | None = DEFAULT_QP_CHAIN
+    executor: Any = "serial"
+    workers: int | None = None
+    batch_children: int = 512
+    failsafe: bool = True
+    failsafe_keep: str | Sequence[str] = AUTO
+    failsafe_slack: float = DEFAULT_FAILSAFE_SLACK
+    passes: Sequence[Sequence[str]] | Mapping[str, Sequence[Sequence[str]] | None] | None = None
+    pass_tolerance: float = 0.5
+    round_passes: Sequence[Sequence[str]] | Mapping[str, Sequence[Sequence[str]] | None] | None \
+        = None
+    progress: bool = False
+    group_children: int | Mapping[str, int | None] | None = None
+
+    def __post_init__(self):
+        put = object.__setattr__
+        put(self, "solver", check_chain(self.solver if self.solver else DEFAULT_QP_CHAIN))
+        if not isinstance(self.executor, Executor) and self.executor not in EXECUTORS:
+            raise PostprocError(f"executor must be one of {sorted(EXECUTORS)} or an Executor, "
+                                f"got {self.executor!r}")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(
+                self.workers, (int, np.integer)) or self.workers < 1):
+            raise PostprocError(f"workers must be a positive integer or None, got "
+                                f"{self.workers!r}")
+        if isinstance(self.batch_children, bool) or not isinstance(
+                self.batch_children, (int, np.integer)) or self.batch_children < 1:
+            raise PostprocError(f"batch_children must be a positive integer (children per work "
+                                f"item), got {self.batch_children!r}")
+        for name in ("failsafe", "progress"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise PostprocError(f"{name} must be true or false, got "
+                                    f"{getattr(self, name)!r}")
+        keep = self.failsafe_keep
+        if not isinstance(keep, str):
+            try:
+                keep = tuple(keep)
+            except TypeError:
+                raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names, "
+                                    f"not {keep!r}") from None
+        elif keep != AUTO:
+            check_failsafe_keep(keep, ())              # raises, saying how to write a list
+        if not isinstance(keep, str) and not all(isinstance(n, str) for n in keep):
+            raise PostprocError(f"failsafe_keep must list query names (strings), not "
+                                f"{list(keep)}")
+        put(self, "failsafe_keep", keep)
+        put(self, "failsafe_slack", check_failsafe_slack(self.failsafe_slack))
+        put(self, "pass_tolerance", check_pass_tolerance(self.pass_tolerance))
+        put(self, "passes", _passes(self.passes, "passes"))
+        put(self, "round_passes", _passes(self.round_passes, "round_passes"))
+        put(self, "group_children", check_group_children(self.group_children))
+
+    @classmethod
+    def of(cls, options: "TopDownOptions | Mapping[str, Any] | None" = None,
+           **changes: Any) -> "TopDownOptions":
+        """``options`` (a record, a mapping of option names, or None: the defaults) with
+        ``changes``; an unknown name is an error listing the options.
+
+        Examples
+        --------
+        >>> TopDownOptions.of({"failsafe": False}, workers=2).workers
+        2
+        >>> TopDownOptions.of(damping=0.5)
+        Traceback (most recent call last):
+        ...
+        postproc.errors.PostprocError: TopDown has no option(s) ['damping']; its options are ['solver', 'executor', 'workers', 'batch_children', 'failsafe', 'failsafe_keep', 'failsafe_slack', 'passes', 'pass_tolerance', 'round_passes', 'progress', 'group_children']
+        """
+        given = dict(options.as_dict() if isinstance(options, TopDownOptions) else options or {})
+        given.update(changes)
+        unknown = [name for name in given if name not in FIELDS]
+        if unknown:
+            raise PostprocError(f"TopDown has no option(s) {unknown}; its options are "
+                                f"{list(FIELDS)}")
+        return cls(**given)
+
+    def replace(self, **changes: Any) -> "TopDownOptions":
+        """A copy with ``changes`` (checked)."""
+        return TopDownOptions.of(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options by name, as they are (the executor may be an object)."""
+        return {f: getattr(self, f) for f in FIELDS}
+
+    def record(self) -> dict[str, Any]:
+        """The options as JSON-ready values, for a provenance or a checkpoint (an executor
+        object by its kind, per-level mappings as dicts, tuples as lists).
+
+        Examples
+        --------
+        >>> TopDownOptions(passes=[["total"]]).record()["passes"]
+        [['total']]
+        """
+        def plain(value):
+            if isinstance(value, Mapping):
+                return {str(k): plain(v) for k, v in value.items()}
+            if isinstance(value, tuple):
+                return [plain(v) for v in value]
+            return value
+
+        out = {f: plain(getattr(self, f)) for f in FIELDS}
+        if isinstance(self.executor, Executor):
+            out["executor"] = getattr(self.executor, "kind", type(self.executor).__name__)
+        return out
+
+    def passes_at(self, level: str) -> Passes | None:
+        """The fitting passes of ``level`` (None: every query in one pass)."""
+        return _at(self.passes, level)
+
+    def round_passes_at(self, level: str) -> Passes | None:
+        """The rounding passes of ``level`` (None: the cells only)."""
+        return _at(self.round_passes, level)
+
+    def at_levels(self, levels: Sequence[str]) -> "TopDownOptions":
+        """A copy whose per-level mappings keep only ``levels`` (a run in parts solves the top
+        and the bottom levels separately)."""
+        def keep(value):
+            if isinstance(value, Mapping):
+                return {lv: v for lv, v in value.items() if lv in levels}
+            return value
+
+        return self.replace(passes=keep(self.passes), round_passes=keep(self.round_passes),
+                            group_children=keep(self.group_children))
+
+    def check_against(self, workload: Any, levels: Sequence[str]) -> None:
+        """The checks that need the measurements: query names of the workload in ``passes``
+        and ``failsafe_keep``, level names in the per-level mappings. (``round_passes``'
+        expressions are resolved by TopDown itself.)
+
+        Raises
+        ------
+        PostprocError
+        """
+        check_failsafe_keep(self.failsafe_keep, workload)
+        check_group_children(self.group_children, list(levels))
+        for name in ("passes", "round_passes"):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                unknown = sorted(set(value) - set(levels))
+                if unknown:
+                    what = "multipass" if name == "passes" else name
+                    raise PostprocError(f"{what} names levels {unknown} that the geography "
+                                        f"does not have; its levels are {list(levels)}")
+        if self.passes:
+            per_level = self.passes.values() if isinstance(self.passes, Mapping) \
+                else [self.passes]
+            known = set(workload.names)
+            bad = sorted({q for order in per_level for p in order or () for q in p
+                          if q not in known})
+            if bad:
+                raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
+                                    f"{sorted(known)}")
+
+
+def _at(value: Any, level: str) -> Any:
+    if isinstance(value, Mapping):
+        return value.get(level)
+    return value
+
+
+#: The option names, in order.
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TopDownOptions))
+#: ``[solver]`` keys of a run configuration → the option each sets; the others are set in
+#: ``[postprocess.options]`` (``scheduler`` is the Dask executor's, not TopDown's).
+CONFIG_KEYS: dict[str, str] = {"chain": "solver", "executor": "executor", "workers": "workers",
+                               "failsafe": "failsafe", "failsafe_keep": "failsafe_keep",
+                               "passes": "passes", "round_passes": "round_passes"}
+#: The options a run sets itself (from ``[solver]`` and the command line), refused in
+#: ``[postprocess.options]``.
+RUN_FIELDS: frozenset[str] = frozenset(CONFIG_KEYS.values()) | {"progress"}
