@@ -36,8 +36,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     fmt_bytes, markdown_table, parse_count)
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    fmt_bytes,
+    markdown_table,
+    parse_count,
+)
 
 NATION = 331_449_281            # persons, 2020 census, 50 states + DC
 NATION_BLOCKS = 8_000_000       # about 8 million tabulation blocks (docs/pl94_2020.md)

@@ -43,8 +43,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python, synthetic_parser, workdir_of)
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    markdown_table,
+    run_python,
+    synthetic_parser,
+    workdir_of,
+)
 
 METHODS = ("qdldl", "faer", "chosen")
 PARENTS = {"state": "nation", "county": "state", "tract": "county", "block_group": "tract",
@@ -63,8 +71,9 @@ def capture(persons: int, directory: str, levels: list[str] | None = None) -> di
     and what was captured (persons, blocks, nodes per level) to ``directory/nodes.json``."""
     import shutil
 
-    import postproc.methods.topdown.run as run
     from bench_pl94_parts import synthesize
+
+    import postproc.methods.topdown.run as run
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
 

@@ -32,9 +32,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, synthetic_parser, workdir_of)
 from bench_clarabel_kkt import captured  # noqa: E402
+
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    markdown_table,
+    synthetic_parser,
+    workdir_of,
+)
 
 VARIANTS = ("process", "dask, Dask's defaults", "dask, ours")
 

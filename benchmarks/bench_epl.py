@@ -20,8 +20,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 from hierarchy.mechanisms import sample_laplace, sample_two_sided_geometric
 from postproc.evaluation.epl import improved_epl, published_epl
 

@@ -42,8 +42,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hierarchy.mechanisms import (discrete_gaussian_logpmf, sample_discrete_gaussian,
-                                  sample_two_sided_geometric, two_sided_geometric_logpmf)
+from hierarchy.mechanisms import (
+    discrete_gaussian_logpmf,
+    sample_discrete_gaussian,
+    sample_two_sided_geometric,
+    two_sided_geometric_logpmf,
+)
 from hierarchy.randomness import Randomness
 from postproc.evaluation.epl import direct_epl, improved_epl
 

@@ -20,9 +20,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from hierarchy.mechanisms import (sample_discrete_gaussian, sample_discrete_laplace_exact,
-                                  sample_gaussian, sample_laplace, sample_two_sided_geometric)
 from hierarchy.errors import HierarchyError
+from hierarchy.mechanisms import (
+    sample_discrete_gaussian,
+    sample_discrete_laplace_exact,
+    sample_gaussian,
+    sample_laplace,
+    sample_two_sided_geometric,
+)
 from hierarchy.randomness import Randomness
 
 GEOMETRIC_TARGET = 10_000_000   # draws per second, simulation mode

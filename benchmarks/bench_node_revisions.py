@@ -32,9 +32,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (REPO_DIR, context_end, context_start, describe_context,  # noqa: E402
-                     emit, markdown_table, run_python)
 from bench_clarabel_kkt import PARENTS, captured  # noqa: E402
+
+from _common import (  # noqa: E402
+    REPO_DIR,
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    markdown_table,
+    run_python,
+)
 
 
 def solve_all(nodes: str, level: str, keep: str | None = None) -> dict[str, Any]:

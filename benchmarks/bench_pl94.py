@@ -48,8 +48,17 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     fmt_bytes, markdown_table, memory_status, reset_peak_rss, run_python)
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    fmt_bytes,
+    markdown_table,
+    memory_status,
+    reset_peak_rss,
+    run_python,
+)
 
 DEFAULT_SIZES = (20_000, 100_000, 200_000, 500_000, 1_000_000)
 STEPS = ("synthesis", "tabulation", "measurement", "topdown", "write")

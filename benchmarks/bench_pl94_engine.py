@@ -41,8 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (REPO_DIR, context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table)
+from _common import REPO_DIR, context_end, context_start, describe_context, emit, markdown_table  # noqa: E402
 
 VARIANTS = ("baseline", "current, cells rounding", "current, production rounding")
 

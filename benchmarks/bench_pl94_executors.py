@@ -26,8 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import context_end, context_start, describe_context, emit, markdown_table  # noqa: E402
 from bench_pl94_engine import prepare  # noqa: E402
+
+from _common import context_end, context_start, describe_context, emit, markdown_table  # noqa: E402
 
 EXECUTORS = ("serial", "process", "dask")
 

@@ -36,8 +36,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, count_list, describe_context, emit,  # noqa: E402
-                     fmt_bytes, markdown_table, run_python)
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    count_list,
+    describe_context,
+    emit,
+    fmt_bytes,
+    markdown_table,
+    run_python,
+)
 
 
 def group_sizes(text: str) -> int | dict[str, int]:

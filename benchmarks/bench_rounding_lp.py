@@ -27,9 +27,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python, synthetic_parser, workdir_of)
 from bench_clarabel_kkt import PARENTS, captured  # noqa: E402
+
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    markdown_table,
+    run_python,
+    synthetic_parser,
+    workdir_of,
+)
 
 VARIANTS = {"presolve": True, "no presolve": False}
 

@@ -22,13 +22,25 @@ import argparse
 import sys
 from typing import Any
 
-from _common import (context_end, context_start, describe_context, emit, markdown_table,
-                     parse_count, timed, verdict)
-from hierarchy.mechanisms import (get_mechanism, sample_discrete_gaussian,
-                                  sample_discrete_gaussian_fast)
+from hierarchy.mechanisms import (
+    get_mechanism,
+    sample_discrete_gaussian,
+    sample_discrete_gaussian_fast,
+)
 from hierarchy.mechanisms._fast import MAX_TABLE_SIGMA2
 from hierarchy.pl94 import pl94_budget, pl94_workload
 from hierarchy.randomness import Randomness
+
+from _common import (
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    markdown_table,
+    parse_count,
+    timed,
+    verdict,
+)
 
 TARGET = 50_000_000   # fast draws per second at the block level (issue 13)
 RANGE = (1e-2, 1.0, 1e2, 1e4, 1e6, 1e7, 1e8, 1e10, 1e12)

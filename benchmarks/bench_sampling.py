@@ -29,8 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.randomness import Randomness
-from postproc.methods.sampling import (effective_sample_size, read_count_table, sample_lattice,
-                               sample_mis, summarize_ess, table_target)
+from postproc.methods.sampling import (
+    effective_sample_size,
+    read_count_table,
+    sample_lattice,
+    sample_mis,
+    summarize_ess,
+    table_target,
+)
 from postproc.methods.sampling.mis import MISKernel, mis_index_set, run_mis
 
 DATA = [Path(__file__).resolve().parents[1] / "examples" / "data" / "gong_sex_age.csv"]

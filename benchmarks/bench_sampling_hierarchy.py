@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 
-from _common import context_end, context_start, describe_context, emit, markdown_table
 from hierarchy.budget import Budget
 from hierarchy.measurement import measure
 from hierarchy.queries import Workload, e2e_workload
@@ -59,6 +58,8 @@ from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec
 from postproc.methods.sampling import sample_topdown
 from postproc.methods.topdown import topdown
+
+from _common import context_end, context_start, describe_context, emit, markdown_table
 
 LEVELS_1940 = ["nation", "state", "county", "enum_dist"]
 STARTS = ("topdown", "l1")

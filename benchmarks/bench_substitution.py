@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table)
 from bench_clarabel_kkt import PARENTS, captured  # noqa: E402
+
+from _common import context_end, context_start, describe_context, emit, markdown_table  # noqa: E402
 
 BANDS = ((0, 100), (100, 200), (200, 400), (400, 800), (800, 1600), (1600, None))
 

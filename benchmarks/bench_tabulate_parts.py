@@ -27,8 +27,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (context_end, context_start, describe_context, emit,  # noqa: E402
-                     markdown_table, run_python, short_commit, synthetic_parser, workdir_of)
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    emit,
+    markdown_table,
+    run_python,
+    short_commit,
+    synthetic_parser,
+    workdir_of,
+)
 
 
 def tabulate_step(directory: str, executor: str, workers: int) -> dict[str, Any]:

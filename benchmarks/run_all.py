@@ -36,10 +36,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as common  # noqa: E402
 import foundation  # noqa: E402
 import full_run  # noqa: E402
 import topdown_engine  # noqa: E402
+
+import _common as common  # noqa: E402
 
 SECTIONS = ("tabulation", "engine", "executors", "scaling")
 DEFAULT_FIGURE = common.BENCH_DIR / "scaling.png"

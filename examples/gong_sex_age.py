@@ -38,8 +38,16 @@ import pandas as pd
 
 from hierarchy.mechanisms import sample_two_sided_geometric
 from hierarchy.randomness import Randomness
-from postproc.methods.sampling import (acceptance_curve, plot_acceptance_curve, plot_ess, plot_traces,
-                               read_count_table, sample_lattice, sample_mis, table_target)
+from postproc.methods.sampling import (
+    acceptance_curve,
+    plot_acceptance_curve,
+    plot_ess,
+    plot_traces,
+    read_count_table,
+    sample_lattice,
+    sample_mis,
+    table_target,
+)
 
 HERE = Path(__file__).resolve().parent
 DATA_CANDIDATES = [HERE / "data" / "gong_sex_age.csv"]

@@ -44,8 +44,8 @@ import scipy.sparse as sp
 
 from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.geography import encode_column, one_dictionary
-from hierarchy.storage import special_file_kind
 from hierarchy.schema import Schema
+from hierarchy.storage import special_file_kind
 
 __all__ = ["read_table", "read_microdata", "Microdata", "Recode", "attribute_codes",
            "as_arrow_column", "source_table", "leaf_index", "check_units", "check_tabulated_units",

@@ -52,9 +52,9 @@ invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known inv
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence

@@ -13,15 +13,25 @@ import pytest
 from scipy.special import erf
 
 import hierarchy.accounting.moe as moe_module
-from hierarchy.mechanisms import discrete_gaussian_logpmf, two_sided_geometric_logpmf
-from hierarchy.accounting import (NOMINAL_COVERAGE, LevelCurve, RDPCurve, account_moe,
-                                 calibrate_discrete_gaussian, calibrate_geometric,
-                                 compose_group_kinds, coverage_discrete_gaussian,
-                                 coverage_geometric, rdp_geometric, rdp_to_approx_dp,
-                                 zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
-from postproc.cli import main
+from hierarchy.accounting import (
+    NOMINAL_COVERAGE,
+    LevelCurve,
+    RDPCurve,
+    account_moe,
+    calibrate_discrete_gaussian,
+    calibrate_geometric,
+    compose_group_kinds,
+    coverage_discrete_gaussian,
+    coverage_geometric,
+    rdp_geometric,
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
+)
 from hierarchy.errors import AccountingError
+from hierarchy.mechanisms import discrete_gaussian_logpmf, two_sided_geometric_logpmf
 from postproc.apps.safetab import LevelBudget, account_safetab
+from postproc.cli import main
 
 MOES = [6, 6, 11, 11, 50, 50, 50]
 REFERENCE = ["account", "moe", "--moe", "6", "6", "11", "11", "50", "50", "50",

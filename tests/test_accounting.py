@@ -12,10 +12,26 @@ import pytest
 from scipy.special import logsumexp
 
 from hierarchy.accounting import (
-    RDPCurve, account_levels, account_moe, allocate_budget, as_fraction, calibrate_discrete_gaussian,
-    calibrate_geometric, compose, compose_parallel, moe_discrete_gaussian, moe_geometric,
-    pure_to_zcdp, rdp_discrete_gaussian, rdp_gaussian, rdp_geometric, rdp_to_approx_dp,
-    split_budget, zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
+    RDPCurve,
+    account_levels,
+    account_moe,
+    allocate_budget,
+    as_fraction,
+    calibrate_discrete_gaussian,
+    calibrate_geometric,
+    compose,
+    compose_parallel,
+    moe_discrete_gaussian,
+    moe_geometric,
+    pure_to_zcdp,
+    rdp_discrete_gaussian,
+    rdp_gaussian,
+    rdp_geometric,
+    rdp_to_approx_dp,
+    split_budget,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
+)
 from hierarchy.errors import AccountingError
 
 E2E_QUERIES = {"detailed": "0.1", "hhgq": "0.225", "va_hisp_race": "0.675"}

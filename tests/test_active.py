@@ -19,13 +19,16 @@ from hierarchy.pl94 import LEVELS, PL94_2020, pl94_workload
 from hierarchy.schema import Attribute, Schema
 from hierarchy.synth_2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
-from invariants.active import (ActiveCells, find_active_cells, find_active_cells_by_level,
-                               fixing_rules)
+from invariants.active import (
+    ActiveCells,
+    find_active_cells,
+    find_active_cells_by_level,
+    fixing_rules,
+)
 from invariants.catalogue import statistics_to_publish
 from invariants.compile import LevelConstraints, compile_spec
 from invariants.errors import SpecError
 from invariants.spec import Spec
-
 
 # -- the oracle ---------------------------------------------------------------------------------
 

@@ -16,21 +16,37 @@ import pytest
 
 from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
 from hierarchy.measurement import measure
+from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
 from hierarchy.queries import Workload, e2e_workload, marginal
-from hierarchy.randomness import as_randomness
-from hierarchy.randomness import Randomness
+from hierarchy.randomness import Randomness, as_randomness
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulation import tabulate
-from postproc.result import Result
-from postproc.methods.baselines import (STRATEGIES, TREE_SCHEMA, TreeCounts, adpc, bottom_up,
-                                calibrate_to_totals, children_per_node, clip_negative, clip_tree,
-                                flaxman_population, gdpc, hay, hay_consistency, measure_bottom,
-                                measure_tree, rdpc, srs, sample_counts, tree_least_squares)
 from postproc.errors import PostprocError
 from postproc.methods import postprocess
+from postproc.methods.baselines import (
+    STRATEGIES,
+    TREE_SCHEMA,
+    TreeCounts,
+    adpc,
+    bottom_up,
+    calibrate_to_totals,
+    children_per_node,
+    clip_negative,
+    clip_tree,
+    flaxman_population,
+    gdpc,
+    hay,
+    hay_consistency,
+    measure_bottom,
+    measure_tree,
+    rdpc,
+    sample_counts,
+    srs,
+    tree_least_squares,
+)
+from postproc.result import Result
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 

@@ -15,8 +15,16 @@ import pytest
 from hierarchy.budget import E2E_QUERY_FRACTIONS, NOTIONS, ZCDP, Budget, PureDP, as_privacy, notion
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import get_mechanism
-from hierarchy.queries import (Workload, detailed, e2e_workload, marginal, parse_query, product,
-                               recode, total)
+from hierarchy.queries import (
+    Workload,
+    detailed,
+    e2e_workload,
+    marginal,
+    parse_query,
+    product,
+    recode,
+    total,
+)
 from hierarchy.schema import E2E_1940, Attribute, Schema
 
 LEVELS = ["nation", "state", "county", "enum_dist"]

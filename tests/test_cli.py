@@ -20,9 +20,9 @@ import pytest
 
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.synth import write_synthetic_1940
-from postproc.cli import build_parser, main
 from postproc.apps.runs.config import load_config
 from postproc.apps.runs.pipeline import load_truth
+from postproc.cli import build_parser, main
 from postproc.result import histograms_from_table
 
 LEVELS = ("nation", "state", "county", "enum_dist")
@@ -379,8 +379,8 @@ def test_error_table_is_written_atomically(project, tmp_path, capsys, monkeypatc
 def test_cli_lists_the_library_s_experiments_and_samplers():
     # the parser is built without importing these packages; the names it offers must still be
     # the library's own
-    from postproc.cli.experiment import experiment_names
     from postproc.apps.experiments import EXPERIMENTS
+    from postproc.cli.experiment import experiment_names
     from postproc.methods.sampling.target import MIN_STEPS
     assert experiment_names() == sorted(EXPERIMENTS)
     mis = build_parser()._subparsers._group_actions[0].choices["mis"]
@@ -390,9 +390,9 @@ def test_cli_lists_the_library_s_experiments_and_samplers():
 
 def test_toolkit_errors_exit_1_with_their_message(capsys, monkeypatch):
     # the CLI maps the one base exception, whichever package raised it
+    import postproc.cli.synth as synth
     from hierarchy.errors import DappError
     from invariants.errors import SpecError
-    import postproc.cli.synth as synth
     for error in (SpecError("invariant 'tot': fix it"), DappError("something: fix it")):
         def fail(args, error=error):
             raise error

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _configs import e2e_config, save_config
 
 from hierarchy.budget import Budget
 from hierarchy.measurement import measure
@@ -24,14 +25,13 @@ from hierarchy.storage import MARKER
 from hierarchy.synth import synthesize_1940, write_synthetic_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec
-from postproc.cli import main
-from postproc.evaluation.compare import COLUMNS, compare_methods, default_directory, format_pivot
 from postproc.apps.runs.config import load_config
+from postproc.apps.runs.pipeline import method_rng
+from postproc.cli import main
 from postproc.errors import PostprocError
+from postproc.evaluation.compare import COLUMNS, compare_methods, default_directory, format_pivot
 from postproc.evaluation.evaluate import compare_postprocessors, default_queries, evaluate
 from postproc.methods import available, postprocess
-from postproc.apps.runs.pipeline import method_rng
-from _configs import e2e_config, save_config
 
 LEVELS = ["nation", "state"]
 NO_BOOT = {"n_boot": 0}

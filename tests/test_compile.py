@@ -10,7 +10,6 @@ Geography: nation → states S1, S2 → counties S1a, S1b (under S1), S2a (under
 
 from __future__ import annotations
 
-
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -18,9 +17,15 @@ import scipy.sparse as sp
 
 from hierarchy.geography import Geography
 from hierarchy.schema import Attribute, Schema
-from invariants.compile import (LevelConstraints, check_violations, compile_spec,
-                                node_cvxpy_constraints, node_matrices, resolve_statistics,
-                                violations)
+from invariants.compile import (
+    LevelConstraints,
+    check_violations,
+    compile_spec,
+    node_cvxpy_constraints,
+    node_matrices,
+    resolve_statistics,
+    violations,
+)
 from invariants.errors import SpecError
 from invariants.spec import Constraint, Invariant, Spec
 

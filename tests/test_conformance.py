@@ -35,12 +35,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import CASE_NAMES, build_case, e2e_like_spec
 from hierarchy.queries import parse_query
 from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.methods import PostProcessor, catalogue
 from postproc.result import Result
+
+from conftest import CASE_NAMES, build_case, e2e_like_spec
 
 METHODS = catalogue()
 RANDOMIZED = [e for e in METHODS if e.randomized]

@@ -30,10 +30,10 @@ from hierarchy.schema import E2E_1940  # noqa: E402
 from hierarchy.synth import synthesize_1940, write_synthetic_1940  # noqa: E402
 from hierarchy.tabulation import tabulate  # noqa: E402
 from invariants.spec import Spec  # noqa: E402
-from postproc.cli import main  # noqa: E402
-from postproc.infra.dask_executor import DaskExecutor  # noqa: E402
 from postproc.apps.runs.demo import demo_config  # noqa: E402
+from postproc.cli import main  # noqa: E402
 from postproc.errors import PostprocError  # noqa: E402
+from postproc.infra.dask_executor import DaskExecutor  # noqa: E402
 from postproc.infra.executors import get_executor  # noqa: E402
 from postproc.infra.solvers import SolverError  # noqa: E402
 from postproc.methods.topdown import topdown  # noqa: E402

@@ -19,8 +19,9 @@ import postproc.evaluation.epl as epl_module
 import postproc.evaluation.epl._kernel as epl_kernel
 from hierarchy.mechanisms import sample_discrete_gaussian, sample_two_sided_geometric
 from postproc.cli import main
-from postproc.evaluation.epl import EPLResult, estimate_epl, improved_epl, published_epl
 from postproc.errors import PostprocError
+from postproc.evaluation.epl import EPLResult, estimate_epl, improved_epl, published_epl
+
 
 # --------------------------------------------------------------------------------------------------
 # a reference written from docs/epl.md ("The published estimator, reproduced")

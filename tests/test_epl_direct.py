@@ -15,8 +15,8 @@ import pytest
 
 from hierarchy.mechanisms import sample_laplace, sample_two_sided_geometric
 from hierarchy.randomness import Randomness
-from postproc.evaluation.epl import direct_epl
 from postproc.errors import PostprocError
+from postproc.evaluation.epl import direct_epl
 
 
 def geometric_runs(z, runs, seed):

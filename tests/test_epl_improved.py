@@ -19,12 +19,17 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from hierarchy.mechanisms import (discrete_gaussian_pmf, sample_discrete_gaussian, sample_laplace,
-                                  sample_two_sided_geometric, two_sided_geometric_pmf)
+from hierarchy.mechanisms import (
+    discrete_gaussian_pmf,
+    sample_discrete_gaussian,
+    sample_laplace,
+    sample_two_sided_geometric,
+    two_sided_geometric_pmf,
+)
 from hierarchy.randomness import Randomness
+from postproc.errors import PostprocError
 from postproc.evaluation.epl import default_bandwidth, improved_epl
 from postproc.evaluation.epl._smooth import fit_side
-from postproc.errors import PostprocError
 
 
 def exact_epl(log_pmf, window):

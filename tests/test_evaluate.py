@@ -13,16 +13,22 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from hierarchy.queries import total
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulation import tabulate
-from hierarchy.queries import total
-from postproc.methods.baselines import TreeCounts, gdpc
 from postproc.cli import main
-from postproc.evaluation.epl import improved_epl
 from postproc.errors import PostprocError
-from postproc.evaluation.evaluate import (compare_postprocessors, evaluate, load_run, load_truth,
-                               pivot, to_json)
+from postproc.evaluation.epl import improved_epl
+from postproc.evaluation.evaluate import (
+    compare_postprocessors,
+    evaluate,
+    load_run,
+    load_truth,
+    pivot,
+    to_json,
+)
 from postproc.evaluation.metrics import error_metrics
+from postproc.methods.baselines import TreeCounts, gdpc
 from postproc.result import histograms_from_table
 
 LEVELS = ["nation", "state", "county", "enum_dist"]

@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _examples import load_example
-from postproc.cli import main
-from postproc.errors import PostprocError
 from postproc.apps.experiments import EXPERIMENTS, describe, run_experiment
 from postproc.apps.runs.report import render_report, write_report
+from postproc.cli import main
+from postproc.errors import PostprocError
+
+from _examples import load_example
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -180,8 +181,8 @@ def test_quick_hierarchies_have_several_units_per_parent(quick_runs, name):
 
 
 def test_flaxman_quick_trees_have_several_children():
-    from postproc.methods.baselines import children_per_node
     from postproc.apps.experiments.flaxman2019 import FULL, QUICK
+    from postproc.methods.baselines import children_per_node
 
     for params in (QUICK, FULL):
         assert children_per_node(params["persons"], params["levels"], params["mean_leaf"]) >= 3

@@ -17,11 +17,17 @@ import pytest
 
 from hierarchy.mechanisms import sample_two_sided_geometric
 from hierarchy.randomness import Randomness
-from postproc.methods.baselines import TreeCounts, adpc, flaxman_population, gdpc, rdpc
-from postproc.errors import PostprocError
 from postproc.apps.experiments import _neighbours
-from postproc.apps.experiments._neighbours import (ADPC_RUNS, neighbour, neighbour_epl,
-                                              noise_parameters, noise_shapes, release_runs)
+from postproc.apps.experiments._neighbours import (
+    ADPC_RUNS,
+    neighbour,
+    neighbour_epl,
+    noise_parameters,
+    noise_shapes,
+    release_runs,
+)
+from postproc.errors import PostprocError
+from postproc.methods.baselines import TreeCounts, adpc, flaxman_population, gdpc, rdpc
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _examples import load_example
 from postproc.apps.experiments import _papers as paper
 from postproc.apps.experiments._matching import match_srs
 from postproc.apps.experiments.petti_flaxman import _paper_tables
+
+from _examples import load_example
 
 #: (table, level, ε) → the number the published text states.
 QUOTED_TOPDOWN = {

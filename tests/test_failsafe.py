@@ -36,7 +36,8 @@ from postproc.infra.solvers import InfeasibleError
 from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
 from postproc.methods.topdown.failsafe import KeptQuery, total_kept
 from postproc.methods.topdown.node import VerificationError
-from test_topdown import LEVELS, make_noisy, make_truth   # noqa: E402  (tests/ is on sys.path)
+
+from test_topdown import LEVELS, make_noisy, make_truth  # noqa: E402  (tests/ is on sys.path)
 
 HHGQ = 8
 VA_HISP_RACE = e2e_workload(E2E_1940)["va_hisp_race"]

@@ -33,7 +33,8 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
 from postproc.methods.topdown.failsafe import rounding_allowance, stack_kept, total_kept
-from test_failsafe import random_infeasible_task, review_case   # noqa: F401  (a fixture)
+
+from test_failsafe import random_infeasible_task, review_case  # noqa: F401  (a fixture)
 from test_topdown import LEVELS
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +287,7 @@ def test_postproc_methods_lists_failsafe_slack():
 
 def test_a_config_reads_failsafe_slack_and_names_the_line_of_a_bad_one(tmp_path):
     from postproc.apps.runs.config import load_config
+
     from test_pl94_run import REPO
 
     text = (REPO / "examples" / "pl94_2020.toml").read_text()
@@ -304,10 +306,10 @@ def test_a_config_reads_failsafe_slack_and_names_the_line_of_a_bad_one(tmp_path)
 
 
 def test_a_run_in_parts_passes_failsafe_slack_to_the_top_and_every_part(tmp_path, monkeypatch):
+    from hierarchy.synth_2020 import synthesize_2020
     from postproc.apps.runs import parts as parts_module
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
-    from hierarchy.synth_2020 import synthesize_2020
 
     synthesize_2020(3_000, seed=3, out=tmp_path / "data")
     config = demo_config(tmp_path, preset="pl94_2020", seed=3, executor="serial")

@@ -21,11 +21,18 @@ from scipy import stats
 
 from hierarchy.errors import HierarchyError
 from hierarchy.measurement import measure
-from hierarchy.mechanisms import (DiscreteGaussian, Mechanism, discrete_gaussian_pmf,
-                                  discrete_gaussian_variance, get_mechanism,
-                                  sample_discrete_gaussian, sample_discrete_gaussian_fast)
-from hierarchy.mechanisms import _fast
+from hierarchy.mechanisms import (
+    DiscreteGaussian,
+    Mechanism,
+    _fast,
+    discrete_gaussian_pmf,
+    discrete_gaussian_variance,
+    get_mechanism,
+    sample_discrete_gaussian,
+    sample_discrete_gaussian_fast,
+)
 from hierarchy.randomness import Randomness
+
 from test_mechanisms import P_SIMULATION, check_mean_and_variance, chi_square_pvalue, moments
 
 DRAWS = 100_000
@@ -252,6 +259,7 @@ def test_fast_option_round_trips_through_to_dict():
 
 def test_measure_with_the_fast_option():
     import pandas as pd
+
     from hierarchy.budget import Budget
     from hierarchy.queries import e2e_workload
     from hierarchy.schema import E2E_1940

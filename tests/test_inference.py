@@ -19,8 +19,13 @@ from scipy.optimize import minimize_scalar
 from scipy.special import gammaln
 
 from postproc.errors import PostprocError
-from postproc.inference import (NoiseModel, abc_posterior, louis_information, mcem,
-                                monte_carlo_log_likelihood)
+from postproc.inference import (
+    NoiseModel,
+    abc_posterior,
+    louis_information,
+    mcem,
+    monte_carlo_log_likelihood,
+)
 
 EPS = 0.2
 S_DP = 37.4

@@ -27,11 +27,25 @@ from scipy import stats
 from hierarchy import mechanisms as mech
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import (
-    DiscreteGaussian, Geometric, Mechanism, discrete_gaussian_logpmf, discrete_gaussian_pmf,
-    discrete_gaussian_variance, gaussian_logpdf, get_mechanism, laplace_logpdf,
-    round_up_to_rational, sample_discrete_gaussian, sample_discrete_laplace_exact,
-    sample_gaussian, sample_laplace, sample_two_sided_geometric, two_sided_geometric_logpmf,
-    two_sided_geometric_pmf, two_sided_geometric_variance)
+    DiscreteGaussian,
+    Geometric,
+    Mechanism,
+    discrete_gaussian_logpmf,
+    discrete_gaussian_pmf,
+    discrete_gaussian_variance,
+    gaussian_logpdf,
+    get_mechanism,
+    laplace_logpdf,
+    round_up_to_rational,
+    sample_discrete_gaussian,
+    sample_discrete_laplace_exact,
+    sample_gaussian,
+    sample_laplace,
+    sample_two_sided_geometric,
+    two_sided_geometric_logpmf,
+    two_sided_geometric_pmf,
+    two_sided_geometric_variance,
+)
 from hierarchy.randomness import Randomness
 
 P_SIMULATION = 1e-4   # reject threshold of seeded goodness-of-fit tests

@@ -10,8 +10,13 @@ import pandas as pd
 import pytest
 
 from postproc.errors import PostprocError
-from postproc.evaluation.metrics import (METRICS, bias_by_homogeneity, error_metrics, error_table,
-                              homogeneity_index)
+from postproc.evaluation.metrics import (
+    METRICS,
+    bias_by_homogeneity,
+    error_metrics,
+    error_table,
+    homogeneity_index,
+)
 
 VA, HISP, RACE = 2, 2, 6
 

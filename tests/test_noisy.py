@@ -511,7 +511,7 @@ def test_answers_not_drawn_weigh_nothing_and_survive_storage(noisy, tmp_path):
     back = NoisyHierarchy.load(partial.save(tmp_path / "partial"))
     assert back.equals(partial) and not back.equals(noisy)
     np.testing.assert_array_equal(back.get("county", "detailed").drawn, drawn)
-    import pyarrow.parquet as pq                # stored as nulls, never as numbers
+    import pyarrow.parquet as pq  # stored as nulls, never as numbers
     stored = pq.read_table(tmp_path / "partial" / "measurements" / "county.parquet")
     flat = stored.column("detailed").combine_chunks().flatten()
     np.testing.assert_array_equal(flat.is_null().to_numpy(zero_copy_only=False),

@@ -13,10 +13,9 @@ import pytest
 
 from hierarchy import numbers
 from hierarchy.budget import Budget
-from hierarchy.errors import HierarchyError
+from hierarchy.errors import AccountingError, HierarchyError
 from hierarchy.mechanisms import get_mechanism, sample_two_sided_geometric
 from hierarchy.numbers import MAX_FLOAT_DIGITS, as_fraction, positive
-from hierarchy.errors import AccountingError
 from postproc.errors import PostprocError
 
 

@@ -23,8 +23,13 @@ from hierarchy.measurement import measure
 from hierarchy.synth_2020 import synthesize_2020
 from postproc.apps.runs import parts as parts_module
 from postproc.apps.runs.demo import demo_config
-from postproc.apps.runs.parts import (active_cells, part_geography, plan_parts,
-                                      run_in_parts, whole_measurement)
+from postproc.apps.runs.parts import (
+    active_cells,
+    part_geography,
+    plan_parts,
+    run_in_parts,
+    whole_measurement,
+)
 from postproc.apps.runs.pipeline import load_truth, method_options
 from postproc.errors import PostprocError
 from postproc.methods.topdown import topdown
@@ -416,7 +421,7 @@ def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole,
     reports = manifest["provenance"]["failsafe_reports"]     # the parts' too, not the top's only
     assert len(reports) == len(expected.provenance["failsafe_reports"])
     assert not manifest["safe_for_release"]
-    from hierarchy.storage import read_parquet_metadata    # every file is labelled, as a result's
+    from hierarchy.storage import read_parquet_metadata  # every file is labelled, as a result's
     for name in ("block.parquet", "tract.parquet", "geography.parquet", "node_stats.parquet"):
         assert "NOT SAFE" in read_parquet_metadata(tmp_path / "out" / name)["randomness_label"]
     assert len(pq.read_table(tmp_path / "out" / "node_stats.parquet")) == 1 + sum(  # root

@@ -18,14 +18,14 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+import postproc.methods.topdown as engine
 from hierarchy.errors import HierarchyError
 from hierarchy.schema import E2E_1940
 from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
 from postproc.apps.runs.config import load_config
-from postproc.errors import PostprocError
-import postproc.methods.topdown as engine
 from postproc.apps.runs.pipeline import accounting, load_truth, run_pipeline, validate_config
+from postproc.errors import PostprocError
 from postproc.result import histograms_from_table
 
 LEVELS = ("nation", "state", "county", "enum_dist")

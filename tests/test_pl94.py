@@ -16,9 +16,18 @@ import pytest
 
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import get_mechanism
-from hierarchy.pl94 import (CENRACE_LABELS, LEVELS, PL94_2020, QueryOrdering, pl94_budget,
-                            pl94_passes, pl94_query_ordering, pl94_spec_dict, pl94_workload,
-                            query_expression)
+from hierarchy.pl94 import (
+    CENRACE_LABELS,
+    LEVELS,
+    PL94_2020,
+    QueryOrdering,
+    pl94_budget,
+    pl94_passes,
+    pl94_query_ordering,
+    pl94_spec_dict,
+    pl94_workload,
+    query_expression,
+)
 from hierarchy.schema import SCHEMAS, get_schema
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,11 +19,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hierarchy.pl94 import (LEVELS, PL94_2020, PRODUCTION_PASS_TOLERANCE, TOTAL_RHO, pl94_budget,
-                           pl94_passes, pl94_round_passes, pl94_spec_dict, pl94_workload)
+from hierarchy.io import read_microdata
+from hierarchy.pl94 import (
+    LEVELS,
+    PL94_2020,
+    PRODUCTION_PASS_TOLERANCE,
+    TOTAL_RHO,
+    pl94_budget,
+    pl94_passes,
+    pl94_round_passes,
+    pl94_spec_dict,
+    pl94_workload,
+)
 from hierarchy.synth_2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
-from hierarchy.io import read_microdata
 from invariants.spec import Spec
 from postproc.apps.runs.config import RunConfig, config_from_dict, load_config, read_blocks
 from postproc.apps.runs.demo import demo_config, run_demo

@@ -25,7 +25,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _configs import save_config
 
+from hierarchy.accounting import (
+    RDPCurve,
+    account_moe,
+    calibrate_discrete_gaussian,
+    calibrate_geometric,
+    compose,
+    rdp_geometric,
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
+)
 from hierarchy.budget import MAX_BUDGET, MIN_BUDGET, Budget
 from hierarchy.errors import HierarchyError
 from hierarchy.io import read_microdata, read_table
@@ -34,14 +46,9 @@ from hierarchy.schema import E2E_1940
 from hierarchy.synth import MADE_BY, write_synthetic_1940
 from invariants.errors import SpecError
 from invariants.spec import Constraint, Spec
-from hierarchy.accounting import (RDPCurve, account_moe, calibrate_discrete_gaussian,
-                                 calibrate_geometric, compose, rdp_geometric, rdp_to_approx_dp,
-                                 zcdp_to_approx_dp_analytic, zcdp_to_approx_dp_numeric)
 from postproc.cli import main
-from postproc.evaluation.epl import direct_epl, improved_epl, published_epl
 from postproc.errors import PostprocError
-
-from _configs import save_config
+from postproc.evaluation.epl import direct_epl, improved_epl, published_epl
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "e2e1940.toml"
 LEVELS = ["nation", "state", "county", "enum_dist"]

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _configs import save_config
 
 from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
 from hierarchy.errors import ConfidentialDataError
@@ -30,8 +31,6 @@ from postproc import postprocess, topdown
 from postproc.cli import main
 from postproc.errors import PostprocError, UncheckedSpecWarning
 from postproc.gate import VALIDATION_FILE
-
-from _configs import save_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "e2e1940.toml"
 LEVELS = ["nation", "state", "county", "enum_dist"]

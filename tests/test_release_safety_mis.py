@@ -21,8 +21,14 @@ import pytest
 from hierarchy.schema import Attribute, Schema
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.methods.sampling import (CountTable, conditional_target, read_count_table, release_table,
-                               sample_lattice, sample_mis)
+from postproc.methods.sampling import (
+    CountTable,
+    conditional_target,
+    read_count_table,
+    release_table,
+    sample_lattice,
+    sample_mis,
+)
 from postproc.methods.sampling.table import complete_table
 from postproc.methods.sampling.target import MIN_STEPS
 

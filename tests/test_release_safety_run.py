@@ -10,8 +10,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,25 +24,32 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from _configs import e2e_config, save_config
 
 import postproc.apps.runs.pipeline as pipeline
 import postproc.methods.topdown as engine
 from hierarchy.errors import HierarchyError
 from hierarchy.measurement import measure
 from hierarchy.mechanisms import distributions
-from hierarchy.mechanisms.distributions import (sample_gaussian, sample_laplace,
-                                                sample_two_sided_geometric)
+from hierarchy.mechanisms.distributions import (
+    sample_gaussian,
+    sample_laplace,
+    sample_two_sided_geometric,
+)
 from hierarchy.randomness import Randomness
-from hierarchy.storage import (MARKER, atomic_directory, check_file_names, lock_directory,
-                               remove_leftovers)
+from hierarchy.storage import (
+    MARKER,
+    atomic_directory,
+    check_file_names,
+    lock_directory,
+    remove_leftovers,
+)
 from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Constraint, Spec
-from postproc.cli import main
 from postproc.apps.runs.config import load_config
-from postproc.errors import PostprocError
 from postproc.apps.runs.pipeline import load_truth, run_pipeline
-
-from _configs import e2e_config, save_config
+from postproc.cli import main
+from postproc.errors import PostprocError
 
 LEVELS = ("nation", "state", "county", "enum_dist")
 PERSONS = 20_000
@@ -658,7 +665,6 @@ def test_two_runs_racing_to_create_a_directory_do_not_fail_on_each_others_marker
     second's temporary file gone before it unlinks it, and the second its temporary file
     removed before it renames it. Neither is an error (the lock then refuses the second)."""
     from hierarchy import storage
-
     from hierarchy.storage import claim_directory, mark_owned, read_json
 
     out = claim_directory(tmp_path / "run", made_by="first run")

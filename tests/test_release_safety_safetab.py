@@ -22,11 +22,19 @@ import pytest
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.storage import MARKER
 from hierarchy.synth_detailed import synthesize_detailed_1940
+from postproc.apps.safetab import (
+    Iteration,
+    Level,
+    SafeTabConfig,
+    format_report,
+    load_safetab_config,
+    parse_safetab_config,
+    run_safetab,
+    safetab,
+    write_safetab,
+)
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.apps.safetab import (Iteration, Level, SafeTabConfig, format_report,
-                              load_safetab_config, parse_safetab_config, run_safetab, safetab,
-                              write_safetab)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _configs import save_config
 from matplotlib.figure import Figure
 
 from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
@@ -26,16 +27,20 @@ from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Spec
 from postproc import evaluate, postprocess
 from postproc.cli import main
-from postproc.evaluation.compare import (CompareOutput, compare_methods, write_comparison,
-                                         write_figure, write_html, write_mae_figure, write_table)
-from postproc.evaluation.evaluate import compare, compare_postprocessors, write_evaluation
-from postproc.evaluation.plots import (plot_comparison, plot_epl, plot_error_spread,
-                                       save_by_query)
-from postproc.evaluation.tables import level_error_table
 from postproc.errors import PostprocError
+from postproc.evaluation.compare import (
+    CompareOutput,
+    compare_methods,
+    write_comparison,
+    write_figure,
+    write_html,
+    write_mae_figure,
+    write_table,
+)
+from postproc.evaluation.evaluate import compare, compare_postprocessors, write_evaluation
+from postproc.evaluation.plots import plot_comparison, plot_epl, plot_error_spread, save_by_query
+from postproc.evaluation.tables import level_error_table
 from postproc.gate import CONFIDENTIAL_BANNER, label_table, table_mode, write_csv
-
-from _configs import save_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "e2e1940.toml"
 LEVELS = ["nation", "state", "county"]

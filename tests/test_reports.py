@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _configs import e2e_config
 
 from postproc.apps.experiments import EXPERIMENTS, describe
 from postproc.apps.runs.report import render_report, write_report
@@ -21,8 +22,6 @@ from postproc.evaluation.compare import render_html, write_comparison
 from postproc.gate import label_table
 from postproc.reports.numbers import format_number
 from postproc.reports.rest import rest_to_html
-
-from _configs import e2e_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCROLL = '<div class="scroll">\n<table'

@@ -21,7 +21,6 @@ failsafe relax a state (its report must survive a resume below it).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -32,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _configs import e2e_config, save_config
 
 import postproc.apps.runs.pipeline as pipeline
 from hierarchy.storage import read_json
 from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Spec
 from postproc.cli import main
-from _configs import e2e_config, save_config
 
 LEVELS = ("nation", "state", "county", "enum_dist")
 PERSONS = 20_000

@@ -14,19 +14,18 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from _configs import e2e_config, save_config
 
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
+from postproc.apps.runs.config import RUN_OPTIONS, load_config
+from postproc.apps.runs.pipeline import load_truth, method_rng, run_pipeline
 from postproc.cli import main
-from postproc.apps.runs.config import load_config
 from postproc.errors import PostprocError
 from postproc.evaluation.evaluate import evaluate, load_run
-from postproc.apps.runs.config import RUN_OPTIONS
 from postproc.methods import available, catalogue, postprocess
-from postproc.apps.runs.pipeline import load_truth, method_rng, run_pipeline
 from postproc.result import Result
-from _configs import e2e_config, save_config
 
 LEVELS = ("nation", "state", "county")
 

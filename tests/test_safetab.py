@@ -18,19 +18,41 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hierarchy.accounting import account_moe
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.synth_detailed import synthesize_detailed_1940
-from hierarchy.accounting import account_moe
+from postproc.apps.safetab import (
+    AGE4,
+    AGE9,
+    AGE23,
+    STAT_LABELS,
+    TABLE_TYPES,
+    AgeRecode,
+    DataColumns,
+    GroupCounts,
+    Iteration,
+    Level,
+    LevelBudget,
+    Noise,
+    SafeTabConfig,
+    account_safetab,
+    accuracy_report,
+    cell_labels,
+    check_stability,
+    choose_tables,
+    iteration_members,
+    load_safetab_config,
+    measure_level,
+    parse_safetab_config,
+    plan_level,
+    prepare_records,
+    run_safetab,
+    safetab,
+    tabulate_groups,
+)
+from postproc.apps.safetab.recodes import MAX_AGE, stat_offset
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.apps.safetab import (AGE4, AGE9, AGE23, STAT_LABELS, TABLE_TYPES, AgeRecode,
-                              DataColumns, GroupCounts, Iteration, Level, LevelBudget, Noise,
-                              SafeTabConfig, account_safetab, accuracy_report, cell_labels,
-                              check_stability, choose_tables, iteration_members,
-                              load_safetab_config, measure_level, parse_safetab_config,
-                              plan_level, prepare_records, run_safetab, safetab,
-                              tabulate_groups)
-from postproc.apps.safetab.recodes import MAX_AGE, stat_offset
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "safetab_1940.toml"

@@ -16,9 +16,15 @@ import math
 import numpy as np
 import pytest
 
-from hierarchy.accounting import (RDPCurve, account_moe, calibrate_geometric, rdp_geometric,
-                                  rdp_geometric_safetab_paper, rdp_to_approx_dp,
-                                  with_safetab_paper_tau)
+from hierarchy.accounting import (
+    RDPCurve,
+    account_moe,
+    calibrate_geometric,
+    rdp_geometric,
+    rdp_geometric_safetab_paper,
+    rdp_to_approx_dp,
+    with_safetab_paper_tau,
+)
 from hierarchy.errors import AccountingError
 from postproc.apps.safetab import LevelBudget, account_safetab
 from postproc.cli import main

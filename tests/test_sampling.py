@@ -16,10 +16,22 @@ from scipy import stats
 
 from hierarchy.randomness import Randomness
 from postproc.errors import PostprocError
-from postproc.methods.sampling import (acceptance_curve, bareiss_determinant, choose_index_set,
-                               conditional_target, effective_sample_size, integer_kernel_basis,
-                               mis_index_set, move_structure, read_count_table, row_basis,
-                               sample_conditional, sample_lattice, sample_mis, table_target)
+from postproc.methods.sampling import (
+    acceptance_curve,
+    bareiss_determinant,
+    choose_index_set,
+    conditional_target,
+    effective_sample_size,
+    integer_kernel_basis,
+    mis_index_set,
+    move_structure,
+    read_count_table,
+    row_basis,
+    sample_conditional,
+    sample_lattice,
+    sample_mis,
+    table_target,
+)
 from postproc.methods.sampling.mis import MISKernel
 from postproc.methods.sampling.target import log_noise_density
 
@@ -361,9 +373,14 @@ def test_a_registered_mechanism_samples_without_touching_the_target_module():
     chain's draws are feasible and its target density is its own log pmf."""
     from dataclasses import dataclass
 
-    from hierarchy.mechanisms import (Mechanism, register_mechanism, sample_two_sided_geometric,
-                                      two_sided_geometric_logpmf, two_sided_geometric_variance,
-                                      unregister_mechanism)
+    from hierarchy.mechanisms import (
+        Mechanism,
+        register_mechanism,
+        sample_two_sided_geometric,
+        two_sided_geometric_logpmf,
+        two_sided_geometric_variance,
+        unregister_mechanism,
+    )
 
     @dataclass(frozen=True)
     class MyDiscreteLaplace(Mechanism):

@@ -16,10 +16,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hierarchy.errors import HierarchyError
-from hierarchy.queries import (Query, Workload, detailed, e2e_workload, marginal, parse_query,
-                               product, queries_from, recode, total)
-from hierarchy.schema import (E2E_1940, E2E_1940_144, SCHEMAS, Attribute, Schema,
-                              codes_from_labels, get_schema)
+from hierarchy.queries import (
+    Query,
+    Workload,
+    detailed,
+    e2e_workload,
+    marginal,
+    parse_query,
+    product,
+    queries_from,
+    recode,
+    total,
+)
+from hierarchy.schema import (
+    E2E_1940,
+    E2E_1940_144,
+    SCHEMAS,
+    Attribute,
+    Schema,
+    codes_from_labels,
+    get_schema,
+)
 
 # ---------------------------------------------------------------------------------------------
 # independent reference

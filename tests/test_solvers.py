@@ -42,9 +42,20 @@ import pytest
 import scipy.sparse as sp
 
 from postproc.errors import PostprocError
-from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, QP_BACKENDS, InfeasibleError, Solution,
-                              SolverError, Status, available_qp_backends, check_chain, solve_lp,
-                              solve_qp)
+from postproc.infra.solvers import (
+    DEFAULT_QP_CHAIN,
+    LP,
+    QP,
+    QP_BACKENDS,
+    InfeasibleError,
+    Solution,
+    SolverError,
+    Status,
+    available_qp_backends,
+    check_chain,
+    solve_lp,
+    solve_qp,
+)
 
 INF = np.inf
 BACKENDS = available_qp_backends()

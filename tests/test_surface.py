@@ -338,6 +338,7 @@ def test_version(package):
 
 def test_postproc_version_on_the_command_line():
     from importlib.metadata import version
+
     from postproc.cli import main
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])

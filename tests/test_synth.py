@@ -17,8 +17,15 @@ import pytest
 
 from hierarchy import synth
 from hierarchy.errors import HierarchyError
-from hierarchy.synth import (MAX_PERSONS, STATE_FIPS, STATE_POPULATION_1940, Synthetic1940,
-                             apportion_states, synthesize_1940, write_synthetic_1940)
+from hierarchy.synth import (
+    MAX_PERSONS,
+    STATE_FIPS,
+    STATE_POPULATION_1940,
+    Synthetic1940,
+    apportion_states,
+    synthesize_1940,
+    write_synthetic_1940,
+)
 
 N = 2_000_000
 SEED = 2024

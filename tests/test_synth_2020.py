@@ -19,8 +19,13 @@ from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.measurement import published_statistics
 from hierarchy.pl94 import LEVELS, PL94_2020, pl94_spec_dict
-from hierarchy.synth_2020 import (STATES, Synthetic2020, apportion_states_2020,
-                                  cenrace_distribution, synthesize_2020)
+from hierarchy.synth_2020 import (
+    STATES,
+    Synthetic2020,
+    apportion_states_2020,
+    cenrace_distribution,
+    synthesize_2020,
+)
 from hierarchy.tabulation import tabulate
 from invariants.catalogue import statistics_to_publish
 from invariants.compile import compile_spec, data_violations

@@ -17,9 +17,17 @@ import pytest
 
 from hierarchy.errors import HierarchyError
 from hierarchy.synth import synthesize_1940
-from hierarchy.synth_detailed import (DETAILED_COLUMNS, DETAILED_RACES, HISPANIC_ORIGINS, MAX_AGE,
-                                      SyntheticDetailed1940, code_labels, major_group,
-                                      synthesize_detailed_1940, write_synthetic_detailed_1940)
+from hierarchy.synth_detailed import (
+    DETAILED_COLUMNS,
+    DETAILED_RACES,
+    HISPANIC_ORIGINS,
+    MAX_AGE,
+    SyntheticDetailed1940,
+    code_labels,
+    major_group,
+    synthesize_detailed_1940,
+    write_synthetic_detailed_1940,
+)
 
 N = 1_000_000
 SEED = 77

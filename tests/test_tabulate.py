@@ -17,8 +17,13 @@ from hypothesis import strategies as st
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.schema import E2E_1940, Attribute, Schema
-from hierarchy.tabulation import (LeafCounts, count_cells, count_cells_sparse, tabulate,
-                                  tabulate_leaf)
+from hierarchy.tabulation import (
+    LeafCounts,
+    count_cells,
+    count_cells_sparse,
+    tabulate,
+    tabulate_leaf,
+)
 
 # ---------------------------------------------------------------------------------------------
 # references

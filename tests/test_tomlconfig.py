@@ -15,8 +15,16 @@ from pathlib import Path
 import pytest
 
 from hierarchy.errors import HierarchyError
-from hierarchy.tomlconfig import (RANDOMNESS_MODES, TomlDocument, check_randomness, dumps,
-                                  parse_toml, randomness_problem, read_randomness, read_toml)
+from hierarchy.tomlconfig import (
+    RANDOMNESS_MODES,
+    TomlDocument,
+    check_randomness,
+    dumps,
+    parse_toml,
+    randomness_problem,
+    read_randomness,
+    read_toml,
+)
 from invariants.errors import SpecError
 
 TEXT = """\

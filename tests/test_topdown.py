@@ -37,11 +37,11 @@ from hierarchy.queries import Workload, detailed, e2e_workload, marginal, total
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulation import tabulate
-from invariants.spec import Constraint, Invariant, Spec
+from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.infra.solvers import InfeasibleError, SolverError
-from postproc.result import Result, histograms_from_table
 from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
+from postproc.result import Result, histograms_from_table
 
 LEVELS = ["nation", "state", "county", "enum_dist"]
 GOLDEN = Path(__file__).parent / "data" / "golden_topdown_e2e_5k.json"

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import postproc.methods.topdown.node as node
 from hierarchy.geography import Geography
 from hierarchy.measurement import measure
 from hierarchy.pl94 import LEVELS, PL94_2020, pl94_budget, pl94_workload
@@ -28,9 +29,16 @@ from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from invariants.spec import Spec
 from postproc.methods.topdown.generic import fit_node_generic
-import postproc.methods.topdown.node as node
-from postproc.methods.topdown.node import (_auxiliaries, _group_sums, _per_child, _stacked,
-                                          _sum_rows, _summed, assemble_fit, solve_node)
+from postproc.methods.topdown.node import (
+    _auxiliaries,
+    _group_sums,
+    _per_child,
+    _stacked,
+    _sum_rows,
+    _summed,
+    assemble_fit,
+    solve_node,
+)
 from postproc.methods.topdown.run import level_tasks, root_task
 
 

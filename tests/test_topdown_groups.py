@@ -16,6 +16,7 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.methods.topdown import NodeTask, QueryData, solve_node, topdown
 from postproc.methods.topdown.groups import group_bounds, grouped_task, solve_grouped
+
 from test_topdown import LEVELS, check_e2e_promises, noisy, truth  # noqa: F401 (fixtures)
 
 

@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 from hierarchy import numbers
-from hierarchy.budget import PureDP, ZCDP
+from hierarchy.budget import ZCDP, PureDP
 from hierarchy.errors import AccountingError
 
 __all__ = ["as_fraction", "split_budget", "allocate_budget"]

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 from scipy.special import erfc
 
-from hierarchy.numbers import positive
 from hierarchy.accounting._checks import _nonnegative, check_sensitivity
 from hierarchy.errors import AccountingError
+from hierarchy.numbers import positive
 
 __all__ = ["moe_geometric", "calibrate_geometric", "moe_discrete_gaussian",
            "calibrate_discrete_gaussian", "coverage_geometric", "coverage_discrete_gaussian",

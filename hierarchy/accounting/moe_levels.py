@@ -20,12 +20,21 @@ from typing import Any, Iterable
 import numpy as np
 
 from hierarchy.accounting._checks import check_delta, check_gamma, check_moe, check_stability
-from hierarchy.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
-                                             zcdp_to_approx_dp_numeric)
+from hierarchy.accounting.conversions import (
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
+)
 from hierarchy.accounting.groups import LevelCurve, compose_group_kinds
-from hierarchy.accounting.moe import (NOMINAL_COVERAGE, calibrate_discrete_gaussian,
-                                     calibrate_geometric, coverage_discrete_gaussian,
-                                     coverage_geometric, moe_discrete_gaussian, moe_geometric)
+from hierarchy.accounting.moe import (
+    NOMINAL_COVERAGE,
+    calibrate_discrete_gaussian,
+    calibrate_geometric,
+    coverage_discrete_gaussian,
+    coverage_geometric,
+    moe_discrete_gaussian,
+    moe_geometric,
+)
 from hierarchy.accounting.rdp import RDPCurve
 from hierarchy.accounting.safetab_paper import with_safetab_paper_tau
 from hierarchy.errors import AccountingError

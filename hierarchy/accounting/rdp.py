@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction  # noqa: F401  (the doctests of compose and compose_parallel)
+from functools import cached_property
 from typing import Any, Iterable
 
 import numpy as np
 from scipy.special import logsumexp
 
-from hierarchy.numbers import positive
-from hierarchy.accounting._checks import (_alpha, _nonnegative, check_epsilon, check_rho,
-                                         check_sensitivity)
+from hierarchy.accounting._checks import (
+    _alpha,
+    _nonnegative,
+    check_epsilon,
+    check_rho,
+    check_sensitivity,
+)
 from hierarchy.errors import AccountingError
+from hierarchy.numbers import positive
 
 __all__ = ["pure_to_zcdp", "rdp_geometric", "rdp_gaussian", "rdp_discrete_gaussian", "RDPCurve",
            "compose", "compose_parallel"]

@@ -13,14 +13,19 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Mapping
 
-from hierarchy.budget import PureDP, ZCDP
-from hierarchy.budget import notion as notion_type
 from hierarchy.accounting._checks import check_delta, check_sensitivity
-from hierarchy.accounting.budgets import allocate_budget  # noqa: F401  (account_levels' doctest)
-from hierarchy.accounting.budgets import as_fraction
-from hierarchy.accounting.conversions import (rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
-                                             zcdp_to_approx_dp_numeric)
+from hierarchy.accounting.budgets import (
+    allocate_budget,  # noqa: F401  (account_levels' doctest)
+    as_fraction,
+)
+from hierarchy.accounting.conversions import (
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
+)
 from hierarchy.accounting.rdp import RDPCurve, compose
+from hierarchy.budget import ZCDP, PureDP
+from hierarchy.budget import notion as notion_type
 from hierarchy.errors import AccountingError
 
 __all__ = ["PrivacyLoss", "LevelsAccounting", "account_levels"]

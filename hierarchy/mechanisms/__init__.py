@@ -51,21 +51,45 @@ Examples
 
 from __future__ import annotations
 
-from hierarchy.mechanisms._exact import (DEFAULT_MAX_DENOMINATOR, round_up_to_rational,
-                                         sample_discrete_gaussian, sample_discrete_laplace_exact)
-from hierarchy.mechanisms._fast import sample_discrete_gaussian_fast
-from hierarchy.mechanisms.distributions import (
-    discrete_gaussian_logpmf, discrete_gaussian_pmf, discrete_gaussian_variance, gaussian_logpdf,
-    gaussian_variance, laplace_logpdf, laplace_variance, sample_gaussian, sample_laplace,
-    sample_two_sided_geometric, two_sided_geometric_logpmf, two_sided_geometric_pmf,
-    two_sided_geometric_variance)
-from hierarchy.mechanisms.registry import (
-    MECHANISMS, DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism, get_mechanism,
-    register_mechanism, unregister_mechanism)
-
 # private helpers that tests/test_mechanisms.py reaches as ``hierarchy.mechanisms._name``
 from hierarchy.mechanisms._exact import (  # noqa: F401
-    _SQRT_INT64, _bernoulli_exp_neg, _bernoulli_ratio, _gamma_parts, _uniform_below_big)
+                                         _SQRT_INT64,
+                                         DEFAULT_MAX_DENOMINATOR,
+                                         _bernoulli_exp_neg,
+                                         _bernoulli_ratio,
+                                         _gamma_parts,
+                                         _uniform_below_big,
+                                         round_up_to_rational,
+                                         sample_discrete_gaussian,
+                                         sample_discrete_laplace_exact,
+)
+from hierarchy.mechanisms._fast import sample_discrete_gaussian_fast
+from hierarchy.mechanisms.distributions import (
+                                         discrete_gaussian_logpmf,
+                                         discrete_gaussian_pmf,
+                                         discrete_gaussian_variance,
+                                         gaussian_logpdf,
+                                         gaussian_variance,
+                                         laplace_logpdf,
+                                         laplace_variance,
+                                         sample_gaussian,
+                                         sample_laplace,
+                                         sample_two_sided_geometric,
+                                         two_sided_geometric_logpmf,
+                                         two_sided_geometric_pmf,
+                                         two_sided_geometric_variance,
+)
+from hierarchy.mechanisms.registry import (
+                                         MECHANISMS,
+                                         DiscreteGaussian,
+                                         Gaussian,
+                                         Geometric,
+                                         Laplace,
+                                         Mechanism,
+                                         get_mechanism,
+                                         register_mechanism,
+                                         unregister_mechanism,
+)
 
 __all__ = [
     "DEFAULT_MAX_DENOMINATOR", "round_up_to_rational",

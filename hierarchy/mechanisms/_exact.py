@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-from hierarchy.numbers import positive
 from hierarchy.mechanisms._checks import _max_denominator, _shape
+from hierarchy.numbers import positive
 from hierarchy.randomness import as_randomness
 
 __all__ = ["DEFAULT_MAX_DENOMINATOR", "round_up_to_rational", "sample_discrete_laplace_exact",

@@ -55,9 +55,9 @@ from typing import Any
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-from hierarchy.numbers import positive
 from hierarchy.mechanisms._checks import _shape
 from hierarchy.mechanisms.distributions import discrete_gaussian_pmf
+from hierarchy.numbers import positive
 from hierarchy.randomness import as_randomness
 
 __all__ = ["sample_discrete_gaussian_fast", "TV_BOUND", "MAX_TABLE_SIGMA2", "MAX_SIGMA2"]

@@ -14,11 +14,14 @@ from typing import Any
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-from hierarchy.numbers import positive
 from hierarchy.mechanisms._checks import _integer_mask, _shape
-from hierarchy.mechanisms._exact import (DEFAULT_MAX_DENOMINATOR, round_up_to_rational,
-                                         sample_discrete_laplace_exact)
+from hierarchy.mechanisms._exact import (
+    DEFAULT_MAX_DENOMINATOR,
+    round_up_to_rational,
+    sample_discrete_laplace_exact,
+)
 from hierarchy.mechanisms._inversion import _table_size, sample_two_sided_geometric_inversion
+from hierarchy.numbers import positive
 from hierarchy.randomness import as_randomness
 
 __all__ = [

@@ -39,17 +39,29 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hierarchy.budget import PureDP, ZCDP, notion
+from hierarchy.budget import ZCDP, PureDP, notion
 from hierarchy.errors import HierarchyError
-from hierarchy.numbers import positive
 from hierarchy.mechanisms._checks import _max_denominator
-from hierarchy.mechanisms._exact import (DEFAULT_MAX_DENOMINATOR, _exact_parameter,
-                                         sample_discrete_gaussian)
+from hierarchy.mechanisms._exact import (
+    DEFAULT_MAX_DENOMINATOR,
+    _exact_parameter,
+    sample_discrete_gaussian,
+)
 from hierarchy.mechanisms._fast import sample_discrete_gaussian_fast
 from hierarchy.mechanisms.distributions import (
-    discrete_gaussian_logpmf, discrete_gaussian_variance, gaussian_logpdf, gaussian_variance,
-    laplace_logpdf, laplace_variance, sample_gaussian, sample_laplace, sample_two_sided_geometric,
-    two_sided_geometric_logpmf, two_sided_geometric_variance)
+    discrete_gaussian_logpmf,
+    discrete_gaussian_variance,
+    gaussian_logpdf,
+    gaussian_variance,
+    laplace_logpdf,
+    laplace_variance,
+    sample_gaussian,
+    sample_laplace,
+    sample_two_sided_geometric,
+    two_sided_geometric_logpmf,
+    two_sided_geometric_variance,
+)
+from hierarchy.numbers import positive
 
 __all__ = ["Mechanism", "Geometric", "DiscreteGaussian", "Laplace", "Gaussian", "MECHANISMS",
            "get_mechanism", "register_mechanism", "unregister_mechanism"]

@@ -37,8 +37,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc report``."""
-    from postproc.errors import PostprocError
     from postproc.apps.runs.report import write_report
+    from postproc.errors import PostprocError
 
     if args.max_rows < 1:
         raise PostprocError("--max-rows must be at least 1")

@@ -191,7 +191,7 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
     """
     from hierarchy.randomness import as_randomness
     from postproc.methods import postprocess
-    from postproc.apps.runs.pipeline import method_rng, method_spec
+    from postproc.methods.registry import method_rng, method_spec
 
     methods = parse_methods(methods)
     options = dict(options or {})
@@ -511,7 +511,8 @@ def render_html(table: pd.DataFrame, *, figures: Sequence[str | Path] = (),
     """
     from dataclasses import replace
 
-    from postproc.reports.page import Figure, banner, figure, render, table as page_table
+    from postproc.reports.page import Figure, banner, figure, render
+    from postproc.reports.page import table as page_table
 
     banners = list(banners)
     shown = table_gate(table, None, confidential=confidential, what="the comparison table")
@@ -861,12 +862,17 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
     ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json']
     """
     from hierarchy.measurement import measure
-    from hierarchy.storage import (CONFIDENTIAL_DIR, confidential_directory, lock_directory,
-                                   package_versions, write_json)
-    from postproc.apps.runs.pipeline import load_truth, method_options, method_spec
-    from postproc.reports.page import CONFIDENTIAL, banner
-
+    from hierarchy.storage import (
+        CONFIDENTIAL_DIR,
+        confidential_directory,
+        lock_directory,
+        package_versions,
+        write_json,
+    )
+    from postproc.apps.runs.pipeline import load_truth, method_options
     from postproc.gate import VALIDATION_FILE, data_errors, source_names
+    from postproc.methods.registry import method_spec
+    from postproc.reports.page import CONFIDENTIAL, banner
 
     names = parse_methods(methods)
     directory = Path(out) if out is not None else default_directory(config)

@@ -66,13 +66,13 @@ from hierarchy.errors import ConfidentialDataError, DappError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
-from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
-from postproc.result import Result, resolve_query
-from postproc.evaluation.epl import epl_kind, estimate_epl, unbounded
 from postproc.errors import PostprocError
+from postproc.evaluation.epl import epl_kind, estimate_epl, unbounded
 from postproc.evaluation.metrics import METRICS, error_metrics
 from postproc.evaluation.tables import default_queries
 from postproc.gate import combined_randomness, label_table, randomness_of
+from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
+from postproc.result import Result, resolve_query
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
@@ -430,7 +430,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     """
     from hierarchy.randomness import as_randomness
     from postproc.methods import postprocess
-    from postproc.apps.runs.pipeline import method_rng, method_spec
+    from postproc.methods.registry import method_rng, method_spec
 
     rnd = as_randomness(rng)
     made: dict[str, Any] = dict(results or {})
@@ -708,9 +708,10 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     ...
     postproc.errors.PostprocError: .../data is not a postproc run output: no manifest.json there (run `postproc run CONFIG --out .../data` first)
     """
+    import pyarrow.parquet as pq
+
     from hierarchy.storage import read_json
     from postproc.result import histograms_from_table
-    import pyarrow.parquet as pq
 
     directory = Path(directory)
     if not (directory / "manifest.json").is_file():

@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from hierarchy.histograms import Hierarchy
 from hierarchy.errors import HierarchyError
+from hierarchy.histograms import Hierarchy
 from hierarchy.measurement import exact_answers
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Workload, sparse_copy

@@ -71,7 +71,7 @@ from postproc.result import Result
 
 __all__ = ["PostProcessor", "PromiseError", "OptionError", "LevelCheckpoint", "register",
            "unregister", "get", "available", "catalogue", "postprocess", "check_promises",
-           "noisy_histograms"]
+           "noisy_histograms", "method_spec", "method_rng"]
 
 
 @dataclass(frozen=True)
@@ -676,6 +676,64 @@ def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) 
     if problems:
         raise PromiseError(f"{entry.name}: the result breaks its promises "
                            f"({', '.join(entry.promises)}):\n  " + "\n  ".join(problems))
+
+
+def method_spec(method: str, spec: Any) -> Any:
+    """The spec to give the registered post-processor ``method``: ``spec`` if the method keeps
+    invariants (TopDown, conditional sampling), else ``None`` (the others refuse a spec with
+    invariants: they run unconstrained).
+
+    Parameters
+    ----------
+    method : str
+        A registered post-processor.
+    spec : Spec or None
+
+    Returns
+    -------
+    Spec or None
+
+    Raises
+    ------
+    PostprocError
+        ``method`` is not registered.
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> spec = Spec.e2e(["nation", "state"])
+    >>> method_spec("topdown", spec) is spec, method_spec("hay", spec)
+    (True, None)
+    """
+    return spec if get(method).invariants else None
+
+
+def method_rng(rng: Any, method: str) -> Any:
+    """The randomness a post-processor ``method`` draws from: the stream ``crc32(method)`` of
+    ``rng`` (independent of the measurements' streams, which are keyed by level and query), so
+    ``postproc run --method M`` and ``postproc compare`` give M the same draws from one seed.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.Generator or Randomness
+        ``None`` is release mode (a fresh secure source).
+    method : str
+
+    Returns
+    -------
+    Randomness
+
+    Examples
+    --------
+    >>> a, b = method_rng(7, "sampling"), method_rng(7, "sampling")
+    >>> bool((a.random_raw(3) == b.random_raw(3)).all()), method_rng(None, "sampling").mode
+    (True, 'release')
+    """
+    import zlib
+
+    from hierarchy.randomness import as_randomness
+
+    return as_randomness(rng).child(zlib.crc32(method.encode()))
 
 
 # --------------------------------------------------------------------------------------------------

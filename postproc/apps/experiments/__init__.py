@@ -38,8 +38,8 @@ import importlib
 from pathlib import Path
 from typing import Any, Callable
 
-from postproc.errors import PostprocError
 from postproc.apps.experiments._common import Output
+from postproc.errors import PostprocError
 
 __all__ = ["EXPERIMENTS", "run_experiment", "describe"]
 

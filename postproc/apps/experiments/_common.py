@@ -111,8 +111,13 @@ def plain_log_axis(ax: Any, which: str = "both", ticks: Any = None) -> None:
     no minor ticks: the major ones already sit at 1, 2 and 5 of every decade, and matplotlib's
     eight unlabelled minor ticks per decade double the time a many-panel figure takes to lay out.
     """
-    from matplotlib.ticker import (FixedLocator, FuncFormatter, LogLocator, NullFormatter,
-                                   NullLocator)
+    from matplotlib.ticker import (
+        FixedLocator,
+        FuncFormatter,
+        LogLocator,
+        NullFormatter,
+        NullLocator,
+    )
 
     def label(value: float, _pos: Any) -> str:
         return f"{value:g}" if value >= 1e-3 else f"{value:.0e}"

@@ -7,9 +7,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from postproc.apps.experiments._common import (Output, epsilon_color, legend_if_any,
-                                               merge_coinciding, method_style, new_figure,
-                                               plain_log_axis)
+from postproc.apps.experiments._common import (
+    Output,
+    epsilon_color,
+    legend_if_any,
+    merge_coinciding,
+    method_style,
+    new_figure,
+    plain_log_axis,
+)
 from postproc.reports.numbers import format_number
 
 __all__ = ["figure_levels", "figure_distribution", "figure_tradeoff", "figure_bias",

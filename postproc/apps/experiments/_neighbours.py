@@ -25,9 +25,9 @@ import pandas as pd
 
 from hierarchy.mechanisms import sample_two_sided_geometric
 from hierarchy.randomness import Randomness
-from postproc.methods.baselines import TreeCounts
-from postproc.evaluation.epl import direct_epl
 from postproc.errors import PostprocError
+from postproc.evaluation.epl import direct_epl
+from postproc.methods.baselines import TreeCounts
 
 __all__ = ["METHODS", "ADPC_RUNS", "neighbour", "noise_shapes", "noise_parameters",
            "release_runs", "draw_noise", "neighbour_epl", "describe"]

@@ -23,12 +23,19 @@ import pandas as pd
 from hierarchy.queries import detailed, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
-from postproc.methods.baselines import bottom_up, calibrate_to_totals
-from postproc.apps.experiments._common import (E2E_LEVELS, Output, describe_grid, describe_units,
-                                               merge_coinciding, new_figure, plain_log_axis,
-                                               synthetic_truth)
+from postproc.apps.experiments._common import (
+    E2E_LEVELS,
+    Output,
+    describe_grid,
+    describe_units,
+    merge_coinciding,
+    new_figure,
+    plain_log_axis,
+    synthetic_truth,
+)
 from postproc.errors import PostprocError
 from postproc.evaluation.metrics import error_metrics
+from postproc.methods.baselines import bottom_up, calibrate_to_totals
 
 NAME = "clark_dajani"
 TITLE = "Clark & Dajani (2019): bottom-up L1 and L2 error against ε"

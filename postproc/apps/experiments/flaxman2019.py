@@ -26,12 +26,18 @@ import numpy as np
 import pandas as pd
 
 from hierarchy.randomness import Randomness
-from postproc.methods.baselines import adpc, flaxman_population, gdpc, hay, rdpc
-from postproc.evaluation.epl import improved_epl, published_epl
 from postproc.apps.experiments import _neighbours
-from postproc.apps.experiments._common import (Output, describe_grid, legend_if_any, method_style,
-                                               new_figure, plain_log_axis)
+from postproc.apps.experiments._common import (
+    Output,
+    describe_grid,
+    legend_if_any,
+    method_style,
+    new_figure,
+    plain_log_axis,
+)
+from postproc.evaluation.epl import improved_epl, published_epl
 from postproc.evaluation.metrics import error_metrics
+from postproc.methods.baselines import adpc, flaxman_population, gdpc, hay, rdpc
 
 NAME = "flaxman2019"
 TITLE = "Flaxman (2019): empirical privacy loss of GDPC, ADPC and RDPC"

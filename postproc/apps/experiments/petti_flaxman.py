@@ -54,18 +54,31 @@ from hierarchy.queries import e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from invariants.spec import Spec
-from postproc.methods.baselines import srs
-from postproc.evaluation.epl import default_bandwidth, improved_epl, published_epl
-from postproc.errors import PostprocError
 from postproc.apps.experiments import _papers as paper
-from postproc.apps.experiments._common import (E2E_LEVELS, Output, describe_grid, describe_units,
-                                               synthetic_truth)
-from postproc.apps.experiments._figures_petti_flaxman import (figure_bias, figure_comparison,
-                                                         figure_distribution, figure_levels,
-                                                         figure_tradeoff)
+from postproc.apps.experiments._common import (
+    E2E_LEVELS,
+    Output,
+    describe_grid,
+    describe_units,
+    synthetic_truth,
+)
+from postproc.apps.experiments._figures_petti_flaxman import (
+    figure_bias,
+    figure_comparison,
+    figure_distribution,
+    figure_levels,
+    figure_tradeoff,
+)
 from postproc.apps.experiments._matching import match_srs
-from postproc.evaluation.metrics import (HOMOGENEITY_DEFINITIONS, bias_by_homogeneity, error_metrics,
-                              homogeneity_index)
+from postproc.errors import PostprocError
+from postproc.evaluation.epl import default_bandwidth, improved_epl, published_epl
+from postproc.evaluation.metrics import (
+    HOMOGENEITY_DEFINITIONS,
+    bias_by_homogeneity,
+    error_metrics,
+    homogeneity_index,
+)
+from postproc.methods.baselines import srs
 
 NAME = "petti_flaxman"
 TITLE = "Petti & Flaxman (2020): TopDown error and empirical privacy loss on 1940-style data"

@@ -60,22 +60,31 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.measurement import measure
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.errors import ConfidentialDataError, HierarchyError
-from hierarchy.storage import (CONFIDENTIAL_DIR, check_file_names, claim_directory,
-                               confidential_directory, lock_directory, read_json,
-                               remove_leftovers, write_json, write_parquet)
+from hierarchy.storage import (
+    CONFIDENTIAL_DIR,
+    check_file_names,
+    claim_directory,
+    confidential_directory,
+    lock_directory,
+    read_json,
+    remove_leftovers,
+    write_json,
+    write_parquet,
+)
 from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from postproc.apps.runs.checkpoint import Checkpoint, run_fingerprint, with_level_records
 from postproc.apps.runs.config import RunConfig, method_options_problem
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names, write_csv
-from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
+from postproc.methods.registry import method_rng, method_spec  # noqa: F401  (their old home)
 from postproc.methods.topdown.options import RUN_FIELDS
+from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
 
 __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
            "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
@@ -145,69 +154,6 @@ class PipelineResult:
         return bool(self.noisy.safe_for_release)
 
 
-#: The ``[solver]`` settings that are TopDown's options in the registry.
-_SOLVER_OPTIONS = ("solver", "executor", "workers", "failsafe", "failsafe_keep", "passes",
-                   "round_passes")
-
-
-def method_spec(method: str, spec: Any) -> Any:
-    """The spec to give the registered post-processor ``method``: ``spec`` if the method keeps
-    invariants (TopDown, conditional sampling), else ``None`` (the others refuse a spec with
-    invariants: they run unconstrained).
-
-    Parameters
-    ----------
-    method : str
-        A registered post-processor.
-    spec : Spec or None
-
-    Returns
-    -------
-    Spec or None
-
-    Raises
-    ------
-    PostprocError
-        ``method`` is not registered.
-
-    Examples
-    --------
-    >>> from invariants.spec import Spec
-    >>> spec = Spec.e2e(["nation", "state"])
-    >>> method_spec("topdown", spec) is spec, method_spec("hay", spec)
-    (True, None)
-    """
-    from postproc.methods import get
-
-    return spec if get(method).invariants else None
-
-
-def method_rng(rng: Any, method: str) -> Any:
-    """The randomness a post-processor ``method`` draws from: the stream ``crc32(method)`` of
-    ``rng`` (independent of the measurements' streams, which are keyed by level and query), so
-    ``postproc run --method M`` and ``postproc compare`` give M the same draws from one seed.
-
-    Parameters
-    ----------
-    rng : None, int, numpy.random.Generator or Randomness
-        ``None`` is release mode (a fresh secure source).
-    method : str
-
-    Returns
-    -------
-    Randomness
-
-    Examples
-    --------
-    >>> a, b = method_rng(7, "sampling"), method_rng(7, "sampling")
-    >>> bool((a.random_raw(3) == b.random_raw(3)).all()), method_rng(None, "sampling").mode
-    (True, 'release')
-    """
-    import zlib
-
-    from hierarchy.randomness import as_randomness
-
-    return as_randomness(rng).child(zlib.crc32(method.encode()))
 
 
 def method_options(config: RunConfig, method: str) -> dict[str, Any]:

@@ -192,8 +192,12 @@ def _error_sections(directory: Path, manifest: dict[str, Any], max_rows: int, er
     """The errors of a run and their figures (written as ``report_*.png`` into
     ``errors_dir``)."""
     from postproc.evaluation.evaluate import pivot
-    from postproc.evaluation.plots import (plot_comparison, plot_epl, plot_error_spread,
-                                           save_by_query)
+    from postproc.evaluation.plots import (
+        plot_comparison,
+        plot_epl,
+        plot_error_spread,
+        save_by_query,
+    )
     from postproc.reports.page import figure, table
 
     def draw(frame: pd.DataFrame, plot: Any, name: str, title: str, caption: str):

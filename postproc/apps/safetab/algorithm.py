@@ -30,12 +30,17 @@ import numpy as np
 import pyarrow as pa
 
 from hierarchy.randomness import as_randomness
-from postproc.errors import PostprocError
 from postproc.apps.safetab.budgets import LevelBudget, Noise, notion_of
 from postproc.apps.safetab.config import Level
 from postproc.apps.safetab.groups import GroupCounts
-from postproc.apps.safetab.recodes import (AGE_RECODES, DETAILED_TABLES, STAT_LABELS, TABLE_TYPES,
-                                      stat_offset)
+from postproc.apps.safetab.recodes import (
+    AGE_RECODES,
+    DETAILED_TABLES,
+    STAT_LABELS,
+    TABLE_TYPES,
+    stat_offset,
+)
+from postproc.errors import PostprocError
 
 __all__ = ["choose_tables", "LevelPlan", "plan_level", "LevelRelease", "measure_level"]
 

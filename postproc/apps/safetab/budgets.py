@@ -31,14 +31,23 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from hierarchy.accounting import (
+    PrivacyLoss,
+    RDPCurve,
+    account_moe,
+    as_fraction,
+    calibrate_discrete_gaussian,
+    calibrate_geometric,
+    compose_group_kinds,
+    moe_discrete_gaussian,
+    moe_geometric,
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
+)
 from hierarchy.budget import NOTIONS as BUDGET_TYPES
-from hierarchy.budget import PureDP, ZCDP, as_privacy, notion
+from hierarchy.budget import ZCDP, PureDP, as_privacy, notion
 from hierarchy.mechanisms import Mechanism, get_mechanism, round_up_to_rational
-from hierarchy.accounting import (PrivacyLoss, RDPCurve, account_moe, as_fraction,
-                                 calibrate_discrete_gaussian, calibrate_geometric,
-                                 compose_group_kinds, moe_discrete_gaussian, moe_geometric,
-                                 rdp_to_approx_dp, zcdp_to_approx_dp_analytic,
-                                 zcdp_to_approx_dp_numeric)
 from postproc.errors import PostprocError
 
 __all__ = ["NOTIONS", "LevelBudget", "Noise", "LevelAccounting", "SafeTabAccounting",

@@ -55,14 +55,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping
 
+from hierarchy.accounting import as_fraction
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import Mechanism, get_mechanism
 from hierarchy.storage import check_file_names
-from hierarchy.tomlconfig import (Table, TomlDocument, check_randomness, parse_toml,
-                                 read_randomness, read_toml)
-from hierarchy.accounting import as_fraction
-from postproc.errors import PostprocError
+from hierarchy.tomlconfig import (
+    Table,
+    TomlDocument,
+    check_randomness,
+    parse_toml,
+    read_randomness,
+    read_toml,
+)
 from postproc.apps.safetab.budgets import _gamma, _stability, notion_of
+from postproc.errors import PostprocError
 
 __all__ = ["Iteration", "Level", "DataColumns", "SafeTabConfig", "load_safetab_config",
            "parse_safetab_config", "MAX_CODE", "RESERVED_LEVEL_NAMES", "level_file_names"]

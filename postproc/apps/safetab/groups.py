@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hierarchy.geography import one_dictionary
-from postproc.errors import ConfidentialInputError, PostprocError
 from postproc.apps.safetab.config import MAX_CODE, DataColumns, Iteration, Level
 from postproc.apps.safetab.recodes import AGE23, MAX_AGE, SEXES
+from postproc.errors import ConfidentialInputError, PostprocError
 
 __all__ = ["Records", "prepare_records", "iteration_members", "GroupCounts", "tabulate_groups",
            "check_stability", "NATION"]

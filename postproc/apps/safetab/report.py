@@ -29,9 +29,9 @@ import numpy as np
 
 from hierarchy.budget import notion
 from hierarchy.numbers import as_fraction
-from postproc.errors import PostprocError
 from postproc.apps.safetab.algorithm import choose_tables
 from postproc.apps.safetab.recodes import TABLE_TYPES
+from postproc.errors import PostprocError
 
 __all__ = ["accuracy_report", "format_report", "format_accounting", "format_choices",
            "format_share", "Z_TOLERANCE"]

@@ -42,16 +42,24 @@ import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 from hierarchy.randomness import as_randomness
-from hierarchy.storage import (CONFIDENTIAL_DIR, atomic_directory, confidential_directory,
-                               is_owned, lock_directory, package_versions, special_file_kind,
-                               write_json, write_parquet)
-from postproc.errors import ConfidentialInputError, PostprocError
-from postproc.gate import data_errors
+from hierarchy.storage import (
+    CONFIDENTIAL_DIR,
+    atomic_directory,
+    confidential_directory,
+    is_owned,
+    lock_directory,
+    package_versions,
+    special_file_kind,
+    write_json,
+    write_parquet,
+)
 from postproc.apps.safetab.algorithm import LevelPlan, LevelRelease, measure_level, plan_level
 from postproc.apps.safetab.budgets import SafeTabAccounting, account_safetab
 from postproc.apps.safetab.config import SafeTabConfig, level_file_names
 from postproc.apps.safetab.groups import check_stability, prepare_records, tabulate_groups
 from postproc.apps.safetab.report import accuracy_report
+from postproc.errors import ConfidentialInputError, PostprocError
+from postproc.gate import data_errors
 
 __all__ = ["SafeTabResult", "SafeTabRun", "safetab", "load_persons", "write_safetab",
            "run_safetab", "REPORT_FILE"]

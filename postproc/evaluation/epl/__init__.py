@@ -43,15 +43,19 @@ from typing import Any
 
 import numpy as np  # noqa: F401  (the doctest of estimate_epl)
 
-from postproc.evaluation.epl.direct import direct_epl
-from postproc.evaluation.epl.improved import default_bandwidth, improved_epl
-from postproc.evaluation.epl.published import published_epl
-from postproc.evaluation.epl.result import METHODS, EPLResult, epl_kind, epl_text, unbounded
 from postproc.errors import PostprocError
 
 # private names tests/test_epl.py reaches as ``postproc.evaluation.epl._name``
 from postproc.evaluation.epl._kernel import _compress, _gaussian_sums  # noqa: F401
-from postproc.evaluation.epl.improved import _order_statistics, _percentiles  # noqa: F401
+from postproc.evaluation.epl.direct import direct_epl
+from postproc.evaluation.epl.improved import (  # noqa: F401
+    _order_statistics,
+    _percentiles,
+    default_bandwidth,
+    improved_epl,
+)
+from postproc.evaluation.epl.published import published_epl
+from postproc.evaluation.epl.result import METHODS, EPLResult, epl_kind, epl_text, unbounded
 
 __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_epl", "direct_epl",
            "default_bandwidth", "unbounded", "epl_kind", "epl_text"]

@@ -7,7 +7,6 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-
 _TAIL = 40.0            # kernel cut at 40 sd: exp(-800) underflows to 0 in float64, as in scipy
 _TAYLOR_TOL = 1e-14     # relative error of each kernel term in the binned path
 _SUB = 256              # fine-grid nodes per kernel sd in the binned path

@@ -9,8 +9,14 @@ import numpy as np
 
 from postproc.evaluation.epl._checks import _as_errors, _check_memory, _positive
 from postproc.evaluation.epl._smooth import Functionals, fit_side, functionals
-from postproc.evaluation.epl.improved import (Binned, _bins, _bootstrap_options, _maximum,
-                                             _precision, _reach)
+from postproc.evaluation.epl.improved import (
+    Binned,
+    _bins,
+    _bootstrap_options,
+    _maximum,
+    _precision,
+    _reach,
+)
 from postproc.evaluation.epl.result import EPLResult, _undefined
 
 __all__ = ["direct_epl"]

@@ -14,12 +14,18 @@ from scipy.special import ndtri
 from scipy.stats import beta
 
 from hierarchy.randomness import as_randomness
+from postproc.errors import PostprocError
 from postproc.evaluation.epl._checks import _as_errors, _check_memory, _degenerate, _positive
 from postproc.evaluation.epl._kernel import _compress, _is_integer
-from postproc.evaluation.epl._smooth import (_MAX_BINS, Functionals, SideFit, fit_side, functionals,
-                                  max_with_interval)
+from postproc.evaluation.epl._smooth import (
+    _MAX_BINS,
+    Functionals,
+    SideFit,
+    fit_side,
+    functionals,
+    max_with_interval,
+)
 from postproc.evaluation.epl.result import EPLResult, _bounded, _undefined
-from postproc.errors import PostprocError
 
 __all__ = ["improved_epl", "default_bandwidth"]
 

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from postproc.evaluation.epl._checks import (_as_errors, _check_memory, _degenerate, _positive,
-                                  _size)
+from postproc.errors import PostprocError
+from postproc.evaluation.epl._checks import _as_errors, _check_memory, _degenerate, _positive, _size
 from postproc.evaluation.epl._kernel import _compress, _gaussian_sums
 from postproc.evaluation.epl.result import EPLResult, _undefined
-from postproc.errors import PostprocError
 
 __all__ = ["published_epl"]
 

@@ -12,8 +12,14 @@ Examples
 ('optimal', [0.0, 1.0])
 """
 
-from postproc.infra.solvers.backends import (DEFAULT_QP_CHAIN, QP_BACKENDS, available_qp_backends,
-                                       check_chain, solve_lp, solve_qp)
+from postproc.infra.solvers.backends import (
+                                       DEFAULT_QP_CHAIN,
+                                       QP_BACKENDS,
+                                       available_qp_backends,
+                                       check_chain,
+                                       solve_lp,
+                                       solve_qp,
+)
 from postproc.infra.solvers.base import LP, QP, InfeasibleError, Solution, SolverError, Status
 
 __all__ = ["QP", "LP", "Solution", "Status", "SolverError", "InfeasibleError", "solve_qp",

@@ -40,15 +40,18 @@ from typing import Any
 import numpy as np
 
 from hierarchy.histograms import Hierarchy
-from hierarchy.mechanisms import (get_mechanism, sample_two_sided_geometric,
-                                  two_sided_geometric_variance)
+from hierarchy.mechanisms import (
+    get_mechanism,
+    sample_two_sided_geometric,
+    two_sided_geometric_variance,
+)
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload, detailed, e2e_workload
 from hierarchy.randomness import as_randomness
-from postproc.result import Result
+from postproc.errors import PostprocError
 from postproc.methods.baselines.reconcile import bottom_up_sums, rake, sums_from_bottom
 from postproc.methods.baselines.tree import TreeCounts, _budget, measure_tree
-from postproc.errors import PostprocError
+from postproc.result import Result
 
 __all__ = ["measure_bottom", "bottom_up", "gdpc", "adpc", "rdpc", "clip_negative",
            "calibrate_to_totals", "sums_from_bottom"]

@@ -40,9 +40,9 @@ import scipy.sparse as sp
 from hierarchy.mechanisms import sample_two_sided_geometric, two_sided_geometric_variance
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
-from postproc.result import Result
-from postproc.methods.baselines.tree import TreeCounts, _budget
 from postproc.errors import PostprocError
+from postproc.methods.baselines.tree import TreeCounts, _budget
+from postproc.result import Result
 
 __all__ = ["Term", "tree_least_squares", "hay_consistency", "hay"]
 

@@ -62,8 +62,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from hierarchy.noisy import Measurement, NoisyHierarchy
-from postproc.methods.baselines.least_squares import _apply, _information
 from postproc.errors import PostprocError, refuse_spec
+from postproc.methods.baselines.least_squares import _apply, _information
 from postproc.result import Result
 
 __all__ = ["level_least_squares", "clip_scale", "rake", "bottom_up_sums", "sums_from_bottom"]

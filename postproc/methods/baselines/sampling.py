@@ -17,10 +17,10 @@ import numpy as np
 
 from hierarchy.histograms import Hierarchy
 from hierarchy.randomness import as_randomness
-from postproc.result import Result
+from postproc.errors import PostprocError
 from postproc.methods.baselines.histograms import _default_workload, sums_from_bottom
 from postproc.methods.baselines.tree import TreeCounts
-from postproc.errors import PostprocError
+from postproc.result import Result
 
 __all__ = ["sample_counts", "srs"]
 

@@ -43,8 +43,11 @@ import numpy as np
 
 from hierarchy.geography import Geography
 from hierarchy.histograms import Hierarchy
-from hierarchy.mechanisms import (get_mechanism, sample_two_sided_geometric,
-                                  two_sided_geometric_variance)
+from hierarchy.mechanisms import (
+    get_mechanism,
+    sample_two_sided_geometric,
+    two_sided_geometric_variance,
+)
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.numbers import positive
 from hierarchy.queries import Workload, detailed

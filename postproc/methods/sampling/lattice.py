@@ -43,8 +43,14 @@ import numpy as np
 from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 from postproc.methods.sampling.diagnostics import effective_sample_size
-from postproc.methods.sampling.engine import (FIXED, FREE, LatticeEngine, MoveStructure, default_step,
-                                      move_structure)
+from postproc.methods.sampling.engine import (
+    FIXED,
+    FREE,
+    LatticeEngine,
+    MoveStructure,
+    default_step,
+    move_structure,
+)
 from postproc.methods.sampling.result import SamplingResult
 from postproc.methods.sampling.target import ConditionalTarget, _positive_int, plan_chain
 

@@ -26,8 +26,13 @@ from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 from postproc.methods.sampling.diagnostics import effective_sample_size
 from postproc.methods.sampling.exact import IndexSet
-from postproc.methods.sampling.mis_kernel import (DEFAULT_BLOCK, MISKernel, mis_index_set,
-                                          reference_epsilon, run_mis)
+from postproc.methods.sampling.mis_kernel import (
+    DEFAULT_BLOCK,
+    MISKernel,
+    mis_index_set,
+    reference_epsilon,
+    run_mis,
+)
 from postproc.methods.sampling.result import SamplingResult
 from postproc.methods.sampling.target import ConditionalTarget, _positive_int, plan_chain
 from postproc.methods.sampling.tuning import tune_proposal_epsilon

@@ -43,8 +43,12 @@ from hierarchy.schema import Attribute, Schema
 from postproc.errors import ConfidentialInputError, PostprocError
 from postproc.methods.sampling.result import SamplingResult
 from postproc.methods.sampling.samplers import DEFAULT_SAMPLER, sample_conditional
-from postproc.methods.sampling.target import (MEMORY_LIMIT, ConditionalTarget, conditional_target,
-                                      format_bytes)
+from postproc.methods.sampling.target import (
+    MEMORY_LIMIT,
+    ConditionalTarget,
+    conditional_target,
+    format_bytes,
+)
 
 __all__ = ["CountTable", "read_count_table", "complete_table", "invariant_rows", "table_target",
            "TableRelease", "release_table", "MAX_CELLS"]

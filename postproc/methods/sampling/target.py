@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from hierarchy.budget import PureDP, ZCDP, notion
+from hierarchy.budget import ZCDP, PureDP, notion
 from hierarchy.mechanisms import Mechanism, get_mechanism
 from hierarchy.numbers import positive
 from postproc.errors import PostprocError

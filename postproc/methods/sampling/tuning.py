@@ -28,7 +28,12 @@ from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 from postproc.methods.sampling.diagnostics import effective_sample_size, summarize_ess
 from postproc.methods.sampling.exact import IndexSet
-from postproc.methods.sampling.mis_kernel import MISKernel, mis_index_set, reference_epsilon, run_mis
+from postproc.methods.sampling.mis_kernel import (
+    MISKernel,
+    mis_index_set,
+    reference_epsilon,
+    run_mis,
+)
 from postproc.methods.sampling.target import ConditionalTarget
 
 __all__ = ["TuningResult", "acceptance_curve", "tune_proposal_epsilon", "default_grid"]

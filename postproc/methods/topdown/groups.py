@@ -44,8 +44,14 @@ import numpy as np
 from postproc.errors import PostprocError
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, InfeasibleError
 from postproc.infra.solvers.base import SolverError
-from postproc.methods.topdown.node import (NodeResult, NodeTask, QueryData, VerificationError,
-                                           solve_node, verify_node)
+from postproc.methods.topdown.node import (
+    NodeResult,
+    NodeTask,
+    QueryData,
+    VerificationError,
+    solve_node,
+    verify_node,
+)
 
 __all__ = ["solve_grouped", "group_bounds", "grouped_task", "check_group_children",
            "group_children_at", "answer_projection"]

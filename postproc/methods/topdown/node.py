@@ -50,13 +50,30 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.infra.solvers import (DEFAULT_QP_CHAIN, LP, QP, InfeasibleError, SolverError,
-                              Status, solve_lp, solve_qp)
+from postproc.infra.solvers import (
+    DEFAULT_QP_CHAIN,
+    LP,
+    QP,
+    InfeasibleError,
+    SolverError,
+    Status,
+    solve_lp,
+    solve_qp,
+)
 from postproc.infra.solvers.backends import large_blocks
-from postproc.methods.topdown.failsafe import (DEFAULT_FAILSAFE_SLACK, KeptQuery,
-                                       check_parent_can_hold, dead_cells, kept_violations,
-                                       moved_cells, relaxation_of, relaxation_stages,
-                                       rounding_allowance, stack_kept, total_kept)
+from postproc.methods.topdown.failsafe import (
+    DEFAULT_FAILSAFE_SLACK,
+    KeptQuery,
+    check_parent_can_hold,
+    dead_cells,
+    kept_violations,
+    moved_cells,
+    relaxation_of,
+    relaxation_stages,
+    rounding_allowance,
+    stack_kept,
+    total_kept,
+)
 
 __all__ = ["QueryData", "NodeTask", "NodeResult", "solve_node", "assemble_fit", "VerificationError"]
 

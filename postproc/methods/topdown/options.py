@@ -33,8 +33,12 @@ import numpy as np
 from postproc.errors import PostprocError
 from postproc.infra.executors import EXECUTORS, Executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
-from postproc.methods.topdown.failsafe import (AUTO, DEFAULT_FAILSAFE_SLACK, check_failsafe_keep,
-                                               check_failsafe_slack)
+from postproc.methods.topdown.failsafe import (
+    AUTO,
+    DEFAULT_FAILSAFE_SLACK,
+    check_failsafe_keep,
+    check_failsafe_slack,
+)
 from postproc.methods.topdown.groups import check_group_children
 
 __all__ = ["TopDownOptions", "FIELDS", "CONFIG_KEYS", "RUN_FIELDS", "check_pass_tolerance"]

@@ -15,9 +15,15 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError, require_checked_spec
 from postproc.infra.executors import Executor, get_executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN  # noqa: F401  (imported from here)
-from postproc.methods.topdown.failsafe import (AUTO, DEFAULT_FAILSAFE_SLACK, KeptQuery,
-                                               check_failsafe_slack, check_parent_can_hold,
-                                               kept_violations, resolve_failsafe_keep)
+from postproc.methods.topdown.failsafe import (
+    AUTO,
+    DEFAULT_FAILSAFE_SLACK,
+    KeptQuery,
+    check_failsafe_slack,
+    check_parent_can_hold,
+    kept_violations,
+    resolve_failsafe_keep,
+)
 from postproc.methods.topdown.groups import group_children_at, solve_nodes
 from postproc.methods.topdown.node import NodeResult, NodeTask, QueryData, VerificationError
 from postproc.methods.topdown.options import TopDownOptions
