@@ -12,7 +12,7 @@ its 95 % interval, constrained beside unconstrained methods) and the page ``comp
 and its data once, measures once, compares and writes — under ``DIR/confidential/`` in release
 mode, since every number of the table is computed from the confidential data.
 
-Randomness: a randomized method draws from the stream :func:`postproc.apps.runs.pipeline.method_rng`
+Randomness: a randomized method draws from the stream :func:`postproc.methods.registry.method_rng`
 derives for it (so ``postproc run --method M`` gives M the same draws from the same seed), and
 the EPL interval of method ``M`` from the stream ``(crc32("epl"), crc32(M))``.
 

@@ -364,7 +364,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     each of ``methods``
         A registered post-processor (:func:`postproc.methods.postprocess`) run on ``noisy``,
         with ``spec`` if it keeps invariants and without otherwise (see
-        :func:`postproc.apps.runs.pipeline.method_spec`); ``NAME+clip`` is its result with negative cells
+        :func:`postproc.methods.registry.method_spec`); ``NAME+clip`` is its result with negative cells
         set to 0, and ``clip`` is ``noisy+clip``. ``topdown``, when given, is used instead of
         running TopDown. By default (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``,
         ``hay+clip`` and ``topdown`` — the last only when a TopDown result or a ``spec`` is
@@ -392,7 +392,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
         Invariants and constraints for the methods that keep them.
     rng : None, int, numpy.random.Generator or Randomness
         Bottom-up's noise (child stream 0), the EPL interval draws (child stream 1) and each
-        randomized method's draws (:func:`postproc.apps.runs.pipeline.method_rng`).
+        randomized method's draws (:func:`postproc.methods.registry.method_rng`).
     **options
         Passed to :func:`evaluate` (``queries``, ``levels``, ``epl_method``, ``epl_options``).
 

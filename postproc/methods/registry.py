@@ -596,7 +596,8 @@ def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: A
     rng : None, int, numpy Generator or Randomness
         For randomized methods (``sampling``); ``None`` is release mode.
     **options
-        The method's own options (``get(method).options()``).
+        The method's own options (``get(method).options()``), and ``checkpoint=`` (a
+        :class:`LevelCheckpoint`) for a level-wise method such as TopDown.
 
     Returns
     -------
