@@ -47,7 +47,7 @@ from postproc.infra.solvers import InfeasibleError
 if TYPE_CHECKING:  # pragma: no cover
     from hierarchy.queries import Workload
     from hierarchy.schema import Schema
-    from postproc.methods.topdown.node import NodeTask
+    from postproc.methods.topdown.task import NodeTask
 
 __all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_kept",
            "constrained_attributes", "resolve_failsafe_keep", "relaxation_stages",
@@ -350,7 +350,7 @@ def check_parent_can_hold(task: "NodeTask") -> None:
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> from postproc.methods.topdown.node import NodeTask, QueryData
+    >>> from postproc.methods.topdown.task import NodeTask, QueryData
     >>> tot = np.array([[0.0], [4.0]])
     >>> task = NodeTask("county", "S1", np.zeros(2, np.int64), np.array(["c0", "c1"]),
     ...                 (QueryData("detailed", sp.identity(2, format="csr"), np.ones((2, 2)),

@@ -1,0 +1,179 @@
+"""The node problem's data: one parent and its children as the engine receives them
+(:class:`NodeTask`, with each measured query's :class:`QueryData`), and what solving it gives
+(:class:`NodeResult`). The fit, the rounding and the failsafe read these; none of them is
+defined here (``docs/topdown.md``, "The node problem")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from postproc.methods.topdown.failsafe import DEFAULT_FAILSAFE_SLACK, KeptQuery, total_kept
+
+__all__ = ["QueryData", "NodeTask", "NodeResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class QueryData:
+    """One measured query of the children: matrix (answers × cells), values and weights
+    (children × answers).
+
+    Examples
+    --------
+    >>> from postproc.methods.topdown.node import solve_node
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> total = QueryData("total", sp.csr_matrix(np.ones((1, 2))), np.array([[3.0], [2.0]]),
+    ...                   np.ones((2, 1)))
+    >>> detailed.is_identity, total.is_identity      # identity queries need no auxiliaries
+    (True, False)
+    """
+
+    name: str
+    matrix: sp.csr_matrix
+    values: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def is_identity(self) -> bool:
+        m = self.matrix
+        return (m.shape[0] == m.shape[1] and m.nnz == m.shape[0]
+                and np.array_equal(m.indices, np.arange(m.shape[0]))
+                and np.array_equal(m.indptr, np.arange(m.shape[0] + 1)))
+
+
+@dataclass(frozen=True, eq=False)
+class NodeTask:
+    """Everything needed to solve one parent's problem (picklable; no references to the level).
+
+    Attributes
+    ----------
+    level : str
+        The children's level.
+    parent : str
+        The parent's geocode ("" at the root).
+    parent_hist : int64 array (cells,) or None
+        The parent's rounded histogram; ``None`` for the root problem.
+    children : array of str
+        The children's geocodes.
+    queries : tuple of QueryData
+    matrix : csr (rows × cells), int64
+        Constraint rows shared by the level.
+    lower, upper : float arrays (children × rows)
+    zero : bool array (children × cells)
+    labels : tuple of str
+        Row labels (for failsafe reports).
+    passes : tuple of tuples of query names, optional
+        Multipass order; each pass fits its queries, then holds their answers within
+        ``pass_tolerance`` for later passes.
+    failsafe_keep : tuple of KeptQuery, optional
+        Answers of the parent the failsafe keeps exact (see
+        :mod:`postproc.methods.topdown.failsafe`); ``None`` keeps the total, ``()`` keeps
+        nothing.
+    round_passes : tuple of tuples of (name, matrix), optional
+        Multipass rounding (the 2020 production rounder): each pass minimizes the L1 distance
+        of its queries' answers to the fit's, then holds them exactly for later passes; a final
+        pass over the cells decides the rest. ``None``: one pass over the cells.
+    cell_groups : int array (cells,), optional
+        A partition of the cells for the fit
+        (:func:`~postproc.methods.topdown.node.assemble_fit`): a row that counts every
+        variable of a child's group with one coefficient counts the group's sum instead, a
+        variable of its own. The problem is the same; its KKT factorization is sparser when
+        the groups are what the coarse rows count together —
+        :func:`~postproc.methods.topdown.run.level_tasks` passes the cells that differ only in
+        the schema's last attribute. ``None``: no groups.
+    failsafe_slack : float, optional
+        How much the failsafe's total slack may exceed its least value (persons; default 1.0,
+        as the Census Bureau's code; 0 holds it at the least). See
+        :func:`~postproc.methods.topdown.failsafe.check_failsafe_slack`.
+
+    Examples
+    --------
+    A parent of histogram (3, 1) over two cells, split between two children whose noisy
+    counts are (2, 1) and (2, 0), each of weight 1, without constraint rows:
+
+    >>> from postproc.methods.topdown.node import solve_node
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (detailed,), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> task.k, task.n, [kept.name for kept in task.kept], task.where
+    (2, 2, ['total'], "county children of 'p'")
+    >>> solve_node(task).histograms.tolist()
+    [[1, 1], [2, 0]]
+    """
+
+    level: str
+    parent: str
+    parent_hist: np.ndarray | None
+    children: np.ndarray
+    queries: tuple[QueryData, ...]
+    matrix: sp.csr_matrix
+    lower: np.ndarray
+    upper: np.ndarray
+    zero: np.ndarray
+    labels: tuple[str, ...] = ()
+    passes: tuple[tuple[str, ...], ...] | None = None
+    pass_tolerance: float = 0.5
+    failsafe_keep: tuple[KeptQuery, ...] | None = None
+    round_passes: tuple[tuple[tuple[str, sp.csr_matrix], ...], ...] | None = None
+    cell_groups: np.ndarray | None = None
+    failsafe_slack: float = DEFAULT_FAILSAFE_SLACK
+
+    @property
+    def kept(self) -> tuple[KeptQuery, ...]:
+        """What the failsafe keeps exact: ``failsafe_keep``, or the total when it is ``None``."""
+        return (total_kept(self.n),) if self.failsafe_keep is None else tuple(self.failsafe_keep)
+
+    @property
+    def k(self) -> int:
+        return int(self.zero.shape[0])
+
+    @property
+    def n(self) -> int:
+        return int(self.zero.shape[1])
+
+    @property
+    def where(self) -> str:
+        """The node as messages name it: ``"{level} children of '{parent}'"``."""
+        return f"{self.level} children of {self.parent!r}"
+
+
+@dataclass(frozen=True, eq=False)
+class NodeResult:
+    """Integer child histograms and what it took to get them.
+
+    Attributes
+    ----------
+    histograms : int64 array (children × cells)
+    stats : dict
+        The node's row of ``Result.node_stats``: level, parent, children, variables, backend,
+        rounding, timings, objective, whether the failsafe ran.
+    failsafe : dict or None
+        The failsafe report (relaxation, cells moved, binding constraints), if it ran.
+    continuous : array (children × cells) or None
+        The fit before rounding, when asked for (``solve_node(..., keep_continuous=True)``).
+
+    Examples
+    --------
+    >>> from postproc.methods.topdown.node import solve_node
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (detailed,), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> result = solve_node(task, keep_continuous=True)
+    >>> result.histograms.tolist(), result.continuous.round(4).tolist(), result.failsafe
+    ([[1, 1], [2, 0]], [[1.5, 1.0], [1.5, 0.0]], None)
+    >>> result.stats["children"], result.stats["rounding"], round(result.stats["objective"], 6)
+    (2, 'lp', 0.5)
+    """
+
+    histograms: np.ndarray
+    stats: dict[str, Any]
+    failsafe: dict[str, Any] | None = None
+    continuous: np.ndarray | None = field(default=None, repr=False)
