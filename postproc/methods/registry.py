@@ -744,8 +744,7 @@ def _check_topdown(options: Mapping[str, Any], *, levels: Sequence[str] | None =
                    workload: Any = None) -> None:
     """TopDown's option values: :class:`~postproc.methods.topdown.options.TopDownOptions` checks
     them (and the levels a per-level mapping names, when known)."""
-    from postproc.methods.topdown.groups import check_group_children
-    from postproc.methods.topdown.options import TopDownOptions
+    from postproc.methods.topdown.options import TopDownOptions, check_group_children
 
     TopDownOptions.of(options)
     if "group_children" in options and levels is not None:

@@ -868,7 +868,7 @@ def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
 
 def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
     """``[solver] failsafe_keep``: "auto" or workload queries the failsafe keeps exact."""
-    from postproc.methods.topdown.failsafe import check_failsafe_keep
+    from postproc.methods.topdown.options import check_failsafe_keep
 
     checked = sv.located("failsafe_keep", lambda: check_failsafe_keep(
         sv.get("failsafe_keep", "auto"), workload), catch=(PostprocError,))

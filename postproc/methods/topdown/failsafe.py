@@ -10,7 +10,7 @@ and some of its query answers *exact*, so persons move between cells instead of 
 
 minimizing ``Σ (s⁺ + s⁻)`` first, then the usual fit with the total slack at most that minimum
 plus an allowance (``topdown(..., failsafe_slack=...)``, default 1.0, as the Census Bureau's 2018
-and 2020 code allows; :func:`check_failsafe_slack`). The rounding does the same in integers: its
+and 2020 code allows; :func:`~postproc.methods.topdown.options.check_failsafe_slack`). The rounding does the same in integers: its
 least total slack, then the cells' rounding cost within that least slack plus the allowance
 (:func:`rounding_allowance`).
 
@@ -43,6 +43,12 @@ import scipy.sparse as sp
 
 from postproc.errors import PostprocError
 from postproc.infra.solvers import InfeasibleError
+from postproc.methods.topdown.options import (  # noqa: F401  (their old home)
+    AUTO,
+    DEFAULT_FAILSAFE_SLACK,
+    check_failsafe_keep,
+    check_failsafe_slack,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hierarchy.queries import Workload
@@ -55,18 +61,12 @@ __all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_
            "check_parent_can_hold", "moved_cells", "check_failsafe_slack",
            "rounding_allowance"]
 
-#: ``failsafe_keep`` value: the total and every workload query summing over the constrained
-#: attributes.
-AUTO = "auto"
-
 #: Relaxation labels in failsafe reports, strictest first: ``margins`` (the total and the kept
 #: queries exact), ``total`` (only the total exact), ``cells`` (nothing kept: persons may be
 #: added or removed).
 RELAXATIONS = ("margins", "total", "cells")
 
-#: ``failsafe_slack`` by default: the total slack may exceed its least value by one person,
-#: as in the Census Bureau's 2018 and 2020 TopDown code (docs/topdown.md, "Failsafe").
-DEFAULT_FAILSAFE_SLACK = 1.0
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,25 +208,7 @@ def resolve_failsafe_keep(keep: Sequence[str] | str, workload: "Workload",
                      if n != "total"))
 
 
-def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload") -> tuple[str, ...] | None:
-    """Validate a ``failsafe_keep`` value: ``None`` for ``"auto"``, else the tuple of names."""
-    if isinstance(keep, str):
-        if keep == AUTO:
-            return None
-        raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names (an empty "
-                            f"list keeps nothing), not {keep!r}; e.g. failsafe_keep=[{keep!r}]")
-    try:
-        names = tuple(keep)
-    except TypeError:
-        raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names, not "
-                            f"{keep!r}") from None
-    if not all(isinstance(n, str) for n in names):
-        raise PostprocError(f"failsafe_keep must list query names (strings), not {list(names)}")
-    unknown = [n for n in names if n not in workload and n != "total"]
-    if unknown:
-        raise PostprocError(f"failsafe_keep names unknown queries {unknown}; the workload has "
-                            f"{list(workload.names)} (and 'total' is always available)")
-    return names
+
 
 
 def relaxation_of(keep: Sequence[KeptQuery]) -> str:
@@ -408,28 +390,7 @@ def moved_cells(parent: np.ndarray, children_sum: np.ndarray) -> dict[str, Any]:
             "persons_added": int(diff.sum())}
 
 
-def check_failsafe_slack(value: Any) -> float:
-    """``failsafe_slack`` as a float, or a PostprocError saying why not: a finite number ≥ 0.
 
-    The failsafe first finds the least total slack ``S`` a relaxed node needs, then fits (and
-    rounds) with the total slack at most ``S + failsafe_slack`` (docs/topdown.md, "Failsafe").
-
-    Examples
-    --------
-    >>> check_failsafe_slack(1), check_failsafe_slack(0.0)
-    (1.0, 0.0)
-    >>> check_failsafe_slack(-1)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: failsafe_slack must be a finite number ≥ 0 (how much ...
-    """
-    why = ("how much the failsafe's total slack may exceed its least value, in persons; "
-           "1.0 as the Census Bureau's code, 0 holds it at the least")
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise PostprocError(f"failsafe_slack must be a number ({why}), got {value!r}")
-    if not np.isfinite(value) or value < 0:
-        raise PostprocError(f"failsafe_slack must be a finite number ≥ 0 ({why}), got {value!r}")
-    return float(value)
 
 
 def rounding_allowance(failsafe_slack: float, keep: Sequence[KeptQuery]) -> int:

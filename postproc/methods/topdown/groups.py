@@ -41,7 +41,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from postproc.errors import PostprocError
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, InfeasibleError
 from postproc.infra.solvers.base import SolverError
 from postproc.methods.topdown.node import (
@@ -52,55 +51,16 @@ from postproc.methods.topdown.node import (
     solve_node,
     verify_node,
 )
+from postproc.methods.topdown.options import _group_size, check_group_children  # noqa: F401
 
 __all__ = ["solve_grouped", "group_bounds", "grouped_task", "check_group_children",
            "group_children_at", "answer_projection"]
 
 
-def check_group_children(value: Any, levels: Sequence[str] | None = None
-                         ) -> int | dict[str, int | None] | None:
-    """``group_children`` checked: an int (``None`` stays ``None``), or a mapping level → int
-    (or ``None``: that level whole) for levels of their own; a PostprocError saying why not.
-    With ``levels``, a mapping may name only those (the levels solved: a key is the level of
-    the children, as for per-level passes).
-
-    Examples
-    --------
-    >>> check_group_children(64), check_group_children(None)
-    (64, None)
-    >>> check_group_children({"county": 64, "tract": 64}, ["state", "county", "tract"])
-    {'county': 64, 'tract': 64}
-    >>> check_group_children(1)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: group_children must be at least 2 (children per group), got 1
-    >>> check_group_children({"tracts": 64}, ["state", "county", "tract"])
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: group_children names levels ['tracts'] that the geography \
-does not have; its levels are ['state', 'county', 'tract']
-    """
-    if isinstance(value, Mapping):
-        out = {}
-        for lv, size in value.items():
-            out[str(lv)] = None if size is None else _group_size(
-                size, f"group_children of level {lv!r}", or_table=False)
-        unknown = sorted(set(out) - set(levels)) if levels is not None else []
-        if unknown:
-            raise PostprocError(f"group_children names levels {unknown} that the geography "
-                                f"does not have; its levels are {list(levels)}")
-        return out
-    return None if value is None else _group_size(value, "group_children")
 
 
-def _group_size(value: Any, what: str, or_table: bool = True) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        table = " or a table of level = integer" if or_table else ""
-        raise PostprocError(f"{what} must be an integer (children per group){table}, got "
-                            f"{value!r}")
-    if value < 2:
-        raise PostprocError(f"{what} must be at least 2 (children per group), got {value!r}")
-    return int(value)
+
+
 
 
 def group_children_at(group_children: Any, level: str) -> int | None:

@@ -3,6 +3,9 @@ configuration, a run in parts and the command line all pass to :func:`~postproc.
 topdown.topdown`. Adding an option is adding a field here (with its check); the registry's option
 list and types, the configuration's key table and the provenance follow from it.
 
+Every option's parser lives here too (``check_failsafe_keep``, ``check_failsafe_slack``,
+``check_group_children``, ``check_pass_tolerance``), not in the modules that do the maths.
+
 A value is checked when the record is made (types and ranges: :class:`TopDownOptions`); the
 checks that need the measurements (query names in ``passes``, ``round_passes`` and
 ``failsafe_keep``, level names in per-level mappings) are :meth:`TopDownOptions.check_against`.
@@ -26,22 +29,134 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from postproc.errors import PostprocError
 from postproc.infra.executors import EXECUTORS, Executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
-from postproc.methods.topdown.failsafe import (
-    AUTO,
-    DEFAULT_FAILSAFE_SLACK,
-    check_failsafe_keep,
-    check_failsafe_slack,
-)
-from postproc.methods.topdown.groups import check_group_children
 
-__all__ = ["TopDownOptions", "FIELDS", "CONFIG_KEYS", "RUN_FIELDS", "check_pass_tolerance"]
+if TYPE_CHECKING:  # pragma: no cover
+    from hierarchy.queries import Workload
+
+__all__ = ["TopDownOptions", "FIELDS", "CONFIG_KEYS", "RUN_FIELDS", "AUTO",
+           "DEFAULT_FAILSAFE_SLACK", "check_pass_tolerance", "check_failsafe_keep",
+           "check_failsafe_slack", "check_group_children"]
+
+
+#: ``failsafe_keep`` value: the total and every workload query summing over the constrained
+#: attributes.
+AUTO = "auto"
+
+#: ``failsafe_slack`` by default: the total slack may exceed its least value by one person,
+#: as in the Census Bureau's 2018 and 2020 TopDown code (docs/topdown.md, "Failsafe").
+DEFAULT_FAILSAFE_SLACK = 1.0
+
+
+def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload"
+                        ) -> tuple[str, ...] | None:
+    """Validate a ``failsafe_keep`` value: ``None`` for ``"auto"``, else the tuple of names
+    (each a query of ``workload``, or ``"total"``).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, e2e_workload
+    >>> workload = e2e_workload(E2E_1940)
+    >>> check_failsafe_keep("auto", workload), check_failsafe_keep(["total", "hhgq"], workload)
+    (None, ('total', 'hhgq'))
+    >>> check_failsafe_keep(["sex"], workload)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_keep names unknown queries ['sex']; the workload has ['detailed', 'hhgq', 'va_hisp_race'] (and 'total' is always available)
+    """
+    if isinstance(keep, str):
+        if keep == AUTO:
+            return None
+        raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names (an empty "
+                            f"list keeps nothing), not {keep!r}; e.g. failsafe_keep=[{keep!r}]")
+    try:
+        names = tuple(keep)
+    except TypeError:
+        raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names, not "
+                            f"{keep!r}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise PostprocError(f"failsafe_keep must list query names (strings), not {list(names)}")
+    unknown = [n for n in names if n not in workload and n != "total"]
+    if unknown:
+        raise PostprocError(f"failsafe_keep names unknown queries {unknown}; the workload has "
+                            f"{list(workload.names)} (and 'total' is always available)")
+    return names
+
+
+def check_failsafe_slack(value: Any) -> float:
+    """``failsafe_slack`` as a float, or a PostprocError saying why not: a finite number ≥ 0.
+
+    The failsafe first finds the least total slack ``S`` a relaxed node needs, then fits (and
+    rounds) with the total slack at most ``S + failsafe_slack`` (docs/topdown.md, "Failsafe").
+
+    Examples
+    --------
+    >>> check_failsafe_slack(1), check_failsafe_slack(0.0)
+    (1.0, 0.0)
+    >>> check_failsafe_slack(-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_slack must be a finite number ≥ 0 (how much ...
+    """
+    why = ("how much the failsafe's total slack may exceed its least value, in persons; "
+           "1.0 as the Census Bureau's code, 0 holds it at the least")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PostprocError(f"failsafe_slack must be a number ({why}), got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise PostprocError(f"failsafe_slack must be a finite number ≥ 0 ({why}), got {value!r}")
+    return float(value)
+
+
+def check_group_children(value: Any, levels: Sequence[str] | None = None
+                         ) -> int | dict[str, int | None] | None:
+    """``group_children`` checked: an int (``None`` stays ``None``), or a mapping level → int
+    (or ``None``: that level whole) for levels of their own; a PostprocError saying why not.
+    With ``levels``, a mapping may name only those (the levels solved: a key is the level of
+    the children, as for per-level passes).
+
+    Examples
+    --------
+    >>> check_group_children(64), check_group_children(None)
+    (64, None)
+    >>> check_group_children({"county": 64, "tract": 64}, ["state", "county", "tract"])
+    {'county': 64, 'tract': 64}
+    >>> check_group_children(1)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: group_children must be at least 2 (children per group), got 1
+    >>> check_group_children({"tracts": 64}, ["state", "county", "tract"])
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: group_children names levels ['tracts'] that the geography \
+does not have; its levels are ['state', 'county', 'tract']
+    """
+    if isinstance(value, Mapping):
+        out = {}
+        for lv, size in value.items():
+            out[str(lv)] = None if size is None else _group_size(
+                size, f"group_children of level {lv!r}", or_table=False)
+        unknown = sorted(set(out) - set(levels)) if levels is not None else []
+        if unknown:
+            raise PostprocError(f"group_children names levels {unknown} that the geography "
+                                f"does not have; its levels are {list(levels)}")
+        return out
+    return None if value is None else _group_size(value, "group_children")
+
+
+def _group_size(value: Any, what: str, or_table: bool = True) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        table = " or a table of level = integer" if or_table else ""
+        raise PostprocError(f"{what} must be an integer (children per group){table}, got "
+                            f"{value!r}")
+    if value < 2:
+        raise PostprocError(f"{what} must be at least 2 (children per group), got {value!r}")
+    return int(value)
 
 
 def check_pass_tolerance(value: Any) -> float:

@@ -88,7 +88,7 @@ class NodeTask:
     failsafe_slack : float, optional
         How much the failsafe's total slack may exceed its least value (persons; default 1.0,
         as the Census Bureau's code; 0 holds it at the least). See
-        :func:`~postproc.methods.topdown.failsafe.check_failsafe_slack`.
+        :func:`~postproc.methods.topdown.options.check_failsafe_slack`.
 
     Examples
     --------
