@@ -59,7 +59,7 @@ from hierarchy.noisy import NoisyHierarchy
 from postproc.errors import PostprocError
 from postproc.evaluation.epl import epl_text
 from postproc.evaluation.evaluate import default_queries, evaluate
-from postproc.gate import label_table, labelled, randomness_of, table_gate
+from postproc.gate import label_table, labelled, randomness_of, table_gate, write_csv
 from postproc.reports.numbers import format_number
 
 __all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot",
@@ -360,14 +360,11 @@ def write_table(table: pd.DataFrame, directory: str | Path, *,
     from hierarchy.storage import atomic_path
 
     directory = Path(directory)
-    csv, js = directory / "compare.csv", directory / "compare.json"
-    table_gate(table, csv, confidential=confidential, what="the comparison table")
-    directory.mkdir(parents=True, exist_ok=True)
-    shown = labelled(table)
-    with atomic_path(csv) as tmp:
-        shown.to_csv(tmp, index=False)
+    csv = write_csv(table, directory / "compare.csv", confidential=confidential,
+                    what="the comparison table")          # the gate first: nothing is written
+    js = directory / "compare.json"
     with atomic_path(js) as tmp:
-        tmp.write_text(json.dumps(_records(shown), indent=1, allow_nan=False) + "\n",
+        tmp.write_text(json.dumps(_records(labelled(table)), indent=1, allow_nan=False) + "\n",
                        encoding="utf-8")
     return [csv, js]
 
