@@ -70,6 +70,19 @@ def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload"
     ...
     postproc.errors.PostprocError: failsafe_keep names unknown queries ['sex']; the workload has ['detailed', 'hhgq', 'va_hisp_race'] (and 'total' is always available)
     """
+    names = _keep_names(keep)
+    if names is None:
+        return None
+    unknown = [n for n in names if n not in workload and n != "total"]
+    if unknown:
+        raise PostprocError(f"failsafe_keep names unknown queries {unknown}; the workload has "
+                            f"{list(workload.names)} (and 'total' is always available)")
+    return names
+
+
+def _keep_names(keep: Sequence[str] | str) -> tuple[str, ...] | None:
+    """The form of a ``failsafe_keep`` value, checked without a workload: ``None`` for
+    ``"auto"``, else the tuple of names (strings)."""
     if isinstance(keep, str):
         if keep == AUTO:
             return None
@@ -82,10 +95,6 @@ def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload"
                             f"{keep!r}") from None
     if not all(isinstance(n, str) for n in names):
         raise PostprocError(f"failsafe_keep must list query names (strings), not {list(names)}")
-    unknown = [n for n in names if n not in workload and n != "total"]
-    if unknown:
-        raise PostprocError(f"failsafe_keep names unknown queries {unknown}; the workload has "
-                            f"{list(workload.names)} (and 'total' is always available)")
     return names
 
 
@@ -271,8 +280,8 @@ class TopDownOptions:
     Examples
     --------
     >>> options = TopDownOptions(solver="osqp", failsafe_keep=["total"], workers=2)
-    >>> options.solver, options.failsafe_keep, options.record()["failsafe_keep"]
-    (('osqp',), ('total',), ['total'])
+    >>> options.solver, options.failsafe_keep
+    (('osqp',), ('total',))
     >>> options.at_levels(["county"]).replace(group_children={"county": 64}).group_children
     {'county': 64}
     """
@@ -309,19 +318,8 @@ class TopDownOptions:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise PostprocError(f"{name} must be true or false, got "
                                     f"{getattr(self, name)!r}")
-        keep = self.failsafe_keep
-        if not isinstance(keep, str):
-            try:
-                keep = tuple(keep)
-            except TypeError:
-                raise PostprocError(f"failsafe_keep must be {AUTO!r} or a list of query names, "
-                                    f"not {keep!r}") from None
-        elif keep != AUTO:
-            check_failsafe_keep(keep, ())              # raises, saying how to write a list
-        if not isinstance(keep, str) and not all(isinstance(n, str) for n in keep):
-            raise PostprocError(f"failsafe_keep must list query names (strings), not "
-                                f"{list(keep)}")
-        put(self, "failsafe_keep", keep)
+        keep = _keep_names(self.failsafe_keep)
+        put(self, "failsafe_keep", AUTO if keep is None else keep)
         put(self, "failsafe_slack", check_failsafe_slack(self.failsafe_slack))
         put(self, "pass_tolerance", check_pass_tolerance(self.pass_tolerance))
         put(self, "passes", _passes(self.passes, "passes"))
@@ -358,27 +356,6 @@ class TopDownOptions:
     def as_dict(self) -> dict[str, Any]:
         """The options by name, as they are (the executor may be an object)."""
         return {f: getattr(self, f) for f in FIELDS}
-
-    def record(self) -> dict[str, Any]:
-        """The options as JSON-ready values, for a provenance or a checkpoint (an executor
-        object by its kind, per-level mappings as dicts, tuples as lists).
-
-        Examples
-        --------
-        >>> TopDownOptions(passes=[["total"]]).record()["passes"]
-        [['total']]
-        """
-        def plain(value):
-            if isinstance(value, Mapping):
-                return {str(k): plain(v) for k, v in value.items()}
-            if isinstance(value, tuple):
-                return [plain(v) for v in value]
-            return value
-
-        out = {f: plain(getattr(self, f)) for f in FIELDS}
-        if isinstance(self.executor, Executor):
-            out["executor"] = getattr(self.executor, "kind", type(self.executor).__name__)
-        return out
 
     def passes_at(self, level: str) -> Passes | None:
         """The fitting passes of ``level`` (None: every query in one pass)."""
