@@ -35,13 +35,11 @@ A parent with no persons whose children must hold persons is refused before any 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.errors import PostprocError
 from postproc.infra.solvers import InfeasibleError
 from postproc.methods.topdown.options import (  # noqa: F401  (their old home)
     AUTO,
@@ -49,11 +47,15 @@ from postproc.methods.topdown.options import (  # noqa: F401  (their old home)
     check_failsafe_keep,
     check_failsafe_slack,
 )
+from postproc.methods.topdown.task import (  # noqa: F401  (KeptQuery: its old home)
+    KeptQuery,
+    NodeTask,
+    total_kept,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hierarchy.queries import Workload
     from hierarchy.schema import Schema
-    from postproc.methods.topdown.task import NodeTask
 
 __all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_kept",
            "constrained_attributes", "resolve_failsafe_keep", "relaxation_stages",
@@ -67,64 +69,6 @@ __all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_
 RELAXATIONS = ("margins", "total", "cells")
 
 
-
-
-@dataclass(frozen=True, eq=False)
-class KeptQuery:
-    """A query whose answers the failsafe keeps exact at the parent.
-
-    Parameters
-    ----------
-    name : str
-        The query's name (a workload query, or ``"total"``).
-    matrix : sparse (answers × cells), 0/1
-        The query's matrix; stored as int64 CSR.
-
-    Examples
-    --------
-    >>> import numpy as np, scipy.sparse as sp
-    >>> KeptQuery("halves", sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 1]]))).n_answers
-    2
-    >>> KeptQuery("bad", sp.csr_matrix(np.array([[2, 0]])))
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: kept query 'bad' must be a 0/1 matrix (each answer counts ...
-    """
-
-    name: str
-    matrix: sp.csr_matrix
-
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise PostprocError("a kept query needs a non-empty name")
-        m = sp.csr_matrix(self.matrix, dtype=np.int64)
-        m.eliminate_zeros()
-        if m.ndim != 2 or m.shape[0] == 0 or np.any(m.data != 1):
-            raise PostprocError(f"kept query {self.name!r} must be a 0/1 matrix (each answer "
-                                "counts persons in a set of cells)")
-        m.sort_indices()
-        object.__setattr__(self, "matrix", m)
-
-    @property
-    def n_answers(self) -> int:
-        return int(self.matrix.shape[0])
-
-    @property
-    def partitions_cells(self) -> bool:
-        """Every cell is counted by exactly one answer (the answers sum to the total)."""
-        return bool(np.all(np.asarray(self.matrix.sum(axis=0)).ravel() == 1))
-
-
-def total_kept(n_cells: int) -> KeptQuery:
-    """The total as a kept query (one row of ones).
-
-    Examples
-    --------
-    >>> total = total_kept(4)
-    >>> total.name, total.matrix.toarray().tolist(), total.partitions_cells
-    ('total', [[1, 1, 1, 1]], True)
-    """
-    return KeptQuery("total", sp.csr_matrix(np.ones((1, n_cells), dtype=np.int64)))
 
 
 def constrained_attributes(matrix: sp.spmatrix, schema: "Schema") -> tuple[str, ...]:

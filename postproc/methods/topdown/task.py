@@ -1,6 +1,6 @@
 """The node problem's data: one parent and its children as the engine receives them
-(:class:`NodeTask`, with each measured query's :class:`QueryData`), and what solving it gives
-(:class:`NodeResult`). The fit, the rounding and the failsafe read these; none of them is
+(:class:`NodeTask`, with each measured query's :class:`QueryData` and the parent's answers the
+failsafe keeps exact, :class:`KeptQuery`), and what solving it gives (:class:`NodeResult`). The fit, the rounding and the failsafe read these; none of them is
 defined here (``docs/topdown.md``, "The node problem")."""
 
 from __future__ import annotations
@@ -11,9 +11,68 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.methods.topdown.failsafe import DEFAULT_FAILSAFE_SLACK, KeptQuery, total_kept
+from postproc.errors import PostprocError
+from postproc.methods.topdown.options import DEFAULT_FAILSAFE_SLACK
 
-__all__ = ["QueryData", "NodeTask", "NodeResult"]
+__all__ = ["KeptQuery", "total_kept", "QueryData", "NodeTask", "NodeResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class KeptQuery:
+    """A query whose answers the failsafe keeps exact at the parent.
+
+    Parameters
+    ----------
+    name : str
+        The query's name (a workload query, or ``"total"``).
+    matrix : sparse (answers × cells), 0/1
+        The query's matrix; stored as int64 CSR.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> KeptQuery("halves", sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 1]]))).n_answers
+    2
+    >>> KeptQuery("bad", sp.csr_matrix(np.array([[2, 0]])))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: kept query 'bad' must be a 0/1 matrix (each answer counts ...
+    """
+
+    name: str
+    matrix: sp.csr_matrix
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise PostprocError("a kept query needs a non-empty name")
+        m = sp.csr_matrix(self.matrix, dtype=np.int64)
+        m.eliminate_zeros()
+        if m.ndim != 2 or m.shape[0] == 0 or np.any(m.data != 1):
+            raise PostprocError(f"kept query {self.name!r} must be a 0/1 matrix (each answer "
+                                "counts persons in a set of cells)")
+        m.sort_indices()
+        object.__setattr__(self, "matrix", m)
+
+    @property
+    def n_answers(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def partitions_cells(self) -> bool:
+        """Every cell is counted by exactly one answer (the answers sum to the total)."""
+        return bool(np.all(np.asarray(self.matrix.sum(axis=0)).ravel() == 1))
+
+
+def total_kept(n_cells: int) -> KeptQuery:
+    """The total as a kept query (one row of ones).
+
+    Examples
+    --------
+    >>> total = total_kept(4)
+    >>> total.name, total.matrix.toarray().tolist(), total.partitions_cells
+    ('total', [[1, 1, 1, 1]], True)
+    """
+    return KeptQuery("total", sp.csr_matrix(np.ones((1, n_cells), dtype=np.int64)))
 
 
 @dataclass(frozen=True, eq=False)
