@@ -137,7 +137,8 @@ def fit_all(path: str, level: str, method: str, keep: bool = False) -> dict[str,
     """Fit every captured node of ``level`` with ``method``: seconds, iterations, what
     ``chosen`` picked per problem; with ``keep``, the fits are pickled beside ``path``."""
     import postproc.infra.solvers.backends as backends
-    from postproc.methods.topdown.node import _fit
+    from postproc.methods.topdown.node import fit_passes
+    from postproc.methods.topdown.rows import Layout
 
     tasks = pickle.loads(Path(path).read_bytes())[level]
     chosen = backends.clarabel_linear_solver
@@ -153,7 +154,7 @@ def fit_all(path: str, level: str, method: str, keep: bool = False) -> dict[str,
         seconds, iterations, fits, variables = 0.0, 0, [], 0
         for task in tasks:
             t0 = time.perf_counter()
-            x, stats, _ = _fit(task, ("clarabel",))
+            x, stats, _ = fit_passes(task, Layout.of(task), ("clarabel",))
             seconds += time.perf_counter() - t0
             iterations += stats["iterations"]
             variables = max(variables, stats.get("variables", 0))
@@ -181,7 +182,8 @@ def time_problems(path: str, level: str) -> list[dict[str, Any]]:
     node, children, variables (with auxiliaries and group sums), constraint entries, the two
     times and iterations, and what :func:`clarabel_linear_solver` picks."""
     import postproc.infra.solvers.backends as backends
-    from postproc.methods.topdown.node import _fit
+    from postproc.methods.topdown.node import fit_passes
+    from postproc.methods.topdown.rows import Layout
 
     tasks = pickle.loads(Path(path).read_bytes())[level]
     solve, chosen = backends.QP_BACKENDS["clarabel"], backends.clarabel_linear_solver
@@ -199,14 +201,14 @@ def time_problems(path: str, level: str) -> list[dict[str, Any]]:
     backends.QP_BACKENDS["clarabel"] = timed
     backends.clarabel_linear_solver = lambda _qp: method["now"]
     try:
-        _fit(tasks[0], ("clarabel",))                       # imports, caches
+        fit_passes(tasks[0], Layout.of(tasks[0]), ("clarabel",))                       # imports, caches
         found.clear()
         problems = []
         for i, task in enumerate(tasks):
             runs = {}
             for name in ("qdldl", "faer"):
                 method["now"], start = name, len(found)
-                _fit(task, ("clarabel",))
+                fit_passes(task, Layout.of(task), ("clarabel",))
                 runs[name] = found[start:]
             for a, b in zip(runs["qdldl"], runs["faer"]):
                 problems.append({"node": i, "children": task.k, "variables": a["variables"],

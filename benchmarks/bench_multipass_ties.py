@@ -7,7 +7,7 @@ Run from the repository root::
 
 A later fit pass holds an earlier pass's answer ``h`` within ``±pass_tolerance``; where the
 later pass leaves a child's total on an exact half, TopDown's rounding goes toward ``h``
-(:func:`postproc.methods.topdown.node._toward_held`). For synthetic 2020-style data (seed 2020)
+(:func:`postproc.methods.topdown.rounding.toward_held`). For synthetic 2020-style data (seed 2020)
 and each measurement seed, the production configuration (with its hold of ±0.1; the figures in
 ``benchmarks/pl94/multipass_ties_1m.md`` were taken at TopDown's default ±0.5, where such ties
 are far more common) is run whole and serially
@@ -53,9 +53,9 @@ def ties_of_one_seed(directory: str, seed: int) -> list[dict[str, Any]]:
     truth = load_truth(config)
     noisy = whole_measurement(config, truth)
     seen: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
-    original = node._round
+    original = node.round_node
 
-    def watch(task, x_star, failsafe, keep=(), held=None):
+    def watch(task, x_star, layout, failsafe=False, keep=(), held=None):
         rounds_totals = any(name == "total" for p in (task.round_passes or ())
                             for name, _ in p)
         if held and "total" in held and rounds_totals and not failsafe:
@@ -65,13 +65,13 @@ def ties_of_one_seed(directory: str, seed: int) -> list[dict[str, Any]]:
             tie = (np.abs(t - mid) <= 1e-5) & (np.abs(h - mid) > 1e-5)
             if tie.any():
                 seen.append((task.level, np.asarray(task.children)[tie], mid[tie], h[tie]))
-        return original(task, x_star, failsafe, keep=keep, held=held)
+        return original(task, x_star, layout, failsafe=failsafe, keep=keep, held=held)
 
-    node._round = watch
+    node.round_node = watch
     try:
         topdown(noisy, config.spec, **method_options(config, "topdown"))
     finally:
-        node._round = original
+        node.round_node = original
     out = []
     geography = truth.geography
     for level, children, mid, h in seen:

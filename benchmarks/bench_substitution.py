@@ -44,6 +44,7 @@ def paired(nodes: str, level: str, repeats: int, largest: int | None) -> list[di
     import numpy as np
 
     import postproc.methods.topdown.node as node
+    from postproc.methods.topdown.fit import Fit
 
     default = node.SUBSTITUTE_ENTRIES
     tasks = [t for t in pickle.loads(Path(nodes).read_bytes())[level]
@@ -62,7 +63,7 @@ def paired(nodes: str, level: str, repeats: int, largest: int | None) -> list[di
                     cpu[entries].append(time.process_time() - t0)
                     hist[entries] = result.histograms
             out.append({"children": task.k,
-                        "variables": node.assemble_fit(task)[3]["variables"],
+                        "variables": Fit.build(task).variables,
                         "plain": statistics.median(cpu[0]),
                         "substituted": statistics.median(cpu[default]),
                         "same": bool(np.array_equal(hist[0], hist[default]))})

@@ -15,7 +15,7 @@ Then for **every parent problem** — the root and each parent with more than on
 level (a single child copies its parent; no fit) — or a random sample of ``--max-parents`` per
 level (seed 0), it times, interleaved, ``--repeats`` times each (median per parent):
 
-* **engine** — :func:`postproc.methods.topdown.node.assemble_fit` + :func:`postproc.infra.solvers.solve_qp`
+* **engine** — :meth:`postproc.methods.topdown.fit.Fit.build` + :func:`postproc.infra.solvers.solve_qp`
   with the default backend chain, and mapping the solution back to the children × cells
   (exactly the fit of ``solve_node``; rounding is not included on either side);
 * **generic** — :func:`postproc.methods.topdown.generic.fit_node_generic`: one CVXPY problem per parent,
@@ -73,23 +73,20 @@ def build_workload(persons: int, *, epsilon: float = 1.0, data_seed: int = 1,
 
 def engine_fit(task, chain) -> dict[str, Any]:
     """The engine's fit of one node: assemble the QP, solve it, map it back to the cells."""
-    import numpy as np
 
     from postproc.infra.solvers import Status, solve_qp
-    from postproc.methods.topdown.node import assemble_fit
+    from postproc.methods.topdown.fit import Fit
 
     t0 = time.perf_counter()
-    qp, layout, scale, info = assemble_fit(task)
-    if info["infeasible_rows"]:
+    fit = Fit.build(task)
+    if fit.infeasible_rows:
         return {"seconds": time.perf_counter() - t0, "ok": False, "status": "infeasible rows"}
-    sol = solve_qp(qp, chain)
+    sol = solve_qp(fit.qp, chain)
     if sol.status != Status.OPTIMAL:
         return {"seconds": time.perf_counter() - t0, "ok": False, "status": sol.status.value}
-    values = info["centre"] + info["unit"] * sol.x
-    x = np.zeros((task.k, task.n))
-    x[layout.allowed] = values[:layout.n_x]
+    x = fit.histograms(sol.x)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "ok": True, "x": x, "objective": sol.objective / scale,
+    return {"seconds": seconds, "ok": True, "x": x, "objective": fit.objective(sol),
             "backend": sol.backend}
 
 
@@ -290,7 +287,7 @@ def report(result: dict[str, Any]) -> str:
               "solver seconds summed over parents)."), "",
              (f"Timed: {sample}; per parent the median of {result['repeats']} interleaved fits "
               "of each path; seconds are sums of those medians. A row is the level whose units "
-              "are the variables (nation: the root problem). *Engine fit* is assemble_fit + "
+              "are the variables (nation: the root problem). *Engine fit* is Fit.build + "
               f"solve_qp (chain {', '.join(result['chain'])}) + mapping back; *generic* is "
               "fit_node_generic (CVXPY problem built afresh, Clarabel). *Objective diff* is "
               "|f_engine − f_generic| / max(1, |f_generic|) of the reported optima; the "

@@ -193,6 +193,8 @@ def test_empty_parent_with_invariant_children_is_an_error_before_any_solver(monk
     """``tot`` published at the county level but the state handed in with nobody: splitting it
     could only add persons. The error names the state and its counties, and no solver runs."""
     import postproc.methods.topdown.node as node_module
+    import postproc.methods.topdown.relaxed as relaxed_module
+    import postproc.methods.topdown.rounding as rounding_module
 
     truth = make_truth(20_000, seed=4, eds_per_county=1)      # some states have 3 counties
     spec = Spec.e2e(LEVELS)
@@ -208,8 +210,10 @@ def test_empty_parent_with_invariant_children_is_an_error_before_any_solver(monk
     def no_solver(*args, **kwargs):
         raise AssertionError("a solver ran")
 
-    monkeypatch.setattr(node_module, "solve_qp", no_solver)
-    monkeypatch.setattr(node_module, "solve_lp", no_solver)
+    for module in (node_module, relaxed_module):
+        monkeypatch.setattr(module, "solve_qp", no_solver)
+    for module in (rounding_module, relaxed_module):
+        monkeypatch.setattr(module, "solve_lp", no_solver)
     for keep in ("auto", ()):
         with pytest.raises(InfeasibleError) as info:
             topdown(noisy, spec, start=(2, [truth.counts[0], states]), failsafe_keep=keep)
@@ -310,12 +314,12 @@ def test_total_infeasible_falls_back_to_free_cells():
 
 def test_verification_checks_the_kept_answers(monkeypatch):
     """A rounding that moved a person across classes breaks a kept answer: VerificationError."""
-    import postproc.methods.topdown.node as node_module
+    import postproc.methods.topdown.relaxed as relaxed_module
 
-    real = node_module._round
+    real = relaxed_module.round_node
 
-    def crossing(task, x_star, failsafe, keep=()):
-        hist, stats = real(task, x_star, failsafe, keep)
+    def crossing(task, x_star, layout, failsafe=False, keep=()):
+        hist, stats = real(task, x_star, layout, failsafe=failsafe, keep=keep)
         if failsafe and keep:
             hist = hist.copy()
             j = int(np.flatnonzero(hist[1, :2])[0])      # a class-j household person of c1 …
@@ -324,7 +328,7 @@ def test_verification_checks_the_kept_answers(monkeypatch):
             stats = dict(stats, round_slack_cells=[0, 1, 2, 3])
         return hist, stats
 
-    monkeypatch.setattr(node_module, "_round", crossing)
+    monkeypatch.setattr(relaxed_module, "round_node", crossing)
     task = small_task([3, 2, 0, 0], [[-INF, 0, 1], [-INF, 0, 0]],
                       [[INF, INF, INF], [INF, INF, 0]], [[1, 1, 1, 0], [2, 1, 0, 0]],
                       keep=(total_kept(4), CLASS))

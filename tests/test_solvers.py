@@ -508,8 +508,9 @@ def test_engine_fit_matches_generic_path(seed):
     directly) and the generic path (one CVXPY problem over every cell) solve the same problem:
     objectives agree to 1e-6 relative, and — the objective being strictly convex in x because
     every cell is measured — the points agree too."""
+    from postproc.methods.topdown.fit import Fit
     from postproc.methods.topdown.generic import fit_node_generic
-    from postproc.methods.topdown.node import assemble_fit, solve_node
+    from postproc.methods.topdown.node import solve_node
 
     rng = np.random.default_rng(seed)
     task = random_task(rng, root=seed % 4 == 0)
@@ -518,17 +519,19 @@ def test_engine_fit_matches_generic_path(seed):
     f_eng = result.stats["objective"]
     assert abs(f_eng - f_gen) <= 1e-6 * max(1.0, abs(f_gen)), (f_eng, f_gen)
     np.testing.assert_allclose(result.continuous, x_gen, atol=1e-4 * max(1.0, x_gen.max()))
-    # assemble_fit + solve_qp directly: the same objective once scaled back
-    qp, layout, scale, info = assemble_fit(task)
+    # Fit.build + solve_qp directly: the same objective once scaled back
+    fit = Fit.build(task)
+    qp = fit.qp
     sol = solve_qp(qp)
-    assert abs(sol.objective / scale - f_gen) <= 1e-6 * max(1.0, abs(f_gen))
-    assert info["variables"] == int((~task.zero & (
+    assert abs(fit.objective(sol) - f_gen) <= 1e-6 * max(1.0, abs(f_gen))
+    np.testing.assert_allclose(fit.histograms(sol.x), x_gen, atol=1e-4 * max(1.0, x_gen.max()))
+    assert fit.variables == int((~task.zero & (
         True if task.parent_hist is None else task.parent_hist[None, :] > 0)).sum())
     # and every backend of the chain agrees on this node (SCS within its looser tolerance)
     for backend in ("osqp", "cvxpy-ecos", "cvxpy-scs"):
         other = solve_qp(qp, [backend])
         f_tol = TOLERANCE[backend][1]
-        assert abs(other.objective / scale - f_gen) <= max(1e-6, 10 * f_tol) * max(
+        assert abs(fit.objective(other) - f_gen) <= max(1e-6, 10 * f_tol) * max(
             1.0, abs(f_gen)), backend
 
 

@@ -641,10 +641,10 @@ def test_rounding_with_no_integer_solution_is_a_clear_error():
 def test_fractional_lp_rounding_falls_back_to_milp(monkeypatch):
     """If the rounding LP ever returns a fractional point, it is not used: a MILP is solved and
     the result is integral and verified."""
-    import postproc.methods.topdown.node as node_module
+    import postproc.methods.topdown.rounding as rounding_module
     from postproc.infra.solvers import Solution
 
-    real = node_module.solve_lp
+    real = rounding_module.solve_lp
     calls = []
 
     def fractional_lp(lp, **kw):
@@ -656,7 +656,7 @@ def test_fractional_lp_rounding_falls_back_to_milp(monkeypatch):
             return Solution(x, sol.status, sol.objective, backend=sol.backend)
         return sol
 
-    monkeypatch.setattr(node_module, "solve_lp", fractional_lp)
+    monkeypatch.setattr(rounding_module, "solve_lp", fractional_lp)
     task = odd_cycle_task("<=")
     res = solve_node(task, keep_continuous=True)
     assert calls == ["lp", "milp"] and res.stats["rounding"] == "milp"

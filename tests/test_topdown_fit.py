@@ -14,6 +14,8 @@ the same as the original ones at random points, and the nodes' fits do not move.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -28,18 +30,19 @@ from hierarchy.synth_2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from invariants.spec import Spec
+from postproc.errors import PostprocError
+from postproc.methods.topdown import fit as fit_module
+from postproc.methods.topdown.fit import Fit
+from postproc.methods.topdown.fit import auxiliaries as _auxiliaries
+from postproc.methods.topdown.fit import group_sums as _group_sums
+from postproc.methods.topdown.fit import sum_rows as _sum_rows
+from postproc.methods.topdown.fit import summed as _summed
 from postproc.methods.topdown.generic import fit_node_generic
-from postproc.methods.topdown.node import (
-    _auxiliaries,
-    _group_sums,
-    _per_child,
-    _stacked,
-    _sum_rows,
-    _summed,
-    assemble_fit,
-    solve_node,
-)
+from postproc.methods.topdown.node import solve_node
+from postproc.methods.topdown.rows import Layout
+from postproc.methods.topdown.rows import stacked as _stacked
 from postproc.methods.topdown.run import level_tasks, root_task
+from postproc.methods.topdown.task import NodeTask, QueryData
 
 
 def _objective(answers, x):
@@ -158,12 +161,12 @@ def test_pl94_nodes_need_few_auxiliaries(pl94_tasks):
     """On 2020-style block nodes most answers touch no variable or one: the reduced QP has
     fewer auxiliaries than variables' worth of answers (it had 28 × as many before)."""
     block = pl94_tasks[-1]
-    _, _, _, info = assemble_fit(block)
+    fit = Fit.build(block)
     answers = sum(block.k * q.matrix.shape[0] for q in block.queries if q.name != "detailed")
-    live = sum(int(_per_child(q.matrix, assemble_fit(block)[1].var_index)[3].sum())
+    live = sum(int(_stacked((q.matrix,), fit.layout.var_index)[3].sum())
                for q in block.queries if q.name != "detailed")
-    assert info["aux"] < live <= answers
-    assert info["aux"] <= 2 * info["variables"]
+    assert fit.aux < live <= answers
+    assert fit.aux <= 2 * fit.variables
 
 
 def test_pl94_nodes_match_the_generic_path(pl94_tasks):
@@ -240,17 +243,17 @@ def test_group_sums_change_the_problem_not_the_fit(pl94_tasks):
             f0, f1 = base.stats["objective"], grouped.stats["objective"]
             assert abs(f1 - f0) <= 1e-8 * max(1.0, abs(f0)), (task.level, f0, f1)
             np.testing.assert_allclose(grouped.continuous, base.continuous, atol=1e-5)
-        qp, _, _, info = assemble_fit(task)
-        plain, _, _, _ = assemble_fit(replace(task, cell_groups=None))
-        assert info["group_sums"] > 0 and qp.A.nnz < plain.A.nnz, task.level
+        fit = Fit.build(task)
+        qp, plain = fit.qp, Fit.build(replace(task, cell_groups=None)).qp
+        assert fit.group_sums > 0 and qp.A.nnz < plain.A.nnz, task.level
         # the QP says how many blocks of variables it couples (the factorization's choice)
         assert qp.blocks == plain.blocks == task.k, task.level
 
 
-def _point(task, qp, info, lay, x):
+def _point(task, fit, x):
     """All the fit's variables at children's cells ``x`` (auxiliaries and group sums what
     their rows define, slacks 0), in the QP's centred units."""
-    n_aux = info["aux"]
+    qp, lay, n_aux = fit.qp, fit.layout, fit.aux
     v = np.zeros(qp.n)
     v[:lay.n_x] = x
     var_sum, n_sum = _group_sums(task, lay)
@@ -259,39 +262,38 @@ def _point(task, qp, info, lay, x):
     v[first:first + n_sum] = np.bincount(var_sum[member], weights=x[member], minlength=n_sum)
     # Q x − z = 0 is the first n_aux rows, in original units (z = 0: the row is Q x)
     v[lay.n_x:first] = (qp.A[:n_aux] @ v) if n_aux else 0.0
-    return (v - info["centre"]) / info["unit"]
+    return (v - fit.centre) / fit.unit
 
 
 @pytest.mark.parametrize("most", [1, 2, 3, 5, 40])
 def test_substitution_keeps_the_objective_and_rows_for_every_point(pl94_tasks, most):
-    """Auxiliaries substituted into P (``assemble_fit(substitute=…)``): at random points
+    """Auxiliaries substituted into P (``Fit.build(substitute=…)``): at random points
     around the targets, the objective in original units is the unsubstituted QP's to 1e-10
     relative, every row that stays reads the same, and the substituted rows are gone."""
     rng = np.random.default_rng(most)
     for task in pl94_tasks:
-        plain, lay, scale, info = assemble_fit(task)
-        sub, lay_s, scale_s, info_s = assemble_fit(task, substitute=most)
-        assert scale_s == scale and lay_s.n_x == lay.n_x
-        gone = info["aux"] - info_s["aux"]
-        assert gone == info_s["substituted"] and sub.n == plain.n - gone
+        fit, fit_s = Fit.build(task), Fit.build(task, substitute=most)
+        plain, sub, scale, lay = fit.qp, fit_s.qp, fit.scale, fit.layout
+        assert fit_s.scale == scale and fit_s.layout.n_x == lay.n_x
+        gone = fit.aux - fit_s.aux
+        assert gone == fit_s.substituted and sub.n == plain.n - gone
         assert gone > 0 or most == 1          # (a row of one entry: a whole group's sum)
         assert sub.A.shape[0] == plain.A.shape[0] - gone
-        kept = info_s["kept_aux"]
+        kept = fit_s.kept_aux
         # a substituted row had at most `most` entries (through the group sums)
-        counts = np.diff(sp.csr_matrix(plain.A[:info["aux"]]).indptr) - 1
-        assert counts[np.setdiff1d(np.arange(info["aux"]), kept)].max(initial=0) <= most
+        counts = np.diff(sp.csr_matrix(plain.A[:fit.aux]).indptr) - 1
+        assert counts[np.setdiff1d(np.arange(fit.aux), kept)].max(initial=0) <= most
         assert (counts[kept] > most).all()
         for _ in range(5):
-            x = info["centre"][:lay.n_x] + rng.normal(0, 3, lay.n_x)
-            d_plain = _point(task, plain, info, lay, x)
-            d_sub = _point(task, sub, info_s, lay, x)
+            x = fit.centre[:lay.n_x] + rng.normal(0, 3, lay.n_x)
+            d_plain = _point(task, fit, x)
+            d_sub = _point(task, fit_s, x)
             f_plain, f_sub = plain.objective(d_plain) / scale, sub.objective(d_sub) / scale
             assert abs(f_sub - f_plain) <= 1e-10 * max(1.0, abs(f_plain)), (f_plain, f_sub)
-            res_plain = (plain.A @ d_plain - plain.l) * info["unit"]
-            res_sub = (sub.A @ d_sub - sub.l) * info_s["unit"]
-            np.testing.assert_allclose(res_sub[info_s["aux"]:], res_plain[info["aux"]:],
-                                       atol=1e-8)
-            np.testing.assert_allclose(res_sub[:info_s["aux"]], res_plain[kept], atol=1e-8)
+            res_plain = (plain.A @ d_plain - plain.l) * fit.unit
+            res_sub = (sub.A @ d_sub - sub.l) * fit_s.unit
+            np.testing.assert_allclose(res_sub[fit_s.aux:], res_plain[fit.aux:], atol=1e-8)
+            np.testing.assert_allclose(res_sub[:fit_s.aux], res_plain[kept], atol=1e-8)
 
 
 def test_substitution_changes_the_problem_not_the_fit(pl94_tasks, monkeypatch):
@@ -299,7 +301,7 @@ def test_substitution_changes_the_problem_not_the_fit(pl94_tasks, monkeypatch):
     optimum (objectives to 1e-8 relative, fits to 1e-5 persons) on every PL 94 node."""
     assert node.SUBSTITUTE_ENTRIES > 0
     for task in pl94_tasks:
-        assert assemble_fit(task, substitute=node.SUBSTITUTE_ENTRIES)[3]["substituted"] > 0
+        assert Fit.build(task, substitute=node.SUBSTITUTE_ENTRIES).substituted > 0
     with_sub = [solve_node(task, keep_continuous=True) for task in pl94_tasks]
     monkeypatch.setattr(node, "SUBSTITUTE_ENTRIES", 0)
     for task, a in zip(pl94_tasks, with_sub):
@@ -313,9 +315,9 @@ def test_children_with_large_blocks_keep_their_auxiliaries(pl94_tasks, monkeypat
     """Where Clarabel would factor the children as large dense blocks (faer), nothing is
     substituted: the factorization's choice is made on the problem it was measured on."""
     task = pl94_tasks[-1]
-    assert assemble_fit(task, substitute=5)[3]["substituted"] > 0
-    monkeypatch.setattr(node, "large_blocks", lambda n, blocks: True)
-    assert assemble_fit(task, substitute=5)[3]["substituted"] == 0
+    assert Fit.build(task, substitute=5).substituted > 0
+    monkeypatch.setattr(fit_module, "large_blocks", lambda n, blocks: True)
+    assert Fit.build(task, substitute=5).substituted == 0
 
 
 def test_every_fit_pass_substitutes_and_multipass_histograms_do_not_move(pl94_tasks,
@@ -325,13 +327,13 @@ def test_every_fit_pass_substitutes_and_multipass_histograms_do_not_move(pl94_ta
     bounds (exact halves) are broken toward the held answers, not by the fit's last digits.
     (Children that nothing measured tells apart can still tie: docs/scale2020.md.)"""
     calls = []
-    assemble = node.assemble_fit
+    build = Fit.build
 
-    def spy(task, **kw):
+    def spy(task, layout=None, **kw):
         calls.append(kw.get("substitute", 0))
-        return assemble(task, **kw)
+        return build(task, layout, **kw)
 
-    monkeypatch.setattr(node, "assemble_fit", spy)
+    monkeypatch.setattr(Fit, "build", staticmethod(spy))
     tasks = []
     for task in pl94_tasks[1:]:                  # the root measures no total (an invariant)
         names = tuple(q.name for q in task.queries)
@@ -345,12 +347,38 @@ def test_every_fit_pass_substitutes_and_multipass_histograms_do_not_move(pl94_ta
         np.testing.assert_array_equal(solve_node(task).histograms, a.histograms)
 
 
-def test_a_solved_node_leaves_no_layout_behind(pl94_tasks):
-    """The layout every pass and the rounding share is dropped when the node is done (a
-    level's tasks live until the level is; their layouts would add up)."""
+def test_one_layout_per_node_handed_to_every_pass_and_the_rounding(pl94_tasks, monkeypatch):
+    """The node's variables are decided once (``Layout.of``) and the very object is handed to
+    every fit pass and to the rounding — no cache keeps it: when the node is done, nothing
+    refers to it."""
+    made, given = [], []
+    of, build, round_node = Layout.of, Fit.build, node.round_node
+
+    def spy_of(task):
+        made.append(of(task))
+        return made[-1]
+
+    def spy_build(task, layout=None, **kw):
+        given.append(layout)
+        return build(task, layout, **kw)
+
+    def spy_round(task, x_star, layout, **kw):
+        given.append(layout)
+        return round_node(task, x_star, layout, **kw)
+
+    monkeypatch.setattr(Layout, "of", staticmethod(spy_of))
+    monkeypatch.setattr(Fit, "build", staticmethod(spy_build))
+    monkeypatch.setattr(node, "round_node", spy_round)
     for task in pl94_tasks:
+        made.clear(), given.clear()
+        task = replace(task, passes=(("total",),)) if task.parent_hist is not None else task
         solve_node(task)
-        assert task not in node._LAYOUTS
+        assert len(made) == 1 and len(given) >= 2, task.level
+        assert all(layout is made[0] for layout in given), task.level
+        ref = weakref.ref(made[0])
+        made.clear(), given.clear()
+        gc.collect()
+        assert ref() is None, task.level
 
 
 def test_a_substituted_fit_its_first_backend_cannot_solve_goes_plain_through_the_chain(
@@ -374,7 +402,7 @@ def test_a_substituted_fit_its_first_backend_cannot_solve_goes_plain_through_the
     task = node.NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
                          (detailed, total), sp.csr_matrix(np.ones((1, 2), np.int64)), bounds,
                          bounds.copy(), np.zeros((2, 2), bool), ("tot: total",))
-    assert assemble_fit(task, substitute=node.SUBSTITUTE_ENTRIES)[3]["substituted"] == 2
+    assert Fit.build(task, substitute=node.SUBSTITUTE_ENTRIES).substituted == 2
     chain = ("clarabel", "osqp", "cvxpy-ecos")
     result = solve_node(task, chain=chain)
     assert chains[:2] == [chain[:1], chain]
@@ -384,3 +412,78 @@ def test_a_substituted_fit_its_first_backend_cannot_solve_goes_plain_through_the
                             "osqp:infeasible"]
     assert not any(a.startswith("cvxpy-ecos") for a in attempts)
     assert result.stats["failsafe"]
+
+
+# -- a weight matrix per child (the covariance of a subtree's estimates) ------------------------
+
+def _covariance_task(rng, k, n, constrained):
+    """A node whose detailed query carries a random positive definite weight matrix per child
+    and whose total a weight per answer; every cell measured, so the fit is unique."""
+    detailed_values = rng.uniform(0, 8, (k, n))
+    a = rng.normal(size=(k, n, n))
+    weights = a @ np.swapaxes(a, 1, 2) + 0.5 * np.eye(n)          # K × n × n, PD
+    detailed = QueryData("detailed", sp.identity(n, format="csr"), detailed_values, weights)
+    total = QueryData("total", sp.csr_matrix(np.ones((1, n))),
+                      detailed_values.sum(axis=1, keepdims=True) + rng.normal(0, 2, (k, 1)),
+                      rng.uniform(0.2, 2.0, (k, 1)))
+    parent = rng.integers(0, 12, n)
+    if constrained:     # each child's total within ±3 of the even split
+        share = np.full((k, 1), parent.sum() / k)
+        matrix = sp.csr_matrix(np.ones((1, n), np.int64))
+        lower, upper, labels = np.floor(share) - 3, np.ceil(share) + 3, ("near: total",)
+    else:
+        matrix, lower, upper, labels = (sp.csr_matrix((0, n), dtype=np.int64),
+                                        np.zeros((k, 0)), np.zeros((k, 0)), ())
+    return NodeTask("tract", "p", parent, np.array([f"c{i}" for i in range(k)], dtype=object),
+                    (detailed, total), matrix, lower, upper, np.zeros((k, n), bool), labels)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_weight_matrix_per_child_is_the_fit_the_generic_path_finds(seed):
+    """Σ_k (x_k − y_k)ᵀ W_k (x_k − y_k) with a general positive definite W_k: the engine (which
+    whitens W_k = L Lᵀ into answers of weight 1) and one CVXPY problem with the quadratic forms
+    written out agree on the optimum (objective to 1e-6 relative, points to 1e-4)."""
+    rng = np.random.default_rng(seed)
+    task = _covariance_task(rng, int(rng.integers(2, 5)), int(rng.integers(2, 6)),
+                            constrained=seed % 2 == 1)
+    x_gen, f_gen, _ = fit_node_generic(task)
+    result = solve_node(task, keep_continuous=True, failsafe=False)
+    f_eng = result.stats["objective"]
+    assert abs(f_eng - f_gen) <= 1e-6 * max(1.0, abs(f_gen)), (f_eng, f_gen)
+    np.testing.assert_allclose(result.continuous, x_gen, atol=1e-4 * max(1.0, x_gen.max()))
+    assert (result.histograms.sum(axis=0) == task.parent_hist).all()
+
+
+def test_diagonal_weight_matrices_give_the_per_answer_fit(pl94_tasks):
+    """Every non-detailed query's weights given as diagonal matrices instead: the same fit
+    (objective to 1e-8 relative, fits to 1e-5 persons) and the same integers on every PL 94
+    node."""
+    for task in pl94_tasks:
+        as_matrices = tuple(
+            q if q.name == "detailed" else QueryData(
+                q.name, q.matrix, q.values,
+                np.einsum("ka,ab->kab", q.weights, np.eye(q.weights.shape[1])))
+            for q in task.queries)
+        base = solve_node(task, keep_continuous=True)
+        other = solve_node(replace(task, queries=as_matrices), keep_continuous=True)
+        f0, f1 = base.stats["objective"], other.stats["objective"]
+        assert abs(f1 - f0) <= 1e-8 * max(1.0, abs(f0)), (task.level, f0, f1)
+        np.testing.assert_allclose(other.continuous, base.continuous, atol=1e-5)
+        np.testing.assert_array_equal(other.histograms, base.histograms)
+
+
+def test_a_weight_matrix_that_is_not_positive_definite_is_refused():
+    rng = np.random.default_rng(0)
+    task = _covariance_task(rng, 2, 3, constrained=False)
+    detailed = task.queries[0]
+    bad = detailed.weights.copy()
+    bad[1] = -np.eye(3)
+    with pytest.raises(PostprocError, match="'detailed': a child's weight matrix is not "
+                                            "positive definite"):
+        Fit.build(replace(task, queries=(replace(detailed, weights=bad),)))
+    with pytest.raises(PostprocError, match=r"children × answers × answers = \(2, 3, 3\)"):
+        Fit.build(replace(task, queries=(replace(detailed, weights=bad[:, :2]),)))
+    skew = detailed.weights.copy()
+    skew[0, 0, 1] += 1.0
+    with pytest.raises(PostprocError, match="not symmetric"):
+        Fit.build(replace(task, queries=(replace(detailed, weights=skew),)))

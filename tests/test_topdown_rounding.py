@@ -160,14 +160,15 @@ def test_a_tie_on_a_held_bound_rounds_toward_the_held_answer(d, held_a):
     tolerance) rounds toward that answer whatever the fit's last digits: for a total of two
     variables (three segment columns) and of one (a cell's own cost). Without the held
     answers, the sign of the last digits decides."""
-    from postproc.methods.topdown.node import _round
+    from postproc.methods.topdown.rounding import round_node
+    from postproc.methods.topdown.rows import Layout
 
     task, x_star, held = _tied_totals(d, held_a)
-    hist, _ = _round(task, x_star, failsafe=False, held=held)
+    hist, _ = round_node(task, x_star, Layout.of(task), held=held)
     verify_node(task, hist)
     assert hist.sum(axis=1).tolist() == [held_a, 599, 601 - held_a]
     if d:
-        plain, _ = _round(task, x_star, failsafe=False)
+        plain, _ = round_node(task, x_star, Layout.of(task))
         assert plain.sum(axis=1)[0] == (501 if d > 0 else 500)
 
 

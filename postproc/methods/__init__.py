@@ -21,12 +21,12 @@ from hierarchy import lazy_exports
 # loaded on first use, so that importing a method's module (or the command line's parser) does
 # not load the registry and every library it needs
 _EXPORTS = {
-    "PostProcessor": "postproc.methods.registry", "PromiseError": "postproc.methods.registry",
+    "PostProcessor": "postproc.methods.processor", "PromiseError": "postproc.methods.processor",
     "register": "postproc.methods.registry", "unregister": "postproc.methods.registry",
     "get": "postproc.methods.registry", "available": "postproc.methods.registry",
     "catalogue": "postproc.methods.registry", "postprocess": "postproc.methods.registry",
-    "check_promises": "postproc.methods.registry",
-    "noisy_histograms": "postproc.methods.registry",
+    "check_promises": "postproc.methods.processor",
+    "noisy_histograms": "postproc.methods.builtin",
 }
 
 __all__ = list(_EXPORTS)

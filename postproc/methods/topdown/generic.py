@@ -88,7 +88,12 @@ def fit_node_generic(task: NodeTask, *, solver: str = "CLARABEL",
     X = cp.Variable((k, n))
     terms = []
     for q in task.queries:
-        terms.append(cp.sum(cp.multiply(q.weights, cp.square(X @ q.matrix.T - q.values))))
+        residual = X @ q.matrix.T - q.values
+        if q.weights.ndim == 3:     # a weight matrix per child: Σ_k r_kᵀ W_k r_k
+            terms += [cp.quad_form(residual[child], cp.psd_wrap(q.weights[child]))
+                      for child in range(k)]
+        else:
+            terms.append(cp.sum(cp.multiply(q.weights, cp.square(residual))))
     lc = LevelConstraints(task.level, task.children, task.matrix, task.lower, task.upper,
                           task.labels, task.zero)
     cons = node_cvxpy_constraints(X, lc, slice(None), task.parent_hist)

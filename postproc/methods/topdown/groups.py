@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from postproc.errors import PostprocError
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, InfeasibleError
 from postproc.infra.solvers.base import SolverError
 from postproc.methods.topdown.node import (
@@ -115,6 +116,10 @@ def grouped_task(task: NodeTask, bounds: np.ndarray) -> NodeTask:
     queries = []
     for q in task.queries:
         w = np.asarray(q.weights, dtype=np.float64)
+        if w.ndim != 2:
+            raise PostprocError(
+                f"{task.where}: grouping children (group_children) needs a weight per answer; "
+                f"query {q.name!r} has a weight matrix per child — run without grouping")
         counts_live = np.asarray(q.matrix @ live.T.astype(np.float64)).T > 0   # K × answers
         drawn = w > 0
         use = drawn & counts_live           # an answer counting only dead cells is exactly 0

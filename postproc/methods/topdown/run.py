@@ -375,77 +375,22 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     spec = spec or Spec()
     geo = noisy.geography
     first = 0 if start is None else int(start[0])
-    missing = [lv for lv in geo.levels[first:] if not noisy.queries(lv)]
-    if missing:
-        raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
-                            f"{missing}. Give those levels a share of the budget")
-    opts.check_against(noisy.workload, geo.levels)
-    for lv in geo.levels:           # every rounding name resolves before any level is solved
-        _round_matrices(noisy, opts.round_passes_at(lv))
-    if compiled is None:
-        compiled = compile_spec(spec, noisy.schema, geo, noisy.invariants)
-    else:
-        _check_compiled(compiled, geo, first)
+    compiled = _checked_inputs(noisy, spec, opts, first, compiled)
+    hists = _start_histograms(start, geo)
     kept_by_level: dict[str, list[str]] = {}
-    ex = get_executor(opts.executor, workers=opts.workers)
-    own_executor = not isinstance(opts.executor, Executor)
-    hists: list[np.ndarray] = []
     stats: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
-    if start is not None:
-        first, given = start
-        hists = [np.asarray(h, dtype=np.int64) for h in given]
-        if len(hists) != first:
-            raise PostprocError(f"resume needs the histograms of the {first} levels before "
-                                f"{geo.levels[first]!r}, got {len(hists)}")
+    ex = get_executor(opts.executor, workers=opts.workers)
+    own_executor = not isinstance(opts.executor, Executor)
     try:
         for li in range(first, geo.depth):
             t0 = time.perf_counter()
             level = geo.levels[li]
             lc = compiled[level]
-            if li == 0:
-                tasks = [root_task(noisy, lc, passes=opts.passes_at(level),
-                                   pass_tolerance=opts.pass_tolerance,
-                                   round_passes=opts.round_passes_at(level))]
-            else:
-                keep = _resolve_keep(opts.failsafe_keep, noisy, lc)
-                kept_by_level[level] = [q.name for q in keep]
-                tasks = level_tasks(noisy, lc, li, hists[li - 1],
-                                    passes=opts.passes_at(level),
-                                    pass_tolerance=opts.pass_tolerance, failsafe_keep=keep,
-                                    round_passes=opts.round_passes_at(level),
-                                    failsafe_slack=opts.failsafe_slack)
-                _refuse_empty_parents(tasks, hists[li - 1])
-            batches = _batches(tasks, opts.batch_children)
-            solve = _Solver(opts.solver, opts.failsafe,
-                            group_children_at(opts.group_children, level))
-            order = _largest_first(batches)
-            solved: list[list[NodeResult]] = [[] for _ in batches]
-            bar = _progress(opts.progress, len(tasks), level)
-            try:
-                for b, batch_results in zip(order, ex.map(solve, [batches[b] for b in order])):
-                    solved[b] = batch_results
-                    if bar is not None:
-                        bar.update(len(batch_results))
-            finally:
-                if bar is not None:
-                    bar.close()
-            results = [r for batch_results in solved for r in batch_results]
-            hist = np.concatenate([r.histograms for r in results], axis=0)
-            allowed: dict[int, list[int]] = {}
-            kept: dict[int, tuple[KeptQuery, ...]] = {}
-            level_reports = []
-            for p, r in enumerate(results):
-                stats.append(r.stats)
-                if r.failsafe is not None:
-                    level_reports.append(r.failsafe)
-                    allowed[p] = list(r.failsafe.get("cells", []))
-                    names = set(r.failsafe.get("kept", []))
-                    kept[p] = tuple(q for q in tasks[p].kept if q.name in names)
-            _label_cells(level_reports, noisy.schema)
-            reports.extend(level_reports)
-            _check_level(noisy, lc, li, hist, hists[li - 1] if li else None, allowed, kept)
+            tasks = _tasks_of_level(noisy, lc, li, opts, hists, kept_by_level)
+            results = _solve_level(ex, tasks, opts, level)
+            hist = _accept_level(noisy, lc, li, tasks, results, hists, stats, reports)
             hists.append(hist)
             timings[level] = time.perf_counter() - t0
             if on_level is not None:
@@ -456,6 +401,98 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
             ex.close()
     return _result(noisy, spec, hists, stats, reports, timings, opts, ex, t_start,
                    kept_by_level)
+
+
+def _checked_inputs(noisy: NoisyHierarchy, spec: Spec, opts: TopDownOptions, first: int,
+                    compiled: Mapping[str, LevelConstraints] | None
+                    ) -> Mapping[str, LevelConstraints]:
+    """Check what a run needs before any level is solved (measurements at every level from
+    ``first``, the options against the workload, every rounding name), and the compiled
+    constraints (compiled here unless given)."""
+    geo = noisy.geography
+    missing = [lv for lv in geo.levels[first:] if not noisy.queries(lv)]
+    if missing:
+        raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
+                            f"{missing}. Give those levels a share of the budget")
+    opts.check_against(noisy.workload, geo.levels)
+    for lv in geo.levels:           # every rounding name resolves before any level is solved
+        _round_matrices(noisy, opts.round_passes_at(lv))
+    if compiled is None:
+        return compile_spec(spec, noisy.schema, geo, noisy.invariants)
+    _check_compiled(compiled, geo, first)
+    return compiled
+
+
+def _start_histograms(start: tuple[int, Sequence[np.ndarray]] | None, geo) -> list[np.ndarray]:
+    """The histograms of the levels before the first solved (a resumed run's), checked."""
+    if start is None:
+        return []
+    first, given = start
+    hists = [np.asarray(h, dtype=np.int64) for h in given]
+    if len(hists) != first:
+        raise PostprocError(f"resume needs the histograms of the {first} levels before "
+                            f"{geo.levels[first]!r}, got {len(hists)}")
+    return hists
+
+
+def _tasks_of_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int,
+                    opts: TopDownOptions, hists: list[np.ndarray],
+                    kept_by_level: dict[str, list[str]]) -> list[NodeTask]:
+    """The node problems of level ``li`` (the root's one, or one per parent)."""
+    level = lc.level
+    if li == 0:
+        return [root_task(noisy, lc, passes=opts.passes_at(level),
+                          pass_tolerance=opts.pass_tolerance,
+                          round_passes=opts.round_passes_at(level))]
+    keep = _resolve_keep(opts.failsafe_keep, noisy, lc)
+    kept_by_level[level] = [q.name for q in keep]
+    tasks = level_tasks(noisy, lc, li, hists[li - 1], passes=opts.passes_at(level),
+                        pass_tolerance=opts.pass_tolerance, failsafe_keep=keep,
+                        round_passes=opts.round_passes_at(level),
+                        failsafe_slack=opts.failsafe_slack)
+    _refuse_empty_parents(tasks, hists[li - 1])
+    return tasks
+
+
+def _solve_level(ex: Executor, tasks: list[NodeTask], opts: TopDownOptions, level: str
+                 ) -> list[NodeResult]:
+    """Solve a level's nodes on the executor, largest batches first; results in task order."""
+    batches = _batches(tasks, opts.batch_children)
+    solve = _Solver(opts.solver, opts.failsafe, group_children_at(opts.group_children, level))
+    order = _largest_first(batches)
+    solved: list[list[NodeResult]] = [[] for _ in batches]
+    bar = _progress(opts.progress, len(tasks), level)
+    try:
+        for b, batch_results in zip(order, ex.map(solve, [batches[b] for b in order])):
+            solved[b] = batch_results
+            if bar is not None:
+                bar.update(len(batch_results))
+    finally:
+        if bar is not None:
+            bar.close()
+    return [r for batch_results in solved for r in batch_results]
+
+
+def _accept_level(noisy: NoisyHierarchy, lc: LevelConstraints, li: int,
+                  tasks: list[NodeTask], results: list[NodeResult], hists: list[np.ndarray],
+                  stats: list[dict[str, Any]], reports: list[dict[str, Any]]) -> np.ndarray:
+    """The level's histograms, checked against every promise (the failsafe's relaxations
+    allowed where they were made); its node rows and failsafe reports are appended."""
+    hist = np.concatenate([r.histograms for r in results], axis=0)
+    allowed: dict[int, list[int]] = {}
+    kept: dict[int, tuple[KeptQuery, ...]] = {}
+    level_reports = []
+    for p, r in enumerate(results):
+        stats.append(r.stats)
+        if r.failsafe is not None:
+            level_reports.append(r.failsafe)
+            allowed[p] = list(r.failsafe.get("cells", []))
+            names = set(r.failsafe.get("kept", []))
+            kept[p] = tuple(q for q in tasks[p].kept if q.name in names)
+    _label_cells(level_reports, noisy.schema)
+    reports.extend(level_reports)
+    _check_level(noisy, lc, li, hist, hists[li - 1] if li else None, allowed, kept)
+    return hist
 
 
 def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -> None:

@@ -77,8 +77,11 @@ def total_kept(n_cells: int) -> KeptQuery:
 
 @dataclass(frozen=True, eq=False)
 class QueryData:
-    """One measured query of the children: matrix (answers × cells), values and weights
-    (children × answers).
+    """One measured query of the children: matrix (answers × cells), values (children ×
+    answers) and weights — children × answers (a weight per answer: the inverse of its
+    variance), or children × answers × answers (a positive definite weight matrix per child:
+    the inverse of the covariance of its answers, as estimates from a subtree have; the fit
+    whitens it, :mod:`postproc.methods.topdown.fit`).
 
     Examples
     --------
