@@ -22,7 +22,10 @@ constraints only see ``hhgq`` (units by type, structural zeros, the total), so t
 total and its ``va_hisp_race`` margin (24 answers) are kept and the failsafe moves persons
 between group-quarters types within a votingage × hispanic × race class. A list of query names
 keeps the total and those queries; an empty list keeps nothing (free cell slacks: persons may be
-added or removed — the behaviour before the kept margins existed).
+added or removed — the behaviour before the kept margins existed). The option is parsed in the
+run layer (:func:`~postproc.methods.topdown.run.resolve_failsafe_keep`, with the workload and
+the level's constraint rows); this module holds the rules, the relaxed solve is
+:mod:`~postproc.methods.topdown.relaxed`.
 
 **Fallbacks**, one level at a time and each recorded in the node's failsafe report: when
 keeping the margins is itself infeasible (a margin the parent has 0 in, where a child needs a
@@ -54,11 +57,10 @@ from postproc.methods.topdown.task import (  # noqa: F401  (KeptQuery: its old h
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hierarchy.queries import Workload
-    from hierarchy.schema import Schema
+    pass
 
 __all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_kept",
-           "constrained_attributes", "resolve_failsafe_keep", "relaxation_stages",
+           "relaxation_stages",
            "relaxation_of", "stack_kept", "dead_cells", "kept_violations",
            "check_parent_can_hold", "moved_cells", "check_failsafe_slack",
            "rounding_allowance"]
@@ -67,90 +69,6 @@ __all__ = ["KeptQuery", "AUTO", "RELAXATIONS", "DEFAULT_FAILSAFE_SLACK", "total_
 #: queries exact), ``total`` (only the total exact), ``cells`` (nothing kept: persons may be
 #: added or removed).
 RELAXATIONS = ("margins", "total", "cells")
-
-
-
-
-def constrained_attributes(matrix: sp.spmatrix, schema: "Schema") -> tuple[str, ...]:
-    """Attributes the constraint rows ``matrix`` (rows × cells) tell apart: a row distinguishes
-    an attribute when its coefficients are not constant along that attribute's axis.
-
-    Examples
-    --------
-    >>> from hierarchy.schema import E2E_1940
-    >>> from hierarchy.queries import marginal, total
-    >>> rows = sp.vstack([total(E2E_1940).matrix, marginal(E2E_1940, "hhgq").matrix])
-    >>> constrained_attributes(rows, E2E_1940)
-    ('hhgq',)
-    """
-    if matrix.shape[0] == 0:
-        return ()
-    dense = np.asarray(sp.csr_matrix(matrix).toarray()).reshape((-1, *schema.shape))
-    out = []
-    for axis, attr in enumerate(schema.attributes, start=1):
-        if np.any(dense != np.take(dense, [0], axis=axis)):
-            out.append(attr.name)
-    return tuple(out)
-
-
-def resolve_failsafe_keep(keep: Sequence[str] | str, workload: "Workload",
-                          constraints: sp.spmatrix | None = None) -> tuple[KeptQuery, ...]:
-    """The queries the failsafe keeps exact at one level's parents.
-
-    Parameters
-    ----------
-    keep : "auto" or sequence of str
-        ``"auto"``: the total and every workload query (other than the total itself and
-        ``detailed``) whose answers sum over all the attributes ``constraints`` distinguish
-        (with no constraint rows, every such query). A list of names: the
-        total and those queries (``"total"`` may be listed; it is kept whenever anything is).
-        An empty list: nothing (free cell slacks).
-    workload : Workload
-    constraints : sparse (rows × cells), optional
-        The children's compiled constraint rows (``LevelConstraints.matrix``), for ``"auto"``.
-
-    Returns
-    -------
-    tuple of KeptQuery
-        The total first, then the kept queries in workload order; empty for ``()``.
-
-    Raises
-    ------
-    PostprocError
-        ``keep`` is neither ``"auto"`` nor a list of names of workload queries (or ``"total"``).
-
-    Examples
-    --------
-    >>> from hierarchy.queries import e2e_workload, marginal
-    >>> from hierarchy.schema import E2E_1940
-    >>> w = e2e_workload(E2E_1940)
-    >>> hhgq_rows = marginal(E2E_1940, "hhgq").matrix
-    >>> [(q.name, q.n_answers) for q in resolve_failsafe_keep("auto", w, hhgq_rows)]
-    [('total', 1), ('va_hisp_race', 24)]
-    >>> [q.name for q in resolve_failsafe_keep(["hhgq"], w)]
-    ['total', 'hhgq']
-    >>> resolve_failsafe_keep((), w)
-    ()
-    >>> resolve_failsafe_keep(["race"], w)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: failsafe_keep names unknown queries ['race']; the workload ...
-    """
-    names = check_failsafe_keep(keep, workload)
-    schema = workload.schema
-    total = total_kept(schema.size)
-    if names is None:  # auto
-        constrained = set(constrained_attributes(
-            constraints if constraints is not None else sp.csr_matrix((0, schema.size)),
-            schema))
-        chosen = [q for q in workload if q.answer_attributes and q.expression != "detailed"
-                  and not constrained & set(q.answer_attributes)]
-        return (total, *(KeptQuery(q.name, q.matrix) for q in chosen))
-    if not names:
-        return ()
-    return (total, *(KeptQuery(n, workload[n].matrix) for n in dict.fromkeys(names)
-                     if n != "total"))
-
 
 
 

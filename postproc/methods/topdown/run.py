@@ -7,9 +7,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.queries import sparse_copy
+from hierarchy.queries import Workload, sparse_copy
+from hierarchy.schema import Schema
 from invariants.compile import LevelConstraints, compile_spec, violations
 from invariants.spec import Spec
 from postproc.errors import PostprocError, require_checked_spec
@@ -22,11 +24,11 @@ from postproc.methods.topdown.failsafe import (
     check_failsafe_slack,
     check_parent_can_hold,
     kept_violations,
-    resolve_failsafe_keep,
+    total_kept,
 )
 from postproc.methods.topdown.groups import group_children_at, solve_nodes
 from postproc.methods.topdown.node import NodeResult, NodeTask, QueryData, VerificationError
-from postproc.methods.topdown.options import TopDownOptions
+from postproc.methods.topdown.options import TopDownOptions, check_failsafe_keep
 from postproc.result import Result
 
 __all__ = ["topdown", "level_tasks", "root_task"]
@@ -205,6 +207,87 @@ def _round_matrices(noisy: NoisyHierarchy, round_passes: Sequence[Sequence[str]]
             group.append((name, query.matrix.astype(np.float64).tocsr()))
         out.append(tuple(group))
     return tuple(out)
+
+
+def constrained_attributes(matrix: sp.spmatrix, schema: Schema) -> tuple[str, ...]:
+    """Attributes the constraint rows ``matrix`` (rows × cells) tell apart: a row distinguishes
+    an attribute when its coefficients are not constant along that attribute's axis.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import marginal, total
+    >>> rows = sp.vstack([total(E2E_1940).matrix, marginal(E2E_1940, "hhgq").matrix])
+    >>> constrained_attributes(rows, E2E_1940)
+    ('hhgq',)
+    """
+    if matrix.shape[0] == 0:
+        return ()
+    dense = np.asarray(sp.csr_matrix(matrix).toarray()).reshape((-1, *schema.shape))
+    out = []
+    for axis, attr in enumerate(schema.attributes, start=1):
+        if np.any(dense != np.take(dense, [0], axis=axis)):
+            out.append(attr.name)
+    return tuple(out)
+
+
+def resolve_failsafe_keep(keep: Sequence[str] | str, workload: Workload,
+                          constraints: sp.spmatrix | None = None) -> tuple[KeptQuery, ...]:
+    """The queries the failsafe keeps exact at one level's parents.
+
+    Parameters
+    ----------
+    keep : "auto" or sequence of str
+        ``"auto"``: the total and every workload query (other than the total itself and
+        ``detailed``) whose answers sum over all the attributes ``constraints`` distinguish
+        (with no constraint rows, every such query). A list of names: the
+        total and those queries (``"total"`` may be listed; it is kept whenever anything is).
+        An empty list: nothing (free cell slacks).
+    workload : Workload
+    constraints : sparse (rows × cells), optional
+        The children's compiled constraint rows (``LevelConstraints.matrix``), for ``"auto"``.
+
+    Returns
+    -------
+    tuple of KeptQuery
+        The total first, then the kept queries in workload order; empty for ``()``.
+
+    Raises
+    ------
+    PostprocError
+        ``keep`` is neither ``"auto"`` nor a list of names of workload queries (or ``"total"``).
+
+    Examples
+    --------
+    >>> from hierarchy.queries import e2e_workload, marginal
+    >>> from hierarchy.schema import E2E_1940
+    >>> w = e2e_workload(E2E_1940)
+    >>> hhgq_rows = marginal(E2E_1940, "hhgq").matrix
+    >>> [(q.name, q.n_answers) for q in resolve_failsafe_keep("auto", w, hhgq_rows)]
+    [('total', 1), ('va_hisp_race', 24)]
+    >>> [q.name for q in resolve_failsafe_keep(["hhgq"], w)]
+    ['total', 'hhgq']
+    >>> resolve_failsafe_keep((), w)
+    ()
+    >>> resolve_failsafe_keep(["race"], w)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_keep names unknown queries ['race']; the workload ...
+    """
+    names = check_failsafe_keep(keep, workload)
+    schema = workload.schema
+    total = total_kept(schema.size)
+    if names is None:  # auto
+        constrained = set(constrained_attributes(
+            constraints if constraints is not None else sp.csr_matrix((0, schema.size)),
+            schema))
+        chosen = [q for q in workload if q.answer_attributes and q.expression != "detailed"
+                  and not constrained & set(q.answer_attributes)]
+        return (total, *(KeptQuery(q.name, q.matrix) for q in chosen))
+    if not names:
+        return ()
+    return (total, *(KeptQuery(n, workload[n].matrix) for n in dict.fromkeys(names)
+                     if n != "total"))
 
 
 def _resolve_keep(failsafe_keep, noisy: NoisyHierarchy, lc: LevelConstraints
