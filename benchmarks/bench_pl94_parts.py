@@ -163,7 +163,7 @@ def compare(directory: str) -> dict[str, bool]:
     (:func:`same_histograms.same_level`)."""
     from same_histograms import same_level
 
-    from hierarchy.pl94 import LEVELS
+    from hierarchy.presets.pl94 import LEVELS
 
     d = Path(directory)
     return {lv: same_level(d / "whole", d / "parts", lv) for lv in LEVELS}

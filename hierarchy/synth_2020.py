@@ -2,7 +2,7 @@
 
 The generator builds, for each of the 50 states and DC (and Puerto Rico on request), the census
 geography state → county → tract → block group → block at the scale of the 2020 census, and the
-persons of the :data:`hierarchy.pl94.PL94_2020` schema in it. It is synthetic data for
+persons of the :data:`hierarchy.presets.pl94.PL94_2020` schema in it. It is synthetic data for
 experiments, not a privacy mechanism: its randomness is an ordinary seeded
 ``numpy.random.Generator``. A state's plan has the stream ``SeedSequence(seed, spawn_key=(fips,
 0))`` and each county's persons ``SeedSequence(seed, spawn_key=(fips, 1, county))``, so a
@@ -78,7 +78,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
-from hierarchy.pl94 import CENRACE_LABELS, LEVELS
+from hierarchy.presets.pl94 import CENRACE_LABELS, LEVELS
 from hierarchy.synth import _rake
 
 __all__ = ["Synthetic2020", "synthesize_2020", "apportion_states_2020", "cenrace_distribution",
@@ -222,7 +222,7 @@ class Synthetic2020:
     persons : pyarrow.Table
         One row per person: geocode columns ``state, county, tract, block_group, block``
         (dictionary-encoded strings) and ``hhgq, votingage, hispanic, cenrace`` (int8 codes of
-        :data:`hierarchy.pl94.PL94_2020`), sorted by block.
+        :data:`hierarchy.presets.pl94.PL94_2020`), sorted by block.
     units : pyarrow.Table
         One row per occupied household (``hhgq`` 0) or group-quarters facility (``hhgq`` 1-7),
         with the same geocode columns.
@@ -399,7 +399,7 @@ def cenrace_distribution(state: str, hispanic: bool) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        63 shares (read-only) summing to 1, in :data:`hierarchy.pl94.CENRACE_LABELS` order.
+        63 shares (read-only) summing to 1, in :data:`hierarchy.presets.pl94.CENRACE_LABELS` order.
 
     Examples
     --------

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from hierarchy.io import read_microdata
-from hierarchy.pl94 import (
+from hierarchy.presets.pl94 import (
     LEVELS,
     PL94_2020,
     PRODUCTION_PASS_TOLERANCE,

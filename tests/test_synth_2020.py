@@ -18,7 +18,7 @@ import pytest
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.measurement import published_statistics
-from hierarchy.pl94 import LEVELS, PL94_2020, pl94_spec_dict
+from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_spec_dict
 from hierarchy.synth_2020 import (
     STATES,
     Synthetic2020,

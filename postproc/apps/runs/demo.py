@@ -3,7 +3,7 @@
 Two presets. ``e2e_1940`` (the default): 1940-style persons and units, the E2E run configuration
 at the chosen ε (nation → state → county → enum_dist), in a couple of minutes for 1M persons.
 ``pl94_2020``: 2020-style persons, units and blocks (:func:`hierarchy.synth_2020.synthesize_2020`)
-and the 2020 redistricting-data production configuration (:mod:`hierarchy.pl94`: schema,
+and the 2020 redistricting-data production configuration (:mod:`hierarchy.presets.pl94`: schema,
 workload, budget ρ = (542/339)², spec, multipass order; nation → state → county → tract →
 block_group → block).
 
@@ -189,7 +189,7 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
 
     ``e2e_1940``: the E2E test at ``epsilon`` on the files
     :func:`hierarchy.synth.write_synthetic_1940` writes. ``pl94_2020``: the production presets
-    (schema, workload, budget, spec; :mod:`hierarchy.pl94`) with the discrete Gaussian
+    (schema, workload, budget, spec; :mod:`hierarchy.presets.pl94`) with the discrete Gaussian
     mechanism on the persons, units and blocks :func:`hierarchy.synth_2020.synthesize_2020`
     writes, fitted in production's passes per level (the total alone first at state, county,
     tract and block group, then the other queries, each pass holding the earlier passes'
@@ -241,7 +241,7 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
                                output="run", base=directory)
     if preset != "pl94_2020":
         raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
-    from hierarchy.pl94 import LEVELS, PRODUCTION_PASS_TOLERANCE
+    from hierarchy.presets.pl94 import LEVELS, PRODUCTION_PASS_TOLERANCE
 
     return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
                            blocks="data/blocks.parquet", levels=LEVELS, schema="pl94_2020",
