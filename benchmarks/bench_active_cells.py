@@ -5,7 +5,7 @@ Run from the repository root::
     python benchmarks/bench_active_cells.py [--persons 100000,1000000] [--seed 1]
         [--out benchmarks/active_cells/results.md] [--json FILE]
 
-For each size: :func:`hierarchy.synth_2020.synthesize_2020` persons (in memory), the published
+For each size: :func:`hierarchy.synth.census2020.synthesize_2020` persons (in memory), the published
 statistics of the production spec (``tot`` at nation and state, ``gqhh`` by block — counted
 straight from the persons and units tables, cross-checked against
 :func:`hierarchy.measurement.published_statistics` of the tabulated truth at the smallest size),
@@ -95,7 +95,7 @@ def cross_check(data, levels, geography, published) -> None:
 
 def measure_size(persons: int, seed: int, check: bool) -> dict[str, Any]:
     from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_budget, pl94_workload
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
     from invariants.active import find_active_cells_by_level
     from invariants.compile import compile_spec
     from invariants.spec import Spec

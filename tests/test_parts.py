@@ -20,7 +20,7 @@ import pytest
 
 from hierarchy.geography import Geography
 from hierarchy.measurement import measure
-from hierarchy.synth_2020 import synthesize_2020
+from hierarchy.synth.census2020 import synthesize_2020
 from postproc.apps.runs import parts as parts_module
 from postproc.apps.runs.demo import demo_config
 from postproc.apps.runs.parts import (

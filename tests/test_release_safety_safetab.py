@@ -21,7 +21,7 @@ import pytest
 
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.storage import MARKER
-from hierarchy.synth_detailed import synthesize_detailed_1940
+from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 from postproc.apps.safetab import (
     Iteration,
     Level,

@@ -357,7 +357,7 @@ def test_tabulate_geocode_columns_mapping():
 
 @pytest.fixture(scope="module")
 def data_2020():
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
 
     return synthesize_2020(4000, seed=4, states=["01", "02", "11"])
 

@@ -494,7 +494,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from hierarchy.synth.census2020 import synthesize_2020
     >>> from postproc.apps.runs.demo import demo_config
     >>> base = Path(tempfile.mkdtemp())
     >>> _ = synthesize_2020(3_000, seed=1, out=base / "data")
@@ -721,7 +721,7 @@ def whole_measurement(config: RunConfig, truth: Hierarchy, *, split: str = "trac
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from hierarchy.synth.census2020 import synthesize_2020
     >>> from postproc.apps.runs.demo import demo_config
     >>> from postproc.apps.runs.pipeline import load_truth
     >>> base = Path(tempfile.mkdtemp())
@@ -745,7 +745,7 @@ def active_cells(config: RunConfig, truth: Hierarchy) -> dict[str, Any]:
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from hierarchy.synth.census2020 import synthesize_2020
     >>> from postproc.apps.runs.demo import demo_config
     >>> from postproc.apps.runs.pipeline import load_truth
     >>> base = Path(tempfile.mkdtemp())

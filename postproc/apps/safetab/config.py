@@ -340,7 +340,7 @@ class SafeTabConfig:
         The persons parquet file; or
     synthetic : tuple of (persons, seed) or None
         detailed synthetic 1940 data generated on the fly
-        (:func:`hierarchy.synth_detailed.synthesize_detailed_1940`).
+        (:func:`hierarchy.synth.detailed1940.synthesize_detailed_1940`).
     columns : DataColumns
     output : Path
     overwrite : bool

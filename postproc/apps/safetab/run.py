@@ -95,7 +95,7 @@ class SafeTabResult:
 
     Examples
     --------
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
     ...                        (Level("state", "state", ("1",), 1, None, 10, (100, 1000, 10000)),),
@@ -184,7 +184,7 @@ def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG
 
     Examples
     --------
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from hierarchy.mechanisms import get_mechanism
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> config = SafeTabConfig(
@@ -222,7 +222,7 @@ def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG
 
 def load_persons(config: SafeTabConfig) -> pa.Table:
     """The persons table of a config: its parquet file (only the needed columns) or synthetic
-    detailed 1940 data (:func:`hierarchy.synth_detailed.synthesize_detailed_1940`).
+    detailed 1940 data (:func:`hierarchy.synth.detailed1940.synthesize_detailed_1940`).
 
     Raises
     ------
@@ -233,7 +233,7 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     --------
     >>> import tempfile
     >>> import pyarrow.parquet as pq
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> path = Path(tempfile.mkdtemp()) / "persons.parquet"
     >>> pq.write_table(synthesize_detailed_1940(2_000, seed=1).persons, path)
@@ -250,7 +250,7 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     postproc.errors.ConfidentialInputError: <config> [data] persons: .../missing.parquet does not exist
     """
     if config.synthetic is not None:
-        from hierarchy.synth_detailed import synthesize_detailed_1940
+        from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 
         persons, seed = config.synthetic
         try:
@@ -357,7 +357,7 @@ def write_safetab(result: SafeTabResult, directory: str | Path, *, overwrite: bo
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
     ...                        (Level("state", "state", ("1",), 1, "1/2", None, (10, 50, 100)),),
