@@ -1,11 +1,11 @@
-"""Deprecated: the 1940 generator's tables moved to :mod:`hierarchy.synth._census1940_tables`.
+"""Deprecated: the 1940 generator's tables moved to :mod:`hierarchy.synth.census1940_tables`.
 
 This module hands out the same objects and warns when it is imported; it will be removed.
 """
 
 import warnings
 
-from hierarchy.synth._census1940_tables import (  # noqa: F401
+from hierarchy.synth.census1940_tables import (  # noqa: F401
     COUNTY_LOG_SD,
     ED_QUANTILES,
     GQ_ED_PROBABILITY,
@@ -20,5 +20,5 @@ from hierarchy.synth._census1940_tables import (  # noqa: F401
 )
 
 warnings.warn("hierarchy._synth_1940_tables is deprecated: import from "
-              "hierarchy.synth._census1940_tables (the same objects)", DeprecationWarning,
+              "hierarchy.synth.census1940_tables (the same objects)", DeprecationWarning,
               stacklevel=2)

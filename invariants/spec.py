@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hierarchy.tomlconfig import TomlDocument, parse_toml, read_toml
+from hierarchy.io.tomlconfig import TomlDocument, parse_toml, read_toml
 from invariants import catalogue
 from invariants.errors import SpecError
 

@@ -23,8 +23,8 @@ from _configs import save_config
 from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
 from hierarchy.errors import ConfidentialDataError
 from hierarchy.io import read_microdata
+from hierarchy.io.storage import MARKER
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.storage import MARKER
 from hierarchy.synth import synthesize_1940, write_synthetic_1940
 from invariants.spec import Constraint, Spec
 from postproc import postprocess, topdown

@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from hierarchy.io.storage import MARKER
 from hierarchy.mechanisms import get_mechanism
-from hierarchy.storage import MARKER
 from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 from postproc.apps.safetab import (
     Iteration,

@@ -7,7 +7,7 @@ Synthetic data is no privacy mechanism: every generator draws from ordinary seed
 :mod:`.census1940`              1940-style persons and units on the E2E schema, state by state
                                 (``postproc synth1940``); its composition step in
                                 :mod:`.census1940_mixes`, its 1940 figures in
-                                :mod:`._census1940_tables`
+                                :mod:`.census1940_tables`
 :mod:`.detailed1940`            the 1940-style persons with sex, single-year age and detailed
                                 race and Hispanic-origin codes (SafeTab, docs/safetab.md)
 :mod:`.census2020`              2020-style persons, units and blocks on the PL 94-171 schema
@@ -26,7 +26,6 @@ Examples
 1000
 """
 
-from hierarchy.synth._census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 from hierarchy.synth.census1940 import (
     MADE_BY,
     MAX_PERSONS,
@@ -35,6 +34,7 @@ from hierarchy.synth.census1940 import (
     synthesize_1940,
     write_synthetic_1940,
 )
+from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
 __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FIPS",
            "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS", "MADE_BY"]

@@ -8,7 +8,7 @@ for experiments, not a privacy mechanism, so its randomness is an ordinary seede
 ``PCG64(SeedSequence(seed, spawn_key=(state_index,)))``, so a state's rows do not depend on how
 the work is chunked.
 
-The model, per state (populations and mixes in :mod:`hierarchy.synth._census1940_tables`):
+The model, per state (populations and mixes in :mod:`hierarchy.synth.census1940_tables`):
 
 1. **EDs** — sizes drawn from a quantile function piecewise linear in log size (median 865,
    95th percentile 2,342, mean 982) until they reach the state's population, then rescaled to add
@@ -56,9 +56,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
-from hierarchy.synth import _census1940_tables as tables
-from hierarchy.synth._census1940_tables import STATE_FIPS, STATE_POPULATION_1940
+from hierarchy.synth import census1940_tables as tables
 from hierarchy.synth.census1940_mixes import _draw_groups, _ed_mixes
+from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
 __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FIPS",
            "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS", "MADE_BY"]

@@ -6,7 +6,7 @@ mix ~ Dirichlet(:data:`COUNTY_CONCENTRATION` × state mix); ED mix ~ Dirichlet(a
 with a log-uniform concentration ``a`` on :data:`ED_CONCENTRATION`; both raked (:func:`_rake`,
 which the 2020 generator uses too) so that state and county mixes hold at every scale; and a few
 "cosmopolitan" EDs in large counties. The states' mixes come from
-:mod:`hierarchy.synth._census1940_tables`.
+:mod:`hierarchy.synth.census1940_tables`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import functools
 
 import numpy as np
 
-from hierarchy.synth import _census1940_tables as tables
-from hierarchy.synth._census1940_tables import STATE_FIPS, STATE_POPULATION_1940
+from hierarchy.synth import census1940_tables as tables
+from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
 N_GROUPS = 12                       # hispanic (0/1) x cenrace (0..5); group = 6 * hispanic + race
 COUNTY_CONCENTRATION = 20.0         # Dirichlet concentration of a county's mix around its state's

@@ -382,7 +382,7 @@ def _write(out: Path, persons: int, seed: int, rows: Sequence[int], chunk: int, 
     """Stream the parts into ``out`` (see :func:`synthesize_2020`); return the manifest."""
     from contextlib import ExitStack
 
-    from hierarchy.storage import atomic_path, claim_directory, write_json
+    from hierarchy.io.storage import atomic_path, claim_directory, write_json
 
     started = time.perf_counter()
     claim_directory(out, made_by=MADE_BY, reuse=overwrite,

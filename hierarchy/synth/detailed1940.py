@@ -62,7 +62,7 @@ import pyarrow as pa
 
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import one_dictionary
-from hierarchy.storage import write_parquet
+from hierarchy.io.storage import write_parquet
 from hierarchy.synth.census1940 import STATE_FIPS, synthesize_1940
 
 __all__ = ["SyntheticDetailed1940", "synthesize_detailed_1940", "write_synthetic_detailed_1940",
@@ -304,7 +304,7 @@ def write_synthetic_detailed_1940(out_dir: str | os.PathLike, persons: int, *,
                                   seed: int) -> dict[str, Any]:
     """Generate detailed 1940-style microdata and write ``persons.parquet`` and ``units.parquet``.
 
-    Both files are written atomically (:func:`hierarchy.storage.write_parquet`); their metadata
+    Both files are written atomically (:func:`hierarchy.io.storage.write_parquet`); their metadata
     records the generator, ``persons`` and ``seed``.
 
     Parameters

@@ -5,7 +5,7 @@ for the 2020 redistricting-data presets). Relative paths are relative to
 the config file's directory. Every error names the file, the line where it could be found, the
 key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
 and validates them through the same code (its errors name the section and key); the TOML layer
-itself is :mod:`hierarchy.tomlconfig`.
+itself is :mod:`hierarchy.io.tomlconfig`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from hierarchy.budget import Budget
+from hierarchy.io.storage import check_file_names
+from hierarchy.io.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
 from hierarchy.mechanisms import Mechanism, get_mechanism
 from hierarchy.presets import SCHEMAS, get_schema
 from hierarchy.queries import Workload, check_query_name, e2e_workload, parse_query
 from hierarchy.schema import Schema
-from hierarchy.storage import check_file_names
-from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
 from invariants.catalogue import statistics_to_publish
 from invariants.errors import SpecError
 from invariants.spec import Spec

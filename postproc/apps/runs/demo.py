@@ -97,7 +97,7 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
     >>> sum(line.startswith("  TopDown") for line in lines)   # one line per level
     6
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
     from postproc.apps.runs.pipeline import run_pipeline
 
     if preset not in DEMO_PRESETS:

@@ -89,17 +89,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography, encode_column
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
-from hierarchy.measurement import (
-    ancestor_offsets,
-    exact_answers,
-    measure_level,
-    measurement_provenance,
-    published_statistics,
-)
-from hierarchy.noisy import NoisyHierarchy
-from hierarchy.queries import sparse_copy
-from hierarchy.randomness import as_randomness
-from hierarchy.storage import (
+from hierarchy.io.storage import (
     CONFIDENTIAL_DIR,
     atomic_path,
     claim_directory,
@@ -110,6 +100,16 @@ from hierarchy.storage import (
     write_json,
     write_parquet,
 )
+from hierarchy.measurement import (
+    ancestor_offsets,
+    exact_answers,
+    measure_level,
+    measurement_provenance,
+    published_statistics,
+)
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.queries import sparse_copy
+from hierarchy.randomness import as_randomness
 from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from invariants.active import find_active_cells
 from invariants.compile import check_data, compile_spec

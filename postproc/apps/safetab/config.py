@@ -57,9 +57,8 @@ from typing import Any, Mapping
 
 from hierarchy.accounting import as_fraction
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms import Mechanism, get_mechanism
-from hierarchy.storage import check_file_names
-from hierarchy.tomlconfig import (
+from hierarchy.io.storage import check_file_names
+from hierarchy.io.tomlconfig import (
     Table,
     TomlDocument,
     check_randomness,
@@ -67,6 +66,7 @@ from hierarchy.tomlconfig import (
     read_randomness,
     read_toml,
 )
+from hierarchy.mechanisms import Mechanism, get_mechanism
 from postproc.apps.safetab.budgets import _gamma, _stability, notion_of
 from postproc.errors import PostprocError
 
