@@ -342,6 +342,7 @@ def write_synthetic_detailed_1940(out_dir: str | os.PathLike, persons: int, *,
     started = time.perf_counter()
     data = synthesize_detailed_1940(persons, seed=seed)
     out = Path(out_dir)
+    # the files' label, unchanged since the module moved here: the output stays byte-identical
     meta = {"generator": "hierarchy.synth_detailed.synthesize_detailed_1940",
             "persons": int(persons), "seed": int(seed)}
     try:
