@@ -5,7 +5,7 @@ Run from the repository root::
     python benchmarks/bench_active_cells.py [--persons 100000,1000000] [--seed 1]
         [--out benchmarks/active_cells/results.md] [--json FILE]
 
-For each size: :func:`hierarchy.synth_2020.synthesize_2020` persons (in memory), the published
+For each size: :func:`hierarchy.synth.census2020.synthesize_2020` persons (in memory), the published
 statistics of the production spec (``tot`` at nation and state, ``gqhh`` by block — counted
 straight from the persons and units tables, cross-checked against
 :func:`hierarchy.measurement.published_statistics` of the tabulated truth at the smallest size),
@@ -56,7 +56,7 @@ def published_from_tables(data, levels: tuple[str, ...]):
     histogram): ``tot`` at nation and state, ``gqhh`` by block. Also the (block, cell) pairs
     the persons occupy."""
     from hierarchy.geography import Geography
-    from hierarchy.pl94 import PL94_2020
+    from hierarchy.presets.pl94 import PL94_2020
 
     columns = [[table.column(name) for name in levels[1:]]
                for table in (data.blocks, data.units, data.persons)]
@@ -78,7 +78,7 @@ def published_from_tables(data, levels: tuple[str, ...]):
 def cross_check(data, levels, geography, published) -> None:
     """The counted statistics equal published_statistics of the tabulated truth."""
     from hierarchy.measurement import published_statistics
-    from hierarchy.pl94 import PL94_2020
+    from hierarchy.presets.pl94 import PL94_2020
     from hierarchy.tabulation import tabulate
     from invariants.catalogue import statistics_to_publish
     from invariants.spec import Spec
@@ -94,8 +94,8 @@ def cross_check(data, levels, geography, published) -> None:
 
 
 def measure_size(persons: int, seed: int, check: bool) -> dict[str, Any]:
-    from hierarchy.pl94 import LEVELS, PL94_2020, pl94_budget, pl94_workload
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_budget, pl94_workload
+    from hierarchy.synth.census2020 import synthesize_2020
     from invariants.active import find_active_cells_by_level
     from invariants.compile import compile_spec
     from invariants.spec import Spec

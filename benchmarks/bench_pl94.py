@@ -12,7 +12,7 @@ hide another's. The steps are those of ``postproc run`` on the production config
 budget, spec, the production fit passes and rounder passes; the discrete Gaussian mechanism
 with the demo's sampler, the fast simulation one), called one at a time:
 
-* **synthesis** — :func:`hierarchy.synth_2020.synthesize_2020` streamed to parquet;
+* **synthesis** — :func:`hierarchy.synth.census2020.synthesize_2020` streamed to parquet;
 * **tabulation** — :func:`postproc.apps.runs.pipeline.load_truth` (read, validate, tabulate);
 * **measurement** — :func:`hierarchy.measurement.measure`, split into computing the exact
   answers (the same sparse products, timed alone) and drawing the noise (the rest);
@@ -90,7 +90,7 @@ def _configure(persons: int, workdir: str, seed: int):
 
 
 def _synthesize(persons: int, workdir: str, seed: int) -> dict[str, Any]:
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
 
     return synthesize_2020(persons, seed=seed, out=Path(workdir) / "data", overwrite=True)
 

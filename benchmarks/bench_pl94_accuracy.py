@@ -49,8 +49,8 @@ def tolerances(text: str) -> list[float]:
 
 
 def main(argv=None) -> int:
-    from hierarchy.pl94 import PRODUCTION_PASS_TOLERANCE
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.presets.pl94 import PRODUCTION_PASS_TOLERANCE
+    from hierarchy.synth.census2020 import synthesize_2020
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.pipeline import load_truth
 

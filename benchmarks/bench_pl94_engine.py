@@ -52,7 +52,7 @@ def prepare(persons: int, workdir: str, seed: int = 2020) -> dict[str, Any]:
     import numpy as np
 
     from hierarchy.measurement import measure
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.pipeline import load_truth
 

@@ -11,7 +11,7 @@ Run from the repository root::
     python benchmarks/bench_pl94_parts.py --from-json benchmarks/pl94/parts.json \
         --figure benchmarks/pl94/parts.png      # redraw the figure only
 
-For every size: synthetic data (:func:`hierarchy.synth_2020.synthesize_2020`, seed 2020;
+For every size: synthetic data (:func:`hierarchy.synth.census2020.synthesize_2020`, seed 2020;
 kept in ``--workdir`` and reused), then the production configuration
 (:func:`postproc.apps.runs.demo.demo_config`, ``pl94_2020``) run in parts, in a fresh
 interpreter whose process tree's resident memory is sampled every 0.2 s (the peak is the sum
@@ -70,7 +70,7 @@ def synthesize(persons: int, directory: str) -> dict[str, Any]:
     """The synthetic data of ``persons`` in ``directory`` (reused when already there)."""
     import json
 
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
 
     manifest = Path(directory) / "data" / "manifest.json"
     if manifest.exists():
@@ -163,7 +163,7 @@ def compare(directory: str) -> dict[str, bool]:
     (:func:`same_histograms.same_level`)."""
     from same_histograms import same_level
 
-    from hierarchy.pl94 import LEVELS
+    from hierarchy.presets.pl94 import LEVELS
 
     d = Path(directory)
     return {lv: same_level(d / "whole", d / "parts", lv) for lv in LEVELS}

@@ -2,8 +2,8 @@
 
 Run ``python benchmarks/bench_samplers.py [--draws 10M] [--exact-draws 1M] [--repeats 5]
 [--out FILE] [--json FILE]``. For every σ² of the block level of the PL 94-171 production strategy
-(:func:`hierarchy.pl94.pl94_budget`, the discrete Gaussian at sensitivity 1: σ² from about 5 to
-4,000) it times, in simulation mode and in the same run,
+(:func:`hierarchy.presets.pl94.pl94_budget`, the discrete Gaussian at sensitivity 1: σ² from about
+5 to 4,000) it times, in simulation mode and in the same run,
 
 * ``sample_discrete_gaussian_fast`` (``DiscreteGaussian(exact=False)``) on ``--draws`` draws,
 * ``sample_discrete_gaussian`` (exact, CKS 2020; ``exact=True``, the only sampler of release
@@ -28,7 +28,7 @@ from hierarchy.mechanisms import (
     sample_discrete_gaussian_fast,
 )
 from hierarchy.mechanisms._fast import MAX_TABLE_SIGMA2
-from hierarchy.pl94 import pl94_budget, pl94_workload
+from hierarchy.presets.pl94 import pl94_budget, pl94_workload
 from hierarchy.randomness import Randomness
 
 from _common import (

@@ -1,7 +1,7 @@
 """SafeTab-style adaptive tabulation on synthetic detailed 1940-style microdata.
 
 Generates persons with sex, single-year age and detailed race/Hispanic-origin codes
-(:func:`hierarchy.synth_detailed.write_synthetic_detailed_1940`), runs the configuration
+(:func:`hierarchy.synth.detailed1940.write_synthetic_detailed_1940`), runs the configuration
 ``examples/safetab_1940.toml`` on them (:func:`postproc.apps.safetab.run_safetab`) and prints the
 privacy accounting, the realized adaptive choices and the accuracy report (theoretical MOE next
 to the observed error against the truth; written to ``OUT/safetab/confidential/`` and, in
@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from hierarchy.synth_detailed import write_synthetic_detailed_1940
+from hierarchy.synth.detailed1940 import write_synthetic_detailed_1940
 from postproc.apps.safetab import load_safetab_config, run_safetab
 from postproc.apps.safetab.report import format_accounting, format_choices, format_report
 

@@ -33,7 +33,7 @@ _EXPORTS = {
     "tabulate": "hierarchy.tabulation", "Budget": "hierarchy.budget",
     "PureDP": "hierarchy.budget", "ZCDP": "hierarchy.budget",
     "measure": "hierarchy.measurement", "NoisyHierarchy": "hierarchy.noisy",
-    "synthesize_1940": "hierarchy.synth", "get_mechanism": "hierarchy.mechanisms",
+    "synthesize_1940": "hierarchy.synth.census1940", "get_mechanism": "hierarchy.mechanisms",
     "DappError": "hierarchy.errors", "HierarchyError": "hierarchy.errors",
     "Attribute": "hierarchy.schema", "Randomness": "hierarchy.randomness",
     "ConfidentialDataError": "hierarchy.errors",

@@ -33,15 +33,15 @@ from hierarchy.errors import HierarchyError
 from hierarchy.frames import refinement, resolve_query
 from hierarchy.geography import Geography
 from hierarchy.histograms import REPR_LIMIT, summary_html
-from hierarchy.queries import Query, Workload
-from hierarchy.schema import Schema
-from hierarchy.storage import (
+from hierarchy.io.storage import (
     atomic_directory,
     package_versions,
     read_json,
     write_json,
     write_parquet,
 )
+from hierarchy.queries import Query, Workload
+from hierarchy.schema import Schema
 
 __all__ = ["Measurement", "NoisyHierarchy", "FORMAT_VERSION"]
 

@@ -15,8 +15,8 @@ array([ 12, 191])
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -219,7 +219,8 @@ E2E_1940_144 = Schema(
     (Attribute("hhgq", tuple(_HHGQ_LABELS[i] for i in (0, 2, 3, 4, 6, 7))),) + _VA_HISP_RACE,
     name="e2e_1940_144")
 
-#: Presets by name.
+#: Presets by name: the registry. The 1940 schemas are registered here; :mod:`hierarchy.presets`
+#: registers the others when it is imported.
 SCHEMAS: dict[str, Schema] = {"e2e_1940": E2E_1940, "e2e_1940_144": E2E_1940_144}
 
 
@@ -228,10 +229,15 @@ def get_schema(name: str | Schema | Mapping[str, Any]) -> Schema:
     schema from a dict.
 
     ``"pl94_2020"`` is the 2,016-cell PL 94-171 schema of 2020, defined with the other 2020
-    presets in :mod:`hierarchy.pl94` (importing this module registers it).
+    presets in :mod:`hierarchy.presets.pl94`; :mod:`hierarchy.presets` registers it when it is
+    imported (this module imports no preset), so take ``get_schema`` from there to have every
+    preset: ``from hierarchy.presets import get_schema``.
 
     Examples
     --------
+    >>> get_schema("e2e_1940_144").shape
+    (6, 2, 2, 6)
+    >>> from hierarchy.presets import get_schema
     >>> get_schema("pl94_2020").shape
     (8, 2, 2, 63)
     """
@@ -242,8 +248,11 @@ def get_schema(name: str | Schema | Mapping[str, Any]) -> Schema:
     try:
         return SCHEMAS[name]
     except KeyError:
-        raise HierarchyError(f"unknown schema preset {name!r}; presets are {sorted(SCHEMAS)}, "
-                             "or give attributes explicitly") from None
+        unregistered = ("" if "hierarchy.presets" in sys.modules else
+                        " (the presets of hierarchy.presets, such as 'pl94_2020', register "
+                        "when it is imported: from hierarchy.presets import get_schema)")
+        raise HierarchyError(f"unknown schema preset {name!r}; presets are {sorted(SCHEMAS)}"
+                             f"{unregistered}, or give attributes explicitly") from None
 
 
 def codes_from_labels(attribute: Attribute, values: Sequence[Any]) -> np.ndarray:
@@ -263,6 +272,3 @@ def codes_from_labels(attribute: Attribute, values: Sequence[Any]) -> np.ndarray
                                  f"{' …' if rows.size > 10 else ''})") from None
     return lookup[inverse]
 
-
-# The 2020 preset lives with the other PL 94-171 presets; importing it adds it to SCHEMAS.
-import_module("hierarchy.pl94")

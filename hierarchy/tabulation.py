@@ -34,7 +34,9 @@ import scipy.sparse as sp
 from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.histograms import Hierarchy
-from hierarchy.io import attribute_codes, leaf_index, read_table
+from hierarchy.io.codes import attribute_codes
+from hierarchy.io.microdata import read_table
+from hierarchy.io.units import leaf_index
 from hierarchy.schema import Schema
 
 __all__ = ["tabulate", "tabulate_leaf", "count_cells", "count_cells_sparse",

@@ -46,7 +46,7 @@ This module never calls a solver.
 Examples
 --------
 >>> import numpy as np
->>> from hierarchy.pl94 import PL94_2020
+>>> from hierarchy.presets.pl94 import PL94_2020
 >>> from hierarchy.geography import Geography
 >>> from invariants.compile import compile_spec
 >>> from invariants.spec import Spec

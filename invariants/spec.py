@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hierarchy.tomlconfig import TomlDocument, parse_toml, read_toml
+from hierarchy.io.tomlconfig import TomlDocument, parse_toml, read_toml
 from invariants import catalogue
 from invariants.errors import SpecError
 
@@ -372,14 +372,14 @@ class Spec:
 
         ``tot`` at the top two levels, ``gqhh_vect`` and ``gqhh_tot`` at the block,
         ``hhgq_total_lb`` and ``hhgq_total_ub`` at state and block, and ``nurse_nva_0`` (no
-        persons under 18 in nursing facilities) at the block: :func:`hierarchy.pl94.pl94_spec_dict`,
-        where each is traced to the production code.
+        persons under 18 in nursing facilities) at the block:
+        :func:`hierarchy.presets.pl94.pl94_spec_dict`, where each is traced to the production code.
 
         Parameters
         ----------
         levels : sequence of 6 str, optional
             The names of US, State, County, Tract, Block_Group and Block, root first (default
-            :data:`hierarchy.pl94.LEVELS`).
+            :data:`hierarchy.presets.pl94.LEVELS`).
 
         Returns
         -------
@@ -403,7 +403,7 @@ class Spec:
         invariants.errors.SpecError: the PL 94 presets need 6 level names, root first, one for each production geolevel ['US', 'State', 'County', 'Tract', 'Block_Group', 'Block']; got ['nation', 'state', 'county']
         """
         from hierarchy.errors import HierarchyError
-        from hierarchy.pl94 import pl94_spec_dict
+        from hierarchy.presets.pl94 import pl94_spec_dict
 
         try:
             data = pl94_spec_dict(levels)
@@ -620,7 +620,7 @@ class Spec:
 
         Examples
         --------
-        >>> from hierarchy.pl94 import LEVELS
+        >>> from hierarchy.presets.pl94 import LEVELS
         >>> part = Spec.pl94_2020().restricted(["block_group", "block"], LEVELS)
         >>> [(i.name, i.levels) for i in part.invariants]
         [('gqhh_vect', ('block',)), ('gqhh_tot', ('block',))]

@@ -141,7 +141,7 @@ def data_error_message(error: ConfidentialDataError, *, release: bool, show: boo
     if directory is None:
         return (f"{public} (the details are withheld in release mode: they are computed from "
                 f"the confidential data; rerun with {SHOW_CONFIDENTIAL} to see them)")
-    from hierarchy.storage import atomic_path, confidential_directory
+    from hierarchy.io.storage import atomic_path, confidential_directory
 
     where = confidential_directory(directory, what="the details of a refused input (counts, "
                                                    "rows and values of the confidential data)")
@@ -182,7 +182,7 @@ def data_errors(*, release: bool, show: bool = False, directory: str | Path | No
     try:
         yield
         if directory is not None:       # the input passed: an earlier refusal's details are stale
-            from hierarchy.storage import CONFIDENTIAL_DIR
+            from hierarchy.io.storage import CONFIDENTIAL_DIR
 
             (Path(directory) / CONFIDENTIAL_DIR / VALIDATION_FILE).unlink(missing_ok=True)
     except ConfidentialDataError as exc:
@@ -318,7 +318,7 @@ def in_confidential_folder(path: str | Path) -> bool:
     >>> in_confidential_folder("run/confidential/compare.csv"), in_confidential_folder("run/a.csv")
     (True, False)
     """
-    from hierarchy.storage import CONFIDENTIAL_DIR
+    from hierarchy.io.storage import CONFIDENTIAL_DIR
 
     return CONFIDENTIAL_DIR in Path(path).resolve().parent.parts
 
@@ -403,7 +403,7 @@ def write_csv(table: Any, path: str | Path, *, confidential: bool = False,
     >>> pd.read_csv(path).columns.tolist(), table_mode(pd.read_csv(path))
     (['mae', 'randomness'], 'release')
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
 
     path = Path(path)
     table_gate(table, path, confidential=confidential, what=what or path.name)

@@ -50,9 +50,9 @@ import pyarrow.parquet as pq
 from hierarchy.frames import ancestors, resolve_query, tidy_frame
 from hierarchy.geography import Geography
 from hierarchy.histograms import short_repr, summary_html
+from hierarchy.io.storage import check_file_names, package_versions, write_json, write_parquet
 from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
-from hierarchy.storage import check_file_names, package_versions, write_json, write_parquet
 from postproc.errors import PostprocError
 
 __all__ = ["Result", "resolve_query", "level_table", "histograms_from_table",

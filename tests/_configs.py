@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from hierarchy.tomlconfig import dumps
+from hierarchy.io.tomlconfig import dumps
 from postproc.apps.runs.config import RunConfig
 
 __all__ = ["LEVELS", "e2e_config", "save_config"]

@@ -15,9 +15,9 @@ from scipy.optimize import linprog
 
 from hierarchy.geography import Geography
 from hierarchy.measurement import published_statistics
-from hierarchy.pl94 import LEVELS, PL94_2020, pl94_workload
+from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_workload
 from hierarchy.schema import Attribute, Schema
-from hierarchy.synth_2020 import synthesize_2020
+from hierarchy.synth.census2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
 from invariants.active import (
     ActiveCells,

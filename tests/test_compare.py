@@ -18,10 +18,10 @@ import pytest
 from _configs import e2e_config, save_config
 
 from hierarchy.budget import Budget
+from hierarchy.io.storage import MARKER
 from hierarchy.measurement import measure
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
-from hierarchy.storage import MARKER
 from hierarchy.synth import synthesize_1940, write_synthetic_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec

@@ -306,7 +306,7 @@ def test_a_config_reads_failsafe_slack_and_names_the_line_of_a_bad_one(tmp_path)
 
 
 def test_a_run_in_parts_passes_failsafe_slack_to_the_top_and_every_part(tmp_path, monkeypatch):
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
     from postproc.apps.runs import parts as parts_module
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts

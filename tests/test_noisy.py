@@ -15,13 +15,13 @@ import pytest
 from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
+from hierarchy.io.storage import read_parquet_metadata
 from hierarchy.measurement import PUBLISHABLE, measure, published_statistics
 from hierarchy.mechanisms import get_mechanism
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.queries import Workload, e2e_workload, marginal, total
 from hierarchy.randomness import RELEASE_LABEL, Randomness
 from hierarchy.schema import E2E_1940, E2E_1940_144
-from hierarchy.storage import read_parquet_metadata
 from hierarchy.tabulation import tabulate
 
 LEVELS = ["nation", "state", "county"]

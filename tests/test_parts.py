@@ -20,7 +20,7 @@ import pytest
 
 from hierarchy.geography import Geography
 from hierarchy.measurement import measure
-from hierarchy.synth_2020 import synthesize_2020
+from hierarchy.synth.census2020 import synthesize_2020
 from postproc.apps.runs import parts as parts_module
 from postproc.apps.runs.demo import demo_config
 from postproc.apps.runs.parts import (
@@ -421,7 +421,7 @@ def test_postproc_run_parts_writes_a_result_the_other_commands_read(base, whole,
     reports = manifest["provenance"]["failsafe_reports"]     # the parts' too, not the top's only
     assert len(reports) == len(expected.provenance["failsafe_reports"])
     assert not manifest["safe_for_release"]
-    from hierarchy.storage import read_parquet_metadata  # every file is labelled, as a result's
+    from hierarchy.io.storage import read_parquet_metadata  # every file is labelled, as a result's
     for name in ("block.parquet", "tract.parquet", "geography.parquet", "node_stats.parquet"):
         assert "NOT SAFE" in read_parquet_metadata(tmp_path / "out" / name)["randomness_label"]
     assert len(pq.read_table(tmp_path / "out" / "node_stats.parquet")) == 1 + sum(  # root
@@ -493,7 +493,7 @@ def test_demo_runs_in_parts_when_asked_or_large(tmp_path, monkeypatch):
 def test_a_run_in_parts_into_a_directory_in_use_fails_at_once(base, tmp_path):
     """Two runs in parts into one directory would measure the data twice: the second is
     refused by the first's lock before it reads or measures anything."""
-    from hierarchy.storage import claim_directory, lock_directory
+    from hierarchy.io.storage import claim_directory, lock_directory
 
     out = claim_directory(tmp_path / "out", made_by="test")
     with lock_directory(out, what="first run"):

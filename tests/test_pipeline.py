@@ -20,8 +20,8 @@ import pytest
 
 import postproc.methods.topdown as engine
 from hierarchy.errors import HierarchyError
+from hierarchy.io.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.schema import E2E_1940
-from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
 from postproc.apps.runs.config import load_config
 from postproc.apps.runs.pipeline import accounting, load_truth, run_pipeline, validate_config

@@ -1,4 +1,4 @@
-"""The 2020 PL 94-171 presets (:mod:`hierarchy.pl94`) against the published production code.
+"""The 2020 PL 94-171 presets (:mod:`hierarchy.presets.pl94`) against the published production code.
 
 The expected values below were transcribed a second time, independently of the module, from
 ``uscensusbureau/DAS_2020_Redistricting_Production_Code`` (directory ``DAS_PL94.release/``); each
@@ -16,7 +16,8 @@ import pytest
 
 from hierarchy.errors import HierarchyError
 from hierarchy.mechanisms import get_mechanism
-from hierarchy.pl94 import (
+from hierarchy.presets import SCHEMAS, get_schema
+from hierarchy.presets.pl94 import (
     CENRACE_LABELS,
     LEVELS,
     PL94_2020,
@@ -28,7 +29,6 @@ from hierarchy.pl94 import (
     pl94_workload,
     query_expression,
 )
-from hierarchy.schema import SCHEMAS, get_schema
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """The 2020-style (PL 94-171) path end to end: presets in the run configuration, ``[data]
 blocks``, per-level ``[solver] passes``, and a small run through ``postproc run``'s pipeline.
 
-The run: 6,000 synthetic persons (:func:`hierarchy.synth_2020.synthesize_2020`, the 50 states
+The run: 6,000 synthetic persons (:func:`hierarchy.synth.census2020.synthesize_2020`, the 50 states
 and DC), all six levels (nation → state → county → tract → block_group → block), the production
 schema, workload, budget and spec, the discrete Gaussian mechanism — a few seconds. Its outputs
 are checked against the truth read from the parquet files with pandas, independently of the
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from hierarchy.io import read_microdata
-from hierarchy.pl94 import (
+from hierarchy.presets.pl94 import (
     LEVELS,
     PL94_2020,
     PRODUCTION_PASS_TOLERANCE,
@@ -31,7 +31,7 @@ from hierarchy.pl94 import (
     pl94_spec_dict,
     pl94_workload,
 )
-from hierarchy.synth_2020 import synthesize_2020
+from hierarchy.synth.census2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
 from invariants.spec import Spec
 from postproc.apps.runs.config import RunConfig, config_from_dict, load_config, read_blocks

@@ -23,8 +23,8 @@ from _configs import save_config
 from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
 from hierarchy.errors import ConfidentialDataError
 from hierarchy.io import read_microdata
+from hierarchy.io.storage import MARKER
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.storage import MARKER
 from hierarchy.synth import synthesize_1940, write_synthetic_1940
 from invariants.spec import Constraint, Spec
 from postproc import postprocess, topdown
@@ -183,7 +183,7 @@ def test_release_compare_and_evaluate_write_their_details_to_confidential(data, 
 
 
 def test_release_safetab_says_no_count_record_or_value(tmp_path, capsys):
-    from hierarchy.synth_detailed import synthesize_detailed_1940
+    from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 
     persons = synthesize_detailed_1940(2_000, seed=1).persons
     ages = persons.column("age").to_numpy().astype(np.int16)
@@ -306,7 +306,7 @@ def test_a_run_in_parts_refuses_a_spec_the_data_contradict_before_measuring(tmp_
     # what the spec said was empty
     from dataclasses import replace
 
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
 

@@ -29,6 +29,13 @@ from _configs import e2e_config, save_config
 import postproc.apps.runs.pipeline as pipeline
 import postproc.methods.topdown as engine
 from hierarchy.errors import HierarchyError
+from hierarchy.io.storage import (
+    MARKER,
+    atomic_directory,
+    check_file_names,
+    lock_directory,
+    remove_leftovers,
+)
 from hierarchy.measurement import measure
 from hierarchy.mechanisms import distributions
 from hierarchy.mechanisms.distributions import (
@@ -37,13 +44,6 @@ from hierarchy.mechanisms.distributions import (
     sample_two_sided_geometric,
 )
 from hierarchy.randomness import Randomness
-from hierarchy.storage import (
-    MARKER,
-    atomic_directory,
-    check_file_names,
-    lock_directory,
-    remove_leftovers,
-)
 from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Constraint, Spec
 from postproc.apps.runs.config import load_config
@@ -664,8 +664,8 @@ def test_two_runs_racing_to_create_a_directory_do_not_fail_on_each_others_marker
     clears leftovers while the second is writing its own marker: the first may find the
     second's temporary file gone before it unlinks it, and the second its temporary file
     removed before it renames it. Neither is an error (the lock then refuses the second)."""
-    from hierarchy import storage
-    from hierarchy.storage import claim_directory, mark_owned, read_json
+    from hierarchy.io import storage
+    from hierarchy.io.storage import claim_directory, mark_owned, read_json
 
     out = claim_directory(tmp_path / "run", made_by="first run")
     ghost = out / f".{MARKER}.gone.tmp"      # listed, then renamed by the second run
@@ -704,7 +704,7 @@ def test_a_claim_is_not_refused_by_the_marker_another_run_is_writing(tmp_path):
     must not take that for a user's file (it then reaches the lock, which refuses it)."""
     import tempfile
 
-    from hierarchy.storage import MARKER, claim_directory
+    from hierarchy.io.storage import MARKER, claim_directory
 
     out = tmp_path / "run"
     out.mkdir()

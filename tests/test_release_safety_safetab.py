@@ -19,9 +19,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from hierarchy.io.storage import MARKER
 from hierarchy.mechanisms import get_mechanism
-from hierarchy.storage import MARKER
-from hierarchy.synth_detailed import synthesize_detailed_1940
+from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 from postproc.apps.safetab import (
     Iteration,
     Level,

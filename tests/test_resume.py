@@ -34,7 +34,7 @@ import pytest
 from _configs import e2e_config, save_config
 
 import postproc.apps.runs.pipeline as pipeline
-from hierarchy.storage import read_json
+from hierarchy.io.storage import read_json
 from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Spec
 from postproc.cli import main

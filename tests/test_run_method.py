@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from _configs import e2e_config, save_config
 
+from hierarchy.io.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.synth import write_synthetic_1940
 from postproc.apps.runs.config import RUN_OPTIONS, load_config
 from postproc.apps.runs.pipeline import load_truth, method_rng, run_pipeline

@@ -20,7 +20,7 @@ import pytest
 
 from hierarchy.accounting import account_moe
 from hierarchy.mechanisms import get_mechanism
-from hierarchy.synth_detailed import synthesize_detailed_1940
+from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 from postproc.apps.safetab import (
     AGE4,
     AGE9,

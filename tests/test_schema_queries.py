@@ -446,7 +446,7 @@ def test_workload_validation_and_lookup():
 def test_answers_of_large_sparse_and_dense_histograms_match_the_dense_product(density):
     """Histograms past 65,536 cells take a sparse product when mostly empty (the 2020-style
     block level); both paths give the dense matrix product's answers, dtype and shape."""
-    from hierarchy.pl94 import pl94_workload
+    from hierarchy.presets.pl94 import pl94_workload
 
     rng = np.random.default_rng(3)
     workload = pl94_workload()

@@ -1,8 +1,10 @@
 """The package surface and import hygiene of ``hierarchy``, ``invariants`` and ``postproc``.
 
 The import graph is read from the source with :mod:`ast` — every ``import``, at module level and
-inside functions (only ``if TYPE_CHECKING:`` blocks, which never run, are left out) — so a cycle
-hidden in a function body is found before it bites at run time.
+inside functions (only ``if TYPE_CHECKING:`` blocks, which never run, are left out), and every
+``importlib.import_module("literal")``, ``import_module("literal")`` or ``__import__("literal")``
+— so a cycle hidden in a function body or behind a load by name is found before it bites at run
+time.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import subprocess
 import sys
+import types
 from functools import cache
 from pathlib import Path
 
@@ -27,7 +31,8 @@ EXPORTS = {
                   "Workload": "hierarchy.queries", "Geography": "hierarchy.geography",
                   "Hierarchy": "hierarchy.histograms", "tabulate": "hierarchy.tabulation",
                   "Budget": "hierarchy.budget", "measure": "hierarchy.measurement",
-                  "NoisyHierarchy": "hierarchy.noisy", "synthesize_1940": "hierarchy.synth",
+                  "NoisyHierarchy": "hierarchy.noisy",
+                  "synthesize_1940": "hierarchy.synth.census1940",
                   "get_mechanism": "hierarchy.mechanisms", "DappError": "hierarchy.errors",
                   "HierarchyError": "hierarchy.errors", "E2E_1940": "hierarchy.schema",
                   "e2e_workload": "hierarchy.queries", "parse_query": "hierarchy.queries",
@@ -82,27 +87,46 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+def _loaded_by_name(node: ast.AST) -> str | None:
+    """The module a call ``import_module("a.b")``, ``importlib.import_module("a.b")`` or
+    ``__import__("a.b")`` loads, when its first argument is an absolute name written out as a
+    string; None for any other node (a name computed at run time cannot be read here)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else (
+        func.attr if isinstance(func, ast.Attribute) else None)
+    name = node.args[0]
+    if (called in ("import_module", "__import__") and isinstance(name, ast.Constant)
+            and isinstance(name.value, str) and name.value and not name.value.startswith(".")):
+        return name.value
+    return None
+
+
 def _import_nodes(tree: ast.AST):
-    """Every import statement that can run (all but those under ``if TYPE_CHECKING:``)."""
+    """Every import statement and load by name (:func:`_loaded_by_name`) that can run (all but
+    those under ``if TYPE_CHECKING:``)."""
     stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             stack.extend(node.orelse)
             continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or _loaded_by_name(node):
             yield node
         stack.extend(ast.iter_child_nodes(node))
 
 
-@cache
-def _imports(module: str) -> tuple[tuple[str, str | None, int], ...]:
-    """``(imported module, imported name or None, line)`` for each import in ``module``."""
-    path = _modules()[module]
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = _package_of(module)
+def _imports_in(tree: ast.AST, package: str, modules: set[str] | dict[str, Path]
+                ) -> list[tuple[str, str | None, int]]:
+    """``(imported module, imported name or None, line)`` for each import in ``tree``, the source
+    of a module of ``package`` (relative imports start there); ``modules`` are the known modules
+    (``from package import module`` imports the module)."""
     out = []
     for node in _import_nodes(tree):
+        if isinstance(node, ast.Call):
+            out.append((_loaded_by_name(node), None, node.lineno))
+            continue
         if isinstance(node, ast.Import):
             out += [(alias.name, None, node.lineno) for alias in node.names]
             continue
@@ -113,17 +137,25 @@ def _imports(module: str) -> tuple[tuple[str, str | None, int], ...]:
             base = ".".join(anchor + ([base] if base else []))
         for alias in node.names:
             sub = f"{base}.{alias.name}"
-            if sub in _modules():  # ``from package import module``
+            if sub in modules:  # ``from package import module``
                 out.append((sub, None, node.lineno))
             else:
                 out.append((base, alias.name, node.lineno))
     # a package's lazy exports (PEP 562): ``_EXPORTS = {name: "defining.module"}``
-    for node in tree.body:
+    for node in getattr(tree, "body", []):
         if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets):
             out += [(c.value, None, c.lineno) for c in ast.walk(node.value)
-                    if isinstance(c, ast.Constant) and c.value in _modules()]
-    return tuple(out)
+                    if isinstance(c, ast.Constant) and c.value in modules]
+    return out
+
+
+@cache
+def _imports(module: str) -> tuple[tuple[str, str | None, int], ...]:
+    """``(imported module, imported name or None, line)`` for each import in ``module``."""
+    path = _modules()[module]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return tuple(_imports_in(tree, _package_of(module), _modules()))
 
 
 @cache
@@ -160,6 +192,41 @@ def test_cycle_through_finds_a_cycle_and_only_a_cycle():
     assert _cycle_through({"a": {"a"}}, "a") == ["a", "a"]
 
 
+def test_the_graph_sees_loads_by_name_and_finds_a_cycle_made_through_them():
+    # the shape hierarchy.schema had: a module ending with import_module("...") of a module that
+    # imports it back; and the other two spellings of a load by name, one inside a function
+    sources = {
+        "pkg.schema": "from importlib import import_module\nSCHEMAS = {}\n"
+                      "import_module('pkg.presets')\n",
+        "pkg.presets": "import importlib\nfrom pkg.schema import SCHEMAS\n\n"
+                       "def load():\n    return importlib.import_module('pkg.more')\n",
+        "pkg.more": "def late():\n    __import__('pkg.schema')\n",
+        "pkg.computed": "import importlib\nNAME = 'pkg.schema'\nimportlib.import_module(NAME)\n"
+                        "importlib.import_module('.schema', 'pkg')\n",
+    }
+    graph = {m: {target for target, _, _ in _imports_in(ast.parse(src), "pkg", set(sources))
+                 if target in sources and target != m} for m, src in sources.items()}
+    assert graph == {"pkg.schema": {"pkg.presets"}, "pkg.presets": {"pkg.schema", "pkg.more"},
+                     "pkg.more": {"pkg.schema"}, "pkg.computed": set()}
+    assert _cycle_through(graph, "pkg.schema") == ["pkg.schema", "pkg.presets", "pkg.schema"]
+    assert _cycle_through(graph, "pkg.more") == ["pkg.more", "pkg.schema", "pkg.presets",
+                                                 "pkg.more"]
+    # without the loads by name there is no cycle at all
+    plain = {m: {t for t, _, line in _imports_in(ast.parse(src), "pkg", set(sources))
+                 if t in sources and "import_module" not in src.splitlines()[line - 1]
+                 and "__import__" not in src.splitlines()[line - 1]}
+             for m, src in sources.items()}
+    assert not _modules_in_cycles(plain)
+
+
+def test_the_data_model_imports_no_preset():
+    # hierarchy.schema registered the 2020 presets by import_module("hierarchy.pl94"), which
+    # imported hierarchy.schema back; hierarchy.presets now registers them itself
+    reached = _reachable(_graph(), "hierarchy.schema") | {"hierarchy.schema"}
+    assert not {m for m in reached if m.startswith(("hierarchy.presets", "hierarchy.pl94"))}
+    assert "hierarchy.presets.pl94" in _graph()["hierarchy.presets"]
+
+
 def test_the_graph_sees_imports_inside_functions_and_lazy_exports():
     # the CLI's demo command imports postproc.apps.runs.demo inside its run function; the top-level
     # packages import their exports on first use — the graph must see those edges
@@ -190,7 +257,7 @@ def test_no_import_cycle():
     graph = _graph()
     cyclic = _modules_in_cycles(graph)
     outside = sorted(cyclic - PENDING_CYCLE)
-    assert not outside, ("import cycle (module-level or inside a function): "
+    assert not outside, ("import cycle (module-level, inside a function or a load by name): "
                          + " -> ".join(_cycle_through(graph, outside[0]) or [])
                          + "; move the shared piece into a module that both can import")
     assert PENDING_CYCLE <= cyclic, ("no longer in an import cycle — delete from PENDING_CYCLE: "
@@ -228,6 +295,83 @@ def test_no_module_imports_another_packages_private_names():
         "move them):\n" + "\n".join(sorted(found - PENDING_PRIVATE)))
     assert PENDING_PRIVATE <= found, ("fixed — delete from PENDING_PRIVATE: "
                                       f"{sorted(PENDING_PRIVATE - found)}")
+
+
+# Deprecated modules (a deprecated alias for one release, issue 36) -> the modules that now define
+# their names, the first one named in the warning.
+DEPRECATED_MODULES = {
+    "hierarchy.pl94": ("hierarchy.presets.pl94",),
+    "hierarchy.synth_2020": ("hierarchy.synth.census2020", "hierarchy.synth.census2020_model"),
+    "hierarchy.synth_detailed": ("hierarchy.synth.detailed1940",),
+    "hierarchy._synth_1940_tables": ("hierarchy.synth.census1940_tables",),
+    "hierarchy.storage": ("hierarchy.io.storage",),
+    "hierarchy.tomlconfig": ("hierarchy.io.tomlconfig",),
+}
+
+
+def _warns_deprecated_on_import(tree: ast.Module) -> bool:
+    """Whether a module's top level calls ``warnings.warn(..., DeprecationWarning, ...)``: a
+    deprecated shim, which warns whenever it is imported."""
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        given = list(call.args) + [k.value for k in call.keywords]
+        if called == "warn" and any(isinstance(a, ast.Name) and a.id == "DeprecationWarning"
+                                    for a in given):
+            return True
+    return False
+
+
+@cache
+def _shims() -> frozenset[str]:
+    """The deprecated shims among the modules of the three packages."""
+    return frozenset(m for m, path in _modules().items()
+                     if _warns_deprecated_on_import(ast.parse(path.read_text())))
+
+
+def test_shims_are_recognised():
+    assert set(DEPRECATED_MODULES) <= _shims()
+    assert not {"hierarchy.schema", "hierarchy.io", "hierarchy.synth"} & _shims()
+
+
+def test_no_module_imports_a_deprecated_shim():
+    """The packages import what they use from where it is defined, never through a deprecated
+    module (whose warning every user would see)."""
+    found = sorted({f"{module}:{line} imports {target}" for module in _modules()
+                    for target, _, line in _imports(module) if target in _shims()})
+    assert not found, "import from the module the warning names instead:\n" + "\n".join(found)
+
+
+def test_the_docs_and_examples_import_no_deprecated_module():
+    pattern = re.compile(r"^\s*(?:>>> |\.\.\. )?(?:from\s+(\S+)\s+import|import\s+(\S+))")
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "examples").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.py"))]
+    found = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            match = pattern.match(line)
+            if match and (match.group(1) or match.group(2)).rstrip(",") in _shims():
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert len(files) > 20
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("old", sorted(DEPRECATED_MODULES))
+def test_a_deprecated_module_warns_and_hands_out_the_same_objects(old):
+    new = [importlib.import_module(name) for name in DEPRECATED_MODULES[old]]
+    sys.modules.pop(old, None)       # imported again, so that it warns again
+    with pytest.warns(DeprecationWarning, match=rf"^{re.escape(old)} is deprecated: import from "
+                                                rf"{re.escape(new[0].__name__)} "):
+        shim = importlib.import_module(old)
+    offered = [name for name, value in vars(shim).items()
+               if not name.startswith("_") and not isinstance(value, types.ModuleType)]
+    assert offered and set(getattr(new[0], "__all__", ())) <= set(offered)
+    assert list(getattr(shim, "__all__", ())) == list(getattr(new[0], "__all__", ()))
+    for name in offered:
+        assert any(vars(module).get(name, object()) is getattr(shim, name) for module in new), name
 
 
 def _imports_of(package: str) -> set[str]:

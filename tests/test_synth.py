@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hierarchy import synth
 from hierarchy.errors import HierarchyError
 from hierarchy.synth import (
     MAX_PERSONS,
@@ -26,6 +25,7 @@ from hierarchy.synth import (
     synthesize_1940,
     write_synthetic_1940,
 )
+from hierarchy.synth import census1940 as synth
 
 N = 2_000_000
 SEED = 2024

@@ -1,4 +1,4 @@
-"""The synthetic 2020-style generator (:mod:`hierarchy.synth_2020`).
+"""The synthetic 2020-style generator (:mod:`hierarchy.synth.census2020`).
 
 Statistical checks use fixed seeds, so they are deterministic. Each tolerance is stated next to
 its check with the spread seen over seeds 0-5 at the same size (1M persons); the bounds are at
@@ -18,8 +18,8 @@ import pytest
 from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography
 from hierarchy.measurement import published_statistics
-from hierarchy.pl94 import LEVELS, PL94_2020, pl94_spec_dict
-from hierarchy.synth_2020 import (
+from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_spec_dict
+from hierarchy.synth.census2020 import (
     STATES,
     Synthetic2020,
     apportion_states_2020,

@@ -1,4 +1,4 @@
-"""The detailed 1940-style generator (:mod:`hierarchy.synth_detailed`).
+"""The detailed 1940-style generator (:mod:`hierarchy.synth.detailed1940`).
 
 Structure is checked exactly; realism statistically on 1M persons with a fixed seed, so the
 checks are deterministic. Each tolerance is wide compared with the sampling error at this size
@@ -17,7 +17,7 @@ import pytest
 
 from hierarchy.errors import HierarchyError
 from hierarchy.synth import synthesize_1940
-from hierarchy.synth_detailed import (
+from hierarchy.synth.detailed1940 import (
     DETAILED_COLUMNS,
     DETAILED_RACES,
     HISPANIC_ORIGINS,

@@ -357,14 +357,14 @@ def test_tabulate_geocode_columns_mapping():
 
 @pytest.fixture(scope="module")
 def data_2020():
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
 
     return synthesize_2020(4000, seed=4, states=["01", "02", "11"])
 
 
 def test_leaf_counts_answer_every_level_as_the_hierarchy(data_2020):
     from hierarchy.measurement import published_statistics
-    from hierarchy.pl94 import LEVELS, PL94_2020
+    from hierarchy.presets.pl94 import LEVELS, PL94_2020
 
     shuffled = data_2020.persons.take(np.random.default_rng(2).permutation(
         data_2020.persons.num_rows))
@@ -392,7 +392,7 @@ def test_leaf_counts_answer_every_level_as_the_hierarchy(data_2020):
 
 def test_leaf_counts_unit_check_names_the_same_conflict(data_2020):
     from hierarchy.io import check_tabulated_units, read_microdata
-    from hierarchy.pl94 import LEVELS, PL94_2020
+    from hierarchy.presets.pl94 import LEVELS, PL94_2020
 
     persons = data_2020.persons.to_pandas()
     moved = persons.index[persons["hhgq"] == 0][5]

@@ -1,4 +1,4 @@
-"""The shared TOML layer (hierarchy.tomlconfig): reading, line lookup, allowed keys, randomness,
+"""The shared TOML layer (hierarchy.io.tomlconfig): reading, line lookup, allowed keys, randomness,
 typed values and writing back.
 
 Each location test finds the expected line in the text independently of the layer (the first
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hierarchy.errors import HierarchyError
-from hierarchy.tomlconfig import (
+from hierarchy.io.tomlconfig import (
     RANDOMNESS_MODES,
     TomlDocument,
     check_randomness,

@@ -25,8 +25,8 @@ import scipy.sparse as sp
 import postproc.methods.topdown.node as node
 from hierarchy.geography import Geography
 from hierarchy.measurement import measure
-from hierarchy.pl94 import LEVELS, PL94_2020, pl94_budget, pl94_workload
-from hierarchy.synth_2020 import synthesize_2020
+from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_budget, pl94_workload
+from hierarchy.synth.census2020 import synthesize_2020
 from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from invariants.spec import Spec

@@ -210,7 +210,7 @@ def test_run_in_parts_passes_topdown_options(tmp_path):
     """``[postprocess] options`` reach TopDown in a run in parts (they were ignored there)."""
     from dataclasses import replace
 
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
 
@@ -233,7 +233,7 @@ def test_run_in_parts_groups_the_levels_named(tmp_path, level):
     or the parts) and no other level; the manifest records it as given."""
     from dataclasses import replace
 
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
 

@@ -116,7 +116,7 @@ def read_errors(path: str | Path) -> np.ndarray:
     ...
     postproc.errors.PostprocError: .../errors.csv, line 3 'three' is not a number; expected one finite error per line
     """
-    from hierarchy.storage import special_file_kind
+    from hierarchy.io.storage import special_file_kind
 
     path = Path(path)
     if not path.exists():

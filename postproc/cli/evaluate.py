@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     table = evaluate_run(args.outdir, args.truth, units=args.units, compare_all=args.compare,
                          rng=args.seed, show_confidential=args.show_confidential, **options)
     if args.save:
-        from hierarchy.storage import confidential_directory
+        from hierarchy.io.storage import confidential_directory
 
         out = confidential_directory(args.outdir, what="errors and EPL against the "
                                                       "confidential data")

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hierarchy.synth_2020 import synthesize_2020
+    from hierarchy.synth.census2020 import synthesize_2020
 
     manifest = synthesize_2020(args.persons, seed=args.seed, states=args.states,
                                puerto_rico=args.puerto_rico, out=args.out, chunk=args.chunk,

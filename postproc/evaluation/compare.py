@@ -357,7 +357,7 @@ def write_table(table: pd.DataFrame, directory: str | Path, *,
     >>> row["epl"] is None, row["randomness"].split(":")[0]
     (True, 'simulation')
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
 
     directory = Path(directory)
     csv = write_csv(table, directory / "compare.csv", confidential=confidential,
@@ -616,7 +616,7 @@ def write_html(table: pd.DataFrame, path: str | Path, *, figures: Sequence[str |
     >>> "&lt;one error&gt;" in page and "<table" in page
     True
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
 
     path = Path(path)
     shown = table_gate(table, path, confidential=confidential, what="the comparison page")
@@ -785,7 +785,7 @@ def default_directory(config: Any) -> Path:
 def _claim(directory: Path) -> None:
     """Take ``directory`` for a comparison: new, empty, or a previous comparison's output."""
     from hierarchy.errors import HierarchyError
-    from hierarchy.storage import MARKER, claim_directory, read_json
+    from hierarchy.io.storage import MARKER, claim_directory, read_json
 
     marker = directory / MARKER
     if marker.is_file():
@@ -858,14 +858,14 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
     >>> [p.name for p in done.files]
     ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json']
     """
-    from hierarchy.measurement import measure
-    from hierarchy.storage import (
+    from hierarchy.io.storage import (
         CONFIDENTIAL_DIR,
         confidential_directory,
         lock_directory,
         package_versions,
         write_json,
     )
+    from hierarchy.measurement import measure
     from postproc.apps.runs.pipeline import load_truth, method_options
     from postproc.gate import VALIDATION_FILE, data_errors, source_names
     from postproc.methods.registry import method_spec

@@ -710,7 +710,7 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     """
     import pyarrow.parquet as pq
 
-    from hierarchy.storage import read_json
+    from hierarchy.io.storage import read_json
     from postproc.result import histograms_from_table
 
     directory = Path(directory)
@@ -978,7 +978,7 @@ def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = 
     >>> json.loads(js.read_text())["level 1"]["total"]["randomness"][:22]
     'unknown: CONFIDENTIAL '
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
     from postproc.gate import labelled, write_csv
 
     directory = Path(directory)

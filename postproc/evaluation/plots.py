@@ -484,7 +484,7 @@ def save_by_query(table: pd.DataFrame, draw: Callable[..., Any], path: str | Pat
     """
     from matplotlib.figure import Figure
 
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
 
     path = Path(path)
     shown = table_gate(table, path, confidential=confidential, what=f"the figure {path.name}")

@@ -11,8 +11,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from hierarchy.io.storage import atomic_path, package_versions
 from hierarchy.randomness import UNSAFE_LABEL
-from hierarchy.storage import atomic_path, package_versions
 from postproc.errors import PostprocError
 
 __all__ = ["Output", "new_figure", "EPSILON_COLORS", "epsilon_color", "method_style",

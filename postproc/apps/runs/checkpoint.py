@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from hierarchy.storage import read_json, write_json
+from hierarchy.io.storage import read_json, write_json
 from postproc.apps.runs.config import RunConfig
 from postproc.errors import PostprocError
 

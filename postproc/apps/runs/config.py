@@ -5,7 +5,7 @@ for the 2020 redistricting-data presets). Relative paths are relative to
 the config file's directory. Every error names the file, the line where it could be found, the
 key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
 and validates them through the same code (its errors name the section and key); the TOML layer
-itself is :mod:`hierarchy.tomlconfig`.
+itself is :mod:`hierarchy.io.tomlconfig`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from hierarchy.budget import Budget
+from hierarchy.io.storage import check_file_names
+from hierarchy.io.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
 from hierarchy.mechanisms import Mechanism, get_mechanism
+from hierarchy.presets import SCHEMAS, get_schema
 from hierarchy.queries import Workload, check_query_name, e2e_workload, parse_query
-from hierarchy.schema import SCHEMAS, Schema, get_schema
-from hierarchy.storage import check_file_names
-from hierarchy.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
+from hierarchy.schema import Schema
 from invariants.catalogue import statistics_to_publish
 from invariants.errors import SpecError
 from invariants.spec import Spec
@@ -220,9 +221,9 @@ class RunConfig:
             Geography levels, root first.
         budget : number, str, Budget or mapping
             A number (or a string such as ``"1/2"``) is a pure-DP ε split as in the E2E test;
-            ``"pl94_2020"`` is the 2020 production budget (:func:`hierarchy.pl94.pl94_budget`);
-            a :class:`~hierarchy.budget.Budget` is used as is; a mapping is the ``[budget]``
-            table.
+            ``"pl94_2020"`` is the 2020 production budget
+            (:func:`hierarchy.presets.pl94.pl94_budget`); a :class:`~hierarchy.budget.Budget`
+            is used as is; a mapping is the ``[budget]`` table.
         schema : str, Schema or mapping
             A preset name (``"e2e_1940"``, ``"pl94_2020"``), a Schema, or the ``[schema]`` table.
         workload : "e2e", "pl94_2020", Workload or mapping
@@ -650,7 +651,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
             and "pass_tolerance" not in method_options:
         # production's passes come with production's hold: without it a file naming the preset
         # but no [postprocess.options] pass_tolerance would hold within TopDown's 0.5
-        from hierarchy.pl94 import PRODUCTION_PASS_TOLERANCE
+        from hierarchy.presets.pl94 import PRODUCTION_PASS_TOLERANCE
 
         method_options["pass_tolerance"] = PRODUCTION_PASS_TOLERANCE
     # [output]
@@ -741,7 +742,7 @@ def _names(names: Sequence[str]) -> str:
 
 def _pl94_workload(w: Table, schema: Schema) -> Workload:
     """``[workload] preset = "pl94_2020"``: the production strategy's 11 queries."""
-    from hierarchy.pl94 import PL94_2020, pl94_workload
+    from hierarchy.presets.pl94 import PL94_2020, pl94_workload
 
     if schema != PL94_2020:
         raise w.fail("preset", "the pl94_2020 workload is defined on the pl94_2020 schema; set "
@@ -777,7 +778,7 @@ def _passes(sv: Table, levels: tuple[str, ...], workload: Workload,
             budget: Budget) -> Passes | dict[str, Passes] | None:
     """``[solver] passes``: one list of passes for every level, a table ``level = passes``, or
     the preset ``"pl94_2020"``. Per-level passes may name only queries measured at the level."""
-    from hierarchy.pl94 import pl94_passes
+    from hierarchy.presets.pl94 import pl94_passes
 
     given = _per_level_passes(sv, "passes", levels, pl94_passes)
     if given is None:
@@ -808,7 +809,7 @@ def _round_passes(sv: Table, levels: tuple[str, ...], workload: Workload,
     query expressions on the schema (the production rounder targets unmeasured queries)."""
     from hierarchy.errors import HierarchyError
     from hierarchy.frames import resolve_query
-    from hierarchy.pl94 import pl94_round_passes
+    from hierarchy.presets.pl94 import pl94_round_passes
 
     given = _per_level_passes(sv, "round_passes", levels, pl94_round_passes)
     if given is None:
@@ -1000,8 +1001,9 @@ def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
 def _pl94_budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
     """``[budget] preset = "pl94_2020"``: the production shares of every level and query, at
     the production ρ = (542/339)² unless ``total`` says otherwise; zCDP; add/remove
-    neighbours unless ``neighbours`` says otherwise (see :func:`hierarchy.pl94.pl94_budget`)."""
-    from hierarchy.pl94 import TOTAL_RHO, pl94_budget
+    neighbours unless ``neighbours`` says otherwise (see
+    :func:`hierarchy.presets.pl94.pl94_budget`)."""
+    from hierarchy.presets.pl94 import TOTAL_RHO, pl94_budget
 
     fixed = sorted({"level_fractions", "query_fractions"} & set(b))
     if fixed:

@@ -2,10 +2,10 @@
 
 Two presets. ``e2e_1940`` (the default): 1940-style persons and units, the E2E run configuration
 at the chosen ε (nation → state → county → enum_dist), in a couple of minutes for 1M persons.
-``pl94_2020``: 2020-style persons, units and blocks (:func:`hierarchy.synth_2020.synthesize_2020`)
-and the 2020 redistricting-data production configuration (:mod:`hierarchy.pl94`: schema,
-workload, budget ρ = (542/339)², spec, multipass order; nation → state → county → tract →
-block_group → block).
+``pl94_2020``: 2020-style persons, units and blocks
+(:func:`hierarchy.synth.census2020.synthesize_2020`) and the 2020 redistricting-data production
+configuration (:mod:`hierarchy.presets.pl94`: schema, workload, budget ρ = (542/339)², spec,
+multipass order; nation → state → county → tract → block_group → block).
 
 Either way the configuration is built in Python (:func:`demo_config`) and saved as
 ``DIR/config.toml`` to be rerun, the run (tabulate → measure → TopDown → write) goes into
@@ -97,7 +97,7 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
     >>> sum(line.startswith("  TopDown") for line in lines)   # one line per level
     6
     """
-    from hierarchy.storage import atomic_path
+    from hierarchy.io.storage import atomic_path
     from postproc.apps.runs.pipeline import run_pipeline
 
     if preset not in DEMO_PRESETS:
@@ -122,7 +122,7 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
             f"2/3 measuring at ε = {epsilon} (E2E split) and running TopDown "
             f"({' → '.join(DEMO_LEVELS)}) …")
     else:
-        from hierarchy.synth_2020 import synthesize_2020
+        from hierarchy.synth.census2020 import synthesize_2020
 
         log(f"1/3 synthesizing {persons:,} 2020-style persons (seed {seed}) …")
         made = synthesize_2020(persons, seed=seed, out=out / "data", progress=progress)
@@ -189,8 +189,8 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
 
     ``e2e_1940``: the E2E test at ``epsilon`` on the files
     :func:`hierarchy.synth.write_synthetic_1940` writes. ``pl94_2020``: the production presets
-    (schema, workload, budget, spec; :mod:`hierarchy.pl94`) with the discrete Gaussian
-    mechanism on the persons, units and blocks :func:`hierarchy.synth_2020.synthesize_2020`
+    (schema, workload, budget, spec; :mod:`hierarchy.presets.pl94`) with the discrete Gaussian
+    mechanism on the persons, units and blocks :func:`hierarchy.synth.census2020.synthesize_2020`
     writes, fitted in production's passes per level (the total alone first at state, county,
     tract and block group, then the other queries, each pass holding the earlier passes'
     answers within production's 0.1; one pass at the nation and the block). The
@@ -241,7 +241,7 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
                                output="run", base=directory)
     if preset != "pl94_2020":
         raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
-    from hierarchy.pl94 import LEVELS, PRODUCTION_PASS_TOLERANCE
+    from hierarchy.presets.pl94 import LEVELS, PRODUCTION_PASS_TOLERANCE
 
     return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
                            blocks="data/blocks.parquet", levels=LEVELS, schema="pl94_2020",

@@ -89,17 +89,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.geography import Geography, encode_column
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
-from hierarchy.measurement import (
-    ancestor_offsets,
-    exact_answers,
-    measure_level,
-    measurement_provenance,
-    published_statistics,
-)
-from hierarchy.noisy import NoisyHierarchy
-from hierarchy.queries import sparse_copy
-from hierarchy.randomness import as_randomness
-from hierarchy.storage import (
+from hierarchy.io.storage import (
     CONFIDENTIAL_DIR,
     atomic_path,
     claim_directory,
@@ -110,6 +100,16 @@ from hierarchy.storage import (
     write_json,
     write_parquet,
 )
+from hierarchy.measurement import (
+    ancestor_offsets,
+    exact_answers,
+    measure_level,
+    measurement_provenance,
+    published_statistics,
+)
+from hierarchy.noisy import NoisyHierarchy
+from hierarchy.queries import sparse_copy
+from hierarchy.randomness import as_randomness
 from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from invariants.active import find_active_cells
 from invariants.compile import check_data, compile_spec
@@ -494,7 +494,7 @@ def run_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from hierarchy.synth.census2020 import synthesize_2020
     >>> from postproc.apps.runs.demo import demo_config
     >>> base = Path(tempfile.mkdtemp())
     >>> _ = synthesize_2020(3_000, seed=1, out=base / "data")
@@ -721,7 +721,7 @@ def whole_measurement(config: RunConfig, truth: Hierarchy, *, split: str = "trac
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from hierarchy.synth.census2020 import synthesize_2020
     >>> from postproc.apps.runs.demo import demo_config
     >>> from postproc.apps.runs.pipeline import load_truth
     >>> base = Path(tempfile.mkdtemp())
@@ -745,7 +745,7 @@ def active_cells(config: RunConfig, truth: Hierarchy) -> dict[str, Any]:
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_2020 import synthesize_2020
+    >>> from hierarchy.synth.census2020 import synthesize_2020
     >>> from postproc.apps.runs.demo import demo_config
     >>> from postproc.apps.runs.pipeline import load_truth
     >>> base = Path(tempfile.mkdtemp())

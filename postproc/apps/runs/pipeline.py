@@ -63,9 +63,7 @@ import pyarrow.parquet as pq
 from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
-from hierarchy.measurement import measure
-from hierarchy.noisy import NoisyHierarchy
-from hierarchy.storage import (
+from hierarchy.io.storage import (
     CONFIDENTIAL_DIR,
     check_file_names,
     claim_directory,
@@ -76,6 +74,8 @@ from hierarchy.storage import (
     write_json,
     write_parquet,
 )
+from hierarchy.measurement import measure
+from hierarchy.noisy import NoisyHierarchy
 from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
 from postproc.apps.runs.checkpoint import Checkpoint, run_fingerprint, with_level_records

@@ -405,7 +405,7 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
     >>> '<td class="num">31,967</td>' in page, page.startswith("<!DOCTYPE html>")
     (True, True)
     """
-    from hierarchy.storage import read_json
+    from hierarchy.io.storage import read_json
     from postproc.reports.page import CONFIDENTIAL, render
 
     directory = Path(directory)
@@ -485,7 +485,7 @@ def write_report(directory: str | Path, *, title: str | None = None, max_rows: i
     >>> write_report(d).name
     'report.html'
     """
-    from hierarchy.storage import atomic_path, confidential_directory
+    from hierarchy.io.storage import atomic_path, confidential_directory
 
     page = render_report(directory, title=title, max_rows=max_rows, confidential=confidential)
     path = (confidential_directory(directory, what="errors against the confidential data")

@@ -17,7 +17,7 @@ accounting), :mod:`~postproc.apps.safetab.algorithm` (one level's adaptive relea
 
 Examples
 --------
->>> from hierarchy.synth_detailed import synthesize_detailed_1940
+>>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 >>> config = SafeTabConfig(
 ...     (Iteration("0001", "Total", "all"), Iteration("4000", "Asian", ["4000-4999"])),
 ...     (Level("state", "state", ("0001", "4000"), 2, None, 8, (50, 500, 5000)),),

@@ -57,9 +57,8 @@ from typing import Any, Mapping
 
 from hierarchy.accounting import as_fraction
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms import Mechanism, get_mechanism
-from hierarchy.storage import check_file_names
-from hierarchy.tomlconfig import (
+from hierarchy.io.storage import check_file_names
+from hierarchy.io.tomlconfig import (
     Table,
     TomlDocument,
     check_randomness,
@@ -67,6 +66,7 @@ from hierarchy.tomlconfig import (
     read_randomness,
     read_toml,
 )
+from hierarchy.mechanisms import Mechanism, get_mechanism
 from postproc.apps.safetab.budgets import _gamma, _stability, notion_of
 from postproc.errors import PostprocError
 
@@ -340,7 +340,7 @@ class SafeTabConfig:
         The persons parquet file; or
     synthetic : tuple of (persons, seed) or None
         detailed synthetic 1940 data generated on the fly
-        (:func:`hierarchy.synth_detailed.synthesize_detailed_1940`).
+        (:func:`hierarchy.synth.detailed1940.synthesize_detailed_1940`).
     columns : DataColumns
     output : Path
     overwrite : bool

@@ -74,7 +74,7 @@ def accuracy_report(result: Any) -> dict[str, Any]:
     --------
     >>> from postproc.apps.safetab import safetab
     >>> from postproc.apps.safetab.config import Iteration, Level, SafeTabConfig
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> config = SafeTabConfig(
     ...     (Iteration("1", "Total", "all"),),
     ...     (Level("state", "state", ("1",), 1, None, 20, (100, 1000, 5000)),),
@@ -152,7 +152,7 @@ def format_report(report: dict[str, Any]) -> str:
 
     Examples
     --------
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab import SafeTabConfig, Iteration, Level, safetab
     >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
     ...                        (Level("state", "state", ("1",), 1, None, 10, (100, 1000, 10000)),),

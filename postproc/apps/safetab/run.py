@@ -21,7 +21,7 @@ the number of records (an exact count of the confidential data). Every parquet f
 randomness provenance (release or simulation, with its label) in its metadata.
 
 Writing is safe against interruption and concurrency: the directory is built under a temporary
-name and renamed into place (:func:`hierarchy.storage.atomic_directory`, which replaces only a
+name and renamed into place (:func:`hierarchy.io.storage.atomic_directory`, which replaces only a
 directory the toolkit wrote and never the current directory); a run holds an exclusive lock on
 the output (``.<name>.lock/`` beside it) for its whole duration, so a second run into the same
 directory fails at once; and the temporary directories a killed run left beside the output are
@@ -41,8 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
-from hierarchy.randomness import as_randomness
-from hierarchy.storage import (
+from hierarchy.io.storage import (
     CONFIDENTIAL_DIR,
     atomic_directory,
     confidential_directory,
@@ -53,6 +52,7 @@ from hierarchy.storage import (
     write_json,
     write_parquet,
 )
+from hierarchy.randomness import as_randomness
 from postproc.apps.safetab.algorithm import LevelPlan, LevelRelease, measure_level, plan_level
 from postproc.apps.safetab.budgets import SafeTabAccounting, account_safetab
 from postproc.apps.safetab.config import SafeTabConfig, level_file_names
@@ -95,7 +95,7 @@ class SafeTabResult:
 
     Examples
     --------
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
     ...                        (Level("state", "state", ("1",), 1, None, 10, (100, 1000, 10000)),),
@@ -184,7 +184,7 @@ def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG
 
     Examples
     --------
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from hierarchy.mechanisms import get_mechanism
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> config = SafeTabConfig(
@@ -222,7 +222,7 @@ def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG
 
 def load_persons(config: SafeTabConfig) -> pa.Table:
     """The persons table of a config: its parquet file (only the needed columns) or synthetic
-    detailed 1940 data (:func:`hierarchy.synth_detailed.synthesize_detailed_1940`).
+    detailed 1940 data (:func:`hierarchy.synth.detailed1940.synthesize_detailed_1940`).
 
     Raises
     ------
@@ -233,7 +233,7 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     --------
     >>> import tempfile
     >>> import pyarrow.parquet as pq
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> path = Path(tempfile.mkdtemp()) / "persons.parquet"
     >>> pq.write_table(synthesize_detailed_1940(2_000, seed=1).persons, path)
@@ -250,7 +250,7 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     postproc.errors.ConfidentialInputError: <config> [data] persons: .../missing.parquet does not exist
     """
     if config.synthetic is not None:
-        from hierarchy.synth_detailed import synthesize_detailed_1940
+        from hierarchy.synth.detailed1940 import synthesize_detailed_1940
 
         persons, seed = config.synthetic
         try:
@@ -357,7 +357,7 @@ def write_safetab(result: SafeTabResult, directory: str | Path, *, overwrite: bo
     Examples
     --------
     >>> import tempfile
-    >>> from hierarchy.synth_detailed import synthesize_detailed_1940
+    >>> from hierarchy.synth.detailed1940 import synthesize_detailed_1940
     >>> from postproc.apps.safetab.config import Iteration, Level
     >>> config = SafeTabConfig((Iteration("1", "Total", "all"),),
     ...                        (Level("state", "state", ("1",), 1, "1/2", None, (10, 50, 100)),),
@@ -458,7 +458,7 @@ def _output_lock(directory: Path) -> Iterator[None]:
     """Hold the lock of output ``directory`` for the block.
 
     The output is built elsewhere and renamed into place, so it cannot hold its own lock: the
-    lock is :func:`hierarchy.storage.lock_directory` on ``.<name>.lock/`` beside it (kept
+    lock is :func:`hierarchy.io.storage.lock_directory` on ``.<name>.lock/`` beside it (kept
     afterwards: removing a lock file races with the next run's open).
     """
     lock = directory.parent / f".{directory.name}.lock"
@@ -479,7 +479,7 @@ def _remove_interrupted_writes(directory: Path) -> list[Path]:
     """Remove the temporary directories a killed write of ``directory`` left beside it.
 
     Only ``.<name>.XXXXXXXX.tmp`` and ``.<name>.XXXXXXXX.old.tmp`` (the names
-    :func:`hierarchy.storage.atomic_directory` gives them, ``XXXXXXXX`` from
+    :func:`hierarchy.io.storage.atomic_directory` gives them, ``XXXXXXXX`` from
     :func:`tempfile.mkdtemp`, so ``.<name>.v2.….tmp`` of an output ``<name>.v2`` is not one)
     that carry the toolkit's ownership marker. Call it only while holding
     :func:`_output_lock`: a running write's directory looks the same.
@@ -499,7 +499,7 @@ def _remove_interrupted_writes(directory: Path) -> list[Path]:
 
 @contextmanager
 def _atomic_output(directory: Path, overwrite: bool) -> Iterator[Path]:
-    """:func:`hierarchy.storage.atomic_directory`, its own errors as :class:`PostprocError`
+    """:func:`hierarchy.io.storage.atomic_directory`, its own errors as :class:`PostprocError`
     (errors of the block pass through unchanged)."""
     inside = False
     try:

@@ -135,7 +135,7 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
     ...
     postproc.errors.ConfidentialInputError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
     """
-    from hierarchy.storage import special_file_kind
+    from hierarchy.io.storage import special_file_kind
 
     path = Path(path)
     if not path.exists():

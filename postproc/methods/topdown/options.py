@@ -250,7 +250,7 @@ class TopDownOptions:
         level); a level it does not name fits every query in one pass.
     pass_tolerance : float, optional
         How far a later pass may move an answer an earlier pass fitted (default 0.5; the 2020
-        production value is 0.1, :data:`hierarchy.pl94.PRODUCTION_PASS_TOLERANCE`, which the
+        production value is 0.1, :data:`hierarchy.presets.pl94.PRODUCTION_PASS_TOLERANCE`, which the
         ``pl94_2020`` demo and example use). Recorded in the provenance.
     round_passes : list of lists of query names or expressions, or a mapping level → such a
         list, optional

@@ -8,7 +8,7 @@ for experiments, not a privacy mechanism, so its randomness is an ordinary seede
 ``PCG64(SeedSequence(seed, spawn_key=(state_index,)))``, so a state's rows do not depend on how
 the work is chunked.
 
-The model, per state (populations and mixes in :mod:`hierarchy._synth_1940_tables`):
+The model, per state (populations and mixes in :mod:`hierarchy.synth.census1940_tables`):
 
 1. **EDs** — sizes drawn from a quantile function piecewise linear in log size (median 865,
    95th percentile 2,342, mean 982) until they reach the state's population, then rescaled to add
@@ -17,12 +17,12 @@ The model, per state (populations and mixes in :mod:`hierarchy._synth_1940_table
    log-normal shares of its population (national median about 18,679; the mean, 42,601, follows
    from the counts); a county ends at the ED boundary nearest its cumulative target, so counties
    are whole EDs. Every state has at least one county and one ED.
-3. **Composition** — 12 groups (Hispanic × race). County mix ~ Dirichlet(``COUNTY_CONCENTRATION``
-   × state mix); ED mix ~ Dirichlet(a × county mix) with a log-uniform concentration ``a``, so EDs
-   range from mixed to single-race; both raked so that state and county mixes hold at every
-   scale. A few EDs in large counties are "cosmopolitan" (part of their mix spread over all 12
-   groups), which makes the zero-cell count of the 24 va_hisp_race cells (the text's homogeneity
-   index, docs/metrics.md) span 0-23.
+3. **Composition** (:mod:`hierarchy.synth.census1940_mixes`) — 12 groups (Hispanic × race).
+   County mix ~ Dirichlet(``COUNTY_CONCENTRATION`` × state mix); ED mix ~ Dirichlet(a × county
+   mix) with a log-uniform concentration ``a``, so EDs range from mixed to single-race; both raked
+   so that state and county mixes hold at every scale. A few EDs in large counties are
+   "cosmopolitan" (part of their mix spread over all 12 groups), which makes the zero-cell count
+   of the 24 va_hisp_race cells (the text's homogeneity index, docs/metrics.md) span 0-23.
 4. **Group quarters** — facilities of types 2, 3, 4, 6, 7 in a minority of EDs (log-normal sizes;
    never more persons than the ED has, so a military-base ED can be all group quarters).
 5. **Households** — the rest of each ED is cut into households of 1940-like sizes (mean ≈ 3.8).
@@ -44,7 +44,6 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -56,8 +55,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hierarchy import _synth_1940_tables as tables
 from hierarchy.errors import HierarchyError
+from hierarchy.synth import census1940_tables as tables
+from hierarchy.synth.census1940_mixes import _draw_groups, _ed_mixes
+from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
 __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FIPS",
            "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS", "MADE_BY"]
@@ -66,10 +67,6 @@ __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FI
 #: :func:`write_synthetic_1940`.
 MADE_BY = "postproc synth1940"
 
-#: FIPS codes of the 48 states and DC, in order.
-STATE_FIPS: tuple[str, ...] = tuple(row[0] for row in tables.STATES)
-#: 1940 census population of each state (same order as :data:`STATE_FIPS`).
-STATE_POPULATION_1940 = np.array([row[2] for row in tables.STATES], dtype=np.int64)
 #: Fewest persons accepted: one per state.
 MIN_PERSONS = len(STATE_FIPS)
 #: Most persons accepted (about 2.3 times 1940): beyond it the largest states would need more than
@@ -83,14 +80,6 @@ PERSONS_SCHEMA = pa.schema([(name, _GEOCODE) for name in PERSON_COLUMNS[:3]]
                            + [(name, pa.int8()) for name in PERSON_COLUMNS[3:]])
 UNITS_SCHEMA = pa.schema([(name, _GEOCODE) for name in UNIT_COLUMNS[:3]] + [("hhgq", pa.int8())])
 
-N_GROUPS = 12                       # hispanic (0/1) x cenrace (0..5); group = 6 * hispanic + race
-COUNTY_CONCENTRATION = 20.0         # Dirichlet concentration of a county's mix around its state's
-ED_CONCENTRATION = (0.3, 300.0)     # log-uniform range of an ED's concentration around its county
-COSMOPOLITAN_SHARE = 0.02           # chance an ED in a county of 42,601 persons (the 1940
-                                    # mean) is cosmopolitan; grows as sqrt(county size), <= 5 %
-COSMOPOLITAN_BLEND = (0.01, 0.8)    # log-uniform range of the diverse share of its mix
-COSMOPOLITAN_FLATTEN = 0.3          # the diverse part is the national mix ** this, renormalised
-COSMOPOLITAN_CONCENTRATION = 50.0   # Dirichlet concentration of the diverse part
 HOUSEHOLD_MIXING = 0.03             # chance a household member is drawn afresh from the ED mix
 SECOND_MEMBER_ADULT = 0.90          # chance the 2nd member of a household is 18+ (the head always is)
 LATER_MEMBER_ADULT = 0.43           # chance the 3rd, 4th, ... member is 18+
@@ -529,107 +518,6 @@ def _county_count(state_index: int, persons: int) -> int:
     """The state's 1940 number of counties scaled to ``persons`` (rounded, at least 1)."""
     scale = persons / int(STATE_POPULATION_1940[state_index])
     return max(1, int(np.rint(tables.STATES[state_index][3] * scale)))
-
-
-def _diverse_mix() -> np.ndarray:
-    """The national mix flattened (``share ** COSMOPOLITAN_FLATTEN``, renormalised): what the
-    diverse part of a cosmopolitan ED looks like."""
-    return np.array(_diverse_mix_cached(COSMOPOLITAN_FLATTEN))
-
-
-@functools.cache
-def _diverse_mix_cached(flatten: float) -> tuple[float, ...]:
-    national = sum(_state_mix(s) * STATE_POPULATION_1940[s] for s in range(len(STATE_FIPS)))
-    flat = national ** flatten
-    return tuple(flat / flat.sum())
-
-
-def _state_mix(state_index: int) -> np.ndarray:
-    """The state's share of each of the 12 groups (group = 6 * hispanic + cenrace)."""
-    _, _, _, _, black, aian, chinese, japanese, other, hisp = tables.STATES[state_index]
-    race = np.array([0.0, black, aian, chinese, japanese, other]) / 100
-    hispanic = hisp / 100 * tables.HISPANIC_RACE
-    non_hispanic = np.maximum(race - hispanic, 1e-5)
-    non_hispanic[0] = 0.0
-    non_hispanic[0] = 1.0 - non_hispanic.sum() - hispanic.sum()
-    return np.concatenate([non_hispanic, hispanic])
-
-
-def _ed_mixes(state_index: int, ed_persons: np.ndarray, ed_county: np.ndarray,
-              rng: np.random.Generator) -> np.ndarray:
-    """The group mix (rows sum to 1) of every ED.
-
-    County mix ~ Dirichlet(``COUNTY_CONCENTRATION`` × state mix); ED mix ~ Dirichlet(a × county
-    mix) with ``a`` log-uniform on ``ED_CONCENTRATION``, from near single-group (small ``a``) to
-    the county's mix (large ``a``). Both are raked (:func:`_rake`) so that the realised state and
-    county mixes match their targets at every scale. Finally a few EDs, more likely in large
-    (urban) counties, are made "cosmopolitan": a share ``λ`` (log-uniform on
-    ``COSMOPOLITAN_BLEND``) of their mix is spread about evenly over all 12 groups. This puts
-    Hispanic persons of every race, and every race of both ages, in some EDs, so the homogeneity
-    index (docs/metrics.md) spans 0-23; it adds a few hundredths of a percent of the population
-    to each small group (Chinese 0.06 % → about 0.08 % nationally).
-    """
-    n_eds = ed_persons.size
-    county_start = np.flatnonzero(np.diff(ed_county, prepend=-1))
-    county_persons = np.add.reduceat(ed_persons, county_start).astype(np.float64)
-    state_mix = _state_mix(state_index)
-    county_mix = _dirichlet(COUNTY_CONCENTRATION * state_mix, county_persons.size, rng)
-    county_mix = _rake(county_mix, county_persons, np.array([0]), state_mix[None, :])
-    relative_size = (county_persons / 42_601.0)[ed_county]
-    chance = np.minimum(COSMOPOLITAN_SHARE * np.sqrt(relative_size), 0.05)
-    cosmopolitan = rng.random(n_eds) < chance
-    blend = np.where(cosmopolitan, np.exp(rng.uniform(*np.log(COSMOPOLITAN_BLEND), n_eds)), 0.0)
-    concentration = np.exp(rng.uniform(*np.log(ED_CONCENTRATION), n_eds))
-    ed_mix = _dirichlet(concentration[:, None] * county_mix[ed_county], n_eds, rng)
-    ed_mix = _rake(ed_mix, ed_persons.astype(np.float64), county_start, county_mix)
-    diverse = _dirichlet(COSMOPOLITAN_CONCENTRATION * _diverse_mix(), n_eds, rng)
-    return (1 - blend)[:, None] * ed_mix + blend[:, None] * diverse
-
-
-def _rake(mix: np.ndarray, weight: np.ndarray, starts: np.ndarray, target: np.ndarray,
-          iterations: int = 10) -> np.ndarray:
-    """Iterative proportional fitting of row mixes to the weighted mixes of their parents.
-
-    Rows ``starts[j]:starts[j+1]`` of ``mix`` (each summing to 1, weights ``weight``) belong to
-    parent ``j`` with mix ``target[j]``. Each group's shares are scaled so that the parent's
-    weighted mix matches its target, then rows are renormalised; a few rounds converge. Segregation
-    (which rows hold a group) is kept; only the level is corrected, so the realised state and
-    county mixes do not drift with the number of units. A group absent from every row of a
-    parent stays absent.
-    """
-    row_parent = np.repeat(np.arange(starts.size), np.diff(np.append(starts, mix.shape[0])))
-    parent_weight = np.add.reduceat(weight, starts)[:, None]
-    for _ in range(iterations):
-        have = np.add.reduceat(mix * weight[:, None], starts, axis=0)
-        # a group whose total underflowed is left as it is (a factor beyond 1e200 would overflow)
-        factor = np.divide(target * parent_weight, have, out=np.ones_like(have),
-                           where=have > 1e-200 * parent_weight)
-        mix = mix * factor[row_parent]
-        mix /= mix.sum(axis=1, keepdims=True)
-    return mix
-
-
-def _dirichlet(alpha: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` Dirichlet draws, one per row of ``alpha`` (broadcast to ``(n, N_GROUPS)``)."""
-    gamma = rng.standard_gamma(np.broadcast_to(alpha, (n, N_GROUPS)))
-    total = gamma.sum(axis=1, keepdims=True)
-    empty = total[:, 0] <= 0                          # every component underflowed: use the mean
-    if empty.any():
-        mean = np.broadcast_to(alpha, (n, N_GROUPS))[empty]
-        gamma[empty] = mean / mean.sum(axis=1, keepdims=True)
-        total[empty] = 1.0
-    return gamma / total
-
-
-def _draw_groups(ed: np.ndarray, cut_points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One group per element of ``ed``, drawn from that ED's mix.
-
-    ``cut_points`` holds, for ED ``e``, ``e`` plus its 11 interior cumulative shares, so that
-    one ``searchsorted`` of ``e + u`` finds the group for every draw at once.
-    """
-    where = np.searchsorted(cut_points, ed + rng.random(ed.size), side="right")
-    # ed + u can round up to ed + 1 when u is within ~1e-12 of 1: clip to the last group
-    return np.minimum(where - (N_GROUPS - 1) * ed.astype(np.int64), N_GROUPS - 1).astype(np.int8)
 
 
 def _facilities(ed_persons: np.ndarray, rng: np.random.Generator):
