@@ -145,10 +145,14 @@ def data_violations(lc: LevelConstraints, histograms: np.ndarray) -> list[str]:
     >>> data_violations(lc, x)
     ["no_adults: 1 of 2 state units break it, e.g. '02'"]
     """
-    codes = lc.geocodes
-    return [f"{name}: {int(units.sum()):,} of {units.size:,} {lc.level} units break it, e.g. "
-            f"{str(codes[np.flatnonzero(units)[0]])!r}"
-            for name, units in _broken(lc, histograms).items()]
+    return [_broken_line(lc, name, units) for name, units in _broken(lc, histograms).items()]
+
+
+def _broken_line(lc: LevelConstraints, name: str, units: np.ndarray) -> str:
+    """``"name: k of n level units break it, e.g. 'code'"``: how many units (a boolean per unit)
+    break a requirement, and the first of them."""
+    return (f"{name}: {int(units.sum()):,} of {units.size:,} {lc.level} units break it, e.g. "
+            f"{str(lc.geocodes[np.flatnonzero(units)[0]])!r}")
 
 
 def _broken(lc: LevelConstraints, histograms: np.ndarray) -> dict[str, np.ndarray]:

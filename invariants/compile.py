@@ -60,7 +60,13 @@ from hierarchy.errors import ConfidentialDataError
 from hierarchy.geography import Geography
 from hierarchy.schema import Schema
 from invariants.catalogue import CONSTRAINTS, INVARIANTS, Rows, SpecView
-from invariants.checks import _broken, check_violations, data_violations, violations
+from invariants.checks import (
+    _broken,
+    _broken_line,
+    check_violations,
+    data_violations,
+    violations,
+)
 from invariants.compiled import LevelConstraints, _implied_label
 from invariants.errors import SpecError
 from invariants.node import node_cvxpy_constraints, node_matrices
@@ -245,8 +251,7 @@ def check_data(spec: SpecView, truth: Any, published: Mapping[str, Mapping[str, 
         lc = compiled[level]
         broken = _broken(lc, truth.level_counts(level))
         for name, units in broken.items():
-            lines.append(f"{name}: {int(units.sum()):,} of {units.size:,} {lc.level} units "
-                         f"break it, e.g. {str(lc.geocodes[np.flatnonzero(units)[0]])!r}")
+            lines.append(_broken_line(lc, name, units))
             names.update(dict.fromkeys(_IMPLIED.sub("", part) for part in name.split(" & ")))
     if lines:
         head = ("the confidential data break the spec, so no release could satisfy it (a "
