@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -295,6 +295,25 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
 
     rnd = as_randomness(rng)
     mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
+    _check_inputs(truth, workload, budget, mech, rnd)
+    publish = _publish(publish, spec, truth.levels)
+    invariants = published_statistics(truth, publish)
+    check = getattr(spec, "check_data", None)
+    if callable(check):           # before any noise is drawn (hierarchy knows no Spec type)
+        check(truth, invariants)
+    key_index = None if key_level is None else truth.geography.level_index(key_level)
+    measurements, parameters = _measure_levels(truth, workload, budget, mech, rnd, key_index,
+                                               active or {})
+    provenance = _provenance(truth, budget, mech, rnd, parameters, publish, key_index,
+                             active or {}, spec if callable(check) else None)
+    return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
+                          provenance)
+
+
+def _check_inputs(truth: Hierarchy, workload: Workload, budget: Budget, mech: Any, rnd: Any
+                  ) -> None:
+    """:func:`measure`'s checks before anything is published or drawn: the workload's schema,
+    no floating-point noise in release mode, and a budget that fits the workload and levels."""
     if workload.schema != truth.schema:
         raise HierarchyError("the workload's schema differs from the tabulated schema")
     if rnd.mode == "release" and not mech.discrete:
@@ -303,13 +322,15 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
                              "Mironov 2012); use 'geometric' or 'discrete_gaussian' (exact "
                              "integer samplers), or a seed for a simulation")
     budget.check_against(workload, truth.levels)
-    publish = _publish(publish, spec, truth.levels)
-    invariants = published_statistics(truth, publish)
-    check = getattr(spec, "check_data", None)
-    if callable(check):           # before any noise is drawn (hierarchy knows no Spec type)
-        check(truth, invariants)
+
+
+def _measure_levels(truth: Hierarchy, workload: Workload, budget: Budget, mech: Any, rnd: Any,
+                    key_index: int | None, active: Mapping[str, Any]
+                    ) -> tuple[dict[str, dict[str, Measurement]], dict[str, dict[str, Any]]]:
+    """:func:`measure_level` for every level of the budget, root first: the measurements and
+    noise parameters per level. Levels below ``key_index`` draw from streams keyed by their
+    ancestor at that level."""
     geo = truth.geography
-    key_index = None if key_level is None else geo.level_index(key_level)
     measurements: dict[str, dict[str, Measurement]] = {}
     parameters: dict[str, dict[str, Any]] = {}
     for li, level in enumerate(truth.levels):
@@ -320,16 +341,24 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
             keys = (geo.geocodes[key_index], ancestor_offsets(geo, li, key_index))
         measurements[level], parameters[level] = measure_level(
             truth.counts[li], level, li, workload, budget, mech, rnd, keys=keys,
-            active=(active or {}).get(level))
+            active=active.get(level))
+    return measurements, parameters
+
+
+def _provenance(truth: Hierarchy, budget: Budget, mech: Any, rnd: Any,
+                parameters: Mapping[str, Any], publish: Mapping[str, Any],
+                key_index: int | None, active: Mapping[str, Any], checked_spec: Any
+                ) -> dict[str, Any]:
+    """:func:`measure`'s provenance (:func:`measurement_provenance`), with the spec the data
+    were checked against (``checked_spec``, None when none was) as ``spec_checked``."""
     provenance = measurement_provenance(budget, mech, rnd, parameters, publish,
-                                        key_level=None if key_level is None
-                                        else geo.levels[key_index],
+                                        key_level=None if key_index is None
+                                        else truth.geography.levels[key_index],
                                         active_levels=[lv for lv in truth.levels
-                                                       if lv in (active or {})])
-    if callable(check) and callable(getattr(spec, "to_dict", None)):
-        provenance["spec_checked"] = spec.to_dict()
-    return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
-                          provenance)
+                                                       if lv in active])
+    if checked_spec is not None and callable(getattr(checked_spec, "to_dict", None)):
+        provenance["spec_checked"] = checked_spec.to_dict()
+    return provenance
 
 
 def _drawn_mask(active: Any, query: Any) -> np.ndarray:
@@ -460,22 +489,9 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
     >>> bool(np.array_equal(alone["detailed"].values, both["detailed"].values[1:]))
     True
     """
-    plan = []
-    for qname in budget.queries(level):
-        query = workload[qname]
-        param = float(budget.noise_parameter(level, query, mechanism))
-        plan.append((qname, query, param, float(mechanism.variance(param))))
-    answers = answers or {}
-    missing = [qname for qname, _, _, _ in plan if qname not in answers]
-    sparse = sparse_copy(counts) if len(missing) > 1 else None
-    exact = [answers[qname] if qname in answers else exact_answers(query, counts, sparse)
-             for qname, query, _, _ in plan]
-    drawn = [None] * len(plan)
-    if active is not None:
-        if active.n_units != counts.shape[0]:
-            raise HierarchyError(f"active cells of {active.n_units} units for {level}'s "
-                                 f"{counts.shape[0]} units")
-        drawn = [_drawn_mask(active, query) for _, query, _, _ in plan]
+    plan = _plan(level, workload, budget, mechanism)
+    exact = _exact_of(plan, counts, answers or {})
+    drawn = _drawn_masks(plan, active, counts, level)
     if keys is not None and rnd.mode == "release":
         # Keyed streams make a simulation's draws reproducible part by part; the secure source
         # repeats nothing, so a release draws each query's answers in one call (the same law;
@@ -484,27 +500,98 @@ def measure_level(counts: np.ndarray, level: str, level_index: int, workload: Wo
     # the drawn answers' positions in each query's flattened units × answers (None: all)
     where = [None if mask is None else np.flatnonzero(mask) for mask in drawn]
     if keys is None:
-        noise = []
-        for qi, ((_, _, param, _), ex, at) in enumerate(zip(plan, exact, where)):
-            stream = rnd.child(level_index, qi)
-            noise.append(mechanism.sample(param, ex.shape if at is None else at.size, stream))
+        noise = _draw_unkeyed(plan, exact, where, mechanism, rnd, level_index)
     else:
-        codes, offsets = keys
-        noise = [np.empty(ex.shape if at is None else at.size, dtype=_noise_dtype(mechanism))
-                 for ex, at in zip(exact, where)]
-        # unit range a's drawn answers are starts[a]:starts[a + 1] of a query's positions
-        starts = [None if at is None else np.searchsorted(at, np.asarray(offsets) * ex.shape[1])
-                  for ex, at in zip(exact, where)]
-        level_key = stable_key(level)
-        for a in np.flatnonzero(np.diff(offsets)):
-            lo, hi = int(offsets[a]), int(offsets[a + 1])
-            stream = rnd.child(KEYED_STREAM, level_key, stable_key(str(codes[a])))
-            for (_, _, param, _), ex, out, start in zip(plan, exact, noise, starts):
-                if start is None:
-                    out[lo:hi] = mechanism.sample(param, (hi - lo, ex.shape[1]), stream)
-                else:
-                    first, stop = int(start[a]), int(start[a + 1])
-                    out[first:stop] = mechanism.sample(param, stop - first, stream)
+        noise = _draw_keyed(plan, exact, where, mechanism, rnd, level, keys)
+    return _assemble(level, plan, exact, noise, drawn, where, budget, mechanism)
+
+
+class _Planned(NamedTuple):
+    """One query of a level's measurement: its name, the query, its noise parameter and the
+    noise's variance (:func:`measure_level`'s plan, in the budget's order)."""
+
+    name: str
+    query: Any
+    param: float
+    variance: float
+
+
+def _plan(level: str, workload: Workload, budget: Budget, mechanism: Any) -> list[_Planned]:
+    """The level's queries in the budget's order, with their noise parameters."""
+    plan = []
+    for qname in budget.queries(level):
+        query = workload[qname]
+        param = float(budget.noise_parameter(level, query, mechanism))
+        plan.append(_Planned(qname, query, param, float(mechanism.variance(param))))
+    return plan
+
+
+def _exact_of(plan: Sequence[_Planned], counts: np.ndarray, answers: Mapping[str, np.ndarray]
+              ) -> list[np.ndarray]:
+    """Each planned query's exact answers: given in ``answers``, else computed from ``counts``
+    (through one sparse copy when more than one query needs it)."""
+    missing = [qname for qname, _, _, _ in plan if qname not in answers]
+    sparse = sparse_copy(counts) if len(missing) > 1 else None
+    return [answers[qname] if qname in answers else exact_answers(query, counts, sparse)
+            for qname, query, _, _ in plan]
+
+
+def _drawn_masks(plan: Sequence[_Planned], active: Any, counts: np.ndarray, level: str
+                 ) -> list[np.ndarray | None]:
+    """Per planned query, which answers are drawn (units × answers), or None for all of them
+    (no active cells given)."""
+    drawn: list[np.ndarray | None] = [None] * len(plan)
+    if active is not None:
+        if active.n_units != counts.shape[0]:
+            raise HierarchyError(f"active cells of {active.n_units} units for {level}'s "
+                                 f"{counts.shape[0]} units")
+        drawn = [_drawn_mask(active, query) for _, query, _, _ in plan]
+    return drawn
+
+
+def _draw_unkeyed(plan: Sequence[_Planned], exact: Sequence[np.ndarray],
+                  where: Sequence[np.ndarray | None], mechanism: Any, rnd: Any,
+                  level_index: int) -> list[np.ndarray]:
+    """The noise of each query drawn for the whole level at once, query ``q`` from the stream
+    ``rnd.child(level_index, q)``."""
+    noise = []
+    for qi, ((_, _, param, _), ex, at) in enumerate(zip(plan, exact, where)):
+        stream = rnd.child(level_index, qi)
+        noise.append(mechanism.sample(param, ex.shape if at is None else at.size, stream))
+    return noise
+
+
+def _draw_keyed(plan: Sequence[_Planned], exact: Sequence[np.ndarray],
+                where: Sequence[np.ndarray | None], mechanism: Any, rnd: Any, level: str,
+                keys: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """The noise of each query drawn ancestor by ancestor: the units under ancestor ``a`` draw
+    every query's noise, in the plan's order, from the stream named by ``level`` and
+    ``a``'s geocode (:func:`measure_level`'s ``keys``)."""
+    codes, offsets = keys
+    noise = [np.empty(ex.shape if at is None else at.size, dtype=_noise_dtype(mechanism))
+             for ex, at in zip(exact, where)]
+    # unit range a's drawn answers are starts[a]:starts[a + 1] of a query's positions
+    starts = [None if at is None else np.searchsorted(at, np.asarray(offsets) * ex.shape[1])
+              for ex, at in zip(exact, where)]
+    level_key = stable_key(level)
+    for a in np.flatnonzero(np.diff(offsets)):
+        lo, hi = int(offsets[a]), int(offsets[a + 1])
+        stream = rnd.child(KEYED_STREAM, level_key, stable_key(str(codes[a])))
+        for (_, _, param, _), ex, out, start in zip(plan, exact, noise, starts):
+            if start is None:
+                out[lo:hi] = mechanism.sample(param, (hi - lo, ex.shape[1]), stream)
+            else:
+                first, stop = int(start[a]), int(start[a + 1])
+                out[first:stop] = mechanism.sample(param, stop - first, stream)
+    return noise
+
+
+def _assemble(level: str, plan: Sequence[_Planned], exact: Sequence[np.ndarray],
+              noise: Sequence[np.ndarray], drawn: Sequence[np.ndarray | None],
+              where: Sequence[np.ndarray | None], budget: Budget, mechanism: Any
+              ) -> tuple[dict[str, Measurement], dict[str, Any]]:
+    """Exact answers plus noise, as :class:`Measurement` objects, with each query's noise
+    parameters."""
     measurements, parameters = {}, {}
     for (qname, query, param, variance), ex, z, mask, at in zip(plan, exact, noise, drawn,
                                                                 where):

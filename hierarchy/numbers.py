@@ -1,6 +1,8 @@
-"""The toolkit's one reading of numbers: exact fractions and positive parameters.
+"""The toolkit's one reading of numbers: exact fractions, positive and non-negative parameters,
+integers.
 
-Two functions, used by every module that takes a budget, a fraction or a noise parameter:
+Four functions, used by every module that takes a budget, a fraction, a noise parameter or a
+count:
 
 * :func:`as_fraction` — an *exact* rational (:class:`fractions.Fraction`) from an int, a
   Fraction, a Decimal, a string such as ``"1/3"``, ``"0.225"`` or ``"2"``, or a float that is a
@@ -8,6 +10,10 @@ Two functions, used by every module that takes a budget, a fraction or a noise p
   "fractions sum to 1" is checked exactly.
 * :func:`positive` — a positive finite number (a float, an int or an exact Fraction) for noise
   parameters, sensitivities, bandwidths and other continuous settings.
+* :func:`nonnegative` — a finite float ≥ 0 (optionally at most a bound) for privacy losses and
+  weights, where 0 is a valid value.
+* :func:`integer` — an int (numpy ints included) of at least a minimum, for counts, degrees and
+  stabilities, where a float such as ``3.0`` is refused.
 
 **Which floats are exact numbers.** A float is accepted by :func:`as_fraction` when its shortest
 decimal representation (``repr``) has at most 15 significant digits, and it is read as that
@@ -31,6 +37,8 @@ Traceback (most recent call last):
 hierarchy.errors.HierarchyError: the level fraction is the float 0.3333333333333333, which is not a short decimal (16 significant digits; it looks computed, e.g. 1/3 in floating point); write the exact value as a string, e.g. '1/3'
 >>> positive(0.5, "z"), positive(2, "sigma2", exact=True)
 (0.5, Fraction(2, 1))
+>>> nonnegative(0, "epsilon"), integer(9, "stability")
+(0.0, 9)
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import numpy as np
 
 from hierarchy.errors import HierarchyError
 
-__all__ = ["as_fraction", "positive", "MAX_FLOAT_DIGITS"]
+__all__ = ["as_fraction", "positive", "nonnegative", "integer", "MAX_FLOAT_DIGITS"]
 
 #: Most significant digits of a float that :func:`as_fraction` reads as the decimal it prints as
 #: (``sys.float_info.dig``: every decimal this short round-trips through a float).
@@ -218,3 +226,130 @@ def positive(value: Any, what: str, *, integer: bool = False, exact: bool = Fals
         return float(number)
     except OverflowError:
         raise error(f"{what} = {value} is too large for a float (above about 1.8e308)") from None
+
+
+def nonnegative(value: Any, what: str, *, at_most: float | None = None, why: str = "",
+                error: type[Exception] = HierarchyError) -> float:
+    """A finite number ≥ 0 (and ≤ ``at_most`` when given), as a float: a privacy loss, a weight.
+
+    Parameters
+    ----------
+    value : number
+        Anything :class:`float` reads — ints, Fractions, Decimals, numpy numbers and numeric
+        strings (options of the command line arrive as text) — but a bool. An int or Fraction
+        beyond the float range counts as infinite.
+    what : str
+        What the value is, for messages.
+    at_most : float, optional
+        The largest value allowed.
+    why : str, optional
+        Why ``at_most`` is the bound: added to the message, in parentheses.
+    error : type of Exception, optional
+        The exception to raise; :class:`~hierarchy.errors.HierarchyError` by default.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    HierarchyError (or ``error``)
+        If the value is not a number, is NaN, infinite or negative, or is above ``at_most``
+        (then the message gives the whole range and ``why``).
+
+    Examples
+    --------
+    >>> nonnegative(0, "rho"), nonnegative("0.5", "epsilon"), nonnegative(2, "w", at_most=3)
+    (0.0, 0.5, 2.0)
+    >>> nonnegative(-1, "epsilon")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: epsilon must be a finite number >= 0, not -1
+    >>> nonnegative(True, "weight")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: weight must be a number, not True
+    >>> nonnegative(5, "rho", at_most=1e3, why="beyond it the conversions break down")
+    5.0
+    >>> nonnegative(2e3, "rho", at_most=1e3, why="beyond it the conversions break down")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: rho must be a finite number in [0, 1000], not 2000.0 (beyond it the conversions break down)
+    """
+    number = _as_float(value)
+    bad = number is None or not math.isfinite(number) or number < 0
+    if at_most is not None:
+        if bad or number > at_most:
+            reason = f" ({why})" if why else ""
+            raise error(f"{what} must be a finite number in [0, {at_most:g}], not {value!r}"
+                        f"{reason}")
+        return number
+    if number is None:
+        raise error(f"{what} must be a number, not {value!r}")
+    if bad:
+        raise error(f"{what} must be a finite number >= 0, not {value!r}")
+    return number
+
+
+def _as_float(value: Any) -> float | None:
+    """``float(value)``; ``None`` for a bool or what is not a number, ``inf`` beyond the float
+    range (an int or Fraction too large)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return None
+
+
+def integer(value: Any, what: str, *, minimum: int = 1, why: str = "",
+            error: type[Exception] = HierarchyError) -> int:
+    """An int of at least ``minimum``: a count, a degree, a stability, a table size.
+
+    Unlike :func:`positive` with ``integer=True``, a float is refused even when whole (``3.0``):
+    these values are counted, never measured.
+
+    Parameters
+    ----------
+    value : int or numpy integer
+        Bools are refused.
+    what : str
+        What the value is, for messages.
+    minimum : int, optional
+        The smallest value allowed (default 1: a positive integer).
+    why : str, optional
+        What the value counts: added to the message, in parentheses.
+    error : type of Exception, optional
+        The exception to raise; :class:`~hierarchy.errors.HierarchyError` by default.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    HierarchyError (or ``error``)
+        If the value is not an int (a bool, a float, a string…) or is below ``minimum``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> integer(9, "stability"), integer(np.int64(0), "an MOE", minimum=0)
+    (9, 0)
+    >>> integer(3.0, "sensitivity", why="counts change by whole units")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: sensitivity must be a positive integer (counts change by whole units), not 3.0
+    >>> integer(-1, "an MOE", minimum=0)
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: an MOE must be an integer >= 0, not -1
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        reason = f" ({why})" if why else ""
+        raise error(f"{what} must be {kind}{reason}, not {value!r}")
+    return int(value)

@@ -17,6 +17,11 @@ A :class:`~invariants.spec.Spec` names entries of this catalogue;
 what each level's constraints read, and each entry's ``rows`` how it compiles
 (:func:`invariants.compile.compile_spec` stacks them).
 
+This module is the bottom of :mod:`invariants` (it imports only :mod:`hierarchy`): the spec's
+items check their names against it and the compiler reads it. It therefore names no spec class
+— not even for annotations, which would close an import circle — and knows a spec by what it
+reads of one, :class:`SpecView`.
+
 Examples
 --------
 >>> sorted(INVARIANTS), sorted(CONSTRAINTS)
@@ -31,7 +36,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,11 +45,40 @@ from hierarchy.measurement import PUBLISHABLE, spec_statistics
 from hierarchy.queries import marginal, total
 from hierarchy.schema import Schema
 
-if TYPE_CHECKING:  # pragma: no cover
-    from invariants.spec import Spec
-
 __all__ = ["Statistic", "Rows", "CatalogueInvariant", "CatalogueConstraint", "STATISTICS",
-           "INVARIANTS", "CONSTRAINTS", "statistics_to_publish", "needed_statistics"]
+           "INVARIANTS", "CONSTRAINTS", "statistics_to_publish", "needed_statistics", "SpecView"]
+
+
+class SpecView(Protocol):
+    """What the catalogue and the compiler read of a spec; :class:`invariants.spec.Spec` is one.
+
+    The items are :class:`invariants.items.Invariant` and :class:`invariants.items.Constraint`.
+    A protocol, not the class, because the spec sits above this module (see the module
+    docstring).
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> spec: SpecView = Spec.e2e(["nation", "state"])
+    >>> spec.unit_attribute, spec.household_level, spec.levels_of(spec.invariants[1],
+    ...                                                           ["nation", "state"])
+    ('hhgq', 0, ('state',))
+    """
+
+    @property
+    def invariants(self) -> Sequence[Any]: ...
+    @property
+    def constraints(self) -> Sequence[Any]: ...
+    @property
+    def unit_attribute(self) -> str: ...
+    @property
+    def household_level(self) -> int: ...
+    @property
+    def imply_upward(self) -> bool: ...
+
+    def levels_of(self, item: Any, all_levels: Sequence[str]) -> tuple[str, ...]: ...
+    def invariant_levels(self, statistic: str, all_levels: Sequence[str]) -> tuple[str, ...]: ...
+    def check_levels(self, all_levels: Sequence[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -122,7 +156,7 @@ class Rows:
 
 
 #: ``rows(schema, spec, stats)``: one level's rows from the level's statistics.
-RowsFunction = Callable[[Schema, "Spec", Mapping[str, np.ndarray]], Rows]
+RowsFunction = Callable[[Schema, SpecView, Mapping[str, np.ndarray]], Rows]
 
 
 @dataclass(frozen=True)
@@ -193,12 +227,12 @@ class CatalogueConstraint:
 
 # -- how each entry compiles --------------------------------------------------------------------
 
-def _tot_rows(schema: Schema, spec: "Spec", stats: Mapping[str, np.ndarray]) -> Rows:
+def _tot_rows(schema: Schema, spec: SpecView, stats: Mapping[str, np.ndarray]) -> Rows:
     t = stats["tot"].astype(np.float64)[:, None]
     return Rows(total(schema).matrix, t, t.copy(), ["tot: total"])
 
 
-def _total_ge_households_rows(schema: Schema, spec: "Spec", stats: Mapping[str, np.ndarray]
+def _total_ge_households_rows(schema: Schema, spec: SpecView, stats: Mapping[str, np.ndarray]
                               ) -> Rows:
     households = stats["gqhh"][:, spec.household_level:spec.household_level + 1]
     lower = households.astype(np.float64)
@@ -206,18 +240,18 @@ def _total_ge_households_rows(schema: Schema, spec: "Spec", stats: Mapping[str, 
                 ["total_ge_households: total"])
 
 
-def _by_type(schema: Schema, spec: "Spec", name: str):
+def _by_type(schema: Schema, spec: SpecView, name: str):
     q = marginal(schema, spec.unit_attribute)
     return q.matrix, [f"{name}: {spec.unit_attribute}={lab[0]}" for lab in q.answer_labels]
 
 
-def _hhgq_total_lb_rows(schema: Schema, spec: "Spec", stats: Mapping[str, np.ndarray]) -> Rows:
+def _hhgq_total_lb_rows(schema: Schema, spec: SpecView, stats: Mapping[str, np.ndarray]) -> Rows:
     matrix, labels = _by_type(schema, spec, "hhgq_total_lb")
     lower = stats["gqhh"].astype(np.float64)
     return Rows(matrix, lower, np.full_like(lower, np.inf), labels)
 
 
-def _hhgq_total_ub_rows(schema: Schema, spec: "Spec", stats: Mapping[str, np.ndarray]) -> Rows:
+def _hhgq_total_ub_rows(schema: Schema, spec: SpecView, stats: Mapping[str, np.ndarray]) -> Rows:
     matrix, labels = _by_type(schema, spec, "hhgq_total_ub")
     gqhh = stats["gqhh"]
     upper = np.full(gqhh.shape, np.inf)
@@ -263,7 +297,7 @@ CONSTRAINTS: dict[str, CatalogueConstraint] = {
 }
 
 
-def statistics_to_publish(spec: "Spec", levels: Sequence[str]) -> dict[str, list[str]]:
+def statistics_to_publish(spec: SpecView, levels: Sequence[str]) -> dict[str, list[str]]:
     """The exact statistics a spec's invariants declare, with their levels: the ``publish``
     argument of :func:`hierarchy.measurement.measure`.
 
@@ -288,7 +322,7 @@ def statistics_to_publish(spec: "Spec", levels: Sequence[str]) -> dict[str, list
     # hierarchy's PUBLISHABLE name the same ones; tests/test_config checks they stay in step)
 
 
-def needed_statistics(spec: "Spec", levels: Sequence[str]) -> dict[str, set[str]]:
+def needed_statistics(spec: SpecView, levels: Sequence[str]) -> dict[str, set[str]]:
     """The statistics each level's rows read: those of the invariants that compile into rows
     there, of the catalogue constraints there, and of linear constraints whose ``rhs`` names
     a statistic.

@@ -37,6 +37,12 @@ TOML form::
 ``rhs`` is a number, a list (one per answer), or a published statistic: ``"tot"``, ``"gqhh"``
 (one per answer of a marginal of the unit attribute) or ``"gqhh[3]"``.
 
+Where this module sits: :class:`Invariant`, :class:`Constraint` and the name tables are defined
+in :mod:`invariants.items` (re-exported here); :class:`Spec` holds them, reads them from TOML,
+and is the top of the spec side of :mod:`invariants`: it imports :mod:`invariants.compile` (for
+:meth:`Spec.check_data`), while the compiler and the catalogue know a spec only by what they read
+of it (:class:`invariants.catalogue.SpecView`) and import nothing from here.
+
 Examples
 --------
 >>> spec = Spec.e2e(["nation", "state", "county", "enum_dist"])
@@ -53,231 +59,24 @@ invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known inv
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hierarchy.io.tomlconfig import TomlDocument, parse_toml, read_toml
-from invariants import catalogue
+from invariants.compile import check_data as _check_data
 from invariants.errors import SpecError
+from invariants.items import (
+    CATALOGUE_CONSTRAINTS,
+    INVARIANTS,
+    SENSES,
+    Constraint,
+    Invariant,
+    _check_finite,
+    _where,
+)
 
 __all__ = ["Invariant", "Constraint", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAINTS", "SENSES"]
-
-#: Invariant name → (statistic it publishes, meaning); the catalogue's
-#: :data:`invariants.catalogue.INVARIANTS`.
-INVARIANTS = {name: (entry.statistic, entry.meaning)
-              for name, entry in catalogue.INVARIANTS.items()}
-
-#: Catalogue constraint name → meaning (docs/spec.md), from
-#: :data:`invariants.catalogue.CONSTRAINTS`.
-CATALOGUE_CONSTRAINTS = {name: entry.meaning for name, entry in catalogue.CONSTRAINTS.items()}
-
-SENSES = ("==", ">=", "<=")
-_KINDS = ("catalogue", "structural_zero", "linear")
-_STAT_REF = re.compile(rf"^\s*({'|'.join(map(re.escape, catalogue.STATISTICS))})\s*"
-                       r"(?:\[\s*(\d+)\s*\])?\s*$")
-
-
-def _where(source: str | None, line: int | None) -> str:
-    if source and line:
-        return f"{source}, line {line}: "
-    if source:
-        return f"{source}: "
-    return ""
-
-
-def _levels(value: Any, where: str, name: str) -> tuple[str, ...] | str:
-    if value == "all":
-        return "all"
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, Sequence) and value and all(isinstance(v, str) for v in value):
-        if len(set(value)) != len(value):
-            raise SpecError(f"{where}{name!r} lists a level twice: {list(value)}")
-        return tuple(value)
-    raise SpecError(f"{where}{name!r} needs levels: a list of level names or \"all\", not "
-                    f"{value!r}")
-
-
-@dataclass(frozen=True)
-class Invariant:
-    """An exact statistic published at some levels (see :data:`INVARIANTS`).
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`INVARIANTS`: ``'tot'``, ``'gqhh_vect'`` or ``'gqhh_tot'``.
-    levels : tuple of str or "all"
-        The levels where it is published (a single level name is one level).
-
-    Raises
-    ------
-    SpecError
-        On an unknown name or bad levels (naming the file and line when read from one).
-
-    Examples
-    --------
-    >>> tot = Invariant("tot", ["nation", "state"])
-    >>> tot
-    Invariant(name='tot', levels=('nation', 'state'))
-    >>> tot.statistic, tot.to_dict()
-    ('tot', {'name': 'tot', 'levels': ['nation', 'state']})
-    >>> Invariant("total")
-    Traceback (most recent call last):
-    ...
-    invariants.errors.SpecError: unknown invariant 'total'; known invariants are [...]
-    """
-
-    name: str
-    levels: tuple[str, ...] | str = "all"
-    source: str | None = field(default=None, compare=False, repr=False)
-    line: int | None = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self):
-        where = _where(self.source, self.line)
-        if self.name not in INVARIANTS:
-            raise SpecError(f"{where}unknown invariant {self.name!r}; known invariants are "
-                            f"{sorted(INVARIANTS)}")
-        object.__setattr__(self, "levels", _levels(self.levels, where, self.name))
-
-    @property
-    def statistic(self) -> str:
-        return INVARIANTS[self.name][0]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "levels": self.levels if self.levels == "all"
-                else list(self.levels)}
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A constraint on post-processed histograms.
-
-    Parameters
-    ----------
-    name : str
-        A catalogue name (:data:`CATALOGUE_CONSTRAINTS`) or, for ``type`` structural_zero and
-        linear, the user's own name.
-    levels : tuple of str or "all"
-    type : {'catalogue', 'structural_zero', 'linear'}
-        Defaults to 'catalogue' for catalogue names.
-    query : str
-        Query expression (structural_zero, linear).
-    answers : tuple of int, optional
-        Which answers of the query (default: all).
-    sense : {'==', '>=', '<='}
-        For linear constraints.
-    rhs : number, list of numbers, or statistic reference
-        For linear constraints.
-
-    Raises
-    ------
-    SpecError
-        On an unknown catalogue name or type, a missing query, bad answers, or a linear
-        constraint without a valid sense or rhs.
-
-    Examples
-    --------
-    A catalogue constraint takes only levels; your own constraints take a query:
-
-    >>> Constraint("total_ge_households").to_dict()
-    {'name': 'total_ge_households', 'levels': 'all'}
-    >>> adults = Constraint("adults", ["state"], type="linear", query="marginal(votingage)",
-    ...                     answers=[1], sense=">=", rhs=1)
-    >>> adults.answers, adults.statistic_reference()
-    ((1,), None)
-    >>> Constraint("within_total", type="linear", query="total()", sense="<=",
-    ...            rhs="tot").statistic_reference()
-    ('tot', None)
-    >>> Constraint("adults", type="linear", query="marginal(votingage)", sense="=", rhs=1)
-    Traceback (most recent call last):
-    ...
-    invariants.errors.SpecError: linear constraint 'adults' needs sense in (...), not '='
-    """
-
-    name: str
-    levels: tuple[str, ...] | str = "all"
-    type: str = "catalogue"
-    query: str | None = None
-    answers: tuple[int, ...] | None = None
-    sense: str | None = None
-    rhs: Any = None
-    source: str | None = field(default=None, compare=False, repr=False)
-    line: int | None = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self):
-        where = _where(self.source, self.line)
-        if not isinstance(self.name, str) or not self.name:
-            raise SpecError(f"{where}every constraint needs a name")
-        if self.type not in _KINDS:
-            raise SpecError(f"{where}constraint {self.name!r} has unknown type {self.type!r}; "
-                            f"types are {list(_KINDS)}")
-        object.__setattr__(self, "levels", _levels(self.levels, where, self.name))
-        if self.type == "catalogue":
-            if self.name not in CATALOGUE_CONSTRAINTS:
-                raise SpecError(
-                    f"{where}unknown constraint {self.name!r}; catalogue constraints are "
-                    f"{sorted(CATALOGUE_CONSTRAINTS)} — for your own constraint set type = "
-                    "\"linear\" or \"structural_zero\" with a query")
-            if any(v is not None for v in (self.query, self.answers, self.sense, self.rhs)):
-                raise SpecError(f"{where}catalogue constraint {self.name!r} takes only levels")
-            return
-        if not isinstance(self.query, str) or not self.query.strip():
-            raise SpecError(f"{where}constraint {self.name!r} ({self.type}) needs a query "
-                            "expression, e.g. query = \"marginal(hhgq)\"")
-        if self.answers is not None:
-            answers = (self.answers,) if isinstance(self.answers, int) else tuple(self.answers)
-            if not answers or not all(isinstance(a, int) and a >= 0 for a in answers):
-                raise SpecError(f"{where}constraint {self.name!r}: answers must be a list of "
-                                f"answer indices (non-negative integers), not {self.answers!r}")
-            object.__setattr__(self, "answers", answers)
-        if self.type == "structural_zero":
-            if self.sense is not None or self.rhs is not None:
-                raise SpecError(f"{where}structural zero {self.name!r} takes no sense or rhs")
-            return
-        if self.sense not in SENSES:
-            raise SpecError(f"{where}linear constraint {self.name!r} needs sense in {SENSES}, "
-                            f"not {self.sense!r}")
-        rhs = self.rhs
-        if isinstance(rhs, bool) or rhs is None:
-            raise SpecError(f"{where}linear constraint {self.name!r} needs rhs: a number, a list "
-                            "of numbers, or a statistic such as \"tot\" or \"gqhh[0]\"")
-        if isinstance(rhs, str):
-            if not _STAT_REF.match(rhs):
-                raise SpecError(f"{where}linear constraint {self.name!r}: rhs {rhs!r} is not a "
-                                "number or a statistic reference (tot, gqhh, gqhh[i])")
-        elif isinstance(rhs, (list, tuple)):
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rhs):
-                raise SpecError(f"{where}linear constraint {self.name!r}: rhs list must hold "
-                                "numbers")
-            _check_finite(list(rhs), "rhs", f"constraint {self.name!r}", self.source, self.line)
-            object.__setattr__(self, "rhs", tuple(rhs))
-        elif not isinstance(rhs, (int, float)):
-            raise SpecError(f"{where}linear constraint {self.name!r}: bad rhs {rhs!r}")
-        else:
-            _check_finite(rhs, "rhs", f"constraint {self.name!r}", self.source, self.line)
-
-    def statistic_reference(self) -> tuple[str, int | None] | None:
-        """``(statistic, index)`` when ``rhs`` names a published statistic."""
-        if isinstance(self.rhs, str):
-            m = _STAT_REF.match(self.rhs)
-            return m.group(1), (int(m.group(2)) if m.group(2) is not None else None)
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name,
-                               "levels": self.levels if self.levels == "all" else list(self.levels)}
-        if self.type != "catalogue":
-            out["type"] = self.type
-            out["query"] = self.query
-            if self.answers is not None:
-                out["answers"] = list(self.answers)
-        if self.type == "linear":
-            out["sense"] = self.sense
-            out["rhs"] = list(self.rhs) if isinstance(self.rhs, tuple) else self.rhs
-        return out
 
 
 @dataclass(frozen=True)
@@ -565,9 +364,7 @@ class Spec:
         ...
         hierarchy.errors.ConfidentialDataError: the confidential data break the spec, ...
         """
-        from invariants.compile import check_data
-
-        check_data(self, truth, published)
+        _check_data(self, truth, published)
 
     def covers(self, other: "Spec") -> bool:
         """Whether data that satisfy this spec satisfy ``other``'s constraints too: each of
@@ -672,22 +469,6 @@ def _key_line(doc: TomlDocument, table: str, index: int, key: str,
     block_keys = doc.line(block, key, index)
     return block_keys if block_keys != doc.line(block, None, index) else entry
 
-
-def _check_finite(value: Any, key: str, owner: str, source: str | None,
-                  line: int | None) -> None:
-    """Raise a SpecError if ``value`` is, or a list of it holds, a NaN or infinite float.
-
-    ``owner`` names the constraint; ``line`` is where the key is written, when known. (The other
-    keys of a spec hold names, levels, booleans or integers, whose own checks refuse a float.)
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        fix = ("write a finite bound, or drop the constraint (an infinite bound constrains "
-               "nothing)" if key == "rhs" else "write a finite number")
-        raise SpecError(f"{_where(source, line)}{owner}: {key} = {value} is not a finite "
-                        f"number; every number in a spec must be finite: {fix}")
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_finite(item, key, owner, source, line)
 
 
 def _second(items: Sequence[Invariant | Constraint], name: str) -> Invariant | Constraint:

@@ -1,6 +1,7 @@
-"""hierarchy.numbers: the one exact-number parser and the one positive-number check, and that
-every former copy (hierarchy.budget, hierarchy.accounting, the mechanisms, the EPL estimators,
-the SafeTab report) now goes through them with its old behaviour."""
+"""hierarchy.numbers: the one exact-number parser, the one positive-number, non-negative-number
+and integer checks, and that every former copy (hierarchy.budget, hierarchy.accounting, the
+mechanisms, the EPL estimators, the SafeTab report) now goes through them with its old
+behaviour."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hierarchy import numbers
+from hierarchy import accounting, numbers
 from hierarchy.budget import Budget
 from hierarchy.errors import AccountingError, HierarchyError
-from hierarchy.mechanisms import get_mechanism, sample_two_sided_geometric
-from hierarchy.numbers import MAX_FLOAT_DIGITS, as_fraction, positive
+from hierarchy.mechanisms import get_mechanism, round_up_to_rational, sample_two_sided_geometric
+from hierarchy.numbers import MAX_FLOAT_DIGITS, as_fraction, integer, nonnegative, positive
 from postproc.errors import PostprocError
 
 
@@ -119,6 +120,114 @@ def test_positive_integer():
         positive(2.5, "n", integer=True)
     with pytest.raises(HierarchyError, match="n must be > 0"):
         positive(0, "n", integer=True)
+
+
+# --------------------------------------------------------------------------------- nonnegative
+@pytest.mark.parametrize("value, expected", [
+    (0, 0.0), (0.0, 0.0), (2, 2.0), (np.float64(0.5), 0.5), (np.int64(3), 3.0),
+    (Fraction(1, 4), 0.25), (Decimal("1.5"), 1.5), ("0.5", 0.5), (" 2 ", 2.0),
+])
+def test_nonnegative_reads_what_float_reads(value, expected):
+    got = nonnegative(value, "x")
+    assert type(got) is float and got == expected
+
+
+@pytest.mark.parametrize("value, message", [
+    (True, "x must be a number, not True"), (None, "x must be a number, not None"),
+    ("abc", "x must be a number, not 'abc'"), ([1.0], "x must be a number, not [1.0]"),
+    (-1, "x must be a finite number >= 0, not -1"),
+    (float("nan"), "x must be a finite number >= 0, not nan"),
+    (float("inf"), "x must be a finite number >= 0, not inf"),
+    (10**400, "x must be a finite number >= 0, not 1" + "0" * 400),
+])
+def test_nonnegative_refuses(value, message):
+    with pytest.raises(HierarchyError) as info:
+        nonnegative(value, "x")
+    assert str(info.value) == message
+
+
+def test_nonnegative_at_most_gives_the_range_and_why():
+    assert nonnegative(10, "x", at_most=10) == 10.0
+    for bad in (11, -1, "abc", True, float("inf")):
+        with pytest.raises(AccountingError) as info:
+            nonnegative(bad, "x", at_most=10, why="the reason", error=AccountingError)
+        assert str(info.value) == f"x must be a finite number in [0, 10], not {bad!r} (the reason)"
+    with pytest.raises(HierarchyError, match=r"^x must be a finite number in \[0, 10\], not 11$"):
+        nonnegative(11, "x", at_most=10)
+
+
+# ------------------------------------------------------------------------------------- integer
+@pytest.mark.parametrize("value, minimum", [(1, 1), (7, 1), (np.int64(3), 1), (np.uint8(0), 0),
+                                            (0, 0), (5, 5)])
+def test_integer_accepts_ints_of_at_least_the_minimum(value, minimum):
+    got = integer(value, "n", minimum=minimum)
+    assert type(got) is int and got == value
+
+
+@pytest.mark.parametrize("value, minimum, message", [
+    (0, 1, "n must be a positive integer, not 0"),
+    (3.0, 1, "n must be a positive integer, not 3.0"),
+    (True, 1, "n must be a positive integer, not True"),
+    (np.bool_(True), 1, "n must be a positive integer, not np.True_"),
+    ("2", 1, "n must be a positive integer, not '2'"),
+    (-1, 0, "n must be an integer >= 0, not -1"),
+    (2, 3, "n must be an integer >= 3, not 2"),
+])
+def test_integer_refuses(value, minimum, message):
+    with pytest.raises(HierarchyError) as info:
+        integer(value, "n", minimum=minimum)
+    assert str(info.value) == message.replace("np.True_", repr(np.bool_(True)))
+
+
+def test_integer_says_what_the_value_counts():
+    with pytest.raises(PostprocError, match=r"^runs must be a positive integer \(one per draw\), "
+                                            r"not 0$"):
+        integer(0, "runs", why="one per draw", error=PostprocError)
+
+
+# ------------------------------------------------------------- the former copies keep behaving
+@pytest.mark.parametrize("call, message", [
+    (lambda: accounting.check_sensitivity(2.0),
+     "sensitivity of a geometric mechanism must be a positive integer (counts change by whole "
+     "units), not 2.0"),
+    (lambda: accounting.check_stability(0),
+     "stability must be a positive integer (the most groups of one level a record can belong "
+     "to), not 0"),
+    (lambda: accounting.compose_parallel(1, degree=True),
+     "the composition degree (stability) must be a positive integer, not True"),
+    (lambda: accounting.coverage_geometric(1.0, moe=-1),
+     "an MOE must be an integer >= 0, not -1"),
+    (lambda: accounting.check_epsilon(-1),
+     "epsilon must be a finite number in [0, 1e+15], not -1 (above 1e+15 its zCDP rho = "
+     "epsilon²/2 exceeds 1e+30, where the (epsilon, delta) conversions break down)"),
+    (lambda: accounting.check_rho("x", "the rho"),
+     "the rho must be a finite number in [0, 1e+30], not 'x' (above 1e+30 the best Renyi order "
+     "1 + sqrt(log(1/delta)/rho) rounds to 1 in float64 and the (epsilon, delta) conversions "
+     "break down)"),
+    (lambda: accounting.rdp_geometric(2.0, -0.5),
+     "epsilon must be a finite number >= 0, not -0.5"),
+    (lambda: accounting.check_moe("x", level=2),
+     "MOE of level 2 must be an integer >= 1, not 'x'"),
+])
+def test_accounting_checks_are_the_numbers_checks_with_their_messages(call, message):
+    with pytest.raises(AccountingError) as info:
+        call()
+    assert str(info.value) == message
+
+
+def test_accounting_keeps_reading_numeric_strings():
+    from hierarchy.accounting import check_epsilon, check_moe, check_rho
+    assert check_epsilon("0.5") == 0.5 and check_rho("2") == 2.0
+    assert check_moe("6", level=1) == 6 and check_moe(6.0, level=1) == 6
+
+
+@pytest.mark.parametrize("function", [
+    lambda: round_up_to_rational(0.3, max_denominator=0),
+    lambda: get_mechanism("discrete_gaussian", max_denominator=2.0),
+])
+def test_max_denominator_is_checked_with_integer(function):
+    with pytest.raises(HierarchyError, match="^max_denominator must be a positive integer, not "):
+        function()
 
 
 # ------------------------------------------------------------- the former copies keep behaving

@@ -1,5 +1,10 @@
 """Argument checks shared by the accounting modules and their command line; a bad value raises a
-AccountingError that names the value and its valid range."""
+AccountingError that names the value and its valid range.
+
+The checks of plain numbers are :mod:`hierarchy.numbers`' (:func:`~hierarchy.numbers.nonnegative`,
+:func:`~hierarchy.numbers.integer`), raising AccountingError; this module adds the ranges and
+meanings of accounting's own quantities (ε, ρ, δ, γ, an MOE, the stability).
+"""
 
 from __future__ import annotations
 
@@ -11,22 +16,7 @@ import numpy as np
 
 from hierarchy.accounting.budgets import as_fraction
 from hierarchy.errors import AccountingError
-
-
-def _nonnegative(value: Any, name: str) -> float:
-    """``value`` as a finite float ≥ 0, or a AccountingError naming ``name``."""
-    if isinstance(value, bool):
-        raise AccountingError(f"{name} must be a number, not {value!r}")
-    try:
-        number = float(value)
-    except OverflowError:                       # an int or Fraction beyond float range
-        number = math.inf
-    except (TypeError, ValueError):
-        raise AccountingError(f"{name} must be a number, not {value!r}") from None
-    if not math.isfinite(number) or number < 0:
-        raise AccountingError(f"{name} must be a finite number >= 0, not {value!r}")
-    return number
-
+from hierarchy.numbers import integer, nonnegative
 
 #: Largest ρ the conversions accept: beyond it the optimal Rényi order 1 + sqrt(log(1/δ)/ρ)
 #: rounds to 1 in float64 and the (ε, δ) conversions break down.
@@ -36,30 +26,19 @@ MAX_RHO = 1e30
 MAX_EPSILON = 1e15
 
 
-def _in_range(value: Any, name: str, high: float, why: str) -> float:
-    """``value`` as a float in ``[0, high]``, or a AccountingError naming ``name`` and the range."""
-    try:
-        number = _nonnegative(value, name)
-    except AccountingError:
-        number = None
-    if number is None or number > high:
-        raise AccountingError(f"{name} must be a finite number in [0, {high:g}], not {value!r} "
-                            f"({why})")
-    return number
-
-
 def check_epsilon(value: Any, name: str = "epsilon") -> float:
     """A pure-DP ε in [0, MAX_EPSILON], or a AccountingError naming ``name`` and the range."""
-    return _in_range(value, name, MAX_EPSILON,
-                     f"above {MAX_EPSILON:g} its zCDP rho = {name}²/2 exceeds {MAX_RHO:g}, where "
-                     f"the (epsilon, delta) conversions break down")
+    return nonnegative(value, name, at_most=MAX_EPSILON, error=AccountingError,
+                       why=f"above {MAX_EPSILON:g} its zCDP rho = {name}²/2 exceeds {MAX_RHO:g}, "
+                           f"where the (epsilon, delta) conversions break down")
 
 
 def check_rho(value: Any, name: str = "rho") -> float:
     """A zCDP ρ in [0, MAX_RHO], or a AccountingError naming ``name`` and the range."""
-    return _in_range(value, name, MAX_RHO,
-                     f"above {MAX_RHO:g} the best Renyi order 1 + sqrt(log(1/delta)/rho) rounds "
-                     f"to 1 in float64 and the (epsilon, delta) conversions break down")
+    return nonnegative(value, name, at_most=MAX_RHO, error=AccountingError,
+                       why=f"above {MAX_RHO:g} the best Renyi order 1 + sqrt(log(1/delta)/rho) "
+                           f"rounds to 1 in float64 and the (epsilon, delta) conversions break "
+                           f"down")
 
 
 def check_delta(delta: Any) -> float:
@@ -76,10 +55,8 @@ def check_delta(delta: Any) -> float:
 
 
 def check_sensitivity(value: Any, name: str = "sensitivity") -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise AccountingError(f"{name} of a geometric mechanism must be a positive integer "
-                            f"(counts change by whole units), not {value!r}")
-    return int(value)
+    return integer(value, f"{name} of a geometric mechanism", why="counts change by whole units",
+                   error=AccountingError)
 
 
 def _alpha(alpha: Any) -> np.ndarray:
@@ -93,7 +70,7 @@ def check_moe(value: Any, *, level: int, what: str = "MOE") -> int:
     """A target MOE: an integer >= 1 (ints and integral floats), or a AccountingError naming
     ``what`` and the level."""
     try:
-        m_float = _nonnegative(value, f"{what} of level {level}")
+        m_float = nonnegative(value, f"{what} of level {level}", error=AccountingError)
     except AccountingError:
         m_float = math.nan
     if not m_float >= 1 or m_float != math.floor(m_float):
@@ -103,11 +80,8 @@ def check_moe(value: Any, *, level: int, what: str = "MOE") -> int:
 
 def check_stability(stability: Any) -> int:
     """The stability s (the most groups of one level a record is in): an integer >= 1."""
-    if isinstance(stability, bool) or not isinstance(stability, (int, np.integer)) \
-            or stability < 1:
-        raise AccountingError(f"stability must be a positive integer (the most groups of one "
-                            f"level a record can belong to), not {stability!r}")
-    return int(stability)
+    return integer(stability, "stability", why="the most groups of one level a record can "
+                   "belong to", error=AccountingError)
 
 
 def check_gamma(gamma: Any) -> Fraction:

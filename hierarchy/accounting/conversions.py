@@ -8,9 +8,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from hierarchy.accounting._checks import _nonnegative, check_delta, check_rho
+from hierarchy.accounting._checks import check_delta, check_rho
 from hierarchy.accounting.rdp import RDPCurve
 from hierarchy.errors import AccountingError
+from hierarchy.numbers import nonnegative
 
 __all__ = ["ALPHA_GRID_MINUS_ONE", "rdp_to_approx_dp", "zcdp_to_approx_dp_analytic",
            "zcdp_to_approx_dp_numeric"]
@@ -115,7 +116,7 @@ def zcdp_to_approx_dp_analytic(rho: Any, delta: Any) -> float:
     >>> round(zcdp_to_approx_dp_analytic(0.5, 1e-10), 4)
     7.2861
     """
-    r = _nonnegative(rho, "rho")
+    r = nonnegative(rho, "rho", error=AccountingError)
     d = check_delta(delta)
     return r + math.sqrt(4.0 * r * math.log(1.0 / d))
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 from scipy.special import erfc
 
-from hierarchy.accounting._checks import _nonnegative, check_sensitivity
+from hierarchy.accounting._checks import check_sensitivity
 from hierarchy.errors import AccountingError
-from hierarchy.numbers import positive
+from hierarchy.numbers import integer, nonnegative, positive
 
 __all__ = ["moe_geometric", "calibrate_geometric", "moe_discrete_gaussian",
            "calibrate_discrete_gaussian", "coverage_geometric", "coverage_discrete_gaussian",
@@ -94,7 +94,7 @@ def calibrate_geometric(moe: Any, *, sensitivity: int = 1) -> float:
     >>> moe_geometric(calibrate_geometric(6))
     6
     """
-    m = math.floor(_nonnegative(moe, "MOE"))
+    m = math.floor(nonnegative(moe, "MOE", error=AccountingError))
     return check_sensitivity(sensitivity) * math.log(20.0) / (m + 1)
 
 
@@ -155,18 +155,12 @@ def calibrate_discrete_gaussian(moe: Any, *, sensitivity: int = 1) -> float:
     >>> round(calibrate_discrete_gaussian(6), 6)
     0.053333
     """
-    m = math.floor(_nonnegative(moe, "MOE"))
+    m = math.floor(nonnegative(moe, "MOE", error=AccountingError))
     if m < 1:
         raise AccountingError(f"a discrete Gaussian MOE must be at least 1 (an MOE of {moe!r} "
                             f"would need infinite rho); ask for MOE >= 1")
     d = check_sensitivity(sensitivity)
     return 1.92 * d * d / (m * m)
-
-
-def _coverage_moe(moe: Any) -> int:
-    if isinstance(moe, bool) or not isinstance(moe, (int, np.integer)) or moe < 0:
-        raise AccountingError(f"an MOE must be an integer >= 0, not {moe!r}")
-    return int(moe)
 
 
 def coverage_geometric(epsilon: Any, *, moe: Any = None, sensitivity: int = 1) -> float:
@@ -204,7 +198,8 @@ def coverage_geometric(epsilon: Any, *, moe: Any = None, sensitivity: int = 1) -
     """
     eps = positive(epsilon, "epsilon", error=AccountingError)
     d = check_sensitivity(sensitivity)
-    m = moe_geometric(eps, sensitivity=d) if moe is None else _coverage_moe(moe)
+    m = moe_geometric(eps, sensitivity=d) if moe is None else integer(
+        moe, "an MOE", minimum=0, error=AccountingError)
     z = eps / d
     return 1.0 - 2.0 * math.exp(-z * (m + 1)) / (1.0 + math.exp(-z))
 
@@ -271,6 +266,7 @@ def coverage_discrete_gaussian(rho: Any, *, moe: Any = None, sensitivity: int = 
     """
     r = positive(rho, "rho", error=AccountingError)
     d = check_sensitivity(sensitivity)
-    m = moe_discrete_gaussian(r, sensitivity=d) if moe is None else _coverage_moe(moe)
+    m = moe_discrete_gaussian(r, sensitivity=d) if moe is None else integer(
+        moe, "an MOE", minimum=0, error=AccountingError)
     tail, total = _discrete_gaussian_sums(m, d / math.sqrt(2.0 * r))
     return 1.0 - 2.0 * tail / total

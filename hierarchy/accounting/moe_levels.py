@@ -450,6 +450,22 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
     s = check_stability(stability)
     g = check_gamma(gamma)
     d = check_delta(delta)
+    levels, curve = _levels_and_curve(levels_in, stability=s, gamma=g)
+    rho_total = sum(level.rho_total for level in levels)
+    two_step_moes = [moe for moe, _ in levels_in if moe is not None]
+    return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
+                         pure_dp_epsilon=sum(level.epsilon_total for level in levels),
+                         rdp_epsilon=rdp_to_approx_dp(curve, d),
+                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho_total, d),
+                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d),
+                         algorithms=_algorithms(two_step_moes, stability=s, gamma=g, delta=d))
+
+
+def _levels_and_curve(levels_in: list[tuple[int | None, int | str | None]], *, stability: int,
+                      gamma: Fraction) -> tuple[list[MOELevel], Any]:
+    """Each level's report (:func:`_level`), and the RDP curve (geometric noise) of all the
+    levels composed sequentially: an :class:`RDPCurve`, or a function of the order α when some
+    level has groups of both kinds."""
     levels: list[MOELevel] = []
     terms: list[tuple[str, float, int, float]] = []
     mixed: dict[tuple[int | None, int | None], list[Any]] = {}      # key → [curve, count]
@@ -460,7 +476,7 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
                tuple[MOELevel, tuple[tuple[str, float, int, float], ...], LevelCurve | None]] = {}
     for key in levels_in:
         if key not in seen:
-            seen[key] = _level(*key, stability=s, gamma=g)
+            seen[key] = _level(*key, stability=stability, gamma=gamma)
         level, level_terms, level_curve = seen[key]
         levels.append(level)
         terms.extend(level_terms)
@@ -476,14 +492,7 @@ def account_moe(moes: Iterable[Any], *, stability: int, gamma: Any = "0.1",
                 out = out + count * np.asarray(level_curve(alpha), dtype=float)
             return out
 
-    rho_total = sum(level.rho_total for level in levels)
-    two_step_moes = [moe for moe, _ in levels_in if moe is not None]
-    return MOEAccounting(levels=tuple(levels), stability=s, gamma=g, delta=d,
-                         pure_dp_epsilon=sum(level.epsilon_total for level in levels),
-                         rdp_epsilon=rdp_to_approx_dp(curve, d),
-                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho_total, d),
-                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho_total, d),
-                         algorithms=_algorithms(two_step_moes, stability=s, gamma=g, delta=d))
+    return levels, curve
 
 
 def _algorithms(moes: list[int], *, stability: int, gamma: Fraction, delta: float

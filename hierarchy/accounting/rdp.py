@@ -19,13 +19,12 @@ from scipy.special import logsumexp
 
 from hierarchy.accounting._checks import (
     _alpha,
-    _nonnegative,
     check_epsilon,
     check_rho,
     check_sensitivity,
 )
 from hierarchy.errors import AccountingError
-from hierarchy.numbers import positive
+from hierarchy.numbers import integer, nonnegative, positive
 
 __all__ = ["pure_to_zcdp", "rdp_geometric", "rdp_gaussian", "rdp_discrete_gaussian", "RDPCurve",
            "compose", "compose_parallel"]
@@ -58,7 +57,7 @@ def pure_to_zcdp(epsilon: Any) -> float:
     >>> pure_to_zcdp(1.0)
     0.5
     """
-    eps = _nonnegative(epsilon, "epsilon")
+    eps = nonnegative(epsilon, "epsilon", error=AccountingError)
     return eps * eps / 2.0
 
 
@@ -155,7 +154,7 @@ def rdp_geometric(alpha: Any, epsilon: Any, *, sensitivity: int = 1) -> np.ndarr
     array([0.6548, 0.9473])
     """
     a = _alpha(alpha)
-    eps = _nonnegative(epsilon, "epsilon")
+    eps = nonnegative(epsilon, "epsilon", error=AccountingError)
     delta_q = check_sensitivity(sensitivity)
     out = np.zeros(a.shape, dtype=float)
     if eps == 0.0:
@@ -285,9 +284,9 @@ class RDPCurve:
             if len(term) != 4 or term[0] not in _KINDS:
                 raise AccountingError(f"an RDP term is (kind, parameter, sensitivity, weight) with "
                                     f"kind 'geometric' or 'zcdp', not {term!r}")
-            _nonnegative(term[1], f"{term[0]} parameter")
+            nonnegative(term[1], f"{term[0]} parameter", error=AccountingError)
             check_sensitivity(term[2])
-            _nonnegative(term[3], "weight of an RDP term")
+            nonnegative(term[3], "weight of an RDP term", error=AccountingError)
 
     @classmethod
     def geometric(cls, epsilon: Any, *, sensitivity: int = 1) -> "RDPCurve":
@@ -313,7 +312,7 @@ class RDPCurve:
         return RDPCurve(self.terms + other.terms)
 
     def __rmul__(self, degree: Any) -> "RDPCurve":
-        w = _nonnegative(degree, "composition degree")
+        w = nonnegative(degree, "composition degree", error=AccountingError)
         return RDPCurve(tuple((k, p, s, weight * w) for k, p, s, weight in self.terms))
 
     __mul__ = __rmul__
@@ -510,7 +509,4 @@ def compose_parallel(value: Any, *, degree: int) -> Any:
     >>> compose_parallel(Fraction(1, 10), degree=9)
     Fraction(9, 10)
     """
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-        raise AccountingError(f"the composition degree (stability) must be a positive integer, "
-                            f"not {degree!r}")
-    return int(degree) * value
+    return integer(degree, "the composition degree (stability)", error=AccountingError) * value

@@ -22,10 +22,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hierarchy.accounting._checks import _alpha, _nonnegative
+from hierarchy.accounting._checks import _alpha
 from hierarchy.accounting.groups import LevelCurve
 from hierarchy.accounting.rdp import RDPCurve
 from hierarchy.errors import AccountingError
+from hierarchy.numbers import nonnegative
 
 __all__ = ["rdp_geometric_safetab_paper", "with_safetab_paper_tau"]
 
@@ -63,7 +64,7 @@ def rdp_geometric_safetab_paper(alpha: Any, epsilon: Any) -> np.ndarray | float:
     True
     """
     a = _alpha(alpha)
-    eps = _nonnegative(epsilon, "epsilon")
+    eps = nonnegative(epsilon, "epsilon", error=AccountingError)
     out = np.zeros(a.shape, dtype=float)
     if eps == 0.0:
         return out if out.ndim else float(out)

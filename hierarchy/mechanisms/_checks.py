@@ -1,4 +1,9 @@
-"""Argument checks shared by the samplers, densities and mechanism classes of this package."""
+"""Argument checks shared by the samplers, densities and mechanism classes of this package.
+
+Numbers are checked by :mod:`hierarchy.numbers` (a noise parameter by
+:func:`~hierarchy.numbers.positive`, ``max_denominator`` by :func:`~hierarchy.numbers.integer`);
+what is left here is particular to sampling: the ``size`` of a draw and the support of a pmf.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +24,6 @@ def _shape(size: Any) -> tuple[tuple[int, ...], int]:
                 f"size must be a non-negative int or a tuple of them, not {size!r}")
     shape = tuple(int(d) for d in dims)
     return shape, math.prod(shape)
-
-
-def _max_denominator(value: Any) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise HierarchyError(f"max_denominator must be a positive int, not {value!r}")
-    return int(value)
-
 
 
 def _integer_mask(k: Any) -> tuple[np.ndarray, np.ndarray]:

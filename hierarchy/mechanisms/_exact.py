@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms._checks import _max_denominator, _shape
-from hierarchy.numbers import positive
+from hierarchy.mechanisms._checks import _shape
+from hierarchy.numbers import integer, positive
 from hierarchy.randomness import as_randomness
 
 __all__ = ["DEFAULT_MAX_DENOMINATOR", "round_up_to_rational", "sample_discrete_laplace_exact",
@@ -72,7 +72,7 @@ def round_up_to_rational(x: Any, *, max_denominator: int = DEFAULT_MAX_DENOMINAT
     Fraction(22, 7)
     """
     target = positive(x, "x", exact=True)
-    limit = _max_denominator(max_denominator)
+    limit = integer(max_denominator, "max_denominator")
     if target.denominator <= limit:
         return target
     # The two neighbours of x in the Farey sequence of order `limit` (the construction of
@@ -282,7 +282,7 @@ def sample_discrete_laplace_exact(scale: Any, size: int | tuple[int, ...], rng: 
     >>> x.shape, x.dtype
     ((2, 2), dtype('int64'))
     """
-    exact = _exact_parameter(scale, "scale", _max_denominator(max_denominator))
+    exact = _exact_parameter(scale, "scale", integer(max_denominator, "max_denominator"))
     if exact > _MAX_EXACT_SCALE:
         raise HierarchyError(f"scale = {float(exact):g} exceeds {_MAX_EXACT_SCALE:g}: the noise "
                              f"would not fit in int64")
@@ -363,7 +363,7 @@ def sample_discrete_gaussian(sigma2: Any, size: int | tuple[int, ...], rng: Any 
     >>> x.dtype, bool(abs(x.mean()) < 0.3), bool(1.8 < x.var() < 3.2)
     (dtype('int64'), True, True)
     """
-    exact = _exact_parameter(sigma2, "sigma2", _max_denominator(max_denominator))
+    exact = _exact_parameter(sigma2, "sigma2", integer(max_denominator, "max_denominator"))
     if exact > _MAX_EXACT_SCALE ** 2:
         raise HierarchyError(f"sigma2 = {float(exact):g} exceeds {_MAX_EXACT_SCALE ** 2:g}: the "
                              f"noise would not fit in int64")

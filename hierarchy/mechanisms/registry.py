@@ -41,7 +41,6 @@ import numpy as np
 
 from hierarchy.budget import ZCDP, PureDP, notion
 from hierarchy.errors import HierarchyError
-from hierarchy.mechanisms._checks import _max_denominator
 from hierarchy.mechanisms._exact import (
     DEFAULT_MAX_DENOMINATOR,
     _exact_parameter,
@@ -61,7 +60,7 @@ from hierarchy.mechanisms.distributions import (
     two_sided_geometric_logpmf,
     two_sided_geometric_variance,
 )
-from hierarchy.numbers import positive
+from hierarchy.numbers import integer, positive
 
 __all__ = ["Mechanism", "Geometric", "DiscreteGaussian", "Laplace", "Gaussian", "MECHANISMS",
            "get_mechanism", "register_mechanism", "unregister_mechanism"]
@@ -316,7 +315,7 @@ class DiscreteGaussian(Mechanism):
     exact: bool = True
 
     def __post_init__(self):
-        _max_denominator(self.max_denominator)
+        integer(self.max_denominator, "max_denominator")
         if not isinstance(self.exact, bool):
             raise HierarchyError(f"discrete_gaussian option 'exact' must be a bool (true for the "
                                  f"exact sampler, false for the fast simulation sampler), not "
