@@ -270,6 +270,23 @@ def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | N
     >>> full.keys.to_dict("list"), full.counts.tolist()
     ({'sex': ['f', 'f', 'm', 'm'], 'adult': ['0', '1', '0', '1']}, [0, 3, 4, 0])
     """
+    derived = _checked_derived(table, derived)
+    primary = [c for c in table.keys.columns if c not in derived]
+    if levels is None:
+        level_lists = {c: table.schema.attribute(c).labels for c in primary}
+    else:
+        level_lists = _given_levels(table, levels, derived, primary)
+    cells = _Cells.of(table, primary, level_lists)
+    if levels is None:
+        if cells.missing == 0:
+            return table
+        raise _missing_cells_error(table, cells)
+    return _full_table(table, cells, derived)
+
+
+def _checked_derived(table: CountTable, derived: Mapping[str, str] | None) -> dict[str, str]:
+    """``{column: source}`` as strings, each a key column that is a function of another,
+    non-derived one."""
     columns = list(table.keys.columns)
     derived = {str(k): str(v) for k, v in (derived or {}).items()}
     for column, source in derived.items():
@@ -288,84 +305,126 @@ def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | N
             raise PostprocError(f"{table.source}: {column!r} is not a function of {source!r}: "
                                 f"{source}={level} has {column}={values[0]} and "
                                 f"{column}={values[1]}; drop --derived {column}={source}")
-    primary = [c for c in columns if c not in derived]
-    if levels is None:
-        level_lists = {c: table.schema.attribute(c).labels for c in primary}
-    else:
-        level_lists = {}
-        for column, labels in levels.items():
-            column = str(column)
-            if column not in columns:
-                raise PostprocError(f"levels given for {column!r}, which is not a key column of "
-                                    f"{table.source}; the key columns are {columns}")
-            if column in derived:
-                raise PostprocError(f"levels given for the derived column {column!r}; its levels "
-                                    f"follow from {derived[column]!r}'s")
-            labels = tuple(str(v).strip() for v in labels)
-            if not labels or "" in labels:
-                raise PostprocError(f"the levels of {column!r} must be non-empty labels, not "
-                                    f"{list(labels)}")
-            if len(set(labels)) != len(labels):
-                dup = sorted({v for v in labels if labels.count(v) > 1})
-                raise PostprocError(f"the levels of {column!r} repeat {dup}")
-            level_lists[column] = labels
-        lacking = [c for c in primary if c not in level_lists]
-        if lacking:
-            raise PostprocError(f"give the levels of every key column (missing: "
-                                f"{', '.join(lacking)}), e.g. --levels {lacking[0]}=A,B,C")
-        for column in primary:
-            known = pd.Index(level_lists[column])
-            unknown = np.flatnonzero(known.get_indexer(table.keys[column]) < 0)
-            if unknown.size:
-                label = table.keys[column].iloc[int(unknown[0])]
-                raise PostprocError(f"{table.source}: a row has {column}={label}, which is not "
-                                    f"among the levels given for {column!r} "
-                                    f"({', '.join(level_lists[column])}); add it to --levels")
-    shape = tuple(len(level_lists[c]) for c in primary)
-    size = math.prod(shape)
-    need = _table_bytes(size, len(columns))
-    if size > MAX_CELLS or need > MEMORY_LIMIT:
-        raise PostprocError(
-            f"{table.source}: the cross-product of the levels "
-            f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))}) has {size:,} cells and "
-            f"would need about {format_bytes(need)} (limits: {MAX_CELLS:,} cells, "
-            f"{format_bytes(MEMORY_LIMIT)}); release a smaller table, e.g. one per level of "
-            "a column, or fewer levels")
-    codes = [pd.Index(level_lists[c]).get_indexer(table.keys[c]) for c in primary]
-    flat = np.ravel_multi_index(codes, shape)       # primary is never empty: a source is in it
-    present = np.zeros(size, dtype=bool)
-    present[flat] = True
-    if int(present.sum()) != table.n:
-        seen = pd.Series(flat).duplicated(keep="first").to_numpy()
-        i = int(np.flatnonzero(seen)[0])
-        first = int(np.flatnonzero(flat == flat[i])[0])
-        raise ConfidentialInputError(
-            f"{table.source}: rows {first + 1} and {i + 1} are the same cell "
-            f"({', '.join(f'{c}={table.keys[c].iloc[i]}' for c in primary)}); each cell must "
-            "appear once",
-            public="--table: some rows are the same cell; each cell must appear once")
-    missing = size - table.n
-    if levels is None:
-        if missing == 0:
-            return table
-        where = np.unravel_index(int(np.flatnonzero(~present)[0]), shape)
-        example = ", ".join(f"{c}={level_lists[c][k]}" for c, k in zip(primary, where))
-        fix = ("releasing only the rows given would publish which cells are zero. If the "
-               "missing cells are zero (pandas groupby().size() drops them), give every key "
-               "column's levels with --levels COLUMN=L1,L2,... (library: levels=) to add them "
-               "as zero rows; if a column is a function of another (voting_age of age_group), "
-               "declare it with --derived COLUMN=SOURCE (library: derived=)")
-        raise ConfidentialInputError(
-            f"{table.source}: {missing:,} of the {size:,} cells "
-            f"({' × '.join(f'{c} {k}' for c, k in zip(primary, shape))} levels) have no row, "
-            f"e.g. {example}; {fix}",
-            public=f"--table: some cells of the cross-product of its columns' levels have no "
-                   f"row; {fix}")
-    counts = np.zeros(size, dtype=np.int64)
-    counts[flat] = table.counts
-    index = np.unravel_index(np.arange(size), shape)
-    frame = {c: np.asarray(level_lists[c], dtype=object)[index[i]]
-             for i, c in enumerate(primary)}
+    return derived
+
+
+def _given_levels(table: CountTable, levels: Mapping[str, Sequence[str]],
+                  derived: dict[str, str], primary: list[str]) -> dict[str, tuple[str, ...]]:
+    """The given levels of every primary key column, checked: non-empty distinct labels, for
+    key columns that are not derived, every column given, every label in the table among them."""
+    columns = list(table.keys.columns)
+    level_lists = {}
+    for column, labels in levels.items():
+        column = str(column)
+        if column not in columns:
+            raise PostprocError(f"levels given for {column!r}, which is not a key column of "
+                                f"{table.source}; the key columns are {columns}")
+        if column in derived:
+            raise PostprocError(f"levels given for the derived column {column!r}; its levels "
+                                f"follow from {derived[column]!r}'s")
+        labels = tuple(str(v).strip() for v in labels)
+        if not labels or "" in labels:
+            raise PostprocError(f"the levels of {column!r} must be non-empty labels, not "
+                                f"{list(labels)}")
+        if len(set(labels)) != len(labels):
+            dup = sorted({v for v in labels if labels.count(v) > 1})
+            raise PostprocError(f"the levels of {column!r} repeat {dup}")
+        level_lists[column] = labels
+    lacking = [c for c in primary if c not in level_lists]
+    if lacking:
+        raise PostprocError(f"give the levels of every key column (missing: "
+                            f"{', '.join(lacking)}), e.g. --levels {lacking[0]}=A,B,C")
+    for column in primary:
+        known = pd.Index(level_lists[column])
+        unknown = np.flatnonzero(known.get_indexer(table.keys[column]) < 0)
+        if unknown.size:
+            label = table.keys[column].iloc[int(unknown[0])]
+            raise PostprocError(f"{table.source}: a row has {column}={label}, which is not "
+                                f"among the levels given for {column!r} "
+                                f"({', '.join(level_lists[column])}); add it to --levels")
+    return level_lists
+
+
+@dataclass(frozen=True, eq=False)
+class _Cells:
+    """The cross-product of the primary (non-derived) key columns' levels, row-major, and where
+    the table's rows fall in it: ``flat`` (each row's cell) and ``present`` (per cell)."""
+
+    primary: list[str]
+    level_lists: dict[str, tuple[str, ...]]
+    shape: tuple[int, ...]
+    flat: np.ndarray
+    present: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.present.size)
+
+    @property
+    def missing(self) -> int:
+        """Cells without a row (every row is its own cell: :meth:`of` checks it)."""
+        return self.size - int(self.present.sum())
+
+    @classmethod
+    def of(cls, table: CountTable, primary: list[str],
+           level_lists: dict[str, tuple[str, ...]]) -> _Cells:
+        """The cells of ``table``; refused when the cross-product is too large (before
+        allocating it) or when two rows are the same cell."""
+        shape = tuple(len(level_lists[c]) for c in primary)
+        size = math.prod(shape)
+        need = _table_bytes(size, table.keys.shape[1])
+        if size > MAX_CELLS or need > MEMORY_LIMIT:
+            raise PostprocError(
+                f"{table.source}: the cross-product of the levels "
+                f"({_levels_text(primary, shape)}) has {size:,} cells and would need about "
+                f"{format_bytes(need)} (limits: {MAX_CELLS:,} cells, "
+                f"{format_bytes(MEMORY_LIMIT)}); release a smaller table, e.g. one per level of "
+                "a column, or fewer levels")
+        codes = [pd.Index(level_lists[c]).get_indexer(table.keys[c]) for c in primary]
+        flat = np.ravel_multi_index(codes, shape)       # primary is never empty: a source is in it
+        present = np.zeros(size, dtype=bool)
+        present[flat] = True
+        if int(present.sum()) != table.n:
+            seen = pd.Series(flat).duplicated(keep="first").to_numpy()
+            i = int(np.flatnonzero(seen)[0])
+            first = int(np.flatnonzero(flat == flat[i])[0])
+            raise ConfidentialInputError(
+                f"{table.source}: rows {first + 1} and {i + 1} are the same cell "
+                f"({', '.join(f'{c}={table.keys[c].iloc[i]}' for c in primary)}); each cell "
+                "must appear once",
+                public="--table: some rows are the same cell; each cell must appear once")
+        return cls(primary, level_lists, shape, flat, present)
+
+
+def _levels_text(primary: list[str], shape: tuple[int, ...]) -> str:
+    """``'sex 2 × adult 2'``: each primary column's number of levels."""
+    return " × ".join(f"{c} {k}" for c, k in zip(primary, shape))
+
+
+def _missing_cells_error(table: CountTable, cells: _Cells) -> ConfidentialInputError:
+    """The refusal of a table with cells that have no row (and no ``levels`` to add them)."""
+    where = np.unravel_index(int(np.flatnonzero(~cells.present)[0]), cells.shape)
+    example = ", ".join(f"{c}={cells.level_lists[c][k]}" for c, k in zip(cells.primary, where))
+    fix = ("releasing only the rows given would publish which cells are zero. If the "
+           "missing cells are zero (pandas groupby().size() drops them), give every key "
+           "column's levels with --levels COLUMN=L1,L2,... (library: levels=) to add them "
+           "as zero rows; if a column is a function of another (voting_age of age_group), "
+           "declare it with --derived COLUMN=SOURCE (library: derived=)")
+    return ConfidentialInputError(
+        f"{table.source}: {cells.missing:,} of the {cells.size:,} cells "
+        f"({_levels_text(cells.primary, cells.shape)} levels) have no row, e.g. {example}; {fix}",
+        public=f"--table: some cells of the cross-product of its columns' levels have no "
+               f"row; {fix}")
+
+
+def _full_table(table: CountTable, cells: _Cells, derived: dict[str, str]) -> CountTable:
+    """The table rebuilt as the full cross-product of ``cells`` (row-major), a zero count for
+    every cell it lacked, each derived column taken from its source's rows."""
+    counts = np.zeros(cells.size, dtype=np.int64)
+    counts[cells.flat] = table.counts
+    index = np.unravel_index(np.arange(cells.size), cells.shape)
+    frame = {c: np.asarray(cells.level_lists[c], dtype=object)[index[i]]
+             for i, c in enumerate(cells.primary)}
     for column, source in derived.items():
         mapping = dict(zip(table.keys[source], table.keys[column]))
         values = pd.Series(frame[source]).map(mapping)
@@ -375,8 +434,9 @@ def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | N
                                 f"for {source}={level}, which has no row; add a row for it "
                                 "(count 0) to the table")
         frame[column] = values.to_numpy(dtype=object)
+    columns = list(table.keys.columns)
     keys = pd.DataFrame({c: frame[c] for c in columns})
-    all_levels = {c: level_lists[c] if c in level_lists else
+    all_levels = {c: cells.level_lists[c] if c in cells.level_lists else
                   tuple(dict.fromkeys(keys[c].tolist())) for c in columns}
     return _count_table(keys, counts, all_levels, table.count_column, table.source,
                         table.schema.name)
