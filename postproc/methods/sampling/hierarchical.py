@@ -110,6 +110,7 @@ from postproc.methods.sampling.hierarchical_start import _check_start, _level_st
 from postproc.methods.sampling.target import _positive_int
 from postproc.result import Result
 
+# level_noise (and _Clock) live in hierarchical_plan.py and still import from here
 __all__ = ["sample_topdown", "level_noise"]
 
 
