@@ -554,21 +554,60 @@ def mcem(observed: Any, *, theta0: Any, sample_unit: Callable, maximize: Callabl
     ((31, 1), (1, 1))
     """
     obs = _as_units(observed)
-    theta = np.atleast_1d(np.asarray(theta0, dtype=float))
-    if theta.ndim != 1 or not np.all(np.isfinite(theta)):
-        raise PostprocError(f"theta0 must be a finite 1-D parameter vector, not {theta0!r}")
-    _check_noise(noise)
-    n_iter = _count(n_iter, "n_iter")
-    m = _count(n_samples, "n_samples", 2)
-    n_average = max(1, n_iter // 4) if n_average is None else _count(n_average, "n_average")
-    if n_average > n_iter:
-        raise PostprocError(f"n_average ({n_average}) cannot exceed n_iter ({n_iter})")
-    final = 4 * m if final_samples is None else _count(final_samples, "final_samples", 2)
-    source = as_randomness(rng)
-    gen = source.generator
+    settings = _EMSettings.checked(theta0, noise, n_iter, n_samples, n_average, final_samples)
+    gen = as_randomness(rng).generator
+    history = _em_iterations(obs, settings, sample_unit, maximize, noise, gen)
+    estimate = history[-settings.n_average:].mean(axis=0)
+    information, ess = louis_information(obs, estimate, sample_unit=sample_unit,
+                                         complete_log_likelihood=complete_log_likelihood,
+                                         noise=noise, n_samples=settings.final_samples, rng=gen)
+    if ess < 100:
+        warnings.warn(f"MCEM: the importance-sampling effective sample size is only {ess:.0f} "
+                      f"for some unit; raise n_samples", RuntimeWarning, stacklevel=2)
+    covariance = _covariance(information)
+    with np.errstate(invalid="ignore"):
+        se = np.sqrt(np.diag(covariance))
+    return MCEMResult(theta=estimate, observed_information=information, covariance=covariance,
+                      standard_errors=se, history=history, effective_sample_size=ess)
+
+
+@dataclass(frozen=True)
+class _EMSettings:
+    """The checked settings of :func:`mcem`: the starting parameter, the iterations, the
+    importance samples per E-step, the iterates averaged and the information's samples."""
+
+    theta0: np.ndarray
+    n_iter: int
+    n_samples: int
+    n_average: int
+    final_samples: int
+
+    @classmethod
+    def checked(cls, theta0: Any, noise: Any, n_iter: Any, n_samples: Any, n_average: Any,
+                final_samples: Any) -> _EMSettings:
+        """Check them in order (and the noise after ``theta0``); the defaults filled in."""
+        theta = np.atleast_1d(np.asarray(theta0, dtype=float))
+        if theta.ndim != 1 or not np.all(np.isfinite(theta)):
+            raise PostprocError(f"theta0 must be a finite 1-D parameter vector, not {theta0!r}")
+        _check_noise(noise)
+        n_iter = _count(n_iter, "n_iter")
+        m = _count(n_samples, "n_samples", 2)
+        n_average = max(1, n_iter // 4) if n_average is None else _count(n_average, "n_average")
+        if n_average > n_iter:
+            raise PostprocError(f"n_average ({n_average}) cannot exceed n_iter ({n_iter})")
+        final = 4 * m if final_samples is None else _count(final_samples, "final_samples", 2)
+        return cls(theta0=theta, n_iter=n_iter, n_samples=m, n_average=n_average,
+                   final_samples=final)
+
+
+def _em_iterations(obs: np.ndarray, settings: _EMSettings, sample_unit: Callable,
+                   maximize: Callable, noise: Any, gen: np.random.Generator) -> np.ndarray:
+    """θ⁽⁰⁾ … θ⁽ᵀ⁾ of ``n_iter`` EM iterations: each draws the E-step's importance samples and
+    weights at the current θ, then the M-step is the user's weighted MLE."""
+    theta = settings.theta0
     history = [theta]
-    for _ in range(n_iter):
-        samples = _draw_units(sample_unit, theta, m, gen, obs.shape[1:])
+    for _ in range(settings.n_iter):
+        samples = _draw_units(sample_unit, theta, settings.n_samples, gen, obs.shape[1:])
         w, _ = _normalized_weights(obs, samples, noise)
         new = np.atleast_1d(np.asarray(maximize(samples, w.sum(axis=1)), dtype=float))
         if new.shape != theta.shape or not np.all(np.isfinite(new)):
@@ -576,29 +615,22 @@ def mcem(observed: Any, *, theta0: Any, sample_unit: Callable, maximize: Callabl
                                 f"shape {theta.shape}, not {new!r}")
         theta = new
         history.append(theta)
-    hist = np.array(history)
-    estimate = hist[-n_average:].mean(axis=0)
-    information, ess = louis_information(obs, estimate, sample_unit=sample_unit,
-                                         complete_log_likelihood=complete_log_likelihood,
-                                         noise=noise, n_samples=final, rng=gen)
-    if ess < 100:
-        warnings.warn(f"MCEM: the importance-sampling effective sample size is only {ess:.0f} "
-                      f"for some unit; raise n_samples", RuntimeWarning, stacklevel=2)
+    return np.array(history)
+
+
+def _covariance(information: np.ndarray) -> np.ndarray:
+    """The inverse of the observed information, or NaN with a warning (to :func:`mcem`'s
+    caller) when it is not positive definite."""
     smallest = float(np.linalg.eigvalsh(information).min())
     if smallest > 0:
-        covariance = np.linalg.inv(information)
-    else:
-        covariance = np.full_like(information, np.nan)
-        warnings.warn(
-            f"MCEM: the observed information is not positive definite at the estimate (smallest "
-            f"eigenvalue {smallest:.3g}): the maximum may lie on the boundary of the parameter "
-            f"space or on a flat ridge, EM may not have converged (see history), or the Monte "
-            f"Carlo error is too large (raise final_samples). Covariance and standard errors are "
-            f"NaN; observed_information is still returned", RuntimeWarning, stacklevel=2)
-    with np.errstate(invalid="ignore"):
-        se = np.sqrt(np.diag(covariance))
-    return MCEMResult(theta=estimate, observed_information=information, covariance=covariance,
-                      standard_errors=se, history=hist, effective_sample_size=ess)
+        return np.linalg.inv(information)
+    warnings.warn(
+        f"MCEM: the observed information is not positive definite at the estimate (smallest "
+        f"eigenvalue {smallest:.3g}): the maximum may lie on the boundary of the parameter "
+        f"space or on a flat ridge, EM may not have converged (see history), or the Monte "
+        f"Carlo error is too large (raise final_samples). Covariance and standard errors are "
+        f"NaN; observed_information is still returned", RuntimeWarning, stacklevel=3)
+    return np.full_like(information, np.nan)
 
 
 def monte_carlo_log_likelihood(observed: Any, theta: Any, *, sample_unit: Callable, noise: Any,

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from postproc.evaluation.epl._checks import _as_errors, _check_memory, _positive
 from postproc.evaluation.epl._smooth import Functionals, fit_side, functionals
-from postproc.evaluation.epl.improved import (
-    Binned,
-    _bins,
-    _bootstrap_options,
-    _maximum,
-    _precision,
-    _reach,
-)
+from postproc.evaluation.epl.improved import Binned, _bins, _maximum, _Options
 from postproc.evaluation.epl.result import EPLResult, _undefined
 
 __all__ = ["direct_epl"]
@@ -125,53 +119,84 @@ def direct_epl(on_d: Any, on_neighbour: Any, *, bin_width: float = 1.0, reach: f
     a = _as_errors(on_d, "on_d")
     b = _as_errors(on_neighbour, "on_neighbour")
     bin_width = _positive(bin_width, "bin_width")
-    reach = _reach(reach)
-    precision = _precision(precision)
-    n_boot, level = _bootstrap_options(n_boot, level)
+    options = _Options.checked(reach, precision, n_boot, level)
     n = int(min(a.size, b.size))
-    parameters: dict[str, Any] = {
-        "bin_width": bin_width, "reach": reach, "precision": precision, "n_boot": n_boot,
-        "level": level, "runs": [int(a.size), int(b.size)]}
+    parameters: dict[str, Any] = {"bin_width": bin_width, **options.record(),
+                                  "runs": [int(a.size), int(b.size)]}
     if n < 2:
         return _undefined("direct", n, parameters,
                           f"{n} run(s) on one of the two datasets: run the mechanism more times")
-    bins_a = _bins(a, bin_width, "outputs", "bin_width")
-    bins_b = _bins(b, bin_width, "outputs", "bin_width")
-    low = min(bins_a.min(), bins_b.min())
-    size = float(max(bins_a.max(), bins_b.max()) - low + 1)
-    _check_memory(_BYTES_PER_BIN * size,
-                  f"binning the outputs into {size:,.0f} bins of width {bin_width:g} (from "
-                  f"{low * bin_width:g} to {(low + size - 1) * bin_width:g})",
-                  "raise bin_width, or check the outputs for outliers")
-    binned_a, binned_b = Binned(bins_a), Binned(bins_b)
-    low, high = Binned(np.concatenate([bins_a, bins_b])).window(reach)
-    parameters["window"] = [low * bin_width, high * bin_width]
+    runs = _Runs.binned(a, b, bin_width, options.reach)
+    parameters["window"] = [runs.low * bin_width, runs.high * bin_width]
+    ratio = _log_ratio(runs)
+    if isinstance(ratio, str):
+        return _undefined("direct", n, parameters, ratio)
+    best = _maximum(ratio, level=options.level, n_boot=options.n_boot, rng=rng,
+                    what=f"the bootstrap (n_boot = {options.n_boot} replicates of both run sets' "
+                         f"fitted log probabilities at {ratio.values.size} outputs)",
+                    fix="lower n_boot (1,000 draws give a stable 95% interval), pass n_boot = 0 "
+                        "for no interval, or raise bin_width")
+    k = np.arange(runs.low, runs.high + 1) * bin_width
+    parameters["argmax"] = f"P[X = {k[best.argmax]:g}]"
+    parameters["max_se"] = best.max_se
+    if not best.max_se <= options.precision * best.estimate:
+        return _too_few_runs(best, k, runs, options.precision, parameters, n)
+    return EPLResult(epl=best.estimate, ci_low=best.ci_low, ci_high=best.ci_high, n=n,
+                     method="direct", parameters=parameters, x=k, epl_x=ratio.values)
+
+
+@dataclass(frozen=True, eq=False)
+class _Runs:
+    """The outputs of both run sets in bins of width ``bin_width``, and the window
+    ``[low, high]`` of bins of the pooled runs."""
+
+    on_d: Binned
+    on_neighbour: Binned
+    bin_width: float
+    low: int
+    high: int
+
+    @classmethod
+    def binned(cls, a: np.ndarray, b: np.ndarray, bin_width: float, reach: float) -> _Runs:
+        """Bin both run sets (refusing bins that would not fit in memory) and find the
+        window."""
+        bins_a = _bins(a, bin_width, "outputs", "bin_width")
+        bins_b = _bins(b, bin_width, "outputs", "bin_width")
+        low = min(bins_a.min(), bins_b.min())
+        size = float(max(bins_a.max(), bins_b.max()) - low + 1)
+        _check_memory(_BYTES_PER_BIN * size,
+                      f"binning the outputs into {size:,.0f} bins of width {bin_width:g} (from "
+                      f"{low * bin_width:g} to {(low + size - 1) * bin_width:g})",
+                      "raise bin_width, or check the outputs for outliers")
+        binned_a, binned_b = Binned(bins_a), Binned(bins_b)
+        low, high = Binned(np.concatenate([bins_a, bins_b])).window(reach)
+        return cls(on_d=binned_a, on_neighbour=binned_b, bin_width=bin_width, low=low, high=high)
+
+
+def _log_ratio(runs: _Runs) -> Functionals | str:
+    """``log p̂(k) − log p̂′(k)`` over the window, each run set fitted on its own (a reason
+    string when a side of one cannot be fitted)."""
     values, blocks = [], []
-    for binned, name, sign in ((binned_a, "D", 1.0), (binned_b, "D′", -1.0)):
-        fitted = _log_probabilities(binned, low, high, name, 0)
+    for binned, name, sign in ((runs.on_d, "D", 1.0), (runs.on_neighbour, "D′", -1.0)):
+        fitted = _log_probabilities(binned, runs.low, runs.high, name, 0)
         if isinstance(fitted, str):
-            return _undefined("direct", n, parameters, fitted)
+            return fitted
         v, bl = fitted
         values.append(sign * v)
         blocks += [(columns, sign * y) for columns, y in bl]
-    ratio = Functionals(values=values[0] + values[1], blocks=tuple(blocks))
-    best = _maximum(ratio, level=level, n_boot=n_boot, rng=rng,
-                    what=f"the bootstrap (n_boot = {n_boot} replicates of both run sets' fitted "
-                         f"log probabilities at {ratio.values.size} outputs)",
-                    fix="lower n_boot (1,000 draws give a stable 95% interval), pass n_boot = 0 "
-                        "for no interval, or raise bin_width")
-    k = np.arange(low, high + 1) * bin_width
-    parameters["argmax"] = f"P[X = {k[best.argmax]:g}]"
-    parameters["max_se"] = best.max_se
-    if not best.max_se <= precision * best.estimate:
-        parameters["estimate"] = best.estimate
-        relative = best.max_se / best.estimate if best.estimate > 0 else math.inf
-        return _undefined(
-            "direct", n, parameters,
-            f"too few runs ({n:,}) to estimate the probabilities in the window "
-            f"[{low * bin_width:g}, {high * bin_width:g}]: the log ratio of P[X = "
-            f"{k[best.worst]:g}] could be the largest but has standard error "
-            f"{best.max_se:.3g}, {relative:.2f} of the estimate {best.estimate:.3g} (more than "
-            f"precision = {precision:g}); run the mechanism more times")
-    return EPLResult(epl=best.estimate, ci_low=best.ci_low, ci_high=best.ci_high, n=n,
-                     method="direct", parameters=parameters, x=k, epl_x=ratio.values)
+    return Functionals(values=values[0] + values[1], blocks=tuple(blocks))
+
+
+def _too_few_runs(best: Any, k: np.ndarray, runs: _Runs, precision: float,
+                  parameters: dict[str, Any], n: int) -> EPLResult:
+    """Undefined: a contender for the maximum has a standard error above ``precision`` times the
+    estimate (withheld in ``parameters['estimate']``)."""
+    parameters["estimate"] = best.estimate
+    relative = best.max_se / best.estimate if best.estimate > 0 else math.inf
+    return _undefined(
+        "direct", n, parameters,
+        f"too few runs ({n:,}) to estimate the probabilities in the window "
+        f"[{runs.low * runs.bin_width:g}, {runs.high * runs.bin_width:g}]: the log ratio of P[X = "
+        f"{k[best.worst]:g}] could be the largest but has standard error "
+        f"{best.max_se:.3g}, {relative:.2f} of the estimate {best.estimate:.3g} (more than "
+        f"precision = {precision:g}); run the mechanism more times")

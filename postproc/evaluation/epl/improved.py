@@ -301,71 +301,138 @@ def improved_epl(errors: Any, *, bandwidth: float | None = None, reach: float = 
     """
     e = _as_errors(errors)
     n = int(e.size)
-    reach = _reach(reach)
-    precision = _precision(precision)
-    n_boot, level = _bootstrap_options(n_boot, level)
+    options = _Options.checked(reach, precision, n_boot, level)
     parameters: dict[str, Any] = {
         "bandwidth": None if bandwidth is None else _positive(bandwidth, "bandwidth"),
-        "reach": reach, "precision": precision, "n_boot": n_boot, "level": level}
+        **options.record()}
     if n < 2:
-        return _undefined("improved", n, parameters,
-                          f"{n} error(s): too few units to estimate a loss (a density needs at "
-                          f"least two errors)")
-    if parameters["bandwidth"] is None:
-        distinct, _ = _compress(e, _is_integer(e))
-        parameters["bandwidth"] = _lattice_spacing(np.unique(distinct))
-    w = parameters["bandwidth"]
-    binned = Binned(_bins(e, w, "errors", "bandwidth"))
-    low, high = binned.window(reach)
-    centre = binned.median()
-    if high - low < 1:
-        # the central errors are one value: compare it with its neighbours
-        low, high = min(low, centre - 1), max(high, centre + 1)
-    parameters["window"] = [low * w, high * w]
-    parameters["centre"] = centre * w
-    sides = [_Side.fitted(binned, centre, sign, span)
-             for sign, span in ((-1, centre - low), (1, high - centre)) if span > 0]
+        return _undefined("improved", n, parameters, f"{n} error(s): too few units to estimate "
+                          "a loss (a density needs at least two errors)")
+    window = _Window.of(e, options.reach, parameters)
+    sides = _fit_sides(window, parameters)
+    curve = _Curve.of(sides, window)
+    if any(side.fit is None for side in sides):
+        return _concentrated(e, window, sides, curve.functionals, parameters, options, rng)
+    return _estimate_or_bound(curve, window, options, parameters, n, rng)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The checked options of the improved and the direct estimator."""
+
+    reach: float
+    precision: float
+    n_boot: int
+    level: float
+
+    @classmethod
+    def checked(cls, reach: Any, precision: Any, n_boot: Any, level: Any) -> _Options:
+        reach = _reach(reach)
+        precision = _precision(precision)
+        n_boot, level = _bootstrap_options(n_boot, level)
+        return cls(reach=reach, precision=precision, n_boot=n_boot, level=level)
+
+    def record(self) -> dict[str, Any]:
+        """The options as a result's ``parameters`` record them."""
+        return {"reach": self.reach, "precision": self.precision, "n_boot": self.n_boot,
+                "level": self.level}
+
+
+@dataclass(frozen=True, eq=False)
+class _Window:
+    """The errors in bins of width ``w`` and the window ``[low, high]`` of bins around the
+    median bin ``centre``."""
+
+    binned: Binned
+    w: float
+    low: int
+    high: int
+    centre: int
+
+    @classmethod
+    def of(cls, e: np.ndarray, reach: float, parameters: dict[str, Any]) -> _Window:
+        """Bin the errors (default bandwidth: :func:`_lattice_spacing`) and find the window;
+        ``parameters`` gets the bandwidth, the window and the centre, in error units."""
+        if parameters["bandwidth"] is None:
+            distinct, _ = _compress(e, _is_integer(e))
+            parameters["bandwidth"] = _lattice_spacing(np.unique(distinct))
+        w = parameters["bandwidth"]
+        binned = Binned(_bins(e, w, "errors", "bandwidth"))
+        low, high = binned.window(reach)
+        centre = binned.median()
+        if high - low < 1:
+            # the central errors are one value: compare it with its neighbours
+            low, high = min(low, centre - 1), max(high, centre + 1)
+        parameters["window"] = [low * w, high * w]
+        parameters["centre"] = centre * w
+        return cls(binned=binned, w=w, low=low, high=high, centre=centre)
+
+
+def _fit_sides(window: _Window, parameters: dict[str, Any]) -> list[_Side]:
+    """Each side of the centre that reaches into the window, left first, fitted (or too
+    concentrated to fit); ``parameters`` gets their ``shape`` and ``log10_lambda``."""
+    sides = [_Side.fitted(window.binned, window.centre, sign, span)
+             for sign, span in ((-1, window.centre - window.low), (1, window.high - window.centre))
+             if span > 0]
     parameters["shape"] = [side.shape for side in sides]
     parameters["log10_lambda"] = [side.fit.log_lambda if side.fit else None for side in sides]
-    fitted = [side for side in sides if side.fit is not None]
-    xs, values, blocks = [], [], []
-    for side in fitted:
-        x, v, block = _side_log_ratios(side.fit, side.sign, centre, side.span,
-                                       sum(a.size for a in values), w)
-        xs.append(x)
-        values.append(v)
-        blocks.append(block)
-    curve = Functionals(values=np.concatenate(values) if values else np.zeros(0),
-                        blocks=tuple(blocks))
-    x = (np.concatenate(xs) if xs else np.zeros(0)).astype(float)
-    concentrated = [side for side in sides if side.fit is None]
-    if concentrated:
-        return _concentrated(e, binned, sides, curve, parameters, w, level=level, n_boot=n_boot,
-                             rng=rng)
-    best = _maximum(curve, level=level, n_boot=n_boot, rng=rng,
-                    what=f"the bootstrap (n_boot = {n_boot} replicates, each a resample of the "
-                         f"fitted log-ratio curve at {curve.values.size} pairs from "
-                         f"{curve.draw_size} coefficients)",
+    return sides
+
+
+@dataclass(frozen=True, eq=False)
+class _Curve:
+    """The fitted log ratios of the window's pairs: each pair's left bin ``x`` and the
+    functionals ``L̂(x)``, per count unit (the fitted sides' pairs, left side first)."""
+
+    x: np.ndarray
+    functionals: Functionals
+
+    @classmethod
+    def of(cls, sides: list[_Side], window: _Window) -> _Curve:
+        xs, values, blocks = [], [], []
+        for side in [side for side in sides if side.fit is not None]:
+            x, v, block = _side_log_ratios(side.fit, side.sign, window.centre, side.span,
+                                           sum(a.size for a in values), window.w)
+            xs.append(x)
+            values.append(v)
+            blocks.append(block)
+        functionals = Functionals(values=np.concatenate(values) if values else np.zeros(0),
+                                  blocks=tuple(blocks))
+        return cls(x=(np.concatenate(xs) if xs else np.zeros(0)).astype(float),
+                   functionals=functionals)
+
+
+def _estimate_or_bound(curve: _Curve, window: _Window, options: _Options,
+                       parameters: dict[str, Any], n: int, rng: Any) -> EPLResult:
+    """The largest fitted log ratio with its interval, or a lower bound when a contender for the
+    maximum is not known to ``precision``; ``parameters`` gets ``argmax`` and ``max_se`` (and the
+    withheld ``estimate``)."""
+    functionals, w = curve.functionals, window.w
+    best = _maximum(functionals, level=options.level, n_boot=options.n_boot, rng=rng,
+                    what=f"the bootstrap (n_boot = {options.n_boot} replicates, each a resample "
+                         f"of the fitted log-ratio curve at {functionals.values.size} pairs from "
+                         f"{functionals.draw_size} coefficients)",
                     fix="lower n_boot (--n-boot; 1,000 draws give a stable 95% interval), or "
                         "pass n_boot = 0 (--n-boot 0) for no interval")
-    parameters["argmax"] = float(x[best.argmax] * w)
+    parameters["argmax"] = float(curve.x[best.argmax] * w)
     parameters["max_se"] = best.max_se
-    if not best.max_se <= precision * best.estimate:
+    if not best.max_se <= options.precision * best.estimate:
         parameters["estimate"] = best.estimate
         relative = best.max_se / best.estimate if best.estimate > 0 else math.inf
-        bound = best.ci_low if n_boot else _bonferroni_low(curve, level)
+        bound = best.ci_low if options.n_boot else _bonferroni_low(functionals, options.level)
         advice = (f"pass precision={math.ceil(relative * 100) / 100:g} to report it with its "
                   f"interval, or more errors" if relative < 0.99 else "pass more errors")
         return _bounded(
             "improved", n, parameters, bound,
-            f"too few errors ({n:,}) for their spread (window [{low * w:g}, {high * w:g}]): the "
-            f"log ratio at x = {x[best.worst] * w:g} could be the largest but has standard error "
-            f"{best.max_se:.3g}, {relative:.2f} of the estimate {best.estimate:.3g} (more than "
-            f"precision = {precision:g}); {advice}")
-    order = np.argsort(x, kind="stable")
+            f"too few errors ({n:,}) for their spread (window [{window.low * w:g}, "
+            f"{window.high * w:g}]): the log ratio at x = {curve.x[best.worst] * w:g} could be "
+            f"the largest but has standard error {best.max_se:.3g}, {relative:.2f} of the "
+            f"estimate {best.estimate:.3g} (more than precision = {options.precision:g}); "
+            f"{advice}")
+    order = np.argsort(curve.x, kind="stable")
     return EPLResult(epl=best.estimate, ci_low=best.ci_low, ci_high=best.ci_high, n=n,
-                     method="improved", parameters=parameters, x=x[order] * w,
-                     epl_x=curve.values[order])
+                     method="improved", parameters=parameters, x=curve.x[order] * w,
+                     epl_x=functionals.values[order])
 
 
 #: A side with fewer errors beyond the centre is too concentrated to fit: the log ratio next to
@@ -424,14 +491,14 @@ def _bonferroni_low(curve: Functionals, level: float) -> float:
     return float(np.max(distinct[:, 0] - c * distinct[:, 1]))
 
 
-def _concentrated(e: np.ndarray, binned: Binned, sides: list, curve: Functionals,
-                  parameters: dict, w: float, *, level: float, n_boot: int, rng: Any):
+def _concentrated(e: np.ndarray, window: _Window, sides: list, curve: Functionals,
+                  parameters: dict, options: _Options, rng: Any):
     """The bound when a side is too concentrated to fit: the largest of each side's bound, each
     at ``1 − (1 − level)/k`` for ``k`` sides (Bonferroni: the largest is chosen after seeing
     them); a concentrated side bounds its log ratio next to the centre exactly, the fitted sides
     by their curve's lower end."""
-    n = int(e.size)
-    each = 1 - (1 - level) / len(sides)
+    n, binned, w, n_boot = int(e.size), window.binned, window.w, options.n_boot
+    each = 1 - (1 - options.level) / len(sides)
     bounds = []
     for side in sides:
         if side.fit is None:                       # per count unit, as the estimand
