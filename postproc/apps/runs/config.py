@@ -5,9 +5,10 @@ for the 2020 redistricting-data presets). Relative paths are relative to
 the config file's directory. Every error names the file, the line where it could be found, the
 key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
 and validates them through the same code (its errors name the section and key); the TOML layer
-itself is :mod:`hierarchy.tomlconfig`.
+itself is :mod:`hierarchy.tomlconfig`; each section is read by
+:mod:`postproc.apps.runs.config_sections`, ``[postprocess]`` and ``[solver]`` by
+:mod:`postproc.apps.runs.config_postprocess`.
 """
-
 
 from __future__ import annotations
 

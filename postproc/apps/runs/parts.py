@@ -67,6 +67,11 @@ Output directory::
     confidential/          error_table.csv (simulation mode): noisy measurements and TopDown
                            against the data per level and measured query, the columns of
                            ``postproc run``'s table; parts/ while the run lasts
+
+Where the steps live: the plan and its checks in :mod:`postproc.apps.runs.parts_plan`, step 1
+in :mod:`postproc.apps.runs.parts_tabulate`, steps 2 and 3 (what measures and solves) here, step 4
+and the checkpoint in :mod:`postproc.apps.runs.parts_outputs`, and the error table that adds up
+over the parts in :mod:`postproc.apps.runs.parts_errors`.
 """
 
 from __future__ import annotations

@@ -44,8 +44,11 @@ and the output choices, never the measurement: the saved measurements are post-p
 (no noise drawn, no budget spent) and the manifest's ``postprocess_changes`` records the old
 and new settings; a changed measurement setting is refused, naming it
 (:class:`~postproc.apps.runs.checkpoint.Checkpoint`).
-"""
 
+The input data are read, checked and fingerprinted by :mod:`postproc.apps.runs.inputs`, the
+outputs and the manifest's records written by :mod:`postproc.apps.runs.outputs`; this module
+measures and post-processes.
+"""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ every key. In short::
                         total_only = [iteration ids]
 
 Relative paths are relative to the config file's directory. Every error names the file and the
-line of the offending key and says what would be valid.
+line of the offending key and says what would be valid. The types the file is read into, each
+checking its own values, are in :mod:`postproc.apps.safetab.config_types`.
 
 Examples
 --------
