@@ -41,6 +41,7 @@ A literal repetition of an invariant (``Invariant("tot", …)`` twice) is refuse
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -54,6 +55,7 @@ from hierarchy.measurement import measure
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import e2e_workload
 from hierarchy.schema import E2E_1940
+from hierarchy.synth import write_synthetic_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Constraint, Invariant, Spec
 
@@ -212,3 +214,13 @@ def pytest_generate_tests(metafunc: Any) -> None:
                         else mark.args[0])}
     if "case_name" in metafunc.fixturenames and "case_name" not in own:
         metafunc.parametrize("case_name", CASE_NAMES)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """A directory of 20,000 synthetic 1940 persons and their units (seed 11), written once per
+    test module: the data the tests of ``postproc run``'s resume and release safety run on
+    (a module that defines its own ``data`` fixture uses that one)."""
+    directory = tmp_path_factory.mktemp("data")
+    write_synthetic_1940(directory, 20_000, seed=11)
+    return directory

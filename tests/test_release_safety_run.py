@@ -52,7 +52,6 @@ from postproc.cli import main
 from postproc.errors import PostprocError
 
 LEVELS = ("nation", "state", "county", "enum_dist")
-PERSONS = 20_000
 
 def write_config(directory: Path, data: Path, *, seed: int | None = None,
                  mechanism: str = "geometric", kind: str = "pure",
@@ -86,13 +85,6 @@ def line_of(path: Path, text: str) -> str:
 
 def no_traceback(err: str) -> None:
     assert "Traceback" not in err, err
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("data")
-    write_synthetic_1940(directory, PERSONS, seed=11)
-    return directory
 
 
 @pytest.fixture(scope="module")

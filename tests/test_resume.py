@@ -35,12 +35,10 @@ from _configs import e2e_config, save_config
 
 import postproc.apps.runs.pipeline as pipeline
 from hierarchy.io.storage import read_json
-from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Spec
 from postproc.cli import main
 
 LEVELS = ("nation", "state", "county", "enum_dist")
-PERSONS = 20_000
 #: Seed and ε of the simulation runs: the failsafe relaxes a state there (checked below).
 SEED, EPSILON = 2, 0.5
 #: Manifest entries that differ between any two runs (seconds) or that record the resume.
@@ -161,13 +159,6 @@ def interrupt(config: Path, out: Path, after: int, how: signal.Signals, *extra: 
             proc.kill()
             proc.wait()
     return code, proc.stderr.read()
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("data")
-    write_synthetic_1940(directory, PERSONS, seed=11)
-    return directory
 
 
 @pytest.fixture(scope="module")

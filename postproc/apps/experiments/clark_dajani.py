@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hierarchy.histograms import Hierarchy
 from hierarchy.queries import detailed, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
@@ -155,6 +156,22 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     params = check_parameters({**(QUICK if quick else FULL), **overrides})
     sensitivity = params["sensitivity"]
     truth = synthetic_truth(params)
+    per_seed = pd.DataFrame(_error_rows(out, truth, params))
+    table = _error_table(out, per_seed, params)
+    _figures(out, table, sensitivity)
+    units = {lv: truth.geography.n_units(lv) for lv in LEVELS}
+    ran = (f"Bottom-up at ε ∈ {describe_grid(params['epsilons'])} with seeds "
+           f"{', '.join(str(s) for s in params['seeds'])} (sensitivity Δ = "
+           f"{sensitivity:g}, noise z = ε/Δ) on {int(truth.counts[0].sum()):,} synthetic persons "
+           f"({describe_units(units)}).")
+    return {"parameters": {**params, "units": units}, "headline": _headline(table), "ran": ran}
+
+
+def _error_rows(out: Output, truth: Hierarchy, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Bottom-up, raw and calibrated to the state totals, at every ε and seed: one row of
+    errors per method, ε, seed, level and query, with the raw mechanism's exact expected
+    RMSE."""
+    sensitivity = params["sensitivity"]
     workload = e2e_workload(E2E_1940)
     queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
                "detailed": detailed(E2E_1940)}
@@ -192,7 +209,13 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                                      "rmse_theory": float(np.sqrt(variance * cells.mean()))
                                      if method == "bottom_up" else float("nan")})
         out.log(f"{NAME}: ε = {epsilon:g} done")
-    per_seed = pd.DataFrame(rows)
+    return rows
+
+
+def _error_table(out: Output, per_seed: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+    """The errors, mean over the seeds (``bottom_up_errors.csv``), and per seed
+    (``bottom_up_errors_by_seed.csv``)."""
+    sensitivity = params["sensitivity"]
     table = (per_seed.groupby(["method", "epsilon", "level", "query"], sort=False)
              .agg(sensitivity=("sensitivity", "first"), z=("z", "first"),
                   answers=("answers", "first"), l1=("l1", "mean"), l1_sd=("l1", "std"),
@@ -209,6 +232,11 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               f"variants hit the published state totals: additive (every cell of a state "
               f"shifted equally, least squares) or proportional (clipped at 0, then scaled).")
     out.table("bottom_up_errors_by_seed", per_seed, "The same, one row per seed.")
+    return table
+
+
+def _figures(out: Output, table: pd.DataFrame, sensitivity: float) -> None:
+    """L1 and L2 errors against ε per level and query, and the calibrations' L1 errors."""
     _figure(out, table, "l1", "L1 error: mean |DP − exact| per answer", "l1_vs_epsilon",
             "Bottom-up L1 error (mean absolute error per answer) against ε for the total, "
             f"va_hisp_race and detailed answers of every level (log-log), noise z = ε/Δ with "
@@ -220,6 +248,11 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
             "(√(m·Var), m noisy cells per answer) as dotted lines: the simulation sits on them.",
             theory=True)
     _figure_calibration(out, table)
+
+
+def _headline(table: pd.DataFrame) -> dict[str, Any]:
+    """The raw mechanism's L1 errors of county and ED totals and va_hisp_race answers, and how
+    far its L2 errors are from their closed form at each level."""
     raw = table[table["method"] == "bottom_up"]
     headline = {f"l1 {r.level}/{r.query}@{r.epsilon:g}": r.l1 for r in raw.itertuples()
                 if r.query in ("total", "va_hisp_race") and r.level in ("county", "enum_dist")}
@@ -228,12 +261,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
         part = check[check["level"] == level]
         headline[f"max |L2 / exact expected RMSE − 1| at {level}"] = float(
             np.max(np.abs(part["l2"] / part["rmse_theory"] - 1)))
-    units = {lv: geo.n_units(lv) for lv in LEVELS}
-    ran = (f"Bottom-up at ε ∈ {describe_grid(params['epsilons'])} with seeds "
-           f"{', '.join(str(s) for s in params['seeds'])} (sensitivity Δ = "
-           f"{sensitivity:g}, noise z = ε/Δ) on {int(truth.counts[0].sum()):,} synthetic persons "
-           f"({describe_units(units)}).")
-    return {"parameters": {**params, "units": units}, "headline": headline, "ran": ran}
+    return headline
 
 
 def _ancestor(geo, level_index: int) -> np.ndarray:

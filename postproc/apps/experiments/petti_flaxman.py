@@ -43,14 +43,16 @@ mean absolute error; TC and ``va_hisp_race:authors`` on the MAE, as the paper do
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hierarchy.budget import Budget
+from hierarchy.histograms import Hierarchy
 from hierarchy.measurement import measure
-from hierarchy.queries import e2e_workload, total
+from hierarchy.queries import Query, Workload, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from invariants.spec import Spec
@@ -199,52 +201,118 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     ...
     postproc.errors.PostprocError: homogeneity must be one of authors, zero_cells, not 'entropy'
     """
-    from postproc.infra.executors import get_executor
-    from postproc.methods.topdown import topdown
-
     params = {**(QUICK if quick else FULL), **overrides}
     if params["homogeneity"] not in HOMOGENEITY_DEFINITIONS:
         raise PostprocError(f"homogeneity must be one of {', '.join(HOMOGENEITY_DEFINITIONS)}, "
                             f"not {params['homogeneity']!r}")
+    setting = _setting(params)
+    out.log(f"{NAME}: {int(setting.truth.counts[0].sum()):,} persons; units {setting.units}")
+    runs = _run_topdown(out, setting, params)
+    rnd = Randomness.simulation(int(params["data_seed"]))
+    topdown_table, estimates = _topdown_metrics(out, setting, runs, params, rnd.child(1))
+    srs_table = _srs(out, setting.truth, setting.queries, setting.exact, setting.units, params,
+                     rnd.child(2))
+    closest = _closest_srs(out, topdown_table, srs_table)
+    bias = _bias_table(out, setting.exact, runs.totals)
+    _paper_comparison_table(out, topdown_table, closest, bias, params["homogeneity"])
+    _figures(out, params, runs, estimates, topdown_table, srs_table, closest, bias)
+    if runs.compared is not None:
+        _comparison(out, setting.truth, *runs.compared, float(params["compare_epsilon"]),
+                    int(params["n_boot"]))
+    headline = _headline(topdown_table, closest, bias, params["homogeneity"])
+    headline["topdown_seconds_mean"] = float(np.mean(runs.seconds))
+    return {"parameters": {**params, "units": setting.units}, "headline": headline,
+            "ran": _ran(params, setting, runs),
+            "notes": ["nation and state totals are invariant (E2E spec): their errors are 0 and "
+                      "their EPL is undefined."]}
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """The data and what is compared on them: the truth, the E2E workload and spec, the
+    statistics published, the units per level, the queries compared (by name: TC and the
+    three cell sets of SC) and their exact answers per (level, query name)."""
+
+    truth: Hierarchy
+    workload: Workload
+    spec: Spec
+    publish: dict[str, tuple[str, ...]]
+    units: dict[str, int]
+    queries: dict[str, Query]
+    exact: dict[tuple[str, str], np.ndarray]
+
+
+def _setting(params: dict[str, Any]) -> _Setting:
+    """The synthetic truth of ``params`` and what is measured and compared on it."""
     truth = synthetic_truth(params)
     workload = e2e_workload(E2E_1940)
-    spec = Spec.e2e(LEVELS)
-    publish = {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]}
-    units = {lv: truth.geography.n_units(lv) for lv in LEVELS}
-    out.log(f"{NAME}: {int(truth.counts[0].sum()):,} persons; units {units}")
     queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
                "va_hisp_race>0": workload["va_hisp_race"],
                "va_hisp_race:authors": workload["va_hisp_race"]}
     exact = {(lv, q): query.answer(truth.counts[li]) for li, lv in enumerate(LEVELS)
              for q, query in queries.items()}
-    errors: dict[tuple, list[np.ndarray]] = {}
-    cells: dict[tuple, list[np.ndarray]] = {}
-    totals: dict[tuple, list[np.ndarray]] = {}
-    seconds = []
+    return _Setting(truth, workload, Spec.e2e(LEVELS), {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]},
+                    {lv: truth.geography.n_units(lv) for lv in LEVELS}, queries, exact)
+
+
+@dataclass(frozen=True)
+class _TopDownRuns:
+    """TopDown at every ε and seed: per (ε, level, query name) the errors and the exact counts
+    of the same cells, one array per seed; per (ε, level) of :data:`BIAS_LEVELS` the units'
+    totals, one array per seed; each run's seconds; and the (measurements, result, seed)
+    compared with the other post-processors (``None`` when ``compare_epsilon`` is not run)."""
+
+    errors: dict[tuple, list[np.ndarray]]
+    cells: dict[tuple, list[np.ndarray]]
+    totals: dict[tuple, list[np.ndarray]]
+    seconds: list[float]
+    compared: tuple | None
+
+
+def _run_topdown(out: Output, setting: _Setting, params: dict[str, Any]) -> _TopDownRuns:
+    """Measure and run TopDown at every ε and seed (ε's k-th stream of each seed), keeping the
+    errors of every level and query compared."""
+    from postproc.infra.executors import get_executor
+    from postproc.methods.topdown import topdown
+
+    truth, spec = setting.truth, setting.spec
+    runs = _TopDownRuns({}, {}, {}, [], None)
     compared = None
     with get_executor(params["executor"], workers=params["workers"]) as executor:
         for ei, epsilon in enumerate(params["epsilons"]):
             for seed in params["seeds"]:
                 rnd = Randomness.simulation(int(seed)).child(ei)
-                noisy = measure(truth, workload, Budget.e2e(epsilon, LEVELS), "geometric",
-                                rng=rnd, publish=publish, spec=spec)
+                noisy = measure(truth, setting.workload, Budget.e2e(epsilon, LEVELS),
+                                "geometric", rng=rnd, publish=setting.publish, spec=spec)
                 result = topdown(noisy, spec, executor=executor)
-                seconds.append(result.provenance["timings"]["total"])
-                for li, lv in enumerate(LEVELS):
-                    for q, query in queries.items():
-                        e, x = _query_errors(query.answer(result.histograms[li]),
-                                             exact[(lv, q)], q)
-                        errors.setdefault((float(epsilon), lv, q), []).append(e)
-                        cells.setdefault((float(epsilon), lv, q), []).append(x)
-                    if lv in BIAS_LEVELS:
-                        totals.setdefault((float(epsilon), lv), []).append(
-                            result.histograms[li].sum(1))
+                runs.seconds.append(result.provenance["timings"]["total"])
+                _keep_errors(runs, setting, float(epsilon), result.histograms)
                 if float(epsilon) == float(params["compare_epsilon"]) and compared is None:
                     compared = (noisy, result, int(seed))
             out.log(f"  ε = {epsilon:g}: TopDown × {len(params['seeds'])} "
-                    f"({np.mean(seconds[-len(params['seeds']):]):.1f} s each)")
-    rnd = Randomness.simulation(int(params["data_seed"]))
-    rows, estimates = _summarise(errors, cells, units, int(params["n_boot"]), rnd.child(1))
+                    f"({np.mean(runs.seconds[-len(params['seeds']):]):.1f} s each)")
+    return replace(runs, compared=compared)
+
+
+def _keep_errors(runs: _TopDownRuns, setting: _Setting, epsilon: float,
+                 histograms: list[np.ndarray]) -> None:
+    """One run's errors and exact counts of every level and query compared, and its units'
+    totals at the levels whose bias is tabulated."""
+    for li, lv in enumerate(LEVELS):
+        for q, query in setting.queries.items():
+            e, x = _query_errors(query.answer(histograms[li]), setting.exact[(lv, q)], q)
+            runs.errors.setdefault((epsilon, lv, q), []).append(e)
+            runs.cells.setdefault((epsilon, lv, q), []).append(x)
+        if lv in BIAS_LEVELS:
+            runs.totals.setdefault((epsilon, lv), []).append(histograms[li].sum(1))
+
+
+def _topdown_metrics(out: Output, setting: _Setting, runs: _TopDownRuns, params: dict[str, Any],
+                     rnd: Randomness) -> tuple[pd.DataFrame, dict]:
+    """TopDown's metrics per ε, level and query (``topdown_metrics.csv``) and the pooled EPL
+    estimates."""
+    rows, estimates = _summarise(runs.errors, runs.cells, setting.units, int(params["n_boot"]),
+                                 rnd)
     topdown_table = pd.DataFrame(rows)
     topdown_table.insert(0, "epsilon", [k[0] for k in topdown_table.pop("key")])
     out.table("topdown_metrics", topdown_table,
@@ -258,7 +326,12 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               f"va_hisp_race>0 pools the cells whose exact count is positive; "
               f"va_hisp_race:authors the cells with a person in the exact or the TopDown data "
               f"(the paper's).")
-    srs_table = _srs(out, truth, queries, exact, units, params, rnd.child(2))
+    return topdown_table, estimates
+
+
+def _closest_srs(out: Output, topdown_table: pd.DataFrame,
+                 srs_table: pd.DataFrame) -> pd.DataFrame:
+    """The SRS fraction TopDown matches at every ε, level and query (``closest_srs.csv``)."""
     closest = match_srs(topdown_table, srs_table, measure=MEASURE)
     out.table("closest_srs", closest,
               "For each ε, level, query and EPL estimator: the SRS fraction TopDown matches. "
@@ -269,6 +342,11 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               "alone (matched_on: MAE for TC and va_hisp_race:authors, mean |error| for the "
               "other SC sets), nearest grid point and the fraction interpolated linearly in log "
               "error (empty when TopDown is outside the SRS range).")
+    return closest
+
+
+def _bias_table(out: Output, exact: dict, totals: dict) -> pd.DataFrame:
+    """The bias of unit totals by homogeneity index (``bias_by_homogeneity.csv``)."""
     bias = _bias(exact, totals)
     out.table("bias_by_homogeneity", bias,
               "Bias (mean DP − exact) of county and ED totals by homogeneity index, seeds "
@@ -276,7 +354,13 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               "number of votingage × hispanic × race level combinations of the levels present "
               "in the unit, as the authors' code computes it) and zero_cells (the number of "
               "empty cells of the unit's exact 24-cell va_hisp_race table, the paper's text).")
-    comparison = _paper_comparison(topdown_table, closest, bias, params["homogeneity"])
+    return bias
+
+
+def _paper_comparison_table(out: Output, topdown_table: pd.DataFrame, closest: pd.DataFrame,
+                            bias: pd.DataFrame, definition: str) -> None:
+    """Our numbers beside the paper's (``paper_comparison.csv``)."""
+    comparison = _paper_comparison(topdown_table, closest, bias, definition)
     out.table("paper_comparison", comparison,
               f"Our numbers beside {paper.PAPER} (the full 1940 census, 4 seeds; source "
               f"column: file and commit of the authors' repository): TC and SC MAE, EPL "
@@ -284,31 +368,34 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               f"definition), and SRS matches (srs_match_*: their row is our joint rule applied "
               f"to their own TopDown and SRS numbers; table_1: the paper's Table 1, county SC). "
               f"ratio = ours / paper.")
+
+
+def _figures(out: Output, params: dict[str, Any], runs: _TopDownRuns, estimates: dict,
+             topdown_table: pd.DataFrame, srs_table: pd.DataFrame, closest: pd.DataFrame,
+             bias: pd.DataFrame) -> None:
+    """The figures: error and EPL per level, the ED totals' error distribution at
+    ``show_epsilon``, the trade-off against SRS, and the bias by homogeneity index."""
     figure_levels(out, topdown_table, params["epsilons"], QUERIES, MEASURE, LEVELS)
     show = float(params["show_epsilon"])
     key = (show, "enum_dist", "total")
-    if key in errors:
-        figure_distribution(out, np.concatenate(errors[key]), estimates[key], show)
+    if key in runs.errors:
+        figure_distribution(out, np.concatenate(runs.errors[key]), estimates[key], show)
     figure_tradeoff(out, topdown_table, srs_table, closest, QUERIES, MEASURE)
     figure_bias(out, bias, params["homogeneity"])
-    if compared is not None:
-        _comparison(out, truth, *compared, float(params["compare_epsilon"]),
-                    int(params["n_boot"]))
-    headline = _headline(topdown_table, closest, bias, params["homogeneity"])
-    headline["topdown_seconds_mean"] = float(np.mean(seconds))
-    persons = int(truth.counts[0].sum())
-    ran = (f"TopDown at ε ∈ {describe_grid(params['epsilons'])} with seeds "
-           f"{', '.join(str(s) for s in params['seeds'])} on {persons:,} synthetic persons "
-           f"({describe_units(units)}); simple random samples of "
-           f"{', '.join(f'{100 * f:g} %' for f in params['srs_fractions'])} of persons; "
-           + (f"the post-processors compared at ε = {params['compare_epsilon']:g}; "
-              if compared is not None else "no comparison of post-processors (compare_epsilon "
-              f"{params['compare_epsilon']:g} is not among the ε run); ")
-           + f"EPL intervals from {params['n_boot']} bootstrap draws; homogeneity index: "
-           f"{params['homogeneity']} definition.")
-    return {"parameters": {**params, "units": units}, "headline": headline, "ran": ran,
-            "notes": ["nation and state totals are invariant (E2E spec): their errors are 0 and "
-                      "their EPL is undefined."]}
+
+
+def _ran(params: dict[str, Any], setting: _Setting, runs: _TopDownRuns) -> str:
+    """What the run did, in one sentence for the outputs."""
+    persons = int(setting.truth.counts[0].sum())
+    return (f"TopDown at ε ∈ {describe_grid(params['epsilons'])} with seeds "
+            f"{', '.join(str(s) for s in params['seeds'])} on {persons:,} synthetic persons "
+            f"({describe_units(setting.units)}); simple random samples of "
+            f"{', '.join(f'{100 * f:g} %' for f in params['srs_fractions'])} of persons; "
+            + (f"the post-processors compared at ε = {params['compare_epsilon']:g}; "
+               if runs.compared is not None else "no comparison of post-processors "
+               f"(compare_epsilon {params['compare_epsilon']:g} is not among the ε run); ")
+            + f"EPL intervals from {params['n_boot']} bootstrap draws; homogeneity index: "
+            f"{params['homogeneity']} definition.")
 
 
 def _srs(out: Output, truth, queries: dict, exact: dict, units: dict, params: dict,

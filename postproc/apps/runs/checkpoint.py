@@ -16,6 +16,9 @@ It records
   (:func:`with_level_records`), so its manifest is an uninterrupted run's;
 * ``finished`` once every output is written.
 
+A resumed level-wise run (TopDown) takes as done the checkpointed levels whose level file,
+provenance and node statistics are all there (``_levels_to_reuse``).
+
 Examples
 --------
 >>> import tempfile
@@ -41,9 +44,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hierarchy.errors import HierarchyError
 from hierarchy.io.storage import read_json, write_json
+from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.runs.config import RunConfig
 from postproc.errors import PostprocError
+from postproc.result import histograms_from_table
 
 __all__ = ["Checkpoint", "measurement_settings", "postprocess_settings", "level_record",
            "with_level_records", "run_fingerprint"]
@@ -303,3 +314,63 @@ class Checkpoint:
             log(f"resume: the output choices changed ({', '.join(differ)}); the results are "
                 "kept and the outputs written again")
         return state
+
+
+@dataclass(frozen=True)
+class _ReusedLevels:
+    """The levels a resumed level-wise run takes as done, their histograms and the rows of
+    ``node_stats.parquet`` of those levels."""
+
+    levels: list[str]
+    hists: list[np.ndarray]
+    stats: pd.DataFrame
+
+
+def _levels_to_reuse(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
+                     checkpoint: Checkpoint, log: Callable[[str], None]) -> _ReusedLevels:
+    """The checkpointed levels a resumed TopDown takes as done — each with its level file, its
+    provenance in the checkpoint and its rows of ``node_stats.parquet``, up to the first level
+    missing one of them — with their histograms and node statistics."""
+    hists: list[np.ndarray] = []
+    for lv in checkpoint.completed:
+        path = directory / f"{lv}.parquet"
+        if lv not in checkpoint.levels:
+            log(f"resume: the checkpoint holds no provenance of level {lv!r} (written by an "
+                f"earlier version, or edited); solving again from level {lv} (the same "
+                "measurements give the same result)")
+            break
+        try:
+            table = pq.read_table(path)
+            hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
+                                               source=str(path)))
+        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
+            log(f"resume: {path.name} cannot be read ({type(exc).__name__}); recomputing from "
+                f"level {lv} (the same measurements give the same result)")
+            break
+    levels = list(checkpoint.completed[:len(hists)])
+    stats = pd.DataFrame()
+    stats_path = directory / "node_stats.parquet"
+    if levels:
+        try:    # solver statistics of the levels done before the interruption
+            stats = pq.read_table(stats_path).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            log(f"resume: {stats_path.name} cannot be read ({type(exc).__name__}); solving "
+                "again from the first level (the same measurements give the same result)")
+            levels = []
+    geo = noisy.geography
+    for li, lv in enumerate(levels):
+        parents = 1 if li == 0 else geo.n_units(li - 1)
+        if "level" not in stats or int((stats["level"] == lv).sum()) != parents:
+            log(f"resume: {stats_path.name} lacks the solver statistics of level {lv!r}; "
+                f"solving again from level {lv} (the same measurements give the same result)")
+            levels = levels[:li]
+            break
+    if len(stats):
+        stats = stats[stats["level"].isin(levels)].reset_index(drop=True)
+    return _ReusedLevels(levels, hists[:len(levels)], stats)
+
+
+def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Node statistics of the levels done before a resume followed by this run's."""
+    frames = [f for f in (earlier, new) if len(f)]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames or [new])[0]

@@ -5,7 +5,9 @@ for the 2020 redistricting-data presets). Relative paths are relative to
 the config file's directory. Every error names the file, the line where it could be found, the
 key, and what would be valid. :meth:`RunConfig.build` takes the same settings as Python values
 and validates them through the same code (its errors name the section and key); the TOML layer
-itself is :mod:`hierarchy.io.tomlconfig`.
+itself is :mod:`hierarchy.io.tomlconfig`; each section is read by
+:mod:`postproc.apps.runs.config_sections`, ``[postprocess]`` and ``[solver]`` by
+:mod:`postproc.apps.runs.config_postprocess`.
 """
 
 from __future__ import annotations
@@ -13,41 +15,51 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from dataclasses import dataclass, field, fields, replace
-from fractions import Fraction
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from hierarchy.budget import Budget
-from hierarchy.io.storage import check_file_names
-from hierarchy.io.tomlconfig import Table, TomlDocument, dumps, read_randomness, read_toml
-from hierarchy.mechanisms import Mechanism, get_mechanism
-from hierarchy.presets import SCHEMAS, get_schema
-from hierarchy.queries import Workload, check_query_name, e2e_workload, parse_query
+from hierarchy.io.tomlconfig import TomlDocument, dumps, read_toml
+from hierarchy.mechanisms import Mechanism
+from hierarchy.queries import Workload
 from hierarchy.schema import Schema
 from invariants.catalogue import statistics_to_publish
-from invariants.errors import SpecError
 from invariants.spec import Spec
+from postproc.apps.runs.config_postprocess import (  # noqa: F401  (their old home)
+    RUN_OPTIONS,
+    _postprocess,
+    _solver,
+    _with_production_tolerance,
+    method_options_problem,
+)
+from postproc.apps.runs.config_sections import (  # noqa: F401  (PRESETS: its old home)
+    PRESETS,
+    Passes,
+    _budget,
+    _budget_table,
+    _data_files,
+    _levels,
+    _mechanism_table,
+    _noise,
+    _output,
+    _passes_table,
+    _schema,
+    _schema_table,
+    _spec,
+    _spec_table,
+    _without_none,
+    _workload,
+    _workload_table,
+)
 from postproc.errors import PostprocError
-from postproc.infra.executors import EXECUTORS
-from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
-from postproc.methods.topdown.options import CONFIG_KEYS, RUN_FIELDS, TopDownOptions
+from postproc.methods.topdown.options import CONFIG_KEYS, TopDownOptions
 
 __all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text", "read_blocks",
            "PRESETS"]
 
 _SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
              "spec", "postprocess", "solver", "output"}
-
-#: Presets by section: ``[workload]``, ``[budget]`` and ``[spec]`` take ``preset = NAME``,
-#: ``[solver]`` takes ``passes = NAME`` and ``round_passes = NAME`` (the per-level production
-#: orderings of the fit and of the rounder).
-PRESETS = {"workload": ("e2e", "pl94_2020"), "budget": ("e2e", "pl94_2020"),
-           "spec": ("e2e", "pl94_2020"), "passes": ("pl94_2020",),
-           "round_passes": ("pl94_2020",)}
-
-#: One level's multipass order: passes of query names.
-Passes = tuple[tuple[str, ...], ...]
 
 
 def _deprecated(config: "RunConfig", name: str, option: str | None = None) -> Any:
@@ -221,9 +233,9 @@ class RunConfig:
             Geography levels, root first.
         budget : number, str, Budget or mapping
             A number (or a string such as ``"1/2"``) is a pure-DP ε split as in the E2E test;
-            ``"pl94_2020"`` is the 2020 production budget
-            (:func:`hierarchy.presets.pl94.pl94_budget`); a :class:`~hierarchy.budget.Budget`
-            is used as is; a mapping is the ``[budget]`` table.
+            ``"pl94_2020"`` is the 2020 production budget (:func:`hierarchy.presets.pl94.pl94_budget`);
+            a :class:`~hierarchy.budget.Budget` is used as is; a mapping is the ``[budget]``
+            table.
         schema : str, Schema or mapping
             A preset name (``"e2e_1940"``, ``"pl94_2020"``), a Schema, or the ``[schema]`` table.
         workload : "e2e", "pl94_2020", Workload or mapping
@@ -450,225 +462,34 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     return _from_document(document, base=Path(base))
 
 
-def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` without ``None`` values and without tables left empty by dropping them."""
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            value = _without_none(value)
-            if not value:
-                continue
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def _schema_table(schema: Any) -> Any:
-    if isinstance(schema, str):
-        return {"preset": schema}
-    if isinstance(schema, Schema):
-        preset = SCHEMAS.get(schema.name)
-        return {"preset": schema.name} if preset == schema else schema.to_dict()
-    return schema
-
-
-def _workload_table(workload: Any) -> Any:
-    if isinstance(workload, str):
-        return {"preset": workload}
-    if isinstance(workload, Workload):
-        return {"queries": workload.to_dict()}
-    if isinstance(workload, Mapping) and "preset" not in workload and "queries" not in workload:
-        return {"queries": dict(workload)}
-    return workload
-
-
-def _budget_table(budget: Any) -> Any:
-    if isinstance(budget, Budget):
-        return budget.to_dict()
-    if isinstance(budget, str) and budget in PRESETS["budget"]:
-        return {"preset": budget}
-    if isinstance(budget, Fraction):
-        budget = str(budget)
-    if isinstance(budget, (int, float, str)) and not isinstance(budget, bool):
-        return {"kind": "pure", "total": budget, "preset": "e2e"}
-    return budget
-
-
-def _passes_table(passes: Any) -> Any:
-    if passes is None or isinstance(passes, str):
-        return passes
-    if isinstance(passes, Mapping):
-        return {level: _pass_lists(value) for level, value in passes.items()}
-    return _pass_lists(passes)
-
-
-def _pass_lists(passes: Any) -> Any:
-    """Sequences of passes as lists of lists (anything else as given, for validation to name)."""
-    if isinstance(passes, str) or not isinstance(passes, Sequence):
-        return passes
-    return [p if isinstance(p, str) or not isinstance(p, Sequence) else list(p) for p in passes]
-
-
-def _mechanism_table(mechanism: Any) -> Any:
-    if isinstance(mechanism, str):
-        return {"name": mechanism}
-    if isinstance(mechanism, Mechanism):
-        return {"name": mechanism.name, **{f.name: getattr(mechanism, f.name)
-                                           for f in fields(mechanism)}}
-    return mechanism
-
-
-def _spec_table(spec: Any) -> Any:
-    if spec is None:
-        return {}
-    if isinstance(spec, str):
-        return {"preset": spec}
-    if isinstance(spec, Spec):
-        return spec.to_dict()
-    if isinstance(spec, Path):
-        return {"file": str(spec)}
-    return spec
-
 
 def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
-    """The one path from TOML-shaped data to a :class:`RunConfig`, each error located."""
-    source, data = doc.source, doc.data
+    """The one path from TOML-shaped data to a :class:`RunConfig`, each error located: the
+    sections in turn, each checked against those read before it."""
     doc.check_sections(_SECTIONS)
-    # [data]
-    d = doc.table("data", required=True, allowed={"persons", "units", "blocks", "columns",
-                                                  "values"})
-    if "persons" not in d:
-        raise d.fail(None, "[data] needs persons = \"path/to/persons.parquet\"")
-    persons = d.path("persons", base=base)
-    units = d.path("units", base=base) if d.get("units") else None
-    blocks = d.path("blocks", base=base) if "blocks" in d else None
-    columns = d.get("columns", {})
-    if not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
-        raise d.fail("columns", "columns must be a table of level or attribute = \"column in "
-                                "the file\", e.g. { state = \"STATEFIP\" }")
-    values = d.get("values", {})
-    if not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
-        raise d.fail("values", "values must be a table of attribute = { \"value in the file\" = "
-                               "label or code }, e.g. { cenrace = { \"1\" = \"white\" } }")
-    columns = dict(columns)
-    values = {k: dict(v) for k, v in values.items()}
-    # [schema]
-    s = doc.table("schema", required=True)
-    s.check_keys({"preset"} if "preset" in s else {"name", "attributes"})
-    schema = s.located("preset" if "preset" in s else None, lambda: (
-        get_schema(s["preset"]) if "preset" in s else Schema.from_dict(s)))
-    # [geography]
-    g = doc.table("geography", required=True, allowed={"levels"})
-    levels = g.get("levels")
-    if not (isinstance(levels, list) and levels and all(isinstance(x, str) for x in levels)):
-        raise g.fail("levels", "levels must be a list of level names, root first, e.g. "
-                               "[\"nation\", \"state\", \"county\"]")
-    levels = tuple(levels)
-    if len(set(levels)) != len(levels):
-        raise g.fail("levels", f"levels repeat a name: {list(levels)}")
-    # each level is a file of the output: names one file system could take for one are refused
-    g.located("levels", lambda: check_file_names(levels, what="level"))
-    # [data] columns and values name levels and attributes (a misspelt values key would
-    # otherwise be ignored and the file's codes read unmapped)
-    mappable = {"columns": list(levels[1:]) + list(schema.names), "values": list(schema.names)}
-    for key, mapping in (("columns", columns), ("values", values)):
-        unknown_names = [k for k in mapping if k not in mappable[key]]
-        if unknown_names:
-            raise d.fail(key, f"{key} names {unknown_names}, which are not "
-                              f"{'levels or ' if key == 'columns' else ''}attributes; valid: "
-                              f"{mappable[key]}")
-    # [workload]
-    w = doc.table("workload", required=True)
-    if w.get("preset") == "e2e":
-        w.check_keys({"preset"})
-        workload = w.located(None, lambda: e2e_workload(schema))
-    elif w.get("preset") == "pl94_2020":
-        w.check_keys({"preset"})
-        workload = _pl94_workload(w, schema)
-    elif "preset" in w:
-        raise w.fail("preset", f"unknown workload preset {w['preset']!r}; presets are "
-                               f"{_names(PRESETS['workload'])}")
-    else:
-        w.check_keys({"queries"})
-        queries = w.get("queries")
-        if not isinstance(queries, Mapping) or not queries:
-            raise w.fail(None, "[workload] needs preset = \"e2e\" or a [workload.queries] table "
-                               "of name = expression")
-        for name, expression in queries.items():   # each query's error at its own line
-            doc.located("workload.queries", name, lambda: check_query_name(
-                parse_query(expression, schema, name=name)) if isinstance(expression, str)
-                else None)
-        workload = w.located(None, lambda: Workload.from_expressions(schema, queries))
-    # [budget]
-    b = doc.table("budget", required=True, allowed={"kind", "total", "preset", "neighbours",
-                                                    "level_fractions", "query_fractions"})
-    budget = _budget(b, levels, workload)
-    # [mechanism]
-    m = doc.table("mechanism", required=True, allowed={"name", "exact", "max_denominator"})
-    options = {k: v for k, v in m.items() if k != "name"}
-    mechanism = m.located("name", lambda: get_mechanism(m.get("name", "geometric"), **options))
-    if mechanism.accounting == "zcdp" and budget.kind == "pure":
-        raise m.fail("name", f"the {mechanism.name} mechanism needs a zCDP budget: set kind = "
-                             "\"zcdp\" in [budget]")
-    # [randomness]
-    r = doc.table("randomness", required=True, allowed={"mode", "seed"})
-    mode, seed = read_randomness(r)
-    if mode == "release" and not mechanism.discrete:
-        exact = "geometric" if mechanism.accounting == "pure" else "discrete_gaussian"
-        raise m.fail("name", f"the {mechanism.name} mechanism adds floating-point noise, which "
-                             "release mode refuses (its rounding leaks the value it protects, "
-                             f"Mironov 2012); use name = \"{exact}\" (exact integer sampling), "
-                             "or mode = \"simulation\" in [randomness] for experiments")
-    if mode == "release" and mechanism.name == "discrete_gaussian" and not mechanism.exact:
-        raise m.fail("exact", "exact = false samples the discrete Gaussian from floating-point "
-                              "tables, for simulations only; release mode needs the exact "
-                              "sampler: remove exact = false (or set exact = true)")
-    # [spec]
-    spec = _spec(doc, base, levels)
-    # [postprocess]
-    pp = doc.table("postprocess", allowed={"method", "options"})
-    method, method_options = _postprocess(pp, levels, workload)
-    # [solver]
-    sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
-                                      "failsafe_keep", "passes", "round_passes"})
-    chain = sv.located("chain", lambda: check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN))),
-                       catch=(PostprocError,))
-    executor = sv.get("executor", "serial")
-    if executor not in EXECUTORS:
-        raise sv.fail("executor", f"unknown executor {executor!r}; choose from "
-                                  f"{sorted(EXECUTORS)}")
-    workers = sv.positive_int("workers")
-    if sv.get("scheduler") is not None:
-        raise sv.fail("scheduler", "a Dask scheduler address is not read from a config file: "
-                      "the confidential work items would be sent to that host. Remove scheduler "
-                      "here and name it on the command line with --scheduler ADDRESS (a local "
-                      "cluster is used otherwise)")
-    failsafe = sv.boolean("failsafe", True)
-    failsafe_keep = _failsafe_keep(sv, workload)
-    passes = _passes(sv, levels, workload, budget)
-    round_passes = _round_passes(sv, levels, workload, schema)
-    if method == "topdown" and sv.get("passes") == "pl94_2020" \
-            and "pass_tolerance" not in method_options:
-        # production's passes come with production's hold: without it a file naming the preset
-        # but no [postprocess.options] pass_tolerance would hold within TopDown's 0.5
-        from hierarchy.presets.pl94 import PRODUCTION_PASS_TOLERANCE
-
-        method_options["pass_tolerance"] = PRODUCTION_PASS_TOLERANCE
-    # [output]
-    o = doc.table("output", allowed={"directory", "microdata", "error_table"})
-    output = o.path("directory", "out", base=base)
-    microdata = o.boolean("microdata", False)
-    error_table = o.boolean("error_table", None)
+    files = _data_files(doc, base)                                          # [data]
+    schema = _schema(doc)                                                   # [schema]
+    levels = _levels(doc)                                                   # [geography]
+    files.check_names(levels, schema)     # [data] columns and values name levels, attributes
+    workload = _workload(doc, schema)                                       # [workload]
+    budget = _budget(doc.table("budget", required=True, allowed={          # [budget]
+        "kind", "total", "preset", "neighbours", "level_fractions", "query_fractions"}),
+        levels, workload)
+    noise = _noise(doc, budget)                                 # [mechanism], [randomness]
+    spec = _spec(doc, base, levels)                                         # [spec]
+    method, method_options = _postprocess(                                  # [postprocess]
+        doc.table("postprocess", allowed={"method", "options"}), levels, workload)
+    solver = _solver(doc, levels, workload, budget, schema)                 # [solver]
+    method_options = _with_production_tolerance(method, method_options, solver)
+    output = _output(doc, base)                                             # [output]
     # TopDown's options: [solver] (CONFIG_KEYS), then [postprocess.options] when it is the method
-    solver = {"chain": chain, "executor": executor, "workers": workers, "failsafe": failsafe,
-              "failsafe_keep": failsafe_keep, "passes": passes, "round_passes": round_passes}
-    topdown = TopDownOptions.of({CONFIG_KEYS[key]: value for key, value in solver.items()},
+    topdown = TopDownOptions.of({CONFIG_KEYS[key]: value for key, value in solver.options.items()},
                                 **(method_options if method == "topdown" else {}))
-    return RunConfig(persons, units, columns, values, schema, levels, workload, budget,
-                     mechanism, mode, seed, spec, topdown=topdown, output=output,
-                     microdata=microdata, error_table=error_table, source=source,
-                     raw=dict(data), method=method, method_options=method_options,
-                     blocks=blocks)
+    return RunConfig(files.persons, files.units, files.columns, files.values, schema, levels,
+                     workload, budget, noise.mechanism, noise.mode, noise.seed, spec,
+                     topdown=topdown, output=output.directory, microdata=output.microdata,
+                     error_table=output.error_table, source=doc.source, raw=dict(doc.data),
+                     method=method, method_options=method_options, blocks=files.blocks)
 
 
 def read_blocks(path: str | Path, levels: Sequence[str],
@@ -735,292 +556,3 @@ def read_blocks(path: str | Path, levels: Sequence[str],
         raise PostprocError(f"{path}: {exc}") from None
     return geography
 
-
-def _names(names: Sequence[str]) -> str:
-    return " and ".join(f'"{n}"' for n in names)
-
-
-def _pl94_workload(w: Table, schema: Schema) -> Workload:
-    """``[workload] preset = "pl94_2020"``: the production strategy's 11 queries."""
-    from hierarchy.presets.pl94 import PL94_2020, pl94_workload
-
-    if schema != PL94_2020:
-        raise w.fail("preset", "the pl94_2020 workload is defined on the pl94_2020 schema; set "
-                               "[schema] preset = \"pl94_2020\" (or list the queries in "
-                               "[workload.queries])")
-    return pl94_workload()
-
-
-def _per_level_passes(sv: Table, key: str, levels: tuple[str, ...],
-                      preset: Callable[[str, tuple[str, ...]], list[list[str]]]) -> Any:
-    """A ``[solver]`` order (``passes``, ``round_passes``) as given: ``None``; ``(None, list)``
-    for one list of every level; or ``(dict level → list, None)`` from the preset
-    ``"pl94_2020"`` (``preset(level, levels)``) or a table ``level = passes``."""
-    value = sv.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if value != "pl94_2020":
-            raise sv.fail(key, f"unknown {key} preset {value!r}; the preset is "
-                               f"{_names(PRESETS[key])}, or give a list of lists of query "
-                               "names, or a table of level = list of lists")
-        return sv.located(key, lambda: {lv: preset(lv, levels) for lv in levels}), None
-    if isinstance(value, Mapping):
-        unknown = [lv for lv in value if lv not in levels]
-        if unknown:
-            raise sv.fail(key, f"{key} name levels {unknown} that are not in [geography] "
-                               f"levels {list(levels)}")
-        return dict(value), None
-    return None, value
-
-
-def _passes(sv: Table, levels: tuple[str, ...], workload: Workload,
-            budget: Budget) -> Passes | dict[str, Passes] | None:
-    """``[solver] passes``: one list of passes for every level, a table ``level = passes``, or
-    the preset ``"pl94_2020"``. Per-level passes may name only queries measured at the level."""
-    from hierarchy.presets.pl94 import pl94_passes
-
-    given = _per_level_passes(sv, "passes", levels, pl94_passes)
-    if given is None:
-        return None
-    per_level, passes = given
-    if per_level is None:
-        bad = [q for q in _pass_names(sv, passes, "passes") if q not in workload]
-        if bad:
-            raise sv.fail("passes", f"passes name queries {bad} that are not in the workload "
-                                    f"{list(workload.names)}")
-        return tuple(tuple(p) for p in passes)
-    out = {}
-    for lv, value in per_level.items():
-        measured = budget.queries(lv) if lv in budget.levels else ()
-        bad = [q for q in _pass_names(sv, value, f"passes of level {lv!r}") if q not in measured]
-        if bad:
-            raise sv.fail("passes", f"passes of level {lv!r} name queries {bad} that are not "
-                                    f"measured at {lv!r}; the budget measures "
-                                    f"{list(measured)} there")
-        out[lv] = tuple(tuple(p) for p in value)
-    return out
-
-
-def _round_passes(sv: Table, levels: tuple[str, ...], workload: Workload,
-                  schema: Schema) -> Passes | dict[str, Passes] | None:
-    """``[solver] round_passes``: the rounder's passes — one list for every level, a table
-    ``level = passes``, or the preset ``"pl94_2020"``. Entries are workload query names or
-    query expressions on the schema (the production rounder targets unmeasured queries)."""
-    from hierarchy.errors import HierarchyError
-    from hierarchy.frames import resolve_query
-    from hierarchy.presets.pl94 import pl94_round_passes
-
-    given = _per_level_passes(sv, "round_passes", levels, pl94_round_passes)
-    if given is None:
-        return None
-
-    def checked(passes: Any, what: str) -> Passes:
-        for q in _pass_names(sv, passes, what, key="round_passes"):
-            try:
-                resolve_query(q, schema, workload)
-            except HierarchyError as exc:
-                raise sv.fail("round_passes", f"{what}: {exc}") from None
-        return tuple(tuple(p) for p in passes)
-
-    per_level, passes = given
-    if per_level is None:
-        return checked(passes, "round_passes")
-    return {lv: checked(v, f"round_passes of level {lv!r}") for lv, v in per_level.items()}
-
-
-def _pass_names(sv: Table, passes: Any, what: str, key: str = "passes") -> list[str]:
-    """The query names of one list of passes, refusing anything but lists of lists of names."""
-    if not (isinstance(passes, list) and passes and all(
-            isinstance(p, list) and p and all(isinstance(q, str) for q in p) for p in passes)):
-        raise sv.fail(key, f"{what} must be a list of lists of query names, e.g. "
-                           "[[\"total\"], [\"detailed\"]], not " + repr(passes))
-    return [q for p in passes for q in p]
-
-
-def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
-    """The ``[spec]``: the E2E preset, a spec file, or the spec written inline; a spec file's
-    own errors keep its file and line, after the line of ``file =`` here."""
-    sp_ = doc.table("spec")
-    try:
-        if sp_.get("preset") == "e2e":
-            sp_.check_keys({"preset"})
-            spec = Spec.e2e(levels)
-        elif sp_.get("preset") == "pl94_2020":
-            sp_.check_keys({"preset"})
-            spec = Spec.pl94_2020(levels)
-        elif "preset" in sp_:
-            raise sp_.fail("preset", f"unknown spec preset {sp_['preset']!r}; presets are "
-                                     f"{_names(PRESETS['spec'])}")
-        elif "file" in sp_:
-            sp_.check_keys({"file"})
-            spec = Spec.from_toml(base / sp_["file"])
-        else:
-            spec = Spec.from_dict(sp_.data, source=doc.source, text=doc.text, table="spec")
-        spec.check_levels(levels)
-    except SpecError as exc:
-        message = str(exc)
-        if message.startswith(f"{doc.source}, line "):  # an inline spec: located in this file
-            raise PostprocError(message) from None
-        key = next((k for k in ("file", "preset") if k in sp_), None)
-        raise sp_.fail(key, message.removeprefix(f"{doc.source}: ")) from None
-    return spec
-
-
-def _failsafe_keep(sv: Table, workload: Workload) -> tuple[str, ...] | str:
-    """``[solver] failsafe_keep``: "auto" or workload queries the failsafe keeps exact."""
-    from postproc.methods.topdown.options import check_failsafe_keep
-
-    checked = sv.located("failsafe_keep", lambda: check_failsafe_keep(
-        sv.get("failsafe_keep", "auto"), workload), catch=(PostprocError,))
-    return "auto" if checked is None else checked
-
-
-#: Options a run gives a post-processor itself — TopDown's from ``[solver]``, and the run's own
-#: progress and checkpoints — so never in ``[postprocess.options]``.
-RUN_OPTIONS = RUN_FIELDS | {"scheduler", "on_level", "resume_from"}
-
-
-def method_options_problem(method: str, options: Mapping[str, Any], *,
-                           levels: Sequence[str] | None = None,
-                           workload: Workload | None = None) -> str | None:
-    """What is wrong with ``options`` for the registered post-processor ``method`` (options it
-    does not take, or that the run sets itself: :data:`RUN_OPTIONS`; a value of the wrong type
-    or range: :meth:`~postproc.methods.registry.PostProcessor.check_options`), or ``None``.
-
-    Examples
-    --------
-    >>> method_options_problem("sampling", {"sweeps": 10}) is None
-    True
-    >>> method_options_problem("topdown", {"workers": 2})
-    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'failsafe_slack', 'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
-    >>> method_options_problem("sampling", {"sweeps": "200"})
-    "sampling: option sweeps must be an integer, not '200' (without the quotes: sweeps = 200)"
-    """
-    problem = _options_error(method, options, levels=levels, workload=workload)
-    return None if problem is None else str(problem)
-
-
-def _options_error(method: str, options: Mapping[str, Any], *,
-                   levels: Sequence[str] | None = None,
-                   workload: Workload | None = None) -> PostprocError | None:
-    """:func:`method_options_problem` as the error (an ``OptionError`` names the option)."""
-    from postproc.methods import get
-    from postproc.methods.registry import OptionError
-
-    entry = get(method)
-    allowed = set(entry.options()) - RUN_OPTIONS
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        return OptionError(f"{method} takes no option(s) {unknown}; it takes "
-                           f"{sorted(allowed) or 'none'}"
-                           + ("; TopDown's solver options go in [solver]"
-                              if method == "topdown" else ""), unknown[0])
-    try:
-        entry.check_options(options, levels=levels, workload=workload)
-    except PostprocError as exc:
-        return exc
-    return None
-
-
-def _postprocess(section: Table, levels: Sequence[str], workload: Workload
-                 ) -> tuple[str, dict[str, Any]]:
-    """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
-    ``[postprocess.options]``, each checked against what the method takes, its declared type
-    and the method's own checks (a table of ``group_children`` per level names only
-    ``levels``; ``queries`` only the workload's) — in the registry, so a method's new option
-    needs no code here. An error names the option's line. TopDown's solver options live in
-    ``[solver]``."""
-    from postproc.methods import available
-
-    method = section.get("method", "topdown")
-    if method not in available():
-        raise section.fail("method", f"unknown method {method!r}; registered: "
-                                       f"{list(available())} (postproc methods lists them)")
-    options = section.get("options", {})
-    if not isinstance(options, Mapping):
-        raise section.fail("options", "options must be a table, e.g. options = { sweeps = 200 }")
-    problem = _options_error(method, options, levels=levels, workload=workload)
-    if problem is not None:
-        option = getattr(problem, "option", None)
-        doc = section.document
-        where = (doc.line("postprocess.options", option) if option is not None else None) \
-            or doc.line("postprocess", "options")
-        raise PostprocError(f"{doc.source}, line {where}: {problem}" if where is not None
-                            else f"{doc.source} [postprocess.options]: {problem}")
-    return method, dict(options)
-
-
-def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
-    """The [budget] section as a Budget, each error located at the key that causes it.
-
-    Budget validates kind, neighbours, total, level fractions and query fractions in turn; each
-    step below adds one of them to otherwise valid arguments, so a failure belongs to its key.
-    """
-    if "preset" in b and b["preset"] not in PRESETS["budget"]:
-        raise b.fail("preset", f"unknown budget preset {b['preset']!r}; presets are "
-                               f"{_names(PRESETS['budget'])}")
-    if b.get("preset") == "pl94_2020":
-        return _pl94_budget(b, levels, workload)
-    if "total" not in b:
-        raise b.fail(None, "[budget] needs total = <epsilon or rho>")
-    kind = b.get("kind", "pure")
-    neighbours = b.get("neighbours", "change")
-    one = {"_": 1}
-    steps: list[tuple[str, Callable[[], Budget]]] = [
-        ("kind", lambda: Budget(kind, 1, one, one)),
-        ("neighbours", lambda: Budget("pure", 1, one, one, neighbours)),
-        ("total", lambda: Budget(kind, b["total"], one, one)),
-    ]
-    if b.get("preset") == "e2e":
-        steps.append(("preset", lambda: Budget.e2e(b["total"], levels, kind=kind,
-                                                   neighbours=neighbours)))
-    elif "level_fractions" not in b or "query_fractions" not in b:
-        raise b.fail(None, "[budget] needs preset = \"e2e\" or both level_fractions and "
-                           "query_fractions")
-    elif not isinstance(b["query_fractions"], Mapping):
-        raise b.fail("query_fractions", "query_fractions must be a table of query = fraction "
-                                        "(or of level = {query = fraction, …})")
-    else:
-        steps.append(("level_fractions", lambda: Budget(kind, 1, b["level_fractions"], one)))
-        steps.append(("query_fractions", lambda: Budget(kind, b["total"], b["level_fractions"],
-                                                        b["query_fractions"], neighbours)))
-    budget = None
-    for key, build in steps:
-        budget = b.located(key, build)
-    if "preset" in b:
-        key = "preset"
-    elif any(lv not in levels for lv in budget.levels):
-        key = "level_fractions"
-    else:
-        key = "query_fractions"
-    b.located(key, lambda: budget.check_against(workload, levels))
-    return budget
-
-
-def _pl94_budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
-    """``[budget] preset = "pl94_2020"``: the production shares of every level and query, at
-    the production ρ = (542/339)² unless ``total`` says otherwise; zCDP; add/remove
-    neighbours unless ``neighbours`` says otherwise (see
-    :func:`hierarchy.presets.pl94.pl94_budget`)."""
-    from hierarchy.presets.pl94 import TOTAL_RHO, pl94_budget
-
-    fixed = sorted({"level_fractions", "query_fractions"} & set(b))
-    if fixed:
-        raise b.fail(fixed[0], "preset = \"pl94_2020\" sets every level and query fraction "
-                               f"(the production strategy's); remove {' and '.join(fixed)}, or "
-                               "remove the preset and give both tables")
-    if b.get("kind", "zcdp") != "zcdp":
-        raise b.fail("kind", "the pl94_2020 budget is zCDP (production's ρ); set kind = "
-                             "\"zcdp\" or remove kind")
-    neighbours = b.get("neighbours", "add_remove")
-    one = {"_": 1}
-    b.located("neighbours", lambda: Budget("zcdp", 1, one, one, neighbours))
-    total = b.located("total", lambda: Budget("zcdp", b.get("total", str(TOTAL_RHO)), one,
-                                              one).total)
-    preset = b.located("preset", lambda: pl94_budget(levels, neighbours=neighbours))
-    budget = b.located("total", lambda: Budget(
-        "zcdp", total, dict(preset.level_fractions),
-        {lv: dict(q) for lv, q in preset.query_fractions}, neighbours))
-    b.located("preset", lambda: budget.check_against(workload, levels))
-    return budget

@@ -2,10 +2,10 @@
 
 Two presets. ``e2e_1940`` (the default): 1940-style persons and units, the E2E run configuration
 at the chosen ε (nation → state → county → enum_dist), in a couple of minutes for 1M persons.
-``pl94_2020``: 2020-style persons, units and blocks
-(:func:`hierarchy.synth.census2020.synthesize_2020`) and the 2020 redistricting-data production
-configuration (:mod:`hierarchy.presets.pl94`: schema, workload, budget ρ = (542/339)², spec,
-multipass order; nation → state → county → tract → block_group → block).
+``pl94_2020``: 2020-style persons, units and blocks (:func:`hierarchy.synth.census2020.synthesize_2020`)
+and the 2020 redistricting-data production configuration (:mod:`hierarchy.presets.pl94`: schema,
+workload, budget ρ = (542/339)², spec, multipass order; nation → state → county → tract →
+block_group → block).
 
 Either way the configuration is built in Python (:func:`demo_config`) and saved as
 ``DIR/config.toml`` to be rerun, the run (tabulate → measure → TopDown → write) goes into
@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from postproc.apps.runs.config import RunConfig
 from postproc.errors import PostprocError
 
 __all__ = ["run_demo", "demo_config", "DEMO_PRESETS"]
@@ -97,9 +99,31 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
     >>> sum(line.startswith("  TopDown") for line in lines)   # one line per level
     6
     """
-    from hierarchy.io.storage import atomic_path
     from postproc.apps.runs.pipeline import run_pipeline
 
+    _check_arguments(preset, parts, epsilon)
+    out = _fresh_directory(Path(out))
+    t0 = time.perf_counter()
+    demo = _synthesize(out, preset, persons, seed, epsilon, executor, progress, log)
+    _write_config(out, demo)
+    if preset == "pl94_2020" and (parts is not None or persons > PARTS_ABOVE):
+        from postproc.apps.runs.parts import DEFAULT_PART_BLOCKS, run_in_parts
+
+        log(demo.step.replace(" …", f", in parts of at most {parts or DEFAULT_PART_BLOCKS:,} "
+                                    f"blocks …"))
+        done = run_in_parts(demo.config, out / "run", part_blocks=parts or DEFAULT_PART_BLOCKS,
+                            progress=progress, log=log)
+        log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
+        return done
+    log(demo.step)
+    result = run_pipeline(demo.config, out=out / "run", progress=progress, log=log)
+    _log_steps(result, log)
+    log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
+    return result
+
+
+def _check_arguments(preset: str, parts: int | None, epsilon: float | None) -> None:
+    """Refuse an unknown preset, and parts or ε the preset does not take."""
     if preset not in DEMO_PRESETS:
         raise PostprocError(f"unknown demo preset {preset!r}; choose from {list(DEMO_PRESETS)}")
     if parts is not None and preset != "pl94_2020":
@@ -109,8 +133,21 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
         raise PostprocError("the pl94_2020 demo spends the production budget, ρ = (542/339)² "
                             "(zCDP), and takes no ε; leave out --epsilon, or rescale ρ with "
                             "[budget] total in the config.toml it writes and rerun that")
-    out = _fresh_directory(Path(out))
-    t0 = time.perf_counter()
+
+
+@dataclass(frozen=True)
+class _Demo:
+    """The demo's data written, and its configuration with the title its file gets and the log
+    line of the run step."""
+
+    config: RunConfig
+    title: str
+    step: str
+
+
+def _synthesize(out: Path, preset: str, persons: int, seed: int, epsilon: float | None,
+                executor: str | None, progress: bool, log: Callable[[str], None]) -> _Demo:
+    """Step 1: the preset's synthetic data in ``out/data``, and its configuration."""
     if preset == "e2e_1940":
         from hierarchy.synth import write_synthetic_1940
 
@@ -118,38 +155,30 @@ def run_demo(out: str | Path = "postproc-demo", *, preset: str = "e2e_1940",
         log(f"1/3 synthesizing {persons:,} 1940-style persons (seed {seed}) …")
         write_synthetic_1940(out / "data", persons, seed=seed, progress=False)
         config = demo_config(out, epsilon=epsilon, seed=seed, executor=executor or "serial")
-        title, step = "The E2E 1940 configuration", (
-            f"2/3 measuring at ε = {epsilon} (E2E split) and running TopDown "
-            f"({' → '.join(DEMO_LEVELS)}) …")
-    else:
-        from hierarchy.synth.census2020 import synthesize_2020
+        return _Demo(config, "The E2E 1940 configuration",
+                     f"2/3 measuring at ε = {epsilon} (E2E split) and running TopDown "
+                     f"({' → '.join(DEMO_LEVELS)}) …")
+    from hierarchy.synth.census2020 import synthesize_2020
 
-        log(f"1/3 synthesizing {persons:,} 2020-style persons (seed {seed}) …")
-        made = synthesize_2020(persons, seed=seed, out=out / "data", progress=progress)
-        log(f"    {made['persons']:,} persons, {made['blocks']:,} blocks "
-            f"({made['empty_blocks']:,} empty), {made['seconds']:.1f} s")
-        config = demo_config(out, preset=preset, seed=seed, executor=executor or "process")
-        title, step = "The 2020 PL 94-171 production configuration", (
-            f"2/3 tabulating, measuring (discrete Gaussian, ρ = {float(config.budget.total):.4f}"
-            f", 11 queries) and running TopDown ({' → '.join(config.levels)}) …")
+    log(f"1/3 synthesizing {persons:,} 2020-style persons (seed {seed}) …")
+    made = synthesize_2020(persons, seed=seed, out=out / "data", progress=progress)
+    log(f"    {made['persons']:,} persons, {made['blocks']:,} blocks "
+        f"({made['empty_blocks']:,} empty), {made['seconds']:.1f} s")
+    config = demo_config(out, preset=preset, seed=seed, executor=executor or "process")
+    return _Demo(config, "The 2020 PL 94-171 production configuration",
+                 f"2/3 tabulating, measuring (discrete Gaussian, ρ = "
+                 f"{float(config.budget.total):.4f}, 11 queries) and running TopDown "
+                 f"({' → '.join(config.levels)}) …")
+
+
+def _write_config(out: Path, demo: _Demo) -> None:
+    """``out/config.toml``: the demo's configuration, to be rerun."""
+    from hierarchy.io.storage import atomic_path
+
     with atomic_path(out / "config.toml") as path:
-        path.write_text(f"# {title}, as written by `postproc demo`. Rerun it "
+        path.write_text(f"# {demo.title}, as written by `postproc demo`. Rerun it "
                         f"with\n#   postproc run {out}/config.toml --out {out}/run-again\n"
-                        + config.to_toml(), encoding="utf-8")
-    if preset == "pl94_2020" and (parts is not None or persons > PARTS_ABOVE):
-        from postproc.apps.runs.parts import DEFAULT_PART_BLOCKS, run_in_parts
-
-        log(step.replace(" …", f", in parts of at most {parts or DEFAULT_PART_BLOCKS:,} "
-                               f"blocks …"))
-        done = run_in_parts(config, out / "run", part_blocks=parts or DEFAULT_PART_BLOCKS,
-                            progress=progress, log=log)
-        log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
-        return done
-    log(step)
-    result = run_pipeline(config, out=out / "run", progress=progress, log=log)
-    _log_steps(result, log)
-    log(f"3/3 done in {time.perf_counter() - t0:.1f} s")
-    return result
+                        + demo.config.to_toml(), encoding="utf-8")
 
 
 def _fresh_directory(out: Path) -> Path:
@@ -232,8 +261,6 @@ def demo_config(directory: str | Path, *, preset: str = "e2e_1940", epsilon: flo
     >>> config.method_options
     {'pass_tolerance': 0.1}
     """
-    from postproc.apps.runs.config import RunConfig
-
     if preset == "e2e_1940":
         return RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
                                levels=DEMO_LEVELS, budget=epsilon, mechanism="geometric",

@@ -44,12 +44,14 @@ and the output choices, never the measurement: the saved measurements are post-p
 (no noise drawn, no budget spent) and the manifest's ``postprocess_changes`` records the old
 and new settings; a changed measurement setting is refused, naming it
 (:class:`~postproc.apps.runs.checkpoint.Checkpoint`).
+
+The input data are read, checked and fingerprinted by :mod:`postproc.apps.runs.inputs`, the
+outputs and the manifest's records written by :mod:`postproc.apps.runs.outputs`; this module
+measures and post-processes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,33 +60,51 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from hierarchy.errors import ConfidentialDataError, HierarchyError
+from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
-from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.io.storage import (
     CONFIDENTIAL_DIR,
     check_file_names,
     claim_directory,
     confidential_directory,
     lock_directory,
-    read_json,
     remove_leftovers,
-    write_json,
     write_parquet,
 )
 from hierarchy.measurement import measure
 from hierarchy.noisy import NoisyHierarchy
-from hierarchy.tabulation import tabulate
 from invariants.compile import compile_spec
-from postproc.apps.runs.checkpoint import Checkpoint, run_fingerprint, with_level_records
+from postproc.apps.runs.checkpoint import (
+    Checkpoint,
+    _join_stats,
+    _levels_to_reuse,
+    run_fingerprint,
+    with_level_records,
+)
 from postproc.apps.runs.config import RunConfig, method_options_problem
+from postproc.apps.runs.inputs import (  # noqa: F401  (their old home)
+    _FINGERPRINT_FILE,
+    _write_fingerprint,
+    check_data_against_spec,
+    check_data_fingerprint,
+    data_fingerprint,
+    load_truth,
+)
+from postproc.apps.runs.outputs import (  # noqa: F401  (accounting: its old home)
+    _json_options,
+    _loss_entries,
+    _PostProcessed,
+    _registered,
+    _remove_outputs,
+    _write_outputs,
+    accounting,
+)
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names, write_csv
 from postproc.methods.registry import method_rng, method_spec  # noqa: F401  (their old home)
 from postproc.methods.topdown.options import RUN_FIELDS
-from postproc.result import RESERVED_STEMS, Result, histograms_from_table, level_table
+from postproc.result import RESERVED_STEMS, Result, level_table
 
 __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "accounting",
            "data_fingerprint", "check_data_fingerprint", "check_data_against_spec",
@@ -92,7 +112,6 @@ __all__ = ["run_pipeline", "validate_config", "PipelineResult", "load_truth", "a
 
 #: File stems of a run directory that a level must not be named after.
 RESERVED_NAMES = RESERVED_STEMS + ("checkpoint", "error_table", CONFIDENTIAL_DIR)
-_FINGERPRINT_FILE = "data_fingerprint.json"
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,8 +173,6 @@ class PipelineResult:
         return bool(self.noisy.safe_for_release)
 
 
-
-
 def method_options(config: RunConfig, method: str) -> dict[str, Any]:
     """The options a configuration gives the registered post-processor ``method``.
 
@@ -188,299 +205,6 @@ def method_options(config: RunConfig, method: str) -> dict[str, Any]:
     if method == config.method:
         options.update(config.method_options)
     return options
-
-
-def data_fingerprint(truth: Hierarchy) -> dict[str, str | None]:
-    """SHA-256 digests of the tabulated confidential data: ``persons`` (schema, geography and
-    bottom-level histograms) and ``units`` (the units table's bottom level, or None).
-
-    Confidential (a hash of the data lets anyone confirm a guess of it): it is kept under
-    ``confidential/`` only.
-
-    Parameters
-    ----------
-    truth : Hierarchy
-
-    Returns
-    -------
-    dict
-        ``{"persons": hex digest, "units": hex digest or None}``.
-
-    Examples
-    --------
-    >>> from hierarchy.schema import E2E_1940
-    >>> from hierarchy.synth import synthesize_1940
-    >>> def truth(seed):
-    ...     return tabulate(synthesize_1940(500, seed=seed).persons, schema=E2E_1940,
-    ...                     levels=["nation", "state"])
-    >>> fingerprint = data_fingerprint(truth(1))
-    >>> len(fingerprint["persons"]), fingerprint["units"]
-    (64, None)
-    >>> data_fingerprint(truth(1)) == fingerprint, data_fingerprint(truth(2)) == fingerprint
-    (True, False)
-    """
-    h = hashlib.sha256()
-    h.update(json.dumps(truth.schema.to_dict(), sort_keys=True, default=str).encode())
-    geo = truth.geography
-    for li, lv in enumerate(geo.levels):
-        h.update(lv.encode() + b"\0")
-        h.update("\0".join(map(str, geo.geocodes[li])).encode())
-        h.update(np.ascontiguousarray(geo.parents[li], dtype=np.int64).tobytes())
-    h.update(np.ascontiguousarray(truth.counts[-1], dtype=np.int64).tobytes())
-    units = None
-    if truth.units is not None:
-        units = hashlib.sha256(np.ascontiguousarray(truth.units[-1], dtype=np.int64).tobytes()
-                               ).hexdigest()
-    return {"persons": h.hexdigest(), "units": units}
-
-
-def _write_fingerprint(directory: Path, fingerprint: dict[str, str | None]) -> None:
-    conf = confidential_directory(directory, what="the input data's fingerprint, error tables")
-    write_json({"data_sha256": fingerprint}, conf / _FINGERPRINT_FILE)
-
-
-def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required: bool = True
-                           ) -> bool:
-    """Check that ``truth`` is the data the run in ``directory`` measured.
-
-    The persons must match, and the units (exactly with ``required``, as a resumed run needs;
-    otherwise when both sides have them). Returns False if the run has no fingerprint (e.g. a published copy without ``confidential/``) and ``required`` is off.
-
-    Parameters
-    ----------
-    directory : str or Path
-        A ``postproc run`` output directory.
-    truth : Hierarchy
-        The data to check.
-    required : bool
-        Whether a missing fingerprint is an error.
-
-    Returns
-    -------
-    bool
-        True if the fingerprint matches; False if there is none and it is not required.
-
-    Raises
-    ------
-    PostprocError
-        If the fingerprints differ (or it is missing and ``required``).
-
-    Examples
-    --------
-    Two data sets, a run on the first (Hay's least squares, which needs no spec):
-
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> base = Path(tempfile.mkdtemp())
-    >>> for seed in (1, 2):
-    ...     _ = write_synthetic_1940(base / f"data{seed}", 500, seed=seed, progress=False)
-    >>> config = RunConfig.build(persons="data1/persons.parquet", levels=["nation", "state"],
-    ...                          budget=1, seed=1, spec=None, method="hay", base=base)
-    >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
-    >>> check_data_fingerprint(base / "run", out.truth)
-    True
-    >>> check_data_fingerprint(base / "data1", out.truth, required=False)   # not a run
-    False
-    >>> other = load_truth(replace(config, persons=base / "data2" / "persons.parquet"))
-    >>> check_data_fingerprint(base / "run", other)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: the input data differ from the data the run in .../run measured (the persons fingerprint differs): the input changed since. Use the original data, or start a new run in another --out (a new run measures the new data)
-    """
-    path = Path(directory) / CONFIDENTIAL_DIR / _FINGERPRINT_FILE
-    if not path.exists():
-        if required:
-            raise PostprocError(f"{directory} has no {CONFIDENTIAL_DIR}/{_FINGERPRINT_FILE}, so "
-                                "the input data cannot be checked against the ones measured; "
-                                "start a new run in another --out")
-        return False
-    recorded = read_json(path).get("data_sha256") or {}
-    now = data_fingerprint(truth)
-    # a resumed run needs exactly its data; an evaluation may tabulate without the units
-    changed = [k for k in ("persons", "units") if recorded.get(k) != now[k]
-               and (required or k == "persons"
-                    or (recorded.get(k) is not None and now[k] is not None))]
-    if changed:
-        raise PostprocError(f"the input data differ from the data the run in {directory} "
-                            f"measured (the {' and '.join(changed)} fingerprint differs): the "
-                            "input changed since. Use the original data, or start a new run in "
-                            "another --out (a new run measures the new data)")
-    return True
-
-
-def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = None,
-                            compiled: Any = None) -> None:
-    """Refuse data that break the spec (no release could satisfy it honestly):
-    :func:`invariants.compile.check_data` on the configured spec.
-
-    The full message names each broken constraint, how many units break it and one example
-    unit; its public part (shown in release mode) names the constraints only.
-
-    Parameters
-    ----------
-    config : RunConfig
-    truth : Hierarchy
-        The tabulated data (with units when the spec has units invariants).
-    stats, compiled : optional
-        The published statistics and compiled spec, when the caller has them already.
-
-    Raises
-    ------
-    ConfidentialDataError
-        Some unit's data contradict a constraint of the spec.
-
-    Examples
-    --------
-    The E2E spec makes college dormitories (``hhgq = 5``) a structural zero; one student
-    breaks it:
-
-    >>> import pyarrow as pa
-    >>> from hierarchy.synth import synthesize_1940
-    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
-    ...                          budget=1, seed=1)
-    >>> data = synthesize_1940(500, seed=1)
-    >>> def tabulated(persons):
-    ...     return tabulate(persons, schema=config.schema, levels=["nation", "state"],
-    ...                     units=data.units, unit_attribute="hhgq")
-    >>> check_data_against_spec(config, tabulated(data.persons))      # fine: returns None
-    >>> student = data.persons.slice(0, 1)
-    >>> student = student.set_column(student.schema.get_field_index("hhgq"), "hhgq",
-    ...                              pa.array([5], pa.int8()))
-    >>> check_data_against_spec(config, tabulated(pa.concat_tables([data.persons, student])))
-    Traceback (most recent call last):
-    ...
-    hierarchy.errors.ConfidentialDataError: the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
-      structural_zeros & hhgq_total_lb (implied by state) & hhgq_total_ub (implied by state) & structural_zeros (implied by state): 1 of 1 nation units break it, e.g. '0'
-      hhgq_total_lb & hhgq_total_ub & structural_zeros: 1 of 49 state units break it, e.g. '01'
-    fix the spec (or the data) and rerun
-    """
-    from hierarchy.measurement import published_statistics
-    from invariants.compile import check_data
-
-    if compiled is None:
-        stats = published_statistics(truth, config.publish()) if stats is None else stats
-        compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
-    check_data(config.spec, truth, compiled=compiled)
-
-
-def load_truth(config: RunConfig) -> Hierarchy:
-    """Read, validate and tabulate the configured microdata.
-
-    Parameters
-    ----------
-    config : RunConfig
-        Its ``[data]`` files, schema, levels and the spec's unit attribute.
-
-    Returns
-    -------
-    Hierarchy
-        The confidential truth, with the units table when ``config.units`` is set.
-
-    Raises
-    ------
-    ConfidentialDataError
-        A file with no records, missing columns, values outside the schema, records outside
-        the blocks file's geography (the full message names the rows and values; see
-        :mod:`postproc.gate` for what is shown in release mode).
-    HierarchyError
-        The blocks file cannot be read.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> base = Path(tempfile.mkdtemp())
-    >>> _ = write_synthetic_1940(base, 500, seed=1, progress=False)
-    >>> config = RunConfig.build(persons="persons.parquet", units="units.parquet",
-    ...                          levels=["nation", "state"], budget=1, seed=1, base=base)
-    >>> truth = load_truth(config)
-    >>> truth.summary()
-    {'nation': {'units': 1, 'persons': 500}, 'state': {'units': 49, 'persons': 500}}
-    >>> truth.units is not None
-    True
-    """
-    data = read_microdata(config.persons, schema=config.schema, levels=config.levels,
-                          columns=config.columns, values=config.values, units=config.units,
-                          unit_attribute=config.spec.unit_attribute, check_units=False)
-    geography = config.read_geography()      # every block of [data] blocks, empty ones too
-    try:
-        truth = tabulate(data.persons, schema=config.schema, levels=config.levels,
-                         units=data.units, geography=geography,
-                         unit_attribute=config.spec.unit_attribute if data.units is not None
-                         else None)
-    except HierarchyError as exc:
-        if geography is None:
-            raise
-        note = "every person's and unit's geocodes must be listed there"
-        if isinstance(exc, ConfidentialDataError):
-            raise exc.with_context(
-                detail_suffix=f" (the geography comes from the blocks file {config.blocks}: "
-                              f"{note})",
-                public_suffix=f" (the geography comes from [data] blocks: {note})") from None
-        raise HierarchyError(f"{exc} (the geography comes from the blocks file "
-                             f"{config.blocks}: {note})") from None
-    check_tabulated_units(truth, data)
-    return truth
-
-
-def accounting(config: RunConfig) -> dict[str, Any]:
-    """Privacy accounting of the configured measurements, per level and query and in total.
-
-    Reported in every notion (pure ε where it applies, ρ, RDP and zCDP conversions to
-    (ε, δ)); written to the run's manifest. An accounting error is reported in the result
-    (``{"error": message}``), never raised: it must not block a run.
-
-    Parameters
-    ----------
-    config : RunConfig
-
-    Returns
-    -------
-    dict
-        ``notion``, ``mechanism``, ``delta``, ``composition``, ``levels`` (per level and
-        query) and ``total``.
-
-    Examples
-    --------
-    >>> config = RunConfig.build(persons="persons.parquet", levels=["nation", "state"],
-    ...                          budget=1, seed=1)
-    >>> report = accounting(config)
-    >>> report["notion"], report["total"]["budget"], report["total"]["loss"]["pure_epsilon"]
-    ('pure', '1', 1.0)
-    >>> {q: v["budget"] for q, v in report["levels"]["state"]["queries"].items()}
-    {'detailed': '1/20', 'hhgq': '9/80', 'va_hisp_race': '27/80'}
-    """
-    from hierarchy.accounting import account_levels
-
-    b = config.budget
-    budgets = {lv: {q: b.query_budget(lv, q) for q in b.queries(lv)} for lv in b.levels}
-    sens = {q.name: int(round(b.sensitivity(q)[0])) for q in config.workload}
-    notion = "pure" if b.kind == "pure" else "zcdp"
-    try:
-        out = account_levels(budgets, notion=notion, sensitivity=sens).to_dict()
-    except PostprocError as exc:  # accounting is reported, never blocks a run
-        return {"error": str(exc)}
-    out["mechanism_configured"] = config.mechanism.name
-    if out.get("mechanism") != config.mechanism.name:
-        # Pure-DP ε and zCDP ρ compose the same for every mechanism of the notion; the RDP curve
-        # is the assumed mechanism's own, so it does not describe the configured one.
-        out["note"] = (f"rdp_epsilon values are for the {out.get('mechanism')} mechanism's RDP "
-                       f"curve; this run used {config.mechanism.name}, so they are omitted "
-                       "(pure_epsilon, rho and the zCDP conversions hold)")
-        for entry in _loss_entries(out):
-            entry["rdp_epsilon"] = None
-    return out
-
-
-def _loss_entries(accounting_dict: dict[str, Any]):
-    """Every ``loss`` mapping inside an accounting report (per query, per level, total)."""
-    stack = [accounting_dict]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if isinstance(node.get("loss"), dict):
-                yield node["loss"]
-            stack.extend(v for k, v in node.items() if k != "loss")
 
 
 def validate_config(config: RunConfig, *, log: Callable[[str], None] = print,
@@ -638,7 +362,39 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
 
 def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool,
                 log: Callable[[str], None], wants_errors: bool) -> PipelineResult:
+    """:func:`run_pipeline` in ``directory``, claimed and locked: the checkpoint, the data read
+    and checked against the spec, measured once, post-processed, the error table, the outputs."""
     timings: dict[str, float] = {}
+    checkpoint = _checkpoint(config, directory, resume, wants_errors, log)
+    if config.randomness_mode == "simulation":
+        log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
+            "are labelled NOT SAFE FOR RELEASE")
+    t = time.perf_counter()
+    truth = load_truth(config)
+    timings["read_tabulate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    check_data_against_spec(config, truth)
+    timings["check_spec"] = time.perf_counter() - t
+    t = time.perf_counter()
+    noisy, checkpoint = _measurements(config, directory, truth, checkpoint, resume,
+                                      wants_errors, log)
+    timings["measure"] = time.perf_counter() - t
+    finished = checkpoint.finished
+    done = _postprocess(config, directory, noisy, checkpoint, finished, progress, log, timings)
+    t = time.perf_counter()
+    errors = (_error_table(config, directory, truth, noisy, done.result) if wants_errors
+              else None)
+    complete = not done.levelwise and finished and not checkpoint.changed
+    if not complete:            # a finished run's complete outputs are left as they are
+        _write_outputs(config, directory, noisy, done, checkpoint, timings)
+    timings["write"] = time.perf_counter() - t
+    return PipelineResult(done.result, noisy, truth, directory, timings, errors)
+
+
+def _checkpoint(config: RunConfig, directory: Path, resume: bool, wants_errors: bool,
+                log: Callable[[str], None]) -> Checkpoint:
+    """A new run's checkpoint; or, resuming, the saved one (after checking that the
+    measurement settings did not change) with the leftovers of an interrupted write removed."""
     checkpoint_path = directory / "checkpoint.json"
     checkpoint = Checkpoint.new(checkpoint_path, config, error_table=wants_errors)
     if resume:
@@ -650,17 +406,17 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                         log=log)
         if checkpoint.finished and not checkpoint.changed:
             log(f"{directory}: run already finished; nothing to resume")
-    if config.randomness_mode == "simulation":
-        log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed — outputs "
-            "are labelled NOT SAFE FOR RELEASE")
-    t = time.perf_counter()
-    truth = load_truth(config)
-    timings["read_tabulate"] = time.perf_counter() - t
-    t = time.perf_counter()
-    check_data_against_spec(config, truth)
-    timings["check_spec"] = time.perf_counter() - t
+    return checkpoint
+
+
+def _measurements(config: RunConfig, directory: Path, truth: Hierarchy, checkpoint: Checkpoint,
+                  resume: bool, wants_errors: bool, log: Callable[[str], None]
+                  ) -> tuple[NoisyHierarchy, Checkpoint]:
+    """The measurements: a resumed run's, loaded from ``noisy/`` once the data are checked
+    against the fingerprint of the data measured; else measured now and saved, after the
+    fingerprint and a new checkpoint. Returns them and the checkpoint the run continues
+    with."""
     noisy_dir = directory / "noisy"
-    t = time.perf_counter()
     if resume and (noisy_dir / "metadata.json").exists():
         check_data_fingerprint(directory, truth)
         noisy = NoisyHierarchy.load(noisy_dir)
@@ -672,85 +428,46 @@ def _run_locked(config: RunConfig, directory: Path, resume: bool, progress: bool
                                         "microdata.parquet",
                                         f"{CONFIDENTIAL_DIR}/error_table.csv"])
             checkpoint.save()
-    else:
-        # the fingerprint goes first: measurements on disk always have one to be checked against
-        _write_fingerprint(directory, data_fingerprint(truth))
-        noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                        spec=config.spec)
-        # and the checkpoint: saved measurements always have the settings they were made with
-        checkpoint = Checkpoint.new(checkpoint_path, config, error_table=wants_errors)
-        checkpoint.save()
-        noisy.save(noisy_dir)
-    timings["measure"] = time.perf_counter() - t
-    finished = checkpoint.finished
-    levelwise = _registered(config.method).levelwise
-    if levelwise:
+        return noisy, checkpoint
+    # the fingerprint goes first: measurements on disk always have one to be checked against
+    _write_fingerprint(directory, data_fingerprint(truth))
+    noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
+                    spec=config.spec)
+    # and the checkpoint: saved measurements always have the settings they were made with
+    checkpoint = Checkpoint.new(directory / "checkpoint.json", config, error_table=wants_errors)
+    checkpoint.save()
+    noisy.save(noisy_dir)
+    return noisy, checkpoint
+
+
+def _postprocess(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
+                 checkpoint: Checkpoint, finished: bool, progress: bool,
+                 log: Callable[[str], None], timings: dict[str, float]) -> _PostProcessed:
+    """The configured method on the measurements: level by level with a checkpoint after each
+    (TopDown), or in one step (read back instead when a finished run's outputs are
+    complete)."""
+    if _registered(config.method).levelwise:
         result, completed = _run_levelwise(config, directory, noisy, checkpoint, progress, log,
                                            timings)
-        written = [lv for lv in noisy.levels if lv not in completed]
-    else:
-        result = _run_method(config, directory, noisy, finished, log, timings, progress)
-        written = [] if finished else list(noisy.levels)
-        completed = list(noisy.levels) if finished else []
-    t = time.perf_counter()
-    errors = None
-    if wants_errors:
-        from postproc.evaluation.tables import level_error_table
-
-        errors = level_error_table(truth, noisy, result.histograms, noisy.workload,
-                                   method=result.method)
-        conf = confidential_directory(directory, what="the input data's fingerprint, errors "
-                                                      "against the confidential data")
-        write_csv(errors, conf / "error_table.csv")
-    if not levelwise and finished and not checkpoint.changed:
-        timings["write"] = time.perf_counter() - t     # complete outputs are left as they are
-        return PipelineResult(result, noisy, truth, directory, timings, errors)
-    release_files = ["manifest.json", "checkpoint.json", "geography.parquet"] + (
-        ["node_stats.parquet"] if len(result.node_stats) or levelwise else []) + [
-        "noisy/"] + [f"{lv}.parquet" for lv in noisy.levels] + (
-        ["microdata.parquet"] if config.microdata else [])
-    entry = _registered(config.method)
-    extra = {"config": config.to_dict(), "accounting": accounting(config),
-             "postprocess": {"method": config.method,
-                             "options": _json_options(config.method_options),
-                             "promises": list(entry.promises),
-                             "constrained": method_spec(config.method, config.spec) is not None,
-                             "randomness": (method_rng(config.rng, config.method).provenance()
-                                            if entry.randomized else None)},
-             "pipeline_timings": timings, "resumed_levels": completed,
-             "postprocess_changes": checkpoint.changes,
-             "release": {"release_files": release_files,
-                         "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the "
-                                            "confidential data: never publish it)"}}
-    result.write(directory, levels=written, extra_manifest=extra)
-    if config.microdata:
-        meta = {"randomness_label": noisy.provenance.get("randomness", {}).get("label"),
-                "schema": config.schema.to_dict()}
-        write_parquet(result.to_microdata(), directory / "microdata.parquet", metadata=meta)
-    # what an earlier post-processing of these measurements wrote and this one does not
-    _remove_outputs(directory, [name for name in ("node_stats.parquet", "microdata.parquet")
-                                if name not in release_files])
-    checkpoint.completed, checkpoint.finished = list(noisy.levels), True
-    checkpoint.save()
-    timings["write"] = time.perf_counter() - t
-    return PipelineResult(result, noisy, truth, directory, timings, errors)
+        return _PostProcessed(result, [lv for lv in noisy.levels if lv not in completed],
+                              completed, True)
+    result = _run_method(config, directory, noisy, finished, log, timings, progress)
+    return _PostProcessed(result, [] if finished else list(noisy.levels),
+                          list(noisy.levels) if finished else [], False)
 
 
-def _remove_outputs(directory: Path, names: list[str]) -> None:
-    """Remove the named outputs of this toolkit from the run ``directory`` (it owns them)."""
-    for name in names:
-        (directory / name).unlink(missing_ok=True)
+def _error_table(config: RunConfig, directory: Path, truth: Hierarchy, noisy: NoisyHierarchy,
+                 result: Result) -> pd.DataFrame:
+    """Errors against the confidential data, per level and query, written under
+    ``confidential/``."""
+    from postproc.evaluation.tables import level_error_table
 
-
-def _registered(method: str):
-    from postproc.methods import get
-
-    return get(method)
-
-
-def _json_options(options: Any) -> dict[str, Any]:
-    """Options as the manifest records them (JSON values; anything else by its repr)."""
-    return json.loads(json.dumps(dict(options), default=repr))
+    errors = level_error_table(truth, noisy, result.histograms, noisy.workload,
+                               method=result.method)
+    conf = confidential_directory(directory, what="the input data's fingerprint, errors "
+                                                  "against the confidential data")
+    write_csv(errors, conf / "error_table.csv")
+    return errors
 
 
 def _run_method(config: RunConfig, directory: Path, noisy: NoisyHierarchy, finished: bool,
@@ -795,10 +512,8 @@ def _run_levelwise(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
     from postproc.methods import get, postprocess
     from postproc.methods.registry import LevelCheckpoint
 
-    completed = _levels_to_reuse(config, directory, noisy, checkpoint, log)
-    hists = completed["hists"]
-    earlier_stats = completed["stats"]
-    completed = completed["levels"]
+    reused = _levels_to_reuse(config, directory, noisy, checkpoint, log)
+    hists, earlier_stats, completed = reused.hists, reused.stats, reused.levels
     records = {lv: checkpoint.levels[lv] for lv in completed}
     reports = [r for lv in completed for r in records[lv].get("failsafe_reports", [])]
     checkpoint.completed, checkpoint.levels = list(completed), dict(records)
@@ -831,56 +546,6 @@ def _run_levelwise(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
     result = replace(result, node_stats=_join_stats(earlier_stats, result.node_stats),
                      provenance=with_level_records(result.provenance, records, noisy.levels))
     return result, completed
-
-
-def _levels_to_reuse(config: RunConfig, directory: Path, noisy: NoisyHierarchy,
-                     checkpoint: Checkpoint, log: Callable[[str], None]) -> dict[str, Any]:
-    """The checkpointed levels a resumed TopDown takes as done — each with its level file, its
-    provenance in the checkpoint and its rows of ``node_stats.parquet``, up to the first level
-    missing one of them — with their histograms and node statistics."""
-    hists: list[np.ndarray] = []
-    for lv in checkpoint.completed:
-        path = directory / f"{lv}.parquet"
-        if lv not in checkpoint.levels:
-            log(f"resume: the checkpoint holds no provenance of level {lv!r} (written by an "
-                f"earlier version, or edited); solving again from level {lv} (the same "
-                "measurements give the same result)")
-            break
-        try:
-            table = pq.read_table(path)
-            hists.append(histograms_from_table(table, config.schema, noisy.geography, lv,
-                                               source=str(path)))
-        except (OSError, pa.ArrowException, HierarchyError, PostprocError) as exc:
-            log(f"resume: {path.name} cannot be read ({type(exc).__name__}); recomputing from "
-                f"level {lv} (the same measurements give the same result)")
-            break
-    levels = list(checkpoint.completed[:len(hists)])
-    stats = pd.DataFrame()
-    stats_path = directory / "node_stats.parquet"
-    if levels:
-        try:    # solver statistics of the levels done before the interruption
-            stats = pq.read_table(stats_path).to_pandas()
-        except (OSError, pa.ArrowException) as exc:
-            log(f"resume: {stats_path.name} cannot be read ({type(exc).__name__}); solving "
-                "again from the first level (the same measurements give the same result)")
-            levels = []
-    geo = noisy.geography
-    for li, lv in enumerate(levels):
-        parents = 1 if li == 0 else geo.n_units(li - 1)
-        if "level" not in stats or int((stats["level"] == lv).sum()) != parents:
-            log(f"resume: {stats_path.name} lacks the solver statistics of level {lv!r}; "
-                f"solving again from level {lv} (the same measurements give the same result)")
-            levels = levels[:li]
-            break
-    if len(stats):
-        stats = stats[stats["level"].isin(levels)].reset_index(drop=True)
-    return {"levels": levels, "hists": hists[:len(levels)], "stats": stats}
-
-
-def _join_stats(earlier: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """Node statistics of the levels done before a resume followed by this run's."""
-    frames = [f for f in (earlier, new) if len(f)]
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames or [new])[0]
 
 
 def _executor(config: RunConfig):

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from hierarchy.randomness import as_randomness
 from postproc.apps.safetab.budgets import LevelBudget, Noise, notion_of
-from postproc.apps.safetab.config import Level
+from postproc.apps.safetab.config_types import Level
 from postproc.apps.safetab.groups import GroupCounts
 from postproc.apps.safetab.recodes import (
     AGE_RECODES,

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hierarchy.geography import one_dictionary
-from postproc.apps.safetab.config import MAX_CODE, DataColumns, Iteration, Level
+from postproc.apps.safetab.config_types import MAX_CODE, DataColumns, Iteration, Level
 from postproc.apps.safetab.recodes import AGE23, MAX_AGE, SEXES
 from postproc.errors import ConfidentialInputError, PostprocError
 

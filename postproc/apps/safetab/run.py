@@ -55,7 +55,7 @@ from hierarchy.io.storage import (
 from hierarchy.randomness import as_randomness
 from postproc.apps.safetab.algorithm import LevelPlan, LevelRelease, measure_level, plan_level
 from postproc.apps.safetab.budgets import SafeTabAccounting, account_safetab
-from postproc.apps.safetab.config import SafeTabConfig, level_file_names
+from postproc.apps.safetab.config_types import SafeTabConfig, level_file_names
 from postproc.apps.safetab.groups import check_stability, prepare_records, tabulate_groups
 from postproc.apps.safetab.report import accuracy_report
 from postproc.errors import ConfidentialInputError, PostprocError
