@@ -76,7 +76,7 @@ def _text(table) -> str:
     import pandas as pd
 
     from postproc.evaluation.epl import epl_text
-    from postproc.evaluation.evaluate import epl_notes
+    from postproc.reports.notes import epl_notes
 
     marks, notes = epl_notes(table)
     mark = dict(zip(table.index, marks))

@@ -60,6 +60,7 @@ from postproc.errors import PostprocError
 from postproc.evaluation.epl import epl_text
 from postproc.evaluation.evaluate import default_queries, evaluate
 from postproc.gate import label_table, labelled, randomness_of, table_gate, write_csv
+from postproc.reports.notes import epl_notes
 from postproc.reports.numbers import format_number
 
 __all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot",
@@ -447,8 +448,6 @@ def write_mae_figure(table: pd.DataFrame, path: str | Path, *,
 
 def _epl_cells(table: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     """Per row the EPL text (an undefined one with the number of its note) and the notes."""
-    from postproc.evaluation.evaluate import epl_notes
-
     marks, notes = epl_notes(table.assign(epl_reason=table["epl_note"].where(
         table["epl_note"].astype(str) != "")))
     texts = [_epl_text(row) + (f" [{mark}]" if mark is not None else "")

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +66,7 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
 from postproc.errors import PostprocError
-from postproc.evaluation.epl import epl_kind, estimate_epl, unbounded
+from postproc.evaluation.epl import estimate_epl, unbounded
 from postproc.evaluation.metrics import METRICS, error_metrics
 from postproc.evaluation.tables import default_queries
 from postproc.gate import combined_randomness, label_table, randomness_of
@@ -76,7 +75,7 @@ from postproc.result import Result, resolve_query
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
-           "epl_notes", "pivot", "RunOutput",
+           "pivot", "RunOutput",
            "load_run", "load_truth", "evaluate_run", "write_evaluation"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
@@ -510,72 +509,6 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
-_POINT_MASS = re.compile(r"^all [\d,]+ errors equal (\S+?):")
-
-
-def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
-    """The reasons EPLs are not estimated, collapsed into one note per kind with a count.
-
-    Reasons that differ only in their numbers (``all 49 errors equal 0 …``, ``all 1176 errors
-    equal 0 …``) are one kind. A kind where every error is the same number is said in a few
-    words, with the queries it happened to; another kind is said by its first reason.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        From :func:`evaluate` or :func:`compare` (columns ``query``, ``epl``, ``epl_reason``).
-
-    Returns
-    -------
-    notes : list of int or None
-        Per row, the number of its note (from 1), or None for an estimated EPL.
-    lines : list of str
-        One line per note, ``[k] EPL undefined in N rows: …`` (``a lower bound``,
-        ``unbounded`` for those kinds, from the lower end ``epl_ci_low`` or ``epl_low``).
-
-    Examples
-    --------
-    >>> inf = float("inf")
-    >>> t = pd.DataFrame({"query": ["total", "total", "detailed"], "epl": [inf, inf, 0.5],
-    ...                   "epl_reason": ["all 1 errors equal 0: a point mass",
-    ...                                  "all 49 errors equal 0: a point mass", None]})
-    >>> marks, lines = epl_notes(t)
-    >>> marks, lines
-    ([1, 1, None], ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held invariant)'])
-    """
-    kinds: dict[str, list[int]] = {}
-    marks: list[int | None] = []
-    reasons = list(table["epl_reason"]) if "epl_reason" in table else [None] * len(table)
-    for i, reason in enumerate(reasons):
-        if not isinstance(reason, str) or not reason:
-            marks.append(None)
-            continue
-        key = _NUMBER.sub("#", reason)
-        kinds.setdefault(key, []).append(i)
-        marks.append(list(kinds).index(key) + 1)
-    lines = []
-    low = next((c for c in ("epl_ci_low", "epl_low") if c in table), None)
-    epls = table["epl"] if "epl" in table else [float("inf")] * len(table)
-    kind_of = [epl_kind(e, table[low].iloc[i] if low else float("nan"))
-               for i, e in enumerate(epls)]
-    for k, rows in enumerate(kinds.values(), start=1):
-        first = reasons[rows[0]]
-        what = {"bound": "a lower bound", "unbounded": "unbounded"}.get(kind_of[rows[0]],
-                                                                        "undefined")
-        head = f"[{k}] EPL {what} in {len(rows)} row{'s' if len(rows) > 1 else ''}"
-        values = {m.group(1) for m in (_POINT_MASS.match(reasons[r]) for r in rows) if m}
-        if len(values) == 1 and _POINT_MASS.match(first) and kind_of[rows[0]] == "undefined":
-            queries = ", ".join(dict.fromkeys(str(table["query"].iloc[r]) for r in rows))
-            what = ("exact answers, as for a statistic held invariant" if values == {"0"} else
-                    "the error distribution is a point mass")
-            lines.append(f"{head} of {queries}: every error is {values.pop()} ({what})")
-        else:
-            lines.append(f"{head}: {first}" + (" (numbers of the first)" if len(rows) > 1 and
-                                                 any(reasons[r] != first for r in rows) else ""))
-    return marks, lines
-
-
 def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
     """A wide view of a comparison: rows ``(level, query)``, one column per method.
 
@@ -987,3 +920,16 @@ def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = 
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(to_json(labelled(table)), indent=2, allow_nan=False) + "\n")
     return [csv, path]
+
+
+def __getattr__(name: str) -> Any:
+    """The names that moved out of this module, for one release: ``epl_notes`` is
+    :func:`postproc.reports.notes.epl_notes` (the pages group their notes with it, and the
+    reports lie below the evaluation)."""
+    if name == "epl_notes":
+        from postproc.reports.notes import epl_notes
+
+        warnings.warn("postproc.evaluation.evaluate.epl_notes is deprecated: import epl_notes "
+                      "from postproc.reports.notes", DeprecationWarning, stacklevel=2)
+        return epl_notes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
