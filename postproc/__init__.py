@@ -28,6 +28,10 @@ True
 True
 """
 
+import sys
+import warnings
+from typing import Any
+
 from hierarchy import lazy_exports
 
 # exported name -> the module that defines it
@@ -50,3 +54,91 @@ __all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+
+# -- names that moved ------------------------------------------------------------------------------
+# Imports flow one way, lowest layer first (… < postproc.result < postproc.methods <
+# postproc.evaluation < postproc.apps < postproc.cli). A module cannot keep an alias of a name
+# that moved to a layer above it, since it may not import that layer, not even in a function: the
+# run directories' functions of postproc.evaluation.evaluate and postproc.evaluation.compare now
+# live in postproc.apps.runs.directories. This package's face is the top layer, which may import
+# every layer, and Python imports it before any module of it; so it attaches the deprecated
+# aliases (for one release, each warning with a DeprecationWarning) to each old module when that
+# module is loaded, not before: ``import postproc`` stays cheap. (epl_notes, which moved down to
+# postproc.reports.notes, goes the same way, so that the old module's moved names are in one
+# place.)
+
+#: old module → its names that moved (to postproc.apps.runs.directories, epl_notes to
+#: postproc.reports.notes)
+_MOVED = {
+    "postproc.evaluation.evaluate": ("RunOutput", "load_run", "load_truth", "evaluate_run",
+                                     "epl_notes"),
+    "postproc.evaluation.compare": ("CompareOutput", "run_compare", "default_directory"),
+}
+
+
+def _moved(old: str, name: str) -> Any:
+    """``name`` of module ``old`` from where it now lives, with a DeprecationWarning."""
+    if name == "epl_notes":
+        from postproc.reports import notes as home
+    else:
+        from postproc.apps.runs import directories as home
+    warnings.warn(f"{old}.{name} is deprecated: import {name} from {home.__name__}",
+                  DeprecationWarning, stacklevel=3)
+    return getattr(home, name)
+
+
+def _attach_moved(module: Any) -> None:
+    """Give ``module`` a ``__getattr__`` for its names that moved."""
+    old = module.__name__
+
+    def __getattr__(name: str) -> Any:
+        if name in _MOVED[old]:
+            return _moved(old, name)
+        raise AttributeError(f"module {old!r} has no attribute {name!r}")
+
+    module.__getattr__ = __getattr__
+
+
+#: module → what attaches its deprecated aliases once it is loaded
+_ATTACH = {name: _attach_moved for name in _MOVED}
+
+
+class _AttachOnLoad:
+    """First on ``sys.meta_path``: finds no module itself, but for a module of :data:`_ATTACH`
+    it takes the spec the other finders give and has its loader attach the aliases after
+    running the module."""
+
+    attaches_postproc_aliases = True
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in _ATTACH:
+            return None
+        for finder in sys.meta_path:
+            if getattr(finder, "attaches_postproc_aliases", False) \
+                    or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is not None and hasattr(loader, "exec_module"):
+            execute = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                execute(module)
+                if module.__name__ in _ATTACH:
+                    _ATTACH[module.__name__](module)
+
+            loader.exec_module = exec_module        # this spec's loader: the file's own
+        return spec
+
+
+if not any(getattr(f, "attaches_postproc_aliases", False) for f in sys.meta_path):
+    sys.meta_path.insert(0, _AttachOnLoad())
+for _name, _attach in _ATTACH.items():      # loaded already (this package reloaded)
+    if _name in sys.modules:
+        _attach(sys.modules[_name])

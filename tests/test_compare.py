@@ -26,10 +26,11 @@ from hierarchy.synth import synthesize_1940, write_synthetic_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec
 from postproc.apps.runs.config import load_config
+from postproc.apps.runs.directories import default_directory
 from postproc.apps.runs.pipeline import method_rng
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.evaluation.compare import COLUMNS, compare_methods, default_directory, format_pivot
+from postproc.evaluation.compare import COLUMNS, compare_methods, format_pivot
 from postproc.evaluation.evaluate import compare_postprocessors, default_queries, evaluate
 from postproc.methods import available, postprocess
 

@@ -15,8 +15,8 @@ from hierarchy.geography import Geography
 from hierarchy.histograms import REPR_LIMIT, Hierarchy
 from hierarchy.queries import Workload, detailed, total
 from hierarchy.schema import Attribute, Schema
+from postproc.apps.runs.directories import CompareOutput
 from postproc.errors import PostprocError
-from postproc.evaluation.compare import CompareOutput
 from postproc.evaluation.plots import plot_comparison
 from postproc.gate import label_table
 from postproc.result import Result

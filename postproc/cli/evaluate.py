@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from postproc.evaluation.evaluate import evaluate_run, to_json, write_evaluation
+    from postproc.apps.runs.directories import evaluate_run
+    from postproc.evaluation.evaluate import to_json, write_evaluation
     from postproc.gate import printed_banner
 
     method, estimator = epl_options(args)

@@ -2,8 +2,8 @@
 
 The metrics are stated in docs/metrics.md, the EPL estimators in docs/epl.md.
 
-:func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result`, the raw :class:`~hierarchy.noisy.NoisyHierarchy`
-measurements, or the directory ``postproc run`` wrote — and the confidential
+:func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result` or the
+raw :class:`~hierarchy.noisy.NoisyHierarchy` measurements — and the confidential
 :class:`~hierarchy.histograms.Hierarchy`, and returns one tidy row per level and query: the error
 metrics of :func:`postproc.evaluation.metrics.error_metrics` and the EPL of the pooled errors (all units and
 answers of that level and query, treated as draws of one error distribution) with its interval.
@@ -54,14 +54,13 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from hierarchy.errors import ConfidentialDataError, DappError, HierarchyError
+from hierarchy.errors import DappError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
@@ -75,8 +74,7 @@ from postproc.result import Result, resolve_query
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
-           "pivot", "RunOutput",
-           "load_run", "load_truth", "evaluate_run", "write_evaluation"]
+           "pivot", "write_evaluation"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
 EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_kind", "epl_method",
@@ -195,8 +193,10 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
 
     Parameters
     ----------
-    result : Result, NoisyHierarchy, TreeCounts, or str / Path
-        A path is a ``postproc run`` output directory (see :func:`load_run`).
+    result : Result, NoisyHierarchy or TreeCounts
+        A path of a result directory (a ``postproc run`` output) is deprecated: pass
+        :func:`postproc.apps.runs.directories.load_run`'s ``estimate`` or
+        :meth:`Result.read <postproc.result.Result.read>`'s result.
     truth : Hierarchy or TreeCounts
         The exact counts, on the same geography (or the same regular tree).
     queries : sequence of str, optional
@@ -247,7 +247,7 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
     'all 100 errors equal 0: too concentrated to resolve the log ratio next to it; ...'
     """
     if isinstance(result, (str, Path)):
-        result = load_run(result, geography=getattr(truth, "geography", None)).estimate
+        result = _read_directory(result)
     _check_geography(result, truth)
     level_keys, level_names = _levels_and_names(result, truth)
     if levels is not None:
@@ -280,6 +280,21 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
                          **metrics, **_epl_row(errors, epl_method, options, held)})
     return label_table(pd.DataFrame(rows, columns=["level", "query", *EVALUATION_COLUMNS]),
                        randomness_of(result))
+
+
+def _read_directory(directory: str | Path) -> Result:
+    """The result in ``directory``, as ``load_run`` gives a run's (for one release: reading
+    directories belongs to the applications, :mod:`postproc.apps.runs.directories`)."""
+    warnings.warn("evaluate() of a directory is deprecated: pass its result, "
+                  "postproc.apps.runs.directories.load_run(directory).estimate for a postproc run "
+                  "output or postproc.result.Result.read(directory)", DeprecationWarning,
+                  stacklevel=3)
+    read = Result.read(directory)
+    # what load_run records: the method, the directory and the measurements' randomness label —
+    # not the spec, so that the held invariants are read as they were for a directory
+    return Result(read.method, read.schema, read.geography, read.workload, read.histograms,
+                  {"method": read.method, "directory": str(Path(directory)),
+                   "noisy": {"randomness": read.randomness}})
 
 
 def _check_geography(result: Any, truth: Any) -> None:
@@ -538,339 +553,6 @@ def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
     return wide
 
 
-# --------------------------------------------------------------------------------------------------
-# Run output directories
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class RunOutput:
-    """What ``postproc run`` left in a directory: the result, measurements and configuration.
-
-    Made by :func:`load_run`. ``estimate`` is the run's result; ``noisy`` its measurements
-    (None when ``noisy/`` was not kept); ``config`` the :class:`~postproc.apps.runs.config.RunConfig`
-    its manifest records (None for a manifest without one); ``manifest`` the parsed
-    ``manifest.json``.
-
-    Examples
-    --------
-    A run of Hay et al.'s least squares (real-valued counts, no spec):
-
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> from postproc.apps.runs.pipeline import run_pipeline
-    >>> base = Path(tempfile.mkdtemp())
-    >>> _ = write_synthetic_1940(base, 500, seed=1, progress=False)
-    >>> config = RunConfig.build(persons=base / "persons.parquet", levels=["nation", "state"],
-    ...                          budget=1, seed=1, spec=None, method="hay")
-    >>> _ = run_pipeline(config, out=base / "hay", progress=False, log=lambda m: None)
-    >>> run = load_run(base / "hay")
-    >>> run.estimate.method, run.manifest["method"], run.config.method, run.noisy.levels
-    ('hay', 'hay', 'hay', ('nation', 'state'))
-    """
-
-    directory: Path
-    estimate: Result
-    noisy: NoisyHierarchy | None
-    config: Any
-    manifest: dict[str, Any]
-
-    @property
-    def release(self) -> bool:
-        """Whether the run is treated as release mode: unless its manifest or measurements
-        say simulation (a run that records no mode is treated as a release)."""
-        modes = {(self.manifest.get("randomness") or {}).get("mode"),
-                 (self.noisy.provenance.get("randomness", {}).get("mode")
-                  if self.noisy is not None else None)}
-        return "simulation" not in modes or "release" in modes
-
-
-def _run_config(manifest: Mapping[str, Any], directory: Path):
-    raw = manifest.get("config")
-    if not isinstance(raw, Mapping):
-        return None
-    from postproc.apps.runs.config import config_from_dict
-    resolved = raw.get("resolved", {}) if isinstance(raw.get("resolved"), Mapping) else {}
-    source = resolved.get("source")
-    base = Path(source).parent if source else directory
-    data = {k: v for k, v in raw.items() if k != "resolved"}
-    try:
-        return config_from_dict(data, base=base, source=str(directory / "manifest.json"))
-    except PostprocError as exc:
-        raise PostprocError(f"{directory}/manifest.json: its configuration does not parse: "
-                            f"{exc}") from None
-
-
-def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
-    """Read a ``postproc run`` output directory.
-
-    Parameters
-    ----------
-    directory : str or Path
-        Holds ``manifest.json``, ``<level>.parquet`` for every level and (normally) ``noisy/``.
-    geography : Geography, optional
-        Needed only when the directory has no ``noisy/`` measurements to take it from.
-
-    Returns
-    -------
-    RunOutput
-        ``estimate`` is the run's result as a :class:`~postproc.result.Result`, named by the
-        method the manifest records (``"topdown"`` for runs older than that record).
-
-    Raises
-    ------
-    PostprocError
-        Missing manifest or level files, or an unreadable configuration; the message names them.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> from postproc.apps.runs.pipeline import run_pipeline
-    >>> data = Path(tempfile.mkdtemp()) / "data"
-    >>> _ = write_synthetic_1940(data, 500, seed=1, progress=False)
-    >>> run_pipeline(RunConfig.build(persons=data / "persons.parquet",
-    ...                              units=data / "units.parquet", levels=["nation", "state"],
-    ...                              budget=1, seed=1),
-    ...              out=data.parent / "run", progress=False, log=lambda m: None).result
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
-    >>> load_run(data.parent / "run").estimate                # read back from the files
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
-    >>> load_run(data)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: .../data is not a postproc run output: no manifest.json there (run `postproc run CONFIG --out .../data` first)
-    """
-    import pyarrow.parquet as pq
-
-    from hierarchy.storage import read_json
-    from postproc.result import histograms_from_table
-
-    directory = Path(directory)
-    if not (directory / "manifest.json").is_file():
-        raise PostprocError(f"{directory} is not a postproc run output: no manifest.json there "
-                            f"(run `postproc run CONFIG --out {directory}` first)")
-    manifest = read_json(directory / "manifest.json")
-    config = _run_config(manifest, directory)
-    noisy = None
-    if (directory / "noisy" / "metadata.json").is_file():
-        try:
-            noisy = NoisyHierarchy.load(directory / "noisy")
-        except HierarchyError as exc:
-            raise PostprocError(f"{directory}/noisy: {exc}") from None
-    schema = noisy.schema if noisy is not None else getattr(config, "schema", None)
-    workload = noisy.workload if noisy is not None else getattr(config, "workload", None)
-    geography = noisy.geography if noisy is not None else geography
-    if schema is None or geography is None:
-        raise PostprocError(f"{directory}: no noisy/ measurements to take the schema and "
-                            f"geography from; pass the truth's geography")
-    method = str(manifest.get("method", "topdown"))       # runs of any registered method
-    integer = bool(manifest.get("integer", True))
-    hists = []
-    for level in geography.levels:
-        path = directory / f"{level}.parquet"
-        if not path.is_file():
-            raise PostprocError(f"{path} is missing: the run did not finish level {level!r} "
-                                f"(finish it with `postproc run CONFIG --out {directory} "
-                                f"--resume`)")
-        hists.append(histograms_from_table(pq.read_table(path), schema, geography, level,
-                                           source=str(path), integer=integer))
-    randomness = (noisy.provenance.get("randomness") if noisy is not None else None) \
-        or manifest.get("randomness") or {}
-    estimate = Result(method, schema, geography, workload, tuple(hists),
-                      {"method": method, "directory": str(directory),
-                       "noisy": {"randomness": dict(randomness)}})
-    return RunOutput(directory, estimate, noisy, config, manifest)
-
-
-def _truth_files(data: Path, run: RunOutput, units: str | Path | None
-                 ) -> tuple[Path, Path | None]:
-    """The persons file (and units file, if any) of the truth given as a directory or a file."""
-    if not data.exists():
-        raise PostprocError(f"{data} does not exist; pass --truth with the run's input data (a "
-                            f"directory or the persons file)")
-    if units is not None and not Path(units).is_file():
-        raise PostprocError(f"{units} is not a file; pass --units with the run's units file")
-    if not data.is_dir():
-        return data, Path(units) if units is not None else None
-    config = run.config
-
-    def names(kind: str) -> list[str]:
-        out = [f"{kind}.parquet", f"{kind}.csv"]
-        own = getattr(config, kind, None)
-        if own is not None and Path(own).name not in out:
-            out.append(Path(own).name)              # the run's own file name
-        return out
-
-    def find(kind: str) -> Path | None:
-        return next((data / name for name in names(kind) if (data / name).is_file()), None)
-
-    persons = find("persons")
-    if persons is None:
-        raise PostprocError(f"{data}: no persons file ({', '.join(names('persons'))}); pass the "
-                            f"persons file itself, or the directory `postproc synth1940 --out` "
-                            f"wrote")
-    return persons, Path(units) if units is not None else find("units")
-
-
-def load_truth(data: str | Path, run: RunOutput, *, units: str | Path | None = None
-               ) -> Hierarchy:
-    """Tabulate the confidential data of a run from a data directory or a persons file.
-
-    The run's configuration supplies the schema, levels, column and value mappings and the unit
-    attribute; its geography is reused, so the truth lines up unit by unit with the result.
-
-    Parameters
-    ----------
-    data : str or Path
-        A persons file (CSV or parquet, any name), or a directory holding ``persons.parquet``,
-        ``persons.csv`` or a file named as the run's persons file (and likewise for units), as
-        ``postproc synth1940`` writes them.
-    run : RunOutput
-    units : str or Path, optional
-        The units file; default: the directory's units file, none for a persons file.
-
-    Returns
-    -------
-    Hierarchy
-
-    Raises
-    ------
-    PostprocError
-        Missing files.
-    ConfidentialDataError
-        Records that do not fit the run's schema or geography (see :mod:`postproc.gate`).
-
-    Examples
-    --------
-    The truth tabulated again from the run's input data is the one the run measured:
-
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> from postproc.apps.runs.pipeline import run_pipeline
-    >>> base = Path(tempfile.mkdtemp())
-    >>> _ = write_synthetic_1940(base / "data", 500, seed=1, progress=False)
-    >>> out = run_pipeline(
-    ...     RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
-    ...                     levels=["nation", "state"], budget=1, seed=1, base=base),
-    ...     out=base / "run", progress=False, log=lambda m: None)
-    >>> run = load_run(base / "run")
-    >>> truth = load_truth(base / "data", run)
-    >>> truth.summary()["state"], bool((truth.counts[-1] == out.truth.counts[-1]).all())
-    ({'units': 49, 'persons': 500}, True)
-
-    A persons file of any name works as well:
-
-    >>> _ = (base / "data" / "persons.parquet").rename(base / "people_2024.parquet")
-    >>> load_truth(base / "people_2024.parquet", run).summary()["state"]
-    {'units': 49, 'persons': 500}
-    >>> load_truth(base, run)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: ...: no persons file (persons.parquet, persons.csv); pass the persons file itself, or the directory `postproc synth1940 --out` wrote
-    """
-    from hierarchy.io import read_microdata
-    from hierarchy.tabulation import tabulate
-
-    data = Path(data)
-    persons, units = _truth_files(data, run, units)
-    config = run.config
-    schema = run.estimate.schema
-    geography = run.estimate.geography
-    unit_attribute = config.spec.unit_attribute if config is not None else "hhgq"
-    if unit_attribute not in schema.names:
-        units = None
-    try:
-        records = read_microdata(persons, schema=schema, levels=list(geography.levels),
-                                 columns=getattr(config, "columns", None),
-                                 values=getattr(config, "values", None), units=units,
-                                 unit_attribute=unit_attribute)
-        return tabulate(records.persons, schema=schema, levels=list(geography.levels),
-                        units=records.units, unit_attribute=unit_attribute
-                        if records.units is not None else None, geography=geography)
-    except ConfidentialDataError as exc:
-        raise exc.with_context(detail_prefix=f"the truth in {data} does not fit the run in "
-                                             f"{run.directory}: ",
-                               public_suffix=" (the truth does not fit the run)") from None
-    except HierarchyError as exc:
-        raise PostprocError(f"the truth in {data} does not fit the run in {run.directory}: "
-                            f"{exc}") from None
-
-
-def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool = False,
-                 units: str | Path | None = None, rng: Any = None,
-                 show_confidential: bool = False, **options: Any) -> pd.DataFrame:
-    """Evaluate a ``postproc run`` output against its confidential data.
-
-    Parameters
-    ----------
-    directory : str or Path
-        The run's output directory.
-    data : str or Path
-        The confidential data: a directory or the persons file (see :func:`load_truth`).
-    compare_all : bool
-        Also evaluate the raw measurements and the other post-processors on them
-        (:func:`compare_postprocessors`, with the run's result in place of its method's).
-    units : str or Path, optional
-        The units file (see :func:`load_truth`).
-    rng : None, int, numpy.random.Generator or Randomness
-        EPL interval draws (and bottom-up noise when comparing).
-    show_confidential : bool
-        For a release-mode run, let the message of data that fail a check state the counts,
-        rows and values it found; otherwise they go to ``directory/confidential/
-        validation.txt`` and the message names the column and the rule only
-        (:mod:`postproc.gate`).
-    **options
-        Passed to :func:`evaluate`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        :func:`evaluate`'s table, or :func:`compare`'s with ``compare_all``.
-
-    Raises
-    ------
-    PostprocError
-        As :func:`load_run` and :func:`load_truth`; if the data are not the ones the run
-        measured (checked against its ``confidential/`` fingerprint); comparing needs
-        ``noisy/``.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from postproc.apps.runs.demo import run_demo
-    >>> out = run_demo(tempfile.mkdtemp() + "/demo", persons=5_000, progress=False,
-    ...                log=lambda message: None)                    # data/ and run/
-    >>> table = evaluate_run(out.directory, out.directory.parent / "data", queries=["total"],
-    ...                      rng=0, epl_options={"n_boot": 0})
-    >>> table.set_index("level").loc["state", ["mae", "epl"]].tolist()   # state totals invariant
-    [0.0, inf]
-    """
-    from postproc.apps.runs.pipeline import check_data_fingerprint
-    from postproc.gate import data_errors
-
-    run = load_run(directory)
-    names = {str(path): f"the truth's {kind} file"
-             for kind, path in zip(("persons", "units"), _truth_files(Path(data), run, units))
-             if path is not None}
-    with data_errors(release=run.release, show=show_confidential,
-                     directory=run.directory, names=names):
-        truth = load_truth(data, run, units=units)
-    if not check_data_fingerprint(directory, truth, required=False):
-        warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
-                      "directory), so the truth given cannot be checked to be the data the run "
-                      "measured", stacklevel=2)
-    options.setdefault("spec", getattr(run.config, "spec", None))
-    if not compare_all:
-        return evaluate(run.estimate, truth, rng=rng, **options)
-    if run.noisy is None:
-        raise PostprocError(f"{directory} has no noisy/ measurements to compare post-processors "
-                            f"on")
-    return compare_postprocessors(run.noisy, truth, results={run.estimate.method: run.estimate},
-                                  rng=rng, **options)
-
-
 def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = "evaluation",
                      confidential: bool = False) -> list[Path]:
     """Write an evaluation (:func:`evaluate`, :func:`compare`) as ``<stem>.csv`` and
@@ -920,16 +602,3 @@ def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = 
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(to_json(labelled(table)), indent=2, allow_nan=False) + "\n")
     return [csv, path]
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved out of this module, for one release: ``epl_notes`` is
-    :func:`postproc.reports.notes.epl_notes` (the pages group their notes with it, and the
-    reports lie below the evaluation)."""
-    if name == "epl_notes":
-        from postproc.reports.notes import epl_notes
-
-        warnings.warn("postproc.evaluation.evaluate.epl_notes is deprecated: import epl_notes "
-                      "from postproc.reports.notes", DeprecationWarning, stacklevel=2)
-        return epl_notes
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
