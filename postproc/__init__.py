@@ -6,8 +6,9 @@ the post-processors by name (:func:`postprocess`, :func:`available`, :func:`regi
 TopDown), the one :class:`Result` type, :func:`evaluate` and :func:`error_metrics`, the empirical
 privacy loss (:func:`estimate_epl`, :class:`EPLResult`), comparisons of post-processors
 (:func:`compare_methods`, :func:`format_pivot`, :func:`plot_comparison`,
-:func:`write_comparison`), configured runs (:func:`load_config`, :class:`RunConfig`,
-:func:`run_pipeline`) and the package's base exception.
+:func:`write_comparison`), a result's errors by level (:func:`plot_errors_by_level`), configured
+runs (:func:`load_config`, :class:`RunConfig`, :func:`run_pipeline`) and the package's base
+exception.
 
 >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
 >>> from invariants import Spec
@@ -47,6 +48,7 @@ _EXPORTS = {
     "format_pivot": "postproc.evaluation.compare",
     "write_comparison": "postproc.evaluation.compare",
     "plot_comparison": "postproc.evaluation.plots", "error_metrics": "postproc.evaluation.metrics",
+    "plot_errors_by_level": "postproc.evaluation.plots",
     "__version__": "hierarchy",  # one distribution, one version
 }
 
@@ -62,7 +64,9 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 # postproc.evaluation < postproc.apps < postproc.cli). A module cannot keep an alias of a name
 # that moved to a layer above it, since it may not import that layer, not even in a function: the
 # run directories' functions of postproc.evaluation.evaluate and postproc.evaluation.compare now
-# live in postproc.apps.runs.directories. This package's face is the top layer, which may import
+# live in postproc.apps.runs.directories, and a Result's figure is drawn by
+# postproc.evaluation.plots.plot_errors_by_level(result, truth): plotting takes a result, and
+# postproc.result, two layers below, no longer imports plotting for Result.plot. This package's face is the top layer, which may import
 # every layer, and Python imports it before any module of it; so it attaches the deprecated
 # aliases (for one release, each warning with a DeprecationWarning) to each old module when that
 # module is loaded, not before: ``import postproc`` stays cheap. (epl_notes, which moved down to
@@ -101,8 +105,45 @@ def _attach_moved(module: Any) -> None:
     module.__getattr__ = __getattr__
 
 
+def _result_plot(self: Any, truth: Any, query: str = "total", *, ax: Any = None,
+                 confidential: bool = False) -> Any:
+    """Deprecated alias of :func:`postproc.evaluation.plots.plot_errors_by_level` (``self`` is
+    its ``result``): the errors against the truth by level, one box per level, on a matplotlib
+    Axes; the errors of release-mode measurements only with ``confidential=True``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from matplotlib.figure import Figure
+    >>> from hierarchy import Attribute, Geography, Hierarchy, Schema, Workload
+    >>> from hierarchy.queries import detailed
+    >>> from postproc.result import Result
+    >>> import numpy as np
+    >>> schema = Schema((Attribute("sex", ("male", "female")),))
+    >>> geo = Geography(("nation", "state"), (["US"], ["A", "B"]), ([-1], [0, 0]))
+    >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
+    >>> r = Result("mine", schema, geo, Workload((detailed(schema),)),
+    ...            (np.array([[4, 4]]), np.array([[2, 4], [2, 0]])),
+    ...            {"noisy": {"randomness": {"mode": "simulation"}}})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     ax = r.plot(truth, ax=Figure().subplots())
+    >>> ax.get_title(), str(caught[0].message)
+    ('mine: error of total by level', 'Result.plot is deprecated: use postproc.evaluation.plots.plot_errors_by_level(result, truth, ...)')
+    """
+    from postproc.evaluation.plots import plot_errors_by_level
+
+    warnings.warn("Result.plot is deprecated: use postproc.evaluation.plots.plot_errors_by_level"
+                  "(result, truth, ...)", DeprecationWarning, stacklevel=2)
+    return plot_errors_by_level(self, truth, query, ax=ax, confidential=confidential)
+
+
+def _attach_plot(module: Any) -> None:
+    module.Result.plot = _result_plot
+
+
 #: module → what attaches its deprecated aliases once it is loaded
-_ATTACH = {name: _attach_moved for name in _MOVED}
+_ATTACH = {"postproc.result": _attach_plot, **{name: _attach_moved for name in _MOVED}}
 
 
 class _AttachOnLoad:

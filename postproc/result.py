@@ -291,33 +291,6 @@ class Result:
         kind = "integer" if self.integer else "real"
         return summary_html(f"Result {self.method!r} ({kind} histograms)", rows, notes)
 
-    def plot(self, truth: Any, query: str = "total", *, ax: Any = None,
-             confidential: bool = False) -> Any:
-        """Errors against the truth by level, one box per level; returns the matplotlib Axes
-        (see :func:`postproc.evaluation.plots.plot_errors_by_level`, which says what is drawn
-        and what is refused in release mode: the errors of release-mode measurements are drawn
-        only with ``confidential=True``, under a CONFIDENTIAL banner).
-
-        Examples
-        --------
-        >>> from matplotlib.figure import Figure
-        >>> from hierarchy.histograms import Hierarchy
-        >>> from hierarchy.queries import detailed
-        >>> from hierarchy.schema import Attribute
-        >>> schema = Schema((Attribute("sex", ("male", "female")),))
-        >>> geo = Geography(("nation", "state"), (["US"], ["A", "B"]), ([-1], [0, 0]))
-        >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
-        >>> r = Result("mine", schema, geo, Workload((detailed(schema),)),
-        ...            (np.array([[4, 4]]), np.array([[2, 4], [2, 0]])),
-        ...            {"noisy": {"randomness": {"mode": "simulation"}}})
-        >>> ax = r.plot(truth, ax=Figure().subplots())
-        >>> ax.get_title(), [t.get_text() for t in ax.get_xticklabels()]
-        ('mine: error of total by level', ['nation', 'state'])
-        """
-        from postproc.evaluation.plots import plot_errors_by_level
-
-        return plot_errors_by_level(self, truth, query, ax=ax, confidential=confidential)
-
     # -- frames ------------------------------------------------------------------------------
     def to_table(self, level: str | int, *, keep_zeros: bool = False) -> pa.Table:
         """Long form of a level (see :func:`level_table`)."""
