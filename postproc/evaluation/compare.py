@@ -1,18 +1,20 @@
 """Compare registered post-processors on the same measurements: one tidy table, a figure, a page.
 
-:func:`compare_methods` runs each named post-processor of the registry (:mod:`postproc.methods`)
-on one :class:`~hierarchy.noisy.NoisyHierarchy` — the methods that keep invariants (TopDown,
+:func:`compare_methods` is the comparison of post-processors (``compare`` and
+``compare_postprocessors`` of :mod:`postproc.evaluation.evaluate` are deprecated). It runs each
+named post-processor of the registry (:mod:`postproc.methods`) on one
+:class:`~hierarchy.noisy.NoisyHierarchy` — the methods that keep invariants (TopDown,
 conditional sampling) with the spec, the others without it (they refuse invariants: the table
 says ``constrained = False``) — and evaluates every result against the truth with
-:func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the columns of
-:data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
+:func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the
+columns of :data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
 figures ``compare_mae.png`` (MAE by level, one line per method) and ``compare_epl.png`` (EPL with
 its 95 % interval, constrained beside unconstrained methods) and the page ``compare.html``
 (:func:`render_html`: the report layout of :mod:`postproc.reports`, numbers in its one format).
 ``postproc compare`` (:func:`postproc.apps.runs.directories.run_compare`) reads a run
-configuration and its data once, measures once, compares with :func:`compare_methods` and writes
-with :func:`write_comparison` — under ``DIR/confidential/`` in release mode, since every number
-of the table is computed from the confidential data.
+configuration and its data once, measures once, compares and writes — under
+``DIR/confidential/`` in release mode: every number of the table is computed from the
+confidential data.
 
 Randomness: a randomized method draws from the stream :func:`postproc.methods.registry.method_rng`
 derives for it (so ``postproc run --method M`` gives M the same draws from the same seed), and
@@ -46,7 +48,6 @@ True
 from __future__ import annotations
 
 import json
-import math
 import sys
 import zlib
 from pathlib import Path
@@ -59,7 +60,7 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from postproc.errors import PostprocError
 from postproc.evaluation.epl import epl_text
-from postproc.evaluation.evaluate import default_queries, evaluate
+from postproc.evaluation.evaluate import default_queries, evaluate, json_ready
 from postproc.gate import label_table, labelled, randomness_of, table_gate, write_csv
 from postproc.reports.notes import epl_notes
 from postproc.reports.numbers import format_number
@@ -253,9 +254,7 @@ def _progress(methods: Sequence[str], progress: bool):
                 leave=False)
 
 
-# --------------------------------------------------------------------------------------------------
-# Text, table files, figure, page
-# --------------------------------------------------------------------------------------------------
+# -- text, table files, figures, page -------------------------------------------------------------
 def _epl_text(row: Mapping[str, Any]) -> str:
     return epl_text(row["epl"], row["epl_low"], row["epl_high"], format_number)
 
@@ -321,16 +320,8 @@ def format_pivot(table: pd.DataFrame) -> str:
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts: non-finite numbers become None."""
-    def clean(value: Any) -> Any:
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        if isinstance(value, (np.integer,)):
-            return int(value)
-        if isinstance(value, (float, np.floating)):
-            return float(value) if math.isfinite(value) else None
-        return value
-
-    return [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
+    return [{k: json_ready(v) for k, v in row.items()}
+            for row in table.to_dict(orient="records")]
 
 
 def write_table(table: pd.DataFrame, directory: str | Path, *,

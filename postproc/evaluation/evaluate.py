@@ -17,12 +17,15 @@ Raw measurements answer a query they did not measure from the finest measured qu
 determines it (``total`` from the sum of ``va_hisp_race``, say: the most precise such sum), which
 is what a user without post-processing would publish.
 
-:func:`compare_postprocessors` runs registered post-processors (:mod:`postproc.methods`) on the
-same measurements — by default the clipped measurements, closed-form least squares (with and
-without clipping) and TopDown — beside the raw measurements and bottom-up with the same total ε
-(its own measurement) and its calibration to the published totals, and evaluates them all
-against the same truth. ``postproc compare`` (:mod:`postproc.evaluation.compare`) is the command-line
-comparison of any registered methods.
+Given several results by name, :func:`evaluate` puts them in one table with a ``method``
+column. To compare post-processors, use the one comparison,
+:func:`postproc.evaluation.compare.compare_methods`: it runs registered methods on the same
+measurements and evaluates them (``postproc compare`` on the command line).
+:func:`reference_results` makes the results of the reference analysis that ``postproc evaluate
+--compare`` sets beside a run's result: the raw measurements, the clipped measurements,
+closed-form least squares (with and without clipping) and TopDown, and bottom-up with the same
+total ε (its own measurement) and its calibration to the published totals. (:func:`compare` and
+:func:`compare_postprocessors` are their deprecated forerunners.)
 
 Examples
 --------
@@ -73,7 +76,8 @@ from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_total
 from postproc.result import Result, resolve_query
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
-           "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
+           "evaluate", "reference_results", "DEFAULT_COMPARISON", "compare",
+           "compare_postprocessors", "to_json", "json_ready",
            "pivot", "write_evaluation"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
@@ -189,12 +193,14 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
              queries: Sequence[str] | None = None, levels: Sequence[str] | None = None,
              epl_method: str = "improved", epl_options: Mapping[str, Any] | None = None,
              rng: Any = None, spec: Any = None) -> pd.DataFrame:
-    """Error metrics and EPL of ``result`` against ``truth`` for every level and query.
+    """Error metrics and EPL of ``result`` against ``truth`` for every level and query — or of
+    several results, given by name, in one table.
 
     Parameters
     ----------
-    result : Result, NoisyHierarchy or TreeCounts
-        A path of a result directory (a ``postproc run`` output) is deprecated: pass
+    result : Result, NoisyHierarchy or TreeCounts, or a mapping name → result
+        Several results are evaluated on the same truth with the same options, one after the
+        other. A path of a result directory (a ``postproc run`` output) is deprecated: pass
         :func:`postproc.apps.runs.directories.load_run`'s ``estimate`` or
         :meth:`Result.read <postproc.result.Result.read>`'s result.
     truth : Hierarchy or TreeCounts
@@ -224,7 +230,10 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
         :class:`~postproc.evaluation.epl.EPLResult`.
         ``attrs["randomness"]`` is the randomness label of ``result``'s measurements (none
         when it records none): the toolkit's writers and plotters keep a release-mode table to
-        ``confidential/`` (:mod:`postproc.gate`).
+        ``confidential/`` (:mod:`postproc.gate`). For a mapping, a ``method`` column (the
+        names) comes first, and the label is release if any result's measurements were release
+        mode (their truth is real), else simulation if any were
+        (:func:`postproc.gate.combined_randomness`).
 
     Raises
     ------
@@ -245,7 +254,19 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
     ['undefined', 'bound', 'bound']
     >>> table["epl_reason"].iloc[2]
     'all 100 errors equal 0: too concentrated to resolve the log ratio next to it; ...'
+
+    Several results, by name:
+
+    >>> from postproc.methods.baselines import gdpc, rdpc
+    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
+    >>> table = evaluate({"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}, pop, rng=0)
+    >>> table.groupby("method")["level"].count().to_dict()
+    {'gdpc': 4, 'rdpc': 4}
     """
+    if isinstance(result, Mapping):
+        return _evaluate_each(result, truth, queries=queries, levels=levels,
+                              epl_method=epl_method, epl_options=epl_options, rng=rng,
+                              spec=spec)
     if isinstance(result, (str, Path)):
         result = _read_directory(result)
     _check_geography(result, truth)
@@ -313,37 +334,39 @@ def _check_geography(result: Any, truth: Any) -> None:
                             f"evaluate against the data the result was made from")
 
 
-def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
-            ) -> pd.DataFrame:
-    """:func:`evaluate` every result on the same truth: one table with a ``method`` column.
-
-    Parameters
-    ----------
-    results : mapping name → result
-    truth : Hierarchy or TreeCounts
-    **options
-        Passed to :func:`evaluate`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``method, level, query`` then :data:`EVALUATION_COLUMNS`; labelled release if
-        any result's measurements were release mode (their truth is real), else simulation if
-        any were (:func:`postproc.gate.combined_randomness`).
-
-    Examples
-    --------
-    >>> from postproc.methods.baselines import gdpc, rdpc
-    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
-    >>> table = compare({"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}, pop, rng=0)
-    >>> table.groupby("method")["level"].count().to_dict()
-    {'gdpc': 4, 'rdpc': 4}
-    """
+def _evaluate_each(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
+                   ) -> pd.DataFrame:
+    """:func:`evaluate` of each result on the same truth, one table with a ``method`` column
+    first, labelled with the combined randomness of the results' measurements."""
     frames = [evaluate(result, truth, **options).assign(method=name)
               for name, result in results.items()]
     table = pd.concat(frames, ignore_index=True)
     table = table[["method", *[c for c in table.columns if c != "method"]]]
     return label_table(table, combined_randomness(results.values()))
+
+
+def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
+            ) -> pd.DataFrame:
+    """Deprecated: :func:`evaluate` takes the mapping itself, ``evaluate(results, truth)``, and
+    gives the same table (to run and compare registered methods, use
+    :func:`postproc.evaluation.compare.compare_methods`).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from postproc.methods.baselines import gdpc, rdpc
+    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
+    >>> results = {"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     table = compare(results, pop, rng=0)
+    >>> table.equals(evaluate(results, pop, rng=0))
+    True
+    """
+    warnings.warn("postproc.evaluation.evaluate.compare is deprecated: evaluate(results, truth) "
+                  "evaluates a mapping of results into the same table; compare_methods runs "
+                  "and compares registered methods", DeprecationWarning, stacklevel=2)
+    return evaluate(results, truth, **options)
 
 
 def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
@@ -359,67 +382,65 @@ def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
     return float(budget.total), 2.0 if budget.neighbours == "change" else 1.0
 
 
-#: The post-processors :func:`compare_postprocessors` runs by default, in its table's order:
-#: registered names (:mod:`postproc.methods`), ``NAME+clip`` for a result with its negative
-#: cells set to 0, and ``clip`` for ``noisy+clip`` (the clipped detailed measurements).
+#: The post-processors :func:`reference_results` runs by default, in this order: registered
+#: names (:mod:`postproc.methods`), ``NAME+clip`` for a result with its negative cells set to 0,
+#: and ``clip`` for ``noisy+clip`` (the clipped detailed measurements).
 DEFAULT_COMPARISON = ("clip", "hay", "hay+clip", "topdown")
 
 
-def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
-                           methods: Sequence[str] | None = None, topdown: Any = None,
-                           results: Mapping[str, Any] | None = None, spec: Any = None,
-                           rng: Any = None, **options: Any) -> pd.DataFrame:
-    """Raw measurements vs registered post-processors: same data, same budget.
+def reference_results(noisy: NoisyHierarchy, truth: Hierarchy, *,
+                      methods: Sequence[str] | None = None,
+                      results: Mapping[str, Any] | None = None, spec: Any = None,
+                      rng: Any = None) -> dict[str, Any]:
+    """The results of the reference analysis — the raw measurements, registered post-processors
+    on them and bottom-up with the same budget — by name, for :func:`evaluate` to compare.
 
-    The rows, in order:
+    In order:
 
     ``noisy``
         The raw measurements (unmeasured queries summed from the finest measured one).
     each of ``methods``
         A registered post-processor (:func:`postproc.methods.postprocess`) run on ``noisy``,
         with ``spec`` if it keeps invariants and without otherwise (see
-        :func:`postproc.methods.registry.method_spec`); ``NAME+clip`` is its result with negative cells
-        set to 0, and ``clip`` is ``noisy+clip``. ``topdown``, when given, is used instead of
-        running TopDown. By default (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``,
-        ``hay+clip`` and ``topdown`` — the last only when a TopDown result or a ``spec`` is
-        given — each left out if it does not apply to these measurements.
+        :func:`postproc.methods.registry.method_spec`); ``NAME+clip`` is its result with
+        negative cells set to 0, and ``clip`` is ``noisy+clip``. By default
+        (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``, ``hay+clip`` and ``topdown`` — the last
+        only when a TopDown result or a ``spec`` is given — each left out if it does not apply
+        to these measurements.
     ``bottom_up``, ``bottom_up+calibrated``
         Geometric noise on the bottom level's detailed cells with the *same total ε* (a new
-        measurement drawn from ``rng``: a measurement strategy, not a post-processor of
-        ``noisy``), then calibrated to the deepest published ``tot``; only for a pure-DP
-        geometric budget.
+        measurement of ``truth`` drawn from ``rng``: a measurement strategy, not a
+        post-processor of ``noisy``), then calibrated to the deepest published ``tot``; only
+        for a pure-DP geometric budget.
+
+    ``postproc evaluate --compare`` evaluates them beside a run's own result
+    (:func:`postproc.apps.runs.directories.evaluate_run`); to compare registered methods, use
+    :func:`postproc.evaluation.compare.compare_methods`.
 
     Parameters
     ----------
     noisy : NoisyHierarchy
     truth : Hierarchy
     methods : sequence of str, optional
-        Post-processors to compare (default :data:`DEFAULT_COMPARISON`). One named here that
-        does not apply is an error.
-    topdown : Result, optional
-        TopDown's result on ``noisy`` (e.g. a run's), used for the ``topdown`` row; short for
-        ``results={"topdown": topdown}``.
+        Post-processors to run (default :data:`DEFAULT_COMPARISON`). One named here that does
+        not apply is an error.
     results : mapping name → Result, optional
         Results of registered methods on ``noisy`` made already (e.g. a run's), used instead of
         running those methods; a name not among ``methods`` is added after them.
     spec : Spec, optional
         Invariants and constraints for the methods that keep them.
     rng : None, int, numpy.random.Generator or Randomness
-        Bottom-up's noise (child stream 0), the EPL interval draws (child stream 1) and each
-        randomized method's draws (:func:`postproc.methods.registry.method_rng`).
-    **options
-        Passed to :func:`evaluate` (``queries``, ``levels``, ``epl_method``, ``epl_options``).
+        Bottom-up's noise (child stream 0) and each randomized method's draws
+        (:func:`postproc.methods.registry.method_rng`).
 
     Returns
     -------
-    pandas.DataFrame
-        As :func:`compare`, labelled with the randomness of ``noisy`` (bottom-up's own noise,
-        drawn from ``rng``, does not change whose truth the errors are computed against).
+    dict of str to result
 
     Raises
     ------
     PostprocError
-        As :func:`evaluate`; an unknown method, or a named one that refuses these measurements.
+        An unknown method, or a named one that refuses these measurements.
 
     Examples
     --------
@@ -433,12 +454,10 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     >>> truth = tabulate(synthesize_1940(5_000, seed=1).persons, schema=E2E_1940, levels=levels)
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
     ...                 publish={"tot": levels})
-    >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"],
-    ...                                epl_method="published")
-    >>> list(dict.fromkeys(table["method"]))
+    >>> list(reference_results(noisy, truth, rng=0))
     ['noisy', 'clip', 'hay', 'hay+clip', 'bottom_up', 'bottom_up+calibrated']
-    >>> table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
-    ...                                rng=0, queries=["total"], epl_method="published")
+    >>> made = reference_results(noisy, truth, methods=["rake", "least_squares+clip"], rng=0)
+    >>> table = evaluate(made, truth, queries=["total"], epl_method="published")
     >>> list(dict.fromkeys(table["method"]))
     ['noisy', 'rake', 'least_squares+clip', 'bottom_up', 'bottom_up+calibrated']
     """
@@ -449,8 +468,6 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     rnd = as_randomness(rng)
     made: dict[str, Any] = dict(results or {})
     results = {"noisy": noisy}          # what is compared, in order (``made``: by base name)
-    if topdown is not None:
-        made["topdown"] = topdown
     names = list(DEFAULT_COMPARISON if methods is None else methods)
     names += [name for name in made if name not in names]
     for name in names:
@@ -479,8 +496,77 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
             deepest = max(published, key=noisy.geography.level_index)
             results["bottom_up+calibrated"] = calibrate_to_totals(
                 results["bottom_up"], deepest, noisy.invariant(deepest, "tot"))
-    options.setdefault("rng", rnd.child(1))
-    return label_table(compare(results, truth, spec=spec, **options), randomness_of(noisy))
+    return results
+
+
+def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
+                           methods: Sequence[str] | None = None, topdown: Any = None,
+                           results: Mapping[str, Any] | None = None, spec: Any = None,
+                           rng: Any = None, **options: Any) -> pd.DataFrame:
+    """Deprecated: :func:`evaluate` of :func:`reference_results` gives the same table (to run
+    and compare registered methods, use :func:`postproc.evaluation.compare.compare_methods`).
+
+    ``topdown`` is short for ``results={"topdown": topdown}``; ``rng`` draws the reference
+    results as :func:`reference_results` says and the EPL intervals from its child stream 1;
+    ``options`` go to :func:`evaluate`, with ``spec``; the table is labelled with the randomness
+    of ``noisy`` (bottom-up's own noise does not change whose truth the errors are computed
+    against).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from hierarchy.randomness import as_randomness
+    >>> from postproc.gate import randomness_of
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> from hierarchy.measurement import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(5_000, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     old = compare_postprocessors(noisy, truth, methods=["hay"], rng=4, queries=["total"])
+    >>> rnd = as_randomness(4)
+    >>> new = label_table(evaluate(reference_results(noisy, truth, methods=["hay"], rng=rnd),
+    ...                            truth, queries=["total"], rng=rnd.child(1)),
+    ...                   randomness_of(noisy))
+    >>> old.equals(new)
+    True
+    """
+    from hierarchy.randomness import as_randomness
+
+    warnings.warn("postproc.evaluation.evaluate.compare_postprocessors is deprecated: evaluate("
+                  "reference_results(noisy, truth, ...), truth, ...) gives the same table; "
+                  "compare_methods runs and compares registered methods", DeprecationWarning,
+                  stacklevel=2)
+    rnd = as_randomness(rng)
+    made = {**(results or {}), **({"topdown": topdown} if topdown is not None else {})}
+    table = evaluate(reference_results(noisy, truth, methods=methods, results=made, spec=spec,
+                                       rng=rnd), truth, spec=spec, rng=rnd.child(1), **options)
+    return label_table(table, randomness_of(noisy))
+
+
+
+
+def json_ready(value: Any) -> Any:
+    """A table's cell as JSON holds it: numpy numbers as Python ones, a non-finite number as
+    ``None`` (``null``).
+
+    Examples
+    --------
+    >>> [json_ready(v) for v in (np.int64(3), np.float64("inf"), np.bool_(True), "a")]
+    [3, None, True, 'a']
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
 
 
 def to_json(table: pd.DataFrame) -> dict[str, Any]:
@@ -492,7 +578,7 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`evaluate`, or from :func:`compare` (then keyed by method first).
+        From :func:`evaluate` (keyed by method first for several results).
 
     Returns
     -------
@@ -505,22 +591,14 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
     >>> to_json(pd.DataFrame([row]))
     {'state': {'total': {'mae': 0.0, 'epl': None, 'epl_reason': 'all errors equal 0'}}}
     """
-    def clean(value: Any) -> Any:
-        if isinstance(value, (np.integer,)):
-            return int(value)
-        if isinstance(value, (float, np.floating)):
-            return float(value) if math.isfinite(value) else None
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return None
-        return value
-
     out: dict[str, Any] = {}
     keys = ["method", "level", "query"] if "method" in table.columns else ["level", "query"]
     for record in table.to_dict(orient="records"):
         node = out
         for key in keys[:-1]:
             node = node.setdefault(str(record[key]), {})
-        node[str(record[keys[-1]])] = {k: clean(v) for k, v in record.items() if k not in keys}
+        node[str(record[keys[-1]])] = {k: json_ready(v) for k, v in record.items()
+                                       if k not in keys}
     return out
 
 
@@ -530,7 +608,7 @@ def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`compare` or :func:`compare_postprocessors`.
+        From :func:`evaluate` of several results.
     value : str
         The column to spread (``mae``, ``rmse``, ``epl``, …).
 
@@ -555,9 +633,9 @@ def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
 
 def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = "evaluation",
                      confidential: bool = False) -> list[Path]:
-    """Write an evaluation (:func:`evaluate`, :func:`compare`) as ``<stem>.csv`` and
-    ``<stem>.json`` (:func:`to_json`'s form), atomically, each row with the table's randomness
-    label (a ``randomness`` column and field).
+    """Write an evaluation (:func:`evaluate`'s table, of one result or several) as
+    ``<stem>.csv`` and ``<stem>.json`` (:func:`to_json`'s form), atomically, each row with the
+    table's randomness label (a ``randomness`` column and field).
 
     ``postproc evaluate --save`` writes into the run's ``confidential/`` folder. A table of a
     release-mode measurement (or one with no label) is written only into a ``confidential/``

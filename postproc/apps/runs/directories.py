@@ -44,6 +44,7 @@ import pandas as pd
 from hierarchy.errors import ConfidentialDataError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
+from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 from postproc.evaluation.compare import (
     FILES,
@@ -53,8 +54,8 @@ from postproc.evaluation.compare import (
     parse_methods,
     write_comparison,
 )
-from postproc.evaluation.evaluate import compare_postprocessors, evaluate
-from postproc.gate import label_table
+from postproc.evaluation.evaluate import evaluate, reference_results
+from postproc.gate import label_table, randomness_of
 from postproc.reports.numbers import format_number
 from postproc.result import Result
 
@@ -336,12 +337,15 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
     data : str or Path
         The confidential data: a directory or the persons file (see :func:`load_truth`).
     compare_all : bool
-        Also evaluate the raw measurements and the other post-processors on them
-        (:func:`compare_postprocessors`, with the run's result in place of its method's).
+        Also evaluate the raw measurements and the reference post-processors on them
+        (:func:`~postproc.evaluation.evaluate.reference_results`, with the run's result in place
+        of its method's).
     units : str or Path, optional
         The units file (see :func:`load_truth`).
     rng : None, int, numpy.random.Generator or Randomness
-        EPL interval draws (and bottom-up noise when comparing).
+        EPL interval draws (when comparing: the reference results' draws, as
+        :func:`~postproc.evaluation.evaluate.reference_results` says, and the EPL intervals' from
+        its child stream 1).
     show_confidential : bool
         For a release-mode run, let the message of data that fail a check state the counts,
         rows and values it found; otherwise they go to ``directory/confidential/
@@ -353,7 +357,9 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
     Returns
     -------
     pandas.DataFrame
-        :func:`evaluate`'s table, or :func:`compare`'s with ``compare_all``.
+        :func:`~postproc.evaluation.evaluate.evaluate`'s table: of the run's result, or with
+        ``compare_all`` of every result by name, labelled with the randomness of the run's
+        measurements.
 
     Raises
     ------
@@ -393,8 +399,11 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
     if run.noisy is None:
         raise PostprocError(f"{directory} has no noisy/ measurements to compare post-processors "
                             f"on")
-    return compare_postprocessors(run.noisy, truth, results={run.estimate.method: run.estimate},
-                                  rng=rng, **options)
+    rnd = as_randomness(rng)
+    made = reference_results(run.noisy, truth, results={run.estimate.method: run.estimate},
+                             spec=options.get("spec"), rng=rnd)
+    return label_table(evaluate(made, truth, rng=rnd.child(1), **options),
+                       randomness_of(run.noisy))
 
 
 # --------------------------------------------------------------------------------------------------
