@@ -73,7 +73,7 @@ from postproc.evaluation.metrics import METRICS, error_metrics
 from postproc.evaluation.tables import default_queries
 from postproc.gate import combined_randomness, label_table, randomness_of
 from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
-from postproc.result import Result, resolve_query
+from postproc.result import Provenance, Result, resolve_query
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
            "evaluate", "reference_results", "DEFAULT_COMPARISON", "compare",
@@ -161,14 +161,12 @@ def _epl_row(errors: np.ndarray, method: str, options: dict[str, Any],
 
 
 def _spec_of(result: Any) -> Any:
-    """The spec a result records having kept (``provenance["spec"]``, as TopDown's does), or
+    """The spec a result records having kept (its provenance's ``spec``, as TopDown's does), or
     None."""
-    recorded = (getattr(result, "provenance", None) or {}).get("spec")
-    if not recorded:
-        return None
     from invariants.spec import Spec
     try:
-        return Spec.from_dict(recorded)
+        recorded = Provenance.from_dict(getattr(result, "provenance", None)).spec
+        return Spec.from_dict(recorded) if recorded else None
     except DappError:
         return None
 
