@@ -40,7 +40,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,7 +55,7 @@ from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from postproc.errors import PostprocError
 
-__all__ = ["Result", "resolve_query", "level_table", "histograms_from_table",
+__all__ = ["Result", "Provenance", "PROVENANCE_FIELDS", "resolve_query", "level_table", "histograms_from_table",
            "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION", "level_statistics", "level_entry",
            "manifest_document", "file_metadata"]
 
@@ -149,6 +149,130 @@ def histograms_from_table(table: pa.Table | pd.DataFrame, schema: Schema, geogra
     return out
 
 
+#: The entries of a result's provenance that any post-processor may write, typed by
+#: :class:`Provenance`; the others are the method's own.
+PROVENANCE_FIELDS = ("noisy", "spec", "timings", "failsafe_reports")
+
+
+@dataclass(frozen=True, eq=False)
+class Provenance(Mapping[str, Any]):
+    """How a result was made: the entries every post-processor may write, typed, and the
+    method's own.
+
+    Every method records the measurements it post-processed (``noisy``: their provenance, with
+    their randomness label). The methods that keep a spec record it (``spec``, its JSON form)
+    and the nodes where a promise had to be relaxed (``failsafe_reports``), and the level-wise
+    ones their ``timings`` (``levels``: seconds per level, ``total``). Everything else is the
+    method's own, in ``details``: TopDown's ``solver``, conditional sampling's ``sampler``, a
+    baseline's ``method``, fitted ``queries`` or ``equal_splits``, a run's ``directory`` …
+
+    It reads as the JSON object it is written as — ``provenance["noisy"]``, ``.get``, ``in``,
+    iteration in the order the method wrote its entries, ``dict(provenance)`` or
+    :meth:`to_dict` — so a method may give :class:`Result` a plain dict (it is converted with
+    :meth:`from_dict`) and a result's manifest holds the same JSON as a dict would give.
+
+    Parameters
+    ----------
+    noisy : mapping
+        The measurements' provenance (``{}`` when not recorded).
+    spec : mapping, optional
+        The spec kept, as :meth:`invariants.spec.Spec.to_dict` gives it.
+    timings : mapping
+        Seconds: ``levels`` (level → seconds), ``total`` and others.
+    failsafe_reports : sequence of mapping
+        One record per node where a promise was relaxed.
+    details : mapping
+        The method's own entries, in the order written.
+
+    Raises
+    ------
+    PostprocError
+        An entry of the wrong kind (``noisy`` not a mapping, …), or ``details`` naming one of
+        :data:`PROVENANCE_FIELDS`.
+
+    Examples
+    --------
+    >>> p = Provenance.from_dict({"method": "hay", "noisy": {"randomness": {"mode": "release"}},
+    ...                           "z_per_level": [1.5]})
+    >>> p.noisy["randomness"]["mode"], p.spec, p.details["z_per_level"]
+    ('release', None, [1.5])
+    >>> p["method"], "spec" in p, list(p), p.get("timings", "none")
+    ('hay', False, ['method', 'noisy', 'z_per_level'], 'none')
+    >>> p.to_dict() == {"method": "hay", "noisy": {"randomness": {"mode": "release"}},
+    ...                 "z_per_level": [1.5]}
+    True
+    >>> Provenance(noisy={"randomness": {}}, failsafe_reports=[]).to_dict()
+    {'noisy': {'randomness': {}}}
+    >>> Provenance.from_dict({"noisy": []})
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: a result's provenance: noisy must be a mapping, not list
+    """
+
+    noisy: Mapping[str, Any] = field(default_factory=dict)
+    spec: Mapping[str, Any] | None = None
+    timings: Mapping[str, Any] = field(default_factory=dict)
+    failsafe_reports: Sequence[Mapping[str, Any]] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    #: The entries' names in the order written (default: the typed ones that are set, then
+    #: the details).
+    order: tuple[str, ...] = field(default=(), repr=False)
+
+    def __post_init__(self):
+        def kind(name: str, ok: bool, what: str) -> None:
+            if not ok:
+                raise PostprocError(f"a result's provenance: {name} must be {what}, not "
+                                    f"{type(getattr(self, name)).__name__}")
+
+        kind("noisy", isinstance(self.noisy, Mapping), "a mapping")
+        kind("spec", self.spec is None or isinstance(self.spec, Mapping), "a mapping or None")
+        kind("timings", isinstance(self.timings, Mapping), "a mapping")
+        kind("failsafe_reports", isinstance(self.failsafe_reports, (list, tuple)), "a list")
+        kind("details", isinstance(self.details, Mapping), "a mapping")
+        typed = set(PROVENANCE_FIELDS) & set(self.details)
+        if typed:
+            raise PostprocError(f"a result's provenance: {sorted(typed)} are typed entries, not "
+                                f"details")
+        order = tuple(self.order) or (
+            tuple(name for name in PROVENANCE_FIELDS
+                  if getattr(self, name) not in (None, {}, (), []))
+            + tuple(self.details))
+        if set(self.details) - set(order) or set(order) - set(self.details) - set(
+                PROVENANCE_FIELDS) or len(set(order)) != len(order):
+            raise PostprocError(f"a result's provenance: the order {list(order)} does not name "
+                                f"each entry once")
+        object.__setattr__(self, "order", order)
+
+    @classmethod
+    def from_dict(cls, provenance: Mapping[str, Any] | None) -> "Provenance":
+        """The record of a provenance written as a mapping (a :class:`Provenance` is returned
+        as it is)."""
+        if isinstance(provenance, Provenance):
+            return provenance
+        entries = dict(provenance or {})
+        return cls(**{name: entries[name] for name in PROVENANCE_FIELDS if name in entries},
+                   details={k: v for k, v in entries.items() if k not in PROVENANCE_FIELDS},
+                   order=tuple(entries))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: the entries in the order written."""
+        return {name: self[name] for name in self.order}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.order:
+            raise KeyError(name)
+        return getattr(self, name) if name in PROVENANCE_FIELDS else self.details[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __repr__(self) -> str:
+        return f"Provenance({', '.join(self.order)})"
+
+
 @dataclass(frozen=True, eq=False)
 class Result:
     """Histograms of every unit of every level, as a post-processor leaves them.
@@ -162,9 +286,10 @@ class Result:
     histograms : tuple of arrays
         ``histograms[l]`` has shape (units of level ``l``, ``schema.size``), root first; fewer
         arrays than levels for a partial result (a run stopped after a level).
-    provenance : dict
-        JSON-ready description of how it was made: ``noisy`` (the measurements' provenance, with
-        their randomness label), the method's own settings, ``timings``, ``failsafe_reports``.
+    provenance : Provenance or mapping
+        How it was made (:class:`Provenance`; a mapping is converted): ``noisy`` (the
+        measurements' provenance, with their randomness label), ``spec``, ``timings``,
+        ``failsafe_reports`` and the method's own settings, JSON-ready.
     node_stats : pandas.DataFrame, optional
         One row per parent problem (solver or sampler statistics).
 
@@ -204,7 +329,7 @@ class Result:
     geography: Geography
     workload: Workload
     histograms: tuple[np.ndarray, ...]
-    provenance: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    provenance: Provenance = field(default_factory=Provenance, repr=False)
     node_stats: pd.DataFrame | None = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -221,7 +346,7 @@ class Result:
                 raise PostprocError(f"{self.method}: level {level!r} histograms must be finite "
                                     f"numbers")
         object.__setattr__(self, "histograms", hists)
-        object.__setattr__(self, "provenance", dict(self.provenance))
+        object.__setattr__(self, "provenance", Provenance.from_dict(self.provenance))
         stats = self.node_stats if self.node_stats is not None else pd.DataFrame()
         object.__setattr__(self, "node_stats", stats)
 
@@ -252,20 +377,20 @@ class Result:
     @property
     def randomness(self) -> dict[str, Any]:
         """The measurements' randomness provenance (mode, label, safe_for_release, seed)."""
-        return dict(self.provenance.get("noisy", {}).get("randomness", {}))
+        return dict(self.provenance.noisy.get("randomness", {}))
 
     @property
     def safe_for_release(self) -> bool:
         """True only if the measurements and any randomness of the method were release mode."""
         if not self.randomness.get("safe_for_release", False):
             return False
-        own = self.provenance.get("sampler", {}).get("randomness")
+        own = self.provenance.details.get("sampler", {}).get("randomness")
         return own is None or bool(own.get("safe_for_release", False))
 
     @property
     def failsafe_reports(self) -> list[dict[str, Any]]:
         """The nodes where a promise had to be relaxed, and what moved."""
-        return list(self.provenance.get("failsafe_reports", []))
+        return list(self.provenance.failsafe_reports)
 
     def __repr__(self) -> str:
         kind = "integer" if self.integer else "real"
@@ -290,33 +415,6 @@ class Result:
             notes.append(f"partial: {len(self.levels)} of {self.geography.depth} levels")
         kind = "integer" if self.integer else "real"
         return summary_html(f"Result {self.method!r} ({kind} histograms)", rows, notes)
-
-    def plot(self, truth: Any, query: str = "total", *, ax: Any = None,
-             confidential: bool = False) -> Any:
-        """Errors against the truth by level, one box per level; returns the matplotlib Axes
-        (see :func:`postproc.evaluation.plots.plot_errors_by_level`, which says what is drawn
-        and what is refused in release mode: the errors of release-mode measurements are drawn
-        only with ``confidential=True``, under a CONFIDENTIAL banner).
-
-        Examples
-        --------
-        >>> from matplotlib.figure import Figure
-        >>> from hierarchy.histograms import Hierarchy
-        >>> from hierarchy.queries import detailed
-        >>> from hierarchy.schema import Attribute
-        >>> schema = Schema((Attribute("sex", ("male", "female")),))
-        >>> geo = Geography(("nation", "state"), (["US"], ["A", "B"]), ([-1], [0, 0]))
-        >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
-        >>> r = Result("mine", schema, geo, Workload((detailed(schema),)),
-        ...            (np.array([[4, 4]]), np.array([[2, 4], [2, 0]])),
-        ...            {"noisy": {"randomness": {"mode": "simulation"}}})
-        >>> ax = r.plot(truth, ax=Figure().subplots())
-        >>> ax.get_title(), [t.get_text() for t in ax.get_xticklabels()]
-        ('mine: error of total by level', ['nation', 'state'])
-        """
-        from postproc.evaluation.plots import plot_errors_by_level
-
-        return plot_errors_by_level(self, truth, query, ax=ax, confidential=confidential)
 
     # -- frames ------------------------------------------------------------------------------
     def to_table(self, level: str | int, *, keep_zeros: bool = False) -> pa.Table:
@@ -352,13 +450,13 @@ class Result:
     # -- directories -------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         """JSON-ready manifest: format, method, per-level summaries, provenance, versions."""
-        seconds = self.provenance.get("timings", {}).get("levels", {})
+        seconds = self.provenance.timings.get("levels", {})
         per_level = {lv: level_entry(h.shape[0], h.sum(), self.node_stats, lv,
                                      seconds.get(lv, 0))
                      for lv, h in zip(self.levels, self.histograms)}
         return manifest_document(self.method, self.integer, per_level, self.randomness,
                                  self.safe_for_release, self.schema, self.workload,
-                                 self.provenance)
+                                 self.provenance.to_dict())
 
     def write(self, directory: str | os.PathLike, *, levels: list[str] | None = None,
               node_stats: bool = True, extra_manifest: Mapping[str, Any] | None = None) -> Path:

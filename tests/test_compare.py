@@ -26,10 +26,11 @@ from hierarchy.synth import synthesize_1940, write_synthetic_1940
 from hierarchy.tabulation import tabulate
 from invariants.spec import Invariant, Spec
 from postproc.apps.runs.config import load_config
+from postproc.apps.runs.directories import default_directory
 from postproc.apps.runs.pipeline import method_rng
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.evaluation.compare import COLUMNS, compare_methods, default_directory, format_pivot
+from postproc.evaluation.compare import COLUMNS, compare_methods, format_pivot
 from postproc.evaluation.evaluate import compare_postprocessors, default_queries, evaluate
 from postproc.methods import available, postprocess
 
@@ -138,6 +139,36 @@ def test_compare_postprocessors_runs_registered_methods(measured):
     np.testing.assert_array_equal(rake["mae"], expected["mae"])
     with pytest.raises(PostprocError, match="'\\+clip'"):
         compare_postprocessors(noisy, truth, methods=["hay+round"], rng=0)
+
+
+def test_the_older_runners_are_deprecated_and_give_the_same_tables(measured):
+    from hierarchy.randomness import as_randomness
+    from postproc.evaluation.evaluate import compare, reference_results
+    from postproc.gate import label_table, randomness_of
+
+    truth, noisy, spec = measured
+    options = {"queries": ["total", "detailed"], "epl_options": NO_BOOT}
+    topdown = postprocess(noisy, "topdown", spec)
+    with pytest.warns(DeprecationWarning, match="compare_postprocessors is deprecated"):
+        old = compare_postprocessors(noisy, truth, topdown=topdown, spec=spec, rng=6, **options)
+    rnd = as_randomness(6)
+    made = reference_results(noisy, truth, results={"topdown": topdown}, spec=spec, rng=rnd)
+    new = label_table(evaluate(made, truth, spec=spec, rng=rnd.child(1), **options),
+                      randomness_of(noisy))
+    pd.testing.assert_frame_equal(old, new)
+    assert old.attrs == new.attrs and old.attrs["randomness"]
+    assert list(made) == ["noisy", "clip", "hay", "hay+clip", "topdown", "bottom_up",
+                          "bottom_up+calibrated"] and made["topdown"] is topdown
+    results = {"topdown": topdown, "raw": noisy}
+    with pytest.warns(DeprecationWarning, match="evaluate.compare is deprecated"):
+        old = compare(results, truth, rng=3, **options)
+    new = evaluate(results, truth, rng=3, **options)
+    pd.testing.assert_frame_equal(old, new)
+    assert old.attrs == new.attrs and list(new.columns[:3]) == ["method", "level", "query"]
+    for name, result in results.items():         # each result's rows are its own evaluation
+        own = evaluate(result, truth, rng=3, **options)
+        rows = new[new["method"] == name].drop(columns="method").reset_index(drop=True)
+        pd.testing.assert_frame_equal(rows, own)
 
 
 # -- the command ---------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from hierarchy.geography import Geography
 from hierarchy.histograms import REPR_LIMIT, Hierarchy
 from hierarchy.queries import Workload, detailed, total
 from hierarchy.schema import Attribute, Schema
+from postproc.apps.runs.directories import CompareOutput
 from postproc.errors import PostprocError
-from postproc.evaluation.compare import CompareOutput
 from postproc.evaluation.plots import plot_comparison
 from postproc.gate import label_table
 from postproc.result import Result
@@ -138,6 +138,23 @@ def test_result_plot_refuses_release_mode_and_another_truth():
         result_from(truth, lambda li, c: 0, provenance={}).plot(truth)
     with pytest.raises(PostprocError, match="units"):
         result_from(truth, lambda li, c: 0).plot(truth_on(chain(3, width=2)))
+
+
+def test_result_plot_is_a_deprecated_alias_of_plot_errors_by_level():
+    from postproc.evaluation.plots import plot_errors_by_level
+
+    truth = truth_on(chain(3))
+    result = result_from(truth, lambda li, c: np.pad(np.full((len(c), 1), li + 1),
+                                                     ((0, 0), (0, SCHEMA.size - 1))))
+    with pytest.warns(DeprecationWarning, match="Result.plot is deprecated: use "
+                                                "postproc.evaluation.plots.plot_errors_by_level"):
+        alias = result.plot(truth, "marginal(sex)", ax=Figure().subplots())
+    direct = plot_errors_by_level(result, truth, "marginal(sex)", ax=Figure().subplots())
+    assert alias.get_title() == direct.get_title() == "mine: error of marginal(sex) by level"
+    assert [list(line.get_ydata()) for line in alias.get_lines()] == \
+        [list(line.get_ydata()) for line in direct.get_lines()]
+    with pytest.warns(DeprecationWarning), pytest.raises(PostprocError, match="release-mode"):
+        result_from(truth, lambda li, c: 0, provenance=RELEASE).plot(truth)
 
 
 def comparison_table() -> pd.DataFrame:

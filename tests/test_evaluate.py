@@ -16,14 +16,13 @@ import pytest
 from hierarchy.queries import total
 from hierarchy.synth import synthesize_1940
 from hierarchy.tabulation import tabulate
+from postproc.apps.runs.directories import load_run, load_truth
 from postproc.cli import main
 from postproc.errors import PostprocError
 from postproc.evaluation.epl import improved_epl
 from postproc.evaluation.evaluate import (
     compare_postprocessors,
     evaluate,
-    load_run,
-    load_truth,
     pivot,
     to_json,
 )
@@ -242,3 +241,34 @@ def test_text_collapses_the_reasons_and_offers_the_estimators_options(demo, caps
     assert main(["evaluate", str(demo / "run"), "--truth", str(demo / "data"), "--epl-method",
                  "published", "--reach", "90"]) == 1
     assert "--reach applies to --epl-method improved only" in capsys.readouterr().err
+
+
+def test_a_directory_given_to_evaluate_is_deprecated_and_reads_as_load_run_gives_it(demo):
+    run = load_run(demo / "run")
+    truth = load_truth(demo / "data", run)
+    with pytest.warns(DeprecationWarning, match=r"load_run\(directory\)\.estimate"):
+        from_dir = evaluate(demo / "run", truth, queries=["total", "detailed"], rng=1,
+                            epl_options={"n_boot": 0})
+    from_run = evaluate(run.estimate, truth, queries=["total", "detailed"], rng=1,
+                        epl_options={"n_boot": 0})
+    pd.testing.assert_frame_equal(from_dir, from_run)
+    assert from_dir.attrs == from_run.attrs and from_dir.attrs["randomness"]
+
+
+@pytest.mark.parametrize("module, names, home", [
+    ("postproc.evaluation.evaluate", ["RunOutput", "load_run", "load_truth", "evaluate_run"],
+     "postproc.apps.runs.directories"),
+    ("postproc.evaluation.compare", ["CompareOutput", "run_compare", "default_directory"],
+     "postproc.apps.runs.directories"),
+    ("postproc.evaluation.evaluate", ["epl_notes"], "postproc.reports.notes")])
+def test_the_old_paths_of_moved_names_warn_and_give_the_same_object(module, names, home):
+    import importlib
+
+    old, new = importlib.import_module(module), importlib.import_module(home)
+    for name in names:
+        with pytest.warns(DeprecationWarning, match=f"{module}.{name} is deprecated: import "
+                                                    f"{name} from {home}"):
+            assert getattr(old, name) is getattr(new, name)
+        assert name not in old.__all__
+    with pytest.raises(AttributeError, match=f"module '{module}' has no attribute 'nonesuch'"):
+        old.nonesuch  # noqa: B018

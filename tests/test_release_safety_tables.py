@@ -26,10 +26,10 @@ from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, 
 from hierarchy.synth import write_synthetic_1940
 from invariants.spec import Spec
 from postproc import evaluate, postprocess
+from postproc.apps.runs.directories import CompareOutput
 from postproc.cli import main
 from postproc.errors import PostprocError
 from postproc.evaluation.compare import (
-    CompareOutput,
     compare_methods,
     write_comparison,
     write_figure,

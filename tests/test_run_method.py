@@ -20,10 +20,11 @@ from hierarchy.io.storage import read_json, read_parquet_metadata, write_json
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.synth import write_synthetic_1940
 from postproc.apps.runs.config import RUN_OPTIONS, load_config
+from postproc.apps.runs.directories import load_run
 from postproc.apps.runs.pipeline import load_truth, method_rng, run_pipeline
 from postproc.cli import main
 from postproc.errors import PostprocError
-from postproc.evaluation.evaluate import evaluate, load_run
+from postproc.evaluation.evaluate import evaluate
 from postproc.methods import available, catalogue, postprocess
 from postproc.result import Result
 

@@ -4,7 +4,8 @@
 configuration and its data once, measures once, runs each named post-processor on the same
 measurements (those that keep invariants with the config's spec, the others without: the table
 marks them unconstrained) and writes ``compare.csv``, ``compare.json``, ``compare_epl.png`` and
-``compare.html`` (see :mod:`postproc.evaluation.compare`). In release mode they go under
+``compare.html`` (see :func:`postproc.apps.runs.directories.run_compare` and
+:mod:`postproc.evaluation.compare`). In release mode they go under
 ``DIR/confidential/`` and nothing computed from the data is printed; in simulation mode the table
 is printed as well.
 """
@@ -45,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc compare``."""
     from postproc.apps.runs.config import load_config
-    from postproc.evaluation.compare import format_pivot, parse_methods, run_compare
+    from postproc.apps.runs.directories import run_compare
+    from postproc.evaluation.compare import format_pivot, parse_methods
 
     methods = parse_methods(args.methods)          # a typo fails before the data are read
     epl_method, options = epl_options(args)

@@ -19,8 +19,8 @@ EPL that is undefined because every error is zero (an invariant level) is ``null
 ``epl_reason``. The run may be of any registered post-processor (``postproc run --method``).
 With ``--compare`` the object is keyed by method first: the run's own method (``topdown``, …),
 ``noisy``, ``clip``, ``hay``, ``hay+clip``, ``bottom_up``, ``bottom_up+calibrated`` (see
-:func:`postproc.evaluation.evaluate.compare_postprocessors`; ``postproc compare`` compares any registered
-methods on fresh measurements of a configuration). ``--save`` also writes
+:func:`postproc.evaluation.evaluate.reference_results`; ``postproc compare`` compares any
+registered methods on fresh measurements of a configuration). ``--save`` also writes
 ``OUTDIR/confidential/evaluation.csv`` (or ``comparison.csv``) and the JSON next to it, for
 ``postproc report`` — under ``confidential/``, never beside the release files.
 """
@@ -76,7 +76,7 @@ def _text(table) -> str:
     import pandas as pd
 
     from postproc.evaluation.epl import epl_text
-    from postproc.evaluation.evaluate import epl_notes
+    from postproc.reports.notes import epl_notes
 
     marks, notes = epl_notes(table)
     mark = dict(zip(table.index, marks))
@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from postproc.evaluation.evaluate import evaluate_run, to_json, write_evaluation
+    from postproc.apps.runs.directories import evaluate_run
+    from postproc.evaluation.evaluate import to_json, write_evaluation
     from postproc.gate import printed_banner
 
     method, estimator = epl_options(args)

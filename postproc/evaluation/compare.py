@@ -1,16 +1,20 @@
 """Compare registered post-processors on the same measurements: one tidy table, a figure, a page.
 
-:func:`compare_methods` runs each named post-processor of the registry (:mod:`postproc.methods`)
-on one :class:`~hierarchy.noisy.NoisyHierarchy` — the methods that keep invariants (TopDown,
+:func:`compare_methods` is the comparison of post-processors (``compare`` and
+``compare_postprocessors`` of :mod:`postproc.evaluation.evaluate` are deprecated). It runs each
+named post-processor of the registry (:mod:`postproc.methods`) on one
+:class:`~hierarchy.noisy.NoisyHierarchy` — the methods that keep invariants (TopDown,
 conditional sampling) with the spec, the others without it (they refuse invariants: the table
 says ``constrained = False``) — and evaluates every result against the truth with
-:func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the columns of
-:data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
+:func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the
+columns of :data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
 figures ``compare_mae.png`` (MAE by level, one line per method) and ``compare_epl.png`` (EPL with
 its 95 % interval, constrained beside unconstrained methods) and the page ``compare.html``
-(:func:`render_html`: the report layout of :mod:`postproc.reports`, numbers in its one format). :func:`run_compare` is ``postproc compare``: it reads a run configuration
-and its data once, measures once, compares and writes — under ``DIR/confidential/`` in release
-mode, since every number of the table is computed from the confidential data.
+(:func:`render_html`: the report layout of :mod:`postproc.reports`, numbers in its one format).
+``postproc compare`` (:func:`postproc.apps.runs.directories.run_compare`) reads a run
+configuration and its data once, measures once, compares and writes — under
+``DIR/confidential/`` in release mode: every number of the table is computed from the
+confidential data.
 
 Randomness: a randomized method draws from the stream :func:`postproc.methods.registry.method_rng`
 derives for it (so ``postproc run --method M`` gives M the same draws from the same seed), and
@@ -44,12 +48,10 @@ True
 from __future__ import annotations
 
 import json
-import math
 import sys
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -58,22 +60,21 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from postproc.errors import PostprocError
 from postproc.evaluation.epl import epl_text
-from postproc.evaluation.evaluate import default_queries, evaluate
+from postproc.evaluation.evaluate import default_queries, evaluate, json_ready
 from postproc.gate import label_table, labelled, randomness_of, table_gate, write_csv
+from postproc.reports.notes import epl_notes
 from postproc.reports.numbers import format_number
 
 __all__ = ["COLUMNS", "FILES", "compare_methods", "parse_methods", "format_pivot",
            "write_table", "write_figure", "write_mae_figure", "render_html", "comparison_notes",
            "write_html",
-           "write_comparison", "CompareOutput",
-           "run_compare", "default_directory"]
+           "write_comparison", "constrained"]
 
 #: The columns of :func:`compare_methods`' table.
 COLUMNS = ("method", "constrained", "level", "query", "n", "mae", "mean_abs", "rmse", "epl",
            "epl_low", "epl_high", "epl_kind", "epl_note")
 #: The files :func:`write_comparison` writes (and ``postproc compare`` replaces).
 FILES = ("compare.csv", "compare.json", "compare_mae.png", "compare_epl.png", "compare.html")
-_MADE_BY = "postproc compare"
 _EPL_STREAM = zlib.crc32(b"epl")
 
 
@@ -118,7 +119,21 @@ def parse_methods(text: str | Sequence[str]) -> list[str]:
     return names
 
 
-def _constrained(spec: Any) -> bool:
+def constrained(method: str, spec: Any) -> bool:
+    """Whether the registered post-processor ``method`` runs constrained by ``spec`` in a
+    comparison: it keeps invariants (:func:`postproc.methods.registry.method_spec` gives it the
+    spec) and the spec has invariants or constraints.
+
+    Examples
+    --------
+    >>> from invariants.spec import Spec
+    >>> spec = Spec.e2e(["nation", "state"])
+    >>> constrained("topdown", spec), constrained("hay", spec), constrained("topdown", None)
+    (True, False, False)
+    """
+    from postproc.methods.registry import method_spec
+
+    spec = method_spec(method, spec)
     return spec is not None and bool(getattr(spec, "invariants", ()) or
                                      getattr(spec, "constraints", ()))
 
@@ -220,7 +235,7 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
                              epl_options=epl_options, spec=method_spec_,
                              rng=rnd.child(_EPL_STREAM, zlib.crc32(name.encode())))
             frames.append(pd.DataFrame({
-                "method": name, "constrained": _constrained(method_spec_),
+                "method": name, "constrained": constrained(name, spec),
                 "level": table["level"], "query": table["query"], "n": table["n"],
                 "mae": table["mae"], "mean_abs": table["mean_abs"], "rmse": table["rmse"],
                 "epl": table["epl"], "epl_low": table["epl_ci_low"],
@@ -239,9 +254,7 @@ def _progress(methods: Sequence[str], progress: bool):
                 leave=False)
 
 
-# --------------------------------------------------------------------------------------------------
-# Text, table files, figure, page
-# --------------------------------------------------------------------------------------------------
+# -- text, table files, figures, page -------------------------------------------------------------
 def _epl_text(row: Mapping[str, Any]) -> str:
     return epl_text(row["epl"], row["epl_low"], row["epl_high"], format_number)
 
@@ -307,16 +320,8 @@ def format_pivot(table: pd.DataFrame) -> str:
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts: non-finite numbers become None."""
-    def clean(value: Any) -> Any:
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        if isinstance(value, (np.integer,)):
-            return int(value)
-        if isinstance(value, (float, np.floating)):
-            return float(value) if math.isfinite(value) else None
-        return value
-
-    return [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
+    return [{k: json_ready(v) for k, v in row.items()}
+            for row in table.to_dict(orient="records")]
 
 
 def write_table(table: pd.DataFrame, directory: str | Path, *,
@@ -447,8 +452,6 @@ def write_mae_figure(table: pd.DataFrame, path: str | Path, *,
 
 def _epl_cells(table: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     """Per row the EPL text (an undefined one with the number of its note) and the notes."""
-    from postproc.evaluation.evaluate import epl_notes
-
     marks, notes = epl_notes(table.assign(epl_reason=table["epl_note"].where(
         table["epl_note"].astype(str) != "")))
     texts = [_epl_text(row) + (f" [{mark}]" if mark is not None else "")
@@ -686,230 +689,3 @@ def write_comparison(table: pd.DataFrame, directory: str | Path, *,
     page = write_html(table, directory / "compare.html", figures=figures, notes=notes,
                       banners=banners, confidential=confidential)
     return paths + figures + [page]
-
-
-# --------------------------------------------------------------------------------------------------
-# postproc compare
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class CompareOutput:
-    """What :func:`run_compare` did: the table, where it wrote it, and the mode.
-
-    ``table`` has one row per method, level and query; ``files`` are the comparison's files
-    (under ``directory/confidential/`` in release mode, where ``release`` is True).
-
-    Examples
-    --------
-    Hay's least squares against the raw measurements, on 500 synthetic persons (the published
-    EPL estimator, the fast one):
-
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> base = Path(tempfile.mkdtemp())
-    >>> _ = write_synthetic_1940(base / "data", 500, seed=1, progress=False)
-    >>> config = RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
-    ...                          levels=["nation", "state"], budget=1, seed=1, base=base)
-    >>> done = run_compare(config, "hay,noisy", out=base / "compare", log=lambda m: None,
-    ...                    queries=["total"], epl_method="published")
-    >>> done.release, [p.name for p in done.files]
-    (False, ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json'])
-    >>> print(done.table[["method", "level", "query", "mae"]].round(1).to_string(index=False))
-    method  level query   mae
-       hay nation total  27.8
-       hay  state total  27.3
-     noisy nation total 823.0
-     noisy  state total 288.0
-    >>> from matplotlib.figure import Figure
-    >>> ax = done.plot(ax=Figure().subplots())           # MAE by level, one line per method
-    >>> [line.get_label() for line in ax.get_lines()]
-    ['hay (unconstrained)', 'noisy (unconstrained)']
-    >>> "<th>state</th>" in done._repr_html_()
-    True
-    """
-
-    table: pd.DataFrame
-    directory: Path
-    files: list[Path]
-    release: bool
-
-    def __repr__(self) -> str:
-        methods = ", ".join(dict.fromkeys(self.table["method"].astype(str)))
-        text = f"CompareOutput({methods}; {len(self.table)} rows; release={self.release})"
-        return text if len(text) <= 200 else text[:198] + "…)"
-
-    def _repr_html_(self) -> str:
-        """Notebook display: the MAE by method and level for each query — or, in release mode,
-        only a note (every number of the table is computed from the confidential data)."""
-        if self.release:
-            return ("<p>Comparison made in release mode: its table is confidential and is not "
-                    "displayed; it was written under the output's confidential/ directory.</p>")
-        shown = self.table.assign(method=self.table["method"].astype(str) + np.where(
-            self.table["constrained"], "", " (unconstrained)"))
-        pivot = shown.pivot_table(index=["query", "method"], columns="level", values="mae",
-                                  sort=False)
-        pivot = pivot[[lv for lv in dict.fromkeys(self.table["level"]) if lv in pivot.columns]]
-        return ("<p>MAE (median absolute error) by level</p>"
-                + pivot.to_html(float_format=format_number, na_rep="", escape=True))
-
-    def plot(self, query: str | None = None, *, ax: Any = None,
-             confidential: bool = False) -> Any:
-        """The MAE by level, one line per method, on a matplotlib Axes (see
-        :func:`postproc.evaluation.plots.plot_comparison`); in release mode only with
-        ``confidential=True``, under a CONFIDENTIAL banner.
-
-        Raises
-        ------
-        PostprocError
-            In release mode without ``confidential`` (the errors are confidential).
-        """
-        from postproc.evaluation.plots import plot_comparison
-
-        table = label_table(self.table.copy(), "release") if self.release else self.table
-        return plot_comparison(table, query, ax=ax, confidential=confidential)
-
-
-def default_directory(config: Any) -> Path:
-    """``postproc compare``'s default output: the config's output directory + ``-compare``.
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> default_directory(SimpleNamespace(output=Path("/x/out/e2e1940"))).name
-    'e2e1940-compare'
-    """
-    output = Path(config.output)
-    return output.with_name(output.name + "-compare")
-
-
-def _claim(directory: Path) -> None:
-    """Take ``directory`` for a comparison: new, empty, or a previous comparison's output."""
-    from hierarchy.errors import HierarchyError
-    from hierarchy.io.storage import MARKER, claim_directory, read_json
-
-    marker = directory / MARKER
-    if marker.is_file():
-        try:
-            made_by = read_json(marker).get("made_by")
-        except HierarchyError:
-            made_by = None
-        if made_by != _MADE_BY and any(p.name not in (MARKER, ".dapp-lock")
-                                       for p in directory.iterdir()):
-            raise PostprocError(f"{directory} holds the output of {made_by or 'another command'}"
-                                f", not of {_MADE_BY}; choose another --out")
-    try:
-        claim_directory(directory, made_by=_MADE_BY, reuse=True)
-    except HierarchyError as exc:
-        raise PostprocError(str(exc)) from None
-
-
-def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | None = None,
-                epl_method: str = "improved", progress: bool = False,
-                log: Callable[[str], None] = print, queries: Sequence[str] | None = None,
-                epl_options: Mapping[str, Any] | None = None,
-                show_confidential: bool = False) -> CompareOutput:
-    """``postproc compare``: read the configured data once, measure once, run each method on
-    the same measurements and write the comparison.
-
-    Parameters
-    ----------
-    config : RunConfig
-        Data, schema, geography, workload, budget, mechanism, randomness and spec. TopDown
-        takes its ``[solver]`` settings, the configured method its ``[postprocess.options]``.
-    methods : str or sequence of str
-        ``"topdown,sampling,hay,noisy"`` or a list of registered names.
-    out : str or Path, optional
-        Default :func:`default_directory`. A new or empty directory, or the output of an earlier
-        comparison (its files are replaced); anything else is refused.
-    epl_method : {'improved', 'published'}
-    progress : bool
-        Progress per method on stderr.
-    log : callable
-        One line per step; nothing computed from the confidential data.
-    queries : sequence of str, optional
-        Default: ``total`` and every query of the workload.
-    epl_options : mapping, optional
-        Options of the EPL estimator.
-    show_confidential : bool
-        In release mode, let the message of data that fail a check state the counts, rows and
-        values it found; otherwise they go to ``DIR/confidential/validation.txt`` and the
-        message names the column or constraint and the rule only (:mod:`postproc.gate`).
-
-    Returns
-    -------
-    CompareOutput
-
-    Raises
-    ------
-    PostprocError
-        An unknown method, an output directory that is not ours, data that break the spec, a
-        method that fails.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from postproc.apps.runs.demo import run_demo
-    >>> from postproc.apps.runs.config import load_config
-    >>> demo = run_demo(tempfile.mkdtemp() + "/demo", persons=2_000, progress=False,
-    ...                 log=lambda message: None)
-    >>> config = load_config(demo.directory.parent / "config.toml")
-    >>> done = run_compare(config, "topdown,noisy", log=lambda m: None, queries=["total"],
-    ...                    epl_method="published")
-    >>> [p.name for p in done.files]
-    ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json']
-    """
-    from hierarchy.io.storage import (
-        CONFIDENTIAL_DIR,
-        confidential_directory,
-        lock_directory,
-        package_versions,
-        write_json,
-    )
-    from hierarchy.measurement import measure
-    from postproc.apps.runs.pipeline import load_truth, method_options
-    from postproc.gate import VALIDATION_FILE, data_errors, source_names
-    from postproc.methods.registry import method_spec
-    from postproc.reports.page import CONFIDENTIAL, banner
-
-    names = parse_methods(methods)
-    directory = Path(out) if out is not None else default_directory(config)
-    _claim(directory)
-    with lock_directory(directory, what=_MADE_BY), \
-            data_errors(release=config.release, show=show_confidential, directory=directory,
-                        names=source_names(config)):
-        for place in (directory, directory / CONFIDENTIAL_DIR):     # our earlier outputs
-            for name in (*FILES, "manifest.json", VALIDATION_FILE):
-                if (place / name).is_file() and place.is_dir():
-                    (place / name).unlink()
-        if config.release:
-            log("release mode: the comparison is written under "
-                f"{directory / CONFIDENTIAL_DIR} only and not printed")
-        else:
-            log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed")
-        truth = load_truth(config)
-        # measure checks the data against the spec before drawing any noise
-        noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                        publish=config.publish(), spec=config.spec)
-        log(f"measured once; comparing {', '.join(names)} on the same measurements")
-        table = compare_methods(noisy, truth, names, config.spec, rng=config.rng,
-                                epl_method=epl_method, progress=progress, queries=queries,
-                                options={m: method_options(config, m) for m in names},
-                                epl_options=epl_options)
-        randomness = noisy.provenance.get("randomness", {})
-        banners = ([CONFIDENTIAL] if config.release else []) + banner(randomness)
-        if config.release:
-            where = confidential_directory(directory, what="errors and EPL of each method "
-                                                           "against the confidential data")
-        else:
-            where = directory
-        files = write_comparison(table, where, notes=comparison_notes(names, epl_method),
-                                 banners=banners)
-        files.append(where / "manifest.json")
-        write_json({"made_by": _MADE_BY, "methods": names,
-                    "constrained": {m: method_spec(m, config.spec) is not None
-                                    and _constrained(config.spec) for m in names},
-                    "epl_method": epl_method, "randomness": randomness,
-                    "config": config.to_dict(), "versions": package_versions(),
-                    "files": [str(p.relative_to(directory)) for p in files]},
-                   where / "manifest.json")
-    return CompareOutput(table, directory, files, bool(config.release))

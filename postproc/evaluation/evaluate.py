@@ -2,8 +2,8 @@
 
 The metrics are stated in docs/metrics.md, the EPL estimators in docs/epl.md.
 
-:func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result`, the raw :class:`~hierarchy.noisy.NoisyHierarchy`
-measurements, or the directory ``postproc run`` wrote — and the confidential
+:func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result` or the
+raw :class:`~hierarchy.noisy.NoisyHierarchy` measurements — and the confidential
 :class:`~hierarchy.histograms.Hierarchy`, and returns one tidy row per level and query: the error
 metrics of :func:`postproc.evaluation.metrics.error_metrics` and the EPL of the pooled errors (all units and
 answers of that level and query, treated as draws of one error distribution) with its interval.
@@ -17,12 +17,15 @@ Raw measurements answer a query they did not measure from the finest measured qu
 determines it (``total`` from the sum of ``va_hisp_race``, say: the most precise such sum), which
 is what a user without post-processing would publish.
 
-:func:`compare_postprocessors` runs registered post-processors (:mod:`postproc.methods`) on the
-same measurements — by default the clipped measurements, closed-form least squares (with and
-without clipping) and TopDown — beside the raw measurements and bottom-up with the same total ε
-(its own measurement) and its calibration to the published totals, and evaluates them all
-against the same truth. ``postproc compare`` (:mod:`postproc.evaluation.compare`) is the command-line
-comparison of any registered methods.
+Given several results by name, :func:`evaluate` puts them in one table with a ``method``
+column. To compare post-processors, use the one comparison,
+:func:`postproc.evaluation.compare.compare_methods`: it runs registered methods on the same
+measurements and evaluates them (``postproc compare`` on the command line).
+:func:`reference_results` makes the results of the reference analysis that ``postproc evaluate
+--compare`` sets beside a run's result: the raw measurements, the clipped measurements,
+closed-form least squares (with and without clipping) and TopDown, and bottom-up with the same
+total ε (its own measurement) and its calibration to the published totals. (:func:`compare` and
+:func:`compare_postprocessors` are their deprecated forerunners.)
 
 Examples
 --------
@@ -53,31 +56,29 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from hierarchy.errors import ConfidentialDataError, DappError, HierarchyError
+from hierarchy.errors import DappError, HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Query
 from postproc.errors import PostprocError
-from postproc.evaluation.epl import epl_kind, estimate_epl, unbounded
+from postproc.evaluation.epl import estimate_epl, unbounded
 from postproc.evaluation.metrics import METRICS, error_metrics
 from postproc.evaluation.tables import default_queries
 from postproc.gate import combined_randomness, label_table, randomness_of
 from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
-from postproc.result import Result, resolve_query
+from postproc.result import Provenance, Result, resolve_query
 
 __all__ = ["EVALUATION_COLUMNS", "default_queries", "result_answers",
-           "evaluate", "compare", "compare_postprocessors", "DEFAULT_COMPARISON", "to_json",
-           "epl_notes", "pivot", "RunOutput",
-           "load_run", "load_truth", "evaluate_run", "write_evaluation"]
+           "evaluate", "reference_results", "DEFAULT_COMPARISON", "compare",
+           "compare_postprocessors", "to_json", "json_ready",
+           "pivot", "write_evaluation"]
 
 #: Columns of :func:`evaluate`'s table after ``level`` and ``query``.
 EVALUATION_COLUMNS = (*METRICS, "epl", "epl_ci_low", "epl_ci_high", "epl_kind", "epl_method",
@@ -160,14 +161,12 @@ def _epl_row(errors: np.ndarray, method: str, options: dict[str, Any],
 
 
 def _spec_of(result: Any) -> Any:
-    """The spec a result records having kept (``provenance["spec"]``, as TopDown's does), or
+    """The spec a result records having kept (its provenance's ``spec``, as TopDown's does), or
     None."""
-    recorded = (getattr(result, "provenance", None) or {}).get("spec")
-    if not recorded:
-        return None
     from invariants.spec import Spec
     try:
-        return Spec.from_dict(recorded)
+        recorded = Provenance.from_dict(getattr(result, "provenance", None)).spec
+        return Spec.from_dict(recorded) if recorded else None
     except DappError:
         return None
 
@@ -192,12 +191,16 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
              queries: Sequence[str] | None = None, levels: Sequence[str] | None = None,
              epl_method: str = "improved", epl_options: Mapping[str, Any] | None = None,
              rng: Any = None, spec: Any = None) -> pd.DataFrame:
-    """Error metrics and EPL of ``result`` against ``truth`` for every level and query.
+    """Error metrics and EPL of ``result`` against ``truth`` for every level and query — or of
+    several results, given by name, in one table.
 
     Parameters
     ----------
-    result : Result, NoisyHierarchy, TreeCounts, or str / Path
-        A path is a ``postproc run`` output directory (see :func:`load_run`).
+    result : Result, NoisyHierarchy or TreeCounts, or a mapping name → result
+        Several results are evaluated on the same truth with the same options, one after the
+        other. A path of a result directory (a ``postproc run`` output) is deprecated: pass
+        :func:`postproc.apps.runs.directories.load_run`'s ``estimate`` or
+        :meth:`Result.read <postproc.result.Result.read>`'s result.
     truth : Hierarchy or TreeCounts
         The exact counts, on the same geography (or the same regular tree).
     queries : sequence of str, optional
@@ -225,7 +228,10 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
         :class:`~postproc.evaluation.epl.EPLResult`.
         ``attrs["randomness"]`` is the randomness label of ``result``'s measurements (none
         when it records none): the toolkit's writers and plotters keep a release-mode table to
-        ``confidential/`` (:mod:`postproc.gate`).
+        ``confidential/`` (:mod:`postproc.gate`). For a mapping, a ``method`` column (the
+        names) comes first, and the label is release if any result's measurements were release
+        mode (their truth is real), else simulation if any were
+        (:func:`postproc.gate.combined_randomness`).
 
     Raises
     ------
@@ -246,9 +252,21 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
     ['undefined', 'bound', 'bound']
     >>> table["epl_reason"].iloc[2]
     'all 100 errors equal 0: too concentrated to resolve the log ratio next to it; ...'
+
+    Several results, by name:
+
+    >>> from postproc.methods.baselines import gdpc, rdpc
+    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
+    >>> table = evaluate({"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}, pop, rng=0)
+    >>> table.groupby("method")["level"].count().to_dict()
+    {'gdpc': 4, 'rdpc': 4}
     """
+    if isinstance(result, Mapping):
+        return _evaluate_each(result, truth, queries=queries, levels=levels,
+                              epl_method=epl_method, epl_options=epl_options, rng=rng,
+                              spec=spec)
     if isinstance(result, (str, Path)):
-        result = load_run(result, geography=getattr(truth, "geography", None)).estimate
+        result = _read_directory(result)
     _check_geography(result, truth)
     level_keys, level_names = _levels_and_names(result, truth)
     if levels is not None:
@@ -283,6 +301,21 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
                        randomness_of(result))
 
 
+def _read_directory(directory: str | Path) -> Result:
+    """The result in ``directory``, as ``load_run`` gives a run's (for one release: reading
+    directories belongs to the applications, :mod:`postproc.apps.runs.directories`)."""
+    warnings.warn("evaluate() of a directory is deprecated: pass its result, "
+                  "postproc.apps.runs.directories.load_run(directory).estimate for a postproc run "
+                  "output or postproc.result.Result.read(directory)", DeprecationWarning,
+                  stacklevel=3)
+    read = Result.read(directory)
+    # what load_run records: the method, the directory and the measurements' randomness label —
+    # not the spec, so that the held invariants are read as they were for a directory
+    return Result(read.method, read.schema, read.geography, read.workload, read.histograms,
+                  {"method": read.method, "directory": str(Path(directory)),
+                   "noisy": {"randomness": read.randomness}})
+
+
 def _check_geography(result: Any, truth: Any) -> None:
     if isinstance(truth, TreeCounts):
         if not isinstance(result, TreeCounts) or result.children != truth.children \
@@ -299,37 +332,39 @@ def _check_geography(result: Any, truth: Any) -> None:
                             f"evaluate against the data the result was made from")
 
 
-def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
-            ) -> pd.DataFrame:
-    """:func:`evaluate` every result on the same truth: one table with a ``method`` column.
-
-    Parameters
-    ----------
-    results : mapping name → result
-    truth : Hierarchy or TreeCounts
-    **options
-        Passed to :func:`evaluate`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``method, level, query`` then :data:`EVALUATION_COLUMNS`; labelled release if
-        any result's measurements were release mode (their truth is real), else simulation if
-        any were (:func:`postproc.gate.combined_randomness`).
-
-    Examples
-    --------
-    >>> from postproc.methods.baselines import gdpc, rdpc
-    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
-    >>> table = compare({"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}, pop, rng=0)
-    >>> table.groupby("method")["level"].count().to_dict()
-    {'gdpc': 4, 'rdpc': 4}
-    """
+def _evaluate_each(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
+                   ) -> pd.DataFrame:
+    """:func:`evaluate` of each result on the same truth, one table with a ``method`` column
+    first, labelled with the combined randomness of the results' measurements."""
     frames = [evaluate(result, truth, **options).assign(method=name)
               for name, result in results.items()]
     table = pd.concat(frames, ignore_index=True)
     table = table[["method", *[c for c in table.columns if c != "method"]]]
     return label_table(table, combined_randomness(results.values()))
+
+
+def compare(results: Mapping[str, Any], truth: Hierarchy | TreeCounts, **options: Any
+            ) -> pd.DataFrame:
+    """Deprecated: :func:`evaluate` takes the mapping itself, ``evaluate(results, truth)``, and
+    gives the same table (to run and compare registered methods, use
+    :func:`postproc.evaluation.compare.compare_methods`).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from postproc.methods.baselines import gdpc, rdpc
+    >>> pop = TreeCounts.from_leaves(np.full(1000, 100), 10)
+    >>> results = {"gdpc": gdpc(pop, 1, rng=1), "rdpc": rdpc(pop, 1, rng=1)}
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     table = compare(results, pop, rng=0)
+    >>> table.equals(evaluate(results, pop, rng=0))
+    True
+    """
+    warnings.warn("postproc.evaluation.evaluate.compare is deprecated: evaluate(results, truth) "
+                  "evaluates a mapping of results into the same table; compare_methods runs "
+                  "and compares registered methods", DeprecationWarning, stacklevel=2)
+    return evaluate(results, truth, **options)
 
 
 def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
@@ -345,67 +380,65 @@ def _e2e_budget(noisy: NoisyHierarchy) -> tuple[float, float] | None:
     return float(budget.total), 2.0 if budget.neighbours == "change" else 1.0
 
 
-#: The post-processors :func:`compare_postprocessors` runs by default, in its table's order:
-#: registered names (:mod:`postproc.methods`), ``NAME+clip`` for a result with its negative
-#: cells set to 0, and ``clip`` for ``noisy+clip`` (the clipped detailed measurements).
+#: The post-processors :func:`reference_results` runs by default, in this order: registered
+#: names (:mod:`postproc.methods`), ``NAME+clip`` for a result with its negative cells set to 0,
+#: and ``clip`` for ``noisy+clip`` (the clipped detailed measurements).
 DEFAULT_COMPARISON = ("clip", "hay", "hay+clip", "topdown")
 
 
-def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
-                           methods: Sequence[str] | None = None, topdown: Any = None,
-                           results: Mapping[str, Any] | None = None, spec: Any = None,
-                           rng: Any = None, **options: Any) -> pd.DataFrame:
-    """Raw measurements vs registered post-processors: same data, same budget.
+def reference_results(noisy: NoisyHierarchy, truth: Hierarchy, *,
+                      methods: Sequence[str] | None = None,
+                      results: Mapping[str, Any] | None = None, spec: Any = None,
+                      rng: Any = None) -> dict[str, Any]:
+    """The results of the reference analysis — the raw measurements, registered post-processors
+    on them and bottom-up with the same budget — by name, for :func:`evaluate` to compare.
 
-    The rows, in order:
+    In order:
 
     ``noisy``
         The raw measurements (unmeasured queries summed from the finest measured one).
     each of ``methods``
         A registered post-processor (:func:`postproc.methods.postprocess`) run on ``noisy``,
         with ``spec`` if it keeps invariants and without otherwise (see
-        :func:`postproc.methods.registry.method_spec`); ``NAME+clip`` is its result with negative cells
-        set to 0, and ``clip`` is ``noisy+clip``. ``topdown``, when given, is used instead of
-        running TopDown. By default (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``,
-        ``hay+clip`` and ``topdown`` — the last only when a TopDown result or a ``spec`` is
-        given — each left out if it does not apply to these measurements.
+        :func:`postproc.methods.registry.method_spec`); ``NAME+clip`` is its result with
+        negative cells set to 0, and ``clip`` is ``noisy+clip``. By default
+        (:data:`DEFAULT_COMPARISON`): ``clip``, ``hay``, ``hay+clip`` and ``topdown`` — the last
+        only when a TopDown result or a ``spec`` is given — each left out if it does not apply
+        to these measurements.
     ``bottom_up``, ``bottom_up+calibrated``
         Geometric noise on the bottom level's detailed cells with the *same total ε* (a new
-        measurement drawn from ``rng``: a measurement strategy, not a post-processor of
-        ``noisy``), then calibrated to the deepest published ``tot``; only for a pure-DP
-        geometric budget.
+        measurement of ``truth`` drawn from ``rng``: a measurement strategy, not a
+        post-processor of ``noisy``), then calibrated to the deepest published ``tot``; only
+        for a pure-DP geometric budget.
+
+    ``postproc evaluate --compare`` evaluates them beside a run's own result
+    (:func:`postproc.apps.runs.directories.evaluate_run`); to compare registered methods, use
+    :func:`postproc.evaluation.compare.compare_methods`.
 
     Parameters
     ----------
     noisy : NoisyHierarchy
     truth : Hierarchy
     methods : sequence of str, optional
-        Post-processors to compare (default :data:`DEFAULT_COMPARISON`). One named here that
-        does not apply is an error.
-    topdown : Result, optional
-        TopDown's result on ``noisy`` (e.g. a run's), used for the ``topdown`` row; short for
-        ``results={"topdown": topdown}``.
+        Post-processors to run (default :data:`DEFAULT_COMPARISON`). One named here that does
+        not apply is an error.
     results : mapping name → Result, optional
         Results of registered methods on ``noisy`` made already (e.g. a run's), used instead of
         running those methods; a name not among ``methods`` is added after them.
     spec : Spec, optional
         Invariants and constraints for the methods that keep them.
     rng : None, int, numpy.random.Generator or Randomness
-        Bottom-up's noise (child stream 0), the EPL interval draws (child stream 1) and each
-        randomized method's draws (:func:`postproc.methods.registry.method_rng`).
-    **options
-        Passed to :func:`evaluate` (``queries``, ``levels``, ``epl_method``, ``epl_options``).
+        Bottom-up's noise (child stream 0) and each randomized method's draws
+        (:func:`postproc.methods.registry.method_rng`).
 
     Returns
     -------
-    pandas.DataFrame
-        As :func:`compare`, labelled with the randomness of ``noisy`` (bottom-up's own noise,
-        drawn from ``rng``, does not change whose truth the errors are computed against).
+    dict of str to result
 
     Raises
     ------
     PostprocError
-        As :func:`evaluate`; an unknown method, or a named one that refuses these measurements.
+        An unknown method, or a named one that refuses these measurements.
 
     Examples
     --------
@@ -419,12 +452,10 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     >>> truth = tabulate(synthesize_1940(5_000, seed=1).persons, schema=E2E_1940, levels=levels)
     >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2,
     ...                 publish={"tot": levels})
-    >>> table = compare_postprocessors(noisy, truth, rng=0, queries=["total"],
-    ...                                epl_method="published")
-    >>> list(dict.fromkeys(table["method"]))
+    >>> list(reference_results(noisy, truth, rng=0))
     ['noisy', 'clip', 'hay', 'hay+clip', 'bottom_up', 'bottom_up+calibrated']
-    >>> table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
-    ...                                rng=0, queries=["total"], epl_method="published")
+    >>> made = reference_results(noisy, truth, methods=["rake", "least_squares+clip"], rng=0)
+    >>> table = evaluate(made, truth, queries=["total"], epl_method="published")
     >>> list(dict.fromkeys(table["method"]))
     ['noisy', 'rake', 'least_squares+clip', 'bottom_up', 'bottom_up+calibrated']
     """
@@ -435,8 +466,6 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     rnd = as_randomness(rng)
     made: dict[str, Any] = dict(results or {})
     results = {"noisy": noisy}          # what is compared, in order (``made``: by base name)
-    if topdown is not None:
-        made["topdown"] = topdown
     names = list(DEFAULT_COMPARISON if methods is None else methods)
     names += [name for name in made if name not in names]
     for name in names:
@@ -465,8 +494,77 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
             deepest = max(published, key=noisy.geography.level_index)
             results["bottom_up+calibrated"] = calibrate_to_totals(
                 results["bottom_up"], deepest, noisy.invariant(deepest, "tot"))
-    options.setdefault("rng", rnd.child(1))
-    return label_table(compare(results, truth, spec=spec, **options), randomness_of(noisy))
+    return results
+
+
+def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
+                           methods: Sequence[str] | None = None, topdown: Any = None,
+                           results: Mapping[str, Any] | None = None, spec: Any = None,
+                           rng: Any = None, **options: Any) -> pd.DataFrame:
+    """Deprecated: :func:`evaluate` of :func:`reference_results` gives the same table (to run
+    and compare registered methods, use :func:`postproc.evaluation.compare.compare_methods`).
+
+    ``topdown`` is short for ``results={"topdown": topdown}``; ``rng`` draws the reference
+    results as :func:`reference_results` says and the EPL intervals from its child stream 1;
+    ``options`` go to :func:`evaluate`, with ``spec``; the table is labelled with the randomness
+    of ``noisy`` (bottom-up's own noise does not change whose truth the errors are computed
+    against).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from hierarchy.randomness import as_randomness
+    >>> from postproc.gate import randomness_of
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> from hierarchy.measurement import measure
+    >>> from hierarchy.budget import Budget
+    >>> from hierarchy.queries import e2e_workload
+    >>> from hierarchy.schema import E2E_1940
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(5_000, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     old = compare_postprocessors(noisy, truth, methods=["hay"], rng=4, queries=["total"])
+    >>> rnd = as_randomness(4)
+    >>> new = label_table(evaluate(reference_results(noisy, truth, methods=["hay"], rng=rnd),
+    ...                            truth, queries=["total"], rng=rnd.child(1)),
+    ...                   randomness_of(noisy))
+    >>> old.equals(new)
+    True
+    """
+    from hierarchy.randomness import as_randomness
+
+    warnings.warn("postproc.evaluation.evaluate.compare_postprocessors is deprecated: evaluate("
+                  "reference_results(noisy, truth, ...), truth, ...) gives the same table; "
+                  "compare_methods runs and compares registered methods", DeprecationWarning,
+                  stacklevel=2)
+    rnd = as_randomness(rng)
+    made = {**(results or {}), **({"topdown": topdown} if topdown is not None else {})}
+    table = evaluate(reference_results(noisy, truth, methods=methods, results=made, spec=spec,
+                                       rng=rnd), truth, spec=spec, rng=rnd.child(1), **options)
+    return label_table(table, randomness_of(noisy))
+
+
+
+
+def json_ready(value: Any) -> Any:
+    """A table's cell as JSON holds it: numpy numbers as Python ones, a non-finite number as
+    ``None`` (``null``).
+
+    Examples
+    --------
+    >>> [json_ready(v) for v in (np.int64(3), np.float64("inf"), np.bool_(True), "a")]
+    [3, None, True, 'a']
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
 
 
 def to_json(table: pd.DataFrame) -> dict[str, Any]:
@@ -478,7 +576,7 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`evaluate`, or from :func:`compare` (then keyed by method first).
+        From :func:`evaluate` (keyed by method first for several results).
 
     Returns
     -------
@@ -491,89 +589,15 @@ def to_json(table: pd.DataFrame) -> dict[str, Any]:
     >>> to_json(pd.DataFrame([row]))
     {'state': {'total': {'mae': 0.0, 'epl': None, 'epl_reason': 'all errors equal 0'}}}
     """
-    def clean(value: Any) -> Any:
-        if isinstance(value, (np.integer,)):
-            return int(value)
-        if isinstance(value, (float, np.floating)):
-            return float(value) if math.isfinite(value) else None
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return None
-        return value
-
     out: dict[str, Any] = {}
     keys = ["method", "level", "query"] if "method" in table.columns else ["level", "query"]
     for record in table.to_dict(orient="records"):
         node = out
         for key in keys[:-1]:
             node = node.setdefault(str(record[key]), {})
-        node[str(record[keys[-1]])] = {k: clean(v) for k, v in record.items() if k not in keys}
+        node[str(record[keys[-1]])] = {k: json_ready(v) for k, v in record.items()
+                                       if k not in keys}
     return out
-
-
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
-_POINT_MASS = re.compile(r"^all [\d,]+ errors equal (\S+?):")
-
-
-def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
-    """The reasons EPLs are not estimated, collapsed into one note per kind with a count.
-
-    Reasons that differ only in their numbers (``all 49 errors equal 0 …``, ``all 1176 errors
-    equal 0 …``) are one kind. A kind where every error is the same number is said in a few
-    words, with the queries it happened to; another kind is said by its first reason.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        From :func:`evaluate` or :func:`compare` (columns ``query``, ``epl``, ``epl_reason``).
-
-    Returns
-    -------
-    notes : list of int or None
-        Per row, the number of its note (from 1), or None for an estimated EPL.
-    lines : list of str
-        One line per note, ``[k] EPL undefined in N rows: …`` (``a lower bound``,
-        ``unbounded`` for those kinds, from the lower end ``epl_ci_low`` or ``epl_low``).
-
-    Examples
-    --------
-    >>> inf = float("inf")
-    >>> t = pd.DataFrame({"query": ["total", "total", "detailed"], "epl": [inf, inf, 0.5],
-    ...                   "epl_reason": ["all 1 errors equal 0: a point mass",
-    ...                                  "all 49 errors equal 0: a point mass", None]})
-    >>> marks, lines = epl_notes(t)
-    >>> marks, lines
-    ([1, 1, None], ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held invariant)'])
-    """
-    kinds: dict[str, list[int]] = {}
-    marks: list[int | None] = []
-    reasons = list(table["epl_reason"]) if "epl_reason" in table else [None] * len(table)
-    for i, reason in enumerate(reasons):
-        if not isinstance(reason, str) or not reason:
-            marks.append(None)
-            continue
-        key = _NUMBER.sub("#", reason)
-        kinds.setdefault(key, []).append(i)
-        marks.append(list(kinds).index(key) + 1)
-    lines = []
-    low = next((c for c in ("epl_ci_low", "epl_low") if c in table), None)
-    epls = table["epl"] if "epl" in table else [float("inf")] * len(table)
-    kind_of = [epl_kind(e, table[low].iloc[i] if low else float("nan"))
-               for i, e in enumerate(epls)]
-    for k, rows in enumerate(kinds.values(), start=1):
-        first = reasons[rows[0]]
-        what = {"bound": "a lower bound", "unbounded": "unbounded"}.get(kind_of[rows[0]],
-                                                                        "undefined")
-        head = f"[{k}] EPL {what} in {len(rows)} row{'s' if len(rows) > 1 else ''}"
-        values = {m.group(1) for m in (_POINT_MASS.match(reasons[r]) for r in rows) if m}
-        if len(values) == 1 and _POINT_MASS.match(first) and kind_of[rows[0]] == "undefined":
-            queries = ", ".join(dict.fromkeys(str(table["query"].iloc[r]) for r in rows))
-            what = ("exact answers, as for a statistic held invariant" if values == {"0"} else
-                    "the error distribution is a point mass")
-            lines.append(f"{head} of {queries}: every error is {values.pop()} ({what})")
-        else:
-            lines.append(f"{head}: {first}" + (" (numbers of the first)" if len(rows) > 1 and
-                                                 any(reasons[r] != first for r in rows) else ""))
-    return marks, lines
 
 
 def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
@@ -582,7 +606,7 @@ def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`compare` or :func:`compare_postprocessors`.
+        From :func:`evaluate` of several results.
     value : str
         The column to spread (``mae``, ``rmse``, ``epl``, …).
 
@@ -605,344 +629,11 @@ def pivot(table: pd.DataFrame, value: str = "mae") -> pd.DataFrame:
     return wide
 
 
-# --------------------------------------------------------------------------------------------------
-# Run output directories
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class RunOutput:
-    """What ``postproc run`` left in a directory: the result, measurements and configuration.
-
-    Made by :func:`load_run`. ``estimate`` is the run's result; ``noisy`` its measurements
-    (None when ``noisy/`` was not kept); ``config`` the :class:`~postproc.apps.runs.config.RunConfig`
-    its manifest records (None for a manifest without one); ``manifest`` the parsed
-    ``manifest.json``.
-
-    Examples
-    --------
-    A run of Hay et al.'s least squares (real-valued counts, no spec):
-
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> from postproc.apps.runs.pipeline import run_pipeline
-    >>> base = Path(tempfile.mkdtemp())
-    >>> _ = write_synthetic_1940(base, 500, seed=1, progress=False)
-    >>> config = RunConfig.build(persons=base / "persons.parquet", levels=["nation", "state"],
-    ...                          budget=1, seed=1, spec=None, method="hay")
-    >>> _ = run_pipeline(config, out=base / "hay", progress=False, log=lambda m: None)
-    >>> run = load_run(base / "hay")
-    >>> run.estimate.method, run.manifest["method"], run.config.method, run.noisy.levels
-    ('hay', 'hay', 'hay', ('nation', 'state'))
-    """
-
-    directory: Path
-    estimate: Result
-    noisy: NoisyHierarchy | None
-    config: Any
-    manifest: dict[str, Any]
-
-    @property
-    def release(self) -> bool:
-        """Whether the run is treated as release mode: unless its manifest or measurements
-        say simulation (a run that records no mode is treated as a release)."""
-        modes = {(self.manifest.get("randomness") or {}).get("mode"),
-                 (self.noisy.provenance.get("randomness", {}).get("mode")
-                  if self.noisy is not None else None)}
-        return "simulation" not in modes or "release" in modes
-
-
-def _run_config(manifest: Mapping[str, Any], directory: Path):
-    raw = manifest.get("config")
-    if not isinstance(raw, Mapping):
-        return None
-    from postproc.apps.runs.config import config_from_dict
-    resolved = raw.get("resolved", {}) if isinstance(raw.get("resolved"), Mapping) else {}
-    source = resolved.get("source")
-    base = Path(source).parent if source else directory
-    data = {k: v for k, v in raw.items() if k != "resolved"}
-    try:
-        return config_from_dict(data, base=base, source=str(directory / "manifest.json"))
-    except PostprocError as exc:
-        raise PostprocError(f"{directory}/manifest.json: its configuration does not parse: "
-                            f"{exc}") from None
-
-
-def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
-    """Read a ``postproc run`` output directory.
-
-    Parameters
-    ----------
-    directory : str or Path
-        Holds ``manifest.json``, ``<level>.parquet`` for every level and (normally) ``noisy/``.
-    geography : Geography, optional
-        Needed only when the directory has no ``noisy/`` measurements to take it from.
-
-    Returns
-    -------
-    RunOutput
-        ``estimate`` is the run's result as a :class:`~postproc.result.Result`, named by the
-        method the manifest records (``"topdown"`` for runs older than that record).
-
-    Raises
-    ------
-    PostprocError
-        Missing manifest or level files, or an unreadable configuration; the message names them.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> from postproc.apps.runs.pipeline import run_pipeline
-    >>> data = Path(tempfile.mkdtemp()) / "data"
-    >>> _ = write_synthetic_1940(data, 500, seed=1, progress=False)
-    >>> run_pipeline(RunConfig.build(persons=data / "persons.parquet",
-    ...                              units=data / "units.parquet", levels=["nation", "state"],
-    ...                              budget=1, seed=1),
-    ...              out=data.parent / "run", progress=False, log=lambda m: None).result
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
-    >>> load_run(data.parent / "run").estimate                # read back from the files
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
-    >>> load_run(data)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: .../data is not a postproc run output: no manifest.json there (run `postproc run CONFIG --out .../data` first)
-    """
-    import pyarrow.parquet as pq
-
-    from hierarchy.io.storage import read_json
-    from postproc.result import histograms_from_table
-
-    directory = Path(directory)
-    if not (directory / "manifest.json").is_file():
-        raise PostprocError(f"{directory} is not a postproc run output: no manifest.json there "
-                            f"(run `postproc run CONFIG --out {directory}` first)")
-    manifest = read_json(directory / "manifest.json")
-    config = _run_config(manifest, directory)
-    noisy = None
-    if (directory / "noisy" / "metadata.json").is_file():
-        try:
-            noisy = NoisyHierarchy.load(directory / "noisy")
-        except HierarchyError as exc:
-            raise PostprocError(f"{directory}/noisy: {exc}") from None
-    schema = noisy.schema if noisy is not None else getattr(config, "schema", None)
-    workload = noisy.workload if noisy is not None else getattr(config, "workload", None)
-    geography = noisy.geography if noisy is not None else geography
-    if schema is None or geography is None:
-        raise PostprocError(f"{directory}: no noisy/ measurements to take the schema and "
-                            f"geography from; pass the truth's geography")
-    method = str(manifest.get("method", "topdown"))       # runs of any registered method
-    integer = bool(manifest.get("integer", True))
-    hists = []
-    for level in geography.levels:
-        path = directory / f"{level}.parquet"
-        if not path.is_file():
-            raise PostprocError(f"{path} is missing: the run did not finish level {level!r} "
-                                f"(finish it with `postproc run CONFIG --out {directory} "
-                                f"--resume`)")
-        hists.append(histograms_from_table(pq.read_table(path), schema, geography, level,
-                                           source=str(path), integer=integer))
-    randomness = (noisy.provenance.get("randomness") if noisy is not None else None) \
-        or manifest.get("randomness") or {}
-    estimate = Result(method, schema, geography, workload, tuple(hists),
-                      {"method": method, "directory": str(directory),
-                       "noisy": {"randomness": dict(randomness)}})
-    return RunOutput(directory, estimate, noisy, config, manifest)
-
-
-def _truth_files(data: Path, run: RunOutput, units: str | Path | None
-                 ) -> tuple[Path, Path | None]:
-    """The persons file (and units file, if any) of the truth given as a directory or a file."""
-    if not data.exists():
-        raise PostprocError(f"{data} does not exist; pass --truth with the run's input data (a "
-                            f"directory or the persons file)")
-    if units is not None and not Path(units).is_file():
-        raise PostprocError(f"{units} is not a file; pass --units with the run's units file")
-    if not data.is_dir():
-        return data, Path(units) if units is not None else None
-    config = run.config
-
-    def names(kind: str) -> list[str]:
-        out = [f"{kind}.parquet", f"{kind}.csv"]
-        own = getattr(config, kind, None)
-        if own is not None and Path(own).name not in out:
-            out.append(Path(own).name)              # the run's own file name
-        return out
-
-    def find(kind: str) -> Path | None:
-        return next((data / name for name in names(kind) if (data / name).is_file()), None)
-
-    persons = find("persons")
-    if persons is None:
-        raise PostprocError(f"{data}: no persons file ({', '.join(names('persons'))}); pass the "
-                            f"persons file itself, or the directory `postproc synth1940 --out` "
-                            f"wrote")
-    return persons, Path(units) if units is not None else find("units")
-
-
-def load_truth(data: str | Path, run: RunOutput, *, units: str | Path | None = None
-               ) -> Hierarchy:
-    """Tabulate the confidential data of a run from a data directory or a persons file.
-
-    The run's configuration supplies the schema, levels, column and value mappings and the unit
-    attribute; its geography is reused, so the truth lines up unit by unit with the result.
-
-    Parameters
-    ----------
-    data : str or Path
-        A persons file (CSV or parquet, any name), or a directory holding ``persons.parquet``,
-        ``persons.csv`` or a file named as the run's persons file (and likewise for units), as
-        ``postproc synth1940`` writes them.
-    run : RunOutput
-    units : str or Path, optional
-        The units file; default: the directory's units file, none for a persons file.
-
-    Returns
-    -------
-    Hierarchy
-
-    Raises
-    ------
-    PostprocError
-        Missing files.
-    ConfidentialDataError
-        Records that do not fit the run's schema or geography (see :mod:`postproc.gate`).
-
-    Examples
-    --------
-    The truth tabulated again from the run's input data is the one the run measured:
-
-    >>> import tempfile
-    >>> from hierarchy.synth import write_synthetic_1940
-    >>> from postproc.apps.runs.config import RunConfig
-    >>> from postproc.apps.runs.pipeline import run_pipeline
-    >>> base = Path(tempfile.mkdtemp())
-    >>> _ = write_synthetic_1940(base / "data", 500, seed=1, progress=False)
-    >>> out = run_pipeline(
-    ...     RunConfig.build(persons="data/persons.parquet", units="data/units.parquet",
-    ...                     levels=["nation", "state"], budget=1, seed=1, base=base),
-    ...     out=base / "run", progress=False, log=lambda m: None)
-    >>> run = load_run(base / "run")
-    >>> truth = load_truth(base / "data", run)
-    >>> truth.summary()["state"], bool((truth.counts[-1] == out.truth.counts[-1]).all())
-    ({'units': 49, 'persons': 500}, True)
-
-    A persons file of any name works as well:
-
-    >>> _ = (base / "data" / "persons.parquet").rename(base / "people_2024.parquet")
-    >>> load_truth(base / "people_2024.parquet", run).summary()["state"]
-    {'units': 49, 'persons': 500}
-    >>> load_truth(base, run)
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: ...: no persons file (persons.parquet, persons.csv); pass the persons file itself, or the directory `postproc synth1940 --out` wrote
-    """
-    from hierarchy.io import read_microdata
-    from hierarchy.tabulation import tabulate
-
-    data = Path(data)
-    persons, units = _truth_files(data, run, units)
-    config = run.config
-    schema = run.estimate.schema
-    geography = run.estimate.geography
-    unit_attribute = config.spec.unit_attribute if config is not None else "hhgq"
-    if unit_attribute not in schema.names:
-        units = None
-    try:
-        records = read_microdata(persons, schema=schema, levels=list(geography.levels),
-                                 columns=getattr(config, "columns", None),
-                                 values=getattr(config, "values", None), units=units,
-                                 unit_attribute=unit_attribute)
-        return tabulate(records.persons, schema=schema, levels=list(geography.levels),
-                        units=records.units, unit_attribute=unit_attribute
-                        if records.units is not None else None, geography=geography)
-    except ConfidentialDataError as exc:
-        raise exc.with_context(detail_prefix=f"the truth in {data} does not fit the run in "
-                                             f"{run.directory}: ",
-                               public_suffix=" (the truth does not fit the run)") from None
-    except HierarchyError as exc:
-        raise PostprocError(f"the truth in {data} does not fit the run in {run.directory}: "
-                            f"{exc}") from None
-
-
-def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool = False,
-                 units: str | Path | None = None, rng: Any = None,
-                 show_confidential: bool = False, **options: Any) -> pd.DataFrame:
-    """Evaluate a ``postproc run`` output against its confidential data.
-
-    Parameters
-    ----------
-    directory : str or Path
-        The run's output directory.
-    data : str or Path
-        The confidential data: a directory or the persons file (see :func:`load_truth`).
-    compare_all : bool
-        Also evaluate the raw measurements and the other post-processors on them
-        (:func:`compare_postprocessors`, with the run's result in place of its method's).
-    units : str or Path, optional
-        The units file (see :func:`load_truth`).
-    rng : None, int, numpy.random.Generator or Randomness
-        EPL interval draws (and bottom-up noise when comparing).
-    show_confidential : bool
-        For a release-mode run, let the message of data that fail a check state the counts,
-        rows and values it found; otherwise they go to ``directory/confidential/
-        validation.txt`` and the message names the column and the rule only
-        (:mod:`postproc.gate`).
-    **options
-        Passed to :func:`evaluate`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        :func:`evaluate`'s table, or :func:`compare`'s with ``compare_all``.
-
-    Raises
-    ------
-    PostprocError
-        As :func:`load_run` and :func:`load_truth`; if the data are not the ones the run
-        measured (checked against its ``confidential/`` fingerprint); comparing needs
-        ``noisy/``.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from postproc.apps.runs.demo import run_demo
-    >>> out = run_demo(tempfile.mkdtemp() + "/demo", persons=5_000, progress=False,
-    ...                log=lambda message: None)                    # data/ and run/
-    >>> table = evaluate_run(out.directory, out.directory.parent / "data", queries=["total"],
-    ...                      rng=0, epl_options={"n_boot": 0})
-    >>> table.set_index("level").loc["state", ["mae", "epl"]].tolist()   # state totals invariant
-    [0.0, inf]
-    """
-    from postproc.apps.runs.pipeline import check_data_fingerprint
-    from postproc.gate import data_errors
-
-    run = load_run(directory)
-    names = {str(path): f"the truth's {kind} file"
-             for kind, path in zip(("persons", "units"), _truth_files(Path(data), run, units))
-             if path is not None}
-    with data_errors(release=run.release, show=show_confidential,
-                     directory=run.directory, names=names):
-        truth = load_truth(data, run, units=units)
-    if not check_data_fingerprint(directory, truth, required=False):
-        warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
-                      "directory), so the truth given cannot be checked to be the data the run "
-                      "measured", stacklevel=2)
-    options.setdefault("spec", getattr(run.config, "spec", None))
-    if not compare_all:
-        return evaluate(run.estimate, truth, rng=rng, **options)
-    if run.noisy is None:
-        raise PostprocError(f"{directory} has no noisy/ measurements to compare post-processors "
-                            f"on")
-    return compare_postprocessors(run.noisy, truth, results={run.estimate.method: run.estimate},
-                                  rng=rng, **options)
-
-
 def write_evaluation(table: pd.DataFrame, directory: str | Path, *, stem: str = "evaluation",
                      confidential: bool = False) -> list[Path]:
-    """Write an evaluation (:func:`evaluate`, :func:`compare`) as ``<stem>.csv`` and
-    ``<stem>.json`` (:func:`to_json`'s form), atomically, each row with the table's randomness
-    label (a ``randomness`` column and field).
+    """Write an evaluation (:func:`evaluate`'s table, of one result or several) as
+    ``<stem>.csv`` and ``<stem>.json`` (:func:`to_json`'s form), atomically, each row with the
+    table's randomness label (a ``randomness`` column and field).
 
     ``postproc evaluate --save`` writes into the run's ``confidential/`` folder. A table of a
     release-mode measurement (or one with no label) is written only into a ``confidential/``

@@ -2,9 +2,10 @@
 and returns it.
 
 :func:`plot_errors_by_level` draws a result's errors against the truth, one box per level
-(:meth:`postproc.result.Result.plot`); :func:`plot_comparison` draws the table of
+(the result is its argument: ``Result.plot``, its deprecated alias, says the same);
+:func:`plot_comparison` draws the table of
 :func:`postproc.evaluation.compare.compare_methods`, the MAE by level with one line per method
-(:meth:`postproc.evaluation.compare.CompareOutput.plot`); :func:`plot_epl` the EPL by level with
+(:meth:`postproc.apps.runs.directories.CompareOutput.plot`); :func:`plot_epl` the EPL by level with
 its interval, one marker per method; :func:`plot_error_spread` the median, mean, 95th percentile
 and maximum of the absolute errors by level (the summary of the error distribution that
 ``postproc evaluate`` keeps). Pass ``ax`` to draw into a figure of your own; without it a new

@@ -2,6 +2,8 @@
 
 * :mod:`postproc.reports.numbers` — :func:`~postproc.reports.numbers.format_number`, the one way
   every report, the comparison page and its terminal table write a number;
+* :mod:`postproc.reports.notes` — :func:`~postproc.reports.notes.epl_notes`, the reasons a
+  table's EPLs are not numbers said once per kind, under the table;
 * :mod:`postproc.reports.rest` — the small reST subset of the experiments' descriptions
   (paragraphs, bullet lists, ````literal````, ``:func:`x``` roles, ``*emphasis*``) as HTML;
 * :mod:`postproc.reports.page` — the Jinja2 templates (``templates/*.html.j2``, autoescaped):

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from postproc.reports.notes import epl_notes
 from postproc.reports.numbers import format_number
 from postproc.reports.rest import rest_to_html
 
@@ -133,8 +134,8 @@ def _long_text_notes(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     """Long text cells replaced by ``[k]``; ``notes`` gets one line per distinct text.
 
     EPL reasons (``epl_reason`` / ``epl_note``) are grouped by
-    :func:`postproc.evaluation.evaluate.epl_notes` (reasons that differ only in their numbers
-    are one note); any other long text by its exact value.
+    :func:`postproc.reports.notes.epl_notes` (reasons that differ only in their numbers are one
+    note); any other long text by its exact value.
     """
     out = frame.copy()
     for column in frame.columns:
@@ -145,8 +146,6 @@ def _long_text_notes(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
         if not long.any():
             continue
         if column in ("epl_reason", "epl_note") and "query" in frame:
-            from postproc.evaluation.evaluate import epl_notes
-
             marks, lines = epl_notes(pd.DataFrame({"query": frame["query"],
                                                    "epl_reason": values.where(values != "")}))
             start = len(notes)
