@@ -11,7 +11,7 @@ cheap):
 True
 """
 
-from hierarchy import lazy_exports
+from hierarchy.exports import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {

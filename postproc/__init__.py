@@ -33,7 +33,7 @@ import sys
 import warnings
 from typing import Any
 
-from hierarchy import lazy_exports
+from hierarchy.exports import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {

@@ -28,7 +28,7 @@ Examples
 [1]
 """
 
-from hierarchy import lazy_exports
+from hierarchy.exports import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {

@@ -16,7 +16,7 @@ methods registered in it:
 ('topdown', 'sampling', 'hay', 'noisy')
 """
 
-from hierarchy import lazy_exports
+from hierarchy.exports import lazy_exports
 
 # loaded on first use, so that importing a method's module (or the command line's parser) does
 # not load the registry and every library it needs

@@ -27,7 +27,7 @@ Examples
 ('lattice', 12, 'simulation')
 """
 
-from hierarchy import lazy_exports
+from hierarchy.exports import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {
