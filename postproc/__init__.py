@@ -58,20 +58,19 @@ __all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
-
 # -- names that moved ------------------------------------------------------------------------------
 # Imports flow one way, lowest layer first (… < postproc.result < postproc.methods <
 # postproc.evaluation < postproc.apps < postproc.cli). A module cannot keep an alias of a name
-# that moved to a layer above it, since it may not import that layer, not even in a function: the
-# run directories' functions of postproc.evaluation.evaluate and postproc.evaluation.compare now
-# live in postproc.apps.runs.directories, and a Result's figure is drawn by
-# postproc.evaluation.plots.plot_errors_by_level(result, truth): plotting takes a result, and
-# postproc.result, two layers below, no longer imports plotting for Result.plot. This package's face is the top layer, which may import
-# every layer, and Python imports it before any module of it; so it attaches the deprecated
-# aliases (for one release, each warning with a DeprecationWarning) to each old module when that
-# module is loaded, not before: ``import postproc`` stays cheap. (epl_notes, which moved down to
-# postproc.reports.notes, goes the same way, so that the old module's moved names are in one
-# place.)
+# that moved to a layer above it, since it may not import that layer, not even in a function:
+# the run directories' functions of postproc.evaluation.evaluate and postproc.evaluation.compare
+# now live in postproc.apps.runs.directories, and a result's figure is
+# postproc.evaluation.plots.plot_errors_by_level(result, truth) — plotting takes a result, and
+# postproc.result, two layers below, no longer imports plotting for Result.plot. This package's
+# face is the top layer, which may import every layer, and Python imports it before any module
+# of it; so it attaches the deprecated aliases (for one release, each warning with a
+# DeprecationWarning) to each old module when that module is loaded, not before: ``import
+# postproc`` stays cheap. (epl_notes, which moved down to postproc.reports.notes, goes the same
+# way, so that the old module's moved names are in one place.)
 
 #: old module → its names that moved (to postproc.apps.runs.directories, epl_notes to
 #: postproc.reports.notes)
@@ -180,6 +179,5 @@ class _AttachOnLoad:
 
 if not any(getattr(f, "attaches_postproc_aliases", False) for f in sys.meta_path):
     sys.meta_path.insert(0, _AttachOnLoad())
-for _name, _attach in _ATTACH.items():      # loaded already (this package reloaded)
-    if _name in sys.modules:
-        _attach(sys.modules[_name])
+for _loaded in set(_ATTACH) & set(sys.modules):     # loaded already: this package reloaded
+    _ATTACH[_loaded](sys.modules[_loaded])

@@ -380,9 +380,9 @@ def plot_error_spread(table: pd.DataFrame, query: str | None = None, *, ax: Any 
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`~postproc.evaluation.evaluate.evaluate` or
-        :func:`~postproc.evaluation.evaluate.compare_postprocessors` (columns ``level``,
-        ``query``, ``mae``, ``mean_abs``, ``p95_abs``, ``max_abs``; ``method`` optional).
+        From :func:`~postproc.evaluation.evaluate.evaluate`, of one result or several (columns
+        ``level``, ``query``, ``mae``, ``mean_abs``, ``p95_abs``, ``max_abs``; ``method``
+        optional).
     query : str, optional
         Default ``"total"`` if the table has it, else its first query.
     ax : matplotlib.axes.Axes, optional
