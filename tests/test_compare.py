@@ -129,15 +129,16 @@ def test_format_pivot_has_a_row_per_query_and_method(measured):
 
 def test_compare_postprocessors_runs_registered_methods(measured):
     truth, noisy, spec = measured
-    table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
-                                   rng=0, queries=["total"], epl_options=NO_BOOT)
+    with pytest.warns(DeprecationWarning, match="compare_postprocessors is deprecated"):
+        table = compare_postprocessors(noisy, truth, methods=["rake", "least_squares+clip"],
+                                       rng=0, queries=["total"], epl_options=NO_BOOT)
     assert list(dict.fromkeys(table["method"])) == [
         "noisy", "rake", "least_squares+clip", "bottom_up", "bottom_up+calibrated"]
     rake = table[table["method"] == "rake"].reset_index(drop=True)
     expected = evaluate(postprocess(noisy, "rake"), truth, queries=["total"], rng=0,
                         epl_options=NO_BOOT)
     np.testing.assert_array_equal(rake["mae"], expected["mae"])
-    with pytest.raises(PostprocError, match="'\\+clip'"):
+    with pytest.raises(PostprocError, match="'\\+clip'"), pytest.warns(DeprecationWarning):
         compare_postprocessors(noisy, truth, methods=["hay+round"], rng=0)
 
 

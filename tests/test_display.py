@@ -17,7 +17,7 @@ from hierarchy.queries import Workload, detailed, total
 from hierarchy.schema import Attribute, Schema
 from postproc.apps.runs.directories import CompareOutput
 from postproc.errors import PostprocError
-from postproc.evaluation.plots import plot_comparison
+from postproc.evaluation.plots import plot_comparison, plot_errors_by_level
 from postproc.gate import label_table
 from postproc.result import Result
 
@@ -100,12 +100,12 @@ def test_html_tables_have_one_row_per_level_and_escape_text(make_case):
     assert f">{int(noisy.invariant(noisy.levels[0], 'tot').sum()):,}</td>" in page
 
 
-def test_result_plot_draws_each_levels_errors():
+def test_plot_errors_by_level_draws_each_levels_errors():
     truth = truth_on(chain(3))
     # every unit's total is off by its level index + 1 in the first cell
     result = result_from(truth, lambda li, c: np.pad(np.full((len(c), 1), li + 1),
                                                      ((0, 0), (0, SCHEMA.size - 1))))
-    ax = result.plot(truth, ax=Figure().subplots())
+    ax = plot_errors_by_level(result, truth, ax=Figure().subplots())
     assert [t.get_text() for t in ax.get_xticklabels()] == list(truth.levels)
     assert ax.get_ylabel() == "error (result − truth)"
     assert "total" in ax.get_title()
@@ -118,11 +118,11 @@ def test_result_plot_draws_each_levels_errors():
                                                                 for lv in truth.levels)
 
 
-def test_result_plot_makes_a_pyplot_figure_without_ax():
+def test_plot_errors_by_level_makes_a_pyplot_figure_without_ax():
     import matplotlib.pyplot as plt
 
     truth = truth_on(chain(2))
-    ax = result_from(truth, lambda li, c: 0).plot(truth, "marginal(sex)")
+    ax = plot_errors_by_level(result_from(truth, lambda li, c: 0), truth, "marginal(sex)")
     try:
         assert ax.figure in map(plt.figure, plt.get_fignums())
         assert "marginal(sex)" in ax.get_title()
@@ -130,19 +130,17 @@ def test_result_plot_makes_a_pyplot_figure_without_ax():
         plt.close(ax.figure)
 
 
-def test_result_plot_refuses_release_mode_and_another_truth():
+def test_plot_errors_by_level_refuses_release_mode_and_another_truth():
     truth = truth_on(chain(3))
     with pytest.raises(PostprocError, match="release-mode measurement"):
-        result_from(truth, lambda li, c: 0, provenance=RELEASE).plot(truth)
+        plot_errors_by_level(result_from(truth, lambda li, c: 0, provenance=RELEASE), truth)
     with pytest.raises(PostprocError, match="no randomness label"):
-        result_from(truth, lambda li, c: 0, provenance={}).plot(truth)
+        plot_errors_by_level(result_from(truth, lambda li, c: 0, provenance={}), truth)
     with pytest.raises(PostprocError, match="units"):
-        result_from(truth, lambda li, c: 0).plot(truth_on(chain(3, width=2)))
+        plot_errors_by_level(result_from(truth, lambda li, c: 0), truth_on(chain(3, width=2)))
 
 
 def test_result_plot_is_a_deprecated_alias_of_plot_errors_by_level():
-    from postproc.evaluation.plots import plot_errors_by_level
-
     truth = truth_on(chain(3))
     result = result_from(truth, lambda li, c: np.pad(np.full((len(c), 1), li + 1),
                                                      ((0, 0), (0, SCHEMA.size - 1))))

@@ -107,7 +107,9 @@ def test_evaluate_json_values_match_an_independent_computation(cli_json, demo):
 def test_result_objects_and_run_directories_evaluate_alike(demo):
     run = load_run(demo / "run")
     truth = load_truth(demo / "data", run)
-    from_dir = evaluate(demo / "run", truth, queries=["total"], rng=0, epl_options={"n_boot": 0})
+    with pytest.warns(DeprecationWarning, match="evaluate\\(\\) of a directory is deprecated"):
+        from_dir = evaluate(demo / "run", truth, queries=["total"], rng=0,
+                            epl_options={"n_boot": 0})
     from_estimate = evaluate(run.estimate, truth, queries=["total"], rng=0,
                              epl_options={"n_boot": 0})
     assert from_dir.equals(from_estimate)
@@ -125,9 +127,10 @@ def test_noisy_total_is_the_sum_of_the_most_precise_measurement(demo):
 def test_compare_postprocessors_same_data_same_budget(demo):
     run = load_run(demo / "run")
     truth = load_truth(demo / "data", run)
-    table = compare_postprocessors(run.noisy, truth, topdown=run.estimate, rng=1,
-                                   queries=["total", "va_hisp_race"],
-                                   epl_options={"n_boot": 0})
+    with pytest.warns(DeprecationWarning, match="compare_postprocessors is deprecated"):
+        table = compare_postprocessors(run.noisy, truth, topdown=run.estimate, rng=1,
+                                       queries=["total", "va_hisp_race"],
+                                       epl_options={"n_boot": 0})
     assert list(dict.fromkeys(table["method"])) == [
         "noisy", "clip", "hay", "hay+clip", "topdown", "bottom_up", "bottom_up+calibrated"]
     mae = pivot(table, "mae").set_index(["level", "query"])
@@ -140,8 +143,10 @@ def test_compare_postprocessors_same_data_same_budget(demo):
     assert set(nested) == set(table["method"]) and nested["topdown"]["state"]["total"]["epl"] \
         is None
     # results= is the general form of topdown=: the given result is compared, not dropped
-    same = compare_postprocessors(run.noisy, truth, results={"topdown": run.estimate}, rng=1,
-                                  queries=["total", "va_hisp_race"], epl_options={"n_boot": 0})
+    with pytest.warns(DeprecationWarning, match="compare_postprocessors is deprecated"):
+        same = compare_postprocessors(run.noisy, truth, results={"topdown": run.estimate},
+                                      rng=1, queries=["total", "va_hisp_race"],
+                                      epl_options={"n_boot": 0})
     pd.testing.assert_frame_equal(same, table)
 
 
@@ -228,13 +233,14 @@ def test_text_collapses_the_reasons_and_offers_the_estimators_options(demo, caps
     assert any(ln.split()[:2] == ["state", "total"] and "unbounded [" in ln for ln in rows)
     assert "--reach" in out and "--precision" in out
     # where a note gives a bound for too few errors, the precision it advises gives a number
-    table = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
+    run = load_run(demo / "run")
+    table = evaluate(run.estimate, load_truth(demo / "data", run),
                      queries=["va_hisp_race"], rng=0, epl_options={"n_boot": 0})
     bounds = table[table["epl_reason"].fillna("").str.contains("pass precision=")]
     assert len(bounds) and (bounds["epl_kind"] == "bound").all()
     for _, row in bounds.iterrows():
         advised = float(re.search(r"pass precision=([0-9.]+)", row["epl_reason"]).group(1))
-        again = evaluate(demo / "run", load_truth(demo / "data", load_run(demo / "run")),
+        again = evaluate(run.estimate, load_truth(demo / "data", run),
                          queries=["va_hisp_race"], levels=[row["level"]], rng=0,
                          epl_options={"n_boot": 0, "precision": advised})
         assert again["epl_kind"].iloc[0] == "estimate" and np.isfinite(again["epl"].iloc[0])

@@ -18,7 +18,7 @@ count (TC, query ``total``) and the stratified count (SC, ``va_hisp_race``) of e
   paper text's; the table has both);
 * at one ε, TopDown against the raw measurements and the other post-processors of the same
   measurements (clipping, closed-form least squares) and bottom-up at the same ε
-  (:func:`postproc.evaluation.evaluate.compare_postprocessors`);
+  (:func:`postproc.evaluation.evaluate.reference_results`, evaluated);
 * our numbers beside the paper's (``paper_comparison.csv``; :mod:`postproc.apps.experiments._papers`).
 
 The nation and state totals are invariant, so their errors are all zero and their EPL undefined
@@ -432,11 +432,15 @@ def _srs(out: Output, truth, queries: dict, exact: dict, units: dict, params: di
 
 def _comparison(out: Output, truth, noisy, result, seed: int, epsilon: float,
                 n_boot: int) -> None:
-    from postproc.evaluation.evaluate import compare_postprocessors
+    from hierarchy.randomness import as_randomness
+    from postproc.evaluation.evaluate import evaluate, reference_results
+    from postproc.gate import label_table, randomness_of
 
-    table = compare_postprocessors(noisy, truth, topdown=result, rng=seed,
-                                   queries=["total", "va_hisp_race", "detailed"],
-                                   epl_options={"n_boot": n_boot})
+    rnd = as_randomness(seed)       # the reference results' draws, then the EPL intervals'
+    made = reference_results(noisy, truth, results={"topdown": result}, rng=rnd)
+    table = label_table(evaluate(made, truth, rng=rnd.child(1),
+                                 queries=["total", "va_hisp_race", "detailed"],
+                                 epl_options={"n_boot": n_boot}), randomness_of(noisy))
     out.table("comparison", table,
               f"At ε = {epsilon:g} (seed {seed}): the raw measurements, nonnegative clipping of "
               f"the detailed measurements, closed-form least squares (Hay et al., generalised; "
