@@ -41,7 +41,8 @@ from _common import (  # noqa: E402
     workdir_of,
 )
 
-#: The functions of postproc.apps.runs.parts (and of TopDown's run module) that are timed.
+#: The functions of a run in parts (postproc.apps.runs.parts and parts_tabulate, where each
+#: is called from) and of TopDown's run module that are timed.
 PART_STEPS = ("_tabulate_part", "_save_counts", "_load_counts", "_level_answers",
               "compile_spec", "_measure_part", "topdown", "level_table", "write_parquet")
 TOPDOWN_STEPS = ("level_tasks", "_check_level")
@@ -55,6 +56,7 @@ def part_steps(directory: str, part: int) -> dict[str, Any]:
     import time
 
     import postproc.apps.runs.parts as P
+    import postproc.apps.runs.parts_tabulate as T
     import postproc.methods.topdown.run as R
     from postproc.apps.runs.demo import demo_config
 
@@ -72,8 +74,10 @@ def part_steps(directory: str, part: int) -> dict[str, Any]:
                 seconds[label] += time.perf_counter() - t
         setattr(module, name, wrapper)
 
-    for name in PART_STEPS:
-        timed(P, name, name)
+    for name in PART_STEPS:         # the step's name in each module that calls it
+        for module in (P, T):
+            if hasattr(module, name):
+                timed(module, name, name)
     for name in TOPDOWN_STEPS:
         timed(R, name, f"topdown: {name}")
     config = demo_config(directory, preset="pl94_2020", seed=2020)

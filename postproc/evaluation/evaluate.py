@@ -501,8 +501,11 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
                            methods: Sequence[str] | None = None, topdown: Any = None,
                            results: Mapping[str, Any] | None = None, spec: Any = None,
                            rng: Any = None, **options: Any) -> pd.DataFrame:
-    """Deprecated: :func:`evaluate` of :func:`reference_results` gives the same table (to run
+    """Deprecated: :func:`evaluate` of :func:`reference_results` gives the same numbers (to run
     and compare registered methods, use :func:`postproc.evaluation.compare.compare_methods`).
+    Its label differs only where measurements in simulation mode meet draws in release mode:
+    :func:`evaluate` labels by all its sources, release if any is; this labelled by the
+    measurements (``label_table(table, randomness_of(noisy))`` does so).
 
     ``topdown`` is short for ``results={"topdown": topdown}``; ``rng`` draws the reference
     results as :func:`reference_results` says and the EPL intervals from its child stream 1;
@@ -537,7 +540,7 @@ def compare_postprocessors(noisy: NoisyHierarchy, truth: Hierarchy, *,
     from hierarchy.randomness import as_randomness
 
     warnings.warn("postproc.evaluation.evaluate.compare_postprocessors is deprecated: evaluate("
-                  "reference_results(noisy, truth, ...), truth, ...) gives the same table; "
+                  "reference_results(noisy, truth, ...), truth, ...) gives the same numbers; "
                   "compare_methods runs and compares registered methods", DeprecationWarning,
                   stacklevel=2)
     rnd = as_randomness(rng)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from postproc.errors import PostprocError
+from postproc.reports.notes import epl_kind  # one definition, with the notes that read it
 
 __all__ = ["EPLResult", "METHODS", "unbounded", "epl_kind", "epl_text"]
 
@@ -201,23 +202,6 @@ def _bounded(method: str, n: int, parameters: dict, bound: float, reason: str) -
         return _undefined(method, n, parameters, reason + " (no positive bound follows)")
     return EPLResult(epl=float("inf"), ci_low=float(bound), ci_high=float("inf"), n=n,
                      method=method, parameters=parameters, reason=reason)
-
-
-def epl_kind(epl: float, ci_low: float) -> str:
-    """:attr:`EPLResult.kind` from a table's ``epl`` and lower end (``nan`` for a missing one).
-
-    Examples
-    --------
-    >>> inf, nan = float("inf"), float("nan")
-    >>> [epl_kind(0.3, 0.2), epl_kind(inf, 5.6), epl_kind(inf, inf), epl_kind(inf, nan)]
-    ['estimate', 'bound', 'unbounded', 'undefined']
-    """
-    epl, ci_low = float(epl), float(ci_low)
-    if math.isfinite(epl):
-        return "estimate"
-    if math.isinf(ci_low):
-        return "unbounded"
-    return "bound" if math.isfinite(ci_low) else "undefined"
 
 
 def epl_text(epl: float, ci_low: float, ci_high: float, number=None) -> str:
