@@ -128,7 +128,8 @@ def _result_plot(self: Any, truth: Any, query: str = "total", *, ax: Any = None,
     ...     warnings.simplefilter("always")
     ...     ax = r.plot(truth, ax=Figure().subplots())
     >>> ax.get_title(), str(caught[0].message)
-    ('mine: error of total by level', 'Result.plot is deprecated: use postproc.evaluation.plots.plot_errors_by_level(result, truth, ...)')
+    ('mine: error of total by level', 'Result.plot is deprecated: use
+    postproc.evaluation.plots.plot_errors_by_level(result, truth, ...)')
     """
     from postproc.evaluation.plots import plot_errors_by_level
 

@@ -49,19 +49,23 @@ Examples
 ...     raise error
 Traceback (most recent call last):
 ...
-postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details, computed from the confidential data, are in .../confidential/validation.txt: never publish them)
+postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details,
+computed from the confidential data, are in .../confidential/validation.txt: never publish them)
 >>> print((out / "confidential" / "validation.txt").read_text().splitlines()[-1])
 /secret/p.parquet: column 'age': 3 value(s) outside 0..1, e.g. 7 at rows 4, 8, 9
 >>> with data_errors(release=True, names=names):          # no output directory
 ...     raise error
 Traceback (most recent call last):
 ...
-postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details are withheld in release mode: they are computed from the confidential data; rerun with --show-confidential to see them)
+postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details
+are withheld in release mode: they are computed from the confidential data; rerun with
+--show-confidential to see them)
 >>> with data_errors(release=False):                       # a simulation: everything
 ...     raise error
 Traceback (most recent call last):
 ...
-postproc.errors.ConfidentialInputError: /secret/p.parquet: column 'age': 3 value(s) outside 0..1, e.g. 7 at rows 4, 8, 9
+postproc.errors.ConfidentialInputError: /secret/p.parquet: column 'age': 3 value(s) outside 0..1,
+e.g. 7 at rows 4, 8, 9
 """
 
 from __future__ import annotations
@@ -350,7 +354,9 @@ def table_gate(table: Any, destination: str | Path | None = None, *, confidentia
     >>> table_gate(table, "out/compare.csv")
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: this table was computed against the confidential data of a release-mode measurement, so it is written only under a confidential/ folder: write it to DIR/confidential/, or pass confidential=True to write it under a CONFIDENTIAL banner
+    postproc.errors.PostprocError: this table was computed against the confidential data of a
+    release-mode measurement, so it is written only under a confidential/ folder: write it to
+    DIR/confidential/, or pass confidential=True to write it under a CONFIDENTIAL banner
     >>> table_gate(table, "out/confidential/compare.csv")
     'CONFIDENTIAL - computed from the confidential data in release mode; do not publish'
     >>> table_gate(label_table(table, "simulation"), "out/compare.csv") is None

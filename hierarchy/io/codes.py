@@ -161,11 +161,13 @@ class Recode:
     >>> Recode(age, {"0-17": "child", "15-64": "adult"})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: values['age']: keys '0-17' and '15-64' both cover 15..17; give each value one key
+    hierarchy.errors.HierarchyError: values['age']: keys '0-17' and '15-64' both cover 15..17; give
+    each value one key
     >>> Recode(age, {"0-17": "kid"})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: values['age']['0-17'] = 'kid': attribute 'age' has no level 'kid'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
+    hierarchy.errors.HierarchyError: values['age']['0-17'] = 'kid': attribute 'age' has no level
+    'kid'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
     """
 
     def __init__(self, attribute, mapping: Mapping[Any, Any]):
@@ -284,7 +286,9 @@ def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | No
     >>> attribute_codes(["male", "femal"], sex, column="sex")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: persons table: column 'sex' (attribute 'sex'): 1 value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or codes 0..1; fix the data or map the values with values={'sex': {...}}
+    hierarchy.errors.ConfidentialDataError: persons table: column 'sex' (attribute 'sex'): 1
+    value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or
+    codes 0..1; fix the data or map the values with values={'sex': {...}}
     """
     codes = _attribute_codes(as_arrow_column(values), attribute, value_map, where,
                              column or attribute.name, False)

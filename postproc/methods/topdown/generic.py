@@ -4,7 +4,8 @@ This is how one would write TopDown's fit directly in CVXPY: a ``K × n`` variab
 cell, the weighted least-squares objective written with the query matrices, and the node's
 constraints from :func:`invariants.compile.node_cvxpy_constraints`. It is slow (CVXPY
 canonicalizes every problem) but simple enough to trust, so it is the reference the engine of
-:mod:`postproc.methods.topdown.node` is checked against, and the baseline its speed is measured against.
+:mod:`postproc.methods.topdown.node` is checked against, and the baseline its speed is measured
+against.
 
 Examples
 --------

@@ -28,7 +28,8 @@ class VerificationError(InfeasibleError):
     >>> verify_node(task, np.array([[2, 1], [2, 0]]))
     Traceback (most recent call last):
     ...
-    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification: ... 4 ≠ 3
+    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification: ...
+    4 ≠ 3
     """
 
 
@@ -51,7 +52,8 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
     >>> verify_node(task, np.array([[2, 1], [1, 0]]))
     Traceback (most recent call last):
     ...
-    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification: 'a': tot: total = 3 outside [2, 2]; 'b': tot: total = 1 outside [2, 2]
+    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification:
+    'a': tot: total = 3 outside [2, 2]; 'b': tot: total = 1 outside [2, 2]
     """
     problems: list[str] = []
     if hist.dtype != np.int64:
