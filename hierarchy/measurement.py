@@ -25,7 +25,6 @@ def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.tabulation import tabulate
     >>> persons = pd.DataFrame({"state": ["01", "02", "02"], "hhgq": [0, 0, 3],
@@ -49,7 +48,6 @@ def units_by_type(truth: Hierarchy, level: str) -> np.ndarray:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.tabulation import tabulate
     >>> persons = pd.DataFrame({"state": ["01"], "hhgq": [0], "votingage": [1],
@@ -253,7 +251,6 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.queries import e2e_workload
     >>> from hierarchy.tabulation import tabulate

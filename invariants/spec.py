@@ -356,7 +356,6 @@ class Spec:
 
         Examples
         --------
-        >>> import pandas as pd
         >>> from hierarchy import E2E_1940, tabulate
         >>> persons = pd.DataFrame({"state": ["01"], "hhgq": [5], "votingage": [1],
         ...                         "hispanic": [0], "cenrace": [0]})    # one student

@@ -117,7 +117,6 @@ def _result_plot(self: Any, truth: Any, query: str = "total", *, ax: Any = None,
     >>> from hierarchy import Attribute, Geography, Hierarchy, Schema, Workload
     >>> from hierarchy.queries import detailed
     >>> from postproc.result import Result
-    >>> import numpy as np
     >>> schema = Schema((Attribute("sex", ("male", "female")),))
     >>> geo = Geography(("nation", "state"), (["US"], ["A", "B"]), ([-1], [0, 0]))
     >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))

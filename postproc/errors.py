@@ -143,7 +143,6 @@ def require_checked_spec(method: str, noisy: Any, spec: Any) -> None:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
     >>> from invariants.spec import Constraint, Spec
     >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],

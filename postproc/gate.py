@@ -256,7 +256,6 @@ def label_table(table: Any, randomness: Any) -> Any:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table = label_table(pd.DataFrame({"mae": [1.0]}), "simulation")
     >>> table.attrs["randomness"]["mode"], table_mode(table[["mae"]])
     ('simulation', 'simulation')
@@ -296,7 +295,6 @@ def table_mode(table: Any) -> str:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table_mode(pd.DataFrame({"randomness": ["release: CONFIDENTIAL - ..."] * 2}))
     'release'
     >>> table_mode(pd.DataFrame({"mae": [1.0]}))
@@ -349,7 +347,6 @@ def table_gate(table: Any, destination: str | Path | None = None, *, confidentia
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table = label_table(pd.DataFrame({"mae": [1.0]}), "release")
     >>> table_gate(table, "out/compare.csv")
     Traceback (most recent call last):
@@ -387,7 +384,6 @@ def labelled(table: Any) -> Any:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> labelled(label_table(pd.DataFrame({"mae": [1.0]}), "simulation"))["randomness"][0]
     'simulation: NOT SAFE FOR RELEASE (seeded noise; errors against the data)'
     """
@@ -403,7 +399,7 @@ def write_csv(table: Any, path: str | Path, *, confidential: bool = False,
 
     Examples
     --------
-    >>> import tempfile, pandas as pd
+    >>> import tempfile
     >>> table = label_table(pd.DataFrame({"mae": [1.0]}), "release")
     >>> path = write_csv(table, Path(tempfile.mkdtemp()) / "confidential" / "errors.csv")
     >>> pd.read_csv(path).columns.tolist(), table_mode(pd.read_csv(path))
@@ -425,7 +421,6 @@ def printed_banner(table: Any) -> str | None:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> printed_banner(label_table(pd.DataFrame({"mae": [1.0]}), "simulation")) is None
     True
     >>> printed_banner(pd.DataFrame({"mae": [1.0]}))[:16]

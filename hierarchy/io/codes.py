@@ -232,7 +232,6 @@ def as_arrow_column(values: Any) -> pa.ChunkedArray:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> as_arrow_column(pd.Series(pd.Categorical(["b", "a"], categories=["a", "b"]))).type
     DictionaryType(dictionary<values=large_string, indices=int8, ordered=0>)
     >>> as_arrow_column(pd.Series(["a", 1, None], dtype=object)).to_pylist()
@@ -276,7 +275,6 @@ def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | No
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import Attribute
     >>> sex = Attribute("sex", ("male", "female"))
     >>> attribute_codes(pd.Series(["female", "male"]), sex).tolist()

@@ -217,7 +217,6 @@ def source_table(source: Any, kind: str = "persons") -> tuple[pa.Table, str, boo
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table, where, csv = source_table(pd.DataFrame({"county": ["001"], "age": [3]}))
     >>> table.column_names, where, csv
     (['county', 'age'], 'persons table', False)
@@ -303,7 +302,6 @@ def read_microdata(persons: Any, *, schema: Schema,
 
     A pandas DataFrame with age in years, recoded into groups by ranges:
 
-    >>> import pandas as pd
     >>> s2 = Schema((Attribute("age", ("child", "adult", "senior")),))
     >>> years = pd.DataFrame({"county": ["001", "003", "003"], "age": [4, 40, 81]})
     >>> read_microdata(years, schema=s2, levels=["state", "county"],

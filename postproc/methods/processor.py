@@ -95,7 +95,6 @@ class PromiseError(PostprocError):
 
     A method that promises nonnegative counts and returns the measurements as they are:
 
-    >>> import pandas as pd
     >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
     >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
     ...                         "hispanic": [0, 0], "cenrace": [0, 1]})

@@ -26,7 +26,6 @@ noisy       the unprocessed detailed measurements of every level
 
 Register your own:
 
->>> import numpy as np
 >>> from postproc.methods import register, postprocess, get
 >>> from postproc.result import Result
 >>> @register("zeros", summary="all counts zero (an example)", integer=True, consistent=True,

@@ -9,7 +9,7 @@ against.
 
 Examples
 --------
->>> import numpy as np, scipy.sparse as sp
+>>> import numpy as np
 >>> from postproc.methods.topdown.node import NodeTask, QueryData
 >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"]),
 ...                 (QueryData("detailed", sp.identity(2, format="csr"),
@@ -65,7 +65,6 @@ def fit_node_generic(task: NodeTask, *, solver: str = "CLARABEL",
     --------
     Two children of a parent (3, 1) whose totals are invariant (2 persons each):
 
-    >>> import scipy.sparse as sp
     >>> from postproc.methods.topdown.node import QueryData
     >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
     ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))

@@ -21,7 +21,6 @@ class VerificationError(InfeasibleError):
     --------
     Children that do not sum to their parent:
 
-    >>> import scipy.sparse as sp
     >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
     ...                 (), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
     ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
@@ -43,7 +42,6 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
 
     Examples
     --------
-    >>> import scipy.sparse as sp
     >>> bounds = np.array([[2.0], [2.0]])          # each child's total is invariant: 2
     >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
     ...                 (), sp.csr_matrix(np.ones((1, 2), np.int64)), bounds, bounds.copy(),
