@@ -201,7 +201,7 @@ def time_problems(path: str, level: str) -> list[dict[str, Any]]:
     backends.QP_BACKENDS["clarabel"] = timed
     backends.clarabel_linear_solver = lambda _qp: method["now"]
     try:
-        fit_passes(tasks[0], Layout.of(tasks[0]), ("clarabel",))                       # imports, caches
+        fit_passes(tasks[0], Layout.of(tasks[0]), ("clarabel",))      # imports, caches
         found.clear()
         problems = []
         for i, task in enumerate(tasks):

@@ -10,10 +10,11 @@ Run ``python benchmarks/bench_samplers.py [--draws 10M] [--exact-draws 1M] [--re
   mode) on ``--exact-draws`` draws,
 
 and reports draws per second (median of ``--repeats`` timed runs after a warm-up that also builds
-the fast sampler's table), per second of wall-clock and of CPU time, and their ratio. A second table times the fast sampler alone over the
-σ² it supports, from 1e-2 to 1e12 (its table method up to 1e6, its envelope method above).
-Target (issue 13): at least 50 million draws per second at every block-level σ². The machine's
-load is reported; figures from a busy machine are upper bounds on the time.
+the fast sampler's table), per second of wall-clock and of CPU time, and their ratio. A second table
+times the fast sampler alone over the σ² it supports, from 1e-2 to 1e12 (its table method up to 1e6,
+its envelope method above). Target (issue 13): at least 50 million draws per second at every
+block-level σ². The machine's load is reported; figures from a busy machine are upper bounds on the
+time.
 """
 
 from __future__ import annotations

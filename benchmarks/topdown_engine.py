@@ -15,11 +15,12 @@ Then for **every parent problem** — the root and each parent with more than on
 level (a single child copies its parent; no fit) — or a random sample of ``--max-parents`` per
 level (seed 0), it times, interleaved, ``--repeats`` times each (median per parent):
 
-* **engine** — :meth:`postproc.methods.topdown.fit.Fit.build` + :func:`postproc.infra.solvers.solve_qp`
-  with the default backend chain, and mapping the solution back to the children × cells
-  (exactly the fit of ``solve_node``; rounding is not included on either side);
-* **generic** — :func:`postproc.methods.topdown.generic.fit_node_generic`: one CVXPY problem per parent,
-  built afresh (Clarabel, tolerances 1e-9), build + solve.
+* **engine** — :meth:`postproc.methods.topdown.fit.Fit.build` +
+  :func:`postproc.infra.solvers.solve_qp` with the default backend chain, and mapping the solution
+  back to the children × cells (exactly the fit of ``solve_node``; rounding is not included on
+  either side);
+* **generic** — :func:`postproc.methods.topdown.generic.fit_node_generic`: one CVXPY problem per
+  parent, built afresh (Clarabel, tolerances 1e-9), build + solve.
 
 Both start with one untimed warm-up (imports, first-call overheads). The report gives, per level
 and overall, the summed median seconds of each path, their ratio (target: the engine ≥ 20×

@@ -5,8 +5,8 @@ workload with the E2E budget (geometric noise) and the E2E invariants (total at 
 housing units at the ED), then post-process the same noisy hierarchy three ways:
 
 * ``topdown`` — :func:`postproc.methods.topdown.topdown` (least squares, then L1 rounding);
-* ``sampled`` — :func:`postproc.methods.sampling.sample_topdown` with the detailed measurements only (the
-  conditional mechanism of docs/conditional_sampling.md);
+* ``sampled`` — :func:`postproc.methods.sampling.sample_topdown` with the detailed measurements only
+  (the conditional mechanism of docs/conditional_sampling.md);
 * ``sampled_all`` — the same sampler with every measured query in the law (``queries='all'``).
 
 For every level and for the total count, the 24-cell ``va_hisp_race`` table and the detailed

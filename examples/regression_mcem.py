@@ -299,8 +299,8 @@ def plot(rows: list[dict], path: Path) -> None:
                frameon=False)
     n_rep = len([r for r in rows if r["epsilon"] == EPSILONS[0]])
     fig.suptitle(f"Linear regression on Laplace-noised (x, y), n = {N_RECORDS}: estimates of "
-                 f"{n_rep} replicates\nwith 95 % confidence ellipses (points and ellipses clipped to "
-                 f"the axes)",
+                 f"{n_rep} replicates\nwith 95 % confidence ellipses (points and ellipses "
+                 f"clipped to the axes)",
                  fontsize=12)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)

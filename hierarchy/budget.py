@@ -28,7 +28,8 @@ Fraction(27, 160)
 >>> Budget("pure", 1, {"a": "1/2", "b": "1/4"}, {"detailed": 1})
 Traceback (most recent call last):
 ...
-hierarchy.errors.HierarchyError: level fractions must sum to 1 exactly; they sum to 3/4 (a=1/2, b=1/4)
+hierarchy.errors.HierarchyError: level fractions must sum to 1 exactly; they sum to 3/4 (a=1/2,
+b=1/4)
 
 **Range.** The total and every query's share must lie in [:data:`MIN_BUDGET`,
 :data:`MAX_BUDGET`] = [1e-12, 500]: beyond it the noise parameters derived from a share under- or
@@ -348,7 +349,8 @@ def as_privacy(value: Any, kind: Any = None, *, what: str = "the total budget",
     >>> as_privacy(PureDP(1), "zcdp")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: the total budget is PureDP(1) but the notion given with it is 'zcdp'; give one of them, or convert explicitly (PureDP(ε).to_zcdp())
+    hierarchy.errors.HierarchyError: the total budget is PureDP(1) but the notion given with it is
+    'zcdp'; give one of them, or convert explicitly (PureDP(ε).to_zcdp())
     """
     if isinstance(value, (PureDP, ZCDP)):
         if kind is not None and notion(kind, error=error) is not type(value):
@@ -421,7 +423,8 @@ class Budget:
     >>> Budget("pure", 1, {"nation": 1}, {"total": "1/2", "detailed": 0.4})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: query fractions must sum to 1 exactly; they sum to 9/10 (total=1/2, detailed=2/5)
+    hierarchy.errors.HierarchyError: query fractions must sum to 1 exactly; they sum to 9/10
+    (total=1/2, detailed=2/5)
     """
 
     kind: str
@@ -589,10 +592,10 @@ class Budget:
         if not (math.isfinite(variance) and variance > 0):
             raise HierarchyError(
                 f"query {query.name!r} at level {level!r}: its share {self.symbol} = "
-                f"{_short(share.value)} with sensitivity {sensitivity:g} gives the {mechanism.name} "
-                f"mechanism {mechanism.parameter_name} = {parameter:g} and noise variance "
-                f"{variance:g}, which float64 cannot use; move the share towards 1 (raise a tiny "
-                f"share, lower a huge one)")
+                f"{_short(share.value)} with sensitivity {sensitivity:g} gives the "
+                f"{mechanism.name} mechanism {mechanism.parameter_name} = {parameter:g} and noise "
+                f"variance {variance:g}, which float64 cannot use; move the share towards 1 "
+                f"(raise a tiny share, lower a huge one)")
         return parameter
 
     # -- serialization -------------------------------------------------------------------------

@@ -76,7 +76,8 @@ def encode_column(column: Any, *, name: str = "geocode") -> tuple[np.ndarray, np
     >>> encode_column(["06", None, "01"], name="state")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: column 'state' has 1 missing geocode(s), at rows [1]; ...
+    hierarchy.errors.ConfidentialDataError: column 'state' has 1 missing geocode(s),
+    at rows [1]; ...
     """
     if isinstance(column, pd.Series):
         if isinstance(column.dtype, pd.CategoricalDtype):

@@ -63,7 +63,10 @@ def summary_html(title: str, rows: Sequence[tuple[str, int, str]], notes: Sequen
     Examples
     --------
     >>> print(summary_html("Hierarchy <x>", [("nation", 1, "7")], ["a & b"]))
-    <table><caption>Hierarchy &lt;x&gt;</caption><thead><tr><th>level</th><th>units</th><th>persons</th></tr></thead><tbody><tr><td>nation</td><td style="text-align:right">1</td><td style="text-align:right">7</td></tr></tbody></table><p>a &amp; b</p>
+    <table><caption>Hierarchy
+    &lt;x&gt;</caption><thead><tr><th>level</th>...<th>persons</th></tr></thead><tbody><tr><td>nation</td><td
+    style="text-align:right">1</td><td
+    style="text-align:right">7</td></tr></tbody></table><p>a &amp; b</p>
     """
     esc = html.escape
     body = "".join(f"<tr><td>{esc(str(level))}</td><td style=\"text-align:right\">{units:,}</td>"

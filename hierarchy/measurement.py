@@ -25,7 +25,6 @@ def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.tabulation import tabulate
     >>> persons = pd.DataFrame({"state": ["01", "02", "02"], "hhgq": [0, 0, 3],
@@ -49,7 +48,6 @@ def units_by_type(truth: Hierarchy, level: str) -> np.ndarray:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.tabulation import tabulate
     >>> persons = pd.DataFrame({"state": ["01"], "hhgq": [0], "votingage": [1],
@@ -57,7 +55,8 @@ def units_by_type(truth: Hierarchy, level: str) -> np.ndarray:
     >>> units_by_type(tabulate(persons, schema=E2E_1940, levels=["nation", "state"]), "state")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: this hierarchy has no units table; tabulate one with tabulate(..., units=...)
+    hierarchy.errors.HierarchyError: this hierarchy has no units table; tabulate one with
+    tabulate(..., units=...)
     """
     return np.array(truth.level_units(level), dtype=np.int64)   # a copy, never the truth
 
@@ -110,7 +109,8 @@ def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
     >>> published_statistics(truth, {"total": "nation"})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: cannot publish 'total'; publishable statistics are ['gqhh', 'tot']
+    hierarchy.errors.HierarchyError: cannot publish 'total'; publishable statistics are ['gqhh',
+    'tot']
     """
     out: dict[str, dict[str, np.ndarray]] = {}
     for stat, levels in publish.items():
@@ -157,7 +157,9 @@ def spec_statistics(spec: Any, levels: Sequence[str]) -> dict[str, list[str]]:
     >>> spec_statistics({"tot": ["nation"]}, ["nation"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: spec= must be a Spec (an object with invariant_levels(statistic, levels)), not dict; pass a mapping of statistics to levels as publish=
+    hierarchy.errors.HierarchyError: spec= must be a Spec (an object with
+    invariant_levels(statistic, levels)), not dict; pass a mapping of statistics to levels as
+    publish=
     """
     at = getattr(spec, "invariant_levels", None)
     if not callable(at):
@@ -249,7 +251,6 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import E2E_1940
     >>> from hierarchy.queries import e2e_workload
     >>> from hierarchy.tabulation import tabulate
@@ -289,7 +290,9 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     ...         spec=spec, publish={"tot": ["nation"]})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: the spec declares 'tot' invariant at ['nation', 'state'] but publish= publishes it at ['nation'], without ['state']; leave publish= out (measure derives it from spec=) or add ['state'] to publish['tot']
+    hierarchy.errors.HierarchyError: the spec declares 'tot' invariant at ['nation', 'state'] but
+    publish= publishes it at ['nation'], without ['state']; leave publish= out (measure derives it
+    from spec=) or add ['state'] to publish['tot']
     """
     from hierarchy.mechanisms import get_mechanism
 

@@ -34,7 +34,9 @@ Examples
 >>> as_fraction(1 / 3, what="the level fraction")
 Traceback (most recent call last):
 ...
-hierarchy.errors.HierarchyError: the level fraction is the float 0.3333333333333333, which is not a short decimal (16 significant digits; it looks computed, e.g. 1/3 in floating point); write the exact value as a string, e.g. '1/3'
+hierarchy.errors.HierarchyError: the level fraction is the float 0.3333333333333333, which is not a
+short decimal (16 significant digits; it looks computed, e.g. 1/3 in floating point); write the
+exact value as a string, e.g. '1/3'
 >>> positive(0.5, "z"), positive(2, "sigma2", exact=True)
 (0.5, Fraction(2, 1))
 >>> nonnegative(0, "epsilon"), integer(9, "stability")
@@ -198,7 +200,8 @@ def positive(value: Any, what: str, *, integer: bool = False, exact: bool = Fals
     >>> positive("1", "scale")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: scale must be a positive number, not '1' (a string); pass the number itself
+    hierarchy.errors.HierarchyError: scale must be a positive number, not '1' (a string); pass the
+    number itself
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(
             value, (int, float, Fraction, Decimal, np.integer, np.floating)):
@@ -274,7 +277,8 @@ def nonnegative(value: Any, what: str, *, at_most: float | None = None, why: str
     >>> nonnegative(2e3, "rho", at_most=1e3, why="beyond it the conversions break down")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: rho must be a finite number in [0, 1000], not 2000.0 (beyond it the conversions break down)
+    hierarchy.errors.HierarchyError: rho must be a finite number in [0, 1000], not 2000.0 (beyond it
+    the conversions break down)
     """
     number = _as_float(value)
     bad = number is None or not math.isfinite(number) or number < 0
@@ -341,7 +345,8 @@ def integer(value: Any, what: str, *, minimum: int = 1, why: str = "",
     >>> integer(3.0, "sensitivity", why="counts change by whole units")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: sensitivity must be a positive integer (counts change by whole units), not 3.0
+    hierarchy.errors.HierarchyError: sensitivity must be a positive integer (counts change by whole
+    units), not 3.0
     >>> integer(-1, "an MOE", minimum=0)
     Traceback (most recent call last):
     ...

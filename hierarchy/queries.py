@@ -109,7 +109,8 @@ class Query:
     >>> q.answer(np.ones(4))
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: query 'marginal(sex)' expects histograms with 6 cells, got shape (4,)
+    hierarchy.errors.HierarchyError: query 'marginal(sex)' expects histograms with 6 cells, got
+    shape (4,)
     """
 
     name: str
@@ -309,7 +310,8 @@ def recode(schema: Schema, attribute: str, groups: Mapping[str, Iterable[Any]], 
     >>> recode(s, "age", {"teen": ["teenager"]})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: attribute 'age' has no level 'teenager'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
+    hierarchy.errors.HierarchyError: attribute 'age' has no level 'teenager'; levels are ['child',
+    'adult', 'senior'] (or codes 0..2)
     """
     attr = schema.attribute(attribute)
     if not groups:
@@ -371,7 +373,8 @@ def product(*queries: Query, name: str | None = None) -> Query:
     >>> product(marginal(s, "age"), adults)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: product uses attribute 'age' twice (in 'recode(age: minor=0; grown=1,2)'); a product needs disjoint attributes
+    hierarchy.errors.HierarchyError: product uses attribute 'age' twice (in 'recode(age: minor=0;
+    grown=1,2)'); a product needs disjoint attributes
     """
     if not queries:
         raise HierarchyError("product needs at least one query")
@@ -467,7 +470,8 @@ def parse_query(expression: str, schema: Schema, *, name: str | None = None) -> 
     >>> parse_query("margin(sex)", s)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: unknown query term 'margin(sex)' in 'margin(sex)'; use detailed, total, marginal(a, b), recode(a: g1=0,1; g2=2-5)
+    hierarchy.errors.HierarchyError: unknown query term 'margin(sex)' in 'margin(sex)'; use
+    detailed, total, marginal(a, b), recode(a: g1=0,1; g2=2-5)
     """
     if not isinstance(expression, str) or not expression.strip():
         raise HierarchyError("a query expression must be a non-empty string")
@@ -595,7 +599,8 @@ def check_query_name(query: Query) -> None:
     >>> check_query_name(parse_query("marginal(hhgq)", E2E_1940, name="total"))
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: the query named 'total' is marginal(hhgq), but 'total' is itself a query (total): name it otherwise, e.g. 'hhgq'
+    hierarchy.errors.HierarchyError: the query named 'total' is marginal(hhgq), but 'total' is
+    itself a query (total): name it otherwise, e.g. 'hhgq'
     """
     try:
         meant = parse_query(query.name, query.schema)
@@ -626,7 +631,8 @@ def e2e_workload(schema: Schema) -> Workload:
     >>> from hierarchy.schema import E2E_1940
     >>> w = e2e_workload(E2E_1940)
     >>> w.to_dict()
-    {'detailed': 'detailed', 'hhgq': 'marginal(hhgq)', 'va_hisp_race': 'marginal(votingage, hispanic, cenrace)'}
+    {'detailed': 'detailed', 'hhgq': 'marginal(hhgq)', 'va_hisp_race': 'marginal(votingage,
+    hispanic, cenrace)'}
     >>> [q.n_answers for q in w]
     [192, 8, 24]
     """

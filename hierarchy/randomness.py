@@ -18,7 +18,8 @@ Examples
 >>> rng = Randomness.simulation(7)
 >>> rng.mode, rng.safe_for_release
 ('simulation', False)
->>> bool(np.array_equal(rng.child(1).random_raw(3), Randomness.simulation(7).child(1).random_raw(3)))
+>>> bool(np.array_equal(rng.child(1).random_raw(3),
+...                      Randomness.simulation(7).child(1).random_raw(3)))
 True
 >>> as_randomness(None).mode
 'release'
@@ -39,7 +40,8 @@ UNSAFE_LABEL = (
     "SIMULATION MODE - seeded, reproducible randomness: anyone with the seed can recompute the "
     "noise. NOT SAFE FOR A REAL RELEASE."
 )
-RELEASE_LABEL = "release mode - noise from the operating system's cryptographically secure generator"
+RELEASE_LABEL = ("release mode - noise from the operating system's cryptographically secure "
+                 "generator")
 
 _URANDOM_CHUNK_WORDS = 1 << 22  # 32 MiB of random bytes per os.urandom call
 
@@ -54,7 +56,8 @@ class Randomness:
     ----------
     mode : {'release', 'simulation'}
     seed : int or None
-        The simulation seed (``None`` in release mode, or when a caller's own generator was wrapped).
+        The simulation seed (``None`` in release mode, or when a caller's own generator was
+        wrapped).
     generator : numpy.random.Generator or None
         The simulation generator; ``None`` in release mode.
     key : tuple of int
@@ -75,7 +78,8 @@ class Randomness:
     >>> rng.child(2).integers_below([6, 6, 6]).tolist()
     [5, 4, 3]
     >>> rng.provenance()["label"]
-    'SIMULATION MODE - seeded, reproducible randomness: anyone with the seed can recompute the noise. NOT SAFE FOR A REAL RELEASE.'
+    'SIMULATION MODE - seeded, reproducible randomness: anyone with the seed can recompute the
+    noise. NOT SAFE FOR A REAL RELEASE.'
 
     Release mode draws from the operating system and cannot be seeded:
 
@@ -84,7 +88,8 @@ class Randomness:
     >>> Randomness("release", seed=3)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: release mode cannot be seeded; use Randomness.simulation(seed) for reproducible (unsafe) runs
+    hierarchy.errors.HierarchyError: release mode cannot be seeded; use Randomness.simulation(seed)
+    for reproducible (unsafe) runs
     """
 
     __slots__ = ("mode", "seed", "key", "_generator", "origin")
@@ -286,7 +291,8 @@ def as_randomness(rng: Any) -> Randomness:
     >>> as_randomness(0.5)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: rng must be None (release mode), an integer seed, a numpy Generator or a Randomness, not float
+    hierarchy.errors.HierarchyError: rng must be None (release mode), an integer seed, a numpy
+    Generator or a Randomness, not float
     """
     if rng is None:
         return Randomness.release()

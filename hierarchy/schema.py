@@ -7,7 +7,8 @@ Examples
 --------
 >>> E2E_1940.shape, E2E_1940.size
 ((8, 2, 2, 6), 192)
->>> E2E_1940.cell_index({"hhgq": [0, 7], "votingage": [1, 1], "hispanic": [0, 1], "cenrace": [0, 5]})
+>>> E2E_1940.cell_index({"hhgq": [0, 7], "votingage": [1, 1], "hispanic": [0, 1],
+...                      "cenrace": [0, 5]})
 array([ 12, 191])
 >>> E2E_1940.cell_labels(191)
 {'hhgq': 'other non-institutional', 'votingage': '18+', 'hispanic': 'Hispanic', 'cenrace': 'other'}

@@ -15,7 +15,8 @@ Examples
 ...                         "cenrace": [0, 0, 1]})
 >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state", "county"])
 >>> truth.summary()
-{'nation': {'units': 1, 'persons': 3}, 'state': {'units': 2, 'persons': 3}, 'county': {'units': 2, 'persons': 3}}
+{'nation': {'units': 1, 'persons': 3}, 'state': {'units': 2, 'persons': 3}, 'county': {'units': 2,
+'persons': 3}}
 >>> int(truth.level_counts("county")[1, 3 * 24 + 12 + 1])   # nursing, 18+, not Hispanic, black
 1
 """
@@ -364,7 +365,9 @@ def tabulate(persons: Any, *, schema: Schema, levels: Sequence[str],
     ...          levels=["nation", "state"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: persons table: column 'age' (attribute 'age'): 1 value(s) are not levels of the attribute: 'old' (row 0). Levels are ['child', 'adult'] or codes 0..1; fix the data or map the values with values={'age': {...}}
+    hierarchy.errors.ConfidentialDataError: persons table: column 'age' (attribute 'age'): 1
+    value(s) are not levels of the attribute: 'old' (row 0). Levels are ['child', 'adult'] or codes
+    0..1; fix the data or map the values with values={'age': {...}}
     """
     geography, leaves, leaf_sorted, codes, types = _records(
         persons, schema, levels, geocode_columns, units, unit_attribute, geography, columns,

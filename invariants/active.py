@@ -114,7 +114,8 @@ class ActiveCells:
     >>> ActiveCells("block", np.array(["1"]), np.array([1]), sp.csr_matrix((1, 3), dtype=bool))
     Traceback (most recent call last):
     ...
-    invariants.errors.SpecError: ActiveCells of level 'block': pattern indices must lie in [0, 1); got 1..1
+    invariants.errors.SpecError: ActiveCells of level 'block': pattern indices must lie in [0, 1);
+    got 1..1
     """
 
     level: str

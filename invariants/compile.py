@@ -231,8 +231,10 @@ def check_data(spec: SpecView, truth: Any, published: Mapping[str, Mapping[str, 
     ...     check_data(spec, truth)
     ... except ConfidentialDataError as exc:
     ...     print(exc.public); print(exc)
-    the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict): broken: no_adults; fix the spec (or the data) and rerun
-    the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
+    the confidential data break the spec, so no release could satisfy it (a structural zero or bound
+    the data contradict): broken: no_adults; fix the spec (or the data) and rerun
+    the confidential data break the spec, so no release could satisfy it (a structural zero or bound
+    the data contradict):
       no_adults & no_adults (implied by state): 1 of 1 nation units break it, e.g. '0'
       no_adults: 1 of 2 state units break it, e.g. '02'
     fix the spec (or the data) and rerun

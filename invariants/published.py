@@ -66,7 +66,8 @@ def resolve_statistics(spec: SpecView, schema: Schema, geography: Geography,
     >>> resolve_statistics(Spec.e2e(geo.levels), E2E_1940, geo, published)
     Traceback (most recent call last):
     ...
-    invariants.errors.SpecError: invariant 'tot' is inconsistent across levels: nation '0' has 31 but ...
+    invariants.errors.SpecError: invariant 'tot' is inconsistent across levels: nation '0' has 31
+    but ...
     """
     levels = geography.levels
     spec.check_levels(levels)

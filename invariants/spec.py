@@ -53,7 +53,8 @@ Examples
 >>> Spec.from_toml_string('[[invariant]]\\nname = "tots"\\nlevels = "all"\\n', source="x.toml")
 Traceback (most recent call last):
 ...
-invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known invariants are ['gqhh_tot', 'gqhh_vect', 'tot']
+invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known invariants are
+['gqhh_tot', 'gqhh_vect', 'tot']
 """
 
 from __future__ import annotations
@@ -199,7 +200,9 @@ class Spec:
         >>> Spec.pl94_2020(["nation", "state", "county"])
         Traceback (most recent call last):
         ...
-        invariants.errors.SpecError: the PL 94 presets need 6 level names, root first, one for each production geolevel ['US', 'State', 'County', 'Tract', 'Block_Group', 'Block']; got ['nation', 'state', 'county']
+        invariants.errors.SpecError: the PL 94 presets need 6 level names, root first, one for each
+        production geolevel ['US', 'State', 'County', 'Tract', 'Block_Group', 'Block']; got
+        ['nation', 'state', 'county']
         """
         from hierarchy.errors import HierarchyError
         from hierarchy.presets.pl94 import pl94_spec_dict
@@ -353,7 +356,6 @@ class Spec:
 
         Examples
         --------
-        >>> import pandas as pd
         >>> from hierarchy import E2E_1940, tabulate
         >>> persons = pd.DataFrame({"state": ["01"], "hhgq": [5], "votingage": [1],
         ...                         "hispanic": [0], "cenrace": [0]})    # one student

@@ -117,7 +117,6 @@ def _result_plot(self: Any, truth: Any, query: str = "total", *, ax: Any = None,
     >>> from hierarchy import Attribute, Geography, Hierarchy, Schema, Workload
     >>> from hierarchy.queries import detailed
     >>> from postproc.result import Result
-    >>> import numpy as np
     >>> schema = Schema((Attribute("sex", ("male", "female")),))
     >>> geo = Geography(("nation", "state"), (["US"], ["A", "B"]), ([-1], [0, 0]))
     >>> truth = Hierarchy(schema, geo, (np.array([[3, 4]]), np.array([[1, 4], [2, 0]])))
@@ -128,7 +127,8 @@ def _result_plot(self: Any, truth: Any, query: str = "total", *, ax: Any = None,
     ...     warnings.simplefilter("always")
     ...     ax = r.plot(truth, ax=Figure().subplots())
     >>> ax.get_title(), str(caught[0].message)
-    ('mine: error of total by level', 'Result.plot is deprecated: use postproc.evaluation.plots.plot_errors_by_level(result, truth, ...)')
+    ('mine: error of total by level', 'Result.plot is deprecated: use
+    postproc.evaluation.plots.plot_errors_by_level(result, truth, ...)')
     """
     from postproc.evaluation.plots import plot_errors_by_level
 

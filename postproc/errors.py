@@ -68,7 +68,8 @@ def refuse_spec(method: str, spec: Any) -> None:
     >>> refuse_spec("hay", Spec.e2e(["nation", "state"]))
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: hay does not honour invariants or constraints; run it without a spec, or use topdown or sampling
+    postproc.errors.PostprocError: hay does not honour invariants or constraints; run it without a
+    spec, or use topdown or sampling
     """
     if spec is not None and (getattr(spec, "invariants", ()) or getattr(spec, "constraints", ())):
         raise PostprocError(f"{method} does not honour invariants or constraints; run it without "
@@ -142,7 +143,6 @@ def require_checked_spec(method: str, noisy: Any, spec: Any) -> None:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
     >>> from invariants.spec import Constraint, Spec
     >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
@@ -156,7 +156,8 @@ def require_checked_spec(method: str, noisy: Any, spec: Any) -> None:
     >>> require_checked_spec("topdown", unchecked, spec)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: topdown: these release-mode measurements were not made with spec=..., so the confidential data were never checked against the spec's constraints ...
+    postproc.errors.PostprocError: topdown: these release-mode measurements were not made with
+    spec=..., so the confidential data were never checked against the spec's constraints ...
     """
     if spec is None or not getattr(spec, "constraints", ()) or _CHECKED.get():
         return

@@ -49,19 +49,23 @@ Examples
 ...     raise error
 Traceback (most recent call last):
 ...
-postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details, computed from the confidential data, are in .../confidential/validation.txt: never publish them)
+postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details,
+computed from the confidential data, are in .../confidential/validation.txt: never publish them)
 >>> print((out / "confidential" / "validation.txt").read_text().splitlines()[-1])
 /secret/p.parquet: column 'age': 3 value(s) outside 0..1, e.g. 7 at rows 4, 8, 9
 >>> with data_errors(release=True, names=names):          # no output directory
 ...     raise error
 Traceback (most recent call last):
 ...
-postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details are withheld in release mode: they are computed from the confidential data; rerun with --show-confidential to see them)
+postproc.errors.PostprocError: [data] persons: column 'age' holds values outside 0..1 (the details
+are withheld in release mode: they are computed from the confidential data; rerun with
+--show-confidential to see them)
 >>> with data_errors(release=False):                       # a simulation: everything
 ...     raise error
 Traceback (most recent call last):
 ...
-postproc.errors.ConfidentialInputError: /secret/p.parquet: column 'age': 3 value(s) outside 0..1, e.g. 7 at rows 4, 8, 9
+postproc.errors.ConfidentialInputError: /secret/p.parquet: column 'age': 3 value(s) outside 0..1,
+e.g. 7 at rows 4, 8, 9
 """
 
 from __future__ import annotations
@@ -252,7 +256,6 @@ def label_table(table: Any, randomness: Any) -> Any:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table = label_table(pd.DataFrame({"mae": [1.0]}), "simulation")
     >>> table.attrs["randomness"]["mode"], table_mode(table[["mae"]])
     ('simulation', 'simulation')
@@ -292,7 +295,6 @@ def table_mode(table: Any) -> str:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table_mode(pd.DataFrame({"randomness": ["release: CONFIDENTIAL - ..."] * 2}))
     'release'
     >>> table_mode(pd.DataFrame({"mae": [1.0]}))
@@ -345,12 +347,13 @@ def table_gate(table: Any, destination: str | Path | None = None, *, confidentia
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table = label_table(pd.DataFrame({"mae": [1.0]}), "release")
     >>> table_gate(table, "out/compare.csv")
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: this table was computed against the confidential data of a release-mode measurement, so it is written only under a confidential/ folder: write it to DIR/confidential/, or pass confidential=True to write it under a CONFIDENTIAL banner
+    postproc.errors.PostprocError: this table was computed against the confidential data of a
+    release-mode measurement, so it is written only under a confidential/ folder: write it to
+    DIR/confidential/, or pass confidential=True to write it under a CONFIDENTIAL banner
     >>> table_gate(table, "out/confidential/compare.csv")
     'CONFIDENTIAL - computed from the confidential data in release mode; do not publish'
     >>> table_gate(label_table(table, "simulation"), "out/compare.csv") is None
@@ -381,7 +384,6 @@ def labelled(table: Any) -> Any:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> labelled(label_table(pd.DataFrame({"mae": [1.0]}), "simulation"))["randomness"][0]
     'simulation: NOT SAFE FOR RELEASE (seeded noise; errors against the data)'
     """
@@ -397,7 +399,7 @@ def write_csv(table: Any, path: str | Path, *, confidential: bool = False,
 
     Examples
     --------
-    >>> import tempfile, pandas as pd
+    >>> import tempfile
     >>> table = label_table(pd.DataFrame({"mae": [1.0]}), "release")
     >>> path = write_csv(table, Path(tempfile.mkdtemp()) / "confidential" / "errors.csv")
     >>> pd.read_csv(path).columns.tolist(), table_mode(pd.read_csv(path))
@@ -419,7 +421,6 @@ def printed_banner(table: Any) -> str | None:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> printed_banner(label_table(pd.DataFrame({"mae": [1.0]}), "simulation")) is None
     True
     >>> printed_banner(pd.DataFrame({"mae": [1.0]}))[:16]

@@ -127,7 +127,8 @@ class NoiseModel:
         Examples
         --------
         >>> from hierarchy.budget import PureDP, ZCDP
-        >>> NoiseModel.from_budget("laplace", PureDP("1/5")) == NoiseModel.from_budget("laplace", 0.2)
+        >>> (NoiseModel.from_budget("laplace", PureDP("1/5"))
+        ...  == NoiseModel.from_budget("laplace", 0.2))
         True
         >>> NoiseModel.from_budget("gaussian", ZCDP("1/2"), sensitivity=2).parameter
         4.0

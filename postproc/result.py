@@ -55,9 +55,9 @@ from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from postproc.errors import PostprocError
 
-__all__ = ["Result", "Provenance", "PROVENANCE_FIELDS", "resolve_query", "level_table", "histograms_from_table",
-           "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION", "level_statistics", "level_entry",
-           "manifest_document", "file_metadata"]
+__all__ = ["Result", "Provenance", "PROVENANCE_FIELDS", "resolve_query", "level_table",
+           "histograms_from_table", "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION",
+           "level_statistics", "level_entry", "manifest_document", "file_metadata"]
 
 #: The ``format`` and ``format_version`` a result directory's manifest records.
 FORMAT = "dapp.Result"
@@ -321,7 +321,8 @@ class Result:
     >>> Result("mine", schema, geo, Workload((detailed(schema),)), (np.array([[2, 1, 0]]),))
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: mine: level 'county' histograms have shape (1, 3), expected (1, 2)
+    postproc.errors.PostprocError: mine: level 'county' histograms have shape (1, 3),
+    expected (1, 2)
     """
 
     method: str

@@ -304,7 +304,8 @@ def test_default_numbers_are_unchanged(capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--total-only-moe", "5"], "--total-only-moe: give one value per --moe level (7)"),
-    (["--total-only-moe"] + ["x"] * 7, "TotalOnly MOE of level 1 must be an integer >= 1, 'full' or '-'"),
+    (["--total-only-moe"] + ["x"] * 7,
+     "TotalOnly MOE of level 1 must be an integer >= 1, 'full' or '-'"),
     (["--total-only-moe", "-", "0"] + ["-"] * 5, "TotalOnly MOE of level 2 must be an integer"),
     (["--total-only-levels", "0"], "--total-only-levels: TotalOnly MOE of level 8 must be"),
 ])

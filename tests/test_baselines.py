@@ -158,9 +158,9 @@ def test_bad_arguments_are_rejected(population, call, fragment):
 
 # -- measuring, then reconciling: the same numbers as the one-call kernels they replaced ----------
 # The kernels of gdpc, adpc, rdpc (postproc/methods/baselines/tree.py) and bottom_up
-# (postproc/methods/baselines/histograms.py) as of commit 59b7e9f, before they became a measuring step
-# and a reconciling step; verbatim but for returning bare arrays. The compositions must give the
-# same numbers from the same rng: same streams, same draws, same arithmetic.
+# (postproc/methods/baselines/histograms.py) as of commit 59b7e9f, before they became a measuring
+# step and a reconciling step; verbatim but for returning bare arrays. The compositions must give
+# the same numbers from the same rng: same streams, same draws, same arithmetic.
 def _reference_sums(leaves, children, depth):
     counts = [leaves]
     for _ in range(depth):

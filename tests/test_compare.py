@@ -1,9 +1,10 @@
 """``postproc compare``, :mod:`postproc.evaluation.compare` and ``postproc methods``.
 
-The table's numbers are checked against :func:`postproc.evaluation.evaluate.evaluate` of the same result;
-the command is run on a small configuration (nation and state, 2,000 persons) in simulation mode
-(files beside each other, table printed) and in release mode (nothing outside ``confidential/``,
-no number on the terminal); output directories that are not a comparison's are refused.
+The table's numbers are checked against :func:`postproc.evaluation.evaluate.evaluate` of the same
+result; the command is run on a small configuration (nation and state, 2,000 persons) in simulation
+mode (files beside each other, table printed) and in release mode (nothing outside
+``confidential/``, no number on the terminal); output directories that are not a comparison's are
+refused.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The run configuration: TOML → RunConfig, explicit and preset forms, and located errors.
 
-Every error test checks the promise of :mod:`postproc.apps.runs.config`: the message starts with the file
-and the line of the offending key (found in the text independently of the parser) and says what
+Every error test checks the promise of :mod:`postproc.apps.runs.config`: the message starts with the
+file and the line of the offending key (found in the text independently of the parser) and says what
 would be valid.
 """
 

@@ -247,7 +247,8 @@ def test_randomized_methods_depend_on_the_seed(entry):
     at least one of them."""
     differ = [name for name in CASE_NAMES
               if not same_histograms(run(entry, name, SEED), run(entry, name, SEED + 1))]
-    assert differ, f"{entry.name} gave the same result for seeds {SEED} and {SEED + 1} on every case"
+    assert differ, (f"{entry.name} gave the same result for seeds {SEED} and {SEED + 1} "
+                    f"on every case")
 
 
 @pytest.mark.parametrize("entry", DETERMINISTIC, ids=_ids(DETERMINISTIC))

@@ -1,6 +1,7 @@
-"""postproc.evaluation.evaluate and ``postproc evaluate``: the JSON's keys and values on a small run, checked
-against an independent computation from the run's files; raw-measurement answers; the comparison
-of post-processors; the HTML report of a run directory; errors that name the problem."""
+"""postproc.evaluation.evaluate and ``postproc evaluate``: the JSON's keys and values on a small
+run, checked against an independent computation from the run's files; raw-measurement answers;
+the comparison of post-processors; the HTML report of a run directory; errors that name the
+problem."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Flaxman's D/D′ experiment (postproc.apps.experiments._neighbours): the mechanisms vectorised over runs
-reproduce postproc.methods.baselines bit for bit given the same noise; the neighbour differs by one person
-moved; the direct EPL recovers ε for GDPC and orders the mechanisms.
+"""Flaxman's D/D′ experiment (postproc.apps.experiments._neighbours): the mechanisms vectorised
+over runs reproduce postproc.methods.baselines bit for bit given the same noise; the neighbour
+differs by one person moved; the direct EPL recovers ε for GDPC and orders the mechanisms.
 
 Why the statistical assertions are reliable. The quick configuration (64 leaves, 20,000 runs per
 dataset, ε = 0.5 and 2) was run with 30 independent seeds (two leaves each): GDPC's direct EPL was
@@ -36,7 +36,8 @@ def population():
 
 
 def library_noise(method, truth, epsilon, seed):
-    """The noise the postproc.methods.baselines function draws with rng=Randomness.simulation(seed)."""
+    """The noise the postproc.methods.baselines function draws with
+    rng=Randomness.simulation(seed)."""
     z = noise_parameters(method, epsilon, truth.depth)
     root = Randomness.simulation(seed)
     streams = ([root] if method == "gdpc"      # gdpc draws from rng; adpc run p and rdpc level

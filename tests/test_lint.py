@@ -1,5 +1,6 @@
 """The code passes the linter the project configures (``[tool.ruff]`` in pyproject.toml:
-pyflakes, import order, syntax errors), so CI runs it on every change."""
+pyflakes, import order, syntax errors, lines of at most 100 characters), so CI runs it on every
+change."""
 
 import shutil
 import subprocess

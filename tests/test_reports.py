@@ -82,7 +82,7 @@ def test_rest_lists_roles_and_escaping():
                     "<p>After the list.</p>")
 
 
-# -- an experiment directory ------------------------------------------------------------------------
+# -- an experiment directory ----------------------------------------------------------------
 
 @pytest.fixture
 def experiment_dir(tmp_path):
@@ -234,7 +234,7 @@ def test_comparison_page_cuts_long_tables():
     assert "showing 7 of 40 rows" in shown and 'href="compare.csv"' in shown
 
 
-# -- packaging ---------------------------------------------------------------------------------------
+# -- packaging -----------------------------------------------------------------------------
 
 def test_every_template_is_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())

@@ -258,7 +258,8 @@ def test_every_draw_satisfies_the_invariants_exactly(gong):
     for res in (mis, lat):
         states = res.chain.reshape(-1, gong.n)
         assert states.dtype == np.int64
-        assert np.array_equal(states @ gong.A.T, np.broadcast_to(gong.a, (len(states), gong.a.size)))
+        assert np.array_equal(states @ gong.A.T,
+                              np.broadcast_to(gong.a, (len(states), gong.a.size)))
         assert (states >= 0).all()
         assert res.invariants_hold
         assert np.array_equal(res.released @ gong.A.T, gong.a)

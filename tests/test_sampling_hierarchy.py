@@ -78,7 +78,8 @@ def test_sampled_result_writes_and_reads_back(noisy_and_truth, tmp_path):
     out = sample_topdown(noisy, Spec.e2e(LEVELS), rng=3, sweeps=5)
     out.write(tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["format"] == "dapp.Result" and manifest["method"] == "sampling" and manifest["safe_for_release"] is False
+    assert (manifest["format"] == "dapp.Result" and manifest["method"] == "sampling"
+            and manifest["safe_for_release"] is False)
     stats = out.node_stats
     for li, lv in enumerate(LEVELS):
         entry = manifest["levels"][lv]

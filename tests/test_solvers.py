@@ -7,8 +7,8 @@ objective of every fit is ``Σ w (x − y)²`` written as ``½ xᵀPx + qᵀx + 
 ``q = −2 w y`` and ``r = Σ w y²``.
 
 Tolerances (relative to ``max(1, ‖x*‖∞)`` for points and ``max(1, |f*|)`` for objectives) are
-per backend, from how each method stops (settings in :mod:`postproc.infra.solvers.backends`), with the
-worst error measured on this catalogue in brackets:
+per backend, from how each method stops (settings in :mod:`postproc.infra.solvers.backends`), with
+the worst error measured on this catalogue in brackets:
 
 * clarabel (interior point, gap 1e-10): points 1e-7 [1e-11], objectives 1e-8 [3.4e-9];
 * osqp, cvxpy-osqp (ADMM, then *polishing* — an exact solve on the detected active set):

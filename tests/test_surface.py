@@ -45,7 +45,8 @@ EXPORTS = {
                  "register": "postproc.methods", "available": "postproc.methods",
                  "unregister": "postproc.methods",
                  "Result": "postproc.result", "evaluate": "postproc.evaluation.evaluate",
-                 "load_config": "postproc.apps.runs.config", "RunConfig": "postproc.apps.runs.config",
+                 "load_config": "postproc.apps.runs.config",
+                 "RunConfig": "postproc.apps.runs.config",
                  "run_pipeline": "postproc.apps.runs.pipeline", "PostprocError": "postproc.errors",
                  "DappError": "hierarchy.errors",
                  "estimate_epl": "postproc.evaluation.epl", "EPLResult": "postproc.evaluation.epl",
@@ -355,7 +356,8 @@ def test_no_module_imports_a_deprecated_shim():
 def test_the_docs_and_examples_import_no_deprecated_module():
     pattern = re.compile(r"^\s*(?:>>> |\.\.\. )?(?:from\s+(\S+)\s+import|import\s+(\S+))")
     files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted((ROOT / "examples").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.py"))]
+             *sorted((ROOT / "examples").rglob("*.py")),
+             *sorted((ROOT / "benchmarks").rglob("*.py"))]
     found = []
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -434,8 +436,8 @@ def test_every_name_the_tutorial_imports_is_exported_at_the_top_level():
 
 
 def test_an_exported_function_is_not_replaced_by_its_module():
-    # hierarchy.measurement (module) defines hierarchy.measurement (function): importing the module, as
-    # the toolkit does everywhere, must not change what ``from hierarchy import measure`` gives
+    # hierarchy.measurement (module) defines hierarchy.measurement (function): importing the module,
+    # as the toolkit does everywhere, must not change what ``from hierarchy import measure`` gives
     out = _fresh_python(
         "import hierarchy.measurement, hierarchy.tabulation, postproc.evaluation.evaluate\n"
         "from hierarchy import measure, tabulate\nfrom postproc import evaluate\n"

@@ -83,7 +83,8 @@ def test_first_pass_is_as_close_as_the_milp_allows_and_the_lp_is_integral(seed):
     m = matrices[first]
     achieved = float(np.abs((m @ result.histograms.T) - (m @ x_star.T)).sum())
     optimum = pass_one_optimum(task, x_star, m)
-    assert achieved <= optimum + 1e-5, (achieved, optimum)   # X* within 1e-7 of an integer counts as it
+    # X* within 1e-7 of an integer counts as it
+    assert achieved <= optimum + 1e-5, (achieved, optimum)
     assert result.stats["rounding"] == "lp"          # the laminar structure: integral vertex
     # the cells-only rounder does no better on the first pass's answers
     plain = solve_node(task, failsafe=False).histograms
@@ -131,8 +132,8 @@ def test_round_passes_reach_the_nodes_and_bad_names_are_refused():
     assert (stats.loc[stats.rounding != "copy", "round_passes"] == 3).all()
     assert result.provenance["solver"]["round_passes"] == [["total"],
                                                            ["hhgq", "marginal(hhgq, hispanic)"]]
-    with pytest.raises(PostprocError,
-                       match="'marginal\\(colour\\)': not in the workload .* and not an expression"):
+    with pytest.raises(PostprocError, match="'marginal\\(colour\\)': not in the workload .* "
+                                            "and not an expression"):
         topdown(noisy, spec, round_passes={"county": [["marginal(colour)"]]})
 
 

@@ -84,7 +84,8 @@ def split_budget(total: Any, fractions: Mapping[str, Any], *,
     >>> split_budget(1, {"a": 0.5, "b": 0.4})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.AccountingError: budget fractions must sum to exactly 1, but a, b sum to 9/10 (0.9); ...
+    hierarchy.errors.AccountingError: budget fractions must sum to exactly 1, but a, b sum to 9/10
+    (0.9); ...
     """
     total_fraction = _total(total)
     if not fractions:
@@ -93,8 +94,9 @@ def split_budget(total: Any, fractions: Mapping[str, Any], *,
               for name, value in fractions.items()}
     for name, value in parsed.items():
         if value <= 0:
-            raise AccountingError(f"{what}: the fraction of {name!r} is {value}, but every fraction "
-                                f"must be > 0; drop {name!r} instead of giving it nothing")
+            raise AccountingError(
+                f"{what}: the fraction of {name!r} is {value}, but every fraction must be > 0; "
+                f"drop {name!r} instead of giving it nothing")
     s = sum(parsed.values(), Fraction(0))
     if s != 1:
         names = ", ".join(parsed)

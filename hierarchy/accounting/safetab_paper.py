@@ -4,7 +4,8 @@ The SafeTab paper states, as its Corollary 1 (as this project's earlier notes tr
 the Rényi divergence of order α of the two-sided geometric mechanism with budget ε (sensitivity 1)
 as
 
-``τ_C1(α, ε) = log[ (e^ε − 1)/(e^ε + 1) · (2α e^{(α−1)ε} + 2(α − 1) e^{−αε}) / (ε(2α − 1)) ] / (α − 1)``.
+``τ_C1(α, ε) =
+log[ (e^ε − 1)/(e^ε + 1) · (2α e^{(α−1)ε} + 2(α − 1) e^{−αε}) / (ε(2α − 1)) ] / (α − 1)``.
 
 That is the continuous Laplace mechanism's divergence (Mironov 2017) times ``2 tanh(ε/2)/ε < 1``
 inside the logarithm, and it is *smaller* than the geometric mechanism's true divergence

@@ -161,11 +161,13 @@ class Recode:
     >>> Recode(age, {"0-17": "child", "15-64": "adult"})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: values['age']: keys '0-17' and '15-64' both cover 15..17; give each value one key
+    hierarchy.errors.HierarchyError: values['age']: keys '0-17' and '15-64' both cover 15..17; give
+    each value one key
     >>> Recode(age, {"0-17": "kid"})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: values['age']['0-17'] = 'kid': attribute 'age' has no level 'kid'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
+    hierarchy.errors.HierarchyError: values['age']['0-17'] = 'kid': attribute 'age' has no level
+    'kid'; levels are ['child', 'adult', 'senior'] (or codes 0..2)
     """
 
     def __init__(self, attribute, mapping: Mapping[Any, Any]):
@@ -230,7 +232,6 @@ def as_arrow_column(values: Any) -> pa.ChunkedArray:
 
     Examples
     --------
-    >>> import pandas as pd
     >>> as_arrow_column(pd.Series(pd.Categorical(["b", "a"], categories=["a", "b"]))).type
     DictionaryType(dictionary<values=large_string, indices=int8, ordered=0>)
     >>> as_arrow_column(pd.Series(["a", 1, None], dtype=object)).to_pylist()
@@ -274,7 +275,6 @@ def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | No
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.schema import Attribute
     >>> sex = Attribute("sex", ("male", "female"))
     >>> attribute_codes(pd.Series(["female", "male"]), sex).tolist()
@@ -284,7 +284,9 @@ def attribute_codes(values: Any, attribute, *, value_map: Mapping[Any, Any] | No
     >>> attribute_codes(["male", "femal"], sex, column="sex")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: persons table: column 'sex' (attribute 'sex'): 1 value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or codes 0..1; fix the data or map the values with values={'sex': {...}}
+    hierarchy.errors.ConfidentialDataError: persons table: column 'sex' (attribute 'sex'): 1
+    value(s) are not levels of the attribute: 'femal' (row 1). Levels are ['male', 'female'] or
+    codes 0..1; fix the data or map the values with values={'sex': {...}}
     """
     codes = _attribute_codes(as_arrow_column(values), attribute, value_map, where,
                              column or attribute.name, False)

@@ -24,7 +24,10 @@ Examples
 ...                         "hispanic": "hisp", "cenrace": "race"})
 Traceback (most recent call last):
 ...
-hierarchy.errors.ConfidentialDataError: .../bad.csv: column 'race' (attribute 'cenrace'): 1 value(s) are not levels of the attribute: 'purple' (row 0 (CSV line 2)). Levels are ['white', 'black', 'American Indian', 'Chinese', 'Japanese', 'other'] or codes 0..5; fix the data or map the values with values={'cenrace': {...}}
+hierarchy.errors.ConfidentialDataError: .../bad.csv: column 'race' (attribute 'cenrace'): 1 value(s)
+are not levels of the attribute: 'purple' (row 0 (CSV line 2)). Levels are ['white', 'black',
+'American Indian', 'Chinese', 'Japanese', 'other'] or codes 0..5; fix the data or map the values
+with values={'cenrace': {...}}
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ def read_table(path: str | os.PathLike, *, role: str | None = None) -> pa.Table:
     >>> read_table(d / "people.xlsx")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: .../people.xlsx: unknown file type; use .csv, .csv.gz, .parquet or .pq
+    hierarchy.errors.ConfidentialDataError: .../people.xlsx: unknown file type; use .csv, .csv.gz,
+    .parquet or .pq
     """
     path = Path(path)
 
@@ -213,14 +217,14 @@ def source_table(source: Any, kind: str = "persons") -> tuple[pa.Table, str, boo
 
     Examples
     --------
-    >>> import pandas as pd
     >>> table, where, csv = source_table(pd.DataFrame({"county": ["001"], "age": [3]}))
     >>> table.column_names, where, csv
     (['county', 'age'], 'persons table', False)
     >>> source_table([1, 2], "units")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: units must be a pandas DataFrame, a pyarrow Table or the path of a CSV or parquet file, not list
+    hierarchy.errors.HierarchyError: units must be a pandas DataFrame, a pyarrow Table or the path
+    of a CSV or parquet file, not list
     """
     import pandas as pd
 
@@ -298,7 +302,6 @@ def read_microdata(persons: Any, *, schema: Schema,
 
     A pandas DataFrame with age in years, recoded into groups by ranges:
 
-    >>> import pandas as pd
     >>> s2 = Schema((Attribute("age", ("child", "adult", "senior")),))
     >>> years = pd.DataFrame({"county": ["001", "003", "003"], "age": [4, 40, 81]})
     >>> read_microdata(years, schema=s2, levels=["state", "county"],
@@ -312,7 +315,9 @@ def read_microdata(persons: Any, *, schema: Schema,
     ...                **options)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 2. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    hierarchy.errors.ConfidentialDataError: persons table: 1 person(s) live in a county with no unit
+    of their hhgq type in units table; e.g. county '003', hhgq 1, row 2. Add the missing housing
+    units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     columns = dict(columns or {})
     values = dict(values or {})
@@ -377,7 +382,9 @@ def check_tabulated_units(truth, data: Microdata) -> None:
     >>> check_tabulated_units(truth, data)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: persons table: 1 person(s) live in a county with no unit of their hhgq type in units table; e.g. county '003', hhgq 1, row 1. Add the missing housing units / facilities to the units table or correct the persons' hhgq or geocodes
+    hierarchy.errors.ConfidentialDataError: persons table: 1 person(s) live in a county with no unit
+    of their hhgq type in units table; e.g. county '003', hhgq 1, row 1. Add the missing housing
+    units / facilities to the units table or correct the persons' hhgq or geocodes
     """
     if data.units is None or truth.leaf_units is None:
         return

@@ -23,7 +23,7 @@ Examples
 >>> check_file_names({"a/b": "a_b", "a_b": "a_b"}, what="level")
 Traceback (most recent call last):
 ...
-hierarchy.errors.HierarchyError: level names 'a/b' and 'a_b' would both be written as 'a_b'; rename one of them
+hierarchy.errors.HierarchyError: level names 'a/b' and 'a_b' would both be written as 'a_b'; ...
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def read_json(path: str | os.PathLike) -> Any:
     >>> read_json(d / "bad.json")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: .../bad.json is not valid JSON: line 1, column 17: Expecting property name enclosed in double quotes
+    hierarchy.errors.HierarchyError: .../bad.json is not valid JSON: line 1, column 17: ...
     """
     path = Path(path)
     try:
@@ -276,7 +276,7 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     >>> claim_directory(out, made_by="doctest")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: .../run already holds outputs; resume the run there, or choose another output directory
+    hierarchy.errors.HierarchyError: .../run already holds outputs; resume the run there, or ...
     >>> claim_directory(out, made_by="doctest", reuse=True) == out
     True
 
@@ -286,7 +286,7 @@ def claim_directory(path: str | os.PathLike, *, made_by: str, reuse: bool = Fals
     >>> claim_directory(d, made_by="doctest", reuse=True)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: ... is not empty and was not written by this toolkit (no .dapp-output marker); choose another output directory
+    hierarchy.errors.HierarchyError: ... is not empty and was not written by this toolkit ...
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -393,7 +393,7 @@ def lock_directory(directory: str | os.PathLike, *, what: str = "postproc") -> I
     ...         pass
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: .../run is in use by first run (pid ..., since ...); wait for it to finish, or choose another output directory (two runs into one directory would measure the data twice)
+    hierarchy.errors.HierarchyError: .../run is in use by first run (pid ..., since ...); wait ...
     >>> with lock_directory(out):   # released when the block ends
     ...     pass
     """
@@ -500,15 +500,15 @@ def check_file_names(names: Mapping[str, str] | Iterable[str], *, what: str,
     >>> check_file_names(["County", "county"], what="level")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: level names 'County' and 'county' would both be written as 'county'; rename one of them
+    hierarchy.errors.HierarchyError: level names 'County' and 'county' would both be written as ...
     >>> check_file_names(["metadata"], what="level", reserved=["metadata"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: level name 'metadata' would be written as 'metadata', which the toolkit reserves for its own output; rename the level
+    hierarchy.errors.HierarchyError: level name 'metadata' ... reserves for its own output; ...
     >>> check_file_names(["Kreis-\u00e4", "Kreis-a\u0308"], what="level")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: level names 'Kreis-\\xe4' and 'Kreis-a\\u0308' are one name in two Unicode forms (composed, NFC, and decomposed, NFD), one file on some file systems; write both alike, or rename one of them
+    hierarchy.errors.HierarchyError: level names 'Kreis-\\xe4' and 'Kreis-a\\u0308' are one name ...
     """
     import unicodedata
 
@@ -641,7 +641,7 @@ def atomic_directory(path: str | os.PathLike, *, overwrite: bool = False,
     ...     pass
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: .../mine exists and was not written by this toolkit (it has no .dapp-output marker), so it is never replaced or deleted; choose another output directory
+    hierarchy.errors.HierarchyError: .../mine exists ... so it is never replaced or deleted; ...
     """
     path = Path(path)
     if path.exists() and not path.is_dir():

@@ -1,8 +1,8 @@
 """One TOML layer for every configuration file: reading, line lookup, allowed keys, typed values.
 
 The run configuration (:mod:`postproc.apps.runs.config`), the SafeTab configuration
-(:mod:`postproc.apps.safetab.config`) and a spec of invariants (:mod:`invariants.spec`) all read their
-text through :func:`read_toml` or :func:`parse_toml`. Both return a :class:`TomlDocument`: the
+(:mod:`postproc.apps.safetab.config`) and a spec of invariants (:mod:`invariants.spec`) all read
+their text through :func:`read_toml` or :func:`parse_toml`. Both return a :class:`TomlDocument`: the
 parsed data, and the text to find the line of a table or key when something is wrong. A
 :class:`Table` of it checks its allowed keys and reads typed values; every message starts with
 the file, the line and the table, ``FILE, line N: [table] key must be …, not …; how to fix``.
@@ -20,7 +20,8 @@ Examples
 >>> output.boolean("microdata", False)
 Traceback (most recent call last):
 ...
-hierarchy.errors.HierarchyError: run.toml, line 3: [output] microdata must be true or false (a TOML boolean, without quotes), not 'yes'
+hierarchy.errors.HierarchyError: run.toml, line 3: [output] microdata must be true or false (a TOML
+boolean, without quotes), not 'yes'
 """
 
 from __future__ import annotations
@@ -246,11 +247,13 @@ class Table(Mapping):
     >>> solver.strings("chain")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: c.toml, line 3: [solver] chain must be a list of strings, e.g. ["a", "b"], not ['osqp', 3]
+    hierarchy.errors.HierarchyError: c.toml, line 3: [solver] chain must be a list of strings, e.g.
+    ["a", "b"], not ['osqp', 3]
     >>> solver.check_keys({"workers"})
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: c.toml, line 3: unknown key 'chain' in [solver]; allowed: ['workers']
+    hierarchy.errors.HierarchyError: c.toml, line 3: unknown key 'chain' in [solver]; allowed:
+    ['workers']
     """
 
     def __init__(self, document: TomlDocument, name: str, data: Mapping[str, Any],
@@ -402,7 +405,8 @@ def read_toml(path: str | Path, *, what: str = "config file",
     >>> read_toml(tempfile.mkdtemp())                                   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: config file ... is not a regular file: it is a directory; give the path of a .toml file
+    hierarchy.errors.HierarchyError: config file ... is not a regular file: it is a directory; give
+    the path of a .toml file
     """
     from hierarchy.io.storage import special_file_kind
 
@@ -459,7 +463,8 @@ def check_randomness(mode: Any, seed: Any, *, error: type[Exception] = Hierarchy
     >>> check_randomness("testing", None)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: mode must be "release" (cryptographically secure, unseedable) or "simulation" (seeded, NOT safe for releases), not 'testing'
+    hierarchy.errors.HierarchyError: mode must be "release" (cryptographically secure, unseedable)
+    or "simulation" (seeded, NOT safe for releases), not 'testing'
     """
     problem = randomness_problem(mode, seed)
     if problem is not None:
@@ -475,7 +480,8 @@ def read_randomness(table: Table, *, default_mode: str | None = None) -> tuple[s
     >>> read_randomness(doc.table("randomness"))
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: c.toml, line 3: [randomness] release mode cannot be seeded; remove seed or use mode = "simulation"
+    hierarchy.errors.HierarchyError: c.toml, line 3: [randomness] release mode cannot be seeded;
+    remove seed or use mode = "simulation"
     >>> read_randomness(parse_toml("").table("randomness"), default_mode="release")
     ('release', None)
     """

@@ -62,7 +62,9 @@ def check_units(persons: pa.Table, units: pa.Table, geocode_names: Sequence[str]
     >>> check_units(persons, units, ["county"], "hhgq", 2)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: units: county '001' has 2 unit(s) of hhgq type 0 (rows 0, 1) but only 1 person(s) of that type; every occupied unit holds at least one person — remove vacant units from the units table (1 county/type pair(s) affected)
+    hierarchy.errors.ConfidentialDataError: units: county '001' has 2 unit(s) of hhgq type 0 (rows
+    0, 1) but only 1 person(s) of that type; every occupied unit holds at least one person — remove
+    vacant units from the units table (1 county/type pair(s) affected)
     >>> check_units(persons, units.slice(1), ["county"], "hhgq", 2) is None
     True
     """

@@ -272,7 +272,10 @@ def sample_discrete_gaussian_fast(sigma2: Any, size: int | tuple[int, ...],
     >>> sample_discrete_gaussian_fast(2.5, 3, None)
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: the fast discrete Gaussian sampler is refused in release mode: its tables are computed in floating point, whose rounding can leak the values it protects (Mironov 2012); use the exact sampler (exact = true in a config's [mechanism], DiscreteGaussian(exact=True), sample_discrete_gaussian), or a seed for a simulation
+    hierarchy.errors.HierarchyError: the fast discrete Gaussian sampler is refused in release mode:
+    its tables are computed in floating point, whose rounding can leak the values it protects
+    (Mironov 2012); use the exact sampler (exact = true in a config's [mechanism],
+    DiscreteGaussian(exact=True), sample_discrete_gaussian), or a seed for a simulation
     """
     sigma2 = positive(sigma2, "sigma2")
     if sigma2 > MAX_SIGMA2:

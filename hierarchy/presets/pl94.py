@@ -202,7 +202,9 @@ def query_expression(name: str) -> str:
     >>> query_expression("age * sex")
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: query name 'age * sex' names ['age', 'sex'], which are not attributes of pl94_2020 (['hhgq', 'votingage', 'hispanic', 'cenrace']); use total, detailed, hhinstlevels or attributes joined by ' * '
+    hierarchy.errors.HierarchyError: query name 'age * sex' names ['age', 'sex'], which are not
+    attributes of pl94_2020 (['hhgq', 'votingage', 'hispanic', 'cenrace']); use total, detailed,
+    hhinstlevels or attributes joined by ' * '
     """
     if name in ("total", "detailed"):
         return name
@@ -304,7 +306,9 @@ def pl94_budget(levels: Sequence[str] | None = None, *,
     >>> pl94_budget(["nation", "state"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: the PL 94 presets need 6 level names, root first, one for each production geolevel ['US', 'State', 'County', 'Tract', 'Block_Group', 'Block']; got ['nation', 'state']
+    hierarchy.errors.HierarchyError: the PL 94 presets need 6 level names, root first, one for each
+    production geolevel ['US', 'State', 'County', 'Tract', 'Block_Group', 'Block']; got ['nation',
+    'state']
     """
     from hierarchy.budget import Budget
 

@@ -2,8 +2,8 @@
 
 The generator builds, for each of the 48 states and DC (1940 proportions), a geography of counties
 made of whole enumeration districts (EDs) with the sizes of docs/data.md, segregated race and
-Hispanic composition, households with 1940-like sizes and group-quarters facilities. It is synthetic data
-for experiments, not a privacy mechanism, so its randomness is an ordinary seeded
+Hispanic composition, households with 1940-like sizes and group-quarters facilities. It is synthetic
+data for experiments, not a privacy mechanism, so its randomness is an ordinary seeded
 ``numpy.random.Generator``; every state has its own stream
 ``PCG64(SeedSequence(seed, spawn_key=(state_index,)))``, so a state's rows do not depend on how
 the work is chunked.
@@ -81,7 +81,7 @@ PERSONS_SCHEMA = pa.schema([(name, _GEOCODE) for name in PERSON_COLUMNS[:3]]
 UNITS_SCHEMA = pa.schema([(name, _GEOCODE) for name in UNIT_COLUMNS[:3]] + [("hhgq", pa.int8())])
 
 HOUSEHOLD_MIXING = 0.03             # chance a household member is drawn afresh from the ED mix
-SECOND_MEMBER_ADULT = 0.90          # chance the 2nd member of a household is 18+ (the head always is)
+SECOND_MEMBER_ADULT = 0.90          # chance the 2nd member of a household is 18+ (the head is)
 LATER_MEMBER_ADULT = 0.43           # chance the 3rd, 4th, ... member is 18+
 _MEAN_ED = 982.0
 

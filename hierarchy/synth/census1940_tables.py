@@ -13,9 +13,9 @@ Sources and approximations
   so the mean county is 131.7M / 3,097 = 42,515 persons (the target, docs/data.md: 42,601).
 * Size distributions: the enumeration-district (ED) quantile function is piecewise linear in log
   size between the knots below, through the median 865 and 95th percentile 2,342 of
-  docs/data.md and tuned so that its mean is 982 persons. County sizes within a state are log-normal around the
-  state's mean county, with the log-sd tuned so that the national median county is near 18,679.
-  ``tests/test_synth.py`` checks both.
+  docs/data.md and tuned so that its mean is 982 persons. County sizes within a state are log-normal
+  around the state's mean county, with the log-sd tuned so that the national median county is near
+  18,679. ``tests/test_synth.py`` checks both.
 """
 
 from __future__ import annotations

@@ -229,7 +229,8 @@ def synthesize_2020(persons: int, *, seed: int, states: Sequence[str] | None = N
     >>> synthesize_2020(10, seed=1, states=["XX"])
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: unknown state 'XX'; give FIPS codes or postal codes such as '06' or 'CA' (Puerto Rico: '72' or 'PR', or puerto_rico=True)
+    hierarchy.errors.HierarchyError: unknown state 'XX'; give FIPS codes or postal codes such as
+    '06' or 'CA' (Puerto Rico: '72' or 'PR', or puerto_rico=True)
     """
     rows = _select_states(states, puerto_rico)
     persons, seed, chunk = _check_arguments(persons, seed, chunk, len(rows))

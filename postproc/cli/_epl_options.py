@@ -55,7 +55,8 @@ def epl_options(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     >>> epl_options(args)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: --reach applies to --epl-method improved only; the published estimator takes --percentile, --multiplier and --bandwidth
+    postproc.errors.PostprocError: --reach applies to --epl-method improved only; the published
+    estimator takes --percentile, --multiplier and --bandwidth
     """
     from postproc.errors import PostprocError
 

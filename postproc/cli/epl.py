@@ -3,8 +3,8 @@
 ``postproc epl --errors FILE [--method published|improved] [--bandwidth H] [--percentile P]
 [--multiplier M] [--reach R] [--precision F] [--n-boot B] [--seed S] [--json]`` reads
 ``DP − exact`` errors from ``FILE`` (a ``.npy`` array, or a one-column CSV with or without a
-header line) and prints :func:`postproc.evaluation.epl.estimate_epl`'s result: a short summary, or with
-``--json`` one object with keys ``epl, ci_low, ci_high, n, method, kind, parameters, reason``
+header line) and prints :func:`postproc.evaluation.epl.estimate_epl`'s result: a short summary, or
+with ``--json`` one object with keys ``epl, ci_low, ci_high, n, method, kind, parameters, reason``
 (non-finite numbers are ``null``). ``kind`` is ``estimate``, ``bound`` (the errors bound the
 loss from below but cannot pin it down: ``epl: null``, ``ci_low`` the bound; the summary prints
 ``EPL >= <bound>`` and the reason) or ``undefined`` (nothing positive is known: the summary
@@ -114,7 +114,8 @@ def read_errors(path: str | Path) -> np.ndarray:
     >>> read_errors(path)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: .../errors.csv, line 3 'three' is not a number; expected one finite error per line
+    postproc.errors.PostprocError: .../errors.csv, line 3 'three' is not a number; expected one
+    finite error per line
     """
     from hierarchy.io.storage import special_file_kind
 

@@ -69,8 +69,8 @@ def register(subparsers: Any) -> None:
                              "(default 20000)")
     parser.add_argument("--burn-in", type=int, metavar="B",
                         help="default draws // 10, raised so that burn-in + draws is at least "
-                             "50 (postproc.methods.sampling.target.MIN_STEPS: the shortest chain whose "
-                             "state may be released)")
+                             "50 (postproc.methods.sampling.target.MIN_STEPS: the shortest "
+                             "chain whose state may be released)")
     parser.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th state")
     parser.add_argument("--chains", type=int, metavar="C", help="lattice: chains (default 4)")
     parser.add_argument("--seed", type=int, metavar="S",

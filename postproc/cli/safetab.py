@@ -1,8 +1,8 @@
 """``postproc safetab CONFIG [--out DIR] [--overwrite] [--json]``: SafeTab-style tabulation.
 
 Reads the configuration (:func:`postproc.apps.safetab.load_safetab_config`), runs
-:func:`postproc.apps.safetab.run_safetab` and prints the privacy accounting, the adaptive choices and,
-when enabled, the accuracy report; ``--json`` prints one JSON object instead, with keys
+:func:`postproc.apps.safetab.run_safetab` and prints the privacy accounting, the adaptive choices
+and, when enabled, the accuracy report; ``--json`` prints one JSON object instead, with keys
 ``directory``, ``randomness``, ``accounting``, ``levels`` (plan and choices per level),
 ``accuracy`` (the report, or null) and ``accuracy_report`` (its file, or null).
 

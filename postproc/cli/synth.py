@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
     summary = write_synthetic_1940(args.out, args.persons, seed=args.seed,
                                    progress=not args.no_progress, overwrite=args.overwrite)
     counts = ", ".join(f"{summary[k]:,} {k.replace('_', ' ')}" for k in
-                       ("persons", "households", "gq_facilities", "states", "counties", "enum_dists"))
+                       ("persons", "households", "gq_facilities", "states", "counties",
+                        "enum_dists"))
     print(f"wrote {summary['persons_path']} and {summary['units_path']}: {counts} "
           f"({summary['seconds']:.1f} s, {summary['persons_per_second'] / 1e6:.1f}M persons/s)")
     return 0

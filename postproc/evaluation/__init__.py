@@ -1,1 +1,2 @@
-"""Evaluation: error metrics, empirical privacy loss (EPL), the comparison of post-processors and the run's error tables."""
+"""Evaluation: error metrics, empirical privacy loss (EPL), the comparison of post-processors and
+the run's error tables."""

@@ -7,12 +7,12 @@ named post-processor of the registry (:mod:`postproc.methods`) on one
 conditional sampling) with the spec, the others without it (they refuse invariants: the table
 says ``constrained = False``) — and evaluates every result against the truth with
 :func:`postproc.evaluation.evaluate.evaluate`: one row per method, level and query with the
-columns of :data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and ``compare.json``, the
-figures ``compare_mae.png`` (MAE by level, one line per method) and ``compare_epl.png`` (EPL with
-its 95 % interval, constrained beside unconstrained methods) and the page ``compare.html``
-(:func:`render_html`: the report layout of :mod:`postproc.reports`, numbers in its one format).
-``postproc compare`` (:func:`postproc.apps.runs.directories.run_compare`) reads a run
-configuration and its data once, measures once, compares and writes — under
+columns of :data:`COLUMNS`. :func:`write_comparison` writes it as ``compare.csv`` and
+``compare.json``, the figures ``compare_mae.png`` (MAE by level, one line per method) and
+``compare_epl.png`` (EPL with its 95 % interval, constrained beside unconstrained methods) and the
+page ``compare.html`` (:func:`render_html`: the report layout of :mod:`postproc.reports`, numbers in
+its one format). ``postproc compare`` (:func:`postproc.apps.runs.directories.run_compare`) reads a
+run configuration and its data once, measures once, compares and writes — under
 ``DIR/confidential/`` in release mode: every number of the table is computed from the
 confidential data.
 
@@ -202,7 +202,8 @@ def compare_methods(noisy: NoisyHierarchy, truth: Hierarchy, methods: Sequence[s
     >>> table = compare_methods(noisy, truth, ["noisy", "rake"], rng=0, queries=["total"],
     ...                         epl_method="published")
     >>> table[["method", "constrained", "level", "query", "n"]].to_string(index=False)
-    'method  constrained  level query  n\\n noisy        False nation total  1\\n noisy        False  state total 49\\n  rake        False nation total  1\\n  rake        False  state total 49'
+    'method  constrained  level query  n\\n noisy        False nation total  1\\n noisy        False
+    state total 49\\n  rake        False nation total  1\\n  rake        False  state total 49'
     """
     from hierarchy.randomness import as_randomness
     from postproc.methods import postprocess
@@ -573,7 +574,8 @@ def comparison_notes(methods: Sequence[str], epl_method: str) -> list[str]:
     Examples
     --------
     >>> print(comparison_notes(["topdown", "hay"], "improved")[0])
-    Methods: topdown, hay, each run on the same measurements; unconstrained ones ran without the spec's invariants and constraints. EPL estimator: improved.
+    Methods: topdown, hay, each run on the same measurements; unconstrained ones ran without the
+    spec's invariants and constraints. EPL estimator: improved.
     """
     return [f"Methods: {', '.join(methods)}, each run on the same measurements; "
             "unconstrained ones ran without the spec's invariants and constraints. "
@@ -677,7 +679,8 @@ def write_comparison(table: pd.DataFrame, directory: str | Path, *,
     >>> write_comparison(t, tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the comparison table was computed against the confidential data of a release-mode measurement, so it is written only under a confidential/ folder: ...
+    postproc.errors.PostprocError: the comparison table was computed against the confidential data
+    of a release-mode measurement, so it is written only under a confidential/ folder: ...
     >>> [p.name for p in write_comparison(t, tempfile.mkdtemp() + "/confidential")]
     ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html']
     """

@@ -5,13 +5,14 @@ The metrics are stated in docs/metrics.md, the EPL estimators in docs/epl.md.
 :func:`evaluate` takes a result — any post-processor's :class:`~postproc.result.Result` or the
 raw :class:`~hierarchy.noisy.NoisyHierarchy` measurements — and the confidential
 :class:`~hierarchy.histograms.Hierarchy`, and returns one tidy row per level and query: the error
-metrics of :func:`postproc.evaluation.metrics.error_metrics` and the EPL of the pooled errors (all units and
-answers of that level and query, treated as draws of one error distribution) with its interval.
+metrics of :func:`postproc.evaluation.metrics.error_metrics` and the EPL of the pooled errors (all
+units and answers of that level and query, treated as draws of one error distribution) with its
+interval.
 
-The EPL is estimated with :func:`postproc.evaluation.epl.estimate_epl` — the *improved* estimator unless told
-otherwise. Where every error is zero (a level held invariant, e.g. the state totals of the E2E
-spec) the error distribution is a point mass and the EPL is undefined: the table holds ``inf``
-with the reason in ``epl_reason``, and :func:`to_json` writes ``null``.
+The EPL is estimated with :func:`postproc.evaluation.epl.estimate_epl` — the *improved* estimator
+unless told otherwise. Where every error is zero (a level held invariant, e.g. the state totals of
+the E2E spec) the error distribution is a point mass and the EPL is undefined: the table holds
+``inf`` with the reason in ``epl_reason``, and :func:`to_json` writes ``null``.
 
 Raw measurements answer a query they did not measure from the finest measured query that
 determines it (``total`` from the sum of ``va_hisp_race``, say: the most precise such sum), which

@@ -207,8 +207,10 @@ def format_error_table(table: pd.DataFrame) -> str:
     ...                    "measured_mae": 2.0, "rake_mae": 0.5, "measured_mean_abs": 2.0,
     ...                    "rake_mean_abs": 0.5, "measured_rmse": 2.0, "rake_rmse": 0.5}])
     >>> print(format_error_table(t))
-     level query  units  MAE measured  MAE rake  mean|e| measured  mean|e| rake  RMSE measured  RMSE rake
-    nation total      1          2.00      0.50              2.00          0.50           2.00       0.50
+     level query  units  MAE measured  MAE rake  mean|e| measured  mean|e| rake
+                                                                            RMSE measured  RMSE rake
+    nation total      1          2.00      0.50              2.00          0.50
+                                                                                     2.00       0.50
     """
     if table.empty:
         return "(no levels)"
@@ -251,20 +253,32 @@ def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
     >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
     >>> print_level_summary(out)
     post-processor: topdown (integer, consistent, nonnegative, invariants)
-    Error against the confidential data (MAE = median absolute error; measured = the noisy measurement before post-processing, summed from a finer measured query where the query was not measured itself):
-     level        query  units  MAE measured  MAE TopDown  mean|e| measured  mean|e| TopDown  RMSE measured  RMSE TopDown
-    nation        total      1         26.00         0.00             26.00             0.00          26.00          0.00
-    nation     detailed      1         29.00         0.00             40.86             0.76          57.59          3.59
-    nation         hhgq      1          6.50         0.00              9.75             0.50          12.88          1.00
-    nation va_hisp_race      1          3.00         0.00              5.92             1.67           8.99          2.83
-     state        total     49         24.00         0.00             29.08             0.00          34.50          0.00
-     state     detailed     49         28.00         0.00             40.01             0.03          56.36          0.38
-     state         hhgq     49         13.00         0.00             18.10             0.01          25.45          0.14
-     state va_hisp_race     49          4.00         0.00              5.65             0.27           7.70          1.07
+    Error against the confidential data (MAE = median absolute error; measured = the noisy
+    measurement before post-processing, summed from a finer measured query where the query was not
+    measured itself):
+     level        query  units  MAE measured  MAE TopDown  mean|e| measured  mean|e| TopDown
+                                                                         RMSE measured  RMSE TopDown
+    nation        total      1         26.00         0.00             26.00             0.00
+                                                                                 26.00          0.00
+    nation     detailed      1         29.00         0.00             40.86             0.76
+                                                                                 57.59          3.59
+    nation         hhgq      1          6.50         0.00              9.75             0.50
+                                                                                 12.88          1.00
+    nation va_hisp_race      1          3.00         0.00              5.92             1.67
+                                                                                  8.99          2.83
+     state        total     49         24.00         0.00             29.08             0.00
+                                                                                 34.50          0.00
+     state     detailed     49         28.00         0.00             40.01             0.03
+                                                                                 56.36          0.38
+     state         hhgq     49         13.00         0.00             18.10             0.01
+                                                                                 25.45          0.14
+     state va_hisp_race     49          4.00         0.00              5.65             0.27
+                                                                                  7.70          1.07
     (saved in .../run/confidential/error_table.csv)
     >>> print_level_summary(out, show_confidential=False)      # as in release mode
     post-processor: topdown (integer, consistent, nonnegative, invariants)
-    errors against the confidential data: .../run/confidential/error_table.csv (CONFIDENTIAL - do not publish)
+    errors against the confidential data: .../run/confidential/error_table.csv (CONFIDENTIAL - do
+    not publish)
     """
     from postproc.errors import PostprocError
     from postproc.methods import get

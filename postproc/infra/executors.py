@@ -70,7 +70,8 @@ class ProcessExecutor(Executor):
     >>> ProcessExecutor(workers=0)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: workers must be an integer ≥ 1, not 0 (leave it out to use every CPU)
+    postproc.errors.PostprocError: workers must be an integer ≥ 1, not 0 (leave it out to use every
+    CPU)
     """
 
     name = "process"

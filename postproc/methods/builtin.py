@@ -123,7 +123,6 @@ def noisy_histograms(noisy: Any, spec: Any = None, *, rng: Any = None) -> Result
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
     >>> persons = pd.DataFrame({"state": ["01", "02", "02"], "hhgq": [0, 0, 3],
     ...                         "votingage": [1, 1, 0], "hispanic": [0, 0, 0],

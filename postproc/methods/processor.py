@@ -74,7 +74,8 @@ class OptionError(PostprocError):
     ...     get("sampling").check_options({"sweeps": "200"})
     ... except OptionError as exc:
     ...     print(exc.option, "|", exc)
-    sweeps | sampling: option sweeps must be an integer, not '200' (without the quotes: sweeps = 200)
+    sweeps | sampling: option sweeps must be an integer, not '200' (without the quotes: sweeps =
+    200)
     """
 
     def __init__(self, message: str, option: str | None = None):
@@ -94,7 +95,6 @@ class PromiseError(PostprocError):
 
     A method that promises nonnegative counts and returns the measurements as they are:
 
-    >>> import pandas as pd
     >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
     >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
     ...                         "hispanic": [0, 0], "cenrace": [0, 1]})
@@ -233,11 +233,13 @@ class PostProcessor:
         >>> get("sampling").check_options({"time_limit": "60"})
         Traceback (most recent call last):
         ...
-        postproc.methods.processor.OptionError: sampling: option time_limit must be a number or none (left out), not '60' (without the quotes: time_limit = 60)
+        postproc.methods.processor.OptionError: sampling: option time_limit must be a number or none
+        (left out), not '60' (without the quotes: time_limit = 60)
         >>> get("sampling").check_options({"sweeps": -1})
         Traceback (most recent call last):
         ...
-        postproc.methods.processor.OptionError: sampling: sweeps must be a non-negative integer, not -1
+        postproc.methods.processor.OptionError: sampling: sweeps must be a non-negative integer, not
+        -1
         """
         unknown = sorted(set(options) - set(self.options()))
         if unknown:

@@ -26,7 +26,6 @@ noisy       the unprocessed detailed measurements of every level
 
 Register your own:
 
->>> import numpy as np
 >>> from postproc.methods import register, postprocess, get
 >>> from postproc.result import Result
 >>> @register("zeros", summary="all counts zero (an example)", integer=True, consistent=True,
@@ -48,7 +47,8 @@ Register your own:
 ...                  levels=["nation", "state"])
 >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation", "state"]), rng=2)
 >>> postprocess(noisy, "zeros")
-Result('zeros'; integer; nation=1, state=49 units; 0 persons; randomness simulation (unsafe for release))
+Result('zeros'; integer; nation=1, state=49 units; 0 persons; randomness simulation (unsafe for
+release))
 >>> unregister("zeros")
 """
 
@@ -129,11 +129,13 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
     >>> register("as_measured", summary="again")(as_measured)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: a post-processor 'as_measured' is already registered; pass replace=True ...
+    postproc.errors.PostprocError: a post-processor 'as_measured' is already registered; pass
+    replace=True ...
     >>> register("no_rng", summary="lacks rng")(lambda noisy: None)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: no_rng: a post-processor takes (noisy, spec=None, *, rng=None, ...)
+    postproc.errors.PostprocError: no_rng: a post-processor takes
+    (noisy, spec=None, *, rng=None, ...)
     >>> unregister("as_measured")
     """
     def decorate(function: Callable[..., Result]) -> Callable[..., Result]:

@@ -15,7 +15,8 @@ Examples
 >>> t = pd.DataFrame({"query": ["total", "detailed"], "epl": [inf, 0.5],
 ...                   "epl_reason": ["all 49 errors equal 0: a point mass", None]})
 >>> epl_notes(t)[1]
-['[1] EPL undefined in 1 row of total: every error is 0 (exact answers, as for a statistic held invariant)']
+['[1] EPL undefined in 1 row of total: every error is 0 (exact answers, as for a statistic held
+invariant)']
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def epl_notes(table: pd.DataFrame) -> tuple[list[int | None], list[str]]:
     ...                                  "all 49 errors equal 0: a point mass", None]})
     >>> marks, lines = epl_notes(t)
     >>> marks, lines
-    ([1, 1, None], ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held invariant)'])
+    ([1, 1, None], ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a
+    statistic held invariant)'])
     """
     kinds: dict[str, list[int]] = {}
     marks: list[int | None] = []

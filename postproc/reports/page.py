@@ -200,7 +200,8 @@ def table(frame: pd.DataFrame, *, max_rows: int = 25, link: str | None = None,
     >>> [[c.text for c in row] for row in t.rows]
     [['total', 'undefined', '[1]'], ['total', 'undefined', '[1]'], ['total', '0.25', '']]
     >>> t.notes
-    ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held invariant)']
+    ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held
+    invariant)']
     """
     notes: list[str] = []
     shown = _long_text_notes(frame.head(max_rows), notes)
@@ -295,7 +296,8 @@ def mapping(values: Mapping[str, Any], *, missing: str = "") -> list[tuple[str, 
     --------
     >>> mapping({"epsilons": [0.5, 2.0], "units": {"state": 3, "county": 13}, "n": 303561,
     ...          "seeds": [2024, 2025], "epl": None}, missing="undefined")
-    [('epsilons', '0.5, 2'), ('units', 'state = 3; county = 13'), ('n', '303,561'), ('seeds', '2024, 2025'), ('epl', 'undefined')]
+    [('epsilons', '0.5, 2'), ('units', 'state = 3; county = 13'), ('n', '303,561'), ('seeds', '2024,
+    2025'), ('epl', 'undefined')]
     """
     return [(str(k), _plain(v, str(k), missing)) for k, v in values.items()]
 

@@ -16,7 +16,8 @@ Examples
 --------
 >>> str(rest_to_html("Run ``topdown`` (see :func:`~postproc.methods.topdown.topdown`).\\n\\n"
 ...                  "* one\\n  item\\n* *two*"))
-'<p>Run <code>topdown</code> (see <code>topdown</code>).</p>\\n<ul><li>one item</li><li><em>two</em></li></ul>'
+'<p>Run <code>topdown</code> (see <code>topdown</code>).</p>\\n<ul><li>one
+item</li><li><em>two</em></li></ul>'
 """
 
 from __future__ import annotations

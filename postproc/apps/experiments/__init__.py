@@ -117,13 +117,15 @@ def run_experiment(name: str, out: str | Path | None = None, *, quick: bool = Fa
     ...                          log=lambda m: None, persons=1_000_000, states=2, seeds=[1],
     ...                          epsilons=[1.0])
     >>> [t["file"] for t in summary["tables"]], [f["file"] for f in summary["figures"]]
-    (['bottom_up_errors.csv', 'bottom_up_errors_by_seed.csv'], ['l1_vs_epsilon.png', 'l2_vs_epsilon.png', 'calibration.png'])
+    (['bottom_up_errors.csv', 'bottom_up_errors_by_seed.csv'], ['l1_vs_epsilon.png',
+    'l2_vs_epsilon.png', 'calibration.png'])
     >>> summary["parameters"]["units"]
     {'nation': 1, 'state': 2, 'county': 3, 'enum_dist': 156}
     >>> run_experiment("clark_dajani", quick=True, replicates=3)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: experiment 'clark_dajani' has no parameter 'replicates'; its parameters are persons, data_seed, states, seeds, epsilons, sensitivity
+    postproc.errors.PostprocError: experiment 'clark_dajani' has no parameter 'replicates'; its
+    parameters are persons, data_seed, states, seeds, epsilons, sensitivity
     """
     module = _module(name)
     defaults = module.QUICK if quick else module.FULL

@@ -183,7 +183,8 @@ def describe_units(units: dict[str, int]) -> str:
     from postproc.reports.numbers import format_number
 
     plural = {"nation": "nations", "state": "states", "county": "counties", "enum_dist": "EDs"}
-    return ", ".join(f"{format_number(n)} {plural.get(lv, lv) if n != 1 else lv.replace('enum_dist', 'ED')}"
+    return ", ".join(f"{format_number(n)} "
+                     f"{plural.get(lv, lv) if n != 1 else lv.replace('enum_dist', 'ED')}"
                      for lv, n in units.items())
 
 

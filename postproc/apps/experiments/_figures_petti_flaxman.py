@@ -228,7 +228,8 @@ def figure_bias(out: Output, bias: pd.DataFrame, definition: str) -> None:
     out.figure("bias_by_homogeneity", fig,
                f"Mean error of county (left) and ED (right) totals by homogeneity index for each "
                f"ε (top; bars: 95% intervals; lines break at indices no unit has) and how many "
-               f"results each index has (bottom, log scale); index as defined by '{definition}' (authors: 24 − the level "
+               f"results each index has (bottom, log scale); index as defined by "
+               f"'{definition}' (authors: 24 − the level "
                f"combinations present; zero_cells: empty cells of the 24). Diverse units (low "
                f"index) are undercounted, the more so the smaller ε; homogeneous units (high "
                f"index, the majority of EDs) are overcounted. Nonnegativity raises empty cells, "

@@ -3,12 +3,12 @@
 Take a small population ``D`` on Flaxman's regular tree and its neighbour ``D′``: one person moved
 from the first leaf to the last (different top-level subtrees, so every level but the root
 changes along both paths). Run a mechanism ``R`` times on each and compare the distributions of
-one unit's released value with :func:`postproc.evaluation.epl.direct_epl` — no exchangeability assumption,
-unlike the residual estimators, which pool the errors of many units of one run.
+one unit's released value with :func:`postproc.evaluation.epl.direct_epl` — no exchangeability
+assumption, unlike the residual estimators, which pool the errors of many units of one run.
 
 ``R`` must be large (10⁴–10⁵ runs per dataset), so the three mechanisms (each a measurement of
-:func:`~postproc.methods.baselines.tree.measure_tree` and its reconciler) are applied here to ``R`` runs at
-once: the noise of every run is drawn in one call and the same arithmetic is applied along a
+:func:`~postproc.methods.baselines.tree.measure_tree` and its reconciler) are applied here to ``R``
+runs at once: the noise of every run is drawn in one call and the same arithmetic is applied along a
 leading run axis.
 :func:`release_runs` is that arithmetic; ``tests/test_experiments_neighbours.py`` checks it
 against :func:`~postproc.methods.baselines.gdpc`, :func:`~postproc.methods.baselines.adpc` and
@@ -105,9 +105,10 @@ def release_runs(method: str, truth: TreeCounts, noise: Sequence[np.ndarray]) ->
     Returns
     -------
     numpy.ndarray, shape (runs, leaves)
-        The same numbers (int64 for GDPC, float64 otherwise) as :func:`~postproc.methods.baselines.gdpc`,
-        :func:`~postproc.methods.baselines.adpc` or :func:`~postproc.methods.baselines.rdpc` would release from
-        that noise.
+        The same numbers (int64 for GDPC, float64 otherwise) as
+        :func:`~postproc.methods.baselines.gdpc`,
+        :func:`~postproc.methods.baselines.adpc` or :func:`~postproc.methods.baselines.rdpc` would
+        release from that noise.
 
     Examples
     --------

@@ -4,11 +4,11 @@ Bottom-up: two-sided geometric noise with the whole budget (``z = ε/Δ``) on ev
 of every ED of synthetic 1940-style data; every county, state and national count is a sum of
 noisy ED cells. ``Δ`` is the parameter ``sensitivity``: 1 by default — the paper's neighbours
 add or delete one person, which changes one cell by 1 — or 2 for the E2E "change one record"
-neighbours (one cell −1, another +1), whose noise is twice as wide at the same ε. For each ε and seed, the L1
-error (mean absolute error per answer) and L2 error (root mean squared error per answer) of the
-total, ``va_hisp_race`` and ``detailed`` answers of every level — raw, and calibrated to the
-published state totals either additively (least squares: every cell of a state shifted equally)
-or proportionally (cells clipped at 0, then scaled). The raw errors have a closed form — an
+neighbours (one cell −1, another +1), whose noise is twice as wide at the same ε. For each ε and
+seed, the L1 error (mean absolute error per answer) and L2 error (root mean squared error per
+answer) of the total, ``va_hisp_race`` and ``detailed`` answers of every level — raw, and calibrated
+to the published state totals either additively (least squares: every cell of a state shifted
+equally) or proportionally (cells clipped at 0, then scaled). The raw errors have a closed form — an
 answer summing ``m`` noisy cells has variance ``m·σ²`` — which the L2 figure overlays as a check.
 """
 

@@ -1,21 +1,22 @@
 """Flaxman (2019): empirical privacy loss of GDPC, ADPC and RDPC on a synthetic population.
 
 Population (docs/experiments.md, "Baselines"): ``N`` persons on a regular tree of ``J = 3``
-levels below the root, ``C = ⌊(N/μ)^{1/J}⌋`` children per node, every person's leaf uniform. For each ε of a grid and each
-method, ``R`` independent replicates are drawn and the errors of each level pooled (``R · C^j``
-errors); the EPL is estimated from them with the improved estimator (and, at the leaves, with the
-published one for comparison). Methods: GDPC (geometric noise on the leaves, ``z = ε``), ADPC
-(mean of ``P = 4`` GDPC runs at ``ε/4``), RDPC (raking, ``ε/(J+1)`` per level) and, as an extra,
-Hay et al.'s least squares on RDPC's measurements.
+levels below the root, ``C = ⌊(N/μ)^{1/J}⌋`` children per node, every person's leaf uniform. For
+each ε of a grid and each method, ``R`` independent replicates are drawn and the errors of each
+level pooled (``R · C^j`` errors); the EPL is estimated from them with the improved estimator (and,
+at the leaves, with the published one for comparison). Methods: GDPC (geometric noise on the leaves,
+``z = ε``), ADPC (mean of ``P = 4`` GDPC runs at ``ε/4``), RDPC (raking, ``ε/(J+1)`` per level) and,
+as an extra, Hay et al.'s least squares on RDPC's measurements.
 
 Expected (Flaxman 2019): EPL(GDPC) ≈ ε; EPL(ADPC) well below ε; EPL(RDPC) lower still.
 
-The D/D′ experiment (:mod:`postproc.apps.experiments._neighbours`) checks the same ordering without the
-residual estimators' assumption that the errors of different units are draws of one distribution:
-a small population ``D`` (``neighbour_persons`` on the same kind of tree) and ``D′`` with one
-person moved between two leaves in different top-level subtrees; each mechanism runs
+The D/D′ experiment (:mod:`postproc.apps.experiments._neighbours`) checks the same ordering without
+the residual estimators' assumption that the errors of different units are draws of one
+distribution: a small population ``D`` (``neighbour_persons`` on the same kind of tree) and ``D′``
+with one person moved between two leaves in different top-level subtrees; each mechanism runs
 ``neighbour_runs`` times on each at every ε of ``neighbour_epsilons``, and the direct estimator
-(:func:`postproc.evaluation.epl.direct_epl`) compares the released values of the two leaves that differ.
+(:func:`postproc.evaluation.epl.direct_epl`) compares the released values of the two leaves that
+differ.
 """
 
 from __future__ import annotations
@@ -184,12 +185,13 @@ def _neighbour_experiment(out: Output, params: dict, rnd: Randomness,
     table["residual_epl"] = [float(lookup.loc[e, m]) if e in lookup.index else float("nan")
                              for m, e in zip(table["method"], table["epsilon"])]
     out.table("neighbour_epl", table,
-              f"Direct EPL (postproc.evaluation.epl.direct_epl: largest log ratio of the probabilities of "
-              f"point events of one unit's released value, D against D′, from penalized Poisson "
-              f"fits of both pmfs; 95% interval; max_se the largest standard error of a "
-              f"contender for the maximum; argmax the event attaining it; inf = not a number: "
-              f"epl_kind says whether epl_ci_low bounds it from below, epl_reason why) of the two leaves that differ when one person moves from the "
-              f"first leaf to the last, {runs:,} runs of each mechanism on each dataset. "
+              f"Direct EPL (postproc.evaluation.epl.direct_epl: largest log ratio of the "
+              f"probabilities of point events of one unit's released value, D against D′, from "
+              f"penalized Poisson fits of both pmfs; 95% interval; max_se the largest standard "
+              f"error of a contender for the maximum; argmax the event attaining it; inf = not a "
+              f"number: epl_kind says whether epl_ci_low bounds it from below, epl_reason why) of "
+              f"the two leaves that differ when one person moves from the first leaf to the last, "
+              f"{runs:,} runs of each mechanism on each dataset. "
               f"Population: {_neighbours.describe(truth)}. residual_epl: the leaf EPL of the "
               f"residual (improved) estimator on the large population at the same ε.")
     _figure_neighbours(out, table, curves, int(params["levels"]))

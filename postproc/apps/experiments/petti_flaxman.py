@@ -19,7 +19,8 @@ count (TC, query ``total``) and the stratified count (SC, ``va_hisp_race``) of e
 * at one ε, TopDown against the raw measurements and the other post-processors of the same
   measurements (clipping, closed-form least squares) and bottom-up at the same ε
   (:func:`postproc.evaluation.evaluate.reference_results`, evaluated);
-* our numbers beside the paper's (``paper_comparison.csv``; :mod:`postproc.apps.experiments._papers`).
+* our numbers beside the paper's (``paper_comparison.csv``;
+  :mod:`postproc.apps.experiments._papers`).
 
 The nation and state totals are invariant, so their errors are all zero and their EPL undefined
 (reported as such). The ε of the E2E budget is the *total* over four levels and three queries.
@@ -195,7 +196,8 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     >>> result["headline"]["mae county/total@1"], result["headline"]["mae enum_dist/total@1"]
     (36.0, 21.5)
     >>> [t["file"] for t in out.tables]
-    ['topdown_metrics.csv', 'srs_metrics.csv', 'closest_srs.csv', 'bias_by_homogeneity.csv', 'paper_comparison.csv']
+    ['topdown_metrics.csv', 'srs_metrics.csv', 'closest_srs.csv', 'bias_by_homogeneity.csv',
+    'paper_comparison.csv']
     >>> run(out, quick=True, homogeneity="entropy")
     Traceback (most recent call last):
     ...

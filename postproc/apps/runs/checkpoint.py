@@ -27,13 +27,15 @@ Examples
 >>> path = Path(tempfile.mkdtemp()) / "checkpoint.json"
 >>> Checkpoint.new(path, config).save()
 >>> resumed = Checkpoint.resumed(path, replace(config, method="hay"), log=print)
-resume: the post-processing changed since the run was measured (method); the saved measurements are reused (no noise is drawn, no budget spent) and post-processed again
+resume: the post-processing changed since the run was measured (method); the saved measurements are
+reused (no noise is drawn, no budget spent) and post-processed again
 >>> resumed.changes[0]["old"], resumed.changes[0]["new"]
 ({'method': 'topdown'}, {'method': 'hay'})
 >>> Checkpoint.resumed(path, replace(config, seed=2))
 Traceback (most recent call last):
 ...
-postproc.errors.PostprocError: ... measured its data with another configuration: the seed changed since. ...
+postproc.errors.PostprocError: ... measured its data with another configuration: the seed changed
+since. ...
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def measurement_settings(config: RunConfig) -> dict[str, Any]:
     >>> config = RunConfig.build(persons="p.parquet", levels=["nation", "state"], budget=1,
     ...                          seed=1)
     >>> list(measurement_settings(config))
-    ['schema', 'levels', 'workload', 'budget', 'mechanism', 'randomness mode', 'seed', 'published invariants', 'unit attribute']
+    ['schema', 'levels', 'workload', 'budget', 'mechanism', 'randomness mode', 'seed', 'published
+    invariants', 'unit attribute']
     """
     return {"schema": config.schema.to_dict(), "levels": list(config.levels),
             "workload": config.workload.to_dict(), "budget": config.budget.to_dict(),
@@ -155,7 +158,8 @@ def level_record(provenance: Mapping[str, Any], level: str) -> dict[str, Any]:
     ...               "failsafe_reports": [{"level": "state", "parent": "0"}],
     ...               "timings": {"levels": {"nation": 0.5, "state": 1.5}}}
     >>> level_record(provenance, "state")
-    {'failsafe_keep': ['total'], 'failsafe_reports': [{'level': 'state', 'parent': '0'}], 'seconds': 1.5}
+    {'failsafe_keep': ['total'], 'failsafe_reports': [{'level': 'state', 'parent': '0'}], 'seconds':
+    1.5}
     >>> level_record(provenance, "nation")
     {'failsafe_reports': [], 'seconds': 0.5}
     """

@@ -90,7 +90,8 @@ class RunConfig:
     >>> RunConfig.build(persons="persons.parquet", levels=["nation"], budget=1, seed=1)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: RunConfig.build [spec]: the E2E spec needs at least two levels (nation and below)
+    postproc.errors.PostprocError: RunConfig.build [spec]: the E2E spec needs at least two levels
+    (nation and below)
     """
 
     persons: Path
@@ -233,9 +234,9 @@ class RunConfig:
             Geography levels, root first.
         budget : number, str, Budget or mapping
             A number (or a string such as ``"1/2"``) is a pure-DP ε split as in the E2E test;
-            ``"pl94_2020"`` is the 2020 production budget (:func:`hierarchy.presets.pl94.pl94_budget`);
-            a :class:`~hierarchy.budget.Budget` is used as is; a mapping is the ``[budget]``
-            table.
+            ``"pl94_2020"`` is the 2020 production budget
+            (:func:`hierarchy.presets.pl94.pl94_budget`); a :class:`~hierarchy.budget.Budget` is
+            used as is; a mapping is the ``[budget]`` table.
         schema : str, Schema or mapping
             A preset name (``"e2e_1940"``, ``"pl94_2020"``), a Schema, or the ``[schema]`` table.
         workload : "e2e", "pl94_2020", Workload or mapping
@@ -281,7 +282,8 @@ class RunConfig:
         ...                 mode="release", seed=7)
         Traceback (most recent call last):
         ...
-        postproc.errors.PostprocError: RunConfig.build: [randomness] release mode cannot be seeded; remove seed or use mode = "simulation"
+        postproc.errors.PostprocError: RunConfig.build: [randomness] release mode cannot be seeded;
+        remove seed or use mode = "simulation"
         """
         data: dict[str, Any] = {
             "data": {"persons": str(persons), "units": None if units is None else str(units),
@@ -456,7 +458,8 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path | str = ".",
     >>> config_from_dict(data, base="examples")
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: <config>: [randomness] simulation mode needs seed = <non-negative integer>, not -1
+    postproc.errors.PostprocError: <config>: [randomness] simulation mode needs seed = <non-negative
+    integer>, not -1
     """
     document = TomlDocument(data, text, source=source, error=PostprocError)
     return _from_document(document, base=Path(base))
@@ -531,7 +534,9 @@ def read_blocks(path: str | Path, levels: Sequence[str],
     >>> read_blocks(path, ["nation", "state", "county", "block"])
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: .../blocks.csv: the blocks file has no column 'county' for level 'county'; its columns are ['state', 'block', 'housing_units'] (name it with [data] columns = { county = "..." })
+    postproc.errors.PostprocError: .../blocks.csv: the blocks file has no column 'county' for level
+    'county'; its columns are ['state', 'block', 'housing_units'] (name it with [data] columns = {
+    county = "..." })
     """
     from hierarchy.errors import HierarchyError
     from hierarchy.geography import Geography

@@ -192,7 +192,8 @@ def method_options_problem(method: str, options: Mapping[str, Any], *,
     >>> method_options_problem("sampling", {"sweeps": 10}) is None
     True
     >>> method_options_problem("topdown", {"workers": 2})
-    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'failsafe_slack', 'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
+    "topdown takes no option(s) ['workers']; it takes ['batch_children', 'failsafe_slack',
+    'group_children', 'pass_tolerance']; TopDown's solver options go in [solver]"
     >>> method_options_problem("sampling", {"sweeps": "200"})
     "sampling: option sweeps must be an integer, not '200' (without the quotes: sweeps = 200)"
     """

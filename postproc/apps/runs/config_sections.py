@@ -289,7 +289,8 @@ def _budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
 def _pl94_budget(b: Table, levels: tuple[str, ...], workload: Workload) -> Budget:
     """``[budget] preset = "pl94_2020"``: the production shares of every level and query, at
     the production ρ = (542/339)² unless ``total`` says otherwise; zCDP; add/remove
-    neighbours unless ``neighbours`` says otherwise (see :func:`hierarchy.presets.pl94.pl94_budget`)."""
+    neighbours unless ``neighbours`` says otherwise (see
+    :func:`hierarchy.presets.pl94.pl94_budget`)."""
     from hierarchy.presets.pl94 import TOTAL_RHO, pl94_budget
 
     fixed = sorted({"level_fractions", "query_fractions"} & set(b))

@@ -2,10 +2,10 @@
 
 Two presets. ``e2e_1940`` (the default): 1940-style persons and units, the E2E run configuration
 at the chosen ε (nation → state → county → enum_dist), in a couple of minutes for 1M persons.
-``pl94_2020``: 2020-style persons, units and blocks (:func:`hierarchy.synth.census2020.synthesize_2020`)
-and the 2020 redistricting-data production configuration (:mod:`hierarchy.presets.pl94`: schema,
-workload, budget ρ = (542/339)², spec, multipass order; nation → state → county → tract →
-block_group → block).
+``pl94_2020``: 2020-style persons, units and blocks
+(:func:`hierarchy.synth.census2020.synthesize_2020`) and the 2020 redistricting-data production
+configuration (:mod:`hierarchy.presets.pl94`: schema, workload, budget ρ = (542/339)², spec,
+multipass order; nation → state → county → tract → block_group → block).
 
 Either way the configuration is built in Python (:func:`demo_config`) and saved as
 ``DIR/config.toml`` to be rerun, the run (tabulate → measure → TopDown → write) goes into

@@ -73,9 +73,9 @@ class RunOutput:
     """What ``postproc run`` left in a directory: the result, measurements and configuration.
 
     Made by :func:`load_run`. ``estimate`` is the run's result; ``noisy`` its measurements
-    (None when ``noisy/`` was not kept); ``config`` the :class:`~postproc.apps.runs.config.RunConfig`
-    its manifest records (None for a manifest without one); ``manifest`` the parsed
-    ``manifest.json``.
+    (None when ``noisy/`` was not kept); ``config`` the
+    :class:`~postproc.apps.runs.config.RunConfig` its manifest records (None for a manifest without
+    one); ``manifest`` the parsed ``manifest.json``.
 
     Examples
     --------
@@ -160,13 +160,16 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     ...                              units=data / "units.parquet", levels=["nation", "state"],
     ...                              budget=1, seed=1),
     ...              out=data.parent / "run", progress=False, log=lambda m: None).result
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe
+    for release))
     >>> load_run(data.parent / "run").estimate                # read back from the files
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe
+    for release))
     >>> load_run(data)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: .../data is not a postproc run output: no manifest.json there (run `postproc run CONFIG --out .../data` first)
+    postproc.errors.PostprocError: .../data is not a postproc run output: no manifest.json there
+    (run `postproc run CONFIG --out .../data` first)
     """
     import pyarrow.parquet as pq
 
@@ -295,7 +298,8 @@ def load_truth(data: str | Path, run: RunOutput, *, units: str | Path | None = N
     >>> load_truth(base, run)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: ...: no persons file (persons.parquet, persons.csv); pass the persons file itself, or the directory `postproc synth1940 --out` wrote
+    postproc.errors.PostprocError: ...: no persons file (persons.parquet, persons.csv); pass the
+    persons file itself, or the directory `postproc synth1940 --out` wrote
     """
     from hierarchy.io import read_microdata
     from hierarchy.tabulation import tabulate
@@ -431,7 +435,8 @@ class CompareOutput:
     >>> done = run_compare(config, "hay,noisy", out=base / "compare", log=lambda m: None,
     ...                    queries=["total"], epl_method="published")
     >>> done.release, [p.name for p in done.files]
-    (False, ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json'])
+    (False, ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html',
+    'manifest.json'])
     >>> print(done.table[["method", "level", "query", "mae"]].round(1).to_string(index=False))
     method  level query   mae
        hay nation total  27.8
@@ -574,7 +579,8 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
     >>> done = run_compare(config, "topdown,noisy", log=lambda m: None, queries=["total"],
     ...                    epl_method="published")
     >>> [p.name for p in done.files]
-    ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html', 'manifest.json']
+    ['compare.csv', 'compare.json', 'compare_mae.png', 'compare_epl.png', 'compare.html',
+    'manifest.json']
     """
     from hierarchy.io.storage import (
         CONFIDENTIAL_DIR,

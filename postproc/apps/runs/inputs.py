@@ -128,8 +128,10 @@ def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = No
     >>> check_data_against_spec(config, tabulated(pa.concat_tables([data.persons, student])))
     Traceback (most recent call last):
     ...
-    hierarchy.errors.ConfidentialDataError: the confidential data break the spec, so no release could satisfy it (a structural zero or bound the data contradict):
-      structural_zeros & hhgq_total_lb (implied by state) & hhgq_total_ub (implied by state) & structural_zeros (implied by state): 1 of 1 nation units break it, e.g. '0'
+    hierarchy.errors.ConfidentialDataError: the confidential data break the spec, so no release
+    could satisfy it (a structural zero or bound the data contradict):
+      structural_zeros & hhgq_total_lb (implied by state) & hhgq_total_ub (implied by state) &
+        structural_zeros (implied by state): 1 of 1 nation units break it, e.g. '0'
       hhgq_total_lb & hhgq_total_ub & structural_zeros: 1 of 49 state units break it, e.g. '01'
     fix the spec (or the data) and rerun
     """
@@ -196,7 +198,8 @@ def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required:
     """Check that ``truth`` is the data the run in ``directory`` measured.
 
     The persons must match, and the units (exactly with ``required``, as a resumed run needs;
-    otherwise when both sides have them). Returns False if the run has no fingerprint (e.g. a published copy without ``confidential/``) and ``required`` is off.
+    otherwise when both sides have them). Returns False if the run has no fingerprint (e.g. a
+    published copy without ``confidential/``) and ``required`` is off.
 
     Parameters
     ----------
@@ -239,7 +242,9 @@ def check_data_fingerprint(directory: str | Path, truth: Hierarchy, *, required:
     >>> check_data_fingerprint(base / "run", other)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the input data differ from the data the run in .../run measured (the persons fingerprint differs): the input changed since. Use the original data, or start a new run in another --out (a new run measures the new data)
+    postproc.errors.PostprocError: the input data differ from the data the run in .../run measured
+    (the persons fingerprint differs): the input changed since. Use the original data, or start a
+    new run in another --out (a new run measures the new data)
     """
     path = Path(directory) / CONFIDENTIAL_DIR / _FINGERPRINT_FILE
     if not path.exists():

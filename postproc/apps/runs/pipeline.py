@@ -144,7 +144,8 @@ class PipelineResult:
     ...                          levels=["nation", "state"], budget=1, seed=1, base=base)
     >>> out = run_pipeline(config, out=base / "run", progress=False, log=lambda m: None)
     >>> out.result
-    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe for release))
+    Result('topdown'; integer; nation=1, state=49 units; 500 persons; randomness simulation (unsafe
+    for release))
     >>> out.release, sorted(out.timings)
     (False, ['check_spec', 'measure', 'read_tabulate', 'topdown', 'write'])
     >>> columns = ["level", "query", "measured_mae", "topdown_mae"]
@@ -248,7 +249,8 @@ def validate_config(config: RunConfig, *, log: Callable[[str], None] = print,
     >>> truth = validate_config(config)
     data: 500 persons; nation 1, state 49
     spec at nation: 9 constraint rows from tot, ...; 120 zero cells over 1 units
-    spec at state: 9 constraint rows from tot, total_ge_households, hhgq_total_lb, hhgq_total_ub, structural_zeros; 8,184 zero cells over 49 units
+    spec at state: 9 constraint rows from tot, total_ge_households, hhgq_total_lb, hhgq_total_ub,
+    structural_zeros; 8,184 zero cells over 49 units
     configuration valid (... s)
     """
     with data_errors(release=config.release, show=show_confidential,
@@ -330,7 +332,8 @@ def run_pipeline(config: RunConfig, *, out: Path | str | None = None, resume: bo
     >>> config = replace(load_config(demo.directory.parent / "config.toml"), method="rake")
     >>> out = run_pipeline(config, out=demo.directory.parent / "rake", log=lambda m: None)
     >>> out.result
-    Result('rake'; real; nation=1, state=49, county=..., enum_dist=... units; 2,000.0 persons; randomness simulation (unsafe for release))
+    Result('rake'; real; nation=1, state=49, county=..., enum_dist=... units; 2,000.0 persons;
+    randomness simulation (unsafe for release))
     """
     from postproc.methods import get
 

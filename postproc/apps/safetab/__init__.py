@@ -11,9 +11,10 @@ counts. Counts may be negative; no consistency is imposed.
 
 Modules, one idea each: :mod:`~postproc.apps.safetab.recodes` (Age4/Age9/Age23, table types),
 :mod:`~postproc.apps.safetab.config` (the TOML configuration), :mod:`~postproc.apps.safetab.groups`
-(membership, stability, true counts), :mod:`~postproc.apps.safetab.budgets` (exact budget split, noise,
-accounting), :mod:`~postproc.apps.safetab.algorithm` (one level's adaptive release),
-:mod:`~postproc.apps.safetab.report` (accuracy report), :mod:`~postproc.apps.safetab.run` (a whole run).
+(membership, stability, true counts), :mod:`~postproc.apps.safetab.budgets` (exact budget split,
+noise, accounting), :mod:`~postproc.apps.safetab.algorithm` (one level's adaptive release),
+:mod:`~postproc.apps.safetab.report` (accuracy report), :mod:`~postproc.apps.safetab.run` (a whole
+run).
 
 Examples
 --------

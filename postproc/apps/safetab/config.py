@@ -167,7 +167,8 @@ def parse_safetab_config(text: str, *, source: str = "<config>",
     ...                      source="county.toml")
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: county.toml, line 15: level 'county' names iterations ['4001'] that no [[iteration]] defines; defined: ['4000']
+    postproc.errors.PostprocError: county.toml, line 15: level 'county' names iterations ['4001']
+    that no [[iteration]] defines; defined: ['4000']
     """
     return _from_document(parse_toml(text, source=source, error=PostprocError), base=Path(base))
 

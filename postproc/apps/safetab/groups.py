@@ -167,7 +167,8 @@ def prepare_records(persons: pa.Table, columns: DataColumns,
     >>> prepare_records(t, DataColumns(races=("race1",), origin=None), ["nation"])
     Traceback (most recent call last):
     ...
-    postproc.errors.ConfidentialInputError: column 'sex' (sex: 1 male, 2 female) must be in 1..2, ...
+    postproc.errors.ConfidentialInputError: column 'sex' (sex: 1 male, 2 female)
+    must be in 1..2, ...
     """
     if not isinstance(persons, pa.Table):
         raise PostprocError(f"persons must be a pyarrow Table, not {type(persons).__name__}")
@@ -311,7 +312,8 @@ def tabulate_groups(records: Records, levels: Sequence[Level],
     >>> tabulate_groups(records, [Level("state", "state", ("T",), 1, "1", None, (1, 2, 3))], its)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: level 'state': geography 'state' was not read; pass it to prepare_records
+    postproc.errors.PostprocError: level 'state': geography 'state' was not read; pass it to
+    prepare_records
     """
     keys, memberships, out = {}, {}, {}
     for level in levels:

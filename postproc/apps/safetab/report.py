@@ -160,16 +160,23 @@ def format_report(report: dict[str, Any]) -> str:
     >>> result = safetab(synthesize_detailed_1940(20_000, seed=1).persons, config)
     >>> print(format_report(accuracy_report(result)))
     Accuracy against the truth (CONFIDENTIAL diagnostic, not a DP output)
-    MOE: 95% margin of error of the noise; P(|e|<=MOE): its exact coverage; within: observed share of counts within +-MOE
+    MOE: 95% margin of error of the noise; P(|e|<=MOE): its exact coverage; within: observed share
+    of counts within +-MOE
     <BLANKLINE>
-    level      table        groups    counts   MOE P(|e|<=MOE)  within     MAE    E|e|    RMSE      sd
+    level      table        groups    counts   MOE P(|e|<=MOE)  within     MAE    E|e|    RMSE
+                                                                                                  sd
     --------------------------------------------------------------------------------------------------
-    state      total            11        11    10       96.1%  100.0%    3.55    4.06    4.52    5.10
-    state      sex_age4         33       264    10       96.1%   96.2%    4.13    4.06    5.13    5.10
-    state      sex_age9          5        90    10       96.1%   97.8%    4.21    4.06    5.26    5.10
+    state      total            11        11    10       96.1%  100.0%    3.55    4.06    4.52
+                                                                                                5.10
+    state      sex_age4         33       264    10       96.1%   96.2%    4.13    4.06    5.13
+                                                                                                5.10
+    state      sex_age9          5        90    10       96.1%   97.8%    4.21    4.06    5.26
+                                                                                                5.10
     --------------------------------------------------------------------------------------------------
-    all 365 released counts: 96.7% within +-MOE (expected 96.1% from the noise law, nominal 95%; z = +0.63, consistent at |z| <= 4); mean absolute error 4.13
-    state: the noisy thresholding chose the table the true total would have chosen for 98.0% of adaptive groups; stability declared 1, observed 1
+    all 365 released counts: 96.7% within +-MOE (expected 96.1% from the noise law, nominal 95%; z =
+    +0.63, consistent at |z| <= 4); mean absolute error 4.13
+    state: the noisy thresholding chose the table the true total would have chosen for 98.0% of
+    adaptive groups; stability declared 1, observed 1
     """
     header = (f"{'level':<10} {'table':<11} {'groups':>7} {'counts':>9} {'MOE':>5} "
               f"{'P(|e|<=MOE)':>11} {'within':>7} {'MAE':>7} {'E|e|':>7} {'RMSE':>7} "
@@ -227,7 +234,8 @@ def format_accounting(accounting: dict[str, Any], plans: dict[str, Any]) -> str:
     >>> accounting = account_safetab({n: p.budget for n, p in plans.items()},
     ...                              kinds={n: p.kinds for n, p in plans.items()})
     >>> print(format_accounting(accounting.to_dict(), {n: p.to_dict() for n, p in plans.items()}))
-    Privacy accounting: geometric noise (pure), neighbours add or remove one record (every count has sensitivity 1), delta = 1e-10
+    Privacy accounting: geometric noise (pure), neighbours add or remove one record (every count has
+    sensitivity 1), delta = 1e-10
     <BLANKLINE>
     level        s epsilon level epsilon group MOE step2 MOE total-only  eps RDP  eps zCDP
     --------------------------------------------------------------------------------------

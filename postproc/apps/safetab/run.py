@@ -102,7 +102,8 @@ class SafeTabResult:
     ...                        randomness_mode="simulation", seed=1, synthetic=(2_000, 1))
     >>> result = safetab(synthesize_detailed_1940(2_000, seed=1).persons, config)
     >>> result.records, result.release, result.choices()
-    (2000, False, {'state': {'total_only': 0, 'total': 46, 'sex_age4': 3, 'sex_age9': 0, 'sex_age23': 0}})
+    (2000, False, {'state': {'total_only': 0, 'total': 46, 'sex_age4': 3, 'sex_age9': 0,
+    'sex_age23': 0}})
     >>> manifest = result.manifest()            # JSON-ready, no confidential values
     >>> manifest["levels"]["state"]["released_counts"], manifest["randomness"]["mode"]
     (70, 'simulation')
@@ -247,7 +248,8 @@ def load_persons(config: SafeTabConfig) -> pa.Table:
     >>> load_persons(dataclasses.replace(config, persons=path.with_name("missing.parquet")))
     Traceback (most recent call last):
     ...
-    postproc.errors.ConfidentialInputError: <config> [data] persons: .../missing.parquet does not exist
+    postproc.errors.ConfidentialInputError: <config> [data] persons: .../missing.parquet does not
+    exist
     """
     if config.synthetic is not None:
         from hierarchy.synth.detailed1940 import synthesize_detailed_1940
@@ -371,7 +373,8 @@ def write_safetab(result: SafeTabResult, directory: str | Path, *, overwrite: bo
     >>> write_safetab(result, out)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: ... already exists and is not empty; choose another directory, or allow replacing it (overwrite=True, --overwrite)
+    postproc.errors.PostprocError: ... already exists and is not empty; choose another directory, or
+    allow replacing it (overwrite=True, --overwrite)
     >>> _ = write_safetab(result, out, overwrite=True)     # replaces what this toolkit wrote
     """
     overwrite = _flag(overwrite, "overwrite")

@@ -29,11 +29,12 @@ the largest absolute log ratio. For the two-sided geometric mechanism of paramet
 ``docs/epl.md`` argues the design and reports a simulation study of bias, coverage and the rate
 of numbers, bounds and undefined results (``benchmarks/bench_epl_study.py``).
 
-Modules: :mod:`~postproc.evaluation.epl.result` (:class:`EPLResult`), :mod:`~postproc.evaluation.epl.published`,
-:mod:`~postproc.evaluation.epl.improved` (with binning and windows), :mod:`~postproc.evaluation.epl.direct`,
-``_smooth`` (the penalized Poisson fits, their draws, and the maximum with its interval) and
-``_kernel`` (the Gaussian kernel sums of the published estimator's fast path). Every public name
-is importable from :mod:`postproc.evaluation.epl` itself.
+Modules: :mod:`~postproc.evaluation.epl.result` (:class:`EPLResult`),
+:mod:`~postproc.evaluation.epl.published`,
+:mod:`~postproc.evaluation.epl.improved` (with binning and windows),
+:mod:`~postproc.evaluation.epl.direct`, ``_smooth`` (the penalized Poisson fits, their draws, and
+the maximum with its interval) and ``_kernel`` (the Gaussian kernel sums of the published
+estimator's fast path). Every public name is importable from :mod:`postproc.evaluation.epl` itself.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPL
     >>> estimate_epl(errors, method="improved", percentile=90)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: method 'improved' takes no option 'percentile'; its options are bandwidth, reach, precision, n_boot, level, rng
+    postproc.errors.PostprocError: method 'improved' takes no option 'percentile'; its options are
+    bandwidth, reach, precision, n_boot, level, rng
     """
     estimators = {"improved": improved_epl, "published": published_epl, "direct": direct_epl}
     if method not in estimators:

@@ -4,7 +4,6 @@ See :mod:`postproc.infra.solvers.backends` for the backends and their tolerances
 
 Examples
 --------
->>> import numpy as np, scipy.sparse as sp
 >>> qp = QP(P=sp.csc_matrix(np.eye(2) * 2), q=np.array([-2.0, -4.0]),
 ...         A=sp.csc_matrix(np.ones((1, 2))), l=np.array([1.0]), u=np.array([1.0]))
 >>> sol = solve_qp(qp, ["osqp"])          # min (x0-1)^2 + (x1-2)^2 - 5, x0 + x1 = 1

@@ -1,6 +1,7 @@
 """QP backends behind one small interface, and HiGHS for LP/MILP.
 
-Every backend maps its native statuses onto :class:`~postproc.infra.solvers.base.Status`. Tolerances:
+Every backend maps its native statuses onto :class:`~postproc.infra.solvers.base.Status`.
+Tolerances:
 
 ============== ======================================================================
 backend        settings
@@ -23,8 +24,8 @@ cvxpy-scs      SCS (first order, conic form), eps_abs = eps_rel = 1e-7, 100000 i
 ============== ======================================================================
 
 Every backend receives the node's fit *centred and scaled* (see
-:func:`postproc.methods.topdown.node.assemble_fit`): variables are shifts from the measured targets in
-units of the measurement noise, so the objective has no large linear term. Posed as the expanded
+:func:`postproc.methods.topdown.node.assemble_fit`): variables are shifts from the measured targets
+in units of the measurement noise, so the objective has no large linear term. Posed as the expanded
 ½xᵀPx + qᵀx + r instead, the 132M-person nation→state fit lost its optimum to cancellation
 (Clarabel and OSQP stopped 0.65 % above it while reporting success). Accepted answers must also
 satisfy every row to ``feasibility_tol`` (relative, :func:`solve_qp`).
@@ -359,7 +360,8 @@ def check_chain(chain: Sequence[str] | str) -> tuple[str, ...]:
     >>> check_chain(["gurobi"])
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: unknown solver(s) ['gurobi']; choose from ['clarabel', 'osqp', 'cvxpy-clarabel', 'cvxpy-osqp', 'cvxpy-ecos', 'cvxpy-scs']
+    postproc.errors.PostprocError: unknown solver(s) ['gurobi']; choose from ['clarabel', 'osqp',
+    'cvxpy-clarabel', 'cvxpy-osqp', 'cvxpy-ecos', 'cvxpy-scs']
     """
     chain = (chain,) if isinstance(chain, str) else tuple(chain)
     if not chain:

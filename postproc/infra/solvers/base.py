@@ -27,7 +27,8 @@ class SolverError(PostprocError):
     >>> solve_qp(qp, ["clarabel"])
     Traceback (most recent call last):
     ...
-    postproc.infra.solvers.base.SolverError: every solver failed: clarabel: unbounded. Try another chain (e.g. --solver clarabel cvxpy-ecos)
+    postproc.infra.solvers.base.SolverError: every solver failed: clarabel: unbounded. Try another
+    chain (e.g. --solver clarabel cvxpy-ecos)
     """
 
 

@@ -2,19 +2,20 @@
 
 Each baseline here is a measuring step (a strategy that returns a
 :class:`~hierarchy.noisy.NoisyHierarchy`) followed by a reconciling step (a post-processor of
-:mod:`postproc.methods.baselines.reconcile` that takes it), so its measurements can also be handed to any
-other registered post-processor (:mod:`postproc.methods`):
+:mod:`postproc.methods.baselines.reconcile` that takes it), so its measurements can also be handed
+to any other registered post-processor (:mod:`postproc.methods`):
 
-``bottom_up`` = :func:`measure_bottom`, then :func:`~postproc.methods.baselines.reconcile.bottom_up_sums`
+``bottom_up`` = :func:`measure_bottom`, then :func:`~.reconcile.bottom_up_sums`
     Geometric noise on every detailed cell of every bottom-level unit, spending the *whole*
     budget there (``z = ε/Δ``, ``Δ = 2`` for the E2E "change one record" neighbours); every higher
     level's histograms, margins and totals are sums of those noisy cells (Clark & Dajani 2019).
     Compare it with TopDown at the same total ε.
-``gdpc``, ``adpc``, ``rdpc`` = :func:`~postproc.methods.baselines.tree.measure_tree`, then a reconciler
+``gdpc``, ``adpc``, ``rdpc`` = :func:`~.tree.measure_tree`, then a reconciler
     Flaxman's (2019) baselines on a :class:`~postproc.methods.baselines.tree.TreeCounts`: the leaves
     measured (GDPC) or measured ``P`` times and averaged (ADPC), then summed up the tree
     (``bottom_up_sums``); or every level measured and raked top-down (RDPC,
-    :func:`~postproc.methods.baselines.reconcile.rake` with ``clip=False``). They return a ``TreeCounts``.
+    :func:`~postproc.methods.baselines.reconcile.rake` with ``clip=False``). They return a
+    ``TreeCounts``.
 
 And on any result:
 
@@ -122,7 +123,8 @@ def measure_bottom(truth: Hierarchy, epsilon: float, rng: Any = None, *,
 
 def bottom_up(truth: Hierarchy, epsilon: float, rng: Any = None, *, sensitivity: float = 2.0,
               workload: Workload | None = None) -> Result:
-    """Bottom-up: :func:`measure_bottom`, then :func:`~postproc.methods.baselines.reconcile.bottom_up_sums`.
+    """Bottom-up: :func:`measure_bottom`, then
+    :func:`~postproc.methods.baselines.reconcile.bottom_up_sums`.
 
     Parameters
     ----------
@@ -206,9 +208,10 @@ def adpc(truth: TreeCounts, epsilon: float, rng: Any = None, *, runs: int = 4,
          sensitivity: float = 1.0) -> TreeCounts:
     """ADPC: the mean of ``runs`` independent GDPC runs, each with budget ``ε / runs``.
 
-    :func:`~postproc.methods.baselines.tree.measure_tree` with ``strategy="averaged_leaves"`` (run ``p``
-    draws from ``rng.child(p)``), then :func:`~postproc.methods.baselines.reconcile.bottom_up_sums`: the
-    mean of the runs' leaves summed up the tree, which is the mean of the runs' trees.
+    :func:`~postproc.methods.baselines.tree.measure_tree` with ``strategy="averaged_leaves"`` (run
+    ``p`` draws from ``rng.child(p)``), then
+    :func:`~postproc.methods.baselines.reconcile.bottom_up_sums`: the mean of the runs' leaves
+    summed up the tree, which is the mean of the runs' trees.
 
     Parameters
     ----------
@@ -249,8 +252,8 @@ def rdpc(truth: TreeCounts, epsilon: float, rng: Any = None, *,
          sensitivity: float = 1.0) -> TreeCounts:
     """RDPC: noisy counts at every level (``ε/(J+1)`` each), raked top-down to their parents.
 
-    :func:`~postproc.methods.baselines.tree.measure_tree` with ``strategy="every_level"`` (level ``j``
-    draws from ``rng.child(j)``), then :func:`~postproc.methods.baselines.reconcile.rake` with
+    :func:`~postproc.methods.baselines.tree.measure_tree` with ``strategy="every_level"`` (level
+    ``j`` draws from ``rng.child(j)``), then :func:`~postproc.methods.baselines.reconcile.rake` with
     ``clip=False``: ``RDPC_root = N + G``; ``RDPC_child = NoisyC_child · RDPC_parent /
     Σ_siblings NoisyC``, or ``RDPC_parent / C`` for every sibling when ``Σ_siblings NoisyC ≤ 0``.
     Siblings sum to their parent up to float rounding: ``|Σ − parent| ≤ C · 4 · 2⁻⁵² · Σ|child|``.

@@ -13,10 +13,10 @@ histograms (``bottom_up_sums`` keeps the measurements' dtype).
 ``clip_scale``
     Every level's noisy ``detailed`` counts clipped at 0, then each unit scaled to its total:
     the published invariant ``tot`` where there is one, else the unit's most precise noisy total
-    (:meth:`~hierarchy.noisy.NoisyHierarchy.derived_answers`, clipped at 0). A unit whose clipped cells are all 0
-    gets its total spread evenly. Nonnegative, not consistent. Clipping lifts the many empty cells
-    above 0 and the scaling takes that back from the populated ones, so small cells are biased up
-    and large ones down (the bias of the "proportional" calibration in
+    (:meth:`~hierarchy.noisy.NoisyHierarchy.derived_answers`, clipped at 0). A unit whose clipped
+    cells are all 0 gets its total spread evenly. Nonnegative, not consistent. Clipping lifts the
+    many empty cells above 0 and the scaling takes that back from the populated ones, so small cells
+    are biased up and large ones down (the bias of the "proportional" calibration in
     :func:`postproc.methods.baselines.histograms.calibrate_to_totals`).
 ``rake``
     Raking down the tree (Flaxman's RDPC for histograms): the root is ``clip_scale``'s; on each
@@ -24,17 +24,17 @@ histograms (``bottom_up_sums`` keeps the measurements' dtype).
     scaled so they sum to the parent's cell — split equally among the children where their
     clipped sum is 0. Nonnegative and consistent (to float rounding); only the root's total comes
     from an invariant, those published lower down are not imposed. ``clip=False`` is Flaxman's
-    own rule (registered as ``rake_unclipped``; :func:`postproc.methods.baselines.rdpc` reconciles with
-    it): the root as measured (raked to ``tot`` if published), the children's noisy counts
+    own rule (registered as ``rake_unclipped``; :func:`postproc.methods.baselines.rdpc` reconciles
+    with it): the root as measured (raked to ``tot`` if published), the children's noisy counts
     unclipped, an equal split where their sum is ≤ 0 — consistent, may be negative.
 ``bottom_up_sums`` (registered as ``bottom_up``)
     The bottom level's noisy ``detailed`` counts, every level above their sums
     (:func:`sums_from_bottom`). Bottom-up is a *measurement strategy* — spend the whole budget on
     the bottom level's detailed cells (:func:`postproc.methods.baselines.histograms.measure_bottom`,
-    Clark & Dajani 2019; :func:`postproc.methods.baselines.tree.measure_tree` with ``strategy="leaves"``
-    on a tree) — and this is the reconciler to run on such measurements; it works on any
-    NoisyHierarchy with a bottom-level ``detailed`` measurement, ignoring the other levels.
-    Exactly consistent; integer when the measurements are; may be negative.
+    Clark & Dajani 2019; :func:`postproc.methods.baselines.tree.measure_tree` with
+    ``strategy="leaves"`` on a tree) — and this is the reconciler to run on such measurements; it
+    works on any NoisyHierarchy with a bottom-level ``detailed`` measurement, ignoring the other
+    levels. Exactly consistent; integer when the measurements are; may be negative.
 
 Examples
 --------
@@ -148,9 +148,9 @@ def clip_scale(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = None) -> R
     """Each level's noisy detailed counts clipped at 0 and scaled to each unit's total.
 
     The total of a unit is the published invariant ``tot`` of its level when there is one, else
-    its most precise noisy total (:meth:`~hierarchy.noisy.NoisyHierarchy.derived_answers` of ``"total"``: a
-    measured total, or the sum of the measured query with the smallest variance), clipped at 0.
-    A unit whose clipped cells are all 0 gets its total spread evenly over the cells.
+    its most precise noisy total (:meth:`~hierarchy.noisy.NoisyHierarchy.derived_answers` of
+    ``"total"``: a measured total, or the sum of the measured query with the smallest variance),
+    clipped at 0. A unit whose clipped cells are all 0 gets its total spread evenly over the cells.
 
     Parameters
     ----------

@@ -1,9 +1,9 @@
 """Flaxman's (2019) synthetic population on a regular tree, and how its counts are measured.
 
 The population (Flaxman 2019; docs/experiments.md): ``N`` persons, ``J`` nested levels below a
-root, ``C = ⌊(N/μ)^{1/J}⌋`` children per node, so ``C^J`` leaves with mean ``μ`` persons each; every person's unit at each level
-is drawn uniformly from its parent's ``C`` children, i.e. the leaf is uniform over all ``C^J``
-leaves. The statistic is the total count (TC) of every unit.
+root, ``C = ⌊(N/μ)^{1/J}⌋`` children per node, so ``C^J`` leaves with mean ``μ`` persons each; every
+person's unit at each level is drawn uniformly from its parent's ``C`` children, i.e. the leaf is
+uniform over all ``C^J`` leaves. The statistic is the total count (TC) of every unit.
 
 A :class:`TreeCounts` holds the counts of every level, root first; node ``i`` of level ``j`` has the
 children ``i·C … i·C + C − 1`` on level ``j + 1``. The same tree is a
@@ -16,7 +16,8 @@ reconciling step (composed in :mod:`postproc.methods.baselines.histograms`):
 
 ``gdpc``
     ``strategy="leaves"`` (the whole ``ε`` on the leaves), reconciled by
-    :func:`~postproc.methods.baselines.reconcile.bottom_up_sums` (higher levels are sums of the leaves).
+    :func:`~postproc.methods.baselines.reconcile.bottom_up_sums` (higher levels are sums of the
+    leaves).
 ``adpc``
     ``strategy="averaged_leaves"`` (``P`` runs of ``ε/P`` on the leaves, averaged), reconciled by
     :func:`~postproc.methods.baselines.reconcile.bottom_up_sums`.
@@ -202,7 +203,8 @@ class TreeCounts:
         """The same tree as a :class:`~hierarchy.histograms.Hierarchy` of :data:`TREE_SCHEMA`.
 
         Every unit's histogram is one cell, its count, so anything that reads a Hierarchy
-        (:func:`hierarchy.measurement.measure`, :func:`postproc.evaluation.evaluate.evaluate`, …) reads the tree.
+        (:func:`hierarchy.measurement.measure`, :func:`postproc.evaluation.evaluate.evaluate`, …)
+        reads the tree.
 
         Returns
         -------

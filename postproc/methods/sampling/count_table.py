@@ -113,7 +113,8 @@ def read_count_table(path: str | Path, *, count_column: str = "count") -> CountT
     >>> read_count_table(path)
     Traceback (most recent call last):
     ...
-    postproc.errors.ConfidentialInputError: .../t.csv, line 3: count '2.5' is not an integer; counts must be nonnegative integers
+    postproc.errors.ConfidentialInputError: .../t.csv, line 3: count '2.5' is not an integer; counts
+    must be nonnegative integers
     """
     from hierarchy.io.storage import special_file_kind
 
@@ -245,7 +246,8 @@ def complete_table(table: CountTable, *, levels: Mapping[str, Sequence[str]] | N
     >>> complete_table(t)
     Traceback (most recent call last):
     ...
-    postproc.errors.ConfidentialInputError: t.csv: 2 of the 4 cells (sex 2 × adult 2 levels) have no row, e.g. sex=f, ...
+    postproc.errors.ConfidentialInputError: t.csv: 2 of the 4 cells (sex 2 × adult 2 levels) have no
+    row, e.g. sex=f, ...
     >>> full = complete_table(t, levels={"sex": ["f", "m"], "adult": ["0", "1"]})
     >>> full.keys.to_dict("list"), full.counts.tolist()
     ({'sex': ['f', 'f', 'm', 'm'], 'adult': ['0', '1', '0', '1']}, [0, 3, 4, 0])

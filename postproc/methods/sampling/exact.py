@@ -1,10 +1,10 @@
 """Exact integer linear algebra for conditional samplers: row bases, unimodular blocks, kernels.
 
 The Metropolized independent sampler (docs/conditional_sampling.md) proposes the cells of an
-index set ``I`` and solves ``A_I s_I + A_{I^c} s_{I^c} = a`` for the rest. For integer data that solve must return integers
-for *every* integer proposal, which holds exactly when the block ``A_{I^c}`` (on a basis of the
-rows of ``A``) is unimodular, ``|det| = 1``. This module finds such a block and checks it in exact
-arithmetic — Python integers only, never floating point:
+index set ``I`` and solves ``A_I s_I + A_{I^c} s_{I^c} = a`` for the rest. For integer data that
+solve must return integers for *every* integer proposal, which holds exactly when the block
+``A_{I^c}`` (on a basis of the rows of ``A``) is unimodular, ``|det| = 1``. This module finds such a
+block and checks it in exact arithmetic — Python integers only, never floating point:
 
 * :func:`row_basis` — independent rows of ``A`` by fraction-free (Bareiss) elimination, and a
   check that the dropped rows of ``a`` agree with the kept ones (otherwise the invariants
@@ -174,7 +174,8 @@ def row_basis(A: Any, a: Any = None, *, integer: bool = True,
     >>> row_basis(A, [10, 4, 5], labels=["total", "female", "male"])
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the invariants are unsatisfiable: 'male' = 5 contradicts the other invariants, which imply 6
+    postproc.errors.PostprocError: the invariants are unsatisfiable: 'male' = 5 contradicts the
+    other invariants, which imply 6
     """
     rows = as_exact_matrix(A, integer=integer)
     m = len(rows)
@@ -294,7 +295,8 @@ class IndexSet:
     >>> ix.base([5])
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the invariants are unsatisfiable in integers: row 0 has coefficients divisible by 2 but value 5
+    postproc.errors.PostprocError: the invariants are unsatisfiable in integers: row 0 has
+    coefficients divisible by 2 but value 5
     """
 
     free: np.ndarray
@@ -427,7 +429,10 @@ def choose_index_set(A: Any, *, integer: bool = True, prefer: Sequence[int] | No
     >>> choose_index_set(np.array([[1, 1], [1, -1]]))     # det -2: s1 - s2 and s1 + s2 same parity
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: no proposal index set I exists: no choice of 2 column(s) of A gives a block with |det| = 1 (searched all 1 of them), so solving A s = a for the other cells would not return integers; use the lattice sampler if A has an integer kernel basis, or rescale the invariants
+    postproc.errors.PostprocError: no proposal index set I exists: no choice of 2 column(s) of A
+    gives a block with |det| = 1 (searched all 1 of them), so solving A s = a for the other cells
+    would not return integers; use the lattice sampler if A has an integer kernel basis, or rescale
+    the invariants
     """
     dense = A.toarray() if sp.issparse(A) else np.asarray(A)
     if dense.ndim != 2:

@@ -51,11 +51,11 @@ TopDown result). This costs one TopDown solve in all. ``start="l1"`` takes the L
 to ``y`` (the mode for the geometric law) that the next level can split, by one HiGHS LP for all
 parents of the level (block diagonal; integrality verified, MILP as a fallback) — minutes on
 large levels. Either start is then forgotten only as fast as the chain mixes: the release is the
-state after ``sweeps`` sweeps. Then :class:`~postproc.methods.sampling.lattice.LatticeEngine` runs ``sweeps`` sweeps of
-Metropolis lattice moves for all parents at once: children are paired at random within their
-parent; a cell moves ``+k``/``−k`` between paired children (the parent's sum holds) or, where
-children have equality invariants such as ``tot``, a swap ``(+k, −k, −k, +k)`` on two cells keeps
-them; coupled constraint rows are checked exactly. The step's mean size is
+state after ``sweeps`` sweeps. Then :class:`~postproc.methods.sampling.lattice.LatticeEngine` runs
+``sweeps`` sweeps of Metropolis lattice moves for all parents at once: children are paired at random
+within their parent; a cell moves ``+k``/``−k`` between paired children (the parent's sum holds) or,
+where children have equality invariants such as ``tot``, a swap ``(+k, −k, −k, +k)`` on two cells
+keeps them; coupled constraint rows are checked exactly. The step's mean size is
 ``max(1, min(0.8 σ, x̂_pj / K_p))`` — it depends on the parent (fixed during the level), never
 on the state, so the proposal stays symmetric. Every level is verified in exact integer
 arithmetic (children sum to the parent; every invariant and constraint holds).

@@ -47,7 +47,6 @@ def level_noise(noisy: NoisyHierarchy, level: str, mechanism: str | None = None,
 
     Examples
     --------
-    >>> import pandas as pd
     >>> from hierarchy.budget import Budget
     >>> from hierarchy.measurement import measure
     >>> from hierarchy.queries import e2e_workload

@@ -9,8 +9,8 @@ and the proposal is symmetric; a move is accepted with probability
 * cells whose columns of ``A`` are identical form a **class**: ``e_i − e_j`` for two cells of a
   class never changes ``A s`` (a pair move); cells in no equality move alone;
 * the class-level matrix ``A_c`` (one column per class) has an integer kernel basis
-  (:func:`~postproc.methods.sampling.exact.integer_kernel_basis`); each basis vector ``u`` is *lifted* to a
-  move by putting ``u_c`` on one random cell of each class ``c``;
+  (:func:`~postproc.methods.sampling.exact.integer_kernel_basis`); each basis vector ``u`` is
+  *lifted* to a move by putting ``u_c`` on one random cell of each class ``c``;
 * in a hierarchy, children of one parent are paired at random; a cell moves between paired
   children (``+k`` in one, ``−k`` in the other, so the parent's sum holds), and swaps
   ``(+, −, −, +)`` on two cells of a class keep the children's own equalities.
@@ -20,8 +20,8 @@ the four sex × voting-age groups and ``A_c`` has one kernel vector, the 2 × 2 
 ``(+1, −1, −1, +1)``: pair moves and the swap connect every table of ``S*`` (the swap fixes the
 class totals, pair moves reach every nonnegative split within a class).
 
-The moves are run by :class:`~postproc.methods.sampling.engine.LatticeEngine`, vectorized over the moves
-of a stage and over chains, with coupled rows of ``B`` decided exactly as a one-by-one scan.
+The moves are run by :class:`~postproc.methods.sampling.engine.LatticeEngine`, vectorized over the
+moves of a stage and over chains, with coupled rows of ``B`` decided exactly as a one-by-one scan.
 
 Examples
 --------
@@ -102,8 +102,8 @@ def sample_lattice(target: ConditionalTarget, *, draws: int, rng: Any = None, ch
     PostprocError
         Unsatisfiable invariants, a start outside ``S*``, bad options, an equality structure
         without an integer lattice basis, a chain shorter than the minimum, continuous noise in
-        release mode, too much memory (:func:`~postproc.methods.sampling.target.plan_chain`), or a chain
-        0 that proposed moves but never accepted one (its start would be released unchanged).
+        release mode, too much memory (:func:`~postproc.methods.sampling.target.plan_chain`), or a
+        chain 0 that proposed moves but never accepted one (its start would be released unchanged).
 
     Examples
     --------

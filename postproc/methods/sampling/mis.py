@@ -1,4 +1,5 @@
-"""Gong & Meng's Metropolized independent sampler (MIS; docs/conditional_sampling.md): :func:`sample_mis`.
+"""Gong & Meng's Metropolized independent sampler (MIS; docs/conditional_sampling.md):
+:func:`sample_mis`.
 
 The kernel — proposals drawn and weighed in blocks, the accept/reject loop — is
 :mod:`postproc.methods.sampling.mis_kernel`; the proposal parameter ``ε̃`` is tuned by
@@ -65,7 +66,8 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
         simulation mode (reproducible, labelled unsafe for a release).
     proposal_epsilon : float, optional
         ``ε̃``; default: tuned for the highest acceptance rate by
-        :func:`~postproc.methods.sampling.tuning.tune_proposal_epsilon` (a short pilot per grid point).
+        :func:`~postproc.methods.sampling.tuning.tune_proposal_epsilon` (a short pilot per grid
+        point).
     index_set : IndexSet, optional
         Default :func:`mis_index_set`.
     burn_in : int, optional
@@ -98,7 +100,8 @@ def sample_mis(target: ConditionalTarget, *, draws: int, rng: Any = None,
     PostprocError
         Unsatisfiable invariants, no valid ``I``, a start outside ``S*``, bad options, a chain
         shorter than the minimum, continuous noise in release mode, too much memory
-        (:func:`~postproc.methods.sampling.target.plan_chain`), or a chain that never left its start.
+        (:func:`~postproc.methods.sampling.target.plan_chain`), or a chain that never left its
+        start.
 
     Examples
     --------

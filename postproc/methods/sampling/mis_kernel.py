@@ -1,5 +1,6 @@
 """The kernel of Gong & Meng's Metropolized independent sampler (MIS;
-docs/conditional_sampling.md), batched and vectorized: proposals, weights and the chain (:func:`~postproc.methods.sampling.mis.sample_mis` runs it).
+docs/conditional_sampling.md), batched and vectorized: proposals, weights and the chain
+(:func:`~postproc.methods.sampling.mis.sample_mis` runs it).
 
 With the proposal index set ``I`` and its unimodular complement ``I^c``
 (:func:`~postproc.methods.sampling.exact.choose_index_set`), one iteration

@@ -107,11 +107,13 @@ def invariant_rows(table: CountTable, expressions: Sequence[str]
     >>> t = CountTable(keys, np.array([1, 2, 3]), schema, np.array([0, 1, 3]))
     >>> A, a, labels = invariant_rows(t, ["marginal(adult)", "marginal(sex)=4,2"])
     >>> A.tolist(), a.tolist(), labels
-    ([[1, 0, 0], [0, 1, 1], [1, 1, 0], [0, 0, 1]], [1, 5, 4, 2], ['marginal(adult)[0]', 'marginal(adult)[1]', 'marginal(sex)[f]', 'marginal(sex)[m]'])
+    ([[1, 0, 0], [0, 1, 1], [1, 1, 0], [0, 0, 1]], [1, 5, 4, 2], ['marginal(adult)[0]',
+    'marginal(adult)[1]', 'marginal(sex)[f]', 'marginal(sex)[m]'])
     >>> invariant_rows(t, ["marginal(age)"])
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: invariant 'marginal(age)': schema 'custom' has no attribute 'age'; attributes are ['sex', 'adult']
+    postproc.errors.PostprocError: invariant 'marginal(age)': schema 'custom' has no attribute
+    'age'; attributes are ['sex', 'adult']
     """
     rows, values, labels = [], [], []
     if not expressions:

@@ -10,8 +10,9 @@ The noise law is the mechanism's, read from the registry of :mod:`hierarchy.mech
 (two-sided geometric, discrete Gaussian, Laplace, Gaussian, or a mechanism registered with
 :func:`~hierarchy.mechanisms.register_mechanism`); nothing here knows a law by its name.
 Samplers only need ratios of ``π``, so :meth:`ConditionalTarget.log_density` omits the
-normalizing constants (:meth:`Mechanism.log_kernel <hierarchy.mechanisms.Mechanism.log_kernel>`). Rows of ``B`` with a single nonzero entry become per-cell bounds
-(:attr:`ConditionalTarget.lower`, :attr:`~ConditionalTarget.upper`); the others are *coupled* rows.
+normalizing constants (:meth:`Mechanism.log_kernel <hierarchy.mechanisms.Mechanism.log_kernel>`).
+Rows of ``B`` with a single nonzero entry become per-cell bounds (:attr:`ConditionalTarget.lower`,
+:attr:`~ConditionalTarget.upper`); the others are *coupled* rows.
 
 Examples
 --------
@@ -151,7 +152,8 @@ class ConditionalTarget:
     ...                   "geometric", -1.0)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: the z of the geometric mechanism must be a positive number, not -1.0
+    postproc.errors.PostprocError: the z of the geometric mechanism must be a positive number,
+    not -1.0
     """
 
     A: np.ndarray
@@ -432,7 +434,8 @@ def _l1_closest(target: ConditionalTarget, point: np.ndarray) -> np.ndarray:
     point = np.asarray(point, dtype=np.float64)
     hi = [point, -point]
     if target.A.shape[0]:
-        rows.append(sp.hstack([sp.csr_matrix(target.A.astype(float)), sp.csr_matrix((target.A.shape[0], n))]))
+        rows.append(sp.hstack([sp.csr_matrix(target.A.astype(float)),
+                               sp.csr_matrix((target.A.shape[0], n))]))
         lo.append(target.a.astype(float))
         hi.append(target.a.astype(float))
         pass
@@ -630,7 +633,8 @@ def plan_chain(target: ConditionalTarget, *, release: bool, draws: Any, burn_in:
     >>> plan_chain(t, release=True, draws=1, burn_in=0)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: a chain of burn_in + draws = 0 + 1 = 1 sweep(s) is shorter than the minimum of 50 ...
+    postproc.errors.PostprocError: a chain of burn_in + draws = 0 + 1 = 1 sweep(s) is shorter than
+    the minimum of 50 ...
     """
     draws = _positive_int(draws, "draws")
     thin = _positive_int(thin, "thin")

@@ -95,7 +95,8 @@ class TuningResult:
 
 
 def default_grid(target: ConditionalTarget, points: int = 13) -> np.ndarray:
-    """``ε̃`` from 0.5 to 2.5 times :func:`~postproc.methods.sampling.mis.reference_epsilon`, log-spaced.
+    """``ε̃`` from 0.5 to 2.5 times :func:`~postproc.methods.sampling.mis.reference_epsilon`,
+    log-spaced.
 
     Examples
     --------

@@ -10,9 +10,9 @@ and some of its query answers *exact*, so persons move between cells instead of 
 
 minimizing ``Σ (s⁺ + s⁻)`` first, then the usual fit with the total slack at most that minimum
 plus an allowance (``topdown(..., failsafe_slack=...)``, default 1.0, as the Census Bureau's 2018
-and 2020 code allows; :func:`~postproc.methods.topdown.options.check_failsafe_slack`). The rounding does the same in integers: its
-least total slack, then the cells' rounding cost within that least slack plus the allowance
-(:func:`rounding_allowance`).
+and 2020 code allows; :func:`~postproc.methods.topdown.options.check_failsafe_slack`). The rounding
+does the same in integers: its least total slack, then the cells' rounding cost within that least
+slack plus the allowance (:func:`rounding_allowance`).
 
 **What is kept** (``topdown(..., failsafe_keep=...)``). ``"auto"`` (the default) keeps the total
 and every workload query (but ``detailed``) whose answers sum over all the attributes the
@@ -204,7 +204,8 @@ def check_parent_can_hold(task: "NodeTask") -> None:
     >>> check_parent_can_hold(task)
     Traceback (most recent call last):
     ...
-    postproc.infra.solvers.base.InfeasibleError: county children of 'S1': the parent has no persons, ...
+    postproc.infra.solvers.base.InfeasibleError: county children of 'S1':
+    the parent has no persons, ...
     """
     parent = task.parent_hist
     if parent is None or int(np.sum(parent)) > 0 or not task.matrix.shape[0]:

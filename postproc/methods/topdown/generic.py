@@ -4,11 +4,12 @@ This is how one would write TopDown's fit directly in CVXPY: a ``K × n`` variab
 cell, the weighted least-squares objective written with the query matrices, and the node's
 constraints from :func:`invariants.compile.node_cvxpy_constraints`. It is slow (CVXPY
 canonicalizes every problem) but simple enough to trust, so it is the reference the engine of
-:mod:`postproc.methods.topdown.node` is checked against, and the baseline its speed is measured against.
+:mod:`postproc.methods.topdown.node` is checked against, and the baseline its speed is measured
+against.
 
 Examples
 --------
->>> import numpy as np, scipy.sparse as sp
+>>> import numpy as np
 >>> from postproc.methods.topdown.node import NodeTask, QueryData
 >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"]),
 ...                 (QueryData("detailed", sp.identity(2, format="csr"),
@@ -64,7 +65,6 @@ def fit_node_generic(task: NodeTask, *, solver: str = "CLARABEL",
     --------
     Two children of a parent (3, 1) whose totals are invariant (2 persons each):
 
-    >>> import scipy.sparse as sp
     >>> from postproc.methods.topdown.node import QueryData
     >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
     ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))

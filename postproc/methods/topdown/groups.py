@@ -98,7 +98,6 @@ def grouped_task(task: NodeTask, bounds: np.ndarray) -> NodeTask:
     Four children in two groups; the second child did not draw its total, which counts a cell
     it can hold, so the first group's total is unmeasured (weight 0):
 
-    >>> import scipy.sparse as sp
     >>> total = QueryData("total", sp.csr_matrix(np.ones((1, 2))),
     ...                   np.array([[3.0], [0.0], [2.0], [5.0]]),
     ...                   np.array([[0.5], [0.0], [1.0], [1.0]]))
@@ -222,7 +221,6 @@ def solve_grouped(task: NodeTask, group_children: int | None, *,
     --------
     Six children measured without noise, in groups of three, keep their counts:
 
-    >>> import scipy.sparse as sp
     >>> counts = np.array([[1, 0], [2, 1], [0, 3], [4, 0], [1, 1], [0, 2]])
     >>> detailed = QueryData("detailed", sp.identity(2, format="csr"), counts.astype(float),
     ...                      np.ones((6, 2)))

@@ -165,7 +165,6 @@ def solve_node(task: NodeTask, *, chain: Sequence[str] = DEFAULT_QP_CHAIN,
     Two children whose totals are invariant (2 persons each) share a parent of histogram
     (3, 1):
 
-    >>> import scipy.sparse as sp
     >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
     ...                      np.array([[2.0, 1.0], [2.0, 0.0]]), np.ones((2, 2)))
     >>> def node(totals):

@@ -20,7 +20,8 @@ Examples
 >>> TopDownOptions(batch_children=0)
 Traceback (most recent call last):
 ...
-postproc.errors.PostprocError: batch_children must be a positive integer (children per work item), got 0
+postproc.errors.PostprocError: batch_children must be a positive integer (children per work item),
+got 0
 >>> [f for f in FIELDS if f not in CONFIG_KEYS.values()]      # set in [postprocess.options]
 ['batch_children', 'failsafe_slack', 'pass_tolerance', 'progress', 'group_children']
 """
@@ -68,7 +69,8 @@ def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload"
     >>> check_failsafe_keep(["sex"], workload)
     Traceback (most recent call last):
     ...
-    postproc.errors.PostprocError: failsafe_keep names unknown queries ['sex']; the workload has ['detailed', 'hhgq', 'va_hisp_race'] (and 'total' is always available)
+    postproc.errors.PostprocError: failsafe_keep names unknown queries ['sex']; the workload has
+    ['detailed', 'hhgq', 'va_hisp_race'] (and 'total' is always available)
     """
     names = _keep_names(keep)
     if names is None:
@@ -233,10 +235,10 @@ class TopDownOptions:
         What the failsafe keeps exact at the parent while it moves persons between cells (see
         :mod:`postproc.methods.topdown.failsafe`). ``"auto"``: the total and every workload
         query that sums over the attributes the children's constraints distinguish (E2E:
-        ``total`` and ``va_hisp_race``). A list: the total and those workload queries. ``[]``: nothing —
-        free cell slacks, which may add or remove persons (the behaviour before kept answers).
-        When keeping them is infeasible the failsafe keeps only the total, then nothing, and
-        records each step in the node's failsafe report.
+        ``total`` and ``va_hisp_race``). A list: the total and those workload queries. ``[]``:
+        nothing — free cell slacks, which may add or remove persons (the behaviour before kept
+        answers). When keeping them is infeasible the failsafe keeps only the total, then nothing,
+        and records each step in the node's failsafe report.
     failsafe_slack : float, optional
         How much the failsafe's total cell slack may exceed its least value, in persons
         (default 1.0, as the Census Bureau's 2018 and 2020 code; 0 holds it at the least): the
@@ -339,7 +341,9 @@ class TopDownOptions:
         >>> TopDownOptions.of(damping=0.5)
         Traceback (most recent call last):
         ...
-        postproc.errors.PostprocError: TopDown has no option(s) ['damping']; its options are ['solver', 'executor', 'workers', 'batch_children', 'failsafe', 'failsafe_keep', 'failsafe_slack', 'passes', 'pass_tolerance', 'round_passes', 'progress', 'group_children']
+        postproc.errors.PostprocError: TopDown has no option(s) ['damping']; its options are
+        ['solver', 'executor', 'workers', 'batch_children', 'failsafe', 'failsafe_keep',
+        'failsafe_slack', 'passes', 'pass_tolerance', 'round_passes', 'progress', 'group_children']
         """
         given = dict(options.as_dict() if isinstance(options, TopDownOptions) else options or {})
         given.update(changes)

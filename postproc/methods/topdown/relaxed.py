@@ -53,7 +53,8 @@ def failsafe_fit(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryDa
     slack_cols = np.arange(n_var - fit.n_slack, n_var)
     c = np.zeros(n_var)
     c[slack_cols] = 1.0
-    lp = LP(c, sp.csr_matrix(fit.qp.A), fit.qp.l, fit.qp.u, np.full(n_var, -np.inf), np.full(n_var, np.inf))
+    lp = LP(c, sp.csr_matrix(fit.qp.A), fit.qp.l, fit.qp.u,
+            np.full(n_var, -np.inf), np.full(n_var, np.inf))
     lp_sol = solve_lp(lp)
     stats["fit_seconds"] += lp_sol.seconds
     if not lp_sol.status.ok:
@@ -106,8 +107,9 @@ def solve_relaxed(task: NodeTask, chain: Sequence[str], queries: Sequence[QueryD
                   stats: dict[str, Any], failsafe: bool
                   ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], dict[str, Any]]:
     """Solve an infeasible node with parent consistency relaxed, trying the kept sets of
-    :func:`~postproc.methods.topdown.failsafe.relaxation_stages` in order (each failure is recorded);
-    with ``failsafe`` off, raise an InfeasibleError describing the first relaxation that fits.
+    :func:`~postproc.methods.topdown.failsafe.relaxation_stages` in order (each failure is
+    recorded); with ``failsafe`` off, raise an InfeasibleError describing the first relaxation that
+    fits.
 
     Returns ``(x*, integer histograms, rounding stats, failsafe report)``.
     """

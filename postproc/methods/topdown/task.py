@@ -1,7 +1,8 @@
 """The node problem's data: one parent and its children as the engine receives them
 (:class:`NodeTask`, with each measured query's :class:`QueryData` and the parent's answers the
-failsafe keeps exact, :class:`KeptQuery`), and what solving it gives (:class:`NodeResult`). The fit, the rounding and the failsafe read these; none of them is
-defined here (``docs/topdown.md``, "The node problem")."""
+failsafe keeps exact, :class:`KeptQuery`), and what solving it gives (:class:`NodeResult`). The fit,
+the rounding and the failsafe read these; none of them is defined here (``docs/topdown.md``, "The
+node problem")."""
 
 from __future__ import annotations
 

@@ -21,14 +21,14 @@ class VerificationError(InfeasibleError):
     --------
     Children that do not sum to their parent:
 
-    >>> import scipy.sparse as sp
     >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
     ...                 (), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
     ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
     >>> verify_node(task, np.array([[2, 1], [2, 0]]))
     Traceback (most recent call last):
     ...
-    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification: ... 4 ≠ 3
+    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification: ...
+    4 ≠ 3
     """
 
 
@@ -42,7 +42,6 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
 
     Examples
     --------
-    >>> import scipy.sparse as sp
     >>> bounds = np.array([[2.0], [2.0]])          # each child's total is invariant: 2
     >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
     ...                 (), sp.csr_matrix(np.ones((1, 2), np.int64)), bounds, bounds.copy(),
@@ -51,7 +50,8 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
     >>> verify_node(task, np.array([[2, 1], [1, 0]]))
     Traceback (most recent call last):
     ...
-    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification: 'a': tot: total = 3 outside [2, 2]; 'b': tot: total = 1 outside [2, 2]
+    postproc.methods.topdown.verify.VerificationError: county children of 'p' fail verification:
+    'a': tot: total = 3 outside [2, 2]; 'b': tot: total = 1 outside [2, 2]
     """
     problems: list[str] = []
     if hist.dtype != np.int64:
