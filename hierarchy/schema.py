@@ -200,7 +200,8 @@ class Schema:
         except (KeyError, TypeError) as exc:
             raise HierarchyError(
                 "a schema is {'name': ..., 'attributes': [{'name': ..., 'labels': [...]}, ...]} "
-                f"or {{'preset': one of {sorted(SCHEMAS)}}}; got {data!r}") from exc
+                f"or {{'preset': one of {sorted(SCHEMAS)}}}; got "
+                f"{dict(data) if isinstance(data, Mapping) else data!r}") from exc
         return cls(attrs, name=str(data.get("name", "custom")))
 
 

@@ -444,6 +444,16 @@ def test_section_that_is_not_a_table(tmp_path):
         load_config(path)
 
 
+def test_a_schema_written_out_wrongly_shows_what_was_written(tmp_path):
+    text = PRESETS.replace('[schema]\npreset = "e2e_1940"\n',
+                           '[schema]\nname = "mine"\nattributes = "sex"\n')
+    with pytest.raises(PostprocError) as info:
+        load_config(_write(tmp_path, text))
+    assert "run.toml, line 5: a schema is {'name': ..." in str(info.value)
+    assert "got {'name': 'mine', 'attributes': 'sex'}" in str(info.value)
+    assert " object at 0x" not in str(info.value)
+
+
 def test_invalid_toml_names_file_and_line(tmp_path):
     path = _write(tmp_path, PRESETS + "\n[broken\n")
     n = len(PRESETS.splitlines()) + 2
