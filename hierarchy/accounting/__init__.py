@@ -47,42 +47,42 @@ Examples
 from __future__ import annotations
 
 from hierarchy.accounting._checks import (
-                                         MAX_EPSILON,
-                                         MAX_RHO,
-                                         check_delta,
-                                         check_epsilon,
-                                         check_gamma,
-                                         check_moe,
-                                         check_rho,
-                                         check_sensitivity,
-                                         check_stability,
+    MAX_EPSILON,
+    MAX_RHO,
+    check_delta,
+    check_epsilon,
+    check_gamma,
+    check_moe,
+    check_rho,
+    check_sensitivity,
+    check_stability,
 )
 from hierarchy.accounting.budgets import allocate_budget, as_fraction, split_budget
 from hierarchy.accounting.conversions import (
-                                         ALPHA_GRID_MINUS_ONE,  # noqa: F401  (not in __all__)
-                                         rdp_to_approx_dp,
-                                         zcdp_to_approx_dp_analytic,
-                                         zcdp_to_approx_dp_numeric,
+    ALPHA_GRID_MINUS_ONE,  # noqa: F401  (not in __all__)
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp_analytic,
+    zcdp_to_approx_dp_numeric,
 )
 from hierarchy.accounting.groups import LevelCurve, compose_group_kinds
 from hierarchy.accounting.moe import (
-                                         NOMINAL_COVERAGE,
-                                         calibrate_discrete_gaussian,
-                                         calibrate_geometric,
-                                         coverage_discrete_gaussian,
-                                         coverage_geometric,
-                                         moe_discrete_gaussian,
-                                         moe_geometric,
+    NOMINAL_COVERAGE,
+    calibrate_discrete_gaussian,
+    calibrate_geometric,
+    coverage_discrete_gaussian,
+    coverage_geometric,
+    moe_discrete_gaussian,
+    moe_geometric,
 )
 from hierarchy.accounting.moe_levels import CalibratedCount, MOEAccounting, MOELevel, account_moe
 from hierarchy.accounting.rdp import (
-                                         RDPCurve,
-                                         compose,
-                                         compose_parallel,
-                                         pure_to_zcdp,
-                                         rdp_discrete_gaussian,
-                                         rdp_gaussian,
-                                         rdp_geometric,
+    RDPCurve,
+    compose,
+    compose_parallel,
+    pure_to_zcdp,
+    rdp_discrete_gaussian,
+    rdp_gaussian,
+    rdp_geometric,
 )
 from hierarchy.accounting.reports import LevelsAccounting, PrivacyLoss, account_levels
 from hierarchy.accounting.safetab_paper import rdp_geometric_safetab_paper, with_safetab_paper_tau

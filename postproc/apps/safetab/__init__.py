@@ -32,52 +32,52 @@ Examples
 """
 
 from postproc.apps.safetab.algorithm import (
-                                        LevelPlan,
-                                        LevelRelease,
-                                        choose_tables,
-                                        measure_level,
-                                        plan_level,
+    LevelPlan,
+    LevelRelease,
+    choose_tables,
+    measure_level,
+    plan_level,
 )
 from postproc.apps.safetab.budgets import (
-                                        LevelBudget,
-                                        Noise,
-                                        SafeTabAccounting,
-                                        account_safetab,
-                                        notion_of,
+    LevelBudget,
+    Noise,
+    SafeTabAccounting,
+    account_safetab,
+    notion_of,
 )
 from postproc.apps.safetab.config import (
-                                        DataColumns,
-                                        Iteration,
-                                        Level,
-                                        SafeTabConfig,
-                                        load_safetab_config,
-                                        parse_safetab_config,
+    DataColumns,
+    Iteration,
+    Level,
+    SafeTabConfig,
+    load_safetab_config,
+    parse_safetab_config,
 )
 from postproc.apps.safetab.groups import (
-                                        GroupCounts,
-                                        Records,
-                                        check_stability,
-                                        iteration_members,
-                                        prepare_records,
-                                        tabulate_groups,
+    GroupCounts,
+    Records,
+    check_stability,
+    iteration_members,
+    prepare_records,
+    tabulate_groups,
 )
 from postproc.apps.safetab.recodes import (
-                                        AGE4,
-                                        AGE9,
-                                        AGE23,
-                                        STAT_LABELS,
-                                        TABLE_TYPES,
-                                        AgeRecode,
-                                        cell_labels,
+    AGE4,
+    AGE9,
+    AGE23,
+    STAT_LABELS,
+    TABLE_TYPES,
+    AgeRecode,
+    cell_labels,
 )
 from postproc.apps.safetab.report import accuracy_report, format_accounting, format_report
 from postproc.apps.safetab.run import (
-                                        SafeTabResult,
-                                        SafeTabRun,
-                                        load_persons,
-                                        run_safetab,
-                                        safetab,
-                                        write_safetab,
+    SafeTabResult,
+    SafeTabRun,
+    load_persons,
+    run_safetab,
+    safetab,
+    write_safetab,
 )
 
 __all__ = [

@@ -12,12 +12,12 @@ Examples
 """
 
 from postproc.infra.solvers.backends import (
-                                       DEFAULT_QP_CHAIN,
-                                       QP_BACKENDS,
-                                       available_qp_backends,
-                                       check_chain,
-                                       solve_lp,
-                                       solve_qp,
+    DEFAULT_QP_CHAIN,
+    QP_BACKENDS,
+    available_qp_backends,
+    check_chain,
+    solve_lp,
+    solve_qp,
 )
 from postproc.infra.solvers.base import LP, QP, InfeasibleError, Solution, SolverError, Status
 

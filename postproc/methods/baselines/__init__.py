@@ -37,31 +37,31 @@ True
 """
 
 from postproc.methods.baselines.histograms import (
-                                           adpc,
-                                           bottom_up,
-                                           calibrate_to_totals,
-                                           clip_negative,
-                                           gdpc,
-                                           measure_bottom,
-                                           rdpc,
-                                           sums_from_bottom,
+    adpc,
+    bottom_up,
+    calibrate_to_totals,
+    clip_negative,
+    gdpc,
+    measure_bottom,
+    rdpc,
+    sums_from_bottom,
 )
 from postproc.methods.baselines.least_squares import hay, hay_consistency, tree_least_squares
 from postproc.methods.baselines.reconcile import (
-                                           bottom_up_sums,
-                                           clip_scale,
-                                           level_least_squares,
-                                           rake,
+    bottom_up_sums,
+    clip_scale,
+    level_least_squares,
+    rake,
 )
 from postproc.methods.baselines.sampling import sample_counts, srs
 from postproc.methods.baselines.tree import (
-                                           STRATEGIES,
-                                           TREE_SCHEMA,
-                                           TreeCounts,
-                                           children_per_node,
-                                           clip_tree,
-                                           flaxman_population,
-                                           measure_tree,
+    STRATEGIES,
+    TREE_SCHEMA,
+    TreeCounts,
+    children_per_node,
+    clip_tree,
+    flaxman_population,
+    measure_tree,
 )
 
 __all__ = ["TreeCounts", "TREE_SCHEMA", "STRATEGIES", "children_per_node", "flaxman_population",
