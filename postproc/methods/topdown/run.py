@@ -590,11 +590,6 @@ def _check_compiled(compiled: Mapping[str, LevelConstraints], geo, first: int) -
                                 f"{geo.n_units(li):,})")
 
 
-def _passes_at(passes: Any, level: str) -> Sequence[Sequence[str]] | None:
-    """The multipass order of one level: the one order of every level, or the level's entry."""
-    return passes.get(level) if isinstance(passes, Mapping) else passes
-
-
 def _passes_record(passes: Any) -> Any:
     """Passes as JSON for the provenance: a list of lists, or level → list of lists."""
     if not passes:
