@@ -75,9 +75,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from hierarchy.geography import Geography
-from invariants.compiled import LevelConstraints
+from invariants.compiled import LevelConstraints, _group_rows
 from invariants.errors import SpecError
-from invariants.rows import _group_rows
 
 __all__ = ["ActiveCells", "find_active_cells", "find_active_cells_by_level", "fixing_rules"]
 

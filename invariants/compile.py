@@ -67,11 +67,11 @@ from invariants.checks import (
     data_violations,
     violations,
 )
-from invariants.compiled import LevelConstraints, _implied_label
+from invariants.compiled import LevelConstraints, _implied_label, _merge, _zero_cells
 from invariants.errors import SpecError
 from invariants.node import node_cvxpy_constraints, node_matrices
 from invariants.published import resolve_statistics
-from invariants.rows import _merge, _user_block, _zero_cells
+from invariants.rows import _user_block
 
 __all__ = ["LevelConstraints", "compile_spec", "resolve_statistics", "node_cvxpy_constraints",
            "node_matrices", "violations", "check_violations", "data_violations", "check_data"]

@@ -1,4 +1,6 @@
-"""What a spec compiles into at one level: :class:`LevelConstraints`, and its row labels.
+"""What a spec compiles into at one level: :class:`LevelConstraints`, its rows merged
+(:func:`_merge`: identical rows become one, their bounds intersected), the cells each unit must
+leave at 0 (:func:`_zero_cells`), and the rows' labels.
 
 The bottom of the compiler (:mod:`invariants.compile`): it imports nothing of :mod:`invariants`,
 and the modules that build or read compiled levels — :mod:`invariants.rows`,
@@ -14,11 +16,16 @@ Examples
 'tot & total_ge_households: total'
 >>> _implied_label("adults: adult", "state")
 'adults (implied by state): adult'
+>>> flags = np.array([[True, False], [False, False], [True, False]])
+>>> distinct, index = _group_rows(flags)
+>>> distinct.tolist(), index.tolist()
+([[False, False], [True, False]], [1, 0, 1])
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -144,3 +151,54 @@ def _merge_label(a: str, b: str) -> str:
     names_b, what_b = _split_label(b)
     what = what_a if what_a == what_b else f"{what_a} (= {what_b})"
     return f"{' & '.join(dict.fromkeys(names_a + names_b))}: {what}"
+
+
+def _merge(blocks: Sequence[Any], n_units: int, n_cells: int
+           ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Stack blocks; identical rows become one row with the intersection of their bounds."""
+    if not blocks:
+        return (sp.csr_matrix((0, n_cells), dtype=np.int64), np.zeros((n_units, 0)),
+                np.zeros((n_units, 0)), ())
+    rows: dict[tuple, int] = {}
+    mats, lowers, uppers, labels = [], [], [], []
+    for b in blocks:
+        mat = sp.csr_matrix(b.matrix, dtype=np.int64)
+        for i in range(mat.shape[0]):
+            start, stop = mat.indptr[i], mat.indptr[i + 1]
+            key = (tuple(mat.indices[start:stop]), tuple(mat.data[start:stop]))
+            if key in rows:
+                j = rows[key]
+                lowers[j] = np.maximum(lowers[j], b.lower[:, i])
+                uppers[j] = np.minimum(uppers[j], b.upper[:, i])
+                labels[j] = _merge_label(labels[j], b.labels[i])
+            else:
+                rows[key] = len(mats)
+                mats.append(mat[i])
+                lowers.append(b.lower[:, i].astype(np.float64))
+                uppers.append(b.upper[:, i].astype(np.float64))
+                labels.append(b.labels[i])
+    return (sp.vstack(mats, format="csr").astype(np.int64), np.stack(lowers, axis=1),
+            np.stack(uppers, axis=1), tuple(labels))
+
+
+def _zero_cells(matrix: sp.csr_matrix, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cells forced to 0 — covered by a row with nonnegative coefficients bounded above by 0 —
+    per distinct set of such rows: ``(patterns × cells bool, each unit's pattern)``."""
+    nonneg = np.asarray((matrix.minimum(0) != 0).sum(axis=1)).ravel() == 0
+    distinct, index = _group_rows((upper <= 0) & nonneg[None, :])
+    support = (matrix != 0).astype(np.int64)
+    patterns = (sp.csr_matrix(distinct.astype(np.int64)) @ support).toarray() > 0
+    return patterns, index.astype(np.int64)
+
+
+def _group_rows(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a bool matrix: ``(unique rows, inverse)`` (rows packed to bytes)."""
+    packed = np.packbits(flags, axis=1)
+    if packed.shape[1] <= 8:
+        keys = np.zeros((packed.shape[0], 8), dtype=np.uint8)
+        keys[:, :packed.shape[1]] = packed
+        _, first, inverse = np.unique(keys.view(np.uint64).ravel(), return_index=True,
+                                      return_inverse=True)
+    else:
+        _, first, inverse = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+    return flags[first], inverse.ravel()
