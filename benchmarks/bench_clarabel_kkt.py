@@ -73,18 +73,18 @@ def capture(persons: int, directory: str, levels: list[str] | None = None) -> di
 
     from bench_pl94_parts import synthesize
 
-    import postproc.methods.topdown.run as run
     from postproc.apps.runs.demo import demo_config
     from postproc.apps.runs.parts import run_in_parts
+    from postproc.methods.topdown.plan import RunPlan
 
     made = synthesize(persons, directory)
     wanted = set(levels or LEVELS)
     pick = random.Random(2020)
     captured: dict[str, list] = {}
-    build = run.level_tasks
+    build = RunPlan.tasks
 
-    def level_tasks(noisy, lc, li, *args, **kwargs):
-        tasks = build(noisy, lc, li, *args, **kwargs)
+    def level_tasks(plan, li, hists):
+        tasks = build(plan, li, hists)
         level = tasks[0].level if tasks else ""
         if level not in wanted or level in captured:
             return tasks
@@ -104,14 +104,14 @@ def capture(persons: int, directory: str, levels: list[str] | None = None) -> di
     out = Path(directory) / "capture_run"
     if out.exists():
         shutil.rmtree(out)
-    run.level_tasks = level_tasks
+    RunPlan.tasks = level_tasks
     try:
         run_in_parts(demo_config(directory, preset="pl94_2020", seed=2020, executor="serial"),
                      out, part_blocks=20_000, log=lambda line: None)
     except _Captured:
         pass
     finally:
-        run.level_tasks = build
+        RunPlan.tasks = build
         shutil.rmtree(out, ignore_errors=True)
     path = Path(directory) / "nodes.pkl"
     path.write_bytes(pickle.dumps(captured))

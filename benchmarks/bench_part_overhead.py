@@ -45,7 +45,8 @@ from _common import (  # noqa: E402
 #: is called from) and of TopDown's run module that are timed.
 PART_STEPS = ("_tabulate_part", "_save_counts", "_load_counts", "_level_answers",
               "compile_spec", "_measure_part", "topdown", "level_table", "write_parquet")
-TOPDOWN_STEPS = ("level_tasks", "_check_level")
+#: (where, name) of the TopDown steps timed: building a level's node tasks, checking the level.
+TOPDOWN_STEPS = (("plan", "RunPlan.tasks"), ("run", "verify_level"))
 
 
 def part_steps(directory: str, part: int) -> dict[str, Any]:
@@ -57,6 +58,7 @@ def part_steps(directory: str, part: int) -> dict[str, Any]:
 
     import postproc.apps.runs.parts as P
     import postproc.apps.runs.parts_tabulate as T
+    import postproc.methods.topdown.plan as Plan
     import postproc.methods.topdown.run as R
     from postproc.apps.runs.demo import demo_config
 
@@ -78,8 +80,9 @@ def part_steps(directory: str, part: int) -> dict[str, Any]:
         for module in (P, T):
             if hasattr(module, name):
                 timed(module, name, name)
-    for name in TOPDOWN_STEPS:
-        timed(R, name, f"topdown: {name}")
+    for where, name in TOPDOWN_STEPS:
+        owner = R if where == "run" else Plan.RunPlan
+        timed(owner, name.rpartition(".")[2], f"topdown: {name}")
     config = demo_config(directory, preset="pl94_2020", seed=2020)
     geo, s = P._check(config, "tract", 20_000)
     plan = P.plan_parts(geo, s, 20_000)

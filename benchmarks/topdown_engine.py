@@ -146,7 +146,7 @@ def run(persons: int = 1_000_000, *, repeats: int = 3, max_parents: int | None =
     from invariants.compile import compile_spec
     from postproc.infra.solvers import DEFAULT_QP_CHAIN
     from postproc.methods.topdown import topdown
-    from postproc.methods.topdown.run import level_tasks, root_task
+    from postproc.methods.topdown.plan import level_tasks, root_task
 
     context = common.context_start()
     t0 = time.perf_counter()

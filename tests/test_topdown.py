@@ -344,7 +344,7 @@ def test_multipass_holds_first_pass_answers_within_the_tolerance(truth):
     total-only fit's (whose child totals are unique: the objective is strictly convex in them);
     1e-6 allows for the solver's feasibility tolerance."""
     from invariants.compile import compile_spec
-    from postproc.methods.topdown.run import level_tasks
+    from postproc.methods.topdown.plan import level_tasks
 
     workload = Workload((detailed(E2E_1940), total(E2E_1940),
                          marginal(E2E_1940, "hhgq", name="hhgq")))
@@ -689,7 +689,7 @@ def test_engine_matches_generic_path_on_real_e2e_nodes(noisy, result):
     every level (192 cells; the state node has 49 children)."""
     from invariants.compile import compile_spec
     from postproc.methods.topdown.generic import fit_node_generic
-    from postproc.methods.topdown.run import level_tasks, root_task
+    from postproc.methods.topdown.plan import level_tasks, root_task
 
     compiled = compile_spec(Spec.e2e(LEVELS), noisy.schema, noisy.geography, noisy.invariants)
     tasks = [root_task(noisy, compiled["nation"])]

@@ -39,9 +39,9 @@ from postproc.methods.topdown.fit import sum_rows as _sum_rows
 from postproc.methods.topdown.fit import summed as _summed
 from postproc.methods.topdown.generic import fit_node_generic
 from postproc.methods.topdown.node import solve_node
+from postproc.methods.topdown.plan import level_tasks, root_task
 from postproc.methods.topdown.rows import Layout
 from postproc.methods.topdown.rows import stacked as _stacked
-from postproc.methods.topdown.run import level_tasks, root_task
 from postproc.methods.topdown.task import NodeTask, QueryData
 
 

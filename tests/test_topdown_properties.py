@@ -40,7 +40,7 @@ from invariants.spec import Constraint, Invariant, Spec
 from postproc.infra.solvers import InfeasibleError
 from postproc.methods.topdown import solve_node, topdown
 from postproc.methods.topdown.node import VerificationError
-from postproc.methods.topdown.run import level_tasks, root_task
+from postproc.methods.topdown.plan import level_tasks, root_task
 
 SETTINGS = dict(max_examples=25, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

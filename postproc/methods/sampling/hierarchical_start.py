@@ -101,7 +101,7 @@ def _topdown_split(noisy: NoisyHierarchy, lc: LevelConstraints, li: int,
     """
     from postproc.infra.solvers.base import InfeasibleError, SolverError
     from postproc.methods.topdown.node import solve_node
-    from postproc.methods.topdown.run import level_tasks, root_task
+    from postproc.methods.topdown.plan import level_tasks, root_task
 
     try:
         if li == 0:

@@ -33,26 +33,29 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
+from hierarchy.errors import HierarchyError
+from hierarchy.frames import resolve_query
 from postproc.errors import PostprocError
 from postproc.infra.executors import EXECUTORS, Executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
+from postproc.methods.topdown.task import DEFAULT_FAILSAFE_SLACK, KeptQuery, total_kept
 
 if TYPE_CHECKING:  # pragma: no cover
     from hierarchy.queries import Workload
+    from hierarchy.schema import Schema
 
 __all__ = ["TopDownOptions", "FIELDS", "CONFIG_KEYS", "RUN_FIELDS", "AUTO",
            "DEFAULT_FAILSAFE_SLACK", "check_pass_tolerance", "check_failsafe_keep",
-           "check_failsafe_slack", "check_group_children"]
+           "check_failsafe_slack", "check_group_children", "resolve_failsafe_keep",
+           "constrained_attributes", "rounding_matrices"]
 
 
 #: ``failsafe_keep`` value: the total and every workload query summing over the constrained
 #: attributes.
 AUTO = "auto"
 
-#: ``failsafe_slack`` by default: the total slack may exceed its least value by one person,
-#: as in the Census Bureau's 2018 and 2020 TopDown code (docs/topdown.md, "Failsafe").
-DEFAULT_FAILSAFE_SLACK = 1.0
 
 
 def check_failsafe_keep(keep: Sequence[str] | str, workload: "Workload"
@@ -369,6 +372,10 @@ class TopDownOptions:
         """The rounding passes of ``level`` (None: the cells only)."""
         return _at(self.round_passes, level)
 
+    def group_children_at(self, level: str) -> int | None:
+        """The group size of the parents of ``level``'s units (None: solved whole)."""
+        return _at(self.group_children, level)
+
     def at_levels(self, levels: Sequence[str]) -> "TopDownOptions":
         """A copy whose per-level mappings keep only ``levels`` (a run in parts solves the top
         and the bottom levels separately)."""
@@ -408,6 +415,119 @@ class TopDownOptions:
             if bad:
                 raise PostprocError(f"multipass names unknown queries {bad}; the workload has "
                                     f"{sorted(known)}")
+
+
+def rounding_matrices(round_passes: Sequence[Sequence[str]] | None, schema: Schema,
+                      workload: Workload) -> tuple[tuple[tuple[str, Any], ...], ...] | None:
+    """Rounding passes as (name, float matrix) pairs: a workload query by name, anything else
+    parsed as a query expression on the schema (the production rounder targets queries it
+    does not measure, e.g. ``marginal(hhgq, hispanic)``).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, e2e_workload
+    >>> [[(name, m.shape) for name, m in group] for group in rounding_matrices(
+    ...     [["hhgq"], ["marginal(votingage)"]], E2E_1940, e2e_workload(E2E_1940))]
+    [[('hhgq', (8, 192))], [('marginal(votingage)', (2, 192))]]
+    >>> rounding_matrices([["sexx"]], E2E_1940, e2e_workload(E2E_1940))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: rounding pass: ...
+    """
+    if not round_passes:
+        return None
+    out = []
+    for names in round_passes:
+        group = []
+        for name in names:
+            try:
+                query = resolve_query(name, schema, workload)
+            except HierarchyError as exc:
+                raise PostprocError(f"rounding pass: {exc}") from None
+            group.append((name, query.matrix.astype(np.float64).tocsr()))
+        out.append(tuple(group))
+    return tuple(out)
+
+
+def constrained_attributes(matrix: sp.spmatrix, schema: Schema) -> tuple[str, ...]:
+    """Attributes the constraint rows ``matrix`` (rows × cells) tell apart: a row distinguishes
+    an attribute when its coefficients are not constant along that attribute's axis.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.queries import marginal, total
+    >>> rows = sp.vstack([total(E2E_1940).matrix, marginal(E2E_1940, "hhgq").matrix])
+    >>> constrained_attributes(rows, E2E_1940)
+    ('hhgq',)
+    """
+    if matrix.shape[0] == 0:
+        return ()
+    dense = np.asarray(sp.csr_matrix(matrix).toarray()).reshape((-1, *schema.shape))
+    out = []
+    for axis, attr in enumerate(schema.attributes, start=1):
+        if np.any(dense != np.take(dense, [0], axis=axis)):
+            out.append(attr.name)
+    return tuple(out)
+
+
+def resolve_failsafe_keep(keep: Sequence[str] | str, workload: Workload,
+                          constraints: sp.spmatrix | None = None) -> tuple[KeptQuery, ...]:
+    """The queries the failsafe keeps exact at one level's parents.
+
+    Parameters
+    ----------
+    keep : "auto" or sequence of str
+        ``"auto"``: the total and every workload query (other than the total itself and
+        ``detailed``) whose answers sum over all the attributes ``constraints`` distinguish
+        (with no constraint rows, every such query). A list of names: the
+        total and those queries (``"total"`` may be listed; it is kept whenever anything is).
+        An empty list: nothing (free cell slacks).
+    workload : Workload
+    constraints : sparse (rows × cells), optional
+        The children's compiled constraint rows (``LevelConstraints.matrix``), for ``"auto"``.
+
+    Returns
+    -------
+    tuple of KeptQuery
+        The total first, then the kept queries in workload order; empty for ``()``.
+
+    Raises
+    ------
+    PostprocError
+        ``keep`` is neither ``"auto"`` nor a list of names of workload queries (or ``"total"``).
+
+    Examples
+    --------
+    >>> from hierarchy.queries import e2e_workload, marginal
+    >>> from hierarchy.schema import E2E_1940
+    >>> w = e2e_workload(E2E_1940)
+    >>> hhgq_rows = marginal(E2E_1940, "hhgq").matrix
+    >>> [(q.name, q.n_answers) for q in resolve_failsafe_keep("auto", w, hhgq_rows)]
+    [('total', 1), ('va_hisp_race', 24)]
+    >>> [q.name for q in resolve_failsafe_keep(["hhgq"], w)]
+    ['total', 'hhgq']
+    >>> resolve_failsafe_keep((), w)
+    ()
+    >>> resolve_failsafe_keep(["race"], w)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: failsafe_keep names unknown queries ['race']; the workload ...
+    """
+    names = check_failsafe_keep(keep, workload)
+    schema = workload.schema
+    total = total_kept(schema.size)
+    if names is None:  # auto
+        constrained = set(constrained_attributes(
+            constraints if constraints is not None else sp.csr_matrix((0, schema.size)),
+            schema))
+        chosen = [q for q in workload if q.answer_attributes and q.expression != "detailed"
+                  and not constrained & set(q.answer_attributes)]
+        return (total, *(KeptQuery(q.name, q.matrix) for q in chosen))
+    if not names:
+        return ()
+    return (total, *(KeptQuery(n, workload[n].matrix) for n in dict.fromkeys(names)
+                     if n != "total"))
 
 
 def _at(value: Any, level: str) -> Any:

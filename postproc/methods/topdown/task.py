@@ -13,9 +13,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from postproc.errors import PostprocError
-from postproc.methods.topdown.options import DEFAULT_FAILSAFE_SLACK
 
-__all__ = ["KeptQuery", "total_kept", "QueryData", "NodeTask", "NodeResult"]
+__all__ = ["KeptQuery", "total_kept", "QueryData", "NodeTask", "NodeResult", "cell_groups"]
+
+#: ``failsafe_slack`` by default: the total slack may exceed its least value by one person,
+#: as in the Census Bureau's 2018 and 2020 TopDown code (docs/topdown.md, "Failsafe").
+DEFAULT_FAILSAFE_SLACK = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,8 +149,8 @@ class NodeTask:
         variable of a child's group with one coefficient counts the group's sum instead, a
         variable of its own. The problem is the same; its KKT factorization is sparser when
         the groups are what the coarse rows count together —
-        :func:`~postproc.methods.topdown.run.level_tasks` passes the cells that differ only in
-        the schema's last attribute. ``None``: no groups.
+        :func:`cell_groups` gives the cells that differ only in the schema's last
+        attribute (what TopDown passes). ``None``: no groups.
     failsafe_slack : float, optional
         How much the failsafe's total slack may exceed its least value (persons; default 1.0,
         as the Census Bureau's code; 0 holds it at the least). See
@@ -240,3 +243,18 @@ class NodeResult:
     stats: dict[str, Any]
     failsafe: dict[str, Any] | None = None
     continuous: np.ndarray | None = field(default=None, repr=False)
+
+
+def cell_groups(schema: Any) -> np.ndarray | None:
+    """The cells that differ only in the schema's last attribute, numbered (``None`` when that
+    attribute has one level): the fit's :attr:`NodeTask.cell_groups`.
+    A marginal that does not cross the last attribute counts such cells together.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940
+    >>> E2E_1940.shape, cell_groups(E2E_1940)[[0, 5, 6, 191]].tolist()
+    ((8, 2, 2, 6), [0, 0, 1, 31])
+    """
+    last = int(schema.shape[-1])
+    return np.arange(int(schema.size)) // last if last > 1 else None

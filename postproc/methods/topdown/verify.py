@@ -3,15 +3,18 @@ breaks one raises :class:`VerificationError` — a bug, never passed silently.""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from hierarchy.geography import Geography
+from hierarchy.queries import sparse_copy
+from invariants.compile import LevelConstraints, violations
 from postproc.infra.solvers import InfeasibleError
 from postproc.methods.topdown.failsafe import kept_violations
 from postproc.methods.topdown.task import KeptQuery, NodeTask
 
-__all__ = ["VerificationError", "verify_node"]
+__all__ = ["VerificationError", "verify_node", "verify_level"]
 
 
 class VerificationError(InfeasibleError):
@@ -83,3 +86,47 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
     if problems:
         raise VerificationError(f"{task.where} fail verification: "
                                 + "; ".join(problems))
+
+
+def verify_level(lc: LevelConstraints, geo: Geography, li: int, hist: np.ndarray,
+                 parent_hist: np.ndarray | None, allowed: Mapping[int, list[int]],
+                 kept: Mapping[int, tuple[KeptQuery, ...]] | None = None) -> None:
+    """Level-wide exact verification (independent of the per-node checks): failsafe parents
+    (``allowed``) may differ in their reported cells, but not in their ``kept`` answers.
+    A mostly empty level (a part's blocks) is checked and summed from one sparse copy.
+
+    Examples
+    --------
+    Two states whose counts (cells 0 and 1) must sum to the nation's:
+
+    >>> from invariants.compile import compile_spec
+    >>> from invariants.spec import Spec
+    >>> from hierarchy.geography import Geography
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["01", "02"]]])
+    >>> schema = Schema((Attribute("sex", ("male", "female")),))
+    >>> lc = compile_spec(Spec(), schema, geo, {})["state"]
+    >>> verify_level(lc, geo, 1, np.array([[1, 2], [0, 1]]), np.array([[1, 3]]), {})
+    >>> verify_level(lc, geo, 1, np.array([[1, 2], [1, 1]]), np.array([[1, 3]]), {})
+    Traceback (most recent call last):
+    ...
+    postproc.methods.topdown.verify.VerificationError: TopDown result fails verification:
+      state units of nation '0' sum to 2 in cell 0, the parent has 1
+    """
+    sparse = sparse_copy(hist)
+    found = violations(lc, hist, sparse=sparse)
+    if parent_hist is not None:
+        summed = geo.aggregate(hist if sparse is None else sparse, li, li - 1)
+        for p, keep in (kept or {}).items():
+            found += [f"{geo.levels[li]} units of {geo.levels[li - 1]} "
+                      f"{geo.geocodes[li - 1][p]!r}: {v}"
+                      for v in kept_violations(keep, parent_hist[p], summed[p])[:5]]
+        diff = summed - parent_hist
+        for p, cells in allowed.items():
+            diff[p, cells] = 0
+        for p, j in np.argwhere(diff != 0)[:5]:
+            found.append(f"{geo.levels[li]} units of {geo.levels[li - 1]} "
+                         f"{geo.geocodes[li - 1][p]!r} sum to {int(summed[p, j])} in cell {j}, "
+                         f"the parent has {int(parent_hist[p, j])}")
+    if found:
+        raise VerificationError("TopDown result fails verification:\n  " + "\n  ".join(found))
