@@ -54,6 +54,7 @@ from hierarchy.io.storage import check_file_names, package_versions, write_json,
 from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from postproc.errors import PostprocError
+from postproc.intervals import cell_errors, interval_frame, z_value
 
 __all__ = ["Result", "Provenance", "PROVENANCE_FIELDS", "resolve_query", "level_table",
            "histograms_from_table", "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION",
@@ -292,6 +293,10 @@ class Result:
         ``failsafe_reports`` and the method's own settings, JSON-ready.
     node_stats : pandas.DataFrame, optional
         One row per parent problem (solver or sampler statistics).
+    uncertainty : object, optional
+        The estimate's covariance, when the method computes one (``gls``): anything with
+        ``variances(level_index, query_matrix) -> (units × answers)``. It gives
+        :meth:`intervals`; it is not written to a result directory.
 
     Raises
     ------
@@ -332,6 +337,7 @@ class Result:
     histograms: tuple[np.ndarray, ...]
     provenance: Provenance = field(default_factory=Provenance, repr=False)
     node_stats: pd.DataFrame | None = field(default=None, repr=False)
+    uncertainty: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         hists = tuple(np.asarray(h) for h in self.histograms)
@@ -424,8 +430,14 @@ class Result:
         return level_table(self.schema, self.geography, self.geography.levels[li],
                            self.level_histograms(li), keep_zeros=keep_zeros)
 
+    def intervals(self, level: str | int, query: str | Query = "total", *,
+                  interval: float = 0.9) -> pd.DataFrame:
+        """Estimate, standard error and two-sided interval of a query's answers for every unit
+        of a level (:func:`postproc.intervals.interval_frame`); needs :attr:`uncertainty`."""
+        return interval_frame(self, level, query, interval=interval)
+
     def to_frame(self, level: str | int, *, labels: bool = True, parents: bool = True,
-                 zeros: bool = False) -> pd.DataFrame:
+                 zeros: bool = False, interval: float | None = None) -> pd.DataFrame:
         """A tidy DataFrame of one level: one row per unit and cell.
 
         Parameters
@@ -437,16 +449,28 @@ class Result:
             Geocode columns of every level above, root first.
         zeros : bool
             Keep the cells whose count is zero.
+        interval : float, optional
+            Add ``se``, ``lower`` and ``upper`` of each count for this two-sided coverage
+            (e.g. 0.9); needs :attr:`uncertainty` (a ``gls`` result).
 
         Returns
         -------
         pandas.DataFrame
             Columns: the parent geocodes (if ``parents``), the level's geocode, one column per
-            attribute, ``count``.
+            attribute, ``count`` (then ``se``, ``lower``, ``upper`` with ``interval``).
         """
         li = self.geography.level_index(level)
-        return tidy_frame(self.schema, self.geography, li, self.level_histograms(li),
-                          labels=labels, parents=parents, zeros=zeros)
+        hist = self.level_histograms(li)
+        frame = tidy_frame(self.schema, self.geography, li, hist, labels=labels,
+                           parents=parents, zeros=zeros)
+        if interval is not None:
+            z = z_value(interval)
+            se = cell_errors(self, li)[np.nonzero(hist) if not zeros else slice(None)].ravel()
+            frame["se"] = se
+            frame["lower"] = frame["count"] - z * se
+            frame["upper"] = frame["count"] + z * se
+            frame.attrs["interval"] = float(interval)
+        return frame
 
     # -- directories -------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:

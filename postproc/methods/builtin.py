@@ -202,3 +202,12 @@ def _bottom_up(noisy, spec=None, *, rng=None):
     from postproc.methods.baselines import bottom_up_sums
 
     return bottom_up_sums(noisy, spec, rng=rng)
+
+
+@_builtin("gls", summary="generalized least squares: the best linear unbiased estimate under the "
+                         "spec's equalities, with its covariance (real-valued, may be negative)",
+          consistent=True)
+def _gls(noisy, spec=None, *, rng=None):
+    from postproc.methods.gls import gls
+
+    return gls(noisy, spec)

@@ -290,7 +290,8 @@ class PostProcessor:
             raise PostprocError(f"{self.name} returned a {type(result).__name__}, not a Result")
         if result.method != self.name:
             result = Result(self.name, result.schema, result.geography, result.workload,
-                            result.histograms, result.provenance, result.node_stats)
+                            result.histograms, result.provenance, result.node_stats,
+                            result.uncertainty)
         check_promises(result, noisy, spec, self)
         return result
 

@@ -42,29 +42,17 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 from postproc.methods.baselines.tree import TreeCounts, _budget
+from postproc.methods.gls.tree import Term, level_information, unit_groups
 from postproc.result import Result
 
 __all__ = ["Term", "tree_least_squares", "hay_consistency", "hay"]
 
-#: One measured query of one level: ``(Q, values, weights)`` with ``Q`` (answers × cells),
-#: ``values`` and ``weights`` (units × answers); weights are inverse variances.
-Term = tuple[Any, np.ndarray, np.ndarray]
-
-
-def _groups(ids: np.ndarray):
-    """``(id, rows)`` for every distinct id, rows in ascending order (one sort, no scans)."""
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    ends = np.r_[starts[1:], ids.size]
-    for s, e in zip(starts, ends):
-        yield int(sorted_ids[s]), order[s:e]
 
 
 def _apply(ids: np.ndarray, matrices: Sequence[np.ndarray], vectors: np.ndarray) -> np.ndarray:
     """``out[u] = matrices[ids[u]] @ vectors[u]`` (every matrix symmetric), grouped by id."""
     out = np.empty_like(vectors)
-    for g, rows in _groups(ids):
+    for g, rows in unit_groups(ids):
         out[rows] = vectors[rows] @ matrices[g]
     return out
 
@@ -133,7 +121,7 @@ def tree_least_squares(parents: Sequence[Any], terms: Sequence[Sequence[Term]], 
             raise PostprocError(f"level {li - 1}: every unit above the bottom level needs a child")
     own_ids, own_matrices, own_b = [], [], []
     for li, level_terms in enumerate(terms):
-        ids, matrices, b = _information(level_terms, sizes[li], cells, li)
+        ids, matrices, b = level_information(level_terms, sizes[li], cells, li)
         own_ids.append(ids)
         own_matrices.append(matrices)
         own_b.append(b)
@@ -147,7 +135,7 @@ def tree_least_squares(parents: Sequence[Any], terms: Sequence[Sequence[Term]], 
     bottom = depth - 1
     index_of: dict[Any, int] = {}
     ids = np.empty(sizes[bottom], dtype=np.int64)
-    for g, rows in _groups(own_ids[bottom]):
+    for g, rows in unit_groups(own_ids[bottom]):
         index_of[("leaf", g)] = len(covariance)
         covariance.append(_inverse(own_matrices[bottom][g],
                                    f"the information matrix of bottom-level units {rows[:3]}"))
@@ -201,39 +189,6 @@ def _signatures(child_parent: np.ndarray, child_pid: np.ndarray, n_parents: int)
     for (parent, c), k in zip(pairs.T.tolist(), counts.tolist()):
         out[parent].append((c, k))
     return [tuple(s) for s in out]
-
-
-def _information(level_terms: Sequence[Term], units: int, cells: int, li: int):
-    """Distinct information matrices of a level's units, each unit's id, and ``b``."""
-    b = np.zeros((units, cells))
-    weight_rows, blocks = [], []
-    for q, values, weights in level_terms:
-        q = sp.csr_matrix(q, dtype=np.float64)
-        values = np.asarray(values, dtype=np.float64)
-        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), values.shape)
-        if q.shape[1] != cells or values.shape != (units, q.shape[0]):
-            raise PostprocError(f"level {li}: a query of shape {q.shape} with values of shape "
-                                f"{values.shape}; expected ({q.shape[0]}, {cells}) and "
-                                f"({units}, {q.shape[0]})")
-        if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
-            raise PostprocError(f"level {li}: weights must be finite and non-negative")
-        b += np.asarray((q.T @ (weights * values).T).T)
-        weight_rows.append(weights)
-        blocks.append(q)
-    if not blocks:
-        return np.zeros(units, dtype=np.int64), [np.zeros((cells, cells))], b
-    stacked = np.concatenate(weight_rows, axis=1)
-    distinct, ids = np.unique(stacked, axis=0, return_inverse=True)
-    matrices = []
-    for row in distinct:
-        matrix = np.zeros((cells, cells))
-        start = 0
-        for q in blocks:
-            w = row[start:start + q.shape[0]]
-            start += q.shape[0]
-            matrix += np.asarray((q.T @ sp.diags(w) @ q).todense())
-        matrices.append(matrix)
-    return ids.ravel().astype(np.int64), matrices, b
 
 
 def hay_consistency(noisy: NoisyHierarchy) -> Result:

@@ -63,7 +63,8 @@ import scipy.sparse as sp
 
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from postproc.errors import PostprocError, refuse_spec
-from postproc.methods.baselines.least_squares import _apply, _information
+from postproc.methods.baselines.least_squares import _apply
+from postproc.methods.gls.tree import level_information
 from postproc.result import Result
 
 __all__ = ["level_least_squares", "clip_scale", "rake", "bottom_up_sums", "sums_from_bottom"]
@@ -124,7 +125,7 @@ def level_least_squares(noisy: NoisyHierarchy, spec: Any = None, *, rng: Any = N
         for name in names:
             m = noisy.get(level, name)
             terms.append((noisy.workload[name].matrix, m.values, m.weights))
-        ids, matrices, b = _information(terms, geo.n_units(li), cells, li)
+        ids, matrices, b = level_information(terms, geo.n_units(li), cells, li)
         inverses = []
         for g, matrix in enumerate(matrices):
             inverse, rank = _symmetric_inverse(matrix)

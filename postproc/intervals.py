@@ -1,0 +1,123 @@
+"""Intervals for the counts of a result that knows its covariance (``docs/gls.md``,
+"Intervals").
+
+A linear estimate ``x̂ = K y`` of the histograms from measurements ``y`` with known noise
+covariance has an exact covariance ``K Cov(y) Kᵀ``; any linear query ``Q x`` of a unit then has
+standard error ``sqrt(diag(Q Cov(x̂_u) Qᵀ))``. :func:`interval_frame` turns that into two-sided
+normal intervals, ``estimate ± z·se``: the covariance is exact, the normal shape is the
+approximation (the noise of each answer is discrete Gaussian or two-sided geometric; the
+estimate sums many of them). It reads only the result and its covariance — never the
+confidential data — so in release mode the intervals may be published with the counts.
+
+A result carries a covariance when its method computes one (:func:`~postproc.methods.gls.gls`);
+for any other method (TopDown among them) the intervals are approximate replicates:
+:func:`postproc.methods.replicates.replicate_intervals`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from hierarchy.frames import resolve_query
+from postproc.errors import PostprocError
+
+#: The type of the results these functions read (:class:`postproc.result.Result`, which imports
+#: this module: named here, not imported).
+Result = Any
+
+__all__ = ["interval_frame", "z_value"]
+
+
+def z_value(interval: float) -> float:
+    """The standard normal quantile of a two-sided ``interval`` (0.9 → 1.645).
+
+    Examples
+    --------
+    >>> round(z_value(0.9), 4), round(z_value(0.95), 4)
+    (1.6449, 1.96)
+    >>> z_value(1.0)
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: interval must be a probability strictly between 0 and 1 ...
+    """
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (
+            0.0 < float(interval) < 1.0):
+        raise PostprocError(f"interval must be a probability strictly between 0 and 1 (e.g. "
+                            f"0.9 for 90 % intervals), got {interval!r}")
+    return float(norm.ppf(0.5 + float(interval) / 2.0))
+
+
+def _uncertainty(result: Result) -> Any:
+    if result.uncertainty is None:
+        raise PostprocError(
+            f"{result.method}: this result carries no covariance, so its counts have no exact "
+            f"intervals; 'gls' results do. For {result.method} use approximate replicate "
+            f"intervals: postproc.methods.replicates.replicate_intervals(result, noisy, "
+            f"{result.method!r}, spec, level=...)")
+    return result.uncertainty
+
+
+def interval_frame(result: Result, level: str | int, query: Any = "total", *,
+                   interval: float = 0.9) -> pd.DataFrame:
+    """Estimates, standard errors and intervals of a query's answers for every unit of a level.
+
+    Parameters
+    ----------
+    result : Result
+        With :attr:`~postproc.result.Result.uncertainty` (a ``gls`` result).
+    level : str or int
+    query : str, Query, optional
+        A workload query's name, a query expression (``"marginal(votingage)"``) or a Query;
+        default the total.
+    interval : float, optional
+        Two-sided coverage (default 0.9).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per unit and answer: the level's geocode, ``answer`` (its label), ``estimate``,
+        ``se``, ``lower``, ``upper``; ``attrs`` record the method, query, interval and the
+        measurements' randomness (``"simulation"`` or ``"release"``, and its label).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from postproc.methods.gls import gls
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=4)
+    >>> frame = interval_frame(gls(noisy), "state", "hhgq", interval=0.9)
+    >>> frame.shape, list(frame.columns), frame.attrs["randomness"]
+    ((392, 6), ['state', 'answer', 'estimate', 'se', 'lower', 'upper'], 'simulation')
+    >>> bool(np.allclose((frame.upper - frame.lower) / frame.se, 2 * z_value(0.9)))
+    True
+    """
+    uncertainty = _uncertainty(result)
+    z = z_value(interval)
+    li = result.geography.level_index(level)
+    name = result.geography.levels[li]
+    q = resolve_query(query, result.schema, result.workload)
+    estimate = q.answer(result.level_histograms(li)).astype(np.float64)
+    se = np.sqrt(uncertainty.variances(li, q.matrix))
+    labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
+    units, answers = estimate.shape
+    frame = pd.DataFrame({
+        name: np.repeat(np.asarray(result.geography.geocodes[li], dtype=object), answers),
+        "answer": np.tile(np.asarray(labels, dtype=object), units),
+        "estimate": estimate.ravel(), "se": se.ravel(),
+        "lower": (estimate - z * se).ravel(), "upper": (estimate + z * se).ravel()})
+    frame.attrs.update({"method": result.method, "query": q.name, "interval": float(interval),
+                        "randomness": result.randomness.get("mode", "unknown"),
+                        "randomness_label": result.randomness.get("label", "")})
+    return frame
+
+
+def cell_errors(result: Result, li: int) -> np.ndarray:
+    """The standard error of every cell of every unit of level ``li`` (units × cells), for
+    :meth:`Result.to_frame(..., interval=) <postproc.result.Result.to_frame>`."""
+    uncertainty = _uncertainty(result)
+    return np.sqrt(uncertainty.variances(li, np.eye(result.schema.size)))
