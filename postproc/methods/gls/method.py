@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
 
 import numpy as np
 
@@ -23,7 +22,8 @@ from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import LevelConstraints, compile_spec
 from invariants.spec import Spec
 from postproc.errors import require_checked_spec
-from postproc.methods.gls.tree import Equalities, TreeGLS, tree_gls
+from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_symmetry
+from postproc.methods.gls.tree import Equalities, tree_gls
 from postproc.result import Result
 
 __all__ = ["gls", "equalities_of"]
@@ -107,21 +107,42 @@ def gls(noisy: NoisyHierarchy, spec: Spec | None = None) -> Result:
     terms = [[(noisy.workload[name].matrix, noisy.get(level, name).values,
                noisy.get(level, name).weights) for name in noisy.queries(level)]
              for level in geo.levels]
-    if schema.size > DENSE_WARNING_CELLS:
-        warnings.warn(f"gls: {schema.size:,} cells per histogram: the general path does dense "
-                      f"{schema.size:,} × {schema.size:,} algebra for every distinct unit "
-                      f"(about {schema.size ** 3 / 2e10:.1f} s each); this can take hours",
-                      stacklevel=2)
-    fit = tree_gls(geo.parents, terms, schema.size,
-                   [equalities_of(compiled[level]) for level in geo.levels],
-                   names=[[str(g) for g in codes] for codes in geo.geocodes])
-    means = [_exact_zeros(m, compiled[level]) for m, level in zip(fit.means, geo.levels)]
+    equalities = [equalities_of(compiled[level]) for level in geo.levels]
+    names = [[str(g) for g in codes] for codes in geo.geocodes]
+    symmetry, why = find_symmetry(schema.shape, terms, equalities, schema.names)
+    if symmetry is not None:
+        means, uncertainty = _split_gls(symmetry, geo.parents, terms, equalities, names)
+        structure = {"structure": "split", "split_by": schema.names[-1],
+                     "cells_per_problem": symmetry.groups}
+    else:
+        if schema.size > DENSE_WARNING_CELLS:
+            warnings.warn(f"gls: the succinct path does not apply ({why}), and with "
+                          f"{schema.size:,} cells per histogram the general path does dense "
+                          f"{schema.size:,} × {schema.size:,} algebra for every distinct unit "
+                          f"(about {schema.size ** 3 / 2e10:.1f} s each): this can take hours",
+                          stacklevel=2)
+        fit = tree_gls(geo.parents, terms, schema.size, equalities, names=names)
+        means, uncertainty = fit.means, fit
+        structure = {"structure": "general", "why_not_split": why}
+    means = [_exact_zeros(m, compiled[level]) for m, level in zip(means, geo.levels)]
     return Result("gls", schema, geo, noisy.workload, tuple(means), {
         "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
         "timings": {"total": time.perf_counter() - t0},
-        "details": {"estimator": "best linear unbiased (generalized least squares)",
-                    "structure": "general", "distinct_units": _distinct(fit)}},
-        uncertainty=fit)
+        "estimator": "best linear unbiased (generalized least squares)", **structure},
+        uncertainty=uncertainty)
+
+
+def _split_gls(symmetry: Symmetry, parents, terms, equalities, names
+               ) -> tuple[list[np.ndarray], SymmetricCovariance]:
+    """The BLUE by the succinct path: the mean problem and the contrast problems, joined."""
+    split = [symmetry.split_terms(level_terms) for level_terms in terms]
+    eqs = [symmetry.split_equalities(eq, len(p)) for eq, p in zip(equalities, parents)]
+    mean = tree_gls(parents, [m for m, _ in split], symmetry.groups, [m for m, _ in eqs],
+                    names=names)
+    contrast = tree_gls(parents, [c for _, c in split], symmetry.groups, [c for _, c in eqs],
+                        names=names)
+    means = [symmetry.join(m, c) for m, c in zip(mean.means, contrast.means)]
+    return means, SymmetricCovariance(symmetry, mean, contrast)
 
 
 def _exact_zeros(means: np.ndarray, lc: LevelConstraints) -> np.ndarray:
@@ -130,7 +151,3 @@ def _exact_zeros(means: np.ndarray, lc: LevelConstraints) -> np.ndarray:
     out = means.copy()
     out[lc.zero] = 0.0
     return out
-
-
-def _distinct(fit: TreeGLS) -> Any:
-    return int(len(fit._operators))

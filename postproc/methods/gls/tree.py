@@ -254,10 +254,13 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
     terms : sequence of sequences of (Q, values, weights)
         For each level, its measured queries: ``Q`` (answers × cells), ``values`` and
         ``weights`` (inverse variances; 0 where an answer was not measured), both
-        (units × answers). A level may have none.
+        (units × answers). A level may have none. ``values`` may be (units × k × answers) for
+        ``k`` problems that share everything but their values (solved with one set of
+        matrices; the means are then units × k × cells).
     cells : int
     equalities : sequence of Equalities or None, optional
-        Per level, the units' equalities (invariant totals, zero cells).
+        Per level, the units' equalities (invariant totals, zero cells); with ``k`` problems,
+        each problem holds the same values.
     names : sequence of sequences of str, optional
         Per level, the units' names (for messages); default their indices.
 
@@ -278,40 +281,27 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
     same with the root's total held at 9 (an invariant):
 
     >>> one = np.ones((1, 1))
-    >>> terms = [[(one, np.array([[10.0]]), one)], [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]]
+    >>> terms = [[(one, np.array([[10.0]]), one)],
+    ...          [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]]
     >>> fit = tree_gls([[-1], [0, 0]], terms, cells=1)
-    >>> [m.ravel().round(4).tolist() for m in fit.means], float(fit.covariance(0, 0)[0, 0].round(4))
-    ([[9.6667], [4.3333, 5.3333]], 0.6667)
+    >>> [m.ravel().round(4).tolist() for m in fit.means], float(fit.covariance(0, 0)[0, 0])
+    ([[9.6667], [4.3333, 5.3333]], 0.6666666666666666)
     >>> held = tree_gls([[-1], [0, 0]], terms, cells=1,
     ...                 equalities=[Equalities(one, np.array([[9.0]])), None])
     >>> [m.ravel().round(4).tolist() for m in held.means], float(held.covariance(1, 0)[0, 0])
     ([[9.0], [4.0, 5.0]], 0.5)
     """
-    parents = [np.asarray(p, dtype=np.int64).ravel() for p in parents]
-    depth = len(parents)
-    if depth == 0 or len(terms) != depth:
-        raise PostprocError(f"{depth} parent arrays for {len(terms)} levels of terms")
-    if parents[0].size != 1:
-        raise PostprocError("the root level must have exactly one unit")
-    sizes = [p.size for p in parents]
-    for li in range(1, depth):
-        p = parents[li]
-        if p.size and (p.min() < 0 or p.max() >= sizes[li - 1]):
-            raise PostprocError(f"level {li}: parent indices must be in 0..{sizes[li - 1] - 1}")
-        if np.setdiff1d(np.arange(sizes[li - 1]), p).size:
-            raise PostprocError(f"level {li - 1}: every unit above the bottom level needs a child")
-    equalities = list(equalities) if equalities is not None else [None] * depth
-    if len(equalities) != depth:
-        raise PostprocError(f"{len(equalities)} levels of equalities for {depth} levels")
-    for li, eq in enumerate(equalities):
-        if eq is not None and (eq.values.shape[0] != sizes[li] or eq.matrix.shape[1] != cells
-                               or (eq.zero is not None and eq.zero.shape != (sizes[li], cells))):
-            raise PostprocError(f"level {li}: equalities for {eq.values.shape[0]} units of "
-                                f"{eq.matrix.shape[1]} cells; the level has {sizes[li]} units of "
-                                f"{cells}")
+    parents, equalities = _checked_tree(parents, terms, cells, equalities)
+    depth, sizes = len(parents), [p.size for p in parents]
 
     def unit_name(li: int, u: int) -> str:
         return f"level {li} unit {names[li][u] if names is not None else u}"
+
+    batch = {np.ndim(values) for level_terms in terms for _, values, _ in level_terms}
+    if len(batch) > 1:
+        raise PostprocError("every query's values must be units × answers, or all of them "
+                            "units × k × answers")
+    batched = batch == {3}
 
     operators: list[_Operator] = []
     lower: list[np.ndarray] = [None] * depth        # type: ignore[list-item]
@@ -319,13 +309,16 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
     child_sums: list[np.ndarray | None] = [None] * depth
     for li in range(depth - 1, -1, -1):
         own_ids, own_info, b = level_information(terms[li], sizes[li], cells, li)
+        b = b if b.ndim == 3 else b[:, None, :]
         eq = equalities[li]
         if li + 1 < depth:
             child_parent = parents[li + 1]
             aggregate = sp.csr_matrix((np.ones(child_parent.size),
                                        (child_parent, np.arange(child_parent.size))),
                                       shape=(sizes[li], child_parent.size))
-            child_sums[li] = np.asarray(aggregate @ means[li + 1])
+            below = means[li + 1]
+            child_sums[li] = np.asarray(aggregate @ below.reshape(below.shape[0], -1)
+                                        ).reshape(sizes[li], *below.shape[1:])
             children = _children_signatures(child_parent, lower[li + 1], sizes[li])
         else:
             children = [()] * sizes[li]
@@ -355,7 +348,38 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
         step = direction[p]
         for g, rows in unit_groups(lower[li]):
             estimates[li][rows] += step[rows] @ operators[g].covariance
+    if not batched:
+        estimates = [e[:, 0, :] for e in estimates]
     return TreeGLS(estimates, parents, lower, operators)
+
+
+def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
+                  equalities: Sequence[Equalities | None] | None
+                  ) -> tuple[list[np.ndarray], list[Equalities | None]]:
+    """The parents as int arrays and the equalities per level, checked against each other."""
+    parents = [np.asarray(p, dtype=np.int64).ravel() for p in parents]
+    depth = len(parents)
+    if depth == 0 or len(terms) != depth:
+        raise PostprocError(f"{depth} parent arrays for {len(terms)} levels of terms")
+    if parents[0].size != 1:
+        raise PostprocError("the root level must have exactly one unit")
+    sizes = [p.size for p in parents]
+    for li in range(1, depth):
+        p = parents[li]
+        if p.size and (p.min() < 0 or p.max() >= sizes[li - 1]):
+            raise PostprocError(f"level {li}: parent indices must be in 0..{sizes[li - 1] - 1}")
+        if np.setdiff1d(np.arange(sizes[li - 1]), p).size:
+            raise PostprocError(f"level {li - 1}: every unit above the bottom level needs a child")
+    equalities = list(equalities) if equalities is not None else [None] * depth
+    if len(equalities) != depth:
+        raise PostprocError(f"{len(equalities)} levels of equalities for {depth} levels")
+    for li, eq in enumerate(equalities):
+        if eq is not None and (eq.values.shape[0] != sizes[li] or eq.matrix.shape[1] != cells
+                               or (eq.zero is not None and eq.zero.shape != (sizes[li], cells))):
+            raise PostprocError(f"level {li}: equalities for {eq.values.shape[0]} units of "
+                                f"{eq.matrix.shape[1]} cells; the level has {sizes[li]} units of "
+                                f"{cells}")
+    return parents, equalities
 
 
 def _children_signatures(child_parent: np.ndarray, child_ids: np.ndarray, n_parents: int
@@ -371,24 +395,28 @@ def _children_signatures(child_parent: np.ndarray, child_ids: np.ndarray, n_pare
 def _level_means(li: int, ids: np.ndarray, operators: list[_Operator], b: np.ndarray,
                  eq: Equalities | None, child_sum: np.ndarray | None, cells: int,
                  unit_name) -> np.ndarray:
-    """The subtree estimates ``L`` of one level's units, a group of units per operator."""
-    out = np.empty((ids.size, cells))
+    """The subtree estimates ``L`` of one level's units (units × k × cells), a group of units
+    per operator."""
+    k = b.shape[1]
+    out = np.empty((ids.size, k, cells))
     for g, rows in unit_groups(ids):
         op = operators[g]
         info_b = b[rows]
         rhs_parts = []
         if eq is not None:
             active = np.isfinite(eq.values[rows[0]])
-            rhs_parts.append(eq.values[rows][:, active])
+            values = eq.values[rows][:, active]
+            rhs_parts.append(np.broadcast_to(values[:, None, :], (rows.size, k, values.shape[1])))
             if eq.zero is not None:
-                rhs_parts.append(np.zeros((rows.size, int(eq.zero[rows[0]].sum()))))
+                rhs_parts.append(np.zeros((rows.size, k, int(eq.zero[rows[0]].sum()))))
         if op.sigma_pinv is not None:
             s = child_sum[rows]
             info_b = info_b + s @ op.sigma_pinv
             rhs_parts.append(s @ op.null_sigma)
-        rhs = np.concatenate(rhs_parts, axis=1) if rhs_parts else np.zeros((rows.size, 0))
+        rhs = (np.concatenate(rhs_parts, axis=2) if rhs_parts
+               else np.zeros((rows.size, k, 0)))
         out[rows] = info_b @ op.covariance + rhs @ op.of_rhs.T
-        if rhs.shape[1]:
+        if rhs.shape[2]:
             _check_feasible(li, rows, out[rows], eq, op, child_sum, unit_name)
     return out
 
@@ -396,17 +424,19 @@ def _level_means(li: int, ids: np.ndarray, operators: list[_Operator], b: np.nda
 def _check_feasible(li: int, rows: np.ndarray, means: np.ndarray, eq: Equalities | None,
                     op: _Operator, child_sum: np.ndarray | None, unit_name) -> None:
     """Raise when a unit's equalities contradict each other or its children's sum."""
-    scale = 1.0 + np.abs(means).max(axis=1)
+    scale = 1.0 + np.abs(means).max(axis=(1, 2))
     bad = np.zeros(rows.size, bool)
     what = "its equalities contradict each other"
     if eq is not None:
         active = np.isfinite(eq.values[rows[0]])
         got = means @ eq.matrix[active].T
-        bad |= np.abs(got - eq.values[rows][:, active]).max(axis=1, initial=0) > 1e-6 * scale
+        off = np.abs(got - eq.values[rows][:, None, active])
+        bad |= off.max(axis=(1, 2), initial=0) > 1e-6 * scale
         if eq.zero is not None:
-            bad |= np.abs(means[:, eq.zero[rows[0]]]).max(axis=1, initial=0) > 1e-6 * scale
+            zeros = np.abs(means[:, :, eq.zero[rows[0]]])
+            bad |= zeros.max(axis=(1, 2), initial=0) > 1e-6 * scale
     if op.null_sigma is not None and op.null_sigma.shape[1]:
-        off = np.abs((means - child_sum[rows]) @ op.null_sigma).max(axis=1) > 1e-6 * scale
+        off = np.abs((means - child_sum[rows]) @ op.null_sigma).max(axis=(1, 2)) > 1e-6 * scale
         if off.any() and not bad.any():
             what = "its equalities contradict what its children's equalities fix"
         bad |= off
@@ -446,19 +476,22 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
     >>> ids.tolist(), [m.tolist() for m in matrices], b.tolist()
     ([0, 1], [[[1.0, 1.0], [1.0, 1.0]], [[2.0, 2.0], [2.0, 2.0]]], [[3.0, 3.0], [8.0, 8.0]])
     """
-    b = np.zeros((units, cells))
+    batch = {np.ndim(values) for _, values, _ in level_terms}
+    k = [np.shape(values)[1] for _, values, _ in level_terms][0] if batch == {3} else None
+    b = np.zeros((units, cells) if k is None else (units, k, cells))
     weight_rows, blocks = [], []
     for q, values, weights in level_terms:
         q = sp.csr_matrix(q, dtype=np.float64)
         values = np.asarray(values, dtype=np.float64)
-        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), values.shape)
-        if q.shape[1] != cells or values.shape != (units, q.shape[0]):
+        shape = (units, q.shape[0]) if k is None else (units, k, q.shape[0])
+        if q.shape[1] != cells or values.shape != shape:
             raise PostprocError(f"level {li}: a query of shape {q.shape} with values of shape "
-                                f"{values.shape}; expected ({q.shape[0]}, {cells}) and "
-                                f"({units}, {q.shape[0]})")
+                                f"{values.shape}; expected ({q.shape[0]}, {cells}) and {shape}")
+        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), shape[:1] + shape[-1:])
         if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
             raise PostprocError(f"level {li}: weights must be finite and non-negative")
-        b += np.asarray((q.T @ (weights * values).T).T)
+        weighted = weights * values if k is None else weights[:, None, :] * values
+        b += np.asarray(weighted.reshape(-1, q.shape[0]) @ q).reshape(b.shape)
         weight_rows.append(weights)
         blocks.append(q)
     if not blocks:

@@ -1,0 +1,228 @@
+"""The succinct path: when the last attribute's values are interchangeable, the GLS problem of
+``A × R`` cells splits exactly into one problem of ``A`` cells and ``R − 1`` more that share
+their matrices (``docs/gls.md``, "The succinct path").
+
+The 2020 redistricting workload measures every query either with all 63 races apart or with
+them summed; no query groups some races, no constraint singles one out, and an answer's
+variance does not depend on its race. Then the problem is invariant under permutations of the
+races, and the orthogonal change of coordinates that takes a unit's histogram ``X`` (``A``
+groups of cells × ``R`` values of the last attribute) to
+
+    m = X u₀  (u₀ = 1/√R: the race "mean", A numbers)   and   c = X V  (V: R − 1 orthonormal
+    contrasts, each summing to 0: A × (R − 1) numbers)
+
+decouples it. A query that keeps the races apart, ``Q = Q_a ⊗ I_R``, measures ``Q_a m`` and each
+``Q_a c_k`` with the same variance (the noise of the R answers of one row of ``Q_a`` is
+independent with one variance, and an orthogonal map keeps it so); a query that sums them,
+``Q = Q_a ⊗ 1ᵀ``, measures ``√R Q_a m`` and nothing of the contrasts; a row of an equality that
+does not single out a race is ``e ⊗ 1ᵀ`` and holds ``√R e·m``; a cell group fixed at 0 fixes
+``m_a`` and every ``c_{a,k}``; consistency is linear in each coordinate. So the BLUE is the mean
+problem's BLUE and the contrast problems' BLUEs, mapped back, and the covariance of a unit's
+estimate is ``F₁ ⊗ I + F₂ ⊗ J`` with ``F₁ = Cov(c_k)`` and ``F₂ = (Cov(m) − Cov(c_k)) / R``.
+For the 2020 workload that is two problems of 32 cells instead of one of 2,016.
+
+:func:`find_symmetry` checks every condition exactly and says which one fails; the general path
+is used then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from postproc.methods.gls.tree import Equalities, Term, TreeGLS
+
+__all__ = ["Symmetry", "find_symmetry", "SymmetricCovariance"]
+
+
+@dataclass(frozen=True, eq=False)
+class Symmetry:
+    """The split of ``groups × size`` cells (the last attribute has ``size`` values).
+
+    Examples
+    --------
+    >>> sym = Symmetry(2, 3)
+    >>> sym.basis[:, 0].round(4).tolist(), sym.basis[:, 1:].sum(axis=0).round(12).tolist()
+    ([0.5774, 0.5774, 0.5774], [0.0, 0.0])
+    >>> bool(np.allclose(sym.basis.T @ sym.basis, np.eye(3)))
+    True
+    """
+
+    groups: int
+    size: int
+
+    @property
+    def basis(self) -> np.ndarray:
+        """``[u₀, V]``: an orthonormal basis of R^size, the constant vector first."""
+        start = np.eye(self.size)
+        start[:, 0] = 1.0
+        q, _ = np.linalg.qr(start)
+        return q * np.sign(q[0, 0])
+
+    def split_terms(self, terms: Sequence[Term]) -> tuple[list[Term], list[Term]]:
+        """One level's terms as the mean problem's and the contrast problems' (batched)."""
+        basis, r = self.basis, self.size
+        mean, contrast = [], []
+        for q, values, weights in terms:
+            kind, qa = _kind(q, self.groups, r)
+            units = values.shape[0]
+            if kind == "summed":
+                mean.append((np.sqrt(r) * qa, values, weights))
+                continue
+            y = np.asarray(values, dtype=np.float64).reshape(units, qa.shape[0], r)
+            w = np.broadcast_to(weights, values.shape).reshape(units, qa.shape[0], r)[:, :, 0]
+            mean.append((qa, y @ basis[:, 0], w))
+            contrast.append((qa, np.transpose(y @ basis[:, 1:], (0, 2, 1)), w))
+        return mean, contrast
+
+    def split_equalities(self, eq: Equalities | None, units: int
+                         ) -> tuple[Equalities | None, Equalities | None]:
+        """One level's equalities as the mean problem's and the contrast problems'."""
+        if eq is None:
+            return None, None
+        rows = eq.matrix.reshape(eq.matrix.shape[0], self.groups, self.size)[:, :, 0]
+        zero = None if eq.zero is None else eq.zero.reshape(units, self.groups, self.size)[:, :, 0]
+        return (Equalities(np.sqrt(self.size) * rows, eq.values, zero),
+                Equalities(np.zeros((0, self.groups)), np.zeros((units, 0)), zero))
+
+    def join(self, mean: np.ndarray, contrast: np.ndarray) -> np.ndarray:
+        """Histograms (units × cells) from the mean (units × A) and contrast
+        (units × (R − 1) × A) estimates."""
+        basis = self.basis
+        x = mean[:, :, None] * basis[:, 0][None, None, :] + np.einsum(
+            "uka,rk->uar", contrast, basis[:, 1:])
+        return x.reshape(mean.shape[0], self.groups * self.size)
+
+
+def _kind(q: Any, groups: int, size: int) -> tuple[str | None, np.ndarray | None]:
+    """``("sliced", Q_a)`` if ``q = Q_a ⊗ I``, ``("summed", Q_a)`` if ``q = Q_a ⊗ 1ᵀ``, else
+    ``(None, None)``."""
+    q = sp.csr_matrix(q, dtype=np.float64)
+    if q.shape[1] != groups * size:
+        return None, None
+    if q.shape[0] % size == 0:
+        qa = q[::size, ::size].toarray()
+        if (sp.kron(qa, sp.identity(size)) - q).count_nonzero() == 0:
+            return "sliced", qa
+    qa = q[:, ::size].toarray()
+    if (sp.kron(qa, np.ones((1, size))) - q).count_nonzero() == 0:
+        return "summed", qa
+    return None, None
+
+
+def find_symmetry(shape: Sequence[int], terms: Sequence[Sequence[Term]],
+                  equalities: Sequence[Equalities | None], names: Sequence[str] = ()
+                  ) -> tuple[Symmetry | None, str]:
+    """The split by the last attribute, if every query, weight and equality allows it, and why
+    not otherwise.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The schema's shape (the last attribute is the one tried).
+    terms : per level, sequences of (Q, values, weights)
+    equalities : per level, Equalities or None
+    names : sequence of str, optional
+        The last attribute's name, for the message.
+
+    Returns
+    -------
+    (Symmetry or None, str)
+        The split, or None and the first condition that fails.
+
+    Examples
+    --------
+    Two groups × three races: a sliced query, a summed one and a total row are symmetric; a
+    query that counts the first race alone is not.
+
+    >>> sliced, summed = sp.identity(6), sp.kron(np.eye(2), np.ones((1, 3)))
+    >>> ones = np.ones((4, 6))
+    >>> level = [(sliced, ones, ones), (summed, ones[:, :2], ones[:, :2])]
+    >>> sym, why = find_symmetry((2, 3), [level], [Equalities(np.ones((1, 6)), ones[:, :1])])
+    >>> (sym.groups, sym.size), why
+    ((2, 3), '')
+    >>> find_symmetry((2, 3), [[(sp.csr_matrix(np.eye(6)[:1]), ones[:, :1], ones[:, :1])]],
+    ...               [None], ["race"])[1]
+    'query 1 of level 0 neither keeps every race apart nor sums them'
+    """
+    size = int(shape[-1])
+    groups = int(np.prod(shape[:-1]))
+    what = names[-1] if names else "the last attribute"
+    if size < 2:
+        return None, f"{what} has one value"
+    for li, level_terms in enumerate(terms):
+        for i, (q, values, weights) in enumerate(level_terms):
+            kind, qa = _kind(q, groups, size)
+            if kind is None:
+                return None, (f"query {i + 1} of level {li} neither keeps every {what} apart nor "
+                              f"sums them")
+            if kind == "sliced":
+                w = np.broadcast_to(weights, np.shape(values)).reshape(
+                    np.shape(values)[0], qa.shape[0], size)
+                if not np.all(w == w[:, :, :1]):
+                    return None, (f"query {i + 1} of level {li}: the variances of its answers "
+                                  f"differ between values of {what}")
+    for li, eq in enumerate(equalities):
+        if eq is None:
+            continue
+        rows = eq.matrix.reshape(eq.matrix.shape[0], groups, size)
+        if not np.all(rows == rows[:, :, :1]):
+            return None, f"an equality of level {li} singles out values of {what}"
+        if eq.zero is not None:
+            zero = eq.zero.reshape(eq.zero.shape[0], groups, size)
+            if not np.all(zero == zero[:, :, :1]):
+                return None, f"a unit of level {li} has cells fixed at 0 for some values of {what}"
+    return Symmetry(groups, size), ""
+
+
+@dataclass(eq=False)
+class SymmetricCovariance:
+    """The covariance of the split estimate: ``F₁ ⊗ I + F₂ ⊗ J`` per unit, from the mean and
+    contrast problems' covariances; the ``uncertainty`` of a ``gls`` result.
+
+    Examples
+    --------
+    A root and two leaves of 1 × 2 cells (one group, two races), the leaves measured cell by
+    cell and the root's total: the variance of each leaf's total and of its first cell.
+
+    >>> from postproc.methods.gls.tree import tree_gls
+    >>> sym = Symmetry(1, 2)
+    >>> terms = [[(np.ones((1, 2)), np.array([[7.0]]), np.array([[4.0]]))],
+    ...          [(np.eye(2), np.array([[3.0, 1.0], [0.0, 2.0]]), np.ones((2, 2)))]]
+    >>> parts = [sym.split_terms(level) for level in terms]
+    >>> fits = [tree_gls([[-1], [0, 0]], [p[i] for p in parts], 1) for i in (0, 1)]
+    >>> cov = SymmetricCovariance(sym, *fits)
+    >>> cov.variances(1, [[1.0, 1.0], [1.0, 0.0]]).round(4).tolist()
+    [[1.0588, 0.7647], [1.0588, 0.7647]]
+    """
+
+    symmetry: Symmetry
+    mean: TreeGLS
+    contrast: TreeGLS
+
+    def variances(self, level: int, matrix: Any) -> np.ndarray:
+        """The variance of every answer of the query ``matrix`` (answers × cells) for every unit
+        of ``level`` (units × answers)."""
+        a, r = self.symmetry.groups, self.symmetry.size
+        q = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=np.float64)
+        q = q.reshape(q.shape[0], a, r)
+        sums = q.sum(axis=2)
+        pairs = np.stack([self.mean.covariance_ids(level), self.contrast.covariance_ids(level)],
+                         axis=1)
+        distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        out = np.empty((distinct.shape[0], q.shape[0]))
+        for i, (m, c) in enumerate(distinct.tolist()):
+            f1 = self.contrast._covariances[c]
+            f2 = (self.mean._covariances[m] - f1) / r
+            out[i] = (np.einsum("qar,ab,qbr->q", q, f1, q)
+                      + np.einsum("qa,ab,qb->q", sums, f2, sums))
+        return np.maximum(out[inverse.ravel()], 0.0)
+
+    def covariance_ids(self, level: int) -> np.ndarray:
+        """An id shared by the units whose estimates have the same covariance."""
+        pairs = np.stack([self.mean.covariance_ids(level), self.contrast.covariance_ids(level)],
+                         axis=1)
+        return np.unique(pairs, axis=0, return_inverse=True)[1].ravel()
