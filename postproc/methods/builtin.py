@@ -211,3 +211,13 @@ def _gls(noisy, spec=None, *, rng=None):
     from postproc.methods.gls import gls
 
     return gls(noisy, spec)
+
+
+@_builtin("bluedown", summary="BlueDown: TopDown's fit and rounding on each child's subtree GLS "
+                              "estimate weighted by its inverse covariance",
+          integer=True, consistent=True, nonnegative=True, invariants=True, check=_check_topdown,
+          options=_topdown_options())
+def _bluedown(noisy, spec=None, *, rng=None, **options):
+    from postproc.methods.gls import bluedown
+
+    return bluedown(noisy, spec, options=options)

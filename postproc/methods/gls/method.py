@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_sy
 from postproc.methods.gls.tree import Equalities, tree_gls
 from postproc.result import Result
 
-__all__ = ["gls", "equalities_of"]
+__all__ = ["gls", "solve_gls", "equalities_of"]
 
 #: Cells per histogram above which the general path (dense cells × cells algebra per distinct
 #: unit signature) warns of its cost.
@@ -100,6 +101,30 @@ def gls(noisy: NoisyHierarchy, spec: Spec | None = None) -> Result:
     True
     """
     t0 = time.perf_counter()
+    means, uncertainty, structure = solve_gls(noisy, spec)
+    return Result("gls", noisy.schema, noisy.geography, noisy.workload, tuple(means), {
+        "noisy": dict(noisy.provenance), "spec": (spec or Spec()).to_dict(),
+        "timings": {"total": time.perf_counter() - t0},
+        "estimator": "best linear unbiased (generalized least squares)", **structure},
+        uncertainty=uncertainty)
+
+
+def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None
+              ) -> tuple[list[np.ndarray], Any, dict[str, Any]]:
+    """The estimate of :func:`gls` before it is a result: the means of every level, their
+    covariance (a :class:`~postproc.methods.gls.tree.TreeGLS` or a
+    :class:`~postproc.methods.gls.symmetry.SymmetricCovariance`) and which path computed them.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> means, covariance, how = solve_gls(measure(truth, e2e_workload(E2E_1940),
+    ...                                            Budget.e2e(1, levels), rng=2))
+    >>> [m.shape for m in means], type(covariance).__name__, how["structure"]
+    ([(1, 192), (49, 192)], 'SymmetricCovariance', 'split')
+    """
     require_checked_spec("gls", noisy, spec)
     spec = spec or Spec()
     geo, schema = noisy.geography, noisy.schema
@@ -120,16 +145,12 @@ def gls(noisy: NoisyHierarchy, spec: Spec | None = None) -> Result:
                           f"{schema.size:,} cells per histogram the general path does dense "
                           f"{schema.size:,} × {schema.size:,} algebra for every distinct unit "
                           f"(about {schema.size ** 3 / 2e10:.1f} s each): this can take hours",
-                          stacklevel=2)
+                          stacklevel=3)
         fit = tree_gls(geo.parents, terms, schema.size, equalities, names=names)
         means, uncertainty = fit.means, fit
         structure = {"structure": "general", "why_not_split": why}
     means = [_exact_zeros(m, compiled[level]) for m, level in zip(means, geo.levels)]
-    return Result("gls", schema, geo, noisy.workload, tuple(means), {
-        "noisy": dict(noisy.provenance), "spec": spec.to_dict(),
-        "timings": {"total": time.perf_counter() - t0},
-        "estimator": "best linear unbiased (generalized least squares)", **structure},
-        uncertainty=uncertainty)
+    return means, uncertainty, structure
 
 
 def _split_gls(symmetry: Symmetry, parents, terms, equalities, names

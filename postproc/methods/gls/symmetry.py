@@ -27,7 +27,7 @@ is used then.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -202,6 +202,27 @@ class SymmetricCovariance:
     symmetry: Symmetry
     mean: TreeGLS
     contrast: TreeGLS
+    _pairs: dict = field(default_factory=dict, repr=False)
+
+    def subtree_means(self, level: int) -> np.ndarray:
+        """The subtree estimates ``L`` of a level's units (units × cells)."""
+        return self.symmetry.join(self.mean.subtree[level], self.contrast.subtree[level])
+
+    def subtree_ids(self, level: int) -> np.ndarray:
+        """Each unit's subtree signature (the pair of the two problems' signatures)."""
+        pairs = zip(self.mean.subtree_ids(level).tolist(),
+                    self.contrast.subtree_ids(level).tolist())
+        return np.array([self._pairs.setdefault(pair, len(self._pairs)) for pair in pairs],
+                        dtype=np.int64)
+
+    def subtree_covariance(self, signature: int) -> np.ndarray:
+        """The covariance (cells × cells) of the subtree estimate of the units with this
+        signature: ``Cov(c) ⊗ (I − J/R) + Cov(m) ⊗ J/R``."""
+        m, c = next(pair for pair, i in self._pairs.items() if i == signature)
+        r = self.symmetry.size
+        mean_part = np.full((r, r), 1.0 / r)
+        return (np.kron(self.contrast.subtree_covariance(c), np.eye(r) - mean_part)
+                + np.kron(self.mean.subtree_covariance(m), mean_part))
 
     def variances(self, level: int, matrix: Any) -> np.ndarray:
         """The variance of every answer of the query ``matrix`` (answers × cells) for every unit

@@ -132,6 +132,11 @@ class TreeGLS:
     Attributes
     ----------
     means : list of float arrays (units × cells), root level first
+        The BLUE from every measurement.
+    subtree : list of float arrays (units × cells), root level first
+        Each unit's subtree estimate ``L``: the BLUE from its own and its descendants'
+        measurements (the root's is its ``means``); its covariance is
+        :meth:`subtree_covariance`.
 
     The covariances are computed on demand, level by level from the root, once per distinct
     (subtree signature, parent's covariance) pair, and shared by the units that have it.
@@ -151,11 +156,24 @@ class TreeGLS:
     """
 
     means: list[np.ndarray]
+    subtree: list[np.ndarray] = field(repr=False)
     _parents: list[np.ndarray] = field(repr=False)
     _lower: list[np.ndarray] = field(repr=False)        # each unit's operator id
     _operators: list[_Operator] = field(repr=False)
     _ids: list[np.ndarray] = field(default_factory=list, repr=False)
     _covariances: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    def subtree_means(self, level: int) -> np.ndarray:
+        """The subtree estimates ``L`` of a level's units (units × cells)."""
+        return self.subtree[level]
+
+    def subtree_ids(self, level: int) -> np.ndarray:
+        """Each unit's subtree signature: units with one id share :meth:`subtree_covariance`."""
+        return self._lower[level]
+
+    def subtree_covariance(self, signature: int) -> np.ndarray:
+        """The covariance of the subtree estimate of the units with this signature."""
+        return self._operators[signature].covariance
 
     def covariance(self, level: int, unit: int) -> np.ndarray:
         """The covariance (cells × cells) of unit ``unit`` of level ``level``'s estimate given
@@ -349,8 +367,8 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
         for g, rows in unit_groups(lower[li]):
             estimates[li][rows] += step[rows] @ operators[g].covariance
     if not batched:
-        estimates = [e[:, 0, :] for e in estimates]
-    return TreeGLS(estimates, parents, lower, operators)
+        estimates, means = [e[:, 0, :] for e in estimates], [m[:, 0, :] for m in means]
+    return TreeGLS(estimates, means, parents, lower, operators)
 
 
 def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,

@@ -13,7 +13,7 @@ loops over the levels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -62,6 +62,11 @@ class RunPlan:
         What the failsafe keeps exact at the parents of each level below the root.
     groups : int array or None
         :func:`cell_groups` of the schema.
+    method : str
+        The name the result carries (``"topdown"``; a method that hands the node engine other
+        measurements, as ``bluedown`` does, its own).
+    notes : mapping
+        What that method adds to the result's provenance.
 
     Examples
     --------
@@ -87,6 +92,8 @@ class RunPlan:
     rounding: Mapping[str, Any]
     keep: Mapping[str, tuple[KeptQuery, ...]]
     groups: np.ndarray | None
+    method: str = "topdown"
+    notes: Mapping[str, Any] = field(default_factory=dict)
 
     def tasks(self, li: int, hists: Sequence[np.ndarray]) -> list[NodeTask]:
         """The node problems of level ``li``: the root's one, or one per parent of the level

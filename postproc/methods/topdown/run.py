@@ -26,7 +26,7 @@ from postproc.methods.topdown.task import cell_groups  # noqa: F401  (its old ho
 from postproc.methods.topdown.verify import verify_level
 from postproc.result import Result
 
-__all__ = ["topdown", "level_tasks", "root_task"]
+__all__ = ["topdown", "solve_plan", "level_tasks", "root_task"]
 
 
 def _batches(tasks: list[NodeTask], target_children: int) -> list[list[NodeTask]]:
@@ -155,6 +155,29 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     opts = TopDownOptions.of(options, **option_values)
     first = 0 if start is None else int(start[0])
     plan = plan_run(noisy, spec, opts, first=first, compiled=compiled)
+    return solve_plan(plan, start=start, on_level=on_level, t_start=t_start)
+
+
+def solve_plan(plan: RunPlan, *, start: tuple[int, Sequence[np.ndarray]] | None = None,
+               on_level: Callable[[int, np.ndarray, Result], None] | None = None,
+               t_start: float | None = None) -> Result:
+    """Solve a run's plan (:func:`~postproc.methods.topdown.plan.plan_run`) level by level:
+    every level's node problems on the executor, each level checked against every promise.
+    :func:`topdown` is ``solve_plan(plan_run(...))``; a method that hands the engine other
+    measurements (``bluedown``) replaces the plan's ``measured`` first.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2)
+    >>> result = solve_plan(plan_run(noisy, None, TopDownOptions()))
+    >>> result.method, [int(h.sum()) > 0 for h in result.histograms]
+    ('topdown', [True, True])
+    """
+    t_start = time.perf_counter() if t_start is None else t_start
+    opts, noisy = plan.options, plan.noisy
     hists = plan.given_histograms(start)
     stats: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
@@ -162,7 +185,7 @@ def topdown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     ex = get_executor(opts.executor, workers=opts.workers)
     own_executor = not isinstance(opts.executor, Executor)
     try:
-        for li in range(first, noisy.geography.depth):
+        for li in range(plan.first, noisy.geography.depth):
             t0 = time.perf_counter()
             tasks = plan.tasks(li, hists)
             results = _solve_level(ex, tasks, opts, noisy.levels[li])
@@ -242,9 +265,9 @@ def _result(plan: RunPlan, hists, stats, reports, timings, ex, t_start) -> Resul
                    "round_passes": _passes_record(opts.round_passes),
                    "group_children": opts.group_children},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
-        "failsafe_reports": reports,
+        "failsafe_reports": reports, **plan.notes,
     }
-    return Result("topdown", noisy.schema, noisy.geography, noisy.workload, tuple(hists),
+    return Result(plan.method, noisy.schema, noisy.geography, noisy.workload, tuple(hists),
                   provenance, pd.DataFrame(stats))
 
 
