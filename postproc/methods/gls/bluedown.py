@@ -15,6 +15,13 @@ BlueDown is the BLUE made nonnegative, integral and constraint-keeping by TopDow
 rounding, failsafe and verification (:func:`~postproc.methods.topdown.run.solve_plan`).
 Directions a child's equalities fix have no variance; they get a weight as large as the child's
 largest and change nothing (the node's constraints hold them).
+
+When the GLS took the succinct path (:mod:`postproc.methods.gls.symmetry`), a child's weight is
+``P_c ⊗ I + G ⊗ J`` (``P_c`` the contrast problem's precision, ``G = (P_m − P_c)/R``), and
+its part of the objective is ``Σ_r d_rᵀ P_c d_r + (Σ_r d_r)ᵀ G (Σ_r d_r)`` for ``d = x_c − L_c``
+arranged as groups × races: one query per race (the race's cells, weight ``P_c``) and one of
+race totals (weight ``G``), each ``A × A`` — 32 × 32 for the 2020 workload instead of one
+2,016 × 2,016 matrix.
 """
 
 from __future__ import annotations
@@ -30,20 +37,23 @@ from hierarchy.noisy import NoisyHierarchy
 from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.methods.gls.method import solve_gls
+from postproc.methods.gls.symmetry import SymmetricCovariance
 from postproc.methods.topdown.options import TopDownOptions
 from postproc.methods.topdown.plan import plan_run
 from postproc.methods.topdown.run import solve_plan
 from postproc.result import Result
 
-__all__ = ["bluedown", "SubtreeMeasurement", "precision"]
+__all__ = ["bluedown", "SubtreeMeasurement", "precision", "split_measurements",
+           "split_precision"]
 
 #: Cells per histogram above which the dense weight matrix per child (cells × cells) is refused.
 DENSE_WEIGHT_CELLS = 512
 
 
-def precision(covariance: np.ndarray) -> np.ndarray:
+def precision(covariance: np.ndarray, fill: float = 0.0) -> np.ndarray:
     """The weight of an estimate with this covariance: its pseudo-inverse, plus the largest
-    eigenvalue of that in the directions the covariance is 0 (positive definite).
+    eigenvalue of that (or ``fill`` if larger) in the directions the covariance is 0 (positive
+    definite).
 
     Examples
     --------
@@ -54,7 +64,7 @@ def precision(covariance: np.ndarray) -> np.ndarray:
     top = float(values.max(initial=0.0))
     keep = values > 1e-10 * top if top > 0 else np.zeros(values.size, bool)
     inverse = np.where(keep, 1.0 / np.where(keep, values, 1.0), 0.0)
-    fill = float(inverse.max(initial=0.0)) or 1.0
+    fill = max(float(inverse.max(initial=0.0)), fill) or 1.0
     weights = np.where(keep, inverse, fill)
     out = (vectors * weights) @ vectors.T
     return (out + out.T) / 2
@@ -64,7 +74,8 @@ def precision(covariance: np.ndarray) -> np.ndarray:
 class SubtreeMeasurement:
     """A level's subtree estimates as the node engine reads a measurement: ``values`` (units ×
     cells) and, for the children of one parent at a time, a weight matrix per child
-    (:func:`precision` of its subtree covariance; units sharing a signature share it).
+    (:func:`precision` of its subtree covariance, or the weight itself when ``weighted``;
+    units sharing a signature share it).
 
     Examples
     --------
@@ -77,16 +88,79 @@ class SubtreeMeasurement:
     values: np.ndarray
     ids: np.ndarray
     covariance_of: Callable[[int], np.ndarray]
+    weighted: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "_weight", lru_cache(maxsize=256)(
-            lambda i: precision(self.covariance_of(i))))
+        of = self.covariance_of if self.weighted else (
+            lambda i: precision(self.covariance_of(i)))
+        object.__setattr__(self, "_weight", lru_cache(maxsize=256)(of))
 
     def weights_of(self, units: slice) -> np.ndarray:
         """The weight matrices of ``units`` (children × cells × cells)."""
         ids = self.ids[units]
         distinct, inverse = np.unique(ids, return_inverse=True)
         return np.stack([self._weight(int(i)) for i in distinct])[inverse.ravel()]
+
+
+def split_measurements(covariance: SymmetricCovariance, level: int
+                       ) -> list[tuple[str, Any, SubtreeMeasurement]]:
+    """A level's subtree estimates as one query per value of the split attribute (its cells,
+    weight ``P_c``) and one of its totals (weight ``G``), for the node engine.
+
+    Examples
+    --------
+    >>> from postproc.methods.gls.symmetry import Symmetry
+    >>> from postproc.methods.gls.tree import tree_gls
+    >>> sym = Symmetry(1, 2)
+    >>> terms = [[(np.ones((1, 2)), np.array([[7.0]]), np.array([[4.0]]))],
+    ...          [(np.eye(2), np.array([[3.0, 1.0], [0.0, 2.0]]), np.ones((2, 2)))]]
+    >>> parts = [sym.split_terms(level) for level in terms]
+    >>> cov = SymmetricCovariance(sym, *[tree_gls([[-1], [0, 0]], [p[i] for p in parts], 1)
+    ...                                  for i in (0, 1)])
+    >>> [(name, matrix.toarray().tolist()) for name, matrix, _ in split_measurements(cov, 1)]
+    [('subtree[0]', [[1.0, 0.0]]), ('subtree[1]', [[0.0, 1.0]]), ('subtree_total', [[1.0, 1.0]])]
+    """
+    sym = covariance.symmetry
+    a, r = sym.groups, sym.size
+    means = covariance.subtree_means(level).reshape(-1, a, r)
+    ids = covariance.subtree_ids(level)
+    weights = lru_cache(maxsize=256)(lambda i: split_precision(covariance, i))
+    out = []
+    for race in range(r):
+        matrix = sp.kron(sp.identity(a), sp.csr_matrix(np.eye(r)[race:race + 1]), format="csr")
+        out.append((f"subtree[{race}]", matrix,
+                    SubtreeMeasurement(means[:, :, race], ids, lambda i: weights(i)[0],
+                                       weighted=True)))
+    out.append(("subtree_total", sp.kron(sp.identity(a), np.ones((1, r)), format="csr"),
+                SubtreeMeasurement(means.sum(axis=2), ids, lambda i: weights(i)[1],
+                                   weighted=True)))
+    return out
+
+
+def split_precision(covariance: SymmetricCovariance, signature: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``(P_c, G)`` of a subtree signature: the contrast precision and ``(P_m − P_c)/R``, both
+    positive definite (``G`` is positive semidefinite in exact arithmetic — the mean problem
+    has all the contrast problem's information and more — so rounding below 0 is clipped, and
+    both get a floor of 1e-12 of their largest eigenvalue).
+
+    Examples
+    --------
+    See :func:`split_measurements`.
+    """
+    m, c = covariance.pair(signature)
+    p_c = precision(covariance.contrast.subtree_covariance(c))
+    p_m = precision(covariance.mean.subtree_covariance(m), fill=float(
+        np.linalg.eigvalsh(p_c).max()))
+    g = (p_m - p_c) / covariance.symmetry.size
+    return _floored(p_c), _floored(g)
+
+
+def _floored(matrix: np.ndarray) -> np.ndarray:
+    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2)
+    top = max(float(values.max(initial=0.0)), 1e-300)
+    out = (vectors * np.maximum(values, 1e-12 * top)) @ vectors.T
+    return (out + out.T) / 2
 
 
 def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
@@ -113,8 +187,9 @@ def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     Raises
     ------
     PostprocError
-        More than 512 cells per histogram (a dense weight matrix per child; the succinct fit is
-        not built yet: use ``gls``), fitting passes, or what ``gls`` or TopDown refuse.
+        Measurements that do not split by the last attribute with more than 512 cells per
+        histogram (a dense weight matrix per child), fitting passes, or what ``gls`` or TopDown
+        refuse.
 
     Examples
     --------
@@ -133,17 +208,22 @@ def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         raise PostprocError("bluedown fits each child's subtree estimate in one pass; leave "
                             "out passes= (rounding passes, round_passes=, are taken)")
     cells = noisy.schema.size
-    if cells > DENSE_WEIGHT_CELLS:
-        raise PostprocError(f"bluedown: {cells:,} cells per histogram need a dense "
-                            f"{cells:,} × {cells:,} weight matrix per child, which the node "
-                            f"engine cannot take at this size yet (the structured fit is to be "
-                            f"built); use 'gls' for the estimate and its intervals")
     _, uncertainty, structure = solve_gls(noisy, spec)
+    if isinstance(uncertainty, SymmetricCovariance):
+        measured = {level: split_measurements(uncertainty, li)
+                    for li, level in enumerate(noisy.levels)}
+    elif cells > DENSE_WEIGHT_CELLS:
+        raise PostprocError(f"bluedown: the measurements do not split by "
+                            f"{noisy.schema.names[-1]} ({structure['why_not_split']}), and "
+                            f"{cells:,} cells per histogram would need a dense {cells:,} × "
+                            f"{cells:,} weight matrix per child; use 'gls' for the estimate and "
+                            f"its intervals")
+    else:
+        identity = sp.identity(cells, format="csr", dtype=np.float64)
+        measured = {level: [("subtree", identity, SubtreeMeasurement(
+            uncertainty.subtree_means(li), uncertainty.subtree_ids(li),
+            uncertainty.subtree_covariance))] for li, level in enumerate(noisy.levels)}
     plan = plan_run(noisy, spec, opts)
-    identity = sp.identity(cells, format="csr", dtype=np.float64)
-    measured = {level: [("subtree", identity, SubtreeMeasurement(
-        uncertainty.subtree_means(li), uncertainty.subtree_ids(li),
-        uncertainty.subtree_covariance))] for li, level in enumerate(noisy.levels)}
     plan = dataclasses.replace(plan, measured=measured, method="bluedown", notes={
         "estimates": "subtree GLS estimates weighted by their inverse covariance",
         "gls": structure})

@@ -203,6 +203,7 @@ class SymmetricCovariance:
     mean: TreeGLS
     contrast: TreeGLS
     _pairs: dict = field(default_factory=dict, repr=False)
+    _pair_list: list = field(default_factory=list, repr=False)
 
     def subtree_means(self, level: int) -> np.ndarray:
         """The subtree estimates ``L`` of a level's units (units × cells)."""
@@ -210,15 +211,23 @@ class SymmetricCovariance:
 
     def subtree_ids(self, level: int) -> np.ndarray:
         """Each unit's subtree signature (the pair of the two problems' signatures)."""
-        pairs = zip(self.mean.subtree_ids(level).tolist(),
-                    self.contrast.subtree_ids(level).tolist())
-        return np.array([self._pairs.setdefault(pair, len(self._pairs)) for pair in pairs],
-                        dtype=np.int64)
+        out = []
+        for pair in zip(self.mean.subtree_ids(level).tolist(),
+                        self.contrast.subtree_ids(level).tolist()):
+            if pair not in self._pairs:
+                self._pairs[pair] = len(self._pair_list)
+                self._pair_list.append(pair)
+            out.append(self._pairs[pair])
+        return np.array(out, dtype=np.int64)
+
+    def pair(self, signature: int) -> tuple[int, int]:
+        """The mean and contrast problems' subtree signatures behind a signature."""
+        return self._pair_list[signature]
 
     def subtree_covariance(self, signature: int) -> np.ndarray:
         """The covariance (cells × cells) of the subtree estimate of the units with this
         signature: ``Cov(c) ⊗ (I − J/R) + Cov(m) ⊗ J/R``."""
-        m, c = next(pair for pair, i in self._pairs.items() if i == signature)
+        m, c = self.pair(signature)
         r = self.symmetry.size
         mean_part = np.full((r, r), 1.0 / r)
         return (np.kron(self.contrast.subtree_covariance(c), np.eye(r) - mean_part)

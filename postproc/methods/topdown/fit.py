@@ -436,17 +436,23 @@ def _whitened(q: QueryData, lay: Layout, scale: float
             "of a covariance is; a zero-variance answer belongs in the constraints)") from None
     lt = np.swapaxes(chol, 1, 2)                                # L_kᵀ, upper
     dense = np.asarray(q.matrix.toarray(), dtype=np.float64)    # m × n
-    rows, cols, data, targets = [], [], [], []
-    for child in range(k):
-        own = np.flatnonzero(lay.allowed[child])                # this child's variables
-        mixed = lt[child] @ dense[:, own]                       # m × (its variables)
-        r, j = np.nonzero(mixed)                                # row-major: r, then j ascending
-        rows.append(child * m + r)
-        cols.append(lay.var_index[child, own[j]])
-        data.append(mixed[r, j])
-        targets.append(lt[child] @ np.asarray(q.values[child], dtype=np.float64))
-    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(data),
-            np.concatenate(targets))
+    values = np.asarray(q.values, dtype=np.float64)
+    rows, cols, data = [], [], []
+    step = max(1, _WHITEN_BLOCK // max(1, m * dense.shape[1]))
+    for first in range(0, k, step):                             # children in blocks
+        block = slice(first, min(k, first + step))
+        mixed = lt[block] @ dense                               # children × m × n
+        mixed *= lay.allowed[block][:, None, :]                 # each child's own variables
+        child, r, j = np.nonzero(mixed)                         # child, row, then column
+        rows.append((first + child) * m + r)
+        cols.append(lay.var_index[first + child, j])
+        data.append(mixed[child, r, j])
+    targets = np.einsum("kij,kj->ki", lt, values).ravel()
+    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(data), targets)
+
+
+#: Entries of the children × answers × cells block :func:`_whitened` forms at once.
+_WHITEN_BLOCK = 4_000_000
 
 
 def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Objective:
