@@ -43,8 +43,7 @@ from postproc.methods.topdown.plan import plan_run
 from postproc.methods.topdown.run import solve_plan
 from postproc.result import Result
 
-__all__ = ["bluedown", "SubtreeMeasurement", "precision", "split_measurements",
-           "split_precision"]
+__all__ = ["bluedown", "SubtreeMeasurement", "precision", "split_measurements"]
 
 #: Cells per histogram above which the dense weight matrix per child (cells × cells) is refused.
 DENSE_WEIGHT_CELLS = 512
@@ -124,7 +123,7 @@ def split_measurements(covariance: SymmetricCovariance, level: int
     a, r = sym.groups, sym.size
     means = covariance.subtree_means(level).reshape(-1, a, r)
     ids = covariance.subtree_ids(level)
-    weights = lru_cache(maxsize=256)(lambda i: split_precision(covariance, i))
+    weights = lru_cache(maxsize=256)(lambda i: _split_precision(covariance, i))
     out = []
     for race in range(r):
         matrix = sp.kron(sp.identity(a), sp.csr_matrix(np.eye(r)[race:race + 1]), format="csr")
@@ -137,16 +136,12 @@ def split_measurements(covariance: SymmetricCovariance, level: int
     return out
 
 
-def split_precision(covariance: SymmetricCovariance, signature: int
+def _split_precision(covariance: SymmetricCovariance, signature: int
                     ) -> tuple[np.ndarray, np.ndarray]:
     """``(P_c, G)`` of a subtree signature: the contrast precision and ``(P_m − P_c)/R``, both
     positive definite (``G`` is positive semidefinite in exact arithmetic — the mean problem
     has all the contrast problem's information and more — so rounding below 0 is clipped, and
     both get a floor of 1e-12 of their largest eigenvalue).
-
-    Examples
-    --------
-    See :func:`split_measurements`.
     """
     m, c = covariance.pair(signature)
     p_c = precision(covariance.contrast.subtree_covariance(c))
