@@ -287,12 +287,13 @@ def test_coverage_of_90_percent_intervals_in_a_loose_range(truth):
     Why these bounds, and why they do not fail falsely. The coverage is not 90 %: eight
     replicates estimate ``se`` with a relative error of about 1/√16 = 25 %, which alone brings
     a normal interval's 90 % to about 86 % (Student's t with 8 degrees of freedom), and TopDown
-    is not linear. The full variant (100 measurements, 20 replicates) measured a per-measurement
-    coverage of mean 0.87 (sd 0.05, min 0.71, ``docs/replicate_intervals.md``); the mean of
-    three such shares has sd 0.03, so 0.70 is 5 sd below and 0.98 4 sd above. The seeds are
-    fixed, so the test is deterministic; the bounds are what keeps it passing under another
-    seed or a change of solver that moves TopDown's output, and failing if the intervals lose
-    their meaning (a se too small covers far less, a se too large covers everything)."""
+    is not linear. The same setting run on 100 measurements (``docs/replicate_intervals.md``)
+    gave a per-measurement coverage of mean 0.875, sd 0.050, min 0.73, max 1.0; the mean of
+    three such shares has sd 0.029, so 0.70 is 6 sd below the mean, and resampling the 100
+    shares put the mean of three above 0.98 once in 100,000. The seeds are fixed, so the test
+    is deterministic; the bounds are what keeps it passing under another seed or a change of
+    solver that moves TopDown's output, and failing if the intervals lose their meaning (a se
+    too small covers far less, a se too large covers everything)."""
     shares = _coverage(truth, SPEC, "county", "marginal(votingage)", draws=3, replicates=8,
                        seed=300)
     assert 0.70 <= shares.mean() <= 0.98, shares
@@ -311,8 +312,10 @@ def test_coverage_of_90_percent_intervals_measured(truth, spec_name, query, reco
 
     TopDown is not linear and the replicates are centred on the released result, not the
     truth: 90 % is not asserted. What is asserted is what the measured numbers support with a
-    wide margin: a mean coverage between 75 % and 97 % (100 measurements of 49 to 98 counts:
-    the mean's sd is about 0.005)."""
+    wide margin: a mean coverage between 80 % and 96 %. A run with other seeds measured 0.905
+    (counts by voting age) and 0.874 (totals), with an sd of 0.043 and 0.050 per measurement,
+    so 0.004 to 0.005 for the mean of 100: both bounds are more than 10 sd away, and a mean
+    outside them means the intervals changed, not chance."""
     spec = SPEC if spec_name == "e2e" else NATION_ONLY
     shares = _coverage(truth, spec, "county", query, draws=100, replicates=20, seed=1_000)
     summary = {"spec": spec_name, "query": query, "draws": 100, "replicates": 20,
@@ -321,4 +324,4 @@ def test_coverage_of_90_percent_intervals_measured(truth, spec_name, query, reco
                "max": round(float(shares.max()), 4)}
     record_property("coverage", summary)
     print(f"replicate interval coverage (nominal 0.90): {summary}")
-    assert 0.75 <= shares.mean() <= 0.97, summary
+    assert 0.80 <= shares.mean() <= 0.96, summary
