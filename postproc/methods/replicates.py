@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sys
 from statistics import NormalDist
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,10 @@ __all__ = ["remeasure", "replicate_intervals", "measurement_design", "check_same
 
 #: The columns of :func:`replicate_intervals`' table after the level's geocode column.
 COLUMNS = ("answer", "estimate", "se", "lower", "upper", "replicate_mean")
+#: What :func:`replicate_intervals`' table says of itself (``attrs["note"]``).
+NOTE = ("approximate Monte Carlo intervals: the released result was re-measured and "
+        "post-processed again as if it were the truth; their coverage is not exact "
+        "(docs/replicate_intervals.md)")
 
 
 def remeasure(result: Result, noisy: NoisyHierarchy, rng: Any = None, *,
@@ -128,15 +132,11 @@ def replicate_intervals(result: Result, noisy: NoisyHierarchy, method: str = "to
     answer, and its interval is ``estimate ± z·se`` with ``z`` the standard normal quantile of
     the two-sided ``interval`` (1.645 for 0.9).
 
-    Why deviations from the released answer, not from the replicates' mean: the replicates'
-    mean differs from the released answer where the method is biased (TopDown's nonnegativity
-    near 0), and the released answer carries that bias too; the root mean square counts it,
-    the standard deviation would not (``replicate_mean`` shows it). Why ``estimate ± z·se``
-    rather than replicate quantiles: with 20 replicates the 5 % and 95 % quantiles are set by
-    the one or two most extreme replicates and move a lot from run to run, while ``se`` uses
-    them all; the price is symmetry (an interval may reach below 0, and is not clipped).
-
-    Cost: ``replicates`` full runs of ``method`` and as many measurements.
+    Deviations from the released answer, not the replicates' mean, so that ``se`` counts the
+    method's bias (``replicate_mean`` shows it); ``estimate ± z·se``, not replicate quantiles,
+    which 20 replicates pin down badly (an interval may reach below 0: it is not clipped).
+    Why, and why the coverage is not exact: ``docs/replicate_intervals.md``. Cost:
+    ``replicates`` full runs of ``method`` and as many measurements.
 
     Parameters
     ----------
@@ -150,21 +150,16 @@ def replicate_intervals(result: Result, noisy: NoisyHierarchy, method: str = "to
     spec : Spec, optional
         The spec the result was made with; default: the one its provenance records (TopDown
         records it), or none. A spec that differs from the recorded one is refused.
-    level : str
-        The geography level whose units get intervals.
-    query : str
-        A workload query name or a query expression (``"total"``, ``"marginal(votingage)"``).
-    replicates : int
-        At least 2; 20 by default.
-    interval : float
-        The nominal two-sided level, in (0, 1).
+    level, query : str
+        The level whose units get intervals; a workload query name or a query expression
+        (``"total"``, the default, or ``"marginal(votingage)"``).
+    replicates, interval : int, float
+        How many replicates (at least 2), and the nominal two-sided level, in (0, 1).
     rng : None, int, numpy Generator or Randomness
-        ``None``: the secure source; an int: a seeded simulation. Replicate ``r`` re-measures
-        from the stream ``rng.child(r)`` and gives a randomized method
-        ``method_rng(rng.child(r), method)``.
+        ``None``: the secure source; an int: a seeded simulation. Replicate ``r`` draws from
+        ``rng.child(r)`` (a randomized method from ``method_rng(rng.child(r), method)``).
     options : mapping, optional
-        The method's options, as the released result was made with (they are not recorded in
-        a result in one form, so they cannot be checked).
+        The method's options the result was made with (not recorded in one form: unchecked).
     progress : bool
         A progress bar over the replicates (tqdm, on stderr).
 
@@ -175,10 +170,9 @@ def replicate_intervals(result: Result, noisy: NoisyHierarchy, method: str = "to
         named as the level), ``answer`` (the answer's labels, or the query's name for a single
         answer), ``estimate`` (the released answer), ``se``, ``lower``, ``upper`` and
         ``replicate_mean``. ``attrs``: ``method``, ``level``, ``query``, ``replicates``,
-        ``interval``, ``z``, ``interval_kind``, ``approximate`` (True: the coverage is not
-        exact), ``note``, ``spec`` (where it came from), ``options``, ``randomness`` (the
-        replicates' randomness provenance, with its label) and ``measurements_randomness``
-        (the released result's).
+        ``interval``, ``z``, ``interval_kind``, ``approximate`` (True), ``note``, ``spec``
+        (where it came from), ``options``, ``randomness`` (the replicates', with its label)
+        and ``measurements_randomness`` (the released result's).
 
     Raises
     ------
@@ -205,9 +199,6 @@ def replicate_intervals(result: Result, noisy: NoisyHierarchy, method: str = "to
     ['state', 'answer', 'estimate', 'se', 'lower', 'upper', 'replicate_mean']
     >>> len(table) == 49 * 2, sorted(set(table["answer"]))
     (True, ['18+', 'under 18'])
-    >>> bool((table["lower"] <= table["estimate"]).all() and (table["estimate"]
-    ...      <= table["upper"]).all())
-    True
     >>> table.attrs["approximate"], table.attrs["randomness"]["mode"]
     (True, 'simulation')
     >>> replicate_intervals(result, noisy, level="state", replicates=1)
@@ -227,18 +218,15 @@ def replicate_intervals(result: Result, noisy: NoisyHierarchy, method: str = "to
     get(method)                                     # an unknown method fails before any run
     spec, spec_source = _spec_of(result, spec)
     budget, mechanism = measurement_design(noisy)
-    checked = _check_result(result, noisy, spec)
     rnd = as_randomness(rng)
+    rerun = _Rerun(result, noisy, method, spec, dict(options or {}), budget, mechanism,
+                   _check_result(result, noisy, spec))
     estimate = result.answers(li, q)
     draws = np.empty((replicates,) + estimate.shape, dtype=np.float64)
     bar = _progress(replicates, method, progress)
     try:
         for r in range(replicates):
-            child = rnd.child(r)
-            again = _draw(result, noisy, budget, mechanism, child, checked)
-            rerun = postprocess(again, method, spec, rng=method_rng(child, method),
-                                **dict(options or {}))
-            draws[r] = rerun.answers(li, q)
+            draws[r] = rerun(rnd.child(r)).answers(li, q)
             bar.update(1)
     finally:
         bar.close()
@@ -247,13 +235,28 @@ def replicate_intervals(result: Result, noisy: NoisyHierarchy, method: str = "to
     table.attrs.update({
         "method": method, "level": noisy.levels[li], "query": q.name, "replicates": replicates,
         "interval": interval, "z": z, "interval_kind": "estimate ± z·se (normal)",
-        "approximate": True,
-        "note": "approximate Monte Carlo intervals: the released result was re-measured and "
-                "post-processed again as if it were the truth; their coverage is not exact "
-                "(docs/replicate_intervals.md)",
-        "spec": spec_source, "options": dict(options or {}),
+        "approximate": True, "note": NOTE, "spec": spec_source, "options": rerun.options,
         "randomness": rnd.provenance(), "measurements_randomness": result.randomness})
     return table
+
+
+class _Rerun(NamedTuple):
+    """One replicate's work: re-measure the released result (with the design read once) and
+    run the method on it."""
+
+    result: Result
+    noisy: NoisyHierarchy
+    method: str
+    spec: Spec | None
+    options: dict[str, Any]
+    budget: Budget
+    mechanism: Mechanism
+    checked: Spec | None
+
+    def __call__(self, rnd: Any) -> Result:
+        again = _draw(self.result, self.noisy, self.budget, self.mechanism, rnd, self.checked)
+        return postprocess(again, self.method, self.spec, rng=method_rng(rnd, self.method),
+                           **self.options)
 
 
 def check_same_model(result: Result, noisy: NoisyHierarchy) -> None:
