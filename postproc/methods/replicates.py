@@ -47,8 +47,6 @@ from postproc.result import Result
 
 __all__ = ["remeasure", "replicate_intervals", "measurement_design", "check_same_model"]
 
-#: The columns of :func:`replicate_intervals`' table after the level's geocode column.
-COLUMNS = ("answer", "estimate", "se", "lower", "upper", "replicate_mean")
 #: What :func:`replicate_intervals`' table says of itself (``attrs["note"]``).
 NOTE = ("approximate Monte Carlo intervals: the released result was re-measured and "
         "post-processed again as if it were the truth; their coverage is not exact "
