@@ -3,8 +3,9 @@
 The names a user needs are exported here, loaded on first use (``import postproc`` stays cheap):
 the post-processors by name (:func:`postprocess`, :func:`available`, :func:`register` and
 :func:`unregister` for your own; ``postprocess(noisy, "topdown", spec)`` or :func:`topdown` runs
-TopDown), the one :class:`Result` type, :func:`evaluate` and :func:`error_metrics`, the empirical
-privacy loss (:func:`estimate_epl`, :class:`EPLResult`), comparisons of post-processors
+TopDown), approximate Monte Carlo intervals of a result's counts (:func:`replicate_intervals`),
+the one :class:`Result` type, :func:`evaluate` and :func:`error_metrics`, the empirical privacy
+loss (:func:`estimate_epl`, :class:`EPLResult`), comparisons of post-processors
 (:func:`compare_methods`, :func:`format_pivot`, :func:`plot_comparison`,
 :func:`write_comparison`), a result's errors by level (:func:`plot_errors_by_level`), configured
 runs (:func:`load_config`, :class:`RunConfig`, :func:`run_pipeline`) and the package's base
@@ -39,6 +40,7 @@ from hierarchy.exports import lazy_exports
 _EXPORTS = {
     "postprocess": "postproc.methods", "register": "postproc.methods",
     "available": "postproc.methods", "topdown": "postproc.methods.topdown",
+    "replicate_intervals": "postproc.methods",
     "Result": "postproc.result", "evaluate": "postproc.evaluation.evaluate",
     "load_config": "postproc.apps.runs.config", "RunConfig": "postproc.apps.runs.config",
     "run_pipeline": "postproc.apps.runs.pipeline", "PostprocError": "postproc.errors",

@@ -9,7 +9,10 @@ methods registered in it:
 - :mod:`postproc.methods.sampling` — conditional sampling under the invariants (Gong & Meng),
   for one table and top-down for a hierarchy;
 - :mod:`postproc.methods.baselines` — Hay et al., least squares, clipping and scaling, raking,
-  bottom-up sums, the tree baselines of Flaxman (2019) and their measuring strategies.
+  bottom-up sums, the tree baselines of Flaxman (2019) and their measuring strategies;
+
+and, for any registered method, :mod:`postproc.methods.replicates`: approximate Monte Carlo
+intervals of a released result's counts (re-measure the result, re-run the method).
 
 >>> from postproc.methods import available
 >>> available()[:4]
@@ -27,6 +30,8 @@ _EXPORTS = {
     "catalogue": "postproc.methods.registry", "postprocess": "postproc.methods.registry",
     "check_promises": "postproc.methods.processor",
     "noisy_histograms": "postproc.methods.builtin",
+    "replicate_intervals": "postproc.methods.replicates",
+    "remeasure": "postproc.methods.replicates",
 }
 
 __all__ = list(_EXPORTS)
