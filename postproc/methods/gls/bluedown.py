@@ -88,6 +88,7 @@ class SubtreeMeasurement:
     ids: np.ndarray
     covariance_of: Callable[[int], np.ndarray]
     weighted: bool = False
+    shared: dict | None = None
 
     def __post_init__(self):
         of = self.covariance_of if self.weighted else (
@@ -95,10 +96,18 @@ class SubtreeMeasurement:
         object.__setattr__(self, "_weight", lru_cache(maxsize=256)(of))
 
     def weights_of(self, units: slice) -> np.ndarray:
-        """The weight matrices of ``units`` (children × cells × cells)."""
+        """The weight matrices of ``units`` (children × cells × cells). Measurements given one
+        ``shared`` dict return one array for the same units (the last asked for), so the node
+        engine factors it once."""
+        key = (units.start, units.stop, units.step)
+        if self.shared is not None and self.shared.get("key") == key:
+            return self.shared["weights"]
         ids = self.ids[units]
         distinct, inverse = np.unique(ids, return_inverse=True)
-        return np.stack([self._weight(int(i)) for i in distinct])[inverse.ravel()]
+        weights = np.stack([self._weight(int(i)) for i in distinct])[inverse.ravel()]
+        if self.shared is not None:
+            self.shared.update(key=key, weights=weights)
+        return weights
 
 
 def split_measurements(covariance: SymmetricCovariance, level: int
@@ -124,12 +133,13 @@ def split_measurements(covariance: SymmetricCovariance, level: int
     means = covariance.subtree_means(level).reshape(-1, a, r)
     ids = covariance.subtree_ids(level)
     weights = lru_cache(maxsize=256)(lambda i: _split_precision(covariance, i))
+    shared: dict = {}                   # one array of P_c for every race's query
     out = []
     for race in range(r):
         matrix = sp.kron(sp.identity(a), sp.csr_matrix(np.eye(r)[race:race + 1]), format="csr")
         out.append((f"subtree[{race}]", matrix,
                     SubtreeMeasurement(means[:, :, race], ids, lambda i: weights(i)[0],
-                                       weighted=True)))
+                                       weighted=True, shared=shared)))
     out.append(("subtree_total", sp.kron(sp.identity(a), np.ones((1, r)), format="csr"),
                 SubtreeMeasurement(means.sum(axis=2), ids, lambda i: weights(i)[1],
                                    weighted=True)))

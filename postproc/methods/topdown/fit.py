@@ -414,19 +414,47 @@ class Fit:
                 "kept_unholdable": list(self.kept_unholdable)}
 
 
-def _whitened(q: QueryData, lay: Layout, scale: float
+def _whitened(q: QueryData, lay: Layout, scale: float, factors: dict[int, np.ndarray]
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A query with a weight matrix per child as answers of weight 1: the rows of
     ``L_kᵀ Q`` over child ``k``'s variables and the targets ``L_kᵀ y_k``, where
     ``scale·W_k = L_k L_kᵀ``. Returns COO ``(rows, cols, data)`` in canonical CSR order (answer
-    ``k·m + i`` is row ``i`` of child ``k``) and the targets."""
+    ``k·m + i`` is row ``i`` of child ``k``) and the targets. ``factors`` keeps the factor of
+    each weight array already factored in this fit (queries that share one array — BlueDown's
+    one per race — factor it once)."""
     k, m = q.values.shape
+    lt = factors.get(id(q.weights))
+    if lt is None:
+        lt = factors[id(q.weights)] = _factor(q, k, m, scale)
+    dense = np.asarray(q.matrix.toarray(), dtype=np.float64)    # m × n
+    values = np.asarray(q.values, dtype=np.float64)
+    counted = dense.any(axis=0)                                 # the cells the query counts
+    rows, cols, data = [], [], []
+    first = 0
+    while first < k:                                            # children in blocks
+        used = np.flatnonzero(counted & lay.allowed[first])
+        step = max(1, _WHITEN_BLOCK // max(1, m * max(used.size, 1)))
+        block = slice(first, min(k, first + step))
+        used = np.flatnonzero(counted & lay.allowed[block].any(axis=0))
+        mixed = lt[block] @ dense[:, used]                      # children × m × used cells
+        mixed *= lay.allowed[block][:, None, used]              # each child's own variables
+        child, r, j = np.nonzero(mixed)                         # child, row, then column
+        rows.append((first + child) * m + r)
+        cols.append(lay.var_index[first + child, used[j]])
+        data.append(mixed[child, r, j])
+        first = block.stop
+    targets = np.einsum("kij,kj->ki", lt, values).ravel()
+    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(data), targets)
+
+
+def _factor(q: QueryData, k: int, m: int, scale: float) -> np.ndarray:
+    """``L_kᵀ`` (children × m × m, upper) with ``scale·W_k = L_k L_kᵀ``, the weights checked."""
     w = np.asarray(q.weights, dtype=np.float64)
     if w.shape != (k, m, m):
         raise PostprocError(
             f"query {q.name!r}: a weight matrix per child must be children × answers × "
             f"answers = {(k, m, m)}, not {w.shape}")
-    if not np.allclose(w, np.swapaxes(w, 1, 2), rtol=1e-12, atol=0.0):
+    if np.abs(w - np.swapaxes(w, 1, 2)).max(initial=0.0) > 1e-12 * np.abs(w).max(initial=0.0):
         raise PostprocError(f"query {q.name!r}: a child's weight matrix is not symmetric")
     try:
         chol = np.linalg.cholesky(w * scale)                    # K × m × m, lower
@@ -434,21 +462,7 @@ def _whitened(q: QueryData, lay: Layout, scale: float
         raise PostprocError(
             f"query {q.name!r}: a child's weight matrix is not positive definite (the inverse "
             "of a covariance is; a zero-variance answer belongs in the constraints)") from None
-    lt = np.swapaxes(chol, 1, 2)                                # L_kᵀ, upper
-    dense = np.asarray(q.matrix.toarray(), dtype=np.float64)    # m × n
-    values = np.asarray(q.values, dtype=np.float64)
-    rows, cols, data = [], [], []
-    step = max(1, _WHITEN_BLOCK // max(1, m * dense.shape[1]))
-    for first in range(0, k, step):                             # children in blocks
-        block = slice(first, min(k, first + step))
-        mixed = lt[block] @ dense                               # children × m × n
-        mixed *= lay.allowed[block][:, None, :]                 # each child's own variables
-        child, r, j = np.nonzero(mixed)                         # child, row, then column
-        rows.append((first + child) * m + r)
-        cols.append(lay.var_index[first + child, j])
-        data.append(mixed[child, r, j])
-    targets = np.einsum("kij,kj->ki", lt, values).ravel()
-    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(data), targets)
+    return np.swapaxes(chol, 1, 2)
 
 
 #: Entries of the children × answers × cells block :func:`_whitened` forms at once.
@@ -465,9 +479,10 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
     x_lin = np.zeros(lay.n_x)
     others, w_others, y_others = [], [], []     # the non-identity queries
     white = []                                  # the queries with a weight matrix per child
+    factors: dict[int, np.ndarray] = {}         # their factors, by weight array
     for q in queries:
         if q.weights.ndim == 3:
-            white.append(_whitened(q, lay, scale))
+            white.append(_whitened(q, lay, scale, factors))
             const += float(np.sum(white[-1][3] ** 2))
             continue
         w = q.weights * scale
