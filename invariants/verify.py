@@ -102,7 +102,7 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
                       integer: bool = False, consistent: bool = False,
                       nonnegative: bool = False, invariants: bool = False,
                       allowed: Mapping[str, Mapping[str, Sequence[int]]] | None = None,
-                      limit: int = 10) -> list[str]:
+                      limit: int = 10, equalities: bool = False) -> list[str]:
     """Every broken promise of ``histograms`` (root first), as messages naming unit and cell.
 
     Parameters
@@ -117,6 +117,9 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
         The promises to check: integer dtype; children sum to their parent in every cell (exact
         for integers, to 1e-6 relative otherwise); no negative cell; every invariant and
         constraint of ``spec`` (integer results only: exact arithmetic).
+    equalities : bool
+        Only the spec's equalities — rows whose bounds are equal, cells fixed at 0 — to 10⁻⁶ of
+        the count (real-valued results, e.g. generalized least squares).
     allowed : mapping level → (parent geocode → cells), optional
         Where a failsafe relaxed (and reported) consistency between a parent and its children
         of ``level``.
@@ -156,6 +159,13 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
     >>> verify_histograms(good[:2] + (good[2] * 1.0,), spec, schema, geo, published,
     ...                   integer=True)
     ['tract: counts are float64, not integers']
+    >>> real = (np.array([[6.5, 4.5]]), np.array([[5.5, 1.5], [1.0, 3.0]]),
+    ...         np.array([[3.0, 1.0], [2.5, 0.5], [1.0, 3.0]]))
+    >>> verify_histograms(real, spec, schema, geo, published, equalities=True)
+    []
+    >>> verify_histograms(real[:1] + (real[1] + 0.1,) + real[2:], spec, schema, geo, published,
+    ...                   equalities=True)[0]
+    "county 'A': tot: total is 7.2, held at 7"
     """
     out: list[str] = []
     compiled = None
@@ -163,6 +173,7 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
         if not all(np.asarray(h).dtype.kind in "iu" for h in histograms):
             raise SpecError("invariants are verified in exact integer arithmetic: the "
                             "histograms must be integers")
+    if invariants or equalities:
         compiled = compile_spec(spec or Spec(), schema, geography, published)
     for li, hist in enumerate(histograms):
         hist = np.asarray(hist)
@@ -176,9 +187,34 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
         if consistent and li > 0:
             out += consistency_violations(geography, li, hist, np.asarray(histograms[li - 1]),
                                           schema, allowed=(allowed or {}).get(level))
-        if compiled is not None:
+        if compiled is not None and invariants:
             out += violations(compiled[level], hist, limit=limit)
+        elif compiled is not None:
+            out += equality_violations(compiled[level], hist, geography.geocodes[li])
     return out[:limit]
+
+
+def equality_violations(lc: Any, hist: np.ndarray, codes: Sequence[Any], *,
+                        limit: int = 5) -> list[str]:
+    """Units of a level whose real histograms break an equality of ``lc`` (a row whose bounds
+    are equal, or a cell fixed at 0) by more than 10⁻⁶ of the count.
+
+    Examples
+    --------
+    See :func:`verify_histograms`.
+    """
+    hist = np.asarray(hist, dtype=np.float64)
+    lower, upper = np.asarray(lc.lower, float), np.asarray(lc.upper, float)
+    held = np.isfinite(lower) & (lower == upper)
+    got = np.asarray((lc.matrix @ hist.T).T, dtype=np.float64) if lc.matrix.shape[0] else \
+        np.zeros(lower.shape)
+    bad = held & (np.abs(got - lower) > 1e-6 * np.maximum(1.0, np.abs(lower)))
+    out = [f"{lc.level} {codes[u]!r}: {lc.labels[r]} is {_num(got[u, r])}, held at "
+           f"{_num(lower[u, r])}" for u, r in np.argwhere(bad)[:limit]]
+    zero = np.asarray(lc.zero, bool) & (np.abs(hist) > 1e-6)
+    out += [f"{lc.level} {codes[u]!r}: cell {j} is {_num(hist[u, j])}, fixed at 0 by the spec"
+            for u, j in np.argwhere(zero)[:limit]]
+    return out
 
 
 def _cell(schema: Schema, j: int) -> str:

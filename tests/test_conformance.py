@@ -47,7 +47,7 @@ METHODS = catalogue()
 RANDOMIZED = [e for e in METHODS if e.randomized]
 DETERMINISTIC = [e for e in METHODS if not e.randomized]
 KEEPS_INVARIANTS = [e for e in METHODS if e.invariants]
-REFUSES_INVARIANTS = [e for e in METHODS if not e.invariants]
+REFUSES_INVARIANTS = [e for e in METHODS if not e.takes_spec]
 SEED = 1
 
 

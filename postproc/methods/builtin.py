@@ -206,7 +206,7 @@ def _bottom_up(noisy, spec=None, *, rng=None):
 
 @_builtin("gls", summary="generalized least squares: the best linear unbiased estimate under the "
                          "spec's equalities, with its covariance (real-valued, may be negative)",
-          consistent=True)
+          consistent=True, equalities=True)
 def _gls(noisy, spec=None, *, rng=None):
     from postproc.methods.gls import gls
 

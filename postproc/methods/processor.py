@@ -123,6 +123,10 @@ class PostProcessor:
         One line for ``postproc methods``.
     integer, consistent, nonnegative, invariants : bool
         What every result of it satisfies (checked on every call).
+    equalities : bool
+        Real-valued results keep the spec's equalities — the rows whose bounds are equal
+        (invariant totals) and the cells it fixes at 0 — to 10⁻⁶, not its inequalities
+        (``gls``); checked on every call with a spec. ``invariants`` implies them.
     randomized : bool
         Whether it draws randomness of its own (through ``rng``).
     check : callable ``(options, *, levels, workload) -> None``, optional
@@ -168,6 +172,7 @@ class PostProcessor:
     check: Callable[..., None] | None = None
     options_type: Any = None
     levelwise: bool = False
+    equalities: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -180,8 +185,13 @@ class PostProcessor:
     @property
     def promises(self) -> tuple[str, ...]:
         """Names of the promises, for tables."""
-        return tuple(p for p in ("integer", "consistent", "nonnegative", "invariants")
-                     if getattr(self, p))
+        return tuple(p for p in ("integer", "consistent", "nonnegative", "invariants",
+                                 "equalities") if getattr(self, p))
+
+    @property
+    def takes_spec(self) -> bool:
+        """Whether it keeps (some of) a spec: its invariants, or its equalities."""
+        return self.invariants or self.equalities
 
     def options(self) -> tuple[str, ...]:
         """The keyword options the function takes besides ``spec``, ``rng`` and
@@ -282,7 +292,7 @@ class PostProcessor:
                 f"only {sorted(_READS_DRAWN)} reads such measurements. Measure every answer "
                 "(measure without active=, or a run in parts with all_answers / "
                 "--all-answers)")
-        if self.invariants:     # the data were checked against the spec before measuring
+        if self.takes_spec:     # the data were checked against the spec before measuring
             require_checked_spec(self.name, noisy, spec)
         with spec_checked():
             result = self.function(noisy, spec, rng=rng, **options)
@@ -438,7 +448,7 @@ def check_promises(result: Result, noisy: Any, spec: Any, entry: PostProcessor) 
         result.histograms, spec, result.schema, result.geography,
         getattr(noisy, "invariants", {}), integer=entry.integer, consistent=entry.consistent,
         nonnegative=entry.nonnegative, invariants=entry.invariants and spec is not None,
-        allowed=allowed)
+        equalities=entry.equalities and spec is not None, allowed=allowed)
     if problems:
         raise PromiseError(f"{entry.name}: the result breaks its promises "
                            f"({', '.join(entry.promises)}):\n  " + "\n  ".join(problems))

@@ -78,7 +78,7 @@ _REGISTRY: dict[str, PostProcessor] = {}
 def register(name: str, *, summary: str, integer: bool = False, consistent: bool = False,
              nonnegative: bool = False, invariants: bool = False, randomized: bool = False,
              replace: bool = False, check: Callable[..., None] | None = None,
-             options: Any = None, levelwise: bool = False
+             options: Any = None, levelwise: bool = False, equalities: bool = False
              ) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
     """Register a post-processor under ``name`` (a decorator; the function is returned as is).
 
@@ -108,6 +108,8 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
         The options as one record (see :class:`PostProcessor`).
     levelwise : bool, optional
         The method takes ``checkpoint=`` (:class:`LevelCheckpoint`).
+    equalities : bool, optional
+        Real-valued results keep the spec's equalities to 10⁻⁶ (see :class:`PostProcessor`).
 
     Returns
     -------
@@ -148,7 +150,7 @@ def register(name: str, *, summary: str, integer: bool = False, consistent: bool
                                 f"rng=None, **options)")
         _REGISTRY[name] = PostProcessor(name, function, summary, integer, consistent,
                                         nonnegative, invariants, randomized, check, options,
-                                        levelwise)
+                                        levelwise, equalities)
         return function
     return decorate
 
