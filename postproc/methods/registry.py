@@ -273,8 +273,8 @@ def postprocess(noisy: Any, method: str = "topdown", spec: Any = None, *, rng: A
 
 def method_spec(method: str, spec: Any) -> Any:
     """The spec to give the registered post-processor ``method``: ``spec`` if the method keeps
-    invariants (TopDown, conditional sampling), else ``None`` (the others refuse a spec with
-    invariants: they run unconstrained).
+    its invariants (TopDown, conditional sampling, BlueDown) or its equalities (``gls``), else
+    ``None`` (the others refuse a spec with invariants: they run unconstrained).
 
     Parameters
     ----------
@@ -295,10 +295,12 @@ def method_spec(method: str, spec: Any) -> Any:
     --------
     >>> from invariants.spec import Spec
     >>> spec = Spec.e2e(["nation", "state"])
-    >>> method_spec("topdown", spec) is spec, method_spec("hay", spec)
-    (True, None)
+    >>> method_spec("topdown", spec) is spec, method_spec("gls", spec) is spec
+    (True, True)
+    >>> method_spec("hay", spec) is None
+    True
     """
-    return spec if get(method).invariants else None
+    return spec if get(method).takes_spec else None
 
 
 def method_rng(rng: Any, method: str) -> Any:
