@@ -261,3 +261,24 @@ def test_methods_lists_every_registered_method_in_100_columns(capsys):
     assert max(len(line) for line in stdout.splitlines()) <= 100
     assert "promises: integer, consistent, nonnegative, invariants" in stdout
     assert "sweeps" in stdout                      # sampling's options
+
+
+def test_the_mae_figure_takes_a_log_scale_when_methods_are_orders_apart():
+    """Noisy cells 500 persons off beside post-processed ones 2 off: log scale above one
+    person, so both lines show; float rounding of a held 0 (1e-10) does not move the
+    threshold; methods within a factor 20 stay on a linear scale."""
+    from matplotlib.figure import Figure
+
+    from postproc.evaluation.plots import plot_comparison
+    from postproc.gate import label_table
+
+    def axes(maes):
+        table = label_table(pd.DataFrame({
+            "method": ["a", "a", "b", "b"], "constrained": [True, True, False, False],
+            "level": ["nation", "state"] * 2, "query": ["total"] * 4, "mae": maes}),
+            "simulation")
+        return plot_comparison(table, ax=Figure().subplots())
+
+    wide = axes([1e-10, 2.0, 500.0, 400.0])
+    assert wide.get_yscale() == "symlog" and "above 1)" in wide.get_ylabel()
+    assert axes([3.0, 2.0, 30.0, 20.0]).get_yscale() == "linear"

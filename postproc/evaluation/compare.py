@@ -410,7 +410,7 @@ def write_figure(table: pd.DataFrame, path: str | Path, *, confidential: bool = 
 
     return save_by_query(table, plot_epl, path,
                          title="Empirical privacy loss by level: filled = constrained "
-                               "(invariants kept), open = unconstrained; ▲↑ = lower bound "
+                               "(the spec kept), open = unconstrained; ▲↑ = lower bound "
                                "(EPL ≥), ∞ = held invariant, × = undefined",
                          confidential=confidential)
 
@@ -447,7 +447,7 @@ def write_mae_figure(table: pd.DataFrame, path: str | Path, *,
 
     return save_by_query(table, plot_comparison, path,
                          title="MAE (median absolute error) by level: solid = constrained "
-                               "(invariants kept), dashed = unconstrained",
+                               "(the spec kept), dashed = unconstrained",
                          confidential=confidential)
 
 

@@ -146,8 +146,10 @@ def plot_errors_by_level(result: Any, truth: Any, query: str = "total", *,
 
 def plot_comparison(table: pd.DataFrame, query: str | None = None, *, ax: Any = None,
                     legend: bool = True, confidential: bool = False) -> Any:
-    """MAE (median absolute error) by level, one line per method: solid for the methods that
-    keep the invariants, dashed for the unconstrained ones.
+    """MAE (median absolute error) by level, one line per method: solid for the methods given
+    the spec (they keep its invariants, or its equalities), dashed for the unconstrained ones;
+    a logarithmic scale above the smallest positive MAE when the methods are more than 20
+    times apart.
 
     Parameters
     ----------
@@ -198,6 +200,14 @@ def plot_comparison(table: pd.DataFrame, query: str | None = None, *, ax: Any = 
     ax.set_xticks(positions, levels)
     ax.set_xlabel("level")
     ax.set_ylabel("MAE (median absolute error)")
+    top = float(part["mae"].max()) if len(part) else 0.0
+    positive = part["mae"][part["mae"] > 1e-6 * top]        # float rounding of a held 0 is 0
+    if len(positive) and positive.max() > 20 * positive.min():
+        # methods an order of magnitude apart (the noisy cells beside post-processed ones):
+        # linear up to one person (or the smallest MAE below that), logarithmic above
+        threshold = min(1.0, float(positive.min()))
+        ax.set_yscale("symlog", linthresh=threshold)
+        ax.set_ylabel(f"MAE (median absolute error; log scale above {threshold:g})")
     ax.set_ylim(bottom=0)
     if not (part["mae"] > 0).any():
         _say(ax, "every MAE is 0")
