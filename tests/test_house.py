@@ -172,7 +172,8 @@ def test_following_the_noisy_hierarchy_through_topdown(e2e_small):
     engine's modules, the same for the noisy hierarchy with the parts it carries (schema,
     geography, workload, invariants). Issue 36 measured a static walk of the route, which
     follows every name derived from it, at 26 returns before the engine was made plain (run.py
-    entered 10 times); it reads 9 now (run.py 3 times). Not counted: the compiler's calls into
+    entered 10 times); it reads 10 now (run.py 4 times: the entry, the level loop
+    of ``solve_plan``, each level's solve, the result). Not counted: the compiler's calls into
     the data model to build each catalogue row (23 returns with the parts in all packages)."""
     from postproc.methods.topdown import topdown
 

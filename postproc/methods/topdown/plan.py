@@ -112,18 +112,6 @@ class RunPlan:
             check_parent_can_hold(tasks[p])
         return tasks
 
-    def given_histograms(self, start: tuple[int, Sequence[np.ndarray]] | None
-                         ) -> list[np.ndarray]:
-        """The histograms of the levels before the first solved (a resumed run's), checked."""
-        if start is None:
-            return []
-        first, given = start
-        hists = [np.asarray(h, dtype=np.int64) for h in given]
-        if len(hists) != first:
-            raise PostprocError(f"resume needs the histograms of the {first} levels before "
-                                f"{self.noisy.levels[first]!r}, got {len(hists)}")
-        return hists
-
 
 def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, *,
              first: int = 0, compiled: Mapping[str, LevelConstraints] | None = None

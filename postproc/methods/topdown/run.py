@@ -11,6 +11,7 @@ import pandas as pd
 from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import LevelConstraints
 from invariants.spec import Spec
+from postproc.errors import PostprocError
 from postproc.infra.executors import Executor, get_executor
 from postproc.infra.solvers import DEFAULT_QP_CHAIN  # noqa: F401  (imported from here)
 from postproc.methods.topdown.failsafe import KeptQuery
@@ -178,7 +179,7 @@ def solve_plan(plan: RunPlan, *, start: tuple[int, Sequence[np.ndarray]] | None 
     """
     t_start = time.perf_counter() if t_start is None else t_start
     opts, noisy = plan.options, plan.noisy
-    hists = plan.given_histograms(start)
+    hists = _given_histograms(start, noisy.levels)
     stats: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
@@ -198,6 +199,19 @@ def solve_plan(plan: RunPlan, *, start: tuple[int, Sequence[np.ndarray]] | None 
         if own_executor:
             ex.close()
     return _result(plan, hists, stats, reports, timings, ex, t_start)
+
+
+def _given_histograms(start: tuple[int, Sequence[np.ndarray]] | None, levels: Sequence[str]
+                      ) -> list[np.ndarray]:
+    """The histograms of the levels before the first solved (a resumed run's), checked."""
+    if start is None:
+        return []
+    first, given = start
+    hists = [np.asarray(h, dtype=np.int64) for h in given]
+    if len(hists) != first:
+        raise PostprocError(f"resume needs the histograms of the {first} levels before "
+                            f"{levels[first]!r}, got {len(hists)}")
+    return hists
 
 
 def _solve_level(ex: Executor, tasks: list[NodeTask], opts: TopDownOptions, level: str
