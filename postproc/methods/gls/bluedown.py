@@ -38,6 +38,7 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.methods.gls.method import solve_gls
 from postproc.methods.gls.symmetry import SymmetricCovariance
+from postproc.methods.gls.tree import _spectrum
 from postproc.methods.topdown.options import TopDownOptions
 from postproc.methods.topdown.plan import plan_run
 from postproc.methods.topdown.run import solve_plan
@@ -59,9 +60,7 @@ def precision(covariance: np.ndarray, fill: float = 0.0) -> np.ndarray:
     >>> precision(np.array([[2.0, 0.0], [0.0, 0.0]])).tolist()
     [[0.5, 0.0], [0.0, 0.5]]
     """
-    values, vectors = np.linalg.eigh((covariance + covariance.T) / 2)
-    top = float(values.max(initial=0.0))
-    keep = values > 1e-10 * top if top > 0 else np.zeros(values.size, bool)
+    values, vectors, keep = _spectrum(covariance)
     inverse = np.where(keep, 1.0 / np.where(keep, values, 1.0), 0.0)
     fill = max(float(inverse.max(initial=0.0)), fill) or 1.0
     weights = np.where(keep, inverse, fill)

@@ -215,11 +215,18 @@ class TreeGLS:
         self._ids.append(start + inverse.ravel().astype(np.int64))
 
 
-def _pinv_psd(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pseudo-inverse of a positive semidefinite matrix and a basis of its null space."""
+def _spectrum(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eigenvalues and eigenvectors of a positive semidefinite matrix, and which eigenvalues
+    count as positive (above :data:`RANK_TOLERANCE` of the largest)."""
     values, vectors = np.linalg.eigh((matrix + matrix.T) / 2)
     top = max(float(values.max(initial=0.0)), 0.0)
     keep = values > RANK_TOLERANCE * top if top > 0 else np.zeros(values.size, bool)
+    return values, vectors, keep
+
+
+def _pinv_psd(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-inverse of a positive semidefinite matrix and a basis of its null space."""
+    values, vectors, keep = _spectrum(matrix)
     pinv = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
     return (pinv + pinv.T) / 2, vectors[:, ~keep]
 
