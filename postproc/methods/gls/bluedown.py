@@ -34,8 +34,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from hierarchy.noisy import NoisyHierarchy
+from invariants.compile import compile_spec
 from invariants.spec import Spec
-from postproc.errors import PostprocError
+from postproc.errors import PostprocError, require_checked_spec
 from postproc.methods.gls.method import solve_gls
 from postproc.methods.gls.symmetry import SymmetricCovariance
 from postproc.methods.gls.tree import _spectrum
@@ -212,7 +213,9 @@ def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         raise PostprocError("bluedown fits each child's subtree estimate in one pass; leave "
                             "out passes= (rounding passes, round_passes=, are taken)")
     cells = noisy.schema.size
-    _, uncertainty, structure = solve_gls(noisy, spec)
+    require_checked_spec("bluedown", noisy, spec)
+    compiled = compile_spec(spec or Spec(), noisy.schema, noisy.geography, noisy.invariants)
+    _, uncertainty, structure = solve_gls(noisy, spec, compiled=compiled)
     if isinstance(uncertainty, SymmetricCovariance):
         measured = {level: split_measurements(uncertainty, li)
                     for li, level in enumerate(noisy.levels)}
@@ -227,7 +230,7 @@ def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         measured = {level: [("subtree", identity, SubtreeMeasurement(
             uncertainty.subtree_means(li), uncertainty.subtree_ids(li),
             uncertainty.subtree_covariance))] for li, level in enumerate(noisy.levels)}
-    plan = plan_run(noisy, spec, opts)
+    plan = plan_run(noisy, spec, opts, compiled=compiled)
     plan = dataclasses.replace(plan, measured=measured, method="bluedown", notes={
         "estimates": "subtree GLS estimates weighted by their inverse covariance",
         "gls": structure})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -109,11 +109,14 @@ def gls(noisy: NoisyHierarchy, spec: Spec | None = None) -> Result:
         uncertainty=uncertainty)
 
 
-def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None
+def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None, *,
+              compiled: Mapping[str, LevelConstraints] | None = None
               ) -> tuple[list[np.ndarray], Any, dict[str, Any]]:
     """The estimate of :func:`gls` before it is a result: the means of every level, their
     covariance (a :class:`~postproc.methods.gls.tree.TreeGLS` or a
     :class:`~postproc.methods.gls.symmetry.SymmetricCovariance`) and which path computed them.
+    ``compiled``: the spec already compiled for every level (BlueDown compiles it once for the
+    GLS and TopDown's plan).
 
     Examples
     --------
@@ -128,7 +131,8 @@ def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None
     require_checked_spec("gls", noisy, spec)
     spec = spec or Spec()
     geo, schema = noisy.geography, noisy.schema
-    compiled = compile_spec(spec, schema, geo, noisy.invariants)
+    if compiled is None:
+        compiled = compile_spec(spec, schema, geo, noisy.invariants)
     terms = [[(noisy.workload[name].matrix, noisy.get(level, name).values,
                noisy.get(level, name).weights) for name in noisy.queries(level)]
              for level in geo.levels]
