@@ -514,3 +514,74 @@ def test_bad_weights_are_refused(bad, where):
                              else _six_leaves(level_weight=bad))
     with pytest.raises(PostprocError, match="(?i)weight"):
         tree_gls(parents, terms, cells)
+
+
+# -- a tree cut into parts: the top with what the parts give it, the parts under the top --------
+def _cut(case, split: int, parts: int):
+    """The case's tree cut under ``split``: the units of level ``split`` in ``parts`` runs of
+    consecutive units; for each run, the levels below as a forest (its parents, terms and
+    equalities, reindexed) and the rows of every level it holds."""
+    from postproc.methods.gls.tree import Equalities
+
+    n = len(case.parents[split])
+    bounds = np.linspace(0, n, parts + 1).round().astype(int)
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if lo == hi:
+            continue
+        keep, parents, rows = np.arange(lo, hi), [], []
+        for level in range(split + 1, len(case.parents)):
+            child = np.flatnonzero(np.isin(case.parents[level], keep))
+            parents.append(np.searchsorted(keep, case.parents[level][child]))
+            rows.append(child)
+            keep = child
+        eqs = None if case.equalities is None else [
+            None if case.equalities[level] is None else Equalities(
+                case.equalities[level].matrix, case.equalities[level].values[r],
+                case.equalities[level].zero[r])
+            for level, r in zip(range(split + 1, len(case.parents)), rows)]
+        terms = [[(q, v[r], np.broadcast_to(w, v.shape)[r]) for q, v, w in case.terms[level]]
+                 for level, r in zip(range(split + 1, len(case.parents)), rows)]
+        out.append((lo, hi, parents, rows, terms, eqs))
+    return out
+
+
+#: Seeds whose tree has a level to cut under (three levels or more).
+CUT_SEEDS = [s for s in range(100) if len(_random_case(s).parents) >= 3][:20]
+
+
+@pytest.mark.parametrize("seed", CUT_SEEDS)
+def test_tree_gls_in_parts_equals_the_whole(seed):
+    """Cut under a level into parts: each part's upward pass gives the top its children's sums
+    and covariances (``Below.of_part``, ``Below.join``); the top solved with them, and each part
+    again with the top's steps (``above``), give every unit the whole tree's estimate (rtol
+    1e-8), and the top's covariances are the whole's."""
+    from postproc.methods.gls.tree import Below, Equalities, tree_gls
+
+    case, (means, cov), _ = _solved(seed)
+    depth = len(case.parents)
+    split = 1 + seed % (depth - 2)
+    eqs = (None if case.equalities is None else
+           [None if eq is None else Equalities(eq.matrix, eq.values, eq.zero)
+            for eq in case.equalities])
+    pieces = _cut(case, split, 1 + seed % 3)
+    firsts = [tree_gls([np.full(len(p[0]), -1)] + p[1:], terms, case.cells, e)
+              for _, _, p, _, terms, e in pieces]
+    below = Below.join([Below.of_part(fit, p[0], hi - lo)
+                        for fit, (lo, hi, p, _, _, _) in zip(firsts, pieces)])
+    top = tree_gls(case.parents[:split + 1], case.terms[:split + 1], case.cells,
+                   None if eqs is None else eqs[:split + 1], below=below)
+    for level in range(split + 1):
+        np.testing.assert_allclose(top.means[level], means[level], rtol=RTOL,
+                                   atol=_atol(means[level]), err_msg=f"seed {seed} top {level}")
+        for unit in range(len(case.parents[level])):
+            want = cov(level, unit)
+            np.testing.assert_allclose(top.covariance(level, unit), want, rtol=RTOL,
+                                       atol=_atol(want), err_msg=f"seed {seed} {level} {unit}")
+    for lo, hi, p, rows, terms, e in pieces:
+        part = tree_gls([np.full(len(p[0]), -1)] + p[1:], terms, case.cells, e,
+                        above=top.below_steps[lo:hi][p[0]])
+        for i, r in enumerate(rows):
+            np.testing.assert_allclose(part.means[i], means[split + 1 + i][r], rtol=RTOL,
+                                       atol=_atol(means[split + 1 + i]),
+                                       err_msg=f"seed {seed} part {lo} level {split + 1 + i}")

@@ -42,7 +42,7 @@ from hierarchy.noisy import NoisyHierarchy
 from hierarchy.randomness import as_randomness
 from postproc.errors import PostprocError
 from postproc.methods.baselines.tree import TreeCounts, _budget
-from postproc.methods.gls.tree import Term, level_information, unit_groups
+from postproc.methods.gls.information import Term, level_information, unit_groups
 from postproc.result import Result
 
 __all__ = ["Term", "tree_least_squares", "hay_consistency", "hay"]

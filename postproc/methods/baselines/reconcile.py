@@ -64,7 +64,7 @@ import scipy.sparse as sp
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from postproc.errors import PostprocError, refuse_spec
 from postproc.methods.baselines.least_squares import _apply
-from postproc.methods.gls.tree import level_information
+from postproc.methods.gls.information import level_information
 from postproc.result import Result
 
 __all__ = ["level_least_squares", "clip_scale", "rake", "bottom_up_sums", "sums_from_bottom"]

@@ -33,7 +33,8 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.methods.gls.tree import Equalities, Term, TreeGLS
+from postproc.methods.gls.information import Term
+from postproc.methods.gls.tree import Equalities, TreeGLS
 
 __all__ = ["Symmetry", "find_symmetry", "SymmetricCovariance"]
 

@@ -49,12 +49,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from postproc.errors import PostprocError
+from postproc.methods.gls.information import Term, level_information, unit_groups
 
-__all__ = ["Equalities", "TreeGLS", "tree_gls", "Term", "level_information", "unit_groups"]
-
-#: One measured query of one level: ``(Q, values, weights)`` with ``Q`` (answers × cells),
-#: ``values`` and ``weights`` (units × answers); weights are inverse variances.
-Term = tuple[Any, np.ndarray, np.ndarray]
+__all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
 
 #: Relative size below which an eigenvalue (of a covariance) or a singular value (of the
 #: equality rows) counts as zero.
@@ -162,6 +159,8 @@ class TreeGLS:
     _operators: list[_Operator] = field(repr=False)
     _ids: list[np.ndarray] = field(default_factory=list, repr=False)
     _covariances: list[np.ndarray] = field(default_factory=list, repr=False)
+    below_steps: np.ndarray | None = field(default=None, repr=False)
+    _above: bool = field(default=False, repr=False)
 
     def subtree_means(self, level: int) -> np.ndarray:
         """The subtree estimates ``L`` of a level's units (units × cells)."""
@@ -200,8 +199,12 @@ class TreeGLS:
     def _next_level(self) -> None:
         li = len(self._ids)
         if li == 0:
-            self._covariances.append(self._operators[int(self._lower[0][0])].covariance)
-            self._ids.append(np.zeros(1, dtype=np.int64))
+            if self._above:
+                raise PostprocError("the covariances of a part solved under a top are not "
+                                    "computed (its top level's covariance needs its parents')")
+            distinct, inverse = np.unique(self._lower[0], return_inverse=True)
+            self._covariances.extend(self._operators[int(i)].covariance for i in distinct)
+            self._ids.append(inverse.ravel().astype(np.int64))
             return
         p = self._parents[li]
         keys = np.stack([self._lower[li], self._lower[li - 1][p], self._ids[li - 1][p]], axis=1)
@@ -268,7 +271,8 @@ def _operator(info: np.ndarray, rows: np.ndarray, sigma: np.ndarray | None, wher
 
 def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
              equalities: Sequence[Equalities | None] | None = None, *,
-             names: Sequence[Sequence[str]] | None = None) -> TreeGLS:
+             names: Sequence[Sequence[str]] | None = None, below: "Below | None" = None,
+             above: np.ndarray | None = None) -> TreeGLS:
     """The BLUE of every unit's histogram under consistency and equalities, in two passes.
 
     Parameters
@@ -288,6 +292,14 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
         each problem holds the same values.
     names : sequence of sequences of str, optional
         Per level, the units' names (for messages); default their indices.
+    below : Below, optional
+        The children's sums and their covariances for the bottom level's units, when the tree
+        is the top of a larger one cut into parts; the result's ``below_steps`` are then what
+        each part's downward pass needs (its ``above``).
+    above : float array, optional
+        For a tree that is a part under a top solved before it: each top-level unit's step
+        ``Σ_p⁺ (B_p − S_p)`` from its parent (the top's ``below_steps``, its rows), units × cells
+        or units × k × cells. The top level may then hold any number of units (a forest).
 
     Returns
     -------
@@ -316,8 +328,8 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
     >>> [m.ravel().round(4).tolist() for m in held.means], float(held.covariance(1, 0)[0, 0])
     ([[9.0], [4.0, 5.0]], 0.5)
     """
-    parents, equalities = _checked_tree(parents, terms, cells, equalities)
-    depth, sizes = len(parents), [p.size for p in parents]
+    parents, equalities = _checked_tree(parents, terms, cells, equalities, below, above)
+    depth = len(parents)
 
     def unit_name(li: int, u: int) -> str:
         return f"level {li} unit {names[li][u] if names is not None else u}"
@@ -328,6 +340,34 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
                             "units × k × answers")
     batched = batch == {3}
 
+    operators, lower, means, child_sums = _upward(parents, terms, cells, equalities, below,
+                                                  unit_name)
+    estimates: list[np.ndarray] = [None] * depth     # type: ignore[list-item]
+    estimates[0] = means[0].copy()
+    if above is not None:
+        _add_steps(estimates[0], np.asarray(above, dtype=np.float64), lower[0], operators)
+    steps = None
+    for li in range(1, depth + (below is not None)):
+        step = _steps(estimates[li - 1], child_sums[li - 1], lower[li - 1], operators)
+        if li == depth:
+            steps = step
+            break
+        estimates[li] = means[li].copy()
+        _add_steps(estimates[li], step[parents[li]], lower[li], operators)
+    if not batched:
+        estimates, means = [e[:, 0, :] for e in estimates], [m[:, 0, :] for m in means]
+        steps = steps[:, 0, :] if steps is not None else None
+    return TreeGLS(estimates, means, parents, lower, operators, below_steps=steps,
+                   _above=above is not None)
+
+
+def _upward(parents: list[np.ndarray], terms: Sequence[Sequence[Term]], cells: int,
+            equalities: list[Equalities | None], below: "Below | None", unit_name
+            ) -> tuple[list[_Operator], list[np.ndarray], list[np.ndarray], list[Any]]:
+    """The upward pass: every unit's operator id and subtree estimate ``L`` (units × k × cells),
+    and the sum of its children's (None at the bottom level, unless given ``below``); the
+    operators computed once per distinct signature."""
+    depth, sizes = len(parents), [p.size for p in parents]
     operators: list[_Operator] = []
     lower: list[np.ndarray] = [None] * depth        # type: ignore[list-item]
     means: list[np.ndarray] = [None] * depth        # type: ignore[list-item]
@@ -341,54 +381,199 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
             aggregate = sp.csr_matrix((np.ones(child_parent.size),
                                        (child_parent, np.arange(child_parent.size))),
                                       shape=(sizes[li], child_parent.size))
-            below = means[li + 1]
-            child_sums[li] = np.asarray(aggregate @ below.reshape(below.shape[0], -1)
-                                        ).reshape(sizes[li], *below.shape[1:])
-            children = _children_signatures(child_parent, lower[li + 1], sizes[li])
+            below_means = means[li + 1]
+            child_sums[li] = np.asarray(aggregate @ below_means.reshape(
+                below_means.shape[0], -1)).reshape(sizes[li], *below_means.shape[1:])
+            children = _Children.of(child_parent, lower[li + 1], sizes[li], operators)
+        elif below is not None:
+            sums = np.asarray(below.sums, dtype=np.float64)
+            child_sums[li] = sums if sums.ndim == 3 else sums[:, None, :]
+            children = _Children.given(below)
         else:
-            children = [()] * sizes[li]
-        index: dict[Any, int] = {}
-        ids = np.empty(sizes[li], dtype=np.int64)
-        for u in range(sizes[li]):
-            key = (int(own_ids[u]), eq.pattern(u) if eq is not None else None, children[u])
-            if key not in index:
-                rows = eq.rows(u)[0] if eq is not None else np.zeros((0, cells))
-                sigma = None
-                if children[u]:
-                    sigma = np.sum([operators[c].covariance * k for c, k in children[u]], axis=0)
-                index[key] = len(operators)
-                operators.append(_operator(own_info[own_ids[u]], rows, sigma, unit_name(li, u)))
-            ids[u] = index[key]
-        lower[li] = ids
-        means[li] = _level_means(li, ids, operators, b, eq, child_sums[li], cells, unit_name)
-    estimates: list[np.ndarray] = [None] * depth     # type: ignore[list-item]
-    estimates[0] = means[0]
-    for li in range(1, depth):
-        p = parents[li]
-        gap = estimates[li - 1] - child_sums[li - 1]
-        direction = np.empty_like(gap)
-        for g, rows in unit_groups(lower[li - 1]):
-            direction[rows] = gap[rows] @ operators[g].sigma_pinv
-        estimates[li] = means[li].copy()
-        step = direction[p]
-        for g, rows in unit_groups(lower[li]):
-            estimates[li][rows] += step[rows] @ operators[g].covariance
-    if not batched:
-        estimates, means = [e[:, 0, :] for e in estimates], [m[:, 0, :] for m in means]
-    return TreeGLS(estimates, means, parents, lower, operators)
+            children = _Children.none(sizes[li])
+        keys = np.stack([own_ids, _pattern_ids(eq, sizes[li]), children.ids], axis=1)
+        distinct, first, inverse = np.unique(keys, axis=0, return_index=True,
+                                             return_inverse=True)
+        start = len(operators)
+        for (own, _, sig), u in zip(distinct.tolist(), first.tolist()):
+            rows = eq.rows(u)[0] if eq is not None else np.zeros((0, cells))
+            operators.append(_operator(own_info[own], rows, children.covariance(sig),
+                                       unit_name(li, u)))
+        lower[li] = start + inverse.ravel().astype(np.int64)
+        means[li] = _level_means(li, lower[li], operators, b, eq, child_sums[li], cells,
+                                 unit_name)
+    return operators, lower, means, child_sums
+
+
+def _steps(estimate: np.ndarray, child_sum: np.ndarray, ids: np.ndarray,
+           operators: list[_Operator]) -> np.ndarray:
+    """For every unit, ``Σ⁺ (B − S)``: what its children's conditional means add, times
+    their covariances."""
+    gap = estimate - child_sum
+    out = np.empty_like(gap)
+    for g, rows in unit_groups(ids):
+        out[rows] = gap[rows] @ operators[g].sigma_pinv
+    return out
+
+
+def _add_steps(estimate: np.ndarray, step: np.ndarray, ids: np.ndarray,
+               operators: list[_Operator]) -> None:
+    """``B = L + C · step`` for every unit, in place (the downward pass)."""
+    step = step if step.ndim == 3 else step[:, None, :]
+    for g, rows in unit_groups(ids):
+        estimate[rows] += step[rows] @ operators[g].covariance
+
+
+def _pattern_ids(eq: Equalities | None, units: int) -> np.ndarray:
+    """An id per unit for its equality pattern (which rows, which zero cells), equal ids for
+    equal patterns."""
+    if eq is None:
+        return np.zeros(units, dtype=np.int64)
+    bits = np.isfinite(eq.values)
+    if eq.zero is not None:
+        bits = np.concatenate([bits, eq.zero], axis=1)
+    if bits.shape[1] == 0:
+        return np.zeros(units, dtype=np.int64)
+    packed = np.ascontiguousarray(np.packbits(bits, axis=1))
+    return np.unique(packed, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Below:
+    """What the levels under a tree's bottom level tell it (a tree cut into parts): for every
+    bottom unit, the sum of its children's subtree estimates ``S`` (units × cells, or
+    units × k × cells) and which covariance ``Σ`` that sum has (``ids`` into
+    ``covariances``).
+
+    Examples
+    --------
+    >>> Below(np.zeros((2, 3)), np.array([0, 0]), [np.eye(3)]).ids.tolist()
+    [0, 0]
+    """
+
+    sums: np.ndarray
+    ids: np.ndarray
+    covariances: Sequence[np.ndarray]
+
+    def __post_init__(self):
+        object.__setattr__(self, "ids", np.asarray(self.ids, dtype=np.int64).ravel())
+
+    @classmethod
+    def of_part(cls, fit: "TreeGLS", parents: Any, units: int) -> "Below":
+        """What a part's top level gives the ``units`` units above it: ``parents`` maps the
+        part's top units to them (0 … units − 1, every one with a child).
+
+        Examples
+        --------
+        Two leaves of one cell measured 3 and 4 (variance 1) under one unit:
+
+        >>> one = np.ones((2, 1))
+        >>> part = tree_gls([[-1, -1]], [[(np.ones((1, 1)), np.array([[3.0], [4.0]]), one)]], 1)
+        >>> below = Below.of_part(part, [0, 0], 1)
+        >>> below.sums.tolist(), [c.tolist() for c in below.covariances]
+        ([[7.0]], [[[2.0]]])
+        """
+        parents = np.asarray(parents, dtype=np.int64).ravel()
+        means = fit.subtree[0]
+        aggregate = sp.csr_matrix((np.ones(parents.size), (parents, np.arange(parents.size))),
+                                  shape=(units, parents.size))
+        sums = np.asarray(aggregate @ means.reshape(means.shape[0], -1)).reshape(
+            units, *means.shape[1:])
+        children = _Children.of(parents, fit.subtree_ids(0), units, fit._operators)
+        distinct, inverse = np.unique(children.ids, return_inverse=True)
+        return cls(sums, inverse.ravel(), [children.covariance(int(i)) for i in distinct])
+
+    @classmethod
+    def join(cls, pieces: Sequence["Below"]) -> "Below":
+        """The pieces of consecutive units as one, equal covariances shared.
+
+        Examples
+        --------
+        >>> a = Below(np.zeros((1, 1)), [0], [np.eye(1)])
+        >>> b = Below(np.ones((2, 1)), [1, 0], [np.eye(1) * 2, np.eye(1)])
+        >>> joined = Below.join([a, b])
+        >>> joined.ids.tolist(), len(joined.covariances)     # b's second covariance is a's
+        ([0, 0, 1], 2)
+        """
+        index: dict[bytes, int] = {}
+        covariances: list[np.ndarray] = []
+        ids = []
+        for piece in pieces:
+            local = np.empty(len(piece.covariances), dtype=np.int64)
+            for i, cov in enumerate(piece.covariances):
+                cov = np.ascontiguousarray(cov, dtype=np.float64)
+                key = cov.tobytes()
+                if key not in index:
+                    index[key] = len(covariances)
+                    covariances.append(cov)
+                local[i] = index[key]
+            ids.append(local[piece.ids])
+        return cls(np.concatenate([np.asarray(p.sums) for p in pieces]),
+                   np.concatenate(ids), covariances)
+
+
+@dataclass(frozen=True, eq=False)
+class _Children:
+    """For every unit of a level, an id of what its children give it (their operators and
+    multiplicities, or a given covariance), and the covariance ``Σ`` of their sum per id."""
+
+    ids: np.ndarray
+    covariance: Any             # id → Σ (None: no children)
+
+    @classmethod
+    def none(cls, units: int) -> "_Children":
+        return cls(np.zeros(units, dtype=np.int64), lambda sig: None)
+
+    @classmethod
+    def given(cls, below: Below) -> "_Children":
+        return cls(below.ids, lambda sig: np.asarray(below.covariances[sig], dtype=np.float64))
+
+    @classmethod
+    def of(cls, child_parent: np.ndarray, child_ids: np.ndarray, units: int,
+           operators: list[_Operator]) -> "_Children":
+        """Units whose children have the same operators, as many times each, share an id."""
+        pairs, counts = np.unique(np.stack([child_parent, child_ids]), axis=1,
+                                  return_counts=True)
+        parent, op = pairs
+        width = int(np.bincount(parent, minlength=units).max(initial=0))
+        rank = np.arange(parent.size) - np.searchsorted(parent, parent)
+        table = np.full((units, 2 * width), -1, dtype=np.int64)
+        table[parent, 2 * rank] = op
+        table[parent, 2 * rank + 1] = counts
+        distinct, inverse = np.unique(table, axis=0, return_inverse=True)
+
+        def covariance(sig: int) -> np.ndarray:
+            row = distinct[sig].reshape(-1, 2)
+            row = row[row[:, 0] >= 0]
+            return np.sum([operators[c].covariance * k for c, k in row.tolist()], axis=0)
+
+        return cls(inverse.ravel().astype(np.int64), covariance)
 
 
 def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
-                  equalities: Sequence[Equalities | None] | None
+                  equalities: Sequence[Equalities | None] | None,
+                  below: "Below | None" = None, above: np.ndarray | None = None
                   ) -> tuple[list[np.ndarray], list[Equalities | None]]:
-    """The parents as int arrays and the equalities per level, checked against each other."""
+    """The parents as int arrays and the equalities per level, checked against each other
+    and against what is given from below and above."""
     parents = [np.asarray(p, dtype=np.int64).ravel() for p in parents]
     depth = len(parents)
     if depth == 0 or len(terms) != depth:
         raise PostprocError(f"{depth} parent arrays for {len(terms)} levels of terms")
-    if parents[0].size != 1:
-        raise PostprocError("the root level must have exactly one unit")
+    if parents[0].size < 1:
+        raise PostprocError("the top level has no unit")
     sizes = [p.size for p in parents]
+    if below is not None:
+        shape = np.shape(below.sums)
+        if (shape[0] != sizes[-1] or shape[-1] != cells or below.ids.size != sizes[-1]
+                or (below.ids.size and (below.ids.min() < 0
+                                        or below.ids.max() >= len(below.covariances)))):
+            raise PostprocError(f"below: sums of shape {shape} and {below.ids.size} ids into "
+                                f"{len(below.covariances)} covariances for {sizes[-1]} bottom "
+                                f"units of {cells} cells")
+    if above is not None and (np.shape(above)[0] != sizes[0] or np.shape(above)[-1] != cells):
+        raise PostprocError(f"above: steps of shape {np.shape(above)} for {sizes[0]} top units "
+                            f"of {cells} cells")
     for li in range(1, depth):
         p = parents[li]
         if p.size and (p.min() < 0 or p.max() >= sizes[li - 1]):
@@ -405,16 +590,6 @@ def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells
                                 f"{eq.matrix.shape[1]} cells; the level has {sizes[li]} units of "
                                 f"{cells}")
     return parents, equalities
-
-
-def _children_signatures(child_parent: np.ndarray, child_ids: np.ndarray, n_parents: int
-                         ) -> list[tuple[tuple[int, int], ...]]:
-    """For every parent, its children's operator ids as sorted (id, multiplicity) pairs."""
-    pairs, counts = np.unique(np.stack([child_parent, child_ids]), axis=1, return_counts=True)
-    out: list[list] = [[] for _ in range(n_parents)]
-    for (parent, c), k in zip(pairs.T.tolist(), counts.tolist()):
-        out[parent].append((c, k))
-    return [tuple(s) for s in out]
 
 
 def _level_means(li: int, ids: np.ndarray, operators: list[_Operator], b: np.ndarray,
@@ -469,67 +644,3 @@ def _check_feasible(li: int, rows: np.ndarray, means: np.ndarray, eq: Equalities
         raise PostprocError(f"{unit_name(li, int(rows[np.argmax(bad)]))}: {what} (e.g. an "
                             f"invariant total that is not the sum of its children's invariant "
                             f"totals); check the published invariants")
-
-
-def unit_groups(ids: np.ndarray):
-    """``(id, rows)`` for every distinct id, rows in ascending order (one sort, no scans).
-
-    Examples
-    --------
-    >>> [(g, rows.tolist()) for g, rows in unit_groups(np.array([2, 0, 2, 1]))]
-    [(0, [1]), (1, [3]), (2, [0, 2])]
-    """
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    ends = np.r_[starts[1:], ids.size]
-    for s, e in zip(starts, ends):
-        yield int(sorted_ids[s]), order[s:e]
-
-
-def level_information(level_terms: Sequence[Term], units: int, cells: int, li: int
-                      ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-    """The information of a level's own measurements: each unit's id, the distinct information
-    matrices ``Σ_q QᵀWQ`` (one per distinct row of weights), and ``b = Σ_q QᵀWy`` per unit.
-
-    Examples
-    --------
-    Two units measured by the total of two cells, the second with twice the weight:
-
-    >>> ids, matrices, b = level_information(
-    ...     [(np.ones((1, 2)), np.array([[3.0], [4.0]]), np.array([[1.0], [2.0]]))], 2, 2, 0)
-    >>> ids.tolist(), [m.tolist() for m in matrices], b.tolist()
-    ([0, 1], [[[1.0, 1.0], [1.0, 1.0]], [[2.0, 2.0], [2.0, 2.0]]], [[3.0, 3.0], [8.0, 8.0]])
-    """
-    batch = {np.ndim(values) for _, values, _ in level_terms}
-    k = [np.shape(values)[1] for _, values, _ in level_terms][0] if batch == {3} else None
-    b = np.zeros((units, cells) if k is None else (units, k, cells))
-    weight_rows, blocks = [], []
-    for q, values, weights in level_terms:
-        q = sp.csr_matrix(q, dtype=np.float64)
-        values = np.asarray(values, dtype=np.float64)
-        shape = (units, q.shape[0]) if k is None else (units, k, q.shape[0])
-        if q.shape[1] != cells or values.shape != shape:
-            raise PostprocError(f"level {li}: a query of shape {q.shape} with values of shape "
-                                f"{values.shape}; expected ({q.shape[0]}, {cells}) and {shape}")
-        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), shape[:1] + shape[-1:])
-        if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
-            raise PostprocError(f"level {li}: weights must be finite and non-negative")
-        weighted = weights * values if k is None else weights[:, None, :] * values
-        b += np.asarray(weighted.reshape(-1, q.shape[0]) @ q).reshape(b.shape)
-        weight_rows.append(weights)
-        blocks.append(q)
-    if not blocks:
-        return np.zeros(units, dtype=np.int64), [np.zeros((cells, cells))], b
-    stacked = np.concatenate(weight_rows, axis=1)
-    distinct, ids = np.unique(stacked, axis=0, return_inverse=True)
-    matrices = []
-    for row in distinct:
-        matrix = np.zeros((cells, cells))
-        start = 0
-        for q in blocks:
-            w = row[start:start + q.shape[0]]
-            start += q.shape[0]
-            matrix += np.asarray((q.T @ sp.diags(w) @ q).todense())
-        matrices.append(matrix)
-    return ids.ravel().astype(np.int64), matrices, b
