@@ -12,11 +12,58 @@ import scipy.sparse as sp
 
 from postproc.errors import PostprocError
 
-__all__ = ["Term", "level_information", "unit_groups"]
+__all__ = ["Term", "level_information", "unit_groups", "times", "distinct_rows"]
+
+#: Cells up to which a query's matrix is made dense for the products of a level (BLAS on a
+#: dense matrix beats a sparse product at these sizes; the 2020 workload's split problems have
+#: 32 cells).
+DENSE_QUERY_CELLS = 512
 
 #: One measured query of one level: ``(Q, values, weights)`` with ``Q`` (answers × cells),
 #: ``values`` and ``weights`` (units × answers); weights are inverse variances.
 Term = tuple[Any, np.ndarray, np.ndarray]
+
+
+def times(a: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """``a @ matrix`` for a stack ``a`` (… × n) and an n × m matrix, as one 2-d product (numpy
+    multiplies a 3-d stack by a matrix one small product per slice, many times slower).
+
+    Examples
+    --------
+    >>> times(np.ones((2, 3, 2)), np.eye(2)[:, :1]).shape
+    (2, 3, 1)
+    """
+    a = np.ascontiguousarray(a)
+    rows = int(np.prod(a.shape[:-1]))
+    return (a.reshape(rows, a.shape[-1]) @ matrix).reshape(*a.shape[:-1], matrix.shape[1])
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a float array and each row's index among them, exactly, without
+    sorting the rows: rows are grouped by a random projection, then checked equal to their
+    group's first row (a tie of the projection between unequal rows splits them).
+
+    Examples
+    --------
+    >>> first, ids = distinct_rows(np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0]]))
+    >>> first.tolist(), ids.tolist()
+    ([0, 1], [0, 1, 0])
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    n = rows.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    projection = rows @ np.random.default_rng(0).uniform(1.0, 2.0, rows.shape[1])
+    _, first, ids = np.unique(projection, return_index=True, return_inverse=True)
+    ids = ids.ravel()
+    differ = np.flatnonzero(np.any(rows != rows[first[ids]], axis=1))
+    if differ.size:     # unequal rows with one projection: sort those exactly
+        _, first, ids = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        ids = ids.ravel()
+    order = np.argsort(first)            # ids in the order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return first[order].astype(np.int64), rank[ids].astype(np.int64)
 
 
 def unit_groups(ids: np.ndarray):
@@ -55,6 +102,7 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
     weight_rows, blocks = [], []
     for q, values, weights in level_terms:
         q = sp.csr_matrix(q, dtype=np.float64)
+        dense = q.toarray() if cells <= DENSE_QUERY_CELLS else q
         values = np.asarray(values, dtype=np.float64)
         shape = (units, q.shape[0]) if k is None else (units, k, q.shape[0])
         if q.shape[1] != cells or values.shape != shape:
@@ -64,15 +112,15 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
         if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
             raise PostprocError(f"level {li}: weights must be finite and non-negative")
         weighted = weights * values if k is None else weights[:, None, :] * values
-        b += np.asarray(weighted.reshape(-1, q.shape[0]) @ q).reshape(b.shape)
+        b += np.asarray(weighted.reshape(-1, q.shape[0]) @ dense).reshape(b.shape)
         weight_rows.append(weights)
         blocks.append(q)
     if not blocks:
         return np.zeros(units, dtype=np.int64), [np.zeros((cells, cells))], b
     stacked = np.concatenate(weight_rows, axis=1)
-    distinct, ids = np.unique(stacked, axis=0, return_inverse=True)
+    first, ids = distinct_rows(stacked)
     matrices = []
-    for row in distinct:
+    for row in stacked[first]:
         matrix = np.zeros((cells, cells))
         start = 0
         for q in blocks:

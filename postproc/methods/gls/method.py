@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -24,10 +25,10 @@ from invariants.compile import LevelConstraints, compile_spec
 from invariants.spec import Spec
 from postproc.errors import require_checked_spec
 from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_symmetry
-from postproc.methods.gls.tree import Equalities, tree_gls
+from postproc.methods.gls.tree import Below, Equalities, TreeGLS, tree_gls
 from postproc.result import Result
 
-__all__ = ["gls", "solve_gls", "equalities_of"]
+__all__ = ["gls", "solve_gls", "equalities_of", "gls_problems", "GLSProblems"]
 
 #: Cells per histogram above which the general path (dense cells × cells algebra per distinct
 #: unit signature) warns of its cost.
@@ -130,44 +131,112 @@ def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     """
     require_checked_spec("gls", noisy, spec)
     spec = spec or Spec()
-    geo, schema = noisy.geography, noisy.schema
     if compiled is None:
-        compiled = compile_spec(spec, schema, geo, noisy.invariants)
+        compiled = compile_spec(spec, noisy.schema, noisy.geography, noisy.invariants)
+    problems = gls_problems(noisy, compiled)
+    if problems.symmetry is None and problems.cells > DENSE_WARNING_CELLS:
+        warnings.warn(f"gls: the succinct path does not apply ({problems.why}), and with "
+                      f"{problems.cells:,} cells per histogram the general path does dense "
+                      f"{problems.cells:,} × {problems.cells:,} algebra for every distinct unit "
+                      f"(about {problems.cells ** 3 / 2e10:.1f} s each): this can take hours",
+                      stacklevel=3)
+    fits = problems.fit()
+    means = [_exact_zeros(m, compiled[level])
+             for m, level in zip(problems.means(fits), noisy.geography.levels)]
+    return means, problems.uncertainty(fits), problems.structure
+
+
+@dataclass(frozen=True, eq=False)
+class GLSProblems:
+    """The GLS of a noisy hierarchy as the tree problems :func:`tree_gls` solves: one (the
+    general path) or the mean and contrast problems of the succinct path, each with its terms
+    and equalities per level.
+
+    Attributes
+    ----------
+    symmetry : Symmetry or None
+        The split, or None on the general path (``why`` says why).
+    parents, names : per level, the units' parents and names
+    terms, equalities : per problem, per level
+    cells : int
+        Cells per histogram.
+    why, split_by : str
+        Why the general path (the failed condition), and the attribute the split is by.
+    """
+
+    symmetry: Symmetry | None
+    parents: list[np.ndarray]
+    names: list[list[str]]
+    terms: list[list[Any]]
+    equalities: list[list[Equalities | None]]
+    cells: int
+    why: str = ""
+    split_by: str = ""
+
+    @property
+    def structure(self) -> dict[str, Any]:
+        """Which path, for a result's provenance."""
+        if self.symmetry is None:
+            return {"structure": "general", "why_not_split": self.why}
+        return {"structure": "split", "split_by": self.split_by,
+                "cells_per_problem": self.symmetry.groups}
+
+    def fit(self, below: Sequence[Below] | None = None,
+            above: Sequence[np.ndarray] | None = None) -> list[TreeGLS]:
+        """Every problem solved (``below``/``above``: per problem, for a tree cut into parts,
+        :func:`~postproc.methods.gls.tree.tree_gls`)."""
+        cells = self.cells if self.symmetry is None else self.symmetry.groups
+        return [tree_gls(self.parents, terms, cells, equalities, names=self.names,
+                         below=None if below is None else below[i],
+                         above=None if above is None else above[i])
+                for i, (terms, equalities) in enumerate(zip(self.terms, self.equalities))]
+
+    def means(self, fits: Sequence[TreeGLS]) -> list[np.ndarray]:
+        """Every level's estimates (units × cells)."""
+        if self.symmetry is None:
+            return list(fits[0].means)
+        return [self.symmetry.join(m, c) for m, c in zip(fits[0].means, fits[1].means)]
+
+    def uncertainty(self, fits: Sequence[TreeGLS]) -> Any:
+        """The estimates' covariance: the TreeGLS, or a SymmetricCovariance."""
+        return fits[0] if self.symmetry is None else SymmetricCovariance(self.symmetry, *fits)
+
+
+def gls_problems(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints], *,
+                 levels: Sequence[str] | None = None) -> GLSProblems:
+    """The tree problems of the GLS of ``noisy`` under ``compiled`` (its spec compiled), on
+    ``levels`` (default all; a run in parts passes the levels below its split: a forest whose
+    top units' parents are the split's units).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(500, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=2)
+    >>> problems = gls_problems(noisy, compile_spec(Spec(), E2E_1940, truth.geography, {}))
+    >>> problems.structure["cells_per_problem"], len(problems.fit())
+    (32, 2)
+    """
+    geo, schema = noisy.geography, noisy.schema
+    levels = list(geo.levels if levels is None else levels)
+    index = [geo.level_index(level) for level in levels]
+    parents = [np.asarray(geo.parents[li]) for li in index]
+    if index[0] == 0:
+        parents[0] = np.array([-1])
     terms = [[(noisy.workload[name].matrix, noisy.get(level, name).values,
                noisy.get(level, name).weights) for name in noisy.queries(level)]
-             for level in geo.levels]
-    equalities = [equalities_of(compiled[level]) for level in geo.levels]
-    names = [[str(g) for g in codes] for codes in geo.geocodes]
+             for level in levels]
+    equalities = [equalities_of(compiled[level]) for level in levels]
+    names = [[str(g) for g in geo.geocodes[li]] for li in index]
     symmetry, why = find_symmetry(schema.shape, terms, equalities, schema.names)
-    if symmetry is not None:
-        means, uncertainty = _split_gls(symmetry, geo.parents, terms, equalities, names)
-        structure = {"structure": "split", "split_by": schema.names[-1],
-                     "cells_per_problem": symmetry.groups}
-    else:
-        if schema.size > DENSE_WARNING_CELLS:
-            warnings.warn(f"gls: the succinct path does not apply ({why}), and with "
-                          f"{schema.size:,} cells per histogram the general path does dense "
-                          f"{schema.size:,} × {schema.size:,} algebra for every distinct unit "
-                          f"(about {schema.size ** 3 / 2e10:.1f} s each): this can take hours",
-                          stacklevel=3)
-        fit = tree_gls(geo.parents, terms, schema.size, equalities, names=names)
-        means, uncertainty = fit.means, fit
-        structure = {"structure": "general", "why_not_split": why}
-    means = [_exact_zeros(m, compiled[level]) for m, level in zip(means, geo.levels)]
-    return means, uncertainty, structure
-
-
-def _split_gls(symmetry: Symmetry, parents, terms, equalities, names
-               ) -> tuple[list[np.ndarray], SymmetricCovariance]:
-    """The BLUE by the succinct path: the mean problem and the contrast problems, joined."""
+    if symmetry is None:
+        return GLSProblems(None, parents, names, [terms], [equalities], schema.size, why)
     split = [symmetry.split_terms(level_terms) for level_terms in terms]
     eqs = [symmetry.split_equalities(eq, len(p)) for eq, p in zip(equalities, parents)]
-    mean = tree_gls(parents, [m for m, _ in split], symmetry.groups, [m for m, _ in eqs],
-                    names=names)
-    contrast = tree_gls(parents, [c for _, c in split], symmetry.groups, [c for _, c in eqs],
-                        names=names)
-    means = [symmetry.join(m, c) for m, c in zip(mean.means, contrast.means)]
-    return means, SymmetricCovariance(symmetry, mean, contrast)
+    return GLSProblems(symmetry, parents, names, [[m for m, _ in split], [c for _, c in split]],
+                       [[m for m, _ in eqs], [c for _, c in eqs]], schema.size,
+                       split_by=schema.names[-1])
 
 
 def _exact_zeros(means: np.ndarray, lc: LevelConstraints) -> np.ndarray:

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.methods.gls.information import Term
+from postproc.methods.gls.information import Term, times
 from postproc.methods.gls.tree import Equalities, TreeGLS
 
 __all__ = ["Symmetry", "find_symmetry", "SymmetricCovariance"]
@@ -74,9 +74,10 @@ class Symmetry:
                 mean.append((np.sqrt(r) * qa, values, weights))
                 continue
             y = np.asarray(values, dtype=np.float64).reshape(units, qa.shape[0], r)
-            w = np.broadcast_to(weights, values.shape).reshape(units, qa.shape[0], r)[:, :, 0]
-            mean.append((qa, y @ basis[:, 0], w))
-            contrast.append((qa, np.transpose(y @ basis[:, 1:], (0, 2, 1)), w))
+            w = np.broadcast_to(weights, values.shape)[:, ::r]
+            coordinates = times(y, basis)               # units × answers of Q_a × R
+            mean.append((qa, coordinates[:, :, 0], w))
+            contrast.append((qa, np.transpose(coordinates[:, :, 1:], (0, 2, 1)), w))
         return mean, contrast
 
     def split_equalities(self, eq: Equalities | None, units: int
@@ -92,10 +93,9 @@ class Symmetry:
     def join(self, mean: np.ndarray, contrast: np.ndarray) -> np.ndarray:
         """Histograms (units × cells) from the mean (units × A) and contrast
         (units × (R − 1) × A) estimates."""
-        basis = self.basis
-        x = mean[:, :, None] * basis[:, 0][None, None, :] + np.einsum(
-            "uka,rk->uar", contrast, basis[:, 1:])
-        return x.reshape(mean.shape[0], self.groups * self.size)
+        coordinates = np.concatenate([mean[:, :, None], np.transpose(contrast, (0, 2, 1))],
+                                     axis=2)                        # units × A × R
+        return times(coordinates, self.basis.T).reshape(mean.shape[0], self.groups * self.size)
 
 
 def _kind(q: Any, groups: int, size: int) -> tuple[str | None, np.ndarray | None]:

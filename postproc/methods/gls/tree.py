@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from postproc.errors import PostprocError
-from postproc.methods.gls.information import Term, level_information, unit_groups
+from postproc.methods.gls.information import Term, level_information, times, unit_groups
 
 __all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
 
@@ -412,7 +412,7 @@ def _steps(estimate: np.ndarray, child_sum: np.ndarray, ids: np.ndarray,
     gap = estimate - child_sum
     out = np.empty_like(gap)
     for g, rows in unit_groups(ids):
-        out[rows] = gap[rows] @ operators[g].sigma_pinv
+        out[rows] = times(gap[rows], operators[g].sigma_pinv)
     return out
 
 
@@ -421,7 +421,7 @@ def _add_steps(estimate: np.ndarray, step: np.ndarray, ids: np.ndarray,
     """``B = L + C · step`` for every unit, in place (the downward pass)."""
     step = step if step.ndim == 3 else step[:, None, :]
     for g, rows in unit_groups(ids):
-        estimate[rows] += step[rows] @ operators[g].covariance
+        estimate[rows] += times(step[rows], operators[g].covariance)
 
 
 def _pattern_ids(eq: Equalities | None, units: int) -> np.ndarray:
@@ -611,11 +611,11 @@ def _level_means(li: int, ids: np.ndarray, operators: list[_Operator], b: np.nda
                 rhs_parts.append(np.zeros((rows.size, k, int(eq.zero[rows[0]].sum()))))
         if op.sigma_pinv is not None:
             s = child_sum[rows]
-            info_b = info_b + s @ op.sigma_pinv
-            rhs_parts.append(s @ op.null_sigma)
+            info_b = info_b + times(s, op.sigma_pinv)
+            rhs_parts.append(times(s, op.null_sigma))
         rhs = (np.concatenate(rhs_parts, axis=2) if rhs_parts
                else np.zeros((rows.size, k, 0)))
-        out[rows] = info_b @ op.covariance + rhs @ op.of_rhs.T
+        out[rows] = times(info_b, op.covariance) + times(rhs, op.of_rhs.T)
         if rhs.shape[2]:
             _check_feasible(li, rows, out[rows], eq, op, child_sum, unit_name)
     return out
@@ -629,14 +629,14 @@ def _check_feasible(li: int, rows: np.ndarray, means: np.ndarray, eq: Equalities
     what = "its equalities contradict each other"
     if eq is not None:
         active = np.isfinite(eq.values[rows[0]])
-        got = means @ eq.matrix[active].T
+        got = times(means, eq.matrix[active].T)
         off = np.abs(got - eq.values[rows][:, None, active])
         bad |= off.max(axis=(1, 2), initial=0) > 1e-6 * scale
         if eq.zero is not None:
             zeros = np.abs(means[:, :, eq.zero[rows[0]]])
             bad |= zeros.max(axis=(1, 2), initial=0) > 1e-6 * scale
     if op.null_sigma is not None and op.null_sigma.shape[1]:
-        off = np.abs((means - child_sum[rows]) @ op.null_sigma).max(axis=(1, 2)) > 1e-6 * scale
+        off = np.abs(times(means - child_sum[rows], op.null_sigma)).max(axis=(1, 2)) > 1e-6 * scale
         if off.any() and not bad.any():
             what = "its equalities contradict what its children's equalities fix"
         bad |= off
