@@ -503,7 +503,12 @@ class _SolvePart:
         self.noisy_dir = noisy_dir     # release mode: where each part's measurement is saved
         self.all_answers = all_answers
 
-    def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
+    def measured(self, task: _PartTask) -> tuple[NoisyHierarchy, dict[str, Any],
+                                                  dict[str, dict[str, np.ndarray]]]:
+        """The part's measurement (loaded when an interrupted release-mode run saved it, else
+        drawn from keyed streams after the part is checked against the spec, and saved in
+        release mode before anything is solved from it), its compiled spec and its exact
+        answers (level → query; those the measurement and the error table need)."""
         config, part, k = self.config, task.geography, task.index
         saved = None if self.noisy_dir is None else self.noisy_dir / f"part-{k:06d}"
         loaded = saved is not None and (saved / "metadata.json").exists()
@@ -537,6 +542,11 @@ class _SolvePart:
                                   None if self.all_answers else compiled)
             if saved is not None:   # saved before anything is solved from it
                 noisy.save(saved)
+        return noisy, compiled, exact
+
+    def __call__(self, task: _PartTask) -> tuple[dict[str, Any], pd.DataFrame]:
+        config, part, k = self.config, task.geography, task.index
+        noisy, compiled, exact = self.measured(task)
         given = task.given
         result = topdown(noisy, self.spec, start=(2, [given.sum(axis=0, keepdims=True), given]),
                          compiled=compiled, options=config.topdown_options().at_levels(

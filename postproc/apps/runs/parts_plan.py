@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -120,9 +120,12 @@ class _Run:
         return self.directory / "parts"
 
 
-def _check(config: RunConfig, split: str, part_blocks: int) -> tuple[Geography, int]:
-    """The whole geography and the split level's index, or a PostprocError saying why not."""
-    if config.method != "topdown":
+def _check(config: RunConfig, split: str, part_blocks: int,
+           methods: Sequence[str] | None = ("topdown",)) -> tuple[Geography, int]:
+    """The whole geography and the split level's index, or a PostprocError saying why not
+    (``methods``: the configured methods the caller runs; None: it does not read the
+    method)."""
+    if methods is not None and config.method not in methods:
         raise PostprocError(f"a run in parts runs TopDown, not {config.method!r}")
     if config.blocks is None:
         raise PostprocError("a run in parts needs [data] blocks: the geography, every block, "

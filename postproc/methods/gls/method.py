@@ -28,7 +28,7 @@ from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_sy
 from postproc.methods.gls.tree import Below, Equalities, TreeGLS, tree_gls
 from postproc.result import Result
 
-__all__ = ["gls", "solve_gls", "equalities_of", "gls_problems", "GLSProblems"]
+__all__ = ["gls", "solve_gls", "equalities_of", "gls_problems", "GLSProblems", "exact_zeros"]
 
 #: Cells per histogram above which the general path (dense cells × cells algebra per distinct
 #: unit signature) warns of its cost.
@@ -141,7 +141,7 @@ def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                       f"(about {problems.cells ** 3 / 2e10:.1f} s each): this can take hours",
                       stacklevel=3)
     fits = problems.fit()
-    means = [_exact_zeros(m, compiled[level])
+    means = [exact_zeros(m, compiled[level])
              for m, level in zip(problems.means(fits), noisy.geography.levels)]
     return means, problems.uncertainty(fits), problems.structure
 
@@ -239,9 +239,22 @@ def gls_problems(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints]
                        split_by=schema.names[-1])
 
 
-def _exact_zeros(means: np.ndarray, lc: LevelConstraints) -> np.ndarray:
+def exact_zeros(means: np.ndarray, lc: LevelConstraints) -> np.ndarray:
     """The estimate with the cells the spec fixes at 0 set to exactly 0 (they are 0 to float
-    rounding already; their variance is 0)."""
+    rounding already; their variance is 0).
+
+    Examples
+    --------
+    >>> from hierarchy.geography import Geography
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Invariant
+    >>> schema = Schema((Attribute("sex", ("male", "female")),))
+    >>> geo, _ = Geography.from_columns(["nation"], [[]])
+    >>> compiled = compile_spec(Spec([Invariant("tot", "nation")]), schema, geo,
+    ...                         {"nation": {"tot": [0]}})
+    >>> exact_zeros(np.array([[1e-17, -2e-17]]), compiled["nation"]).tolist()
+    [[0.0, 0.0]]
+    """
     out = means.copy()
     out[lc.zero] = 0.0
     return out

@@ -1,0 +1,310 @@
+"""``gls`` in parts: the best linear unbiased estimate of a geography too large to hold whole
+(``docs/gls.md``, "At national scale").
+
+The hierarchical GLS is two passes over the tree; cut under the split level (``tract`` by
+default) as :func:`~postproc.apps.runs.parts.run_in_parts` cuts it, it runs in four steps, and
+no level below the split is ever held whole:
+
+1. **Tabulate** part by part, and **measure the top** (root → split), as a TopDown run in parts
+   does (the same streams, keyed by the split level; only the answers that count an active
+   cell).
+2. **Upward, part by part**: each part's levels below the split are measured and their upward
+   pass run as a forest; what a part keeps is what its split units need from below — the sum of
+   their children's subtree estimates and its covariance
+   (:meth:`~postproc.methods.gls.tree.Below.of_part`): ``k × cells`` numbers per split unit.
+3. **The top**, with those sums (``below``): the estimate and covariance of every unit from the
+   root to the split level — the whole tree's, exactly — and each split unit's step for its
+   children. Written with intervals.
+4. **Downward, part by part**: each part measured again (simulation: the keyed streams give the
+   same values; release mode: the measurement saved in step 2 is loaded, never drawn again), its
+   upward pass repeated and its downward pass run from its split units' steps (``above``); its
+   levels' estimates written, part by part, and joined.
+
+Output directory: ``<level>.parquet`` for every level: the estimates of the requested queries
+(long form: the level's geocode, ``query``, ``answer``, ``estimate``), with ``se``, ``lower`` and
+``upper`` at the split level and above; ``geography.parquet``; ``manifest.json`` (timings, the
+randomness label); ``noisy/`` in release mode. Intervals below the split are not computed (a
+unit's covariance there needs its split ancestor's, which the parts do not carry).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from hierarchy.errors import HierarchyError
+from hierarchy.frames import resolve_query
+from hierarchy.geography import Geography
+from hierarchy.io.storage import (
+    claim_directory,
+    confidential_directory,
+    lock_directory,
+    write_json,
+    write_parquet,
+)
+from invariants.compile import check_data, compile_spec
+from postproc.apps.runs.config import RunConfig
+from postproc.apps.runs.parts import _begin, _measure_top, _SolvePart
+from postproc.apps.runs.parts_outputs import _join, _meta, _remove_part_files
+from postproc.apps.runs.parts_plan import (
+    DEFAULT_PART_BLOCKS,
+    _check,
+    _count,
+    _progress,
+    _Run,
+    part_geography,
+    plan_parts,
+)
+from postproc.apps.runs.parts_tabulate import _tabulate_all
+from postproc.errors import PostprocError
+from postproc.gate import data_errors, source_names
+from postproc.infra.executors import get_executor
+from postproc.methods.gls.method import exact_zeros, gls_problems
+from postproc.methods.gls.tree import Below
+from postproc.result import Result
+
+__all__ = ["gls_in_parts", "GLSParts"]
+
+_MADE_BY = "postproc gls in parts"
+
+
+@dataclass(frozen=True)
+class GLSParts:
+    """What :func:`gls_in_parts` did: its directory, levels, parts, persons (the root's
+    estimate), and seconds per step."""
+
+    directory: Path
+    levels: tuple[str, ...]
+    parts: int
+    persons: float
+    timings: dict[str, float]
+
+
+def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
+                 part_blocks: int = DEFAULT_PART_BLOCKS, queries: Sequence[str] = ("total",),
+                 interval: float = 0.9, progress: bool = False,
+                 log: Callable[[str], None] = print,
+                 show_confidential: bool = False) -> GLSParts:
+    """The GLS of ``config``'s data one part of the geography at a time (see the module).
+
+    Parameters
+    ----------
+    config : RunConfig
+        A run on parquet files with a blocks file (the geography); its method is not read.
+    out : str or Path
+        A new output directory.
+    split, part_blocks
+        As :func:`~postproc.apps.runs.parts.run_in_parts`.
+    queries : sequence of str
+        The queries whose estimates are written for every unit of every level (workload names
+        or query expressions); default the total.
+    interval : float
+        The coverage of the intervals written at the split level and above.
+    progress : bool
+        Progress bars over the parts.
+    log : callable
+        Receives one line per step.
+    show_confidential : bool
+        As :func:`~postproc.apps.runs.parts.run_in_parts`.
+
+    Returns
+    -------
+    GLSParts
+
+    Raises
+    ------
+    PostprocError
+        As :func:`~postproc.apps.runs.parts.run_in_parts`; an unknown query.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hierarchy.synth.census2020 import synthesize_2020
+    >>> from postproc.apps.runs.demo import demo_config
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = synthesize_2020(3_000, seed=1, out=base / "data")
+    >>> done = gls_in_parts(demo_config(base, preset="pl94_2020", seed=1, executor="serial"),
+    ...                     base / "gls", part_blocks=40, log=lambda line: None)
+    >>> done.parts > 1, round(done.persons)
+    (True, 3000)
+    >>> tracts = pd.read_parquet(done.directory / "tract.parquet")
+    >>> list(tracts.columns)
+    ['tract', 'query', 'answer', 'estimate', 'se', 'lower', 'upper']
+    """
+    t_start = time.perf_counter()
+    geo, s = _check(config, split, part_blocks, methods=None)
+    for q in queries:       # an unknown query: before any work
+        try:
+            resolve_query(q, config.schema, config.workload)
+        except HierarchyError as exc:
+            raise PostprocError(f"gls in parts: {exc}") from None
+    with ExitStack() as stack:
+        try:
+            directory = claim_directory(Path(out), made_by=_MADE_BY)
+            stack.enter_context(lock_directory(directory, what=_MADE_BY))
+        except HierarchyError as exc:
+            raise PostprocError(str(exc)) from None
+        stack.enter_context(data_errors(release=config.release, show=show_confidential,
+                                        directory=directory, names=source_names(config)))
+        return _gls_locked(config, directory, geo, s, split, part_blocks, tuple(queries),
+                           interval, progress, log, t_start)
+
+
+@dataclass(frozen=True)
+class _GLSTask:
+    """One part for a worker: its index, geography, and (downward) its split units' steps per
+    problem, rows per top unit of the part."""
+
+    index: int
+    geography: Geography
+    above: tuple[np.ndarray, ...] | None = None
+
+
+class _GLSPart(_SolvePart):
+    """One part's passes (picklable): upward, it returns what its split units need from below
+    (a :class:`Below` per problem); downward (given the steps), it writes its levels' estimates
+    and returns its persons per level."""
+
+    def __init__(self, *args: Any, queries: Sequence[str] = ("total",), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.queries = tuple(queries)
+
+    def __call__(self, task: _GLSTask) -> tuple[int, Any]:
+        config, part, k = self.config, task.geography, task.index
+        noisy, compiled, _ = self.measured(task)
+        problems = gls_problems(noisy, compiled, levels=part.levels[2:])
+        if task.above is None:
+            fits = problems.fit()
+            return k, [Below.of_part(fit, problems.parents[0], part.n_units(1)) for fit in fits]
+        fits = problems.fit(above=[a[problems.parents[0]] for a in task.above])
+        persons = {}
+        for li, (lv, hist) in enumerate(zip(part.levels[2:], problems.means(fits)), start=2):
+            hist = exact_zeros(hist, compiled[lv])
+            persons[lv] = float(hist.sum())
+            write_parquet(pa.Table.from_pandas(
+                estimate_frame(config, part, li, hist, self.queries), preserve_index=False),
+                self.parts_dir / f"{lv}-{k:06d}.parquet")
+        return k, persons
+
+
+def estimate_frame(config: RunConfig, geography: Geography, li: int, hist: np.ndarray,
+                   queries: Sequence[str]) -> pd.DataFrame:
+    """The estimates of ``queries`` for every unit of level ``li`` (long form)."""
+    frames = []
+    for name in queries:
+        q = resolve_query(name, config.schema, config.workload)
+        estimate = q.answer(hist).astype(np.float64)
+        labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
+        units, answers = estimate.shape
+        frames.append(pd.DataFrame({
+            geography.levels[li]: np.repeat(np.asarray(geography.geocodes[li], dtype=object),
+                                            answers),
+            "query": q.name, "answer": np.tile(np.asarray(labels, dtype=object), units),
+            "estimate": estimate.ravel()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, split: str,
+                part_blocks: int, queries: tuple[str, ...], interval: float, progress: bool,
+                log: Callable[[str], None], t_start: float) -> GLSParts:
+    """The four steps in a claimed, locked directory."""
+    _begin(config, directory, False, log)
+    plan = plan_parts(geo, s, part_blocks)
+    log(f"    {_count(len(plan), 'part')} of at most {part_blocks:,} {geo.levels[-1]} units "
+        f"under {geo.n_units(s):,} {geo.levels[s]} units")
+    parts_dir = directory / "parts"
+    parts_dir.mkdir()
+    run = _Run(config, directory, geo, split, s, plan, part_blocks, False, False, progress, log)
+    timings: dict[str, float] = {}
+    ex = get_executor(config.topdown.executor, workers=config.topdown.workers,
+                      scheduler=config.scheduler)
+    try:
+        publish = config.publish()
+        cache = confidential_directory(directory, what="the parts' exact counts while the run "
+                                       "lasts") / "parts"
+        cache.mkdir(exist_ok=True)
+        t = time.perf_counter()
+        tabulated = _tabulate_all(run, publish, cache)                     # 1. tabulate
+        compiled = compile_spec(config.spec, config.schema, geo, tabulated.published)
+        compiled_top = {lv: compiled[lv] for lv in run.top_levels}
+        del compiled
+        top_spec = config.spec.restricted(run.top_levels, geo.levels)
+        check_data(top_spec, tabulated.top_truth, compiled=compiled_top)
+        measured = _measure_top(run, tabulated, top_spec, compiled_top)
+        del tabulated
+        timings["tabulate and measure the top"] = time.perf_counter() - t
+        solver = _GLSPart(config, geo.levels, s, publish, measured.provenance, parts_dir, cache,
+                          directory / "noisy" / "parts" if config.release else None, False,
+                          queries=queries)
+        tasks = [_GLSTask(k, part_geography(geo, s, first, stop))
+                 for k, (first, stop) in enumerate(plan)]
+        t = time.perf_counter()
+        pieces = dict(_mapped(ex, solver, tasks, progress, "GLS upward"))       # 2. upward
+        timings["upward"] = time.perf_counter() - t
+        log(f"    upward pass below the {split} level in {timings['upward']:.1f} s")
+        t = time.perf_counter()
+        problems = gls_problems(measured.noisy, compiled_top)                # 3. the top
+        fits = problems.fit(below=[Below.join([pieces[k][i] for k in range(len(plan))])
+                                   for i in range(len(problems.terms))])
+        del pieces
+        top = Result("gls", config.schema, measured.noisy.geography, config.workload,
+                     tuple(exact_zeros(m, compiled_top[lv])
+                           for m, lv in zip(problems.means(fits), run.top_levels)),
+                     {"noisy": dict(measured.noisy.provenance), **problems.structure},
+                     uncertainty=problems.uncertainty(fits))
+        for lv in run.top_levels:
+            frame = pd.concat([top.intervals(lv, q, interval=interval).assign(query=q)
+                               for q in queries], ignore_index=True)
+            frame = frame[[lv, "query", "answer", "estimate", "se", "lower", "upper"]]
+            write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
+                          directory / f"{lv}.parquet", metadata=_meta(config))
+        steps = [fit.below_steps for fit in fits]
+        timings["top"] = time.perf_counter() - t
+        log(f"    GLS {' → '.join(run.top_levels)} in {timings['top']:.1f} s")
+        t = time.perf_counter()
+        down = [_GLSTask(task.index, task.geography, tuple(st[first:stop] for st in steps))
+                for task, (first, stop) in zip(tasks, plan)]
+        persons = dict.fromkeys(run.low_levels, 0.0)
+        for _, part_persons in _mapped(ex, solver, down, progress, "GLS downward"):  # 4.
+            for lv, n in part_persons.items():
+                persons[lv] += n
+        timings["downward"] = time.perf_counter() - t
+        log(f"    downward pass below the {split} level in {timings['downward']:.1f} s")
+    finally:
+        ex.close()
+    t = time.perf_counter()
+    for lv in run.low_levels:
+        _join([parts_dir / f"{lv}-{k:06d}.parquet" for k in range(len(plan))],
+              directory / f"{lv}.parquet", _meta(config))
+    write_parquet(pa.Table.from_pandas(geo.to_frame(), preserve_index=False),
+                  directory / "geography.parquet", metadata=_meta(config))
+    timings["join"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t_start
+    root = float(top.histograms[0].sum())
+    write_json({"made_by": _MADE_BY, "method": "gls", "split": split,
+                "part_blocks": part_blocks, "parts": len(plan), "queries": list(queries),
+                "interval": interval, "levels": list(geo.levels), "timings": timings,
+                "structure": problems.structure, "randomness": measured.provenance.get(
+                    "randomness", {}), "safe_for_release": bool(config.release)},
+               directory / "manifest.json")
+    _remove_part_files(parts_dir, cache, len(plan), run.low_levels)
+    return GLSParts(directory, geo.levels, len(plan), root, timings)
+
+
+def _mapped(ex: Any, solver: _GLSPart, tasks: Sequence[_GLSTask], progress: bool,
+            what: str) -> Mapping[int, Any]:
+    """``solver`` over ``tasks`` on the executor, with a progress bar."""
+    bar = _progress(progress, len(tasks), what)
+    for item in ex.map(solver, tasks):
+        if bar is not None:
+            bar.update(1)
+        yield item
+    if bar is not None:
+        bar.close()

@@ -1,0 +1,80 @@
+"""``gls`` in parts (:func:`postproc.apps.runs.parts_gls.gls_in_parts`) against the GLS of the
+whole geography measured with the same keyed streams (:func:`whole_measurement`): the same
+estimates at every level and the same standard errors at the split level and above."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hierarchy.synth.census2020 import synthesize_2020
+from postproc.apps.runs.demo import demo_config
+from postproc.apps.runs.parts import whole_measurement
+from postproc.apps.runs.parts_gls import gls_in_parts
+from postproc.apps.runs.pipeline import load_truth
+from postproc.errors import PostprocError
+from postproc.methods.gls import gls
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("gls_parts")
+    synthesize_2020(4_000, seed=3, out=base / "data")
+    config = demo_config(base, preset="pl94_2020", seed=5, executor="serial")
+    done = gls_in_parts(config, base / "out", part_blocks=30, queries=("total", "hhgq"),
+                        log=lambda line: None)
+    whole = gls(whole_measurement(config, load_truth(config)), config.spec)
+    return config, done, whole
+
+
+def test_parts_equal_the_whole_at_every_level(runs):
+    """Every level's total and hhgq estimates equal the whole GLS's (rtol 1e-8, atol 1e-6)."""
+    config, done, whole = runs
+    assert done.parts > 3
+    for li, level in enumerate(done.levels):
+        got = pd.read_parquet(done.directory / f"{level}.parquet")
+        for name in ("total", "hhgq"):
+            q = config.workload[name]
+            want = q.answer(whole.histograms[li]).astype(float)
+            rows = got[got["query"] == name]
+            assert len(rows) == want.size, (level, name)
+            order = pd.Index(whole.geography.geocodes[li].astype(str))
+            units = order.get_indexer(rows[level].astype(str))
+            assert (units >= 0).all()
+            estimate = np.empty(want.size)
+            estimate[units * want.shape[1] + np.tile(np.arange(want.shape[1]),
+                                                     want.shape[0])] = rows["estimate"]
+            np.testing.assert_allclose(estimate.reshape(want.shape), want, rtol=1e-8,
+                                       atol=1e-6, err_msg=f"{level} {name}")
+
+
+def test_standard_errors_at_and_above_the_split_equal_the_whole(runs):
+    """The split level's and the levels above's standard errors equal the whole GLS's (rtol
+    1e-7; atol 1e-5: an invariant total's standard error is 0 up to the square root of float
+    rounding, about 1e-6 either way)."""
+    _, done, whole = runs
+    for level in done.levels[:done.levels.index("tract") + 1]:
+        got = pd.read_parquet(done.directory / f"{level}.parquet")
+        got = got[got["query"] == "total"].reset_index(drop=True)
+        want = whole.intervals(level, "total", interval=0.9)
+        np.testing.assert_allclose(got["se"], want["se"], rtol=1e-7, atol=1e-5, err_msg=level)
+        np.testing.assert_allclose(got["upper"] - got["lower"], 2 * 1.6448536269514722
+                                   * got["se"], rtol=1e-9, atol=1e-9, err_msg=level)
+    tracts = pd.read_parquet(done.directory / "tract.parquet")
+    assert tracts.loc[tracts["query"] == "total", "se"].min() > 0.1     # not invariant there
+
+
+def test_the_parts_files_and_exact_counts_are_gone(runs):
+    """Only the outputs remain: no parts directory, no exact counts under confidential/."""
+    _, done, _ = runs
+    assert not (done.directory / "parts").exists()
+    assert not list((done.directory / "confidential").rglob("*.npz"))
+    assert (done.directory / "manifest.json").is_file()
+
+
+def test_an_unknown_query_is_refused_before_any_work(runs, tmp_path):
+    config, _, _ = runs
+    with pytest.raises(PostprocError, match="nonesuch"):
+        gls_in_parts(config, tmp_path / "x", queries=("nonesuch",), log=lambda line: None)
+    assert not (tmp_path / "x").exists()
