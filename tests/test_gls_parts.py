@@ -4,11 +4,14 @@ estimates at every level and the same standard errors at the split level and abo
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from hierarchy.synth.census2020 import synthesize_2020
+from invariants.spec import Spec
 from postproc.apps.runs.demo import demo_config
 from postproc.apps.runs.parts import whole_measurement
 from postproc.apps.runs.parts_gls import gls_in_parts
@@ -22,6 +25,10 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("gls_parts")
     synthesize_2020(4_000, seed=3, out=base / "data")
     config = demo_config(base, preset="pl94_2020", seed=5, executor="serial")
+    # the total held at the nation only, so that state and tract totals have errors to compare
+    spec = config.spec.to_dict()
+    spec["invariant"] = [{"name": "tot", "levels": ["nation"]}] + spec["invariant"][1:]
+    config = dataclasses.replace(config, spec=Spec.from_dict(spec))
     done = gls_in_parts(config, base / "out", part_blocks=30, queries=("total", "hhgq"),
                         log=lambda line: None)
     whole = gls(whole_measurement(config, load_truth(config)), config.spec)
