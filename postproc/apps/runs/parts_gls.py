@@ -29,11 +29,12 @@ unit's covariance there needs its split ancestor's, which the parts do not carry
 
 from __future__ import annotations
 
+import pickle
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.frames import resolve_query
 from hierarchy.geography import Geography
 from hierarchy.io.storage import (
+    atomic_path,
     claim_directory,
     confidential_directory,
     lock_directory,
@@ -67,10 +69,11 @@ from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
 from postproc.methods.gls.method import exact_zeros, gls_problems
+from postproc.methods.gls.parts import part_downward, part_state
 from postproc.methods.gls.tree import Below
 from postproc.result import Result
 
-__all__ = ["gls_in_parts", "GLSParts"]
+__all__ = ["gls_in_parts", "GLSParts", "answer_frame"]
 
 _MADE_BY = "postproc gls in parts"
 
@@ -159,55 +162,98 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
 
 @dataclass(frozen=True)
 class _GLSTask:
-    """One part for a worker: its index, geography, and (downward) its split units' steps per
-    problem, rows per top unit of the part."""
+    """One part for a worker: its index and geography, and (downward) its split units' steps
+    per problem, a row per split unit of the part."""
 
     index: int
     geography: Geography
     above: tuple[np.ndarray, ...] | None = None
 
 
-class _GLSPart(_SolvePart):
-    """One part's passes (picklable): upward, it returns what its split units need from below
-    (a :class:`Below` per problem); downward (given the steps), it writes its levels' estimates
-    and returns its persons per level."""
+class _GLSUpward(_SolvePart):
+    """A part's upward pass (picklable): measured, its problems solved upward, what its
+    downward pass needs saved in ``parts/state-K.pkl``; returns what its split units need from
+    below (a :class:`Below` per problem) and the seconds spent measuring and solving."""
 
     def __init__(self, *args: Any, queries: Sequence[str] = ("total",), **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.queries = tuple(queries)
 
-    def __call__(self, task: _GLSTask) -> tuple[int, Any]:
+    def __call__(self, task: _GLSTask) -> tuple[int, list[Below], dict[str, float]]:
         config, part, k = self.config, task.geography, task.index
+        t = time.perf_counter()
         noisy, compiled, _ = self.measured(task)
-        problems = gls_problems(noisy, compiled, levels=part.levels[2:])
-        if task.above is None:
-            fits = problems.fit()
-            return k, [Below.of_part(fit, problems.parents[0], part.n_units(1)) for fit in fits]
-        fits = problems.fit(above=[a[problems.parents[0]] for a in task.above])
+        measured = time.perf_counter() - t
+        levels = part.levels[2:]
+        problems = gls_problems(noisy, compiled, levels=levels)
+        del noisy
+        fits = problems.fit(downward=False)
+        state = part_state(problems, fits, [_query(config, q).matrix for q in self.queries],
+                           zero=[compiled[lv].zero for lv in levels])
+        with atomic_path(self.parts_dir / f"state-{k:06d}.pkl") as path:
+            path.write_bytes(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        below = [Below.of_part(fit, problems.parents[0], part.n_units(1)) for fit in fits]
+        return k, below, {"measure": measured, "gls": time.perf_counter() - t - measured}
+
+
+class _GLSDownward:
+    """A part's downward pass (picklable): its saved state and its split units' steps give its
+    levels' estimates, written to ``parts/``; returns the persons per level."""
+
+    def __init__(self, config: RunConfig, parts_dir: Path, queries: Sequence[str]):
+        self.config, self.parts_dir, self.queries = config, parts_dir, tuple(queries)
+
+    def __call__(self, task: _GLSTask) -> dict[str, float]:
+        config, part, k = self.config, task.geography, task.index
+        state_file = self.parts_dir / f"state-{k:06d}.pkl"
+        state = pickle.loads(state_file.read_bytes())
+        queries = [_query(config, q) for q in self.queries]
+        hists, answers = part_downward(state, task.above, [q.matrix for q in queries])
         persons = {}
-        for li, (lv, hist) in enumerate(zip(part.levels[2:], problems.means(fits)), start=2):
-            hist = exact_zeros(hist, compiled[lv])
-            persons[lv] = float(hist.sum())
-            write_parquet(pa.Table.from_pandas(
-                estimate_frame(config, part, li, hist, self.queries), preserve_index=False),
-                self.parts_dir / f"{lv}-{k:06d}.parquet")
-        return k, persons
+        for li, hist in enumerate(hists, start=2):
+            persons[part.levels[li]] = float(hist.sum())
+            self._write(k, part, li, queries,
+                        [np.asarray(q.answer(hist), float) for q in queries])
+        self._write(k, part, part.depth - 1, queries, answers)
+        total = [i for i, q in enumerate(queries) if q.matrix.shape[0] == 1]
+        if total:
+            persons[part.levels[-1]] = float(answers[total[0]].sum())
+        state_file.unlink()
+        return persons
+
+    def _write(self, k: int, part: Geography, li: int, queries: Sequence[Any],
+               answers: Sequence[np.ndarray]) -> None:
+        write_parquet(pa.Table.from_pandas(answer_frame(part, li, queries, answers),
+                                           preserve_index=False),
+                      self.parts_dir / f"{part.levels[li]}-{k:06d}.parquet")
 
 
-def estimate_frame(config: RunConfig, geography: Geography, li: int, hist: np.ndarray,
-                   queries: Sequence[str]) -> pd.DataFrame:
-    """The estimates of ``queries`` for every unit of level ``li`` (long form)."""
+def _query(config: RunConfig, name: str) -> Any:
+    """A workload query or a query expression, by name."""
+    return resolve_query(name, config.schema, config.workload)
+
+
+def answer_frame(geography: Geography, li: int, queries: Sequence[Any],
+                 answers: Sequence[np.ndarray]) -> pd.DataFrame:
+    """The answers of ``queries`` (units × answers each) for every unit of level ``li``, long
+    form: the level's geocode, ``query``, ``answer`` (its label), ``estimate``.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> schema = Schema((Attribute("sex", ("male", "female")),))
+    >>> geo = Geography(("nation",), (np.array(["US"]),), (np.array([-1]),))
+    >>> answer_frame(geo, 0, [resolve_query("total", schema)], [np.array([[5.5]])]).to_dict("list")
+    {'nation': ['US'], 'query': ['total'], 'answer': ['total'], 'estimate': [5.5]}
+    """
     frames = []
-    for name in queries:
-        q = resolve_query(name, config.schema, config.workload)
-        estimate = q.answer(hist).astype(np.float64)
+    for q, estimate in zip(queries, answers):
         labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
-        units, answers = estimate.shape
+        units, n = estimate.shape
         frames.append(pd.DataFrame({
-            geography.levels[li]: np.repeat(np.asarray(geography.geocodes[li], dtype=object),
-                                            answers),
+            geography.levels[li]: np.repeat(np.asarray(geography.geocodes[li], dtype=object), n),
             "query": q.name, "answer": np.tile(np.asarray(labels, dtype=object), units),
-            "estimate": estimate.ravel()}))
+            "estimate": np.asarray(estimate, np.float64).ravel()}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -240,15 +286,21 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         measured = _measure_top(run, tabulated, top_spec, compiled_top)
         del tabulated
         timings["tabulate and measure the top"] = time.perf_counter() - t
-        solver = _GLSPart(config, geo.levels, s, publish, measured.provenance, parts_dir, cache,
-                          directory / "noisy" / "parts" if config.release else None, False,
-                          queries=queries)
+        upward = _GLSUpward(config, geo.levels, s, publish, measured.provenance, parts_dir,
+                            cache, directory / "noisy" / "parts" if config.release else None,
+                            False, queries=queries)
         tasks = [_GLSTask(k, part_geography(geo, s, first, stop))
                  for k, (first, stop) in enumerate(plan)]
         t = time.perf_counter()
-        pieces = dict(_mapped(ex, solver, tasks, progress, "GLS upward"))       # 2. upward
+        pieces = {}                                                         # 2. upward
+        for k, below, seconds in _mapped(ex, upward, tasks, progress, "GLS upward"):
+            pieces[k] = below
+            for step, x in seconds.items():
+                timings[f"upward: {step} (summed over workers)"] = timings.get(
+                    f"upward: {step} (summed over workers)", 0.0) + x
         timings["upward"] = time.perf_counter() - t
-        log(f"    upward pass below the {split} level in {timings['upward']:.1f} s")
+        log(f"    measured and solved upward below the {split} level in "
+            f"{timings['upward']:.1f} s")
         t = time.perf_counter()
         problems = gls_problems(measured.noisy, compiled_top)                # 3. the top
         fits = problems.fit(below=[Below.join([pieces[k][i] for k in range(len(plan))])
@@ -272,7 +324,8 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         down = [_GLSTask(task.index, task.geography, tuple(st[first:stop] for st in steps))
                 for task, (first, stop) in zip(tasks, plan)]
         persons = dict.fromkeys(run.low_levels, 0.0)
-        for _, part_persons in _mapped(ex, solver, down, progress, "GLS downward"):  # 4.
+        downward = _GLSDownward(config, parts_dir, queries)
+        for part_persons in _mapped(ex, downward, down, progress, "GLS downward"):  # 4.
             for lv, n in part_persons.items():
                 persons[lv] += n
         timings["downward"] = time.perf_counter() - t
@@ -295,11 +348,12 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
                     "randomness", {}), "safe_for_release": bool(config.release)},
                directory / "manifest.json")
     _remove_part_files(parts_dir, cache, len(plan), run.low_levels)
+    log(f"    GLS in parts: {timings['total']:.1f} s; {directory}")
     return GLSParts(directory, geo.levels, len(plan), root, timings)
 
 
-def _mapped(ex: Any, solver: _GLSPart, tasks: Sequence[_GLSTask], progress: bool,
-            what: str) -> Mapping[int, Any]:
+def _mapped(ex: Any, solver: Callable[[_GLSTask], Any], tasks: Sequence[_GLSTask], progress: bool,
+            what: str) -> Iterator[Any]:
     """``solver`` over ``tasks`` on the executor, with a progress bar."""
     bar = _progress(progress, len(tasks), what)
     for item in ex.map(solver, tasks):

@@ -182,20 +182,23 @@ class GLSProblems:
                 "cells_per_problem": self.symmetry.groups}
 
     def fit(self, below: Sequence[Below] | None = None,
-            above: Sequence[np.ndarray] | None = None) -> list[TreeGLS]:
-        """Every problem solved (``below``/``above``: per problem, for a tree cut into parts,
-        :func:`~postproc.methods.gls.tree.tree_gls`)."""
+            above: Sequence[np.ndarray] | None = None, downward: bool = True) -> list[TreeGLS]:
+        """Every problem solved (``below``/``above``: per problem, for a tree cut into parts;
+        ``downward``: see :func:`~postproc.methods.gls.tree.tree_gls`)."""
         cells = self.cells if self.symmetry is None else self.symmetry.groups
         return [tree_gls(self.parents, terms, cells, equalities, names=self.names,
                          below=None if below is None else below[i],
-                         above=None if above is None else above[i])
+                         above=None if above is None else above[i], downward=downward)
                 for i, (terms, equalities) in enumerate(zip(self.terms, self.equalities))]
+
+    def join(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        """Histograms (units × cells) from one array per problem (each problem's coordinates
+        of the same units)."""
+        return arrays[0] if self.symmetry is None else self.symmetry.join(*arrays)
 
     def means(self, fits: Sequence[TreeGLS]) -> list[np.ndarray]:
         """Every level's estimates (units × cells)."""
-        if self.symmetry is None:
-            return list(fits[0].means)
-        return [self.symmetry.join(m, c) for m, c in zip(fits[0].means, fits[1].means)]
+        return [self.join(level) for level in zip(*(fit.means for fit in fits))]
 
     def uncertainty(self, fits: Sequence[TreeGLS]) -> Any:
         """The estimates' covariance: the TreeGLS, or a SymmetricCovariance."""

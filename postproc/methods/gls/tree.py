@@ -134,6 +134,11 @@ class TreeGLS:
         Each unit's subtree estimate ``L``: the BLUE from its own and its descendants'
         measurements (the root's is its ``means``); its covariance is
         :meth:`subtree_covariance`.
+    child_sums : list of float arrays or None, root level first
+        Each unit's children's subtree estimates summed, ``S`` (None at the bottom level,
+        unless given from below).
+    below_steps : float array or None
+        Given ``below``: each bottom unit's step ``Σ⁺ (B − S)`` for its children in the parts.
 
     The covariances are computed on demand, level by level from the root, once per distinct
     (subtree signature, parent's covariance) pair, and shared by the units that have it.
@@ -161,6 +166,7 @@ class TreeGLS:
     _covariances: list[np.ndarray] = field(default_factory=list, repr=False)
     below_steps: np.ndarray | None = field(default=None, repr=False)
     _above: bool = field(default=False, repr=False)
+    child_sums: list[np.ndarray | None] = field(default_factory=list, repr=False)
 
     def subtree_means(self, level: int) -> np.ndarray:
         """The subtree estimates ``L`` of a level's units (units × cells)."""
@@ -272,7 +278,7 @@ def _operator(info: np.ndarray, rows: np.ndarray, sigma: np.ndarray | None, wher
 def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
              equalities: Sequence[Equalities | None] | None = None, *,
              names: Sequence[Sequence[str]] | None = None, below: "Below | None" = None,
-             above: np.ndarray | None = None) -> TreeGLS:
+             above: np.ndarray | None = None, downward: bool = True) -> TreeGLS:
     """The BLUE of every unit's histogram under consistency and equalities, in two passes.
 
     Parameters
@@ -300,6 +306,9 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
         For a tree that is a part under a top solved before it: each top-level unit's step
         ``Σ_p⁺ (B_p − S_p)`` from its parent (the top's ``below_steps``, its rows), units × cells
         or units × k × cells. The top level may then hold any number of units (a forest).
+    downward : bool
+        False: the upward pass only (a part's first pass); ``means`` are then the subtree
+        estimates.
 
     Returns
     -------
@@ -329,7 +338,6 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
     ([[9.0], [4.0, 5.0]], 0.5)
     """
     parents, equalities = _checked_tree(parents, terms, cells, equalities, below, above)
-    depth = len(parents)
 
     def unit_name(li: int, u: int) -> str:
         return f"level {li} unit {names[li][u] if names is not None else u}"
@@ -342,23 +350,33 @@ def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int
 
     operators, lower, means, child_sums = _upward(parents, terms, cells, equalities, below,
                                                   unit_name)
+    estimates, steps = (_downward(parents, means, child_sums, lower, operators, below, above)
+                        if downward else (means, None))
+    if not batched:
+        estimates, means = [e[:, 0, :] for e in estimates], [m[:, 0, :] for m in means]
+        child_sums = [c if c is None else c[:, 0, :] for c in child_sums]
+        steps = steps[:, 0, :] if steps is not None else None
+    return TreeGLS(estimates, means, parents, lower, operators, below_steps=steps,
+                   _above=above is not None, child_sums=child_sums)
+
+
+def _downward(parents: list[np.ndarray], means: list[np.ndarray], child_sums: list[Any],
+              lower: list[np.ndarray], operators: list[_Operator], below: "Below | None",
+              above: np.ndarray | None) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The downward pass: every unit's estimate ``B`` (units × k × cells) from its subtree
+    estimate and its parent's step, and, given ``below``, the bottom units' steps."""
+    depth = len(parents)
     estimates: list[np.ndarray] = [None] * depth     # type: ignore[list-item]
     estimates[0] = means[0].copy()
     if above is not None:
         _add_steps(estimates[0], np.asarray(above, dtype=np.float64), lower[0], operators)
-    steps = None
     for li in range(1, depth + (below is not None)):
         step = _steps(estimates[li - 1], child_sums[li - 1], lower[li - 1], operators)
         if li == depth:
-            steps = step
-            break
+            return estimates, step
         estimates[li] = means[li].copy()
         _add_steps(estimates[li], step[parents[li]], lower[li], operators)
-    if not batched:
-        estimates, means = [e[:, 0, :] for e in estimates], [m[:, 0, :] for m in means]
-        steps = steps[:, 0, :] if steps is not None else None
-    return TreeGLS(estimates, means, parents, lower, operators, below_steps=steps,
-                   _above=above is not None)
+    return estimates, None
 
 
 def _upward(parents: list[np.ndarray], terms: Sequence[Sequence[Term]], cells: int,
