@@ -81,7 +81,14 @@ _MADE_BY = "postproc gls in parts"
 @dataclass(frozen=True)
 class GLSParts:
     """What :func:`gls_in_parts` did: its directory, levels, parts, persons (the root's
-    estimate), and seconds per step."""
+    estimate), and seconds per step.
+
+    Examples
+    --------
+    >>> done = GLSParts(Path("out"), ("nation", "tract", "block"), 3, 1000.0, {"total": 1.5})
+    >>> done.parts, done.timings["total"]
+    (3, 1.5)
+    """
 
     directory: Path
     levels: tuple[str, ...]

@@ -162,6 +162,19 @@ class GLSProblems:
         Cells per histogram.
     why, split_by : str
         Why the general path (the failed condition), and the attribute the split is by.
+
+    Examples
+    --------
+    A root measured 10 over two leaves measured 4 and 5 (one cell, unit variances), Hay et
+    al.'s example:
+
+    >>> one = np.ones((1, 1))
+    >>> problems = GLSProblems(None, [np.array([-1]), np.array([0, 0])], [["r"], ["a", "b"]],
+    ...                        [[[(one, np.array([[10.0]]), one)],
+    ...                          [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]]],
+    ...                        [[None, None]], 1)
+    >>> [m.ravel().round(4).tolist() for m in problems.means(problems.fit())]
+    [[9.6667], [4.3333, 5.3333]]
     """
 
     symmetry: Symmetry | None

@@ -50,6 +50,17 @@ class PartState:
         Per level above the bottom, the cells fixed at 0.
     fixed_answers : list of bool arrays or None
         Per query, the bottom answers that count only cells fixed at 0.
+
+    Examples
+    --------
+    Made by :func:`part_state`; two leaves of one cell under one split unit:
+
+    >>> one = np.ones((2, 1))
+    >>> problems = GLSProblems(None, [np.array([0, 0])], [["a", "b"]],
+    ...                        [[[(np.ones((1, 1)), np.array([[3.0], [5.0]]), one)]]], [[None]], 1)
+    >>> state = part_state(problems, problems.fit(downward=False), [np.ones((1, 1))])
+    >>> len(state.upper[0]), state.bottom_ids[0].tolist()      # no level above the bottom
+    (0, [0, 0])
     """
 
     parents: list[np.ndarray]
