@@ -29,19 +29,20 @@ def runs(tmp_path_factory):
     spec = config.spec.to_dict()
     spec["invariant"] = [{"name": "tot", "levels": ["nation"]}] + spec["invariant"][1:]
     config = dataclasses.replace(config, spec=Spec.from_dict(spec))
-    done = gls_in_parts(config, base / "out", part_blocks=30, queries=("total", "hhgq"),
+    done = gls_in_parts(config, base / "out", part_blocks=30, queries=("total", "hhgq", "votingage * hispanic * cenrace"),
                         log=lambda line: None)
     whole = gls(whole_measurement(config, load_truth(config)), config.spec)
     return config, done, whole
 
 
 def test_parts_equal_the_whole_at_every_level(runs):
-    """Every level's total and hhgq estimates equal the whole GLS's (rtol 1e-8, atol 1e-6)."""
+    """Every level's total, hhgq and race-by-ethnicity-by-age estimates equal the whole GLS's
+    (rtol 1e-8, atol 1e-6)."""
     config, done, whole = runs
     assert done.parts > 3
     for li, level in enumerate(done.levels):
         got = pd.read_parquet(done.directory / f"{level}.parquet")
-        for name in ("total", "hhgq"):
+        for name in ("total", "hhgq", "votingage * hispanic * cenrace"):
             q = config.workload[name]
             want = q.answer(whole.histograms[li]).astype(float)
             rows = got[got["query"] == name]

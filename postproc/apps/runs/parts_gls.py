@@ -69,7 +69,7 @@ from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
 from postproc.methods.gls.method import exact_zeros, gls_problems
-from postproc.methods.gls.parts import part_downward, part_state
+from postproc.methods.gls.parts import part_downward, part_upward
 from postproc.methods.gls.tree import Below
 from postproc.result import Result
 
@@ -191,15 +191,11 @@ class _GLSUpward(_SolvePart):
         t = time.perf_counter()
         noisy, compiled, _ = self.measured(task)
         measured = time.perf_counter() - t
-        levels = part.levels[2:]
-        problems = gls_problems(noisy, compiled, levels=levels)
+        state, below = part_upward(noisy, compiled, part.levels[2:], part.n_units(1),
+                                   [_query(config, q).matrix for q in self.queries])
         del noisy
-        fits = problems.fit(downward=False)
-        state = part_state(problems, fits, [_query(config, q).matrix for q in self.queries],
-                           zero=[compiled[lv].zero for lv in levels])
         with atomic_path(self.parts_dir / f"state-{k:06d}.pkl") as path:
             path.write_bytes(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-        below = [Below.of_part(fit, problems.parents[0], part.n_units(1)) for fit in fits]
         return k, below, {"measure": measured, "gls": time.perf_counter() - t - measured}
 
 

@@ -28,7 +28,11 @@ from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_sy
 from postproc.methods.gls.tree import Below, Equalities, TreeGLS, tree_gls
 from postproc.result import Result
 
-__all__ = ["gls", "solve_gls", "equalities_of", "gls_problems", "GLSProblems", "exact_zeros"]
+__all__ = ["gls", "solve_gls", "equalities_of", "gls_problems", "GLSProblems", "exact_zeros",
+           "level_terms", "split_problems"]
+
+#: ``gls_problems(symmetry=FIND)``: look for the split (the default).
+FIND = "find"
 
 #: Cells per histogram above which the general path (dense cells × cells algebra per distinct
 #: unit signature) warns of its cost.
@@ -219,10 +223,12 @@ class GLSProblems:
 
 
 def gls_problems(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints], *,
-                 levels: Sequence[str] | None = None) -> GLSProblems:
+                 levels: Sequence[str] | None = None, symmetry: Any = FIND) -> GLSProblems:
     """The tree problems of the GLS of ``noisy`` under ``compiled`` (its spec compiled), on
     ``levels`` (default all; a run in parts passes the levels below its split: a forest whose
-    top units' parents are the split's units).
+    top units' parents are the split's units). ``symmetry``: the split to use (a
+    :class:`Symmetry`, or None for the general path) when the caller has found it on more
+    levels than these; by default it is looked for here.
 
     Examples
     --------
@@ -240,19 +246,56 @@ def gls_problems(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints]
     parents = [np.asarray(geo.parents[li]) for li in index]
     if index[0] == 0:
         parents[0] = np.array([-1])
-    terms = [[(noisy.workload[name].matrix, noisy.get(level, name).values,
-               noisy.get(level, name).weights) for name in noisy.queries(level)]
-             for level in levels]
-    equalities = [equalities_of(compiled[level]) for level in levels]
     names = [[str(g) for g in geo.geocodes[li]] for li in index]
-    symmetry, why = find_symmetry(schema.shape, terms, equalities, schema.names)
+    return split_problems([level_terms(noisy, level) for level in levels],
+                          [equalities_of(compiled[level]) for level in levels], parents, names,
+                          schema.shape, schema.names, symmetry=symmetry)
+
+
+def level_terms(noisy: NoisyHierarchy, level: str) -> list[Any]:
+    """A level's measured queries as (Q, values, weights).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> truth = tabulate(synthesize_1940(50, seed=1).persons, schema=E2E_1940, levels=["nation"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["nation"]), rng=2)
+    >>> [values.shape for _, values, _ in level_terms(noisy, "nation")][:2]
+    [(1, 192), (1, 8)]
+    """
+    return [(noisy.workload[name].matrix, noisy.get(level, name).values,
+             noisy.get(level, name).weights) for name in noisy.queries(level)]
+
+
+def split_problems(terms: Sequence[Sequence[Any]], equalities: Sequence[Equalities | None],
+                   parents: Sequence[np.ndarray], names: Sequence[Sequence[str]],
+                   shape: Sequence[int], attributes: Sequence[str] = (), *,
+                   symmetry: Any = FIND) -> GLSProblems:
+    """The problems of per-level terms and equalities: split by the last attribute when
+    ``symmetry`` (found here by default, :func:`find_symmetry`) allows it, else one.
+
+    Examples
+    --------
+    One unit of 1 × 2 cells (two values of the last attribute), measured cell by cell:
+
+    >>> terms = [[(np.eye(2), np.array([[3.0, 5.0]]), np.ones((1, 2)))]]
+    >>> problems = split_problems(terms, [None], [np.array([-1])], [["u"]], (1, 2))
+    >>> problems.structure["structure"], problems.means(problems.fit())[0].round(6).tolist()
+    ('split', [[3.0, 5.0]])
+    """
+    why = ""
+    if symmetry is FIND:
+        symmetry, why = find_symmetry(shape, terms, equalities, attributes)
+    cells = int(np.prod(shape))
     if symmetry is None:
-        return GLSProblems(None, parents, names, [terms], [equalities], schema.size, why)
-    split = [symmetry.split_terms(level_terms) for level_terms in terms]
+        return GLSProblems(None, list(parents), list(names), [list(terms)], [list(equalities)],
+                           cells, why or "the caller's choice")
+    split = [symmetry.split_terms(t) for t in terms]
     eqs = [symmetry.split_equalities(eq, len(p)) for eq, p in zip(equalities, parents)]
-    return GLSProblems(symmetry, parents, names, [[m for m, _ in split], [c for _, c in split]],
-                       [[m for m, _ in eqs], [c for _, c in eqs]], schema.size,
-                       split_by=schema.names[-1])
+    return GLSProblems(symmetry, list(parents), list(names),
+                       [[m for m, _ in split], [c for _, c in split]],
+                       [[m for m, _ in eqs], [c for _, c in eqs]], cells,
+                       split_by=attributes[-1] if attributes else "the last attribute")
 
 
 def exact_zeros(means: np.ndarray, lc: LevelConstraints) -> np.ndarray:

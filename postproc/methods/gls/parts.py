@@ -1,29 +1,86 @@
-"""A part of a tree cut under its split level, measured once: what its upward pass keeps for its
-downward pass, and that downward pass (``docs/gls.md``, "At national scale").
+"""A part of a tree cut under its split level, measured once: its upward pass, what that keeps
+for its downward pass, and the downward pass (``docs/gls.md``, "At national scale").
 
-The downward pass of a part needs, for every unit that has children, its subtree estimate
+**The bottom level on its active cells.** A bottom unit's subtree estimate ``L`` is the BLUE of
+its histogram from its own measurements: the units do not interact until their parents sum
+them. Most of a bottom unit's cells are fixed at 0 by the spec (a 2020 block with households
+only: 185 of 2,016 cells active on average, a quarter of the blocks none), and the answers that
+count only fixed cells carry no information about the others. So the bottom units are solved
+in groups that share their active cells, each on those cells only (the queries' columns and the
+answers that count one of them; the equalities' columns): the same estimate, exactly — the
+fixed cells' coordinates are 0 and drop out of every term — at about a tenth of the work.
+Their sums and covariances, embedded back in the whole cells, are what the level above gets
+from below (:class:`~postproc.methods.gls.tree.Below`).
+
+**What the downward pass needs.** For every unit that has children, its subtree estimate
 ``L``, its children's sum ``S`` and its operators (``C``, ``Σ⁺``); for a bottom unit, only what
 is asked of it: the answers of a few queries. Since ``B = L + C · step`` and the answers are
 linear, a bottom unit's answers are ``Q L`` (kept from the upward pass) plus ``Q C · step``,
-which is the same for the units that share an operator and a parent. So a part's
-:class:`PartState` is about ``k × cells`` numbers per unit above the bottom and a few per
-bottom unit, and :func:`part_downward` needs neither the part's measurements nor its bottom
-level's histograms: each part is measured and its bottom level solved once.
+the same for the units that share an operator and a parent. So a part's :class:`PartState` is
+about ``k × cells`` numbers per unit above the bottom and a few per bottom unit, and
+:func:`part_downward` needs neither the part's measurements nor its bottom level's histograms.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.methods.gls.method import GLSProblems
-from postproc.methods.gls.symmetry import Symmetry
-from postproc.methods.gls.tree import TreeGLS, _add_steps, _Operator, _steps
+from hierarchy.noisy import NoisyHierarchy
+from invariants.compile import LevelConstraints
+from postproc.methods.gls.method import (
+    equalities_of,
+    gls_problems,
+    level_terms,
+    split_problems,
+)
+from postproc.methods.gls.symmetry import Symmetry, find_symmetry
+from postproc.methods.gls.tree import Below, Equalities, _add_steps, _Children, _steps
 
-__all__ = ["PartState", "part_state", "part_downward"]
+__all__ = ["PartState", "BottomGroup", "part_upward", "part_downward"]
+
+
+@dataclass(frozen=True, eq=False)
+class BottomGroup:
+    """Bottom units that share their active cells, solved on them.
+
+    Attributes
+    ----------
+    rows : int array
+        The units (rows of the bottom level).
+    coordinates : int array
+        Their active coordinates in a problem's cells (groups of cells on the succinct path,
+        cells on the general path).
+    cells : int array
+        Their active cells of the histogram.
+    symmetry : Symmetry or None
+        The split of the active cells (``len(coordinates)`` groups).
+    ids : list (per problem) of int arrays
+        Each unit's operator.
+    covariances : list (per problem) of lists of arrays
+        The operators' covariances ``C`` (active coordinates × active coordinates).
+
+    Examples
+    --------
+    >>> group = BottomGroup(np.array([0, 2]), np.array([1]), np.array([1]), None,
+    ...                     [np.array([0, 0])], [[np.eye(1)]])
+    >>> group.rows.tolist(), group.cells.tolist()
+    ([0, 2], [1])
+    """
+
+    rows: np.ndarray
+    coordinates: np.ndarray
+    cells: np.ndarray
+    symmetry: Symmetry | None
+    ids: list[np.ndarray]
+    covariances: list[list[np.ndarray]]
+
+    def join(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        """The group's active cells (units × len(cells)) from one array per problem."""
+        return arrays[0] if self.symmetry is None else self.symmetry.join(*arrays)
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,186 +93,292 @@ class PartState:
         Per level of the part, each unit's parent (the top level's: its split unit's row in
         the part).
     upper : list (per problem) of lists (per level above the bottom) of (L, S, ids)
-    bottom_ids : list (per problem) of int arrays
-        The bottom units' operator ids.
     operators : list (per problem) of dicts id → (C, Σ⁺)
-        The operators the part's units use (Σ⁺ None at the bottom).
+        The operators of the units above the bottom.
+    groups : list of BottomGroup
+        The bottom units, by their active cells.
     answers : list of float arrays
         Per query, the bottom units' ``Q L`` (units × answers).
     symmetry : Symmetry or None
-        The split the problems come from (their coordinates are joined by it).
-    batched : list of bool
+        The split of the whole cells (the upper levels' coordinates are joined by it).
+    batched : tuple of bool
         Per problem, whether its arrays carry a batch axis (the contrast problems').
-    zero : list of bool arrays or None
+    zero : list of bool arrays
         Per level above the bottom, the cells fixed at 0.
-    fixed_answers : list of bool arrays or None
+    fixed_answers : list of bool arrays
         Per query, the bottom answers that count only cells fixed at 0.
 
     Examples
     --------
-    Made by :func:`part_state`; two leaves of one cell under one split unit:
+    Made by :func:`part_upward`; see :func:`part_downward`.
 
-    >>> one = np.ones((2, 1))
-    >>> problems = GLSProblems(None, [np.array([0, 0])], [["a", "b"]],
-    ...                        [[[(np.ones((1, 1)), np.array([[3.0], [5.0]]), one)]]], [[None]], 1)
-    >>> state = part_state(problems, problems.fit(downward=False), [np.ones((1, 1))])
-    >>> len(state.upper[0]), state.bottom_ids[0].tolist()      # no level above the bottom
-    (0, [0, 0])
+    >>> PartState([np.array([0])], [[]], [{}], [], [np.zeros((1, 1))], None, (False,), [],
+    ...           [np.ones((1, 1), bool)]).answers[0].shape
+    (1, 1)
     """
 
     parents: list[np.ndarray]
     upper: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]]
-    bottom_ids: list[np.ndarray]
     operators: list[dict[int, tuple[np.ndarray, np.ndarray | None]]]
+    groups: list[BottomGroup]
     answers: list[np.ndarray]
-    symmetry: Symmetry | None = None
-    batched: tuple[bool, ...] = (False,)
-    zero: list[np.ndarray | None] | None = None
-    fixed_answers: list[np.ndarray | None] | None = None
+    symmetry: Symmetry | None
+    batched: tuple[bool, ...]
+    zero: list[np.ndarray]
+    fixed_answers: list[np.ndarray]
 
     def join(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """Histograms from one array per problem."""
         return arrays[0] if self.symmetry is None else self.symmetry.join(*arrays)
 
 
-def part_state(problems: GLSProblems, fits: Sequence[TreeGLS], queries: Sequence[Any],
-               zero: Sequence[np.ndarray | None] | None = None) -> PartState:
-    """The state of a part after its upward pass (``fits``: ``problems.fit(downward=False)``),
-    with the bottom units' answers of ``queries`` (answers × cells matrices). ``zero``: per
-    level of the part, the cells its spec fixes at 0 (units × cells): the downward pass sets
-    them, and the bottom answers that count only them, to exactly 0.
+def part_upward(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints],
+                levels: Sequence[str], split_units: int, queries: Sequence[Any]
+                ) -> tuple[PartState, list[Below]]:
+    """A part's upward pass: its bottom level by groups of active cells, the levels above it as
+    a forest under the part's ``split_units`` split units; returns what its downward pass needs
+    and what its split units need from below (a :class:`Below` per problem).
+
+    Parameters
+    ----------
+    noisy : NoisyHierarchy
+        The part's measurement (its levels below the split).
+    compiled : mapping
+        The part's spec compiled for its levels.
+    levels : sequence of str
+        The part's levels below the split, the bottom last.
+    split_units : int
+        How many split units the part has (its top level's parents).
+    queries : sequence of (answers × cells) matrices
+        What is asked of the bottom units.
 
     Examples
     --------
-    Two leaves of one cell under one split unit, measured 3 and 5 (variance 1):
+    A part of one split unit over two blocks of one cell, measured 3 and 5 (variance 1): the
+    split unit is told their sum 8 with variance 2.
 
-    >>> from postproc.methods.gls.tree import tree_gls
-    >>> one = np.ones((2, 1))
-    >>> problems = GLSProblems(None, [np.array([0, 0])], [["a", "b"]],
-    ...                        [[[(np.ones((1, 1)), np.array([[3.0], [5.0]]), one)]]], [[None]], 1)
-    >>> state = part_state(problems, problems.fit(downward=False), [np.ones((1, 1))])
-    >>> state.answers[0].ravel().tolist()
-    [3.0, 5.0]
+    >>> from hierarchy.geography import Geography
+    >>> from hierarchy.noisy import Measurement
+    >>> from hierarchy.queries import Workload, total
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.compile import compile_spec
+    >>> from invariants.spec import Spec
+    >>> schema = Schema((Attribute("all", ("all",)),))
+    >>> geo = Geography(("part", "tract", "block"), (np.array(["p"]), np.array(["t"]),
+    ...                 np.array(["a", "b"])), (np.array([-1]), np.array([0]), np.array([0, 0])))
+    >>> workload = Workload((total(schema),))
+    >>> noisy = NoisyHierarchy(schema, geo, workload,
+    ...     {"block": {"total": Measurement("total", np.array([[3], [5]]), 1.0)}}, {}, {})
+    >>> state, below = part_upward(noisy, compile_spec(Spec(), schema, geo, {}), ["block"], 1,
+    ...                            [np.ones((1, 1))])
+    >>> below[0].sums.tolist(), [c.tolist() for c in below[0].covariances]
+    ([[8.0]], [[[2.0]]])
     """
-    depth = len(problems.parents)
-    upper, bottom_ids, operators = [], [], []
-    for fit in fits:
-        used: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
-        for li in range(depth):
-            for op in np.unique(fit._lower[li]).tolist():
-                o: _Operator = fit._operators[op]
-                used[op] = (o.covariance, o.sigma_pinv if li < depth - 1 else None)
-        upper.append([(fit.subtree[li], fit.child_sums[li], fit._lower[li])
-                      for li in range(depth - 1)])
-        bottom_ids.append(fit._lower[depth - 1])
-        operators.append(used)
-    bottom = problems.join([fit.subtree[depth - 1] for fit in fits])
-    zero = list(zero) if zero is not None else [None] * depth
+    geo = noisy.geography
+    levels = list(levels)
+    terms = [level_terms(noisy, level) for level in levels]
+    equalities = [equalities_of(compiled[level]) for level in levels]
+    symmetry, _ = find_symmetry(noisy.schema.shape, terms, equalities, noisy.schema.names)
+    bottom_parent = np.asarray(geo.parents[geo.level_index(levels[-1])])
+    above = split_units if len(levels) == 1 else geo.n_units(levels[-2])
+    groups, means = _bottom_groups(terms[-1], equalities[-1], bottom_parent.size, symmetry,
+                                   noisy.schema.shape, [str(g) for g in geo.geocodes[-1]])
+    size = noisy.schema.size if symmetry is None else symmetry.groups
+    problems = len(groups[0].ids) if groups else (1 if symmetry is None else 2)
+    from_bottom = [_below(groups, means, p, bottom_parent, above, size)
+                   for p in range(problems)]
+    batched = tuple(b.sums.ndim == 3 for b in from_bottom)
+    upper, operators = [[] for _ in range(problems)], [{} for _ in range(problems)]
+    below = from_bottom
+    if len(levels) > 1:
+        upper_problems = gls_problems(noisy, compiled, levels=levels[:-1], symmetry=symmetry)
+        fits = upper_problems.fit(below=from_bottom, downward=False)
+        below = [Below.of_part(fit, upper_problems.parents[0], split_units) for fit in fits]
+        for p, fit in enumerate(fits):
+            upper[p] = [(fit.subtree[li], fit.child_sums[li], fit._lower[li])
+                        for li in range(len(levels) - 1)]
+            operators[p] = {op: (fit._operators[op].covariance, fit._operators[op].sigma_pinv)
+                            for li in range(len(levels) - 1)
+                            for op in np.unique(fit._lower[li]).tolist()}
+    answers, fixed = _bottom_answers(groups, means, bottom_parent.size, queries)
+    parents = [np.asarray(geo.parents[geo.level_index(level)]) for level in levels]
+    return (PartState(parents, upper, operators, groups, answers, symmetry, batched,
+                      [compiled[level].zero for level in levels[:-1]], fixed), below)
+
+
+def _bottom_groups(terms: Sequence[Any], eq: Equalities, units: int, symmetry: Symmetry | None,
+                   shape: Sequence[int], names: Sequence[str]
+                   ) -> tuple[list[BottomGroup], list[list[np.ndarray] | None]]:
+    """The bottom units in groups that share their active cells, each solved on them, and
+    each group's subtree estimates per problem (None for a group with no active cell)."""
+    zero = eq.zero if eq.zero is not None else np.zeros((units, int(np.prod(shape))), bool)
+    size = shape[-1]
+    active = ~(zero.reshape(units, -1, size)[:, :, 0] if symmetry is not None else zero)
+    packed = np.ascontiguousarray(np.packbits(active, axis=1))
+    _, first, pattern = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(pattern.ravel(), kind="stable")
+    bounds = np.flatnonzero(np.diff(np.r_[-1, pattern.ravel()[order], -2]))
+    groups, means = [], []
+    matrices = [sp.csc_matrix(q, dtype=np.float64) for q, _, _ in terms]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        rows = np.sort(order[lo:hi])
+        coordinates = np.flatnonzero(active[rows[0]])
+        cells = (coordinates[:, None] * size + np.arange(size)).ravel() \
+            if symmetry is not None else coordinates
+        if coordinates.size == 0:
+            k = 1 if symmetry is None else 2
+            groups.append(BottomGroup(rows, coordinates, cells, None, [np.zeros(rows.size,
+                          np.int64)] * k, [[np.zeros((0, 0))]] * k))
+            means.append(None)
+            continue
+        restricted = []
+        for q, (_, values, weights) in zip(matrices, terms):
+            qc = q[:, cells].tocsr()
+            answers = np.flatnonzero(qc.getnnz(axis=1))
+            if answers.size:
+                restricted.append((qc[answers], np.asarray(values)[np.ix_(rows, answers)],
+                                   np.broadcast_to(weights, np.shape(values))[
+                                       np.ix_(rows, answers)]))
+        sub_eq = Equalities(eq.matrix[:, cells], eq.values[rows], None)
+        sub_symmetry = None if symmetry is None else Symmetry(coordinates.size, size)
+        sub = split_problems([restricted], [sub_eq], [np.full(rows.size, -1)],
+                             [[names[r] for r in rows]], (cells.size,) if symmetry is None
+                             else (coordinates.size, size), symmetry=sub_symmetry)
+        fits = sub.fit(downward=False)
+        distinct = [np.unique(fit._lower[0], return_inverse=True) for fit in fits]
+        groups.append(BottomGroup(
+            rows, coordinates, cells, sub_symmetry,
+            [inverse.ravel().astype(np.int64) for _, inverse in distinct],
+            [[fit._operators[op].covariance for op in ops.tolist()]
+             for fit, (ops, _) in zip(fits, distinct)]))
+        means.append([fit.subtree[0] for fit in fits])
+    return groups, means
+
+
+def _below(groups: Sequence[BottomGroup], means: Sequence[Any], p: int, parent: np.ndarray,
+           above: int, size: int) -> Below:
+    """What the bottom units tell the units above them in problem ``p``: their estimates'
+    sums and covariances, embedded in the whole coordinates."""
+    batch = next((m[p].shape[1:-1] for m in means if m is not None), ())
+    sums = np.zeros((above, *batch, size))
+    ops: list[Any] = []
+    ids = np.empty(parent.size, dtype=np.int64)
+    for g, m in zip(groups, means):
+        offset = len(ops)
+        for c in g.covariances[p]:
+            full = np.zeros((size, size))
+            full[np.ix_(g.coordinates, g.coordinates)] = c
+            ops.append(_Covariance(full))
+        ids[g.rows] = offset + g.ids[p]
+        if m is not None:
+            part = np.zeros((above, *batch, g.coordinates.size))
+            np.add.at(part, parent[g.rows], m[p])
+            sums[..., g.coordinates] += part
+    children = _Children.of(parent, ids, above, ops)
+    distinct, inverse = np.unique(children.ids, return_inverse=True)
+    return Below(sums, inverse.ravel(), [children.covariance(int(i)) for i in distinct])
+
+
+class _Covariance:
+    """An operator as :class:`_Children` reads it (its covariance)."""
+
+    __slots__ = ("covariance", "sigma_pinv")
+
+    def __init__(self, covariance: np.ndarray, sigma_pinv: np.ndarray | None = None):
+        self.covariance, self.sigma_pinv = covariance, sigma_pinv
+
+
+def _bottom_answers(groups: Sequence[BottomGroup], means: Sequence[Any], units: int,
+                    queries: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every bottom unit's ``Q L`` per query, and which answers count only fixed cells."""
     answers, fixed = [], []
     for q in queries:
-        q = _dense(q)
-        answers.append(np.asarray(bottom @ q.T))
-        fixed.append(None if zero[-1] is None else
-                     (~np.asarray(zero[-1], bool)).astype(np.float64) @ (q != 0).T.astype(
-                         np.float64) == 0)
-    return PartState(list(problems.parents), upper, bottom_ids, operators, answers,
-                     problems.symmetry, tuple(_batched_problem(problems, p)
-                                              for p in range(len(fits))),
-                     zero[:-1], fixed)
+        q = sp.csc_matrix(q, dtype=np.float64)
+        out = np.zeros((units, q.shape[0]))
+        counted = np.zeros((units, q.shape[0]), bool)
+        for g, m in zip(groups, means):
+            if m is None:
+                continue
+            qc = q[:, g.cells]
+            out[g.rows] = np.asarray(qc @ g.join(m).T).T
+            counted[g.rows] = qc.getnnz(axis=1) > 0
+        answers.append(out)
+        fixed.append(~counted)
+    return answers, fixed
 
 
 def part_downward(state: PartState, above: Sequence[np.ndarray], queries: Sequence[Any]
                   ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The part's downward pass from its split units' steps (``above``: per problem, a row
     per split unit of the part): the histograms of the levels above its bottom, and the bottom
-    units' answers of ``queries`` (the queries :func:`part_state` was given).
+    units' answers of ``queries`` (those :func:`part_upward` was given).
 
     Examples
     --------
-    The two leaves of :func:`part_state`'s example, their split unit's estimate found to be 10
-    (its children's sum is 8, their covariance 2: step 1):
+    The two blocks of :func:`part_upward`'s example, their split unit's estimate found to be
+    10 (their sum is 8, its variance 2: step 1):
 
-    >>> from postproc.methods.gls.tree import tree_gls
-    >>> one = np.ones((2, 1))
-    >>> problems = GLSProblems(None, [np.array([0, 0])], [["a", "b"]],
-    ...                        [[[(np.ones((1, 1)), np.array([[3.0], [5.0]]), one)]]], [[None]], 1)
+    >>> from hierarchy.geography import Geography
+    >>> from hierarchy.noisy import Measurement
+    >>> from hierarchy.queries import Workload, total
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.compile import compile_spec
+    >>> from invariants.spec import Spec
+    >>> schema = Schema((Attribute("all", ("all",)),))
+    >>> geo = Geography(("part", "tract", "block"), (np.array(["p"]), np.array(["t"]),
+    ...                 np.array(["a", "b"])), (np.array([-1]), np.array([0]), np.array([0, 0])))
+    >>> noisy = NoisyHierarchy(schema, geo, Workload((total(schema),)),
+    ...     {"block": {"total": Measurement("total", np.array([[3], [5]]), 1.0)}}, {}, {})
     >>> q = [np.ones((1, 1))]
-    >>> state = part_state(problems, problems.fit(downward=False), q)
+    >>> state, _ = part_upward(noisy, compile_spec(Spec(), schema, geo, {}), ["block"], 1, q)
     >>> _, answers = part_downward(state, [np.array([[1.0]])], q)
     >>> answers[0].ravel().tolist()
     [4.0, 6.0]
     """
-    depth = len(state.parents)
     steps = [_batched(np.asarray(a, dtype=np.float64))[state.parents[0]] for a in above]
     hists = []
-    for li in range(depth - 1):
+    for li in range(len(state.parents) - 1):
         estimates = []
         for p, (means, sums, ids) in enumerate(s[li] for s in state.upper):
-            ops = _operator_list(state.operators[p])
+            ops = {op: _Covariance(c, s) for op, (c, s) in state.operators[p].items()}
             b = _batched(means).copy()
             _add_steps(b, steps[p], ids, ops)
             estimates.append(b)
             steps[p] = _steps(b, _batched(sums), ids, ops)[state.parents[li + 1]]
-        hist = state.join([_unbatched(b, state.batched[p]) for p, b in enumerate(estimates)])
-        if state.zero and state.zero[li] is not None:
-            hist[np.asarray(state.zero[li], bool)] = 0.0
+        hist = state.join([b if state.batched[p] else b[:, 0, :]
+                           for p, b in enumerate(estimates)])
+        hist[np.asarray(state.zero[li], bool)] = 0.0
         hists.append(hist)
-    return hists, _bottom_answers(state, steps, queries)
+    return hists, _moved_answers(state, steps, queries)
 
 
-def _bottom_answers(state: PartState, steps: list[np.ndarray],
-                    queries: Sequence[Any]) -> list[np.ndarray]:
-    """``Q L + Q C · step`` for every bottom unit, ``Q C · step`` computed once per distinct
-    (operators, parent) pair."""
-    parent = state.parents[-1]
-    keys = np.stack([*state.bottom_ids, parent], axis=1)
-    distinct, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    moves = []
-    for p, step in enumerate(steps):
-        ops = _operator_list(state.operators[p])
-        rows = step[first]
-        out = np.empty_like(rows)
-        for i, op in enumerate(distinct[:, p].tolist()):
-            out[i] = rows[i] @ ops[op].covariance
-        moves.append(_unbatched(out, state.batched[p]))
-    moved = state.join(moves)
-    out = [a + np.asarray(moved @ _dense(q).T)[inverse] for a, q in zip(state.answers, queries)]
-    for a, fixed in zip(out, state.fixed_answers or [None] * len(out)):
-        if fixed is not None:
-            a[fixed] = 0.0
+def _moved_answers(state: PartState, steps: list[np.ndarray], queries: Sequence[Any]
+                   ) -> list[np.ndarray]:
+    """``Q L + Q C · step`` for every bottom unit, ``Q C · step`` once per distinct
+    (operators, parent) pair of each group."""
+    out = [a.copy() for a in state.answers]
+    matrices = [sp.csc_matrix(q, dtype=np.float64) for q in queries]
+    for g in state.groups:
+        if g.coordinates.size == 0:
+            continue
+        keys = np.stack([*g.ids, np.asarray(state.parents[-1])[g.rows]], axis=1)
+        distinct, first, inverse = np.unique(keys, axis=0, return_index=True,
+                                             return_inverse=True)
+        moves = []
+        for p, step in enumerate(steps):
+            rows = step[g.rows[first]][..., g.coordinates]
+            moved = np.empty_like(rows)
+            for i, op in enumerate(distinct[:, p].tolist()):
+                moved[i] = rows[i] @ g.covariances[p][op]
+            moves.append(moved if state.batched[p] else moved[:, 0, :])
+        cells = g.join(moves)
+        for a, q in zip(out, matrices):
+            a[g.rows] += np.asarray(q[:, g.cells] @ cells.T).T[inverse.ravel()]
+    for a, fixed in zip(out, state.fixed_answers):
+        a[fixed] = 0.0
     return out
-
-
-class _Op:
-    """An operator as the downward helpers read it."""
-
-    __slots__ = ("covariance", "sigma_pinv")
-
-    def __init__(self, covariance: np.ndarray, sigma_pinv: np.ndarray | None):
-        self.covariance, self.sigma_pinv = covariance, sigma_pinv
-
-
-class _Ops(dict):
-    """Operator id → :class:`_Op`, indexed as the tree's operator list is."""
-
-
-def _operator_list(used: dict[int, tuple[np.ndarray, np.ndarray | None]]) -> _Ops:
-    return _Ops({op: _Op(c, s) for op, (c, s) in used.items()})
 
 
 def _batched(a: np.ndarray) -> np.ndarray:
     return a if a.ndim == 3 else a[:, None, :]
 
-
-def _unbatched(a: np.ndarray, batched: bool) -> np.ndarray:
-    return a if batched else a[:, 0, :]
-
-
-def _batched_problem(problems: GLSProblems, p: int) -> bool:
-    """Whether problem ``p``'s values carry a batch axis (the contrast problems do)."""
-    return any(np.ndim(values) == 3 for level in problems.terms[p] for _, values, _ in level)
-
-
-def _dense(q: Any) -> np.ndarray:
-    return q.toarray() if sp.issparse(q) else np.asarray(q, dtype=np.float64)
