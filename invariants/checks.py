@@ -157,14 +157,16 @@ def _broken_line(lc: LevelConstraints, name: str, units: np.ndarray) -> str:
 
 def _broken(lc: LevelConstraints, histograms: np.ndarray) -> dict[str, np.ndarray]:
     """Requirement name → which units (a boolean per unit) break it."""
-    x = np.asarray(histograms).astype(np.int64)
+    x = np.asarray(histograms, dtype=np.int64)
     lower, upper, _ = lc.rows_of(slice(None))
     broken: dict[str, np.ndarray] = {}
     neg = (x < 0).any(axis=1)
     if neg.any():
         broken["negative counts"] = neg
     if lc.n_rows:
-        vals = (lc.matrix @ x.T).T
+        sparse = sparse_copy(x)     # a mostly empty level: the transposed product copies it
+        vals = (np.asarray((sparse @ lc.matrix.T).todense()) if sparse is not None
+                else (lc.matrix @ x.T).T)
         bad = (np.isfinite(lower) & (vals < np.where(np.isfinite(lower), lower, 0))) | (
             np.isfinite(upper) & (vals > np.where(np.isfinite(upper), upper, 0)))
         for r in np.flatnonzero(bad.any(axis=0)):

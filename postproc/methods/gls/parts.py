@@ -300,7 +300,7 @@ def _bottom_answers(groups: Sequence[BottomGroup], means: Sequence[Any], units: 
             if m is None:
                 continue
             qc = q[:, g.cells]
-            out[g.rows] = np.asarray(qc @ g.join(m).T).T
+            out[g.rows] = _times_transposed(g.join(m), qc)
             counted[g.rows] = qc.getnnz(axis=1) > 0
         answers.append(out)
         fixed.append(~counted)
@@ -373,10 +373,16 @@ def _moved_answers(state: PartState, steps: list[np.ndarray], queries: Sequence[
             moves.append(moved if state.batched[p] else moved[:, 0, :])
         cells = g.join(moves)
         for a, q in zip(out, matrices):
-            a[g.rows] += np.asarray(q[:, g.cells] @ cells.T).T[inverse.ravel()]
+            a[g.rows] += _times_transposed(cells, q[:, g.cells])[inverse.ravel()]
     for a, fixed in zip(out, state.fixed_answers):
         a[fixed] = 0.0
     return out
+
+
+def _times_transposed(x: np.ndarray, q: Any) -> np.ndarray:
+    """``x @ q.T`` for a dense ``x`` (units × cells) and a sparse query ``q`` (answers ×
+    cells), without the copy scipy makes of a transposed dense operand."""
+    return np.asarray((q @ np.ascontiguousarray(x.T)).T)
 
 
 def _batched(a: np.ndarray) -> np.ndarray:
