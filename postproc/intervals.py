@@ -29,7 +29,7 @@ from postproc.errors import PostprocError
 #: this module: named here, not imported).
 Result = Any
 
-__all__ = ["interval_frame", "z_value"]
+__all__ = ["interval_frame", "group_interval_frame", "z_value"]
 
 
 def z_value(interval: float) -> float:
@@ -114,6 +114,105 @@ def interval_frame(result: Result, level: str | int, query: Any = "total", *,
                         "randomness": result.randomness.get("mode", "unknown"),
                         "randomness_label": result.randomness.get("label", "")})
     return frame
+
+
+def group_interval_frame(result: Result, level: str | int, query: Any = "total", *,
+                         groups: Any, interval: float = 0.9) -> pd.DataFrame:
+    """Estimates, standard errors and intervals of a query's answers summed over sets of units
+    of a level (a region of counties, tracts of several counties): exact, the covariances
+    between units included (``docs/gls.md``, "Intervals for sets of units").
+
+    Parameters
+    ----------
+    result : Result
+        With :attr:`~postproc.result.Result.uncertainty` (a ``gls`` result).
+    level : str or int
+    query : str, Query, optional
+    groups : mapping or sequence
+        Each unit's set: a mapping from the level's geocodes to set names (units not in it
+        belong to none), or one name per unit of the level (None for none).
+    interval : float, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per set and answer: ``group``, ``answer``, ``estimate``, ``se``, ``lower``,
+        ``upper``, ``units`` (how many units the set has).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from postproc.methods.gls import gls
+    >>> levels = ["nation", "state"]
+    >>> truth = tabulate(synthesize_1940(2_000, seed=1).persons, schema=E2E_1940, levels=levels)
+    >>> result = gls(measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, levels), rng=4))
+    >>> codes = result.geography.geocodes[1]
+    >>> frame = group_interval_frame(result, "state", "total",
+    ...                              groups={codes[0]: "first two", codes[1]: "first two"})
+    >>> frame[["group", "units"]].to_dict("list")
+    {'group': ['first two'], 'units': [2]}
+    >>> everything = group_interval_frame(result, "state", groups=["all"] * len(codes))
+    >>> nation = interval_frame(result, "nation")
+    >>> bool(np.isclose(everything.se[0], nation.se[0]))      # all states are the nation
+    True
+    """
+    uncertainty = _uncertainty(result)
+    if not hasattr(uncertainty, "sum_variances"):
+        raise PostprocError(f"{result.method}: its covariance gives no sums over units")
+    z = z_value(interval)
+    li = result.geography.level_index(level)
+    codes = np.asarray(result.geography.geocodes[li]).astype(str)
+    labels = _group_labels(groups, codes, result.geography.levels[li])
+    names = list(dict.fromkeys(lab for lab in labels if lab is not None))
+    if not names:
+        raise PostprocError("groups: no unit of the level is in a set")
+    q = resolve_query(query, result.schema, result.workload)
+    matrix = q.matrix.toarray() if hasattr(q.matrix, "toarray") else np.asarray(q.matrix)
+    answers = q.answer(result.level_histograms(li)).astype(np.float64)
+    member = np.array([names.index(lab) if lab is not None else -1 for lab in labels])
+    units, cells = codes.size, matrix.shape[1]
+    estimate = np.zeros((len(names), matrix.shape[0]))
+    np.add.at(estimate, member[member >= 0], answers[member >= 0])
+    variance = np.empty(estimate.size)
+    per = max(1, int(2**24 // max(1, units * cells)))                 # functionals at a time
+    for lo in range(0, estimate.size, per):
+        js = np.arange(lo, min(lo + per, estimate.size))
+        rows = np.zeros((units, js.size, cells))
+        g, a = np.divmod(js, matrix.shape[0])
+        for i in range(js.size):
+            rows[member == g[i], i] = matrix[a[i]]
+        variance[js] = uncertainty.sum_variances(li, rows)
+    se = np.sqrt(variance).reshape(estimate.shape)
+    labels_a = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
+    frame = pd.DataFrame({
+        "group": np.repeat(np.asarray(names, dtype=object), len(labels_a)),
+        "answer": np.tile(np.asarray(labels_a, dtype=object), len(names)),
+        "estimate": estimate.ravel(), "se": se.ravel(),
+        "lower": (estimate - z * se).ravel(), "upper": (estimate + z * se).ravel(),
+        "units": np.repeat(np.bincount(member[member >= 0], minlength=len(names)),
+                           len(labels_a))})
+    frame.attrs.update({"method": result.method, "query": q.name, "interval": float(interval),
+                        "level": result.geography.levels[li],
+                        "randomness": result.randomness.get("mode", "unknown"),
+                        "randomness_label": result.randomness.get("label", "")})
+    return frame
+
+
+def _group_labels(groups: Any, codes: np.ndarray, level: str) -> list[Any]:
+    """Each unit's set name (None: none), from a mapping by geocode or one name per unit."""
+    if isinstance(groups, pd.Series) or hasattr(groups, "items"):
+        mapping = {str(k): v for k, v in groups.items()}
+        unknown = sorted(set(mapping) - set(codes))
+        if unknown:
+            raise PostprocError(f"groups: {len(unknown)} geocode(s) not of the {level} level, "
+                                f"e.g. {unknown[0]!r}")
+        return [mapping.get(c) for c in codes]
+    labels = list(groups)
+    if len(labels) != codes.size:
+        raise PostprocError(f"groups: {len(labels)} names for {codes.size} {level} units; give "
+                            f"one per unit (None for none) or a mapping from geocode to name")
+    return [None if lab is None or (isinstance(lab, float) and np.isnan(lab)) else lab
+            for lab in labels]
 
 
 def cell_errors(result: Result, li: int) -> np.ndarray:

@@ -54,7 +54,7 @@ from hierarchy.io.storage import check_file_names, package_versions, write_json,
 from hierarchy.queries import Query, Workload
 from hierarchy.schema import Schema
 from postproc.errors import PostprocError
-from postproc.intervals import cell_errors, interval_frame, z_value
+from postproc.intervals import cell_errors, group_interval_frame, interval_frame, z_value
 
 __all__ = ["Result", "Provenance", "PROVENANCE_FIELDS", "resolve_query", "level_table",
            "histograms_from_table", "RESERVED_STEMS", "FORMAT", "FORMAT_VERSION",
@@ -431,9 +431,13 @@ class Result:
                            self.level_histograms(li), keep_zeros=keep_zeros)
 
     def intervals(self, level: str | int, query: str | Query = "total", *,
-                  interval: float = 0.9) -> pd.DataFrame:
+                  interval: float = 0.9, groups: Any = None) -> pd.DataFrame:
         """Estimate, standard error and two-sided interval of a query's answers for every unit
-        of a level (:func:`postproc.intervals.interval_frame`); needs :attr:`uncertainty`."""
+        of a level (:func:`postproc.intervals.interval_frame`), or, with ``groups``, for sums
+        over sets of its units (:func:`postproc.intervals.group_interval_frame`); needs
+        :attr:`uncertainty`."""
+        if groups is not None:
+            return group_interval_frame(self, level, query, groups=groups, interval=interval)
         return interval_frame(self, level, query, interval=interval)
 
     def to_frame(self, level: str | int, *, labels: bool = True, parents: bool = True,

@@ -252,6 +252,39 @@ class SymmetricCovariance:
                       + np.einsum("qa,ab,qb->q", sums, f2, sums))
         return np.maximum(out[inverse.ravel()], 0.0)
 
+    def sum_variances(self, level: int, rows: np.ndarray) -> np.ndarray:
+        """The variances of sums over units (:meth:`TreeGLS.sum_variances
+        <postproc.methods.gls.tree.TreeGLS.sum_variances>`; ``rows``: units × m × cells): the
+        mean problem's and the contrast problems' (independent, one set of operators), summed.
+
+        Examples
+        --------
+        >>> from postproc.methods.gls.tree import tree_gls
+        >>> sym = Symmetry(1, 2)
+        >>> terms = [[(np.ones((1, 2)), np.array([[7.0]]), np.array([[4.0]]))],
+        ...          [(np.eye(2), np.array([[3.0, 1.0], [0.0, 2.0]]), np.ones((2, 2)))]]
+        >>> parts = [sym.split_terms(level) for level in terms]
+        >>> cov = SymmetricCovariance(sym, *[tree_gls([[-1], [0, 0]], [p[i] for p in parts], 1)
+        ...                                  for i in (0, 1)])
+        >>> both = np.ones((2, 1, 2))                       # the two leaves' totals together
+        >>> root = cov.variances(0, [[1.0, 1.0]])[0, 0]       # are the root's total
+        >>> bool(np.isclose(cov.sum_variances(1, both)[0], root))
+        True
+        """
+        a, r = self.symmetry.groups, self.symmetry.size
+        rows = np.asarray(rows, dtype=np.float64)
+        units, m = rows.shape[:2]
+        coordinates = times(rows.reshape(units, m, a, r), self.symmetry.basis)
+        out = self.mean.sum_variances(level, coordinates[..., 0])
+        batch = max(1, int(2**25 // max(1, units * (r - 1) * a)))      # ≤ 256 MB at a time
+        for lo in range(0, m, batch):
+            chunk = coordinates[:, lo:lo + batch, :, 1:]                 # units × b × A × (R−1)
+            b = chunk.shape[1]
+            contrast = np.transpose(chunk, (0, 1, 3, 2)).reshape(units, b * (r - 1), a)
+            out[lo:lo + b] += self.contrast.sum_variances(level, contrast).reshape(
+                b, r - 1).sum(axis=1)
+        return out
+
     def covariance_ids(self, level: int) -> np.ndarray:
         """An id shared by the units whose estimates have the same covariance."""
         pairs = np.stack([self.mean.covariance_ids(level), self.contrast.covariance_ids(level)],

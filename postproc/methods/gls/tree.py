@@ -202,6 +202,47 @@ class TreeGLS:
                         for i in distinct])
         return np.maximum(per[inverse.ravel()], 0.0)
 
+    def sum_variances(self, level: int, rows: np.ndarray) -> np.ndarray:
+        """The variances of sums over units: ``rows`` (units of ``level`` × m × cells) holds, for
+        each of ``m`` functionals, a row per unit, and functional ``j`` is
+        ``Σ_u rows[u, j] · x_u`` — a set of units' total of a query's answer, say. Exact:
+        across units too (the covariances between units are not formed; see
+        ``docs/gls.md``, "Intervals for sets of units").
+
+        Examples
+        --------
+        Hay et al.'s tree (a root counted 10 over leaves counted 4 and 5, unit variances): the
+        two leaves together are the root (variance 2/3); one leaf alone has variance 1/2+1/6.
+
+        >>> one = np.ones((1, 1))
+        >>> fit = tree_gls([[-1], [0, 0]], [[(one, np.array([[10.0]]), one)],
+        ...                 [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]], cells=1)
+        >>> fit.sum_variances(1, np.array([[[1.0], [1.0]], [[1.0], [0.0]]])).round(4).tolist()
+        [0.6667, 0.6667]
+        """
+        if self._above:
+            raise PostprocError("the covariances of a part solved under a top are not "
+                                "computed (its top level's covariance needs its parents')")
+        r = np.asarray(rows, dtype=np.float64)
+        total = np.zeros(r.shape[1])
+        for li in range(level, 0, -1):
+            parent = self._parents[li]
+            rc = np.empty_like(r)
+            for g, units in unit_groups(self._lower[li]):
+                rc[units] = times(r[units], self._operators[g].covariance)
+            total += np.einsum("umc,umc->m", rc, r)
+            gathered = np.zeros((self._parents[li - 1].size, *r.shape[1:]))
+            np.add.at(gathered, parent, rc)
+            step = np.empty_like(gathered)
+            for g, units in unit_groups(self._lower[li - 1]):
+                step[units] = times(gathered[units], self._operators[g].sigma_pinv)
+            total -= np.einsum("pmc,pmc->m", step, gathered)
+            r = step
+        for g, units in unit_groups(self._lower[0]):
+            total += np.einsum("umc,umc->m", times(r[units], self._operators[g].covariance),
+                               r[units])
+        return np.maximum(total, 0.0)
+
     def _next_level(self) -> None:
         li = len(self._ids)
         if li == 0:
