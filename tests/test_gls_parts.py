@@ -29,7 +29,8 @@ def runs(tmp_path_factory):
     spec = config.spec.to_dict()
     spec["invariant"] = [{"name": "tot", "levels": ["nation"]}] + spec["invariant"][1:]
     config = dataclasses.replace(config, spec=Spec.from_dict(spec))
-    done = gls_in_parts(config, base / "out", part_blocks=30, queries=("total", "hhgq", "votingage * hispanic * cenrace"),
+    done = gls_in_parts(config, base / "out", part_blocks=30,
+                        queries=("total", "hhgq", "votingage * hispanic * cenrace"),
                         log=lambda line: None)
     whole = gls(whole_measurement(config, load_truth(config)), config.spec)
     return config, done, whole

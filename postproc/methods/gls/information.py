@@ -1,10 +1,12 @@
-"""The information of a level's own measurements, and units grouped by a shared id: the two
-pieces every tree least-squares fit of the toolkit builds on (:mod:`postproc.methods.gls.tree`,
+"""The information of a level's own measurements, units grouped by a shared id, and the
+signatures that decide which units share their matrices: the pieces every tree least-squares
+fit of the toolkit builds on (:mod:`postproc.methods.gls.tree`,
 :mod:`postproc.methods.baselines.least_squares`, :mod:`postproc.methods.baselines.reconcile`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -129,3 +131,56 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
             matrix += np.asarray((q.T @ sp.diags(w) @ q).todense())
         matrices.append(matrix)
     return ids.ravel().astype(np.int64), matrices, b
+
+
+def _pattern_ids(eq: Any, units: int) -> np.ndarray:
+    """An id per unit for its equality pattern (which rows, which zero cells), equal ids for
+    equal patterns."""
+    if eq is None:
+        return np.zeros(units, dtype=np.int64)
+    bits = np.isfinite(eq.values)
+    if eq.zero is not None:
+        bits = np.concatenate([bits, eq.zero], axis=1)
+    if bits.shape[1] == 0:
+        return np.zeros(units, dtype=np.int64)
+    packed = np.ascontiguousarray(np.packbits(bits, axis=1))
+    return np.unique(packed, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class _Children:
+    """For every unit of a level, an id of what its children give it (their operators and
+    multiplicities, or a given covariance), and the covariance ``Σ`` of their sum per id."""
+
+    ids: np.ndarray
+    covariance: Any             # id → Σ (None: no children)
+
+    @classmethod
+    def none(cls, units: int) -> "_Children":
+        return cls(np.zeros(units, dtype=np.int64), lambda sig: None)
+
+    @classmethod
+    def given(cls, below: Any) -> "_Children":
+        """What a tree's bottom units get from below (a :class:`~postproc.methods.gls.tree.Below`)."""
+        return cls(below.ids, lambda sig: np.asarray(below.covariances[sig], dtype=np.float64))
+
+    @classmethod
+    def of(cls, child_parent: np.ndarray, child_ids: np.ndarray, units: int,
+           operators: Sequence[Any]) -> "_Children":
+        """Units whose children have the same operators, as many times each, share an id."""
+        pairs, counts = np.unique(np.stack([child_parent, child_ids]), axis=1,
+                                  return_counts=True)
+        parent, op = pairs
+        width = int(np.bincount(parent, minlength=units).max(initial=0))
+        rank = np.arange(parent.size) - np.searchsorted(parent, parent)
+        table = np.full((units, 2 * width), -1, dtype=np.int64)
+        table[parent, 2 * rank] = op
+        table[parent, 2 * rank + 1] = counts
+        distinct, inverse = np.unique(table, axis=0, return_inverse=True)
+
+        def covariance(sig: int) -> np.ndarray:
+            row = distinct[sig].reshape(-1, 2)
+            row = row[row[:, 0] >= 0]
+            return np.sum([operators[c].covariance * k for c, k in row.tolist()], axis=0)
+
+        return cls(inverse.ravel().astype(np.int64), covariance)

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 
 from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import LevelConstraints
+from postproc.methods.gls.information import _Children
 from postproc.methods.gls.method import (
     equalities_of,
     gls_problems,
@@ -38,7 +39,7 @@ from postproc.methods.gls.method import (
     split_problems,
 )
 from postproc.methods.gls.symmetry import Symmetry, find_symmetry
-from postproc.methods.gls.tree import Below, Equalities, _add_steps, _Children, _steps
+from postproc.methods.gls.tree import Below, Equalities, _add_steps, _steps
 
 __all__ = ["PartState", "BottomGroup", "part_upward", "part_downward"]
 

@@ -49,7 +49,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from postproc.errors import PostprocError
-from postproc.methods.gls.information import Term, level_information, times, unit_groups
+from postproc.methods.gls.information import (
+    Term,
+    _Children,
+    _pattern_ids,
+    level_information,
+    times,
+    unit_groups,
+)
 
 __all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
 
@@ -483,20 +490,6 @@ def _add_steps(estimate: np.ndarray, step: np.ndarray, ids: np.ndarray,
         estimate[rows] += times(step[rows], operators[g].covariance)
 
 
-def _pattern_ids(eq: Equalities | None, units: int) -> np.ndarray:
-    """An id per unit for its equality pattern (which rows, which zero cells), equal ids for
-    equal patterns."""
-    if eq is None:
-        return np.zeros(units, dtype=np.int64)
-    bits = np.isfinite(eq.values)
-    if eq.zero is not None:
-        bits = np.concatenate([bits, eq.zero], axis=1)
-    if bits.shape[1] == 0:
-        return np.zeros(units, dtype=np.int64)
-    packed = np.ascontiguousarray(np.packbits(bits, axis=1))
-    return np.unique(packed, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
-
-
 @dataclass(frozen=True, eq=False)
 class Below:
     """What the levels under a tree's bottom level tell it (a tree cut into parts): for every
@@ -569,44 +562,6 @@ class Below:
             ids.append(local[piece.ids])
         return cls(np.concatenate([np.asarray(p.sums) for p in pieces]),
                    np.concatenate(ids), covariances)
-
-
-@dataclass(frozen=True, eq=False)
-class _Children:
-    """For every unit of a level, an id of what its children give it (their operators and
-    multiplicities, or a given covariance), and the covariance ``Σ`` of their sum per id."""
-
-    ids: np.ndarray
-    covariance: Any             # id → Σ (None: no children)
-
-    @classmethod
-    def none(cls, units: int) -> "_Children":
-        return cls(np.zeros(units, dtype=np.int64), lambda sig: None)
-
-    @classmethod
-    def given(cls, below: Below) -> "_Children":
-        return cls(below.ids, lambda sig: np.asarray(below.covariances[sig], dtype=np.float64))
-
-    @classmethod
-    def of(cls, child_parent: np.ndarray, child_ids: np.ndarray, units: int,
-           operators: list[_Operator]) -> "_Children":
-        """Units whose children have the same operators, as many times each, share an id."""
-        pairs, counts = np.unique(np.stack([child_parent, child_ids]), axis=1,
-                                  return_counts=True)
-        parent, op = pairs
-        width = int(np.bincount(parent, minlength=units).max(initial=0))
-        rank = np.arange(parent.size) - np.searchsorted(parent, parent)
-        table = np.full((units, 2 * width), -1, dtype=np.int64)
-        table[parent, 2 * rank] = op
-        table[parent, 2 * rank + 1] = counts
-        distinct, inverse = np.unique(table, axis=0, return_inverse=True)
-
-        def covariance(sig: int) -> np.ndarray:
-            row = distinct[sig].reshape(-1, 2)
-            row = row[row[:, 0] >= 0]
-            return np.sum([operators[c].covariance * k for c, k in row.tolist()], axis=0)
-
-        return cls(inverse.ravel().astype(np.int64), covariance)
 
 
 def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
