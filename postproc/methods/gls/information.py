@@ -161,7 +161,8 @@ class _Children:
 
     @classmethod
     def given(cls, below: Any) -> "_Children":
-        """What a tree's bottom units get from below (a :class:`~postproc.methods.gls.tree.Below`)."""
+        """What a tree's bottom units get from below (a
+        :class:`~postproc.methods.gls.tree.Below`)."""
         return cls(below.ids, lambda sig: np.asarray(below.covariances[sig], dtype=np.float64))
 
     @classmethod
