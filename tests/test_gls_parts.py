@@ -87,3 +87,24 @@ def test_an_unknown_query_is_refused_before_any_work(runs, tmp_path):
     with pytest.raises(PostprocError, match="nonesuch"):
         gls_in_parts(config, tmp_path / "x", queries=("nonesuch",), log=lambda line: None)
     assert not (tmp_path / "x").exists()
+
+
+def test_the_cli_runs_gls_in_parts(runs, tmp_path, capsys):
+    """``postproc run CONFIG --parts N --method gls --queries …`` runs gls in parts and writes
+    every level; flags it does not take are refused with the reason."""
+    from postproc.cli import main
+
+    config, _, _ = runs
+    path = config.blocks.parent.parent / "cli.toml"     # beside the data its paths name
+    path.write_text(config.to_toml())
+    out = tmp_path / "cli"
+    assert main(["run", str(path), "--parts", "30", "--method", "gls", "--queries",
+                 "total,hhgq", "--out", str(out), "--no-progress"]) == 0
+    assert "gls in" in capsys.readouterr().out
+    block = pd.read_parquet(out / "block.parquet")
+    assert sorted(block["query"].unique()) == ["hhgq", "total"]
+    assert main(["run", str(path), "--parts", "30", "--method", "gls", "--resume",
+                 "--out", str(tmp_path / "again")]) != 0
+    assert "does not take --resume" in capsys.readouterr().err
+    assert main(["run", str(path), "--method", "gls", "--queries", "total"]) != 0
+    assert "add --parts" in capsys.readouterr().err

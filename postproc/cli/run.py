@@ -52,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --parts: draw every answer of every query (default: only those "
                         "that count a cell the invariants leave free; the others are known to "
                         "be 0 and TopDown's output is the same, docs/scale2020.md)")
+    p.add_argument("--queries", default=None, metavar="Q1,Q2",
+                   help="with --parts and method gls: the queries whose estimates are written "
+                        "for every unit (workload names or expressions; default total), with "
+                        "intervals at --split and above (docs/gls.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_show_confidential(p)
     p.set_defaults(func=run)
@@ -112,11 +116,12 @@ def run(args: argparse.Namespace) -> int:
     from postproc.apps.runs.pipeline import run_pipeline
     from postproc.evaluation.tables import print_level_summary
 
-    if args.parts is None and (args.all_answers or args.split != "tract"):
+    if args.parts is None and (args.all_answers or args.split != "tract"
+                               or args.queries is not None):
         from postproc.errors import PostprocError
 
-        raise PostprocError("--split and --all-answers are options of a run in parts: add "
-                            "--parts [BLOCKS]")
+        raise PostprocError("--split, --all-answers and --queries are options of a run in "
+                            "parts: add --parts [BLOCKS]")
     config = _config(args)
     if args.parts is not None:
         return _run_in_parts(config, args)
@@ -133,7 +138,13 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from postproc.apps.runs.parts import run_in_parts
+    from postproc.errors import PostprocError
 
+    if config.method == "gls":
+        return _gls_in_parts(config, args)
+    if args.queries is not None:
+        raise PostprocError("--queries chooses what gls in parts writes; this run's method is "
+                            f"{config.method!r}")
     if args.error_table is not None:
         config = replace(config, error_table=args.error_table)
     done = run_in_parts(config, args.out or config.output, split=args.split,
@@ -142,6 +153,27 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
                         progress=not args.no_progress and sys.stderr.isatty(),
                         show_confidential=args.show_confidential)
     print_parts_summary(done)
+    return 0
+
+
+def _gls_in_parts(config, args: argparse.Namespace) -> int:
+    """``--parts`` with method gls: :func:`postproc.apps.runs.parts_gls.gls_in_parts`."""
+    from postproc.apps.runs.parts_gls import gls_in_parts
+    from postproc.errors import PostprocError
+
+    unsupported = [flag for flag, given in (("--resume", args.resume),
+                                            ("--all-answers", args.all_answers),
+                                            ("--error-table", args.error_table)) if given]
+    if unsupported:
+        raise PostprocError(f"gls in parts does not take {', '.join(unsupported)} yet: run it "
+                            "again into a new directory (it measures each part once)")
+    queries = tuple(q.strip() for q in (args.queries or "total").split(",") if q.strip())
+    done = gls_in_parts(config, args.out or config.output, split=args.split,
+                        part_blocks=args.parts, queries=queries,
+                        progress=not args.no_progress and sys.stderr.isatty(),
+                        show_confidential=args.show_confidential)
+    print(f"gls in {done.parts:,} part{'' if done.parts == 1 else 's'}, "
+          f"{done.timings['total']:.1f} s; outputs in {done.directory}")
     return 0
 
 
