@@ -108,3 +108,47 @@ def test_the_cli_runs_gls_in_parts(runs, tmp_path, capsys):
     assert "does not take --resume" in capsys.readouterr().err
     assert main(["run", str(path), "--method", "gls", "--queries", "total"]) != 0
     assert "add --parts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("first", [[1, 0, 2, 0, 0, 0], [0] * 6])
+def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first):
+    """A part of two tracts whose blocks have no cell left but (or not even) the first (a
+    block total held at 0 fixes every cell of a block): ``part_upward`` / ``part_downward``
+    under the top give the whole tree's GLS (rtol 1e-8) on the succinct path, the empty blocks
+    exactly 0."""
+    from hierarchy.geography import Geography
+    from hierarchy.noisy import Measurement, NoisyHierarchy
+    from hierarchy.queries import Workload, detailed, marginal, total
+    from hierarchy.schema import Attribute, Schema
+    from invariants.compile import compile_spec
+    from invariants.spec import Invariant
+    from postproc.methods.gls.method import gls_problems
+    from postproc.methods.gls.parts import part_downward, part_upward
+
+    schema = Schema((Attribute("g", ("a", "b")), Attribute("race", ("x", "y", "z"))))
+    geo = Geography(("nation", "tract", "block"),
+                    (np.array(["n"]), np.array(["t0", "t1"]), np.array(["b0", "b1", "b2", "b3"])),
+                    (np.array([-1]), np.array([0, 0]), np.array([0, 0, 1, 1])))
+    workload = Workload((detailed(schema), total(schema), marginal(schema, "g")))
+    rng = np.random.default_rng(4)
+    truth = np.array([first] + [[0] * 6] * 3)
+    counts = {"block": truth, "tract": np.array([truth[:2].sum(0), truth[2:].sum(0)]),
+              "nation": truth.sum(0, keepdims=True)}
+    measurements = {level: {q.name: Measurement(q.name, q.answer(c) + rng.normal(
+        size=q.answer(c).shape), 2.0) for q in workload} for level, c in counts.items()}
+    spec = Spec([Invariant("tot", "block")])
+    published = {"block": {"tot": truth.sum(1)}}
+    compiled = compile_spec(spec, schema, geo, published)
+    noisy = NoisyHierarchy(schema, geo, workload, measurements, published, {})
+    whole = gls_problems(noisy, compiled)
+    want = whole.means(whole.fit())
+    queries = [q.matrix for q in workload]
+    state, below = part_upward(noisy, compiled, ["block"], 2, queries)
+    top = gls_problems(noisy, compiled, levels=["nation", "tract"])
+    fits = top.fit(below=below)
+    for got, expected in zip(top.means(fits), want[:2]):
+        np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-9)
+    _, answers = part_downward(state, [fit.below_steps for fit in fits], queries)
+    for q, got in zip(workload, answers):
+        np.testing.assert_allclose(got, q.answer(want[2]), rtol=1e-8, atol=1e-9, err_msg=q.name)
+        assert (got[1:] == 0).all()

@@ -8,17 +8,20 @@ no level below the split is ever held whole:
 1. **Tabulate** part by part, and **measure the top** (root → split), as a TopDown run in parts
    does (the same streams, keyed by the split level; only the answers that count an active
    cell).
-2. **Upward, part by part**: each part's levels below the split are measured and their upward
-   pass run as a forest; what a part keeps is what its split units need from below — the sum of
-   their children's subtree estimates and its covariance
-   (:meth:`~postproc.methods.gls.tree.Below.of_part`): ``k × cells`` numbers per split unit.
+2. **Upward, part by part** (:func:`~postproc.methods.gls.parts.part_upward`): each part is
+   measured once (in release mode saved in ``noisy/parts/`` first) and its levels below the
+   split solved upward as a forest, its bottom level in groups of units that share their
+   active cells. What its split units need from below — the sum of their children's subtree
+   estimates and its covariance (a :class:`~postproc.methods.gls.tree.Below`) — goes back to
+   this process; what its own downward pass needs (a
+   :class:`~postproc.methods.gls.parts.PartState`: no measurement, no bottom histogram) is
+   saved in ``parts/state-K.pkl``.
 3. **The top**, with those sums (``below``): the estimate and covariance of every unit from the
    root to the split level — the whole tree's, exactly — and each split unit's step for its
    children. Written with intervals.
-4. **Downward, part by part**: each part measured again (simulation: the keyed streams give the
-   same values; release mode: the measurement saved in step 2 is loaded, never drawn again), its
-   upward pass repeated and its downward pass run from its split units' steps (``above``); its
-   levels' estimates written, part by part, and joined.
+4. **Downward, part by part** (:func:`~postproc.methods.gls.parts.part_downward`): each part's
+   state and its split units' steps give its levels' estimates, written part by part and
+   joined.
 
 Output directory: ``<level>.parquet`` for every level: the estimates of the requested queries
 (long form: the level's geocode, ``query``, ``answer``, ``estimate``), with ``se``, ``lower`` and

@@ -186,9 +186,10 @@ def part_upward(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints],
                                    noisy.schema.shape, [str(g) for g in geo.geocodes[-1]])
     size = noisy.schema.size if symmetry is None else symmetry.groups
     problems = len(groups[0].ids) if groups else (1 if symmetry is None else 2)
-    from_bottom = [_below(groups, means, p, bottom_parent, above, size)
+    batched = (False,) if symmetry is None else (False, True)    # the contrast problems are
+    batches = [(symmetry.size - 1,) if b else () for b in batched]   # k = R − 1 at once
+    from_bottom = [_below(groups, means, p, bottom_parent, above, size, batches[p])
                    for p in range(problems)]
-    batched = tuple(b.sums.ndim == 3 for b in from_bottom)
     upper, operators = [[] for _ in range(problems)], [{} for _ in range(problems)]
     below = from_bottom
     if len(levels) > 1:
@@ -257,10 +258,10 @@ def _bottom_groups(terms: Sequence[Any], eq: Equalities, units: int, symmetry: S
 
 
 def _below(groups: Sequence[BottomGroup], means: Sequence[Any], p: int, parent: np.ndarray,
-           above: int, size: int) -> Below:
-    """What the bottom units tell the units above them in problem ``p``: their estimates'
-    sums and covariances, embedded in the whole coordinates."""
-    batch = next((m[p].shape[1:-1] for m in means if m is not None), ())
+           above: int, size: int, batch: tuple[int, ...]) -> Below:
+    """What the bottom units tell the units above them in problem ``p`` (whose values carry
+    the ``batch`` axes): their estimates' sums and covariances, embedded in the whole
+    coordinates."""
     sums = np.zeros((above, *batch, size))
     ops: list[Any] = []
     ids = np.empty(parent.size, dtype=np.int64)
