@@ -37,7 +37,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -71,7 +71,7 @@ from postproc.apps.runs.parts_tabulate import _tabulate_all
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
-from postproc.methods.gls.method import exact_zeros, gls_problems
+from postproc.methods.gls.method import gls_problems
 from postproc.methods.gls.parts import part_downward, part_upward
 from postproc.methods.gls.tree import Below
 from postproc.result import Result
@@ -204,28 +204,23 @@ class _GLSUpward(_SolvePart):
 
 class _GLSDownward:
     """A part's downward pass (picklable): its saved state and its split units' steps give its
-    levels' estimates, written to ``parts/``; returns the persons per level."""
+    levels' estimates, written to ``parts/``; returns the part's index."""
 
     def __init__(self, config: RunConfig, parts_dir: Path, queries: Sequence[str]):
         self.config, self.parts_dir, self.queries = config, parts_dir, tuple(queries)
 
-    def __call__(self, task: _GLSTask) -> dict[str, float]:
+    def __call__(self, task: _GLSTask) -> int:
         config, part, k = self.config, task.geography, task.index
         state_file = self.parts_dir / f"state-{k:06d}.pkl"
-        state = pickle.loads(state_file.read_bytes())
+        state = pickle.loads(state_file.read_bytes())      # written by this run's upward pass
         queries = [_query(config, q) for q in self.queries]
         hists, answers = part_downward(state, task.above, [q.matrix for q in queries])
-        persons = {}
         for li, hist in enumerate(hists, start=2):
-            persons[part.levels[li]] = float(hist.sum())
             self._write(k, part, li, queries,
                         [np.asarray(q.answer(hist), float) for q in queries])
         self._write(k, part, part.depth - 1, queries, answers)
-        total = [i for i, q in enumerate(queries) if q.matrix.shape[0] == 1]
-        if total:
-            persons[part.levels[-1]] = float(answers[total[0]].sum())
         state_file.unlink()
-        return persons
+        return k
 
     def _write(self, k: int, part: Geography, li: int, queries: Sequence[Any],
                answers: Sequence[np.ndarray]) -> None:
@@ -290,6 +285,7 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         top_spec = config.spec.restricted(run.top_levels, geo.levels)
         check_data(top_spec, tabulated.top_truth, compiled=compiled_top)
         measured = _measure_top(run, tabulated, top_spec, compiled_top)
+        randomness = measured.provenance.get("randomness", {})
         del tabulated
         timings["tabulate and measure the top"] = time.perf_counter() - t
         upward = _GLSUpward(config, geo.levels, s, publish, measured.provenance, parts_dir,
@@ -298,42 +294,30 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         tasks = [_GLSTask(k, part_geography(geo, s, first, stop))
                  for k, (first, stop) in enumerate(plan)]
         t = time.perf_counter()
-        pieces = {}                                                         # 2. upward
+        gathered = _Gathered(geo.n_units(s))                                # 2. upward
         for k, below, seconds in _mapped(ex, upward, tasks, progress, "GLS upward"):
-            pieces[k] = below
+            gathered.add(plan[k][0], below)
             for step, x in seconds.items():
                 timings[f"upward: {step} (summed over workers)"] = timings.get(
                     f"upward: {step} (summed over workers)", 0.0) + x
+        ex.close()          # the idle workers' memory is the top's
         timings["upward"] = time.perf_counter() - t
         log(f"    measured and solved upward below the {split} level in "
             f"{timings['upward']:.1f} s")
         t = time.perf_counter()
-        problems = gls_problems(measured.noisy, compiled_top)                # 3. the top
-        fits = problems.fit(below=[Below.join([pieces[k][i] for k in range(len(plan))])
-                                   for i in range(len(problems.terms))])
-        del pieces
-        top = Result("gls", config.schema, measured.noisy.geography, config.workload,
-                     tuple(exact_zeros(m, compiled_top[lv])
-                           for m, lv in zip(problems.means(fits), run.top_levels)),
-                     {"noisy": dict(measured.noisy.provenance), **problems.structure},
-                     uncertainty=problems.uncertainty(fits))
-        for lv in run.top_levels:
-            frame = pd.concat([top.intervals(lv, q, interval=interval).assign(query=q)
-                               for q in queries], ignore_index=True)
-            frame = frame[[lv, "query", "answer", "estimate", "se", "lower", "upper"]]
-            write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
-                          directory / f"{lv}.parquet", metadata=_meta(config))
-        steps = [fit.below_steps for fit in fits]
+        steps, structure = _top(run, measured, compiled_top, gathered.below(), queries,
+                                interval)                                   # 3. the top
+        del measured, gathered
         timings["top"] = time.perf_counter() - t
         log(f"    GLS {' → '.join(run.top_levels)} in {timings['top']:.1f} s")
         t = time.perf_counter()
         down = [_GLSTask(task.index, task.geography, tuple(st[first:stop] for st in steps))
                 for task, (first, stop) in zip(tasks, plan)]
-        persons = dict.fromkeys(run.low_levels, 0.0)
         downward = _GLSDownward(config, parts_dir, queries)
-        for part_persons in _mapped(ex, downward, down, progress, "GLS downward"):  # 4.
-            for lv, n in part_persons.items():
-                persons[lv] += n
+        ex = get_executor(config.topdown.executor, workers=config.topdown.workers,
+                          scheduler=config.scheduler)
+        for _ in _mapped(ex, downward, down, progress, "GLS downward"):     # 4. downward
+            pass
         timings["downward"] = time.perf_counter() - t
         log(f"    downward pass below the {split} level in {timings['downward']:.1f} s")
     finally:
@@ -346,16 +330,84 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
                   directory / "geography.parquet", metadata=_meta(config))
     timings["join"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_start
-    root = float(top.histograms[0].sum())
     write_json({"made_by": _MADE_BY, "method": "gls", "split": split,
                 "part_blocks": part_blocks, "parts": len(plan), "queries": list(queries),
                 "interval": interval, "levels": list(geo.levels), "timings": timings,
-                "structure": problems.structure, "randomness": measured.provenance.get(
-                    "randomness", {}), "safe_for_release": bool(config.release)},
+                "structure": structure, "randomness": randomness,
+                "safe_for_release": bool(config.release)},
                directory / "manifest.json")
     _remove_part_files(parts_dir, cache, len(plan), run.low_levels)
     log(f"    GLS in parts: {timings['total']:.1f} s; {directory}")
-    return GLSParts(directory, geo.levels, len(plan), root, timings)
+    return GLSParts(directory, geo.levels, len(plan), structure["persons"], timings)
+
+
+def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[Below],
+         queries: Sequence[str], interval: float) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Step 3: the GLS from the root to the split level with what the parts give it; every
+    level's estimates of ``queries`` with intervals written. Returns the split units' steps
+    per problem and the problems' structure (with ``persons``: the root's estimate)."""
+    config, directory = run.config, run.directory
+    problems = gls_problems(measured.noisy, compiled_top)
+    fits = problems.fit(below=below)
+    del below
+    means = problems.means(fits)
+    for m, lv in zip(means, run.top_levels):
+        m[compiled_top[lv].zero] = 0.0        # 0 to float rounding already (exact_zeros)
+    top = Result("gls", config.schema, measured.noisy.geography, config.workload, tuple(means),
+                 {"noisy": dict(measured.noisy.provenance), **problems.structure},
+                 uncertainty=problems.uncertainty(fits))
+    for lv in run.top_levels:
+        frame = pd.concat([top.intervals(lv, q, interval=interval).assign(query=q)
+                           for q in queries], ignore_index=True)
+        frame = frame[[lv, "query", "answer", "estimate", "se", "lower", "upper"]]
+        write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
+                      directory / f"{lv}.parquet", metadata=_meta(config))
+    return ([fit.below_steps for fit in fits],
+            {**problems.structure, "persons": float(top.histograms[0].sum())})
+
+
+class _Gathered:
+    """What the parts' upward passes give the split units, gathered as they arrive: their
+    children's sums in one array per problem, their covariances shared when equal (found by
+    a hash of their bytes, then compared)."""
+
+    def __init__(self, units: int):
+        self.units = units
+        self.sums: list[np.ndarray] = []
+        self.ids: list[np.ndarray] = []
+        self.covariances: list[list[np.ndarray]] = []
+        self.index: list[dict[int, list[int]]] = []
+
+    def add(self, first: int, pieces: Sequence[Below]) -> None:
+        """A part's pieces (one per problem) for the split units from ``first`` on."""
+        if not self.sums:
+            for piece in pieces:
+                self.sums.append(np.empty((self.units, *np.shape(piece.sums)[1:])))
+                self.ids.append(np.full(self.units, -1, dtype=np.int64))
+                self.covariances.append([])
+                self.index.append({})
+        for p, piece in enumerate(pieces):
+            stop = first + np.shape(piece.sums)[0]
+            self.sums[p][first:stop] = piece.sums
+            local = np.array([self._id(p, c) for c in piece.covariances], dtype=np.int64)
+            self.ids[p][first:stop] = local[piece.ids]
+
+    def _id(self, p: int, covariance: np.ndarray) -> int:
+        covariance = np.ascontiguousarray(covariance, dtype=np.float64)
+        candidates = self.index[p].setdefault(hash(covariance.tobytes()), [])
+        for i in candidates:
+            if np.array_equal(self.covariances[p][i], covariance):
+                return i
+        candidates.append(len(self.covariances[p]))
+        self.covariances[p].append(covariance)
+        return candidates[-1]
+
+    def below(self) -> list[Below]:
+        """One :class:`Below` per problem (every split unit given)."""
+        if any((ids < 0).any() for ids in self.ids):
+            raise PostprocError("gls in parts: a split unit got nothing from below (a part "
+                                "that did not finish)")
+        return [Below(s, i, c) for s, i, c in zip(self.sums, self.ids, self.covariances)]
 
 
 def _mapped(ex: Any, solver: Callable[[_GLSTask], Any], tasks: Sequence[_GLSTask], progress: bool,
