@@ -5,6 +5,7 @@ estimates at every level and the same standard errors at the split level and abo
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -72,6 +73,31 @@ def test_standard_errors_at_and_above_the_split_equal_the_whole(runs):
                                    * got["se"], rtol=1e-9, atol=1e-9, err_msg=level)
     tracts = pd.read_parquet(done.directory / "tract.parquet")
     assert tracts.loc[tracts["query"] == "total", "se"].min() > 0.1     # not invariant there
+
+
+def test_a_top_cut_under_the_counties_equals_the_whole(runs, tmp_path, monkeypatch):
+    """With the top cut under the county level in chunks of at most 7 tracts (``TOP_UNITS``;
+    the nation has 80,841), every level's estimates and the standard errors at the tract
+    level and above equal the whole GLS's (rtol 1e-8 / 1e-7)."""
+    from postproc.apps.runs import parts_gls
+
+    config, _, whole = runs
+    monkeypatch.setattr(parts_gls, "TOP_UNITS", 7)
+    done = gls_in_parts(config, tmp_path / "cut", part_blocks=30, queries=("total", "hhgq"),
+                        log=lambda line: None)
+    manifest = json.loads((done.directory / "manifest.json").read_text())
+    assert manifest["structure"]["top_cut_under"] == "county"
+    for li, level in enumerate(done.levels):
+        got = pd.read_parquet(done.directory / f"{level}.parquet")
+        for name in ("total", "hhgq"):
+            want = config.workload[name].answer(whole.histograms[li]).astype(float)
+            rows = got[got["query"] == name]
+            np.testing.assert_allclose(rows["estimate"].to_numpy().reshape(want.shape), want,
+                                       rtol=1e-8, atol=1e-6, err_msg=f"{level} {name}")
+            if "se" in rows:
+                np.testing.assert_allclose(
+                    rows["se"], whole.intervals(level, name)["se"], rtol=1e-7, atol=1e-5,
+                    err_msg=f"{level} {name}")
 
 
 def test_the_parts_files_and_exact_counts_are_gone(runs):

@@ -71,7 +71,8 @@ from postproc.apps.runs.parts_tabulate import _tabulate_all
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
-from postproc.methods.gls.method import gls_problems
+from postproc.intervals import z_value
+from postproc.methods.gls.method import GLSProblems, gls_problems
 from postproc.methods.gls.parts import part_downward, part_upward
 from postproc.methods.gls.tree import Below
 from postproc.result import Result
@@ -345,9 +346,15 @@ def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[
          queries: Sequence[str], interval: float) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Step 3: the GLS from the root to the split level with what the parts give it; every
     level's estimates of ``queries`` with intervals written. Returns the split units' steps
-    per problem and the problems' structure (with ``persons``: the root's estimate)."""
+    per problem and the problems' structure (with ``persons``: the root's estimate).
+
+    With more than :data:`TOP_UNITS` split units the top is itself cut under the level above
+    the split (:func:`_split_top`): its memory is that of the levels above and one chunk of
+    split units, not of every split unit's operators at once."""
     config, directory = run.config, run.directory
     problems = gls_problems(measured.noisy, compiled_top)
+    if problems.parents[-1].size > TOP_UNITS and len(problems.parents) > 2:
+        return _split_top(run, measured, compiled_top, problems, below, queries, interval)
     fits = problems.fit(below=below)
     del below
     means = problems.means(fits)
@@ -357,13 +364,132 @@ def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[
                  {"noisy": dict(measured.noisy.provenance), **problems.structure},
                  uncertainty=problems.uncertainty(fits))
     for lv in run.top_levels:
-        frame = pd.concat([top.intervals(lv, q, interval=interval).assign(query=q)
-                           for q in queries], ignore_index=True)
-        frame = frame[[lv, "query", "answer", "estimate", "se", "lower", "upper"]]
-        write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
-                      directory / f"{lv}.parquet", metadata=_meta(config))
+        _write_intervals(config, directory, lv, [top.intervals(lv, q, interval=interval)
+                                                 for q in queries], queries)
     return ([fit.below_steps for fit in fits],
             {**problems.structure, "persons": float(top.histograms[0].sum())})
+
+
+def _write_intervals(config: RunConfig, directory: Path, level: str,
+                     frames: Sequence[pd.DataFrame], queries: Sequence[str]) -> None:
+    """A level's interval frames (one per query) as ``<level>.parquet``."""
+    frame = pd.concat([f.assign(query=q) for f, q in zip(frames, queries)], ignore_index=True)
+    frame = frame[[level, "query", "answer", "estimate", "se", "lower", "upper"]]
+    write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
+                  directory / f"{level}.parquet", metadata=_meta(config))
+
+
+def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
+               problems: GLSProblems, below: list[Below], queries: Sequence[str],
+               interval: float) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """The top cut under the level above the split (the county): the split units (tracts) in
+    chunks of consecutive parents, upward with what the parts give them; the levels above with
+    what the chunks give them; then each chunk again, under its parents' steps, for its
+    estimates, intervals and steps. The same estimates and covariances as the top whole
+    (``tests/test_gls_parts.py``)."""
+    config, directory = run.config, run.directory
+    geo, depth = measured.noisy.geography, len(problems.parents)
+    parent = problems.parents[-1]
+    chunks = _chunks(parent, TOP_UNITS)
+    n_parents = problems.parents[-2].size
+    gathered = _Gathered(n_parents)
+    for c0, c1, t0, t1 in chunks:                                       # upward, by chunk
+        part = problems.bottom_rows(slice(t0, t1))
+        fits = part.fit(below=[_rows(b, t0, t1) for b in below], downward=False)
+        gathered.add(c0, [Below.of_part(f, parent[t0:t1] - c0, c1 - c0) for f in fits])
+    upper = problems.upper(depth - 1)
+    fits_up = upper.fit(below=gathered.below())                         # the levels above
+    del gathered
+    means = upper.means(fits_up)
+    for m, lv in zip(means, run.top_levels):
+        m[compiled_top[lv].zero] = 0.0
+    top = Result("gls", config.schema, _upper_geography(geo, depth - 1), config.workload,
+                 tuple(means),
+                 {"noisy": dict(measured.noisy.provenance), **problems.structure},
+                 uncertainty=upper.uncertainty(fits_up))
+    for lv in run.top_levels[:-1]:
+        _write_intervals(config, directory, lv, [top.intervals(lv, q, interval=interval)
+                                                 for q in queries], queries)
+    pairs = [_parent_pairs(f, depth - 2) for f in fits_up]
+    steps = [np.empty((parent.size, *f.below_steps.shape[1:])) for f in fits_up]
+    split_level, frames = run.top_levels[-1], [[] for _ in queries]
+    codes = np.asarray(geo.geocodes[depth - 1])
+    z = z_value(interval)
+    for c0, c1, t0, t1 in chunks:                                       # downward, by chunk
+        part = problems.bottom_rows(slice(t0, t1))
+        local = parent[t0:t1]
+        fits = part.fit(below=[_rows(b, t0, t1) for b in below],
+                        above=[f.below_steps[local] for f in fits_up])
+        for p, (f, (ids, distinct)) in enumerate(zip(fits, pairs)):
+            f.attach_parents(ids[local], distinct)
+            steps[p][t0:t1] = f.below_steps
+        hist = part.join([f.means[0] for f in fits])
+        hist[compiled_top[split_level].zero[t0:t1]] = 0.0
+        uncertainty = part.uncertainty(fits)
+        for i, name in enumerate(queries):
+            frames[i].append(_interval_rows(config, split_level, codes[t0:t1], name, hist,
+                                            uncertainty, z))
+    _write_intervals(config, directory, split_level,
+                     [pd.concat(f, ignore_index=True) for f in frames], queries)
+    return steps, {**problems.structure, "persons": float(top.histograms[0].sum()),
+                   "top_cut_under": run.top_levels[-2]}
+
+
+#: Split units above which the top is cut under the level above them (the 331M nation's
+#: 80,841 tracts at once needed more than 23 GiB).
+TOP_UNITS = 20_000
+
+
+def _chunks(parent: np.ndarray, most: int) -> list[tuple[int, int, int, int]]:
+    """Runs of consecutive parents with at most ``most`` children (a parent with more is a run
+    of its own): ``(first parent, stop, first child, stop)``."""
+    starts = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]])
+    stops = np.r_[starts[1:], parent.size]
+    out, lo = [], 0
+    while lo < starts.size:
+        hi = lo + 1
+        while hi < starts.size and stops[hi] - starts[lo] <= most:
+            hi += 1
+        out.append((int(parent[starts[lo]]), int(parent[starts[hi - 1]]) + 1,
+                    int(starts[lo]), int(stops[hi - 1])))
+        lo = hi
+    return out
+
+
+def _rows(below: Below, t0: int, t1: int) -> Below:
+    """A Below's rows ``t0:t1``."""
+    return Below(below.sums[t0:t1], below.ids[t0:t1], below.covariances)
+
+
+def _parent_pairs(fit: Any, level: int) -> tuple[np.ndarray, list[tuple[np.ndarray, Any]]]:
+    """For every unit of ``level``: an id into pairs of its ``Σ⁺`` and its estimate's
+    covariance (what its children's covariances need)."""
+    keys = np.stack([fit._lower[level], fit.covariance_ids(level)], axis=1)
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return inverse.ravel(), [(fit._operators[op].sigma_pinv, fit._covariances[cov])
+                             for op, cov in distinct.tolist()]
+
+
+def _upper_geography(geo: Geography, levels: int) -> Geography:
+    """The first ``levels`` levels of a geography."""
+    return Geography(geo.levels[:levels], tuple(geo.geocodes[:levels]),
+                     tuple(geo.parents[:levels]))
+
+
+def _interval_rows(config: RunConfig, level: str, codes: np.ndarray, name: str,
+                   hist: np.ndarray, uncertainty: Any, z: float) -> pd.DataFrame:
+    """One query's estimates, standard errors and intervals for some units of a level (the
+    columns of :func:`postproc.intervals.interval_frame`)."""
+    q = _query(config, name)
+    estimate = q.answer(hist).astype(np.float64)
+    se = np.sqrt(uncertainty.variances(0, q.matrix))
+    labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
+    units, answers = estimate.shape
+    return pd.DataFrame({level: np.repeat(codes.astype(object), answers),
+                         "answer": np.tile(np.asarray(labels, dtype=object), units),
+                         "estimate": estimate.ravel(), "se": se.ravel(),
+                         "lower": (estimate - z * se).ravel(),
+                         "upper": (estimate + z * se).ravel()})
 
 
 class _Gathered:

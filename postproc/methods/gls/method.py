@@ -13,6 +13,7 @@ unit.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from dataclasses import dataclass
@@ -207,6 +208,45 @@ class GLSProblems:
                          below=None if below is None else below[i],
                          above=None if above is None else above[i], downward=downward)
                 for i, (terms, equalities) in enumerate(zip(self.terms, self.equalities))]
+
+    def upper(self, levels: int) -> "GLSProblems":
+        """The problems of the first ``levels`` levels (a top cut above its bottom level).
+
+        Examples
+        --------
+        >>> one = np.ones((1, 1))
+        >>> problems = GLSProblems(None, [np.array([-1]), np.array([0, 0])], [["r"], ["a", "b"]],
+        ...                        [[[(one, np.array([[10.0]]), one)], []]], [[None, None]], 1)
+        >>> len(problems.upper(1).parents)
+        1
+        """
+        return dataclasses.replace(
+            self, parents=self.parents[:levels], names=self.names[:levels],
+            terms=[t[:levels] for t in self.terms],
+            equalities=[e[:levels] for e in self.equalities])
+
+    def bottom_rows(self, rows: slice) -> "GLSProblems":
+        """The problems of the bottom level's units ``rows`` alone, as a forest (their parents
+        are above, in another tree).
+
+        Examples
+        --------
+        >>> one = np.ones((2, 1))
+        >>> problems = GLSProblems(None, [np.array([-1]), np.array([0, 0])], [["r"], ["a", "b"]],
+        ...                        [[[], [(np.ones((1, 1)), np.array([[4.0], [5.0]]), one)]]],
+        ...                        [[None, None]], 1)
+        >>> problems.bottom_rows(slice(1, 2)).names
+        [['b']]
+        """
+        units = np.arange(self.parents[-1].size)[rows]
+        terms = [[[(q, values[rows], np.broadcast_to(weights, np.shape(values)[:1] + np.shape(
+            weights)[-1:])[rows]) for q, values, weights in t[-1]]] for t in self.terms]
+        equalities = [[None if e[-1] is None else Equalities(
+            e[-1].matrix, e[-1].values[rows], None if e[-1].zero is None else e[-1].zero[rows])]
+            for e in self.equalities]
+        return dataclasses.replace(self, parents=[np.full(units.size, -1)],
+                                   names=[self.names[-1][rows]], terms=terms,
+                                   equalities=equalities)
 
     def join(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """Histograms (units × cells) from one array per problem (each problem's coordinates

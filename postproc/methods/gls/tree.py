@@ -174,6 +174,7 @@ class TreeGLS:
     below_steps: np.ndarray | None = field(default=None, repr=False)
     _above: bool = field(default=False, repr=False)
     child_sums: list[np.ndarray | None] = field(default_factory=list, repr=False)
+    _given_parents: Any = field(default=None, repr=False)
 
     def subtree_means(self, level: int) -> np.ndarray:
         """The subtree estimates ``L`` of a level's units (units × cells)."""
@@ -250,12 +251,48 @@ class TreeGLS:
                                r[units])
         return np.maximum(total, 0.0)
 
+    def attach_parents(self, ids: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+        """For a tree solved under a top (``above``): each top unit's parent, ``ids`` into
+        ``pairs`` of the parent's ``Σ⁺`` and its estimate's covariance, so that the covariances
+        here are computed (the top level's is ``C − C Σ⁺ C + C Σ⁺ Cov(B_p) Σ⁺ C``).
+
+        Examples
+        --------
+        Hay et al.'s leaves solved under their root (estimate 29/3, variance 2/3):
+
+        >>> one = np.ones((1, 1))
+        >>> whole = tree_gls([[-1], [0, 0]], [[(one, np.array([[10.0]]), one)],
+        ...                  [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]], cells=1)
+        >>> step = np.array([[1 / 3], [1 / 3]])          # Σ⁺ (B − S) = (29/3 − 9) / 2
+        >>> leaves = tree_gls([[-1, -1]], [[(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]],
+        ...                   cells=1, above=step)
+        >>> leaves.attach_parents([0, 0], [(np.array([[0.5]]), whole.covariance(0, 0))])
+        >>> [round(float(leaves.covariance(0, u)[0, 0]), 4) for u in (0, 1)]
+        [0.6667, 0.6667]
+        """
+        if self._ids:
+            raise PostprocError("attach the parents before any covariance is asked for")
+        self._given_parents = (np.asarray(ids, dtype=np.int64).ravel(), list(pairs))
+
     def _next_level(self) -> None:
         li = len(self._ids)
+        if li == 0 and self._above and self._given_parents is not None:
+            ids, pairs = self._given_parents
+            keys = np.stack([self._lower[0], ids], axis=1)
+            distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+            for own, parent in distinct.tolist():
+                c = self._operators[own].covariance
+                sigma_pinv, parent_cov = pairs[parent]
+                gain = c @ sigma_pinv
+                cov = c - gain @ c + gain @ parent_cov @ gain.T
+                self._covariances.append((cov + cov.T) / 2)
+            self._ids.append(inverse.ravel().astype(np.int64))
+            return
         if li == 0:
             if self._above:
                 raise PostprocError("the covariances of a part solved under a top are not "
-                                    "computed (its top level's covariance needs its parents')")
+                                    "computed (its top level's covariance needs its parents': "
+                                    "attach_parents)")
             distinct, inverse = np.unique(self._lower[0], return_inverse=True)
             self._covariances.extend(self._operators[int(i)].covariance for i in distinct)
             self._ids.append(inverse.ravel().astype(np.int64))
