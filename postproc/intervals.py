@@ -29,7 +29,7 @@ from postproc.errors import PostprocError
 #: this module: named here, not imported).
 Result = Any
 
-__all__ = ["interval_frame", "group_interval_frame", "z_value"]
+__all__ = ["interval_frame", "group_interval_frame", "interval_table", "z_value"]
 
 
 def z_value(interval: float) -> float:
@@ -103,13 +103,7 @@ def interval_frame(result: Result, level: str | int, query: Any = "total", *,
     q = resolve_query(query, result.schema, result.workload)
     estimate = q.answer(result.level_histograms(li)).astype(np.float64)
     se = np.sqrt(uncertainty.variances(li, q.matrix))
-    labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
-    units, answers = estimate.shape
-    frame = pd.DataFrame({
-        name: np.repeat(np.asarray(result.geography.geocodes[li], dtype=object), answers),
-        "answer": np.tile(np.asarray(labels, dtype=object), units),
-        "estimate": estimate.ravel(), "se": se.ravel(),
-        "lower": (estimate - z * se).ravel(), "upper": (estimate + z * se).ravel()})
+    frame = interval_table(name, result.geography.geocodes[li], q, estimate, se, z)
     frame.attrs.update({"method": result.method, "query": q.name, "interval": float(interval),
                         "randomness": result.randomness.get("mode", "unknown"),
                         "randomness_label": result.randomness.get("label", "")})
@@ -183,19 +177,37 @@ def group_interval_frame(result: Result, level: str | int, query: Any = "total",
             rows[member == g[i], i] = matrix[a[i]]
         variance[js] = uncertainty.sum_variances(li, rows)
     se = np.sqrt(variance).reshape(estimate.shape)
-    labels_a = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
-    frame = pd.DataFrame({
-        "group": np.repeat(np.asarray(names, dtype=object), len(labels_a)),
-        "answer": np.tile(np.asarray(labels_a, dtype=object), len(names)),
-        "estimate": estimate.ravel(), "se": se.ravel(),
-        "lower": (estimate - z * se).ravel(), "upper": (estimate + z * se).ravel(),
-        "units": np.repeat(np.bincount(member[member >= 0], minlength=len(names)),
-                           len(labels_a))})
+    frame = interval_table("group", names, q, estimate, se, z)
+    frame["units"] = np.repeat(np.bincount(member[member >= 0], minlength=len(names)),
+                               estimate.shape[1])
     frame.attrs.update({"method": result.method, "query": q.name, "interval": float(interval),
                         "level": result.geography.levels[li],
                         "randomness": result.randomness.get("mode", "unknown"),
                         "randomness_label": result.randomness.get("label", "")})
     return frame
+
+
+def interval_table(column: str, keys: Any, query: Any, estimate: np.ndarray, se: np.ndarray,
+                   z: float) -> pd.DataFrame:
+    """The long table of a query's answers (``estimate`` and ``se``: keys × answers): the
+    ``column`` of keys, ``answer`` (its label), ``estimate``, ``se``, ``lower``, ``upper``.
+
+    Examples
+    --------
+    >>> from hierarchy.frames import resolve_query
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> q = resolve_query("total", Schema((Attribute("sex", ("male", "female")),)))
+    >>> table = interval_table("state", ["01"], q, np.array([[10.0]]), np.array([[2.0]]), 1.0)
+    >>> table.columns.tolist(), table[["lower", "upper"]].to_numpy().tolist()
+    (['state', 'answer', 'estimate', 'se', 'lower', 'upper'], [[8.0, 12.0]])
+    """
+    labels = [", ".join(lab) if lab else "total" for lab in query.answer_labels]
+    units, answers = estimate.shape
+    return pd.DataFrame({
+        column: np.repeat(np.asarray(keys, dtype=object), answers),
+        "answer": np.tile(np.asarray(labels, dtype=object), units),
+        "estimate": estimate.ravel(), "se": se.ravel(),
+        "lower": (estimate - z * se).ravel(), "upper": (estimate + z * se).ravel()})
 
 
 def _group_labels(groups: Any, codes: np.ndarray, level: str) -> list[Any]:

@@ -71,7 +71,7 @@ from postproc.apps.runs.parts_tabulate import _tabulate_all
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
-from postproc.intervals import z_value
+from postproc.intervals import interval_table, z_value
 from postproc.methods.gls.method import GLSProblems, gls_problems
 from postproc.methods.gls.parts import part_downward, part_upward
 from postproc.methods.gls.tree import Below
@@ -481,15 +481,8 @@ def _interval_rows(config: RunConfig, level: str, codes: np.ndarray, name: str,
     """One query's estimates, standard errors and intervals for some units of a level (the
     columns of :func:`postproc.intervals.interval_frame`)."""
     q = _query(config, name)
-    estimate = q.answer(hist).astype(np.float64)
-    se = np.sqrt(uncertainty.variances(0, q.matrix))
-    labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
-    units, answers = estimate.shape
-    return pd.DataFrame({level: np.repeat(codes.astype(object), answers),
-                         "answer": np.tile(np.asarray(labels, dtype=object), units),
-                         "estimate": estimate.ravel(), "se": se.ravel(),
-                         "lower": (estimate - z * se).ravel(),
-                         "upper": (estimate + z * se).ravel()})
+    return interval_table(level, codes, q, q.answer(hist).astype(np.float64),
+                          np.sqrt(uncertainty.variances(0, q.matrix)), z)
 
 
 class _Gathered:
