@@ -137,14 +137,15 @@ def test_the_cli_runs_gls_in_parts(runs, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("first", [[1, 0, 2, 0, 0, 0], [0] * 6])
-def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first):
+@pytest.mark.parametrize("succinct", [True, False])
+def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     """A part of two tracts whose blocks have no cell left but (or not even) the first (a
     block total held at 0 fixes every cell of a block): ``part_upward`` / ``part_downward``
-    under the top give the whole tree's GLS (rtol 1e-8) on the succinct path, the empty blocks
-    exactly 0."""
+    under the top give the whole tree's GLS (rtol 1e-8), on the succinct path and on the
+    general one (a query of one race breaks the symmetry), the empty blocks exactly 0."""
     from hierarchy.geography import Geography
     from hierarchy.noisy import Measurement, NoisyHierarchy
-    from hierarchy.queries import Workload, detailed, marginal, total
+    from hierarchy.queries import Workload, detailed, marginal, parse_query, total
     from hierarchy.schema import Attribute, Schema
     from invariants.compile import compile_spec
     from invariants.spec import Invariant
@@ -155,7 +156,10 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first):
     geo = Geography(("nation", "tract", "block"),
                     (np.array(["n"]), np.array(["t0", "t1"]), np.array(["b0", "b1", "b2", "b3"])),
                     (np.array([-1]), np.array([0, 0]), np.array([0, 0, 1, 1])))
-    workload = Workload((detailed(schema), total(schema), marginal(schema, "g")))
+    queries = [detailed(schema), total(schema), marginal(schema, "g")]
+    if not succinct:
+        queries.append(parse_query("recode(race: x=0)", schema, name="race x"))
+    workload = Workload(tuple(queries))
     rng = np.random.default_rng(4)
     truth = np.array([first] + [[0] * 6] * 3)
     counts = {"block": truth, "tract": np.array([truth[:2].sum(0), truth[2:].sum(0)]),
@@ -167,6 +171,7 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first):
     compiled = compile_spec(spec, schema, geo, published)
     noisy = NoisyHierarchy(schema, geo, workload, measurements, published, {})
     whole = gls_problems(noisy, compiled)
+    assert (whole.symmetry is not None) == succinct
     want = whole.means(whole.fit())
     queries = [q.matrix for q in workload]
     state, below = part_upward(noisy, compiled, ["block"], 2, queries)
