@@ -134,6 +134,8 @@ def test_the_cli_runs_gls_in_parts(runs, tmp_path, capsys):
     assert "does not take --resume" in capsys.readouterr().err
     assert main(["run", str(path), "--method", "gls", "--queries", "total"]) != 0
     assert "add --parts" in capsys.readouterr().err
+    assert main(["report", str(out)]) != 0             # a clear message, not a traceback
+    assert "holds gls in parts estimates" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("first", [[1, 0, 2, 0, 0, 0], [0] * 6])
