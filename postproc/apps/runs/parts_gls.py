@@ -72,6 +72,7 @@ from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
 from postproc.intervals import interval_table, z_value
+from postproc.methods.gls.information import SharedCovariances
 from postproc.methods.gls.method import GLSProblems, gls_problems
 from postproc.methods.gls.parts import part_downward, part_upward
 from postproc.methods.gls.tree import Below
@@ -487,15 +488,13 @@ def _interval_rows(config: RunConfig, level: str, codes: np.ndarray, name: str,
 
 class _Gathered:
     """What the parts' upward passes give the split units, gathered as they arrive: their
-    children's sums in one array per problem, their covariances shared when equal (found by
-    a hash of their bytes, then compared)."""
+    children's sums in one array per problem, their covariances kept once each."""
 
     def __init__(self, units: int):
         self.units = units
         self.sums: list[np.ndarray] = []
         self.ids: list[np.ndarray] = []
-        self.covariances: list[list[np.ndarray]] = []
-        self.index: list[dict[int, list[int]]] = []
+        self.shared: list[SharedCovariances] = []
 
     def add(self, first: int, pieces: Sequence[Below]) -> None:
         """A part's pieces (one per problem) for the split units from ``first`` on."""
@@ -503,30 +502,18 @@ class _Gathered:
             for piece in pieces:
                 self.sums.append(np.empty((self.units, *np.shape(piece.sums)[1:])))
                 self.ids.append(np.full(self.units, -1, dtype=np.int64))
-                self.covariances.append([])
-                self.index.append({})
+                self.shared.append(SharedCovariances())
         for p, piece in enumerate(pieces):
             stop = first + np.shape(piece.sums)[0]
             self.sums[p][first:stop] = piece.sums
-            local = np.array([self._id(p, c) for c in piece.covariances], dtype=np.int64)
-            self.ids[p][first:stop] = local[piece.ids]
-
-    def _id(self, p: int, covariance: np.ndarray) -> int:
-        covariance = np.ascontiguousarray(covariance, dtype=np.float64)
-        candidates = self.index[p].setdefault(hash(covariance.tobytes()), [])
-        for i in candidates:
-            if np.array_equal(self.covariances[p][i], covariance):
-                return i
-        candidates.append(len(self.covariances[p]))
-        self.covariances[p].append(covariance)
-        return candidates[-1]
+            self.ids[p][first:stop] = self.shared[p].ids_of(piece.covariances)[piece.ids]
 
     def below(self) -> list[Below]:
         """One :class:`Below` per problem (every split unit given)."""
         if any((ids < 0).any() for ids in self.ids):
             raise PostprocError("gls in parts: a split unit got nothing from below (a part "
                                 "that did not finish)")
-        return [Below(s, i, c) for s, i, c in zip(self.sums, self.ids, self.covariances)]
+        return [Below(s, i, c.items) for s, i, c in zip(self.sums, self.ids, self.shared)]
 
 
 def _mapped(ex: Any, solver: Callable[[_GLSTask], Any], tasks: Sequence[_GLSTask], progress: bool,

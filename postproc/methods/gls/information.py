@@ -14,7 +14,8 @@ import scipy.sparse as sp
 
 from postproc.errors import PostprocError
 
-__all__ = ["Term", "level_information", "unit_groups", "times", "distinct_rows"]
+__all__ = ["Term", "level_information", "unit_groups", "times", "distinct_rows",
+           "SharedCovariances"]
 
 #: Cells up to which a query's matrix is made dense for the products of a level (BLAS on a
 #: dense matrix beats a sparse product at these sizes; the 2020 workload's split problems have
@@ -185,3 +186,33 @@ class _Children:
             return np.sum([operators[c].covariance * k for c, k in row.tolist()], axis=0)
 
         return cls(inverse.ravel().astype(np.int64), covariance)
+
+
+class SharedCovariances:
+    """Covariance matrices kept once each: equal ones (found by a hash of their bytes, then
+    compared) share an id.
+
+    Examples
+    --------
+    >>> shared = SharedCovariances()
+    >>> shared.ids_of([np.eye(2), 2 * np.eye(2), np.eye(2)]).tolist(), len(shared.items)
+    ([0, 1, 0], 2)
+    """
+
+    def __init__(self) -> None:
+        self.items: list[np.ndarray] = []
+        self._index: dict[int, list[int]] = {}
+
+    def ids_of(self, covariances: Sequence[np.ndarray]) -> np.ndarray:
+        """Each matrix's id (new ones added)."""
+        return np.array([self._id(c) for c in covariances], dtype=np.int64)
+
+    def _id(self, covariance: np.ndarray) -> int:
+        covariance = np.ascontiguousarray(covariance, dtype=np.float64)
+        candidates = self._index.setdefault(hash(covariance.tobytes()), [])
+        for i in candidates:
+            if np.array_equal(self.items[i], covariance):
+                return i
+        candidates.append(len(self.items))
+        self.items.append(covariance)
+        return candidates[-1]

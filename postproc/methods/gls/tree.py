@@ -50,6 +50,7 @@ import scipy.sparse as sp
 
 from postproc.errors import PostprocError
 from postproc.methods.gls.information import (
+    SharedCovariances,
     Term,
     _Children,
     _pattern_ids,
@@ -584,21 +585,10 @@ class Below:
         >>> joined.ids.tolist(), len(joined.covariances)     # b's second covariance is a's
         ([0, 0, 1], 2)
         """
-        index: dict[bytes, int] = {}
-        covariances: list[np.ndarray] = []
-        ids = []
-        for piece in pieces:
-            local = np.empty(len(piece.covariances), dtype=np.int64)
-            for i, cov in enumerate(piece.covariances):
-                cov = np.ascontiguousarray(cov, dtype=np.float64)
-                key = cov.tobytes()
-                if key not in index:
-                    index[key] = len(covariances)
-                    covariances.append(cov)
-                local[i] = index[key]
-            ids.append(local[piece.ids])
+        shared = SharedCovariances()
+        ids = [shared.ids_of(piece.covariances)[piece.ids] for piece in pieces]
         return cls(np.concatenate([np.asarray(p.sums) for p in pieces]),
-                   np.concatenate(ids), covariances)
+                   np.concatenate(ids), shared.items)
 
 
 def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
