@@ -90,18 +90,23 @@ FLOOR = 1e-3
 
 # -- one run ----------------------------------------------------------------------------------
 
-def prepare(preset: str, persons: int, workdir: Path, data_seed: int, epsilon: float):
+def prepare(preset: str, persons: int, workdir: Path, data_seed: int, epsilon: float,
+            states: list[str] | None = None):
     """The preset's configuration on ``workdir/data`` (synthesized unless already there with
-    the same preset, persons and seed)."""
+    the same preset, persons, seed and states)."""
     from postproc.apps.runs.demo import demo_config
 
     data, made = workdir / "data", {"preset": preset, "persons": persons, "seed": data_seed}
+    if states:
+        if preset != "pl94_2020":
+            raise SystemExit("--states: only the pl94_2020 preset synthesizes chosen states")
+        made["states"] = list(states)
     marker = data / "gls_compare.json"
     if not (marker.exists() and json.loads(marker.read_text()) == made):
         if preset == "pl94_2020":
             from hierarchy.synth.census2020 import synthesize_2020
 
-            synthesize_2020(persons, seed=data_seed, out=data, overwrite=True)
+            synthesize_2020(persons, seed=data_seed, states=states, out=data, overwrite=True)
         else:
             from hierarchy.synth import write_synthetic_1940
 
@@ -190,7 +195,7 @@ def check_against_compare(noisy, truth, config, seed: int, executor,
 
 
 def gls_probe(preset: str, persons: int, workdir: str, data_seed: int, epsilon: float,
-              seed: int) -> dict[str, Any]:
+              seed: int, states: list[str] | None = None) -> dict[str, Any]:
     """In a fresh interpreter (``run_python``): tabulate, measure with ``seed``, then run
     ``gls`` without and with the spec; the memory before each call, its peak, and per level
     the share of cells below 0 and the lowest cell."""
@@ -198,7 +203,7 @@ def gls_probe(preset: str, persons: int, workdir: str, data_seed: int, epsilon: 
     from postproc.apps.runs.pipeline import load_truth
     from postproc.methods import postprocess
 
-    config = prepare(preset, persons, Path(workdir), data_seed, epsilon)
+    config = prepare(preset, persons, Path(workdir), data_seed, epsilon, states)
     truth = load_truth(config)
     noisy = measure(truth, config.workload, config.budget, config.mechanism, seed,
                     publish=config.publish(), spec=config.spec)
@@ -223,7 +228,8 @@ def run_probe(a: dict[str, Any], workdir: Path) -> dict[str, Any]:
     started = context_start()["date"]
     return {"date": started, **run_python("gls_compare", "gls_probe", {
         "preset": a["preset"], "persons": a["persons"], "workdir": str(workdir),
-        "data_seed": a["data_seed"], "epsilon": a["epsilon"], "seed": a["first_seed"]})}
+        "data_seed": a["data_seed"], "epsilon": a["epsilon"], "seed": a["first_seed"],
+        "states": a.get("states")})}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,7 +240,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     context = context_start()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gls_compare_"))
-    config = prepare(args.preset, args.persons, workdir, args.data_seed, args.epsilon)
+    config = prepare(args.preset, args.persons, workdir, args.data_seed, args.epsilon,
+                     args.states)
     t0 = time.perf_counter()
     truth = load_truth(config)
     load_seconds = time.perf_counter() - t0
@@ -368,13 +375,16 @@ def render_record(record: dict[str, Any], figure: str | None) -> str:
     command = (f"python benchmarks/gls_compare.py --preset {a['preset']} --persons "
                f"{a['persons']} --seeds {a['seeds']} --workers {a['workers']}"
                + (f" --epsilon {a['epsilon']:g}" if a["preset"] == "e2e_1940" else "")
+               + (f" --states {','.join(a['states'])}" if a.get("states") else "")
                + (" --check" if a["check"] else "") + (" --probe" if a["probe"] else ""))
     units = ", ".join(f"{lv} {record['units'][lv]:,}" for lv in levels)
     budget = (f"ρ = {record['budget']} ≈ {float(Fraction(record['budget'])):.4f} (zCDP), "
               "the production split" if
               a["preset"] == "pl94_2020" else f"ε = {a['epsilon']:g}, the E2E split")
-    lines = [f"## `{a['preset']}`: {record['persons']:,} persons, {len(seeds)} measurement "
-             f"seeds", "", f"Command: `{command}`", "", describe_context(record["context"]), "",
+    where = f" of {', '.join(a['states'])}" if a.get("states") else ""
+    lines = [f"## `{a['preset']}`: {record['persons']:,} persons{where}, {len(seeds)} "
+             "measurement seeds", "", f"Command: `{command}`", "",
+             describe_context(record["context"]), "",
              f"- data: one synthetic population (data seed {a['data_seed']}), {record['cells']:,} "
              f"cells per histogram; units: {units}",
              f"- measurements: {record['mechanism']}, {budget}; seeds "
@@ -508,7 +518,8 @@ def report(records: list[dict[str, Any]], figure_dir: str | None) -> str:
             a = record["args"]
             figure = str(write_figure(record, Path(figure_dir) / (
                 f"mae_{a['preset']}_{a['persons'] // 1_000_000 or a['persons']}"
-                f"{'m' if a['persons'] >= 1_000_000 else ''}.png")))
+                f"{'m' if a['persons'] >= 1_000_000 else ''}"
+                f"{'_' + '_'.join(a['states']).lower() if a.get('states') else ''}.png")))
         sections.append(render_record(record, figure))
     return "\n".join(["# TopDown, BlueDown, GLS and the noisy cells on the same measurements",
                       "", "Made by `benchmarks/gls_compare.py` (its docstring says how to rerun "
@@ -523,6 +534,9 @@ def main(argv=None) -> int:
     p.add_argument("--first-seed", type=int, default=FIRST_SEED)
     p.add_argument("--data-seed", type=int, default=DATA_SEED)
     p.add_argument("--epsilon", type=float, default=1.0, help="e2e_1940's total ε")
+    p.add_argument("--states", type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
+                   default=None, help="pl94_2020: synthesize only these states (postal or FIPS "
+                   "codes), e.g. TX,GA,VA,KY,MO for many counties per state")
     p.add_argument("--methods", type=lambda t: [m.strip() for m in t.split(",") if m.strip()],
                    default=list(METHODS))
     p.add_argument("--workers", type=int, default=2,

@@ -1,6 +1,6 @@
 """``gls`` in parts (:func:`postproc.apps.runs.parts_gls.gls_in_parts`) against the GLS of the
 whole geography measured with the same keyed streams (:func:`whole_measurement`): the same
-estimates at every level and the same standard errors at the split level and above."""
+estimates and the same standard errors at every level."""
 
 from __future__ import annotations
 
@@ -59,26 +59,35 @@ def test_parts_equal_the_whole_at_every_level(runs):
                                        atol=1e-6, err_msg=f"{level} {name}")
 
 
-def test_standard_errors_at_and_above_the_split_equal_the_whole(runs):
-    """The split level's and the levels above's standard errors equal the whole GLS's (rtol
-    1e-7; atol 1e-5: an invariant total's standard error is 0 up to the square root of float
-    rounding, about 1e-6 either way)."""
+def test_standard_errors_at_every_level_equal_the_whole(runs):
+    """Every level's standard errors of the total, hhgq and race-by-ethnicity-by-age answers
+    equal the whole GLS's — above the split from the top, below it from the parts' own
+    covariances under their split units' (rtol 1e-7; atol 1e-5: an invariant total's standard
+    error is 0 up to the square root of float rounding, about 1e-6 either way)."""
     _, done, whole = runs
-    for level in done.levels[:done.levels.index("tract") + 1]:
+    for level in done.levels:
         got = pd.read_parquet(done.directory / f"{level}.parquet")
-        got = got[got["query"] == "total"].reset_index(drop=True)
-        want = whole.intervals(level, "total", interval=0.9)
-        np.testing.assert_allclose(got["se"], want["se"], rtol=1e-7, atol=1e-5, err_msg=level)
-        np.testing.assert_allclose(got["upper"] - got["lower"], 2 * 1.6448536269514722
-                                   * got["se"], rtol=1e-9, atol=1e-9, err_msg=level)
-    tracts = pd.read_parquet(done.directory / "tract.parquet")
-    assert tracts.loc[tracts["query"] == "total", "se"].min() > 0.1     # not invariant there
+        for name in ("total", "hhgq", "votingage * hispanic * cenrace"):
+            rows = got[got["query"] == name]
+            want = whole.intervals(level, name, interval=0.9)
+            key = [level, "answer"]
+            merged = rows.merge(want, on=key, suffixes=("", "_whole"), validate="1:1")
+            assert len(merged) == len(want), (level, name)
+            np.testing.assert_allclose(merged["se"], merged["se_whole"], rtol=1e-7, atol=1e-5,
+                                       err_msg=f"{level} {name}")
+            np.testing.assert_allclose(rows["upper"] - rows["lower"], 2 * 1.6448536269514722
+                                       * rows["se"], rtol=1e-9, atol=1e-9, err_msg=level)
+    for level in ("tract", "block_group"):     # not invariant there
+        rows = pd.read_parquet(done.directory / f"{level}.parquet")
+        assert rows.loc[rows["query"] == "total", "se"].min() > 0.1, level
+    blocks = pd.read_parquet(done.directory / "block.parquet")     # but for empty blocks
+    assert (blocks.loc[blocks["query"] == "total", "se"] > 0.1).mean() > 0.5
 
 
 def test_a_top_cut_under_the_counties_equals_the_whole(runs, tmp_path, monkeypatch):
     """With the top cut under the county level in chunks of at most 7 tracts (``TOP_UNITS``;
-    the nation has 80,841), every level's estimates and the standard errors at the tract
-    level and above equal the whole GLS's (rtol 1e-8 / 1e-7)."""
+    the nation has 80,841), every level's estimates and standard errors equal the whole
+    GLS's (rtol 1e-8 / 1e-7)."""
     from postproc.apps.runs import parts_gls
 
     config, _, whole = runs
@@ -94,10 +103,9 @@ def test_a_top_cut_under_the_counties_equals_the_whole(runs, tmp_path, monkeypat
             rows = got[got["query"] == name]
             np.testing.assert_allclose(rows["estimate"].to_numpy().reshape(want.shape), want,
                                        rtol=1e-8, atol=1e-6, err_msg=f"{level} {name}")
-            if "se" in rows:
-                np.testing.assert_allclose(
-                    rows["se"], whole.intervals(level, name)["se"], rtol=1e-7, atol=1e-5,
-                    err_msg=f"{level} {name}")
+            np.testing.assert_allclose(
+                rows["se"], whole.intervals(level, name)["se"], rtol=1e-7, atol=1e-5,
+                err_msg=f"{level} {name}")
 
 
 def test_the_parts_files_and_exact_counts_are_gone(runs):
@@ -143,8 +151,9 @@ def test_the_cli_runs_gls_in_parts(runs, tmp_path, capsys):
 def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     """A part of two tracts whose blocks have no cell left but (or not even) the first (a
     block total held at 0 fixes every cell of a block): ``part_upward`` / ``part_downward``
-    under the top give the whole tree's GLS (rtol 1e-8), on the succinct path and on the
-    general one (a query of one race breaks the symmetry), the empty blocks exactly 0."""
+    under the top give the whole tree's GLS and its variances (rtol 1e-8), on the succinct
+    path and on the general one (a query of one race breaks the symmetry), the empty blocks
+    exactly 0."""
     from hierarchy.geography import Geography
     from hierarchy.noisy import Measurement, NoisyHierarchy
     from hierarchy.queries import Workload, detailed, marginal, parse_query, total
@@ -152,7 +161,7 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     from invariants.compile import compile_spec
     from invariants.spec import Invariant
     from postproc.methods.gls.method import gls_problems
-    from postproc.methods.gls.parts import part_downward, part_upward
+    from postproc.methods.gls.parts import part_downward, part_upward, part_variances
 
     schema = Schema((Attribute("g", ("a", "b")), Attribute("race", ("x", "y", "z"))))
     geo = Geography(("nation", "tract", "block"),
@@ -174,7 +183,8 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     noisy = NoisyHierarchy(schema, geo, workload, measurements, published, {})
     whole = gls_problems(noisy, compiled)
     assert (whole.symmetry is not None) == succinct
-    want = whole.means(whole.fit())
+    whole_fits = whole.fit()
+    want = whole.means(whole_fits)
     queries = [q.matrix for q in workload]
     state, below = part_upward(noisy, compiled, ["block"], 2, queries)
     top = gls_problems(noisy, compiled, levels=["nation", "tract"])
@@ -185,3 +195,10 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     for q, got in zip(workload, answers):
         np.testing.assert_allclose(got, q.answer(want[2]), rtol=1e-8, atol=1e-9, err_msg=q.name)
         assert (got[1:] == 0).all()
+    variances = part_variances(state, [fit.step_precisions(1) for fit in fits], queries)
+    uncertainty = whole.uncertainty(whole_fits)
+    for q, got in zip(workload, variances[-1]):
+        np.testing.assert_allclose(got, uncertainty.variances(2, q.matrix), rtol=1e-8,
+                                   atol=1e-9, err_msg=q.name)
+        assert (got[1:] == 0).all()
+    assert (variances[-1][0][0].max() > 0.1) == any(first)    # the first block's cells vary

@@ -20,14 +20,16 @@ no level below the split is ever held whole:
    root to the split level — the whole tree's, exactly — and each split unit's step for its
    children. Written with intervals.
 4. **Downward, part by part** (:func:`~postproc.methods.gls.parts.part_downward`): each part's
-   state and its split units' steps give its levels' estimates, written part by part and
-   joined.
+   state and its split units' steps give its levels' estimates; its split units'
+   ``M = Σ⁺ V Σ⁺ − Σ⁺`` (:func:`~postproc.methods.gls.parts.step_precision`, kept by the top
+   in ``parts/precision-P.npy``) give its units' covariances
+   (:func:`~postproc.methods.gls.parts.part_variances`), exactly the whole tree's. Written
+   part by part and joined.
 
 Output directory: ``<level>.parquet`` for every level: the estimates of the requested queries
-(long form: the level's geocode, ``query``, ``answer``, ``estimate``), with ``se``, ``lower`` and
-``upper`` at the split level and above; ``geography.parquet``; ``manifest.json`` (timings, the
-randomness label); ``noisy/`` in release mode. Intervals below the split are not computed (a
-unit's covariance there needs its split ancestor's, which the parts do not carry).
+with their intervals (long form: the level's geocode, ``query``, ``answer``, ``estimate``,
+``se``, ``lower``, ``upper``); ``geography.parquet``; ``manifest.json`` (timings, the
+randomness label); ``noisy/`` in release mode.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ from postproc.infra.executors import get_executor
 from postproc.intervals import interval_table, z_value
 from postproc.methods.gls.information import SharedCovariances
 from postproc.methods.gls.method import GLSProblems, gls_problems
-from postproc.methods.gls.parts import part_downward, part_upward
+from postproc.methods.gls.parts import part_downward, part_upward, part_variances
 from postproc.methods.gls.tree import Below
 from postproc.result import Result
 
@@ -121,7 +123,7 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         The queries whose estimates are written for every unit of every level (workload names
         or query expressions); default the total.
     interval : float
-        The coverage of the intervals written at the split level and above.
+        The coverage of the intervals written for every unit.
     progress : bool
         Progress bars over the parts.
     log : callable
@@ -175,11 +177,12 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
 @dataclass(frozen=True)
 class _GLSTask:
     """One part for a worker: its index and geography, and (downward) its split units' steps
-    per problem, a row per split unit of the part."""
+    per problem, a row per split unit of the part, and those rows' span in the split level."""
 
     index: int
     geography: Geography
     above: tuple[np.ndarray, ...] | None = None
+    rows: tuple[int, int] | None = None
 
 
 class _GLSUpward(_SolvePart):
@@ -205,30 +208,75 @@ class _GLSUpward(_SolvePart):
 
 
 class _GLSDownward:
-    """A part's downward pass (picklable): its saved state and its split units' steps give its
-    levels' estimates, written to ``parts/``; returns the part's index."""
+    """A part's downward pass (picklable): its saved state, its split units' steps and their
+    ``M`` (:class:`_Precisions`) give its levels' estimates and intervals, written to
+    ``parts/``; returns the part's index."""
 
-    def __init__(self, config: RunConfig, parts_dir: Path, queries: Sequence[str]):
+    def __init__(self, config: RunConfig, parts_dir: Path, queries: Sequence[str],
+                 precisions: "_Precisions", interval: float):
         self.config, self.parts_dir, self.queries = config, parts_dir, tuple(queries)
+        self.precisions, self.z = precisions, z_value(interval)
 
     def __call__(self, task: _GLSTask) -> int:
         config, part, k = self.config, task.geography, task.index
         state_file = self.parts_dir / f"state-{k:06d}.pkl"
         state = pickle.loads(state_file.read_bytes())      # written by this run's upward pass
         queries = [_query(config, q) for q in self.queries]
-        hists, answers = part_downward(state, task.above, [q.matrix for q in queries])
+        matrices = [q.matrix for q in queries]
+        hists, answers = part_downward(state, task.above, matrices)
+        variances = part_variances(state, self.precisions.rows(*task.rows), matrices)
         for li, hist in enumerate(hists, start=2):
             self._write(k, part, li, queries,
-                        [np.asarray(q.answer(hist), float) for q in queries])
-        self._write(k, part, part.depth - 1, queries, answers)
+                        [np.asarray(q.answer(hist), float) for q in queries], variances[li - 2])
+        self._write(k, part, part.depth - 1, queries, answers, variances[-1])
         state_file.unlink()
         return k
 
     def _write(self, k: int, part: Geography, li: int, queries: Sequence[Any],
-               answers: Sequence[np.ndarray]) -> None:
-        write_parquet(pa.Table.from_pandas(answer_frame(part, li, queries, answers),
-                                           preserve_index=False),
-                      self.parts_dir / f"{part.levels[li]}-{k:06d}.parquet")
+               answers: Sequence[np.ndarray], variances: Sequence[np.ndarray]) -> None:
+        level, codes = part.levels[li], part.geocodes[li]
+        frame = pd.concat([interval_table(level, codes, q, a, np.sqrt(v), self.z)
+                           .assign(query=q.name) for q, a, v in zip(queries, answers, variances)],
+                          ignore_index=True)
+        frame = frame[[level, "query", "answer", "estimate", "se", "lower", "upper"]]
+        write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
+                      self.parts_dir / f"{level}-{k:06d}.parquet")
+
+
+class _Precisions:
+    """Each split unit's ``M = Σ⁺ V Σ⁺ − Σ⁺`` per problem (split units × k × k), written by the
+    top as it finds them and read by the parts' downward passes: one ``.npy`` file per problem
+    in ``parts/``, mapped from disk (at national scale 80,841 tracts × 2 × 32 × 32 numbers)."""
+
+    def __init__(self, parts_dir: Path, units: int):
+        self.parts_dir, self.units = parts_dir, units
+        self.problems = 0
+
+    def path(self, p: int) -> Path:
+        return self.parts_dir / f"precision-{p}.npy"
+
+    def write(self, first: int, fits: Sequence[Any], level: int) -> None:
+        """The ``M`` of the units of ``level`` of ``fits`` (one per problem), split units
+        ``first`` on."""
+        for p, fit in enumerate(fits):
+            m = fit.step_precisions(level)
+            if p >= self.problems:
+                np.lib.format.open_memmap(self.path(p), mode="w+", dtype=np.float64,
+                                          shape=(self.units, *m.shape[1:])).flush()
+                self.problems = p + 1
+            out = np.load(self.path(p), mmap_mode="r+")
+            out[first:first + m.shape[0]] = m
+            out.flush()
+            del out
+
+    def rows(self, first: int, stop: int) -> list[np.ndarray]:
+        """Split units ``first:stop``'s ``M`` per problem."""
+        return [np.array(np.load(self.path(p), mmap_mode="r")[first:stop])
+                for p in range(self.problems)]
+
+    def remove(self) -> None:
+        for p in range(self.problems):
+            self.path(p).unlink(missing_ok=True)
 
 
 def _query(config: RunConfig, name: str) -> Any:
@@ -307,15 +355,16 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         log(f"    measured and solved upward below the {split} level in "
             f"{timings['upward']:.1f} s")
         t = time.perf_counter()
+        precisions = _Precisions(parts_dir, geo.n_units(s))
         steps, structure = _top(run, measured, compiled_top, gathered.below(), queries,
-                                interval)                                   # 3. the top
+                                interval, precisions)                       # 3. the top
         del measured, gathered
         timings["top"] = time.perf_counter() - t
         log(f"    GLS {' → '.join(run.top_levels)} in {timings['top']:.1f} s")
         t = time.perf_counter()
-        down = [_GLSTask(task.index, task.geography, tuple(st[first:stop] for st in steps))
-                for task, (first, stop) in zip(tasks, plan)]
-        downward = _GLSDownward(config, parts_dir, queries)
+        down = [_GLSTask(task.index, task.geography, tuple(st[first:stop] for st in steps),
+                         (first, stop)) for task, (first, stop) in zip(tasks, plan)]
+        downward = _GLSDownward(config, parts_dir, queries, precisions, interval)
         ex = get_executor(config.topdown.executor, workers=config.topdown.workers,
                           scheduler=config.scheduler)
         for _ in _mapped(ex, downward, down, progress, "GLS downward"):     # 4. downward
@@ -338,16 +387,19 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
                 "structure": structure, "randomness": randomness,
                 "safe_for_release": bool(config.release)},
                directory / "manifest.json")
+    precisions.remove()
     _remove_part_files(parts_dir, cache, len(plan), run.low_levels)
     log(f"    GLS in parts: {timings['total']:.1f} s; {directory}")
     return GLSParts(directory, geo.levels, len(plan), structure["persons"], timings)
 
 
 def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[Below],
-         queries: Sequence[str], interval: float) -> tuple[list[np.ndarray], dict[str, Any]]:
+         queries: Sequence[str], interval: float, precisions: _Precisions
+         ) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Step 3: the GLS from the root to the split level with what the parts give it; every
-    level's estimates of ``queries`` with intervals written. Returns the split units' steps
-    per problem and the problems' structure (with ``persons``: the root's estimate).
+    level's estimates of ``queries`` with intervals written, the split units' ``M`` to
+    ``precisions``. Returns the split units' steps per problem and the problems' structure
+    (with ``persons``: the root's estimate).
 
     With more than :data:`TOP_UNITS` split units the top is itself cut under the level above
     the split (:func:`_split_top`): its memory is that of the levels above and one chunk of
@@ -355,9 +407,11 @@ def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[
     config, directory = run.config, run.directory
     problems = gls_problems(measured.noisy, compiled_top)
     if problems.parents[-1].size > TOP_UNITS and len(problems.parents) > 2:
-        return _split_top(run, measured, compiled_top, problems, below, queries, interval)
+        return _split_top(run, measured, compiled_top, problems, below, queries, interval,
+                          precisions)
     fits = problems.fit(below=below)
     del below
+    precisions.write(0, fits, len(run.top_levels) - 1)
     means = problems.means(fits)
     for m, lv in zip(means, run.top_levels):
         m[compiled_top[lv].zero] = 0.0        # 0 to float rounding already (exact_zeros)
@@ -382,7 +436,8 @@ def _write_intervals(config: RunConfig, directory: Path, level: str,
 
 def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
                problems: GLSProblems, below: list[Below], queries: Sequence[str],
-               interval: float) -> tuple[list[np.ndarray], dict[str, Any]]:
+               interval: float, precisions: _Precisions
+               ) -> tuple[list[np.ndarray], dict[str, Any]]:
     """The top cut under the level above the split (the county): the split units (tracts) in
     chunks of consecutive parents, upward with what the parts give them; the levels above with
     what the chunks give them; then each chunk again, under its parents' steps, for its
@@ -424,6 +479,7 @@ def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
         for p, (f, (ids, distinct)) in enumerate(zip(fits, pairs)):
             f.attach_parents(ids[local], distinct)
             steps[p][t0:t1] = f.below_steps
+        precisions.write(t0, fits, 0)
         hist = part.join([f.means[0] for f in fits])
         hist[compiled_top[split_level].zero[t0:t1]] = 0.0
         uncertainty = part.uncertainty(fits)

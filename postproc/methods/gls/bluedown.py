@@ -38,8 +38,8 @@ from invariants.compile import compile_spec
 from invariants.spec import Spec
 from postproc.errors import PostprocError, require_checked_spec
 from postproc.methods.gls.method import solve_gls
+from postproc.methods.gls.operators import _spectrum
 from postproc.methods.gls.symmetry import SymmetricCovariance
-from postproc.methods.gls.tree import _spectrum
 from postproc.methods.topdown.options import TopDownOptions
 from postproc.methods.topdown.plan import plan_run
 from postproc.methods.topdown.run import solve_plan

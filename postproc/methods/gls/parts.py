@@ -38,10 +38,11 @@ from postproc.methods.gls.method import (
     level_terms,
     split_problems,
 )
+from postproc.methods.gls.operators import step_precision
 from postproc.methods.gls.symmetry import Symmetry, find_symmetry
 from postproc.methods.gls.tree import Below, Equalities, _add_steps, _steps
 
-__all__ = ["PartState", "BottomGroup", "part_upward", "part_downward"]
+__all__ = ["PartState", "BottomGroup", "part_upward", "part_downward", "part_variances"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,19 +321,7 @@ def part_downward(state: PartState, above: Sequence[np.ndarray], queries: Sequen
     The two blocks of :func:`part_upward`'s example, their split unit's estimate found to be
     10 (their sum is 8, its variance 2: step 1):
 
-    >>> from hierarchy.geography import Geography
-    >>> from hierarchy.noisy import Measurement
-    >>> from hierarchy.queries import Workload, total
-    >>> from hierarchy.schema import Attribute, Schema
-    >>> from invariants.compile import compile_spec
-    >>> from invariants.spec import Spec
-    >>> schema = Schema((Attribute("all", ("all",)),))
-    >>> geo = Geography(("part", "tract", "block"), (np.array(["p"]), np.array(["t"]),
-    ...                 np.array(["a", "b"])), (np.array([-1]), np.array([0]), np.array([0, 0])))
-    >>> noisy = NoisyHierarchy(schema, geo, Workload((total(schema),)),
-    ...     {"block": {"total": Measurement("total", np.array([[3], [5]]), 1.0)}}, {}, {})
-    >>> q = [np.ones((1, 1))]
-    >>> state, _ = part_upward(noisy, compile_spec(Spec(), schema, geo, {}), ["block"], 1, q)
+    >>> state, q = _two_blocks()
     >>> _, answers = part_downward(state, [np.array([[1.0]])], q)
     >>> answers[0].ravel().tolist()
     [4.0, 6.0]
@@ -379,6 +368,109 @@ def _moved_answers(state: PartState, steps: list[np.ndarray], queries: Sequence[
     for a, fixed in zip(out, state.fixed_answers):
         a[fixed] = 0.0
     return out
+
+
+def part_variances(state: PartState, above: Sequence[np.ndarray], queries: Sequence[Any]
+                   ) -> list[list[np.ndarray]]:
+    """The variance of every answer of ``queries`` for every unit of the part's levels (the
+    bottom last): ``[level][query]`` arrays of units × answers, from each split unit's
+    :func:`~postproc.methods.gls.operators.step_precision` (``above``: per problem, split units of
+    the part × k × k) — exactly the whole tree's (``docs/gls.md``, "At national scale").
+
+    Examples
+    --------
+    The two blocks of :func:`part_upward`'s example (each measured with variance 1, their
+    split unit's estimate with variance 2/3 and their sum with variance 2):
+
+    >>> state, q = _two_blocks()
+    >>> m = step_precision(np.array([[0.5]]), np.array([[2 / 3]]))[None]
+    >>> part_variances(state, [m], q)[0][0].round(4).ravel().tolist()
+    [0.6667, 0.6667]
+    """
+    m = [np.asarray(a, dtype=np.float64) for a in above]
+    matrices = [sp.csc_matrix(q, dtype=np.float64) for q in queries]
+    out = []
+    for li in range(len(state.parents) - 1):
+        parent = state.parents[li]
+        covariances, nxt = [], []
+        for p in range(len(m)):
+            ids = state.upper[p][li][2]
+            c = np.stack([state.operators[p][op][0] for op in ids.tolist()]) if ids.size \
+                else np.zeros((0, *m[p].shape[1:]))
+            v = _conditioned(c, m[p][parent])
+            covariances.append(v)
+            sigma = np.stack([state.operators[p][op][1] for op in ids.tolist()]) if ids.size \
+                else np.zeros_like(c)
+            nxt.append(step_precision(sigma, v))
+        out.append([_answer_variances(state.symmetry, covariances, q) for q in matrices])
+        m = nxt
+    out.append(_bottom_variances(state, m, matrices))
+    return out
+
+
+def _conditioned(c: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``C + C M C`` for stacks of matrices."""
+    v = c + c @ m @ c
+    return (v + np.swapaxes(v, -1, -2)) / 2
+
+
+def _answer_variances(symmetry: Symmetry | None, covariances: Sequence[np.ndarray],
+                      q: Any) -> np.ndarray:
+    """The variances (units × answers) of a query's answers (``q``: answers × cells, the
+    covariances' coordinates) from each unit's covariance per problem: ``diag(Q V Qᵀ)``, or on
+    the succinct path ``V = F₁ ⊗ I + F₂ ⊗ J`` with ``F₁`` the contrast problem's and
+    ``F₂ = (V_mean − F₁)/R``."""
+    q = q.toarray() if sp.issparse(q) else np.asarray(q, dtype=np.float64)
+    if symmetry is None:
+        return np.maximum(np.einsum("nab,qab->nq", covariances[0],
+                                    np.einsum("qa,qb->qab", q, q)), 0.0)
+    r = symmetry.size
+    q = q.reshape(q.shape[0], -1, r)
+    sums = q.sum(axis=2)
+    f1 = covariances[1]
+    f2 = (covariances[0] - f1) / r
+    return np.maximum(np.einsum("nab,qab->nq", f1, np.einsum("qar,qbr->qab", q, q))
+                      + np.einsum("nab,qab->nq", f2, np.einsum("qa,qb->qab", sums, sums)), 0.0)
+
+
+def _bottom_variances(state: PartState, m: Sequence[np.ndarray], matrices: Sequence[Any]
+                      ) -> list[np.ndarray]:
+    """Per query, the bottom units' answer variances, group by group on their active
+    coordinates (the parent's ``M`` restricted to them)."""
+    units = np.asarray(state.parents[-1]).size
+    out = [np.zeros((units, q.shape[0])) for q in matrices]
+    parent = np.asarray(state.parents[-1])
+    for g in state.groups:
+        if g.coordinates.size == 0:
+            continue
+        a = g.coordinates
+        covariances = []
+        for p in range(len(m)):
+            c = np.stack(g.covariances[p])[g.ids[p]]
+            covariances.append(_conditioned(c, m[p][:, a[:, None], a][parent[g.rows]]))
+        for o, q in zip(out, matrices):
+            o[g.rows] = _answer_variances(g.symmetry, covariances, q[:, g.cells])
+    return out
+
+
+def _two_blocks() -> tuple[PartState, list[np.ndarray]]:
+    """The state of :func:`part_upward`'s example and its query (for the examples)."""
+    from hierarchy.geography import Geography
+    from hierarchy.noisy import Measurement
+    from hierarchy.queries import Workload, total
+    from hierarchy.schema import Attribute, Schema
+    from invariants.compile import compile_spec
+    from invariants.spec import Spec
+
+    schema = Schema((Attribute("all", ("all",)),))
+    geo = Geography(("part", "tract", "block"), (np.array(["p"]), np.array(["t"]),
+                    np.array(["a", "b"])), (np.array([-1]), np.array([0]), np.array([0, 0])))
+    noisy = NoisyHierarchy(schema, geo, Workload((total(schema),)),
+                           {"block": {"total": Measurement("total", np.array([[3], [5]]), 1.0)}},
+                           {}, {})
+    q = [np.ones((1, 1))]
+    state, _ = part_upward(noisy, compile_spec(Spec(), schema, geo, {}), ["block"], 1, q)
+    return state, q
 
 
 def _times_transposed(x: np.ndarray, q: Any) -> np.ndarray:

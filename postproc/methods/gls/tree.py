@@ -58,13 +58,9 @@ from postproc.methods.gls.information import (
     times,
     unit_groups,
 )
+from postproc.methods.gls.operators import _Operator, _operator, step_precision
 
 __all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
-
-#: Relative size below which an eigenvalue (of a covariance) or a singular value (of the
-#: equality rows) counts as zero.
-RANK_TOLERANCE = 1e-10
-
 
 @dataclass(frozen=True, eq=False)
 class Equalities:
@@ -116,18 +112,6 @@ class Equalities:
             mats.append(np.eye(self.matrix.shape[1])[cells])
             rhs.append(np.zeros(cells.size))
         return np.concatenate(mats, axis=0), np.concatenate(rhs)
-
-
-@dataclass(eq=False)
-class _Operator:
-    """What one distinct signature's units share: the subtree estimate's covariance ``C``, the
-    maps from information and right-hand sides to the estimate, and the children's sum's
-    pseudo-inverse covariance (for the downward pass)."""
-
-    covariance: np.ndarray                  # C (cells × cells)
-    of_rhs: np.ndarray                      # (I − C A) F⁺ (cells × rows of F)
-    sigma_pinv: np.ndarray | None           # Σ⁺ of the children's sum (None at the bottom)
-    null_sigma: np.ndarray | None           # U₀: the directions where Σ is 0 (cells × k)
 
 
 @dataclass(eq=False)
@@ -275,6 +259,27 @@ class TreeGLS:
             raise PostprocError("attach the parents before any covariance is asked for")
         self._given_parents = (np.asarray(ids, dtype=np.int64).ravel(), list(pairs))
 
+    def step_precisions(self, level: int) -> np.ndarray:
+        """Each unit of ``level``'s :func:`step_precision` (units × k × k): what its children
+        in a part solved apart need for their covariances (``M = Σ⁺ V Σ⁺ − Σ⁺``), once per
+        distinct (operator, covariance) pair.
+
+        Examples
+        --------
+        Hay et al.'s root (children's sum of variance 2, estimate of variance 2/3):
+
+        >>> one = np.ones((1, 1))
+        >>> fit = tree_gls([[-1], [0, 0]], [[(one, np.array([[10.0]]), one)],
+        ...                 [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]], cells=1)
+        >>> fit.step_precisions(0).round(4).tolist()
+        [[[-0.3333]]]
+        """
+        keys = np.stack([self._lower[level], self.covariance_ids(level)], axis=1)
+        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+        stacked = np.stack([step_precision(self._operators[op].sigma_pinv, self._covariances[c])
+                            for op, c in distinct.tolist()])
+        return stacked[inverse.ravel()]
+
     def _next_level(self) -> None:
         li = len(self._ids)
         if li == 0 and self._above and self._given_parents is not None:
@@ -308,57 +313,6 @@ class TreeGLS:
             cov = c - gain @ c + gain @ self._covariances[parent_cov] @ gain.T
             self._covariances.append((cov + cov.T) / 2)
         self._ids.append(start + inverse.ravel().astype(np.int64))
-
-
-def _spectrum(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Eigenvalues and eigenvectors of a positive semidefinite matrix, and which eigenvalues
-    count as positive (above :data:`RANK_TOLERANCE` of the largest)."""
-    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2)
-    top = max(float(values.max(initial=0.0)), 0.0)
-    keep = values > RANK_TOLERANCE * top if top > 0 else np.zeros(values.size, bool)
-    return values, vectors, keep
-
-
-def _pinv_psd(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pseudo-inverse of a positive semidefinite matrix and a basis of its null space."""
-    values, vectors, keep = _spectrum(matrix)
-    pinv = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
-    return (pinv + pinv.T) / 2, vectors[:, ~keep]
-
-
-def _operator(info: np.ndarray, rows: np.ndarray, sigma: np.ndarray | None, where: str
-              ) -> _Operator:
-    """The subtree estimate's operators for information ``info``, equality rows ``rows`` and the
-    children's sum's covariance ``sigma`` (None at the bottom level)."""
-    n = info.shape[0]
-    sigma_pinv = null_sigma = None
-    if sigma is not None:
-        sigma_pinv, null_sigma = _pinv_psd(sigma)
-        info = info + sigma_pinv
-        rows = np.concatenate([rows, null_sigma.T], axis=0)
-    if rows.shape[0]:
-        w, s, vt = np.linalg.svd(rows, full_matrices=True)
-        rank = int(np.sum(s > RANK_TOLERANCE * s.max())) if s.size else 0
-        rows_pinv = (vt[:rank].T / s[:rank]) @ w[:, :rank].T
-        basis = vt[rank:].T
-    else:
-        rows_pinv, basis = np.zeros((n, 0)), np.eye(n)
-    reduced = basis.T @ info @ basis
-    values, vectors = np.linalg.eigh((reduced + reduced.T) / 2)
-    scale = max(float(np.abs(values).max(initial=0.0)), 1e-300)
-    if values.size and values.min() <= RANK_TOLERANCE * scale:
-        loose = basis @ vectors[:, values <= RANK_TOLERANCE * scale]
-        cells = np.flatnonzero(np.abs(loose).max(axis=1) > 1e-6)
-        raise PostprocError(f"{where}: its measurements do not determine its histogram "
-                            f"(cells {cells[:12].tolist()}{' …' if cells.size > 12 else ''} "
-                            f"are neither determined by the measured queries nor fixed by an "
-                            f"equality); measure 'detailed' there or queries that together "
-                            f"determine every cell")
-    inner = (vectors / values) @ vectors.T
-    cov = basis @ inner @ basis.T
-    cov = (cov + cov.T) / 2
-    of_rhs = rows_pinv - cov @ (info @ rows_pinv)
-    return _Operator(cov, of_rhs, sigma_pinv, null_sigma)
 
 
 def tree_gls(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells: int,
