@@ -112,6 +112,46 @@ def test_gls_keeps_its_promises_and_the_spec_s_equalities(measured, truth):
         assert (result.histograms[li][compiled[level].zero] == 0).all()
 
 
+def test_the_kind_of_a_query_agrees_with_its_definition():
+    """``_kind`` (which reads the stored entries) against the definition (``q`` minus
+    ``Q_a ⊗ I`` or ``Q_a ⊗ 1ᵀ`` is zero) on 600 matrices: Kronecker products, the same with
+    one entry changed, dropped or added, and random ones (seed 7). Both kinds and neither
+    occur."""
+    import scipy.sparse as sp
+
+    from postproc.methods.gls.symmetry import _kind
+
+    def definition(q, groups, size):
+        q = sp.csr_matrix(q, dtype=np.float64)
+        if q.shape[0] % size == 0:
+            qa = q[::size, ::size].toarray()
+            if (sp.kron(qa, sp.identity(size)) - q).count_nonzero() == 0:
+                return "sliced", qa
+        qa = q[:, ::size].toarray()
+        if (sp.kron(qa, np.ones((1, size))) - q).count_nonzero() == 0:
+            return "summed", qa
+        return None, None
+
+    rng = np.random.default_rng(7)
+    seen = set()
+    for case in range(600):
+        groups, size, answers = rng.integers(1, 5), rng.integers(2, 5), rng.integers(1, 5)
+        qa = rng.choice([-1.0, 0.0, 0.0, 1.0, 2.0], size=(answers, groups))
+        base = [np.kron(qa, np.eye(size)), np.kron(qa, np.ones((1, size))),
+                rng.choice([0.0, 1.0], size=(answers * size, groups * size))][case % 3]
+        q = base.copy()
+        change = rng.integers(0, 4)            # 0: none; 1: a value; 2: drop one; 3: add one
+        if change and q.size:
+            i, j = rng.integers(q.shape[0]), rng.integers(q.shape[1])
+            q[i, j] = {1: q[i, j] + 1.0, 2: 0.0, 3: q[i, j] or 3.0}[int(change)]
+        got, want = _kind(sp.csr_matrix(q), groups, size), definition(q, groups, size)
+        assert got[0] == want[0], (case, q)
+        if want[0] is not None:
+            np.testing.assert_array_equal(got[1], want[1])
+        seen.add(want[0])
+    assert seen == {"sliced", "summed", None}
+
+
 def test_intervals_and_frames_agree(measured):
     """``to_frame(interval=)`` gives each cell the interval ``intervals(level, "detailed")``
     gives; a TopDown result has none and says where to get approximate ones."""

@@ -22,6 +22,9 @@ __all__ = ["Term", "level_information", "unit_groups", "times", "distinct_rows",
 #: 32 cells).
 DENSE_QUERY_CELLS = 512
 
+#: Most numbers in the outer products of one query's answers (see ``_information``).
+OUTER_NUMBERS = 2**21
+
 #: One measured query of one level: ``(Q, values, weights)`` with ``Q`` (answers × cells),
 #: ``values`` and ``weights`` (units × answers); weights are inverse variances.
 Term = tuple[Any, np.ndarray, np.ndarray]
@@ -122,16 +125,29 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
         return np.zeros(units, dtype=np.int64), [np.zeros((cells, cells))], b
     stacked = np.concatenate(weight_rows, axis=1)
     first, ids = distinct_rows(stacked)
-    matrices = []
-    for row in stacked[first]:
-        matrix = np.zeros((cells, cells))
-        start = 0
-        for q in blocks:
-            w = row[start:start + q.shape[0]]
-            start += q.shape[0]
+    return ids.ravel().astype(np.int64), _information(blocks, stacked[first], cells), b
+
+
+def _information(blocks: Sequence[Any], rows: np.ndarray, cells: int) -> list[np.ndarray]:
+    """``Σ_q Qᵀ diag(w_q) Q`` for each row of weights (the queries' answers side by side). A
+    query of at most :data:`DENSE_QUERY_CELLS` cells whose answers' outer products ``a aᵀ``
+    fit in :data:`OUTER_NUMBERS` is done for all rows at once, one product of the weights with
+    them (the distinct rows of a part's bottom groups are hundreds, and a sparse product per
+    row and query cost more than the rest of the level); a larger one row by row."""
+    out = np.zeros((rows.shape[0], cells, cells))
+    start = 0
+    for q in blocks:
+        answers = q.shape[0]
+        weights = rows[:, start:start + answers]
+        start += answers
+        if cells <= DENSE_QUERY_CELLS and answers * cells * cells <= OUTER_NUMBERS:
+            dense = q.toarray()
+            outer = (dense[:, :, None] * dense[:, None, :]).reshape(answers, cells * cells)
+            out += (weights @ outer).reshape(-1, cells, cells)
+            continue
+        for matrix, w in zip(out, weights):
             matrix += np.asarray((q.T @ sp.diags(w) @ q).todense())
-        matrices.append(matrix)
-    return ids.ravel().astype(np.int64), matrices, b
+    return list(out)
 
 
 def _pattern_ids(eq: Any, units: int) -> np.ndarray:

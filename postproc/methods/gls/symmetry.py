@@ -101,15 +101,23 @@ class Symmetry:
 def _kind(q: Any, groups: int, size: int) -> tuple[str | None, np.ndarray | None]:
     """``("sliced", Q_a)`` if ``q = Q_a ⊗ I``, ``("summed", Q_a)`` if ``q = Q_a ⊗ 1ᵀ``, else
     ``(None, None)``."""
-    q = sp.csr_matrix(q, dtype=np.float64)
+    q = sp.csr_matrix(q, dtype=np.float64, copy=True)
     if q.shape[1] != groups * size:
         return None, None
+    q.eliminate_zeros()
+    coo = q.tocoo()
+    rows, cols, values = coo.row, coo.col, coo.data
+    # each stored entry is matched to a distinct nonzero (i, j) of Q_a and a race r; as many
+    # entries as R times Q_a's nonzeros means every (i, j, r) is there: q is Q_a ⊗ (I or 1ᵀ)
     if q.shape[0] % size == 0:
         qa = q[::size, ::size].toarray()
-        if (sp.kron(qa, sp.identity(size)) - q).count_nonzero() == 0:
+        if (values.size == size * np.count_nonzero(qa)
+                and np.array_equal(rows % size, cols % size)
+                and np.array_equal(qa[rows // size, cols // size], values)):
             return "sliced", qa
     qa = q[:, ::size].toarray()
-    if (sp.kron(qa, np.ones((1, size))) - q).count_nonzero() == 0:
+    if (values.size == size * np.count_nonzero(qa)
+            and np.array_equal(qa[rows, cols // size], values)):
         return "summed", qa
     return None, None
 
