@@ -487,6 +487,53 @@ def _six_leaves(missing_cell_weight: float = 1.0, level_weight: float = 1.0):
     return parents, terms, cells
 
 
+def test_stacked_operators_equal_the_one_unit_statement():
+    """``_operators`` (stacks of equal shapes) against ``_operator`` (one unit at a time) on 60
+    signatures of mixed sizes, equality rows (some dependent, some none), children's sums
+    (some singular, some none) (seed 11): every matrix equal to 1e-10; and a signature whose
+    information leaves a cell free is named the same way by both."""
+    from postproc.methods.gls.operators import _operator, _operators
+
+    rng = np.random.default_rng(11)
+    infos, rows, sigmas, names = [], [], [], []
+    for i in range(60):
+        n = int(rng.choice([2, 3, 5]))
+        a = rng.normal(size=(n + 2, n))
+        infos.append(a.T @ a)
+        r = int(rng.integers(0, 3))
+        f = rng.normal(size=(r, n))
+        if r == 2 and i % 4 == 0:
+            f[1] = 2 * f[0]                          # a dependent row
+        rows.append(f)
+        if i % 3 == 0:
+            sigmas.append(None)
+        else:
+            b = rng.normal(size=(n, n - (i % 2)))    # rank n − 1 for odd i: a null direction
+            sigmas.append(b @ b.T)
+        names.append(f"unit {i}")
+    got = _operators(infos, rows, sigmas, names)
+    for i, op in enumerate(got):
+        want = _operator(infos[i], rows[i], sigmas[i], names[i])
+        for field in ("covariance", "of_rhs", "sigma_pinv", "null_sigma"):
+            a, b = getattr(op, field), getattr(want, field)
+            if b is None:
+                assert a is None, (i, field)
+            elif field == "null_sigma":              # a basis: equal up to signs
+                np.testing.assert_allclose(np.abs(a.T @ b), np.eye(b.shape[1]), atol=1e-10)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10, err_msg=f"{i} {field}")
+    singular = np.diag([1.0, 0.0, 1.0])
+    messages = []
+    for call in (lambda: _operator(singular, np.zeros((0, 3)), None, "unit x"),
+                 lambda: _operators([np.eye(3), singular], [np.zeros((0, 3))] * 2,
+                                    [None, None], ["unit w", "unit x"])):
+        with pytest.raises(PostprocError, match="unit x: its measurements do not determine") \
+                as caught:
+            call()
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "cells [1]" in messages[0]
+
+
 def test_undetermined_bottom_unit_is_refused():
     """Leaf 4 of six has no measurement of its third cell and nothing else pins it (the root's
     total is unmeasured too, so the problem itself is undetermined, as the referee confirms):

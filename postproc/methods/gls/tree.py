@@ -58,7 +58,7 @@ from postproc.methods.gls.information import (
     times,
     unit_groups,
 )
-from postproc.methods.gls.operators import _Operator, _operator, step_precision
+from postproc.methods.gls.operators import _Operator, _operators, step_precision
 
 __all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
 
@@ -453,10 +453,12 @@ def _upward(parents: list[np.ndarray], terms: Sequence[Sequence[Term]], cells: i
         distinct, first, inverse = np.unique(keys, axis=0, return_index=True,
                                              return_inverse=True)
         start = len(operators)
-        for (own, _, sig), u in zip(distinct.tolist(), first.tolist()):
-            rows = eq.rows(u)[0] if eq is not None else np.zeros((0, cells))
-            operators.append(_operator(own_info[own], rows, children.covariance(sig),
-                                       unit_name(li, u)))
+        units = first.tolist()
+        operators.extend(_operators(
+            [own_info[own] for own in distinct[:, 0].tolist()],
+            [eq.rows(u)[0] if eq is not None else np.zeros((0, cells)) for u in units],
+            [children.covariance(sig) for sig in distinct[:, 2].tolist()],
+            [unit_name(li, u) for u in units]))
         lower[li] = start + inverse.ravel().astype(np.int64)
         means[li] = _level_means(li, lower[li], operators, b, eq, child_sums[li], cells,
                                  unit_name)
