@@ -534,6 +534,49 @@ def test_stacked_operators_equal_the_one_unit_statement():
     assert messages[0] == messages[1] and "cells [1]" in messages[0]
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_stacked_subtree_estimates_equal_the_referee(seed, monkeypatch):
+    """With every level's subtree estimates computed for all units at once (the path taken
+    for many small operators: the block groups of a part), means and covariances equal the
+    dense referee's (rtol 1e-8)."""
+    from postproc.methods.gls import means
+
+    monkeypatch.setattr(means, "_many_small", lambda operators, cells: True)
+    case, (means, cov), result = _solved(seed)
+    for level, (got, want) in enumerate(zip(result.means, means)):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=_atol(want),
+                                   err_msg=f"seed {seed}, level {level}")
+    for level in range(len(case.parents)):
+        for unit in range(len(case.parents[level])):
+            want = cov(level, unit)
+            np.testing.assert_allclose(result.covariance(level, unit), want, rtol=RTOL,
+                                       atol=_atol(want), err_msg=f"seed {seed}, {level}, {unit}")
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_contradicting_equalities_name_the_unit(stacked, monkeypatch):
+    """A root total held at 9 over leaves held at 4 and 4 (its own row and what its children
+    fix disagree), and a leaf held at 4 and at 5 by two rows: each refused naming the unit, on
+    both paths of the subtree estimates."""
+    from postproc.methods.gls import means
+    from postproc.methods.gls.tree import Equalities, tree_gls
+
+    monkeypatch.setattr(means, "_many_small", lambda operators, cells: stacked)
+    one = np.ones((1, 1))
+    terms = [[(one, np.array([[10.0]]), one)],
+             [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]]
+    with pytest.raises(PostprocError, match="level 0 unit 0: its equalities contradict each "
+                                            "other"):
+        tree_gls([[-1], [0, 0]], terms, cells=1,
+                 equalities=[Equalities(one, np.array([[9.0]])),
+                             Equalities(one, np.array([[4.0], [4.0]]))])
+    with pytest.raises(PostprocError, match="level 1 unit 1: its equalities contradict each "
+                                            "other"):
+        tree_gls([[-1], [0, 0]], terms, cells=1,
+                 equalities=[None, Equalities(np.ones((2, 1)),
+                                              np.array([[4.0, 4.0], [4.0, 5.0]]))])
+
+
 def test_undetermined_bottom_unit_is_refused():
     """Leaf 4 of six has no measurement of its third cell and nothing else pins it (the root's
     total is unmeasured too, so the problem itself is undetermined, as the referee confirms):

@@ -58,6 +58,7 @@ from postproc.methods.gls.information import (
     times,
     unit_groups,
 )
+from postproc.methods.gls.means import _level_means
 from postproc.methods.gls.operators import _Operator, _operators, step_precision
 
 __all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
@@ -589,55 +590,3 @@ def _checked_tree(parents: Sequence[Any], terms: Sequence[Sequence[Term]], cells
     return parents, equalities
 
 
-def _level_means(li: int, ids: np.ndarray, operators: list[_Operator], b: np.ndarray,
-                 eq: Equalities | None, child_sum: np.ndarray | None, cells: int,
-                 unit_name) -> np.ndarray:
-    """The subtree estimates ``L`` of one level's units (units × k × cells), a group of units
-    per operator."""
-    k = b.shape[1]
-    out = np.empty((ids.size, k, cells))
-    for g, rows in unit_groups(ids):
-        op = operators[g]
-        info_b = b[rows]
-        rhs_parts = []
-        if eq is not None:
-            active = np.isfinite(eq.values[rows[0]])
-            values = eq.values[rows][:, active]
-            rhs_parts.append(np.broadcast_to(values[:, None, :], (rows.size, k, values.shape[1])))
-            if eq.zero is not None:
-                rhs_parts.append(np.zeros((rows.size, k, int(eq.zero[rows[0]].sum()))))
-        if op.sigma_pinv is not None:
-            s = child_sum[rows]
-            info_b = info_b + times(s, op.sigma_pinv)
-            rhs_parts.append(times(s, op.null_sigma))
-        rhs = (np.concatenate(rhs_parts, axis=2) if rhs_parts
-               else np.zeros((rows.size, k, 0)))
-        out[rows] = times(info_b, op.covariance) + times(rhs, op.of_rhs.T)
-        if rhs.shape[2]:
-            _check_feasible(li, rows, out[rows], eq, op, child_sum, unit_name)
-    return out
-
-
-def _check_feasible(li: int, rows: np.ndarray, means: np.ndarray, eq: Equalities | None,
-                    op: _Operator, child_sum: np.ndarray | None, unit_name) -> None:
-    """Raise when a unit's equalities contradict each other or its children's sum."""
-    scale = 1.0 + np.abs(means).max(axis=(1, 2))
-    bad = np.zeros(rows.size, bool)
-    what = "its equalities contradict each other"
-    if eq is not None:
-        active = np.isfinite(eq.values[rows[0]])
-        got = times(means, eq.matrix[active].T)
-        off = np.abs(got - eq.values[rows][:, None, active])
-        bad |= off.max(axis=(1, 2), initial=0) > 1e-6 * scale
-        if eq.zero is not None:
-            zeros = np.abs(means[:, :, eq.zero[rows[0]]])
-            bad |= zeros.max(axis=(1, 2), initial=0) > 1e-6 * scale
-    if op.null_sigma is not None and op.null_sigma.shape[1]:
-        off = np.abs(times(means - child_sum[rows], op.null_sigma)).max(axis=(1, 2)) > 1e-6 * scale
-        if off.any() and not bad.any():
-            what = "its equalities contradict what its children's equalities fix"
-        bad |= off
-    if bad.any():
-        raise PostprocError(f"{unit_name(li, int(rows[np.argmax(bad)]))}: {what} (e.g. an "
-                            f"invariant total that is not the sum of its children's invariant "
-                            f"totals); check the published invariants")
