@@ -120,7 +120,7 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
         weighted = weights * values if k is None else weights[:, None, :] * values
         b += np.asarray(weighted.reshape(-1, q.shape[0]) @ dense).reshape(b.shape)
         weight_rows.append(weights)
-        blocks.append(q)
+        blocks.append(dense)
     if not blocks:
         return np.zeros(units, dtype=np.int64), [np.zeros((cells, cells))], b
     stacked = np.concatenate(weight_rows, axis=1)
@@ -130,7 +130,7 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
 
 def _information(blocks: Sequence[Any], rows: np.ndarray, cells: int) -> list[np.ndarray]:
     """``Σ_q Qᵀ diag(w_q) Q`` for each row of weights (the queries' answers side by side). A
-    query of at most :data:`DENSE_QUERY_CELLS` cells whose answers' outer products ``a aᵀ``
+    dense query (at most :data:`DENSE_QUERY_CELLS` cells) whose answers' outer products ``a aᵀ``
     fit in :data:`OUTER_NUMBERS` is done for all rows at once, one product of the weights with
     them (the distinct rows of a part's bottom groups are hundreds, and a sparse product per
     row and query cost more than the rest of the level); a larger one row by row."""
@@ -140,13 +140,13 @@ def _information(blocks: Sequence[Any], rows: np.ndarray, cells: int) -> list[np
         answers = q.shape[0]
         weights = rows[:, start:start + answers]
         start += answers
-        if cells <= DENSE_QUERY_CELLS and answers * cells * cells <= OUTER_NUMBERS:
-            dense = q.toarray()
-            outer = (dense[:, :, None] * dense[:, None, :]).reshape(answers, cells * cells)
+        if isinstance(q, np.ndarray) and answers * cells * cells <= OUTER_NUMBERS:
+            outer = (q[:, :, None] * q[:, None, :]).reshape(answers, cells * cells)
             out += (weights @ outer).reshape(-1, cells, cells)
             continue
         for matrix, w in zip(out, weights):
-            matrix += np.asarray((q.T @ sp.diags(w) @ q).todense())
+            matrix += ((q.T * w) @ q if isinstance(q, np.ndarray)
+                       else np.asarray((q.T @ sp.diags(w) @ q).todense()))
     return list(out)
 
 

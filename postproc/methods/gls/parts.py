@@ -327,11 +327,13 @@ def part_downward(state: PartState, above: Sequence[np.ndarray], queries: Sequen
     [4.0, 6.0]
     """
     steps = [_batched(np.asarray(a, dtype=np.float64))[state.parents[0]] for a in above]
+    operators = [{op: _Covariance(c, s) for op, (c, s) in problem.items()}
+                 for problem in state.operators]
     hists = []
     for li in range(len(state.parents) - 1):
         estimates = []
         for p, (means, sums, ids) in enumerate(s[li] for s in state.upper):
-            ops = {op: _Covariance(c, s) for op, (c, s) in state.operators[p].items()}
+            ops = operators[p]
             b = _batched(means).copy()
             _add_steps(b, steps[p], ids, ops)
             estimates.append(b)
