@@ -21,7 +21,7 @@ no level below the split is ever held whole:
    children. Written with intervals.
 4. **Downward, part by part** (:func:`~postproc.methods.gls.parts.part_downward`): each part's
    state and its split units' steps give its levels' estimates; its split units'
-   ``M = Σ⁺ V Σ⁺ − Σ⁺`` (:func:`~postproc.methods.gls.parts.step_precision`, kept by the top
+   ``M = Σ⁺ V Σ⁺ − Σ⁺`` (:func:`~postproc.methods.gls.operators.step_precision`, kept by the top
    in ``parts/precision-P.npy``) give its units' covariances
    (:func:`~postproc.methods.gls.parts.part_variances`), exactly the whole tree's. Written
    part by part and joined.
@@ -80,7 +80,7 @@ from postproc.methods.gls.parts import part_downward, part_upward, part_variance
 from postproc.methods.gls.tree import Below
 from postproc.result import Result
 
-__all__ = ["gls_in_parts", "GLSParts", "answer_frame"]
+__all__ = ["gls_in_parts", "GLSParts"]
 
 _MADE_BY = "postproc gls in parts"
 
@@ -282,30 +282,6 @@ class _Precisions:
 def _query(config: RunConfig, name: str) -> Any:
     """A workload query or a query expression, by name."""
     return resolve_query(name, config.schema, config.workload)
-
-
-def answer_frame(geography: Geography, li: int, queries: Sequence[Any],
-                 answers: Sequence[np.ndarray]) -> pd.DataFrame:
-    """The answers of ``queries`` (units × answers each) for every unit of level ``li``, long
-    form: the level's geocode, ``query``, ``answer`` (its label), ``estimate``.
-
-    Examples
-    --------
-    >>> from hierarchy.schema import Attribute, Schema
-    >>> schema = Schema((Attribute("sex", ("male", "female")),))
-    >>> geo = Geography(("nation",), (np.array(["US"]),), (np.array([-1]),))
-    >>> answer_frame(geo, 0, [resolve_query("total", schema)], [np.array([[5.5]])]).to_dict("list")
-    {'nation': ['US'], 'query': ['total'], 'answer': ['total'], 'estimate': [5.5]}
-    """
-    frames = []
-    for q, estimate in zip(queries, answers):
-        labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
-        units, n = estimate.shape
-        frames.append(pd.DataFrame({
-            geography.levels[li]: np.repeat(np.asarray(geography.geocodes[li], dtype=object), n),
-            "query": q.name, "answer": np.tile(np.asarray(labels, dtype=object), units),
-            "estimate": np.asarray(estimate, np.float64).ravel()}))
-    return pd.concat(frames, ignore_index=True)
 
 
 def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, split: str,
