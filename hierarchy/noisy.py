@@ -48,6 +48,14 @@ __all__ = ["Measurement", "NoisyHierarchy", "FORMAT_VERSION"]
 FORMAT_VERSION = 1
 
 
+def _first_bad(bad: np.ndarray, values: np.ndarray) -> str:
+    """Where the first flagged entry of a units × answers array is, and how many there are."""
+    u, a = (int(x) for x in np.argwhere(bad)[0])
+    count = int(bad.sum())
+    return (f": unit (row) {u}, answer {a} has {float(values[u, a])!r} ({count:,} such "
+            f"answer{'s' if count != 1 else ''})")
+
+
 @dataclass(frozen=True, eq=False)
 class Measurement:
     """Noisy answers of one query for every unit of one level.
@@ -78,10 +86,11 @@ class Measurement:
     >>> m = Measurement("total", np.array([[3], [5]]), 2.0)
     >>> m.variances.tolist(), m.weights.tolist()
     ([[2.0], [2.0]], [[0.5], [0.5]])
-    >>> Measurement("total", np.array([[3], [5]]), 0.0)
+    >>> Measurement("total", np.array([[3], [5]]), np.array([[2.0], [0.0]]))
     Traceback (most recent call last):
     ...
-    hierarchy.errors.HierarchyError: variances of 'total' must be positive and finite
+    hierarchy.errors.HierarchyError: variances of 'total' must be positive and finite: unit
+    (row) 1, answer 0 has 0.0 (1 such answer)
 
     The second unit's answer was not drawn (it counts fixed cells only): weight 0.
 
@@ -104,11 +113,14 @@ class Measurement:
         given = np.asarray(self.variances, dtype=np.float64)
         variances = np.broadcast_to(given, values.shape)
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-            raise HierarchyError(f"measurements of {self.query!r} contain NaN or infinite values")
+            raise HierarchyError(f"measurements of {self.query!r} contain NaN or infinite values"
+                                 f"{_first_bad(~np.isfinite(values), values)}")
         # checked before broadcasting (a constant variance broadcast over a block level's
         # 40M answers was checked 40M times)
         if not (np.all(np.isfinite(given)) and np.all(given > 0)):
-            raise HierarchyError(f"variances of {self.query!r} must be positive and finite")
+            bad = ~(np.isfinite(variances) & (variances > 0))
+            raise HierarchyError(f"variances of {self.query!r} must be positive and finite"
+                                 f"{_first_bad(bad, variances)}")
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "variances", variances)
         if self.drawn is not None:

@@ -461,6 +461,15 @@ def test_measurement_validation():
             Measurement("q", np.zeros((2, 2)), bad)
     m = Measurement("q", np.zeros((2, 3)), 4.0)
     assert m.variances.shape == (2, 3) and np.all(m.weights == 0.25)
+    per_answer = np.ones((2, 3))
+    per_answer[1, 2], per_answer[1, 0] = -2.0, np.nan        # the first in row order is named
+    with pytest.raises(HierarchyError, match=r"unit \(row\) 1, answer 0 has nan \(2 such "
+                                             r"answers\)"):
+        Measurement("q", np.zeros((2, 3)), per_answer)
+    values = np.zeros((2, 3))
+    values[0, 1] = np.inf
+    with pytest.raises(HierarchyError, match=r"NaN or infinite values: unit \(row\) 0, answer 1"):
+        Measurement("q", values, 1.0)
 
 
 def test_noisy_hierarchy_validation(noisy):

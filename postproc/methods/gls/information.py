@@ -106,7 +106,7 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
     k = [np.shape(values)[1] for _, values, _ in level_terms][0] if batch == {3} else None
     b = np.zeros((units, cells) if k is None else (units, k, cells))
     weight_rows, blocks = [], []
-    for q, values, weights in level_terms:
+    for qi, (q, values, weights) in enumerate(level_terms):
         q = sp.csr_matrix(q, dtype=np.float64)
         dense = q.toarray() if cells <= DENSE_QUERY_CELLS else q
         values = np.asarray(values, dtype=np.float64)
@@ -116,7 +116,9 @@ def level_information(level_terms: Sequence[Term], units: int, cells: int, li: i
                                 f"{values.shape}; expected ({q.shape[0]}, {cells}) and {shape}")
         weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), shape[:1] + shape[-1:])
         if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
-            raise PostprocError(f"level {li}: weights must be finite and non-negative")
+            u, a = (int(x) for x in np.argwhere(~(np.isfinite(weights) & (weights >= 0)))[0])
+            raise PostprocError(f"level {li}: weights must be finite and non-negative; query "
+                                f"{qi}, unit {u}, answer {a} has {float(weights[u, a])!r}")
         weighted = weights * values if k is None else weights[:, None, :] * values
         b += np.asarray(weighted.reshape(-1, q.shape[0]) @ dense).reshape(b.shape)
         weight_rows.append(weights)
