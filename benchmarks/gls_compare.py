@@ -201,7 +201,7 @@ def check_against_compare(noisy, truth, config, seed: int, executor,
             if not same:
                 raise SystemExit(f"--check: {row['method']} {row['level']} {row['query']} "
                                  f"{key}: ours {a!r}, compare_methods {b!r}")
-    return names
+    return [ours_as.get(m, m) for m in names]
 
 
 def gls_probe(preset: str, persons: int, workdir: str, data_seed: int, epsilon: float,
