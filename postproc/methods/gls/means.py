@@ -4,7 +4,7 @@ equalities agree with each other and with what its children fix."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -12,8 +12,9 @@ from postproc.errors import PostprocError
 from postproc.methods.gls.information import times, unit_groups
 from postproc.methods.gls.operators import _Operator
 
-if TYPE_CHECKING:       # tree imports this module
-    from postproc.methods.gls.tree import Equalities
+#: A level's equalities, :class:`postproc.methods.gls.tree.Equalities` (tree imports this
+#: module, so it is not imported here).
+Equalities = Any
 
 
 def _level_means(li: int, ids: np.ndarray, operators: list[_Operator], b: np.ndarray,
