@@ -442,7 +442,7 @@ def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
     for lv in run.top_levels[:-1]:
         _write_intervals(config, directory, lv, [top.intervals(lv, q, interval=interval)
                                                  for q in queries], queries)
-    pairs = [_parent_pairs(f, depth - 2) for f in fits_up]
+    pairs = [f.pairs_for_children(depth - 2) for f in fits_up]
     steps = [np.empty((parent.size, *f.below_steps.shape[1:])) for f in fits_up]
     split_level, frames = run.top_levels[-1], [[] for _ in queries]
     codes = np.asarray(geo.geocodes[depth - 1])
@@ -492,15 +492,6 @@ def _chunks(parent: np.ndarray, most: int) -> list[tuple[int, int, int, int]]:
 def _rows(below: Below, t0: int, t1: int) -> Below:
     """A Below's rows ``t0:t1``."""
     return Below(below.sums[t0:t1], below.ids[t0:t1], below.covariances)
-
-
-def _parent_pairs(fit: Any, level: int) -> tuple[np.ndarray, list[tuple[np.ndarray, Any]]]:
-    """For every unit of ``level``: an id into pairs of its ``Σ⁺`` and its estimate's
-    covariance (what its children's covariances need)."""
-    keys = np.stack([fit._lower[level], fit.covariance_ids(level)], axis=1)
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
-    return inverse.ravel(), [(fit._operators[op].sigma_pinv, fit._covariances[cov])
-                             for op, cov in distinct.tolist()]
 
 
 def _upper_geography(geo: Geography, levels: int) -> Geography:

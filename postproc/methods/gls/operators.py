@@ -50,6 +50,16 @@ def step_precision(sigma_pinv: np.ndarray, covariance: np.ndarray) -> np.ndarray
     return (out + np.swapaxes(out, -1, -2)) / 2
 
 
+def _conditioned_covariance(c: np.ndarray, sigma_pinv: np.ndarray, parent_cov: np.ndarray
+                            ) -> np.ndarray:
+    """A child's covariance given every measurement, ``C − C Σ⁺ C + C Σ⁺ V Σ⁺ C``, from its
+    subtree covariance ``C``, its parent's children's sum's ``Σ⁺`` and the parent's estimate's
+    covariance ``V`` (:func:`step_precision` is the same with ``M`` formed once per parent)."""
+    gain = c @ sigma_pinv
+    cov = c - gain @ c + gain @ parent_cov @ gain.T
+    return (cov + cov.T) / 2
+
+
 def _spectrum(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eigenvalues and eigenvectors of a positive semidefinite matrix, and which eigenvalues
     count as positive (above :data:`RANK_TOLERANCE` of the largest)."""

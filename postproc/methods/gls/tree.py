@@ -59,7 +59,12 @@ from postproc.methods.gls.information import (
     unit_groups,
 )
 from postproc.methods.gls.means import _level_means
-from postproc.methods.gls.operators import _Operator, _operators, step_precision
+from postproc.methods.gls.operators import (
+    _conditioned_covariance,
+    _Operator,
+    _operators,
+    step_precision,
+)
 
 __all__ = ["Equalities", "TreeGLS", "tree_gls", "Below"]
 
@@ -260,6 +265,28 @@ class TreeGLS:
             raise PostprocError("attach the parents before any covariance is asked for")
         self._given_parents = (np.asarray(ids, dtype=np.int64).ravel(), list(pairs))
 
+    def pairs_for_children(self, level: int) -> tuple[np.ndarray, list[tuple[np.ndarray,
+                                                                            np.ndarray]]]:
+        """What the children of ``level``'s units need for their covariances when they are
+        solved apart (:meth:`attach_parents` takes it): each unit's id into distinct pairs of
+        its children's sum's ``Σ⁺`` and its estimate's covariance.
+
+        Examples
+        --------
+        Hay et al.'s root (children's sum of variance 2, estimate of variance 2/3):
+
+        >>> one = np.ones((1, 1))
+        >>> fit = tree_gls([[-1], [0, 0]], [[(one, np.array([[10.0]]), one)],
+        ...                 [(one, np.array([[4.0], [5.0]]), np.ones((2, 1)))]], cells=1)
+        >>> ids, pairs = fit.pairs_for_children(0)
+        >>> ids.tolist(), [(float(s[0, 0]), round(float(v[0, 0]), 4)) for s, v in pairs]
+        ([0], [(0.5, 0.6667)])
+        """
+        keys = np.stack([self._lower[level], self.covariance_ids(level)], axis=1)
+        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+        return inverse.ravel(), [(self._operators[op].sigma_pinv, self._covariances[c])
+                                 for op, c in distinct.tolist()]
+
     def step_precisions(self, level: int) -> np.ndarray:
         """Each unit of ``level``'s :func:`step_precision` (units × k × k): what its children
         in a part solved apart need for their covariances (``M = Σ⁺ V Σ⁺ − Σ⁺``), once per
@@ -275,11 +302,8 @@ class TreeGLS:
         >>> fit.step_precisions(0).round(4).tolist()
         [[[-0.3333]]]
         """
-        keys = np.stack([self._lower[level], self.covariance_ids(level)], axis=1)
-        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
-        stacked = np.stack([step_precision(self._operators[op].sigma_pinv, self._covariances[c])
-                            for op, c in distinct.tolist()])
-        return stacked[inverse.ravel()]
+        ids, pairs = self.pairs_for_children(level)
+        return np.stack([step_precision(s, v) for s, v in pairs])[ids]
 
     def _next_level(self) -> None:
         li = len(self._ids)
@@ -288,11 +312,8 @@ class TreeGLS:
             keys = np.stack([self._lower[0], ids], axis=1)
             distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
             for own, parent in distinct.tolist():
-                c = self._operators[own].covariance
-                sigma_pinv, parent_cov = pairs[parent]
-                gain = c @ sigma_pinv
-                cov = c - gain @ c + gain @ parent_cov @ gain.T
-                self._covariances.append((cov + cov.T) / 2)
+                self._covariances.append(_conditioned_covariance(
+                    self._operators[own].covariance, *pairs[parent]))
             self._ids.append(inverse.ravel().astype(np.int64))
             return
         if li == 0:
@@ -309,10 +330,9 @@ class TreeGLS:
         distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
         start = len(self._covariances)
         for own, parent_op, parent_cov in distinct.tolist():
-            c = self._operators[own].covariance
-            gain = c @ self._operators[parent_op].sigma_pinv
-            cov = c - gain @ c + gain @ self._covariances[parent_cov] @ gain.T
-            self._covariances.append((cov + cov.T) / 2)
+            self._covariances.append(_conditioned_covariance(
+                self._operators[own].covariance, self._operators[parent_op].sigma_pinv,
+                self._covariances[parent_cov]))
         self._ids.append(start + inverse.ravel().astype(np.int64))
 
 
