@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from postproc.errors import PostprocError
 
@@ -58,6 +59,25 @@ def _conditioned_covariance(c: np.ndarray, sigma_pinv: np.ndarray, parent_cov: n
     gain = c @ sigma_pinv
     cov = c - gain @ c + gain @ parent_cov @ gain.T
     return (cov + cov.T) / 2
+
+
+def _answer_variances(covariances: Sequence[np.ndarray], q: Any, races: int | None = None
+                      ) -> np.ndarray:
+    """The variances (units × answers) of a query's answers (``q``: answers × cells of the
+    covariances' coordinates) from each unit's covariance per problem (stacked, units × k × k):
+    ``diag(Q V Qᵀ)`` with one problem; on the succinct path (``races`` = R, the mean problem's
+    and the contrast problems' covariances) ``V = F₁ ⊗ I + F₂ ⊗ J`` with ``F₁`` the contrast
+    problem's and ``F₂ = (V_mean − F₁)/R``. Negative rounding clipped to 0."""
+    q = q.toarray() if sp.issparse(q) else np.asarray(q, dtype=np.float64)
+    if races is None:
+        return np.maximum(np.einsum("nab,qab->nq", covariances[0],
+                                    np.einsum("qa,qb->qab", q, q)), 0.0)
+    q = q.reshape(q.shape[0], -1, races)
+    sums = q.sum(axis=2)
+    f1 = covariances[1]
+    f2 = (covariances[0] - f1) / races
+    return np.maximum(np.einsum("nab,qab->nq", f1, np.einsum("qar,qbr->qab", q, q))
+                      + np.einsum("nab,qab->nq", f2, np.einsum("qa,qb->qab", sums, sums)), 0.0)
 
 
 def _spectrum(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

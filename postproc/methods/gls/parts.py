@@ -38,7 +38,7 @@ from postproc.methods.gls.method import (
     level_terms,
     split_problems,
 )
-from postproc.methods.gls.operators import step_precision
+from postproc.methods.gls.operators import _answer_variances, step_precision
 from postproc.methods.gls.symmetry import Symmetry, find_symmetry
 from postproc.methods.gls.tree import Below, Equalities, _add_steps, _steps
 
@@ -404,7 +404,8 @@ def part_variances(state: PartState, above: Sequence[np.ndarray], queries: Seque
             sigma = np.stack([state.operators[p][op][1] for op in ids.tolist()]) if ids.size \
                 else np.zeros_like(c)
             nxt.append(step_precision(sigma, v))
-        out.append([_answer_variances(state.symmetry, covariances, q) for q in matrices])
+        out.append([_answer_variances(covariances, q, _races(state.symmetry))
+                    for q in matrices])
         m = nxt
     out.append(_bottom_variances(state, m, matrices))
     return out
@@ -414,25 +415,6 @@ def _conditioned(c: np.ndarray, m: np.ndarray) -> np.ndarray:
     """``C + C M C`` for stacks of matrices."""
     v = c + c @ m @ c
     return (v + np.swapaxes(v, -1, -2)) / 2
-
-
-def _answer_variances(symmetry: Symmetry | None, covariances: Sequence[np.ndarray],
-                      q: Any) -> np.ndarray:
-    """The variances (units × answers) of a query's answers (``q``: answers × cells, the
-    covariances' coordinates) from each unit's covariance per problem: ``diag(Q V Qᵀ)``, or on
-    the succinct path ``V = F₁ ⊗ I + F₂ ⊗ J`` with ``F₁`` the contrast problem's and
-    ``F₂ = (V_mean − F₁)/R``."""
-    q = q.toarray() if sp.issparse(q) else np.asarray(q, dtype=np.float64)
-    if symmetry is None:
-        return np.maximum(np.einsum("nab,qab->nq", covariances[0],
-                                    np.einsum("qa,qb->qab", q, q)), 0.0)
-    r = symmetry.size
-    q = q.reshape(q.shape[0], -1, r)
-    sums = q.sum(axis=2)
-    f1 = covariances[1]
-    f2 = (covariances[0] - f1) / r
-    return np.maximum(np.einsum("nab,qab->nq", f1, np.einsum("qar,qbr->qab", q, q))
-                      + np.einsum("nab,qab->nq", f2, np.einsum("qa,qb->qab", sums, sums)), 0.0)
 
 
 def _bottom_variances(state: PartState, m: Sequence[np.ndarray], matrices: Sequence[Any]
@@ -451,8 +433,12 @@ def _bottom_variances(state: PartState, m: Sequence[np.ndarray], matrices: Seque
             c = np.stack(g.covariances[p])[g.ids[p]]
             covariances.append(_conditioned(c, m[p][:, a[:, None], a][parent[g.rows]]))
         for o, q in zip(out, matrices):
-            o[g.rows] = _answer_variances(g.symmetry, covariances, q[:, g.cells])
+            o[g.rows] = _answer_variances(covariances, q[:, g.cells], _races(g.symmetry))
     return out
+
+
+def _races(symmetry: Symmetry | None) -> int | None:
+    return None if symmetry is None else symmetry.size
 
 
 def _two_blocks() -> tuple[PartState, list[np.ndarray]]:

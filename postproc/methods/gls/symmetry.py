@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from postproc.methods.gls.information import Term, times
+from postproc.methods.gls.operators import _answer_variances
 from postproc.methods.gls.tree import Equalities, TreeGLS
 
 __all__ = ["Symmetry", "find_symmetry", "SymmetricCovariance"]
@@ -245,20 +246,13 @@ class SymmetricCovariance:
     def variances(self, level: int, matrix: Any) -> np.ndarray:
         """The variance of every answer of the query ``matrix`` (answers × cells) for every unit
         of ``level`` (units × answers)."""
-        a, r = self.symmetry.groups, self.symmetry.size
-        q = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=np.float64)
-        q = q.reshape(q.shape[0], a, r)
-        sums = q.sum(axis=2)
         pairs = np.stack([self.mean.covariance_ids(level), self.contrast.covariance_ids(level)],
                          axis=1)
         distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        out = np.empty((distinct.shape[0], q.shape[0]))
-        for i, (m, c) in enumerate(distinct.tolist()):
-            f1 = self.contrast._covariances[c]
-            f2 = (self.mean._covariances[m] - f1) / r
-            out[i] = (np.einsum("qar,ab,qbr->q", q, f1, q)
-                      + np.einsum("qa,ab,qb->q", sums, f2, sums))
-        return np.maximum(out[inverse.ravel()], 0.0)
+        mean = np.stack([self.mean._covariances[m] for m in distinct[:, 0].tolist()])
+        contrast = np.stack([self.contrast._covariances[c] for c in distinct[:, 1].tolist()])
+        out = _answer_variances([mean, contrast], matrix, self.symmetry.size)
+        return out[inverse.ravel()]
 
     def sum_variances(self, level: int, rows: np.ndarray) -> np.ndarray:
         """The variances of sums over units (:meth:`TreeGLS.sum_variances

@@ -60,6 +60,7 @@ from postproc.methods.gls.information import (
 )
 from postproc.methods.gls.means import _level_means
 from postproc.methods.gls.operators import (
+    _answer_variances,
     _conditioned_covariance,
     _Operator,
     _operators,
@@ -194,12 +195,10 @@ class TreeGLS:
         """The variance of every answer of the query ``matrix`` (answers × cells) for every unit
         of ``level``, shape (units × answers): the diagonal of ``Q Cov Qᵀ``, computed once per
         distinct covariance."""
-        q = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=np.float64)
-        ids = self.covariance_ids(level)
-        distinct, inverse = np.unique(ids, return_inverse=True)
-        per = np.stack([np.einsum("ij,jk,ik->i", q, self._covariances[int(i)], q)
-                        for i in distinct])
-        return np.maximum(per[inverse.ravel()], 0.0)
+        distinct, inverse = np.unique(self.covariance_ids(level), return_inverse=True)
+        per = _answer_variances([np.stack([self._covariances[int(i)] for i in distinct])],
+                                matrix)
+        return per[inverse.ravel()]
 
     def sum_variances(self, level: int, rows: np.ndarray) -> np.ndarray:
         """The variances of sums over units: ``rows`` (units of ``level`` × m × cells) holds, for
