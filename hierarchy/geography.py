@@ -424,6 +424,19 @@ class Geography:
             raise HierarchyError(f"unknown geography level {level!r}; levels are "
                                  f"{list(self.levels)}") from None
 
+    def top(self, levels: int) -> "Geography":
+        """The first ``levels`` levels (the root down to level ``levels − 1``).
+
+        Examples
+        --------
+        >>> geo = Geography(("nation", "state"), (np.array(["US"]), np.array(["01", "02"])),
+        ...                 (np.array([-1]), np.array([0, 0])))
+        >>> geo.top(1).levels, geo.top(1).n_units("nation")
+        (('nation',), 1)
+        """
+        return Geography(tuple(self.levels[:levels]), tuple(self.geocodes[:levels]),
+                         tuple(self.parents[:levels]))
+
     def n_units(self, level: str | int) -> int:
         return int(self.geocodes[self.level_index(level)].size)
 

@@ -435,7 +435,7 @@ def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
     means = upper.means(fits_up)
     for m, lv in zip(means, run.top_levels):
         m[compiled_top[lv].zero] = 0.0
-    top = Result("gls", config.schema, _upper_geography(geo, depth - 1), config.workload,
+    top = Result("gls", config.schema, geo.top(depth - 1), config.workload,
                  tuple(means),
                  {"noisy": dict(measured.noisy.provenance), **problems.structure},
                  uncertainty=upper.uncertainty(fits_up))
@@ -492,12 +492,6 @@ def _chunks(parent: np.ndarray, most: int) -> list[tuple[int, int, int, int]]:
 def _rows(below: Below, t0: int, t1: int) -> Below:
     """A Below's rows ``t0:t1``."""
     return Below(below.sums[t0:t1], below.ids[t0:t1], below.covariances)
-
-
-def _upper_geography(geo: Geography, levels: int) -> Geography:
-    """The first ``levels`` levels of a geography."""
-    return Geography(geo.levels[:levels], tuple(geo.geocodes[:levels]),
-                     tuple(geo.parents[:levels]))
 
 
 def _interval_rows(config: RunConfig, level: str, codes: np.ndarray, name: str,

@@ -289,7 +289,7 @@ def _tabulate_all(run: _Run, publish: Mapping[str, Sequence[str]], cache: Path) 
     _check_all_read(config, persons)
     _check_settings(cache.parent / "parts_data_sha256.json", {"data": digest}, run.directory,
                     what="data")
-    top_geo = Geography(run.top_levels, geo.geocodes[:s + 1], geo.parents[:s + 1])
+    top_geo = geo.top(s + 1)
     top_truth = from_leaf_counts(config.schema, top_geo, np.concatenate(split_counts),
                                  np.concatenate(split_units) if split_units else None,
                                  config.spec.unit_attribute)
