@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queries", default=None, metavar="Q1,Q2",
                    help="with --parts and method gls: the queries whose estimates are written "
                         "for every unit (workload names or expressions; default total), with "
-                        "intervals at --split and above (docs/gls.md)")
+                        "their standard errors and intervals (docs/gls.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_show_confidential(p)
     p.set_defaults(func=run)

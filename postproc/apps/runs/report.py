@@ -417,9 +417,9 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
         raise PostprocError(
             f"{directory} holds gls in parts estimates (postproc run --parts --method gls): "
             "its tables are <level>.parquet — estimates of the queries it was asked for, with "
-            "standard errors and intervals at the split level and above (docs/gls.md, \"At "
-            "national scale\"); read them with pandas.read_parquet. The run report does not "
-            "draw them yet")
+            "standard errors and intervals at every level (docs/gls.md, \"At national "
+            "scale\"); read them with pandas.read_parquet. The run report does not draw them "
+            "yet")
     if manifest is not None and manifest.get("made_by") == "postproc compare":
         return _compare_page(directory, manifest, max_rows,
                              title or f"Comparison of post-processors: {directory.name}")
