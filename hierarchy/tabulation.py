@@ -110,7 +110,9 @@ def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequenc
     """Row-major cell index of records ``start:stop``, with every code range-checked.
 
     An int8/uint8 column is checked with one ``max`` over its uint8 view (a negative int8 reads
-    as ≥ 128, above every attribute size ≤ 127); wider columns need a min and a max.
+    as ≥ 128, above every attribute size ≤ 127); wider columns need a min and a max. An
+    attribute of one value adds nothing once checked (its code is 0), and is skipped: its stride
+    can be the number of cells itself, one more than ``dtype`` holds (256 cells in ``uint8``).
     """
     cell = None
     for j, (col, size, stride) in enumerate(zip(columns, shape, strides)):
@@ -127,6 +129,8 @@ def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequenc
                                         f"{start + row}, outside 0..{size - 1}",
                                         public=f"attribute {what} has codes outside "
                                                f"0..{size - 1}")
+        if size == 1:
+            continue
         term = part.astype(dtype, copy=False)
         if stride != 1:
             term = term * dtype(stride)
@@ -134,7 +138,7 @@ def _cells(columns: Sequence[np.ndarray], shape: Sequence[int], strides: Sequenc
             cell = term.copy() if term is part else term
         else:
             cell += term
-    return cell
+    return cell if cell is not None else np.zeros(stop - start, dtype=dtype)
 
 
 def count_cells(leaf: np.ndarray, columns: Sequence[np.ndarray], shape: Sequence[int],

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hierarchy.errors import HierarchyError
@@ -84,6 +84,8 @@ def crosstab_level(frame, code_column, schema, geocodes):
 
 
 @settings(max_examples=80, deadline=None)
+@example(n=1, n_leaves=1, shape=[1, 4, 8, 8], chunk=1, sort=False, seed=0)  # 256 cells, uint8
+@example(n=5, n_leaves=2, shape=[1, 1], chunk=3, sort=True, seed=1)         # one cell
 @given(n=st.integers(0, 300), n_leaves=st.integers(1, 40),
        shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
        chunk=st.sampled_from([1, 2, 3, 7, 64, 1 << 18]), sort=st.booleans(),
@@ -134,6 +136,8 @@ def test_count_cells_rejects_columns_of_another_length(count):
 
 
 @settings(max_examples=80, deadline=None)
+@example(n=1, n_leaves=1, shape=[1, 4, 8, 8], chunk=1, sort=False, seed=0)  # 256 cells, uint8
+@example(n=5, n_leaves=2, shape=[1, 1], chunk=3, sort=True, seed=1)         # one cell
 @given(n=st.integers(0, 300), n_leaves=st.integers(1, 40),
        shape=st.lists(st.integers(1, 9), min_size=1, max_size=4),
        chunk=st.sampled_from([1, 3, 64, 1 << 18]), sort=st.booleans(),
