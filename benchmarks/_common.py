@@ -180,21 +180,35 @@ def _tree_rss_scan(root: int, page: int) -> int:
 
 
 class _TreeSampler(threading.Thread):
-    """Poll the summed RSS of a process tree until stopped; keep the maximum."""
+    """Poll the summed RSS of a process tree until stopped; keep the maximum, and the maximum
+    of each phase (a phase ends at each :meth:`mark`)."""
 
     def __init__(self, pid: int, interval: float):
         super().__init__(daemon=True)
         self.pid, self.interval, self.peak = pid, interval, 0
         self.enabled = os.path.isdir("/proc/self")
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._phase = 0
+        self.phases: list[dict[str, Any]] = []
 
     def run(self) -> None:
         if not self.enabled:
             return
         page = os.sysconf("SC_PAGE_SIZE")
         while not self._done.is_set():
-            self.peak = max(self.peak, _tree_rss(self.pid, page))
+            rss = _tree_rss(self.pid, page)
+            with self._lock:
+                self.peak = max(self.peak, rss)
+                self._phase = max(self._phase, rss)
             self._done.wait(self.interval)
+
+    def mark(self, label: str) -> None:
+        """End the current phase: its peak is kept under ``label`` (e.g. the log line that
+        ends it); the next phase starts at zero."""
+        with self._lock:
+            self.phases.append({"ended_by": label, "tree_peak_rss_bytes": self._phase})
+            self._phase = 0
 
     def stop(self) -> None:
         self._done.set()
@@ -258,8 +272,9 @@ def run_measured(command: Sequence[str], *, cwd: str | os.PathLike | None = None
         own), ``max_rss_bytes`` (``/usr/bin/time -v``: the peak of the largest single process
         of the tree, *not* a sum; from ``RUSAGE_CHILDREN`` when GNU time is missing, then a
         maximum over every child this process has reaped so far), ``tree_peak_rss_bytes``
-        (largest sampled sum over the tree), ``user_seconds``, ``system_seconds``,
-        ``rss_source``.
+        (largest sampled sum over the tree), ``phase_peaks`` (per line the command wrote to
+        stderr: the largest sampled sum since the line before it), ``user_seconds``,
+        ``system_seconds``, ``rss_source``.
     """
     use_time = os.access(TIME_BIN, os.X_OK)
     full = [TIME_BIN, "-v", *command] if use_time else list(command)
@@ -273,6 +288,8 @@ def run_measured(command: Sequence[str], *, cwd: str | os.PathLike | None = None
     def pump() -> None:
         for line in proc.stderr:  # type: ignore[union-attr]
             err_lines.append(line)
+            if not line.startswith("\t") and line.strip():
+                sampler.mark(line.strip())
             if echo_stderr and not line.startswith("\t"):
                 sys.stderr.write(line)
                 sys.stderr.flush()
@@ -288,7 +305,8 @@ def run_measured(command: Sequence[str], *, cwd: str | os.PathLike | None = None
     report, own_stderr = _parse_time_v(stderr) if use_time else ({}, stderr)
     out: dict[str, Any] = {"returncode": proc.returncode, "wall_seconds": wall,
                            "stdout": stdout, "stderr": own_stderr,
-                           "tree_peak_rss_bytes": sampler.peak if sampler.enabled else None}
+                           "tree_peak_rss_bytes": sampler.peak if sampler.enabled else None,
+                           "phase_peaks": sampler.phases if sampler.enabled else []}
     if report:
         out.update(report)
         out["rss_source"] = "/usr/bin/time -v"

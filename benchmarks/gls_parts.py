@@ -18,9 +18,9 @@ For every size: the synthetic 2020-style data of ``bench_pl94_parts.py`` (seed 2
 total, with intervals at the tract level and above. Reported: seconds per step (tabulating and
 measuring the top; measuring the parts and solving them upward — the part of that spent
 measuring and the part spent in the GLS, summed over the workers; the top; the downward pass;
-the join), peak memory, and the GLS's own seconds (the run's wall time less tabulating and
-measuring, with the measuring share of the upward step taken in proportion to its worker
-seconds). Nothing is asserted: the script measures and reports.
+the join), peak memory (of the whole run, and of each step), and the GLS's own seconds (the
+run's wall time less tabulating and measuring, with the measuring share of the upward step
+taken in proportion to its worker seconds). Nothing is asserted: the script measures and reports.
 """
 
 from __future__ import annotations
@@ -112,6 +112,12 @@ def figure(results: list[dict[str, Any]], path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _step_name(line: str) -> str:
+    """A short name for the log line that ends a step."""
+    line = line.strip()
+    return (line[:60] + "…") if len(line) > 61 else line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--persons", type=count_list, default=[1_000_000, 10_000_000])
@@ -151,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
                      fmt_bytes(proc["tree_peak_rss_bytes"]),
                      fmt_bytes(sum(r["bytes"].values()))])
     context = context_end(context)
+    steps = [f"- {r['persons']:,} persons: " + "; ".join(
+        f"{_step_name(ph['ended_by'])} {fmt_bytes(ph['tree_peak_rss_bytes'])}"
+        for ph in r["process"].get("phase_peaks", [])) for r in results]
     text = "\n".join([
         "# gls in parts at national scale", "",
         f"`python benchmarks/gls_parts.py --persons {','.join(str(n) for n in args.persons)} "
@@ -163,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         "sampled sum of resident memory over the process and its workers.", "",
         markdown_table(["persons", "blocks", "parts", "tabulate + measure top s", "upward s",
                         "top s", "downward s", "join s", "total s", "GLS s", "peak",
-                        "written"], rows)])
+                        "written"], rows), "",
+        "Peak resident memory (process tree) of each step: the largest sample between the "
+        "log line before it and the one that ends it.", "", *steps])
     emit(text, {"context": context, "runs": results}, out=args.out, json_path=args.json_path)
     if args.figure:
         figure(results, args.figure)
