@@ -88,10 +88,10 @@ def test_a_top_cut_under_the_counties_equals_the_whole(runs, tmp_path, monkeypat
     """With the top cut under the county level in chunks of at most 7 tracts (``TOP_UNITS``;
     the nation has 80,841), every level's estimates and standard errors equal the whole
     GLS's (rtol 1e-8 / 1e-7)."""
-    from postproc.apps.runs import parts_gls
+    from postproc.apps.runs import parts_gls_top
 
     config, _, whole = runs
-    monkeypatch.setattr(parts_gls, "TOP_UNITS", 7)
+    monkeypatch.setattr(parts_gls_top, "TOP_UNITS", 7)
     done = gls_in_parts(config, tmp_path / "cut", part_blocks=30, queries=("total", "hhgq"),
                         log=lambda line: None)
     manifest = json.loads((done.directory / "manifest.json").read_text())
