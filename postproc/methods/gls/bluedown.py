@@ -45,7 +45,8 @@ from postproc.methods.topdown.plan import plan_run
 from postproc.methods.topdown.run import solve_plan
 from postproc.result import Result
 
-__all__ = ["bluedown", "SubtreeMeasurement", "precision", "split_measurements"]
+__all__ = ["bluedown", "SubtreeMeasurement", "precision", "split_measurements",
+           "subtree_measurements", "split_weights", "bluedown_plan"]
 
 #: Cells per histogram above which the dense weight matrix per child (cells × cells) is refused.
 DENSE_WEIGHT_CELLS = 512
@@ -128,11 +129,38 @@ def split_measurements(covariance: SymmetricCovariance, level: int
     >>> [(name, matrix.toarray().tolist()) for name, matrix, _ in split_measurements(cov, 1)]
     [('subtree[0]', [[1.0, 0.0]]), ('subtree[1]', [[0.0, 1.0]]), ('subtree_total', [[1.0, 1.0]])]
     """
-    sym = covariance.symmetry
-    a, r = sym.groups, sym.size
-    means = covariance.subtree_means(level).reshape(-1, a, r)
-    ids = covariance.subtree_ids(level)
-    weights = lru_cache(maxsize=256)(lambda i: _split_precision(covariance, i))
+    def weights(signature: int) -> tuple[np.ndarray, np.ndarray]:
+        m, c = covariance.pair(signature)
+        return split_weights(covariance.contrast.subtree_covariance(c),
+                             covariance.mean.subtree_covariance(m), covariance.symmetry.size)
+
+    return subtree_measurements(covariance.subtree_means(level), covariance.subtree_ids(level),
+                                weights, covariance.symmetry)
+
+
+def subtree_measurements(means: np.ndarray, ids: np.ndarray, weight_of: Callable[[int], Any],
+                         symmetry: Any = None) -> list[tuple[str, Any, SubtreeMeasurement]]:
+    """A level's subtree estimates ``means`` (units × cells) as the node engine reads
+    measurements, each unit weighted by its signature's (``ids``) weight: with a ``symmetry``
+    (:class:`~postproc.methods.gls.symmetry.Symmetry`), ``weight_of(i)`` is the pair ``(P_c,
+    G)`` of :func:`split_weights` and the estimates are one query per value of the split
+    attribute and one of its totals (:func:`split_measurements`); without, it is the
+    covariance (cells × cells), weighted by its :func:`precision`, and the estimates are one
+    query of every cell.
+
+    Examples
+    --------
+    >>> [(name, matrix.shape) for name, matrix, _ in subtree_measurements(
+    ...     np.zeros((2, 3)), np.array([0, 0]), lambda i: np.eye(3))]
+    [('subtree', (3, 3))]
+    """
+    if symmetry is None:
+        cells = means.shape[1]
+        return [("subtree", sp.identity(cells, format="csr", dtype=np.float64),
+                 SubtreeMeasurement(means, ids, weight_of))]
+    a, r = symmetry.groups, symmetry.size
+    means = means.reshape(-1, a, r)
+    weights = lru_cache(maxsize=256)(weight_of)
     shared: dict = {}                   # one array of P_c for every race's query
     out = []
     for race in range(r):
@@ -146,19 +174,23 @@ def split_measurements(covariance: SymmetricCovariance, level: int
     return out
 
 
-def _split_precision(covariance: SymmetricCovariance, signature: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """``(P_c, G)`` of a subtree signature: the contrast precision and ``(P_m − P_c)/R``, both
-    positive definite (``G`` is positive semidefinite in exact arithmetic — the mean problem
-    has all the contrast problem's information and more — so rounding below 0 is clipped, and
-    both get a floor of 1e-12 of their largest eigenvalue).
+def split_weights(contrast: np.ndarray, mean: np.ndarray, races: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(P_c, G)`` of a subtree estimate whose contrast and mean problems' covariances are
+    ``contrast`` and ``mean`` (groups × groups): the contrast precision and ``(P_m − P_c)/R``,
+    both positive definite (``G`` is positive semidefinite in exact arithmetic — the mean
+    problem has all the contrast problem's information and more — so rounding below 0 is
+    clipped, and both get a floor of 1e-12 of their largest eigenvalue).
+
+    Examples
+    --------
+    >>> p_c, g = split_weights(np.array([[2.0]]), np.array([[1.0]]), 2)
+    >>> p_c.tolist(), g.tolist()
+    ([[0.5]], [[0.25]])
     """
-    m, c = covariance.pair(signature)
-    p_c = precision(covariance.contrast.subtree_covariance(c))
-    p_m = precision(covariance.mean.subtree_covariance(m), fill=float(
-        np.linalg.eigvalsh(p_c).max()))
-    g = (p_m - p_c) / covariance.symmetry.size
-    return _floored(p_c), _floored(g)
+    p_c = precision(contrast)
+    p_m = precision(mean, fill=float(np.linalg.eigvalsh(p_c).max()))
+    return _floored(p_c), _floored((p_m - p_c) / races)
 
 
 def _floored(matrix: np.ndarray) -> np.ndarray:
@@ -226,12 +258,26 @@ def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                             f"{cells:,} weight matrix per child; use 'gls' for the estimate and "
                             f"its intervals")
     else:
-        identity = sp.identity(cells, format="csr", dtype=np.float64)
-        measured = {level: [("subtree", identity, SubtreeMeasurement(
-            uncertainty.subtree_means(li), uncertainty.subtree_ids(li),
-            uncertainty.subtree_covariance))] for li, level in enumerate(noisy.levels)}
-    plan = plan_run(noisy, spec, opts, compiled=compiled)
-    plan = dataclasses.replace(plan, measured=measured, method="bluedown", notes={
+        measured = {level: subtree_measurements(uncertainty.subtree_means(li),
+                                                uncertainty.subtree_ids(li),
+                                                uncertainty.subtree_covariance)
+                    for li, level in enumerate(noisy.levels)}
+    plan = plan_run(noisy, spec, opts, compiled=compiled, measured=measured)
+    return solve_plan(bluedown_plan(plan, structure))
+
+
+def bluedown_plan(plan: Any, structure: Mapping[str, Any]) -> Any:
+    """A TopDown plan given subtree measurements, named ``bluedown`` and noting what its
+    estimates are and the GLS's ``structure``.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> truth = tabulate(synthesize_1940(300, seed=1).persons, schema=E2E_1940, levels=["n"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["n"]), rng=2)
+    >>> bluedown_plan(plan_run(noisy, None, TopDownOptions()), {}).method
+    'bluedown'
+    """
+    return dataclasses.replace(plan, method="bluedown", notes={
         "estimates": "subtree GLS estimates weighted by their inverse covariance",
-        "gls": structure})
-    return solve_plan(plan)
+        "gls": dict(structure)})

@@ -24,6 +24,7 @@ about ``k × cells`` numbers per unit above the bottom and a few per bottom unit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +32,8 @@ import scipy.sparse as sp
 
 from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import LevelConstraints
+from postproc.errors import PostprocError
+from postproc.methods.gls.bluedown import SubtreeMeasurement, split_weights, subtree_measurements
 from postproc.methods.gls.information import _Children
 from postproc.methods.gls.method import (
     equalities_of,
@@ -42,7 +45,8 @@ from postproc.methods.gls.operators import _answer_variances, step_precision
 from postproc.methods.gls.symmetry import Symmetry, find_symmetry
 from postproc.methods.gls.tree import Below, Equalities, _add_steps, _steps
 
-__all__ = ["PartState", "BottomGroup", "part_upward", "part_downward", "part_variances"]
+__all__ = ["PartState", "BottomGroup", "part_upward", "part_downward", "part_variances",
+           "part_subtrees"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +113,12 @@ class PartState:
         Per level above the bottom, the cells fixed at 0.
     fixed_answers : list of bool arrays
         Per query, the bottom answers that count only cells fixed at 0.
+    bottom_means : list or None
+        Per group, its units' subtree estimates per problem (None for a group without active
+        cells), when the upward pass was asked to keep them (``bluedown`` reads them:
+        :func:`part_subtrees`).
+    coordinates : int
+        A problem's coordinates (cells; on the succinct path, groups of cells).
 
     Examples
     --------
@@ -128,6 +138,8 @@ class PartState:
     batched: tuple[bool, ...]
     zero: list[np.ndarray]
     fixed_answers: list[np.ndarray]
+    bottom_means: list[list[np.ndarray] | None] | None = None
+    coordinates: int = 0
 
     def join(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """Histograms from one array per problem."""
@@ -135,8 +147,8 @@ class PartState:
 
 
 def part_upward(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints],
-                levels: Sequence[str], split_units: int, queries: Sequence[Any]
-                ) -> tuple[PartState, list[Below]]:
+                levels: Sequence[str], split_units: int, queries: Sequence[Any], *,
+                keep_means: bool = False) -> tuple[PartState, list[Below]]:
     """A part's upward pass: its bottom level by groups of active cells, the levels above it as
     a forest under the part's ``split_units`` split units; returns what its downward pass needs
     and what its split units need from below (a :class:`Below` per problem).
@@ -153,6 +165,8 @@ def part_upward(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints],
         How many split units the part has (its top level's parents).
     queries : sequence of (answers × cells) matrices
         What is asked of the bottom units.
+    keep_means : bool
+        Keep the bottom units' subtree estimates in the state (for :func:`part_subtrees`).
 
     Examples
     --------
@@ -206,7 +220,8 @@ def part_upward(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints],
     answers, fixed = _bottom_answers(groups, means, bottom_parent.size, queries)
     parents = [np.asarray(geo.parents[geo.level_index(level)]) for level in levels]
     return (PartState(parents, upper, operators, groups, answers, symmetry, batched,
-                      [compiled[level].zero for level in levels[:-1]], fixed), below)
+                      [compiled[level].zero for level in levels[:-1]], fixed,
+                      means if keep_means else None, size), below)
 
 
 def _bottom_groups(terms: Sequence[Any], eq: Equalities, units: int, symmetry: Symmetry | None,
@@ -308,6 +323,74 @@ def _bottom_answers(groups: Sequence[BottomGroup], means: Sequence[Any], units: 
         answers.append(out)
         fixed.append(~counted)
     return answers, fixed
+
+
+def part_subtrees(state: PartState) -> list[list[tuple[str, Any, SubtreeMeasurement]]]:
+    """The subtree estimates of every level of the part below its split units (the bottom
+    last) as ``bluedown``'s node problems read them
+    (:func:`~postproc.methods.gls.bluedown.subtree_measurements`): what a run of the whole
+    tree gives those levels, from the part's state alone (kept by ``part_upward(...,
+    keep_means=True)``). A bottom unit's covariance on its active coordinates is embedded in
+    the whole coordinates with zeros: its fixed directions get the largest weight, as the
+    whole tree's (whose covariance is 0 there) do.
+
+    Examples
+    --------
+    The two blocks of :func:`part_upward`'s example, each its own estimate with variance 1:
+
+    >>> state, _ = _two_blocks(keep_means=True)
+    >>> [[(name, m.values.ravel().tolist(), m.weights_of(slice(0, 2)).ravel().tolist())
+    ...   for name, _, m in level] for level in part_subtrees(state)]
+    [[('subtree', [3.0, 5.0], [1.0, 1.0])]]
+    """
+    if state.bottom_means is None:
+        raise PostprocError("the part's upward pass did not keep its bottom units' estimates "
+                            "(part_upward(..., keep_means=True))")
+    sym = state.symmetry
+    races = None if sym is None else sym.size
+    out = []
+    for li in range(len(state.parents) - 1):
+        level = [s[li] for s in state.upper]
+        means = state.join([_batched(m) if state.batched[p] else _batched(m)[:, 0, :]
+                            for p, (m, _, _) in enumerate(level)])
+        distinct, ids = np.unique(np.stack([i for _, _, i in level], axis=1), axis=0,
+                                  return_inverse=True)
+        covariances = [[state.operators[p][op][0] for p, op in enumerate(row)]
+                       for row in distinct.tolist()]
+        out.append(subtree_measurements(means, ids.ravel(), partial(
+            _weight, covariances, races), sym))
+    out.append(_bottom_subtrees(state, races))
+    return out
+
+
+def _weight(covariances: Sequence[Sequence[np.ndarray]], races: int | None, i: int) -> Any:
+    """A signature's weight as :func:`subtree_measurements` takes it: its covariance, or
+    (problems: mean, contrast) the pair of :func:`split_weights`."""
+    c = covariances[i]
+    return c[0] if races is None else split_weights(c[1], c[0], races)
+
+
+def _bottom_subtrees(state: PartState, races: int | None
+                     ) -> list[tuple[str, Any, SubtreeMeasurement]]:
+    """The bottom level's :func:`part_subtrees`, group by group on their active cells."""
+    units, width = np.asarray(state.parents[-1]).size, state.coordinates
+    means = np.zeros((units, width if races is None else width * races))
+    ids = np.zeros(units, dtype=np.int64)
+    covariances: list[list[np.ndarray]] = []
+    for g, m in zip(state.groups, state.bottom_means):
+        distinct, inverse = np.unique(np.stack(g.ids, axis=1), axis=0, return_inverse=True)
+        ids[g.rows] = len(covariances) + inverse.ravel()
+        a = g.coordinates
+        for row in distinct.tolist():
+            full = [np.zeros((width, width)) for _ in row]
+            if a.size:
+                for p, op in enumerate(row):
+                    full[p][np.ix_(a, a)] = g.covariances[p][op]
+            covariances.append(full)
+        if m is not None:
+            means[np.ix_(g.rows, g.cells)] = g.join(m)
+    return subtree_measurements(means, ids, partial(_weight, covariances, races),
+                                state.symmetry)
 
 
 def part_downward(state: PartState, above: Sequence[np.ndarray], queries: Sequence[Any]
@@ -441,7 +524,7 @@ def _races(symmetry: Symmetry | None) -> int | None:
     return None if symmetry is None else symmetry.size
 
 
-def _two_blocks() -> tuple[PartState, list[np.ndarray]]:
+def _two_blocks(keep_means: bool = False) -> tuple[PartState, list[np.ndarray]]:
     """The state of :func:`part_upward`'s example and its query (for the examples)."""
     from hierarchy.geography import Geography
     from hierarchy.noisy import Measurement
@@ -457,7 +540,8 @@ def _two_blocks() -> tuple[PartState, list[np.ndarray]]:
                            {"block": {"total": Measurement("total", np.array([[3], [5]]), 1.0)}},
                            {}, {})
     q = [np.ones((1, 1))]
-    state, _ = part_upward(noisy, compile_spec(Spec(), schema, geo, {}), ["block"], 1, q)
+    state, _ = part_upward(noisy, compile_spec(Spec(), schema, geo, {}), ["block"], 1, q,
+                           keep_means=keep_means)
     return state, q
 
 

@@ -114,10 +114,13 @@ class RunPlan:
 
 
 def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, *,
-             first: int = 0, compiled: Mapping[str, LevelConstraints] | None = None
-             ) -> RunPlan:
+             first: int = 0, compiled: Mapping[str, LevelConstraints] | None = None,
+             measured: Mapping[str, list[tuple[str, Any, Any]]] | None = None) -> RunPlan:
     """Check a TopDown run's inputs and resolve what every level needs, before any level is
-    solved (the arguments as for :func:`topdown <postproc.methods.topdown.run.topdown>`).
+    solved (the arguments as for :func:`topdown <postproc.methods.topdown.run.topdown>`;
+    ``measured``: each level's measurements as ``(name, float matrix, measurement)`` in
+    place of ``noisy``'s — what a method that hands the node engine other measurements, as
+    ``bluedown`` does, gives it).
 
     Raises
     ------
@@ -146,9 +149,12 @@ def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, 
     require_checked_spec("topdown", noisy, spec)
     spec = spec or Spec()
     geo, workload = noisy.geography, noisy.workload
-    matrices = {q.name: q.matrix.astype(np.float64).tocsr() for q in workload}
-    measured = {lv: [(name, matrices[name], noisy.get(lv, name)) for name in noisy.queries(lv)]
-                for lv in geo.levels[first:]}
+    if measured is None:
+        matrices = {q.name: q.matrix.astype(np.float64).tocsr() for q in workload}
+        measured = {lv: [(name, matrices[name], noisy.get(lv, name))
+                         for name in noisy.queries(lv)] for lv in geo.levels[first:]}
+    else:
+        measured = {lv: list(measured.get(lv, ())) for lv in geo.levels[first:]}
     missing = [lv for lv, queries in measured.items() if not queries]
     if missing:
         raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
