@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from _gls_toys import empty_blocks_part
 
 from hierarchy.synth.census2020 import synthesize_2020
 from invariants.spec import Spec
@@ -154,33 +155,10 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     under the top give the whole tree's GLS and its variances (rtol 1e-8), on the succinct
     path and on the general one (a query of one race breaks the symmetry), the empty blocks
     exactly 0."""
-    from hierarchy.geography import Geography
-    from hierarchy.noisy import Measurement, NoisyHierarchy
-    from hierarchy.queries import Workload, detailed, marginal, parse_query, total
-    from hierarchy.schema import Attribute, Schema
-    from invariants.compile import compile_spec
-    from invariants.spec import Invariant
     from postproc.methods.gls.method import gls_problems
     from postproc.methods.gls.parts import part_downward, part_upward, part_variances
 
-    schema = Schema((Attribute("g", ("a", "b")), Attribute("race", ("x", "y", "z"))))
-    geo = Geography(("nation", "tract", "block"),
-                    (np.array(["n"]), np.array(["t0", "t1"]), np.array(["b0", "b1", "b2", "b3"])),
-                    (np.array([-1]), np.array([0, 0]), np.array([0, 0, 1, 1])))
-    queries = [detailed(schema), total(schema), marginal(schema, "g")]
-    if not succinct:
-        queries.append(parse_query("recode(race: x=0)", schema, name="race x"))
-    workload = Workload(tuple(queries))
-    rng = np.random.default_rng(4)
-    truth = np.array([first] + [[0] * 6] * 3)
-    counts = {"block": truth, "tract": np.array([truth[:2].sum(0), truth[2:].sum(0)]),
-              "nation": truth.sum(0, keepdims=True)}
-    measurements = {level: {q.name: Measurement(q.name, q.answer(c) + rng.normal(
-        size=q.answer(c).shape), 2.0) for q in workload} for level, c in counts.items()}
-    spec = Spec([Invariant("tot", "block")])
-    published = {"block": {"tot": truth.sum(1)}}
-    compiled = compile_spec(spec, schema, geo, published)
-    noisy = NoisyHierarchy(schema, geo, workload, measurements, published, {})
+    noisy, compiled, workload = empty_blocks_part(first, succinct)
     whole = gls_problems(noisy, compiled)
     assert (whole.symmetry is not None) == succinct
     whole_fits = whole.fit()

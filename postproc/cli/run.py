@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "down to --split and one part per worker, not every level dense; the same "
                         "histograms as a run of the whole with streams keyed by that level "
                         "(needs [data] blocks and parquet files; in release mode the noisy "
-                        "measurements are saved in DIR/noisy before they are solved)")
+                        "measurements are saved in DIR/noisy before they are solved); "
+                        "with method gls or bluedown, that method in parts (docs/gls.md)")
     p.add_argument("--split", default="tract", metavar="LEVEL",
                    help="with --parts: the level cut into parts (default tract)")
     p.add_argument("--all-answers", action="store_true",
@@ -140,7 +141,7 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
     from postproc.apps.runs.parts import run_in_parts
     from postproc.errors import PostprocError
 
-    if config.method == "gls":
+    if config.method in ("gls", "bluedown"):
         return _gls_in_parts(config, args)
     if args.queries is not None:
         raise PostprocError("--queries chooses what gls in parts writes; this run's method is "
@@ -157,22 +158,29 @@ def _run_in_parts(config, args: argparse.Namespace) -> int:
 
 
 def _gls_in_parts(config, args: argparse.Namespace) -> int:
-    """``--parts`` with method gls: :func:`postproc.apps.runs.parts_gls.gls_in_parts`."""
+    """``--parts`` with method gls or bluedown:
+    :func:`postproc.apps.runs.parts_gls.gls_in_parts`."""
     from postproc.apps.runs.parts_gls import gls_in_parts
     from postproc.errors import PostprocError
 
+    method = config.method
     unsupported = [flag for flag, given in (("--resume", args.resume),
                                             ("--all-answers", args.all_answers),
-                                            ("--error-table", args.error_table)) if given]
+                                            ("--error-table", args.error_table),
+                                            ("--queries", method == "bluedown"
+                                             and args.queries is not None)) if given]
     if unsupported:
-        raise PostprocError(f"gls in parts does not take {', '.join(unsupported)} yet: run it "
-                            "again into a new directory (it measures each part once)")
+        raise PostprocError(f"{method} in parts does not take {', '.join(unsupported)}"
+                            + (" (it writes every cell's integer count)"
+                               if "--queries" in unsupported else
+                               " yet: run it again into a new directory (it measures each "
+                               "part once)"))
     queries = tuple(q.strip() for q in (args.queries or "total").split(",") if q.strip())
     done = gls_in_parts(config, args.out or config.output, split=args.split,
                         part_blocks=args.parts, queries=queries,
                         progress=not args.no_progress and sys.stderr.isatty(),
-                        show_confidential=args.show_confidential)
-    print(f"gls in {done.parts:,} part{'' if done.parts == 1 else 's'}, "
+                        show_confidential=args.show_confidential, method=method)
+    print(f"{method} in {done.parts:,} part{'' if done.parts == 1 else 's'}, "
           f"{done.timings['total']:.1f} s; outputs in {done.directory}")
     return 0
 

@@ -59,6 +59,7 @@ from hierarchy.io.storage import (
 from invariants.compile import check_data, compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.parts import _begin, _measure_top, _SolvePart
+from postproc.apps.runs.parts_bluedown import _bluedown_in_parts
 from postproc.apps.runs.parts_gls_top import (
     _Gathered,
     _GLSTask,
@@ -112,7 +113,7 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
                  part_blocks: int = DEFAULT_PART_BLOCKS, queries: Sequence[str] = ("total",),
                  interval: float = 0.9, progress: bool = False,
                  log: Callable[[str], None] = print,
-                 show_confidential: bool = False) -> GLSParts:
+                 show_confidential: bool = False, method: str = "gls") -> GLSParts:
     """The GLS of ``config``'s data one part of the geography at a time (see the module).
 
     Parameters
@@ -134,6 +135,10 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         Receives one line per step.
     show_confidential : bool
         As :func:`~postproc.apps.runs.parts.run_in_parts`.
+    method : {"gls", "bluedown"}
+        ``"bluedown"``: BlueDown in parts instead
+        (:mod:`~postproc.apps.runs.parts_bluedown`): its integer histograms, written and
+        described as a TopDown run in parts writes them (``queries`` and ``interval`` unused).
 
     Returns
     -------
@@ -160,6 +165,8 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
     ['tract', 'query', 'answer', 'estimate', 'se', 'lower', 'upper']
     """
     t_start = time.perf_counter()
+    if method not in ("gls", "bluedown"):
+        raise PostprocError(f"in parts: method {method!r} is not 'gls' or 'bluedown'")
     geo, s = _check(config, split, part_blocks, methods=None)
     for q in queries:       # an unknown query: before any work
         try:
@@ -175,7 +182,7 @@ def gls_in_parts(config: RunConfig, out: str | Path, *, split: str = "tract",
         stack.enter_context(data_errors(release=config.release, show=show_confidential,
                                         directory=directory, names=source_names(config)))
         return _gls_locked(config, directory, geo, s, split, part_blocks, tuple(queries),
-                           interval, progress, log, t_start)
+                           interval, progress, log, t_start, method)
 
 
 class _GLSUpward(_SolvePart):
@@ -183,9 +190,10 @@ class _GLSUpward(_SolvePart):
     downward pass needs saved in ``parts/state-K.pkl``; returns what its split units need from
     below (a :class:`Below` per problem) and the seconds spent measuring and solving."""
 
-    def __init__(self, *args: Any, queries: Sequence[str] = ("total",), **kwargs: Any):
+    def __init__(self, *args: Any, queries: Sequence[str] = ("total",),
+                 keep_means: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.queries = tuple(queries)
+        self.queries, self.keep_means = tuple(queries), keep_means
 
     def __call__(self, task: _GLSTask) -> tuple[int, list[Below], dict[str, float]]:
         config, part, k = self.config, task.geography, task.index
@@ -193,10 +201,13 @@ class _GLSUpward(_SolvePart):
         noisy, compiled, _ = self.measured(task)
         measured = time.perf_counter() - t
         state, below = part_upward(noisy, compiled, part.levels[2:], part.n_units(1),
-                                   [_query(config, q).matrix for q in self.queries])
+                                   [_query(config, q).matrix for q in self.queries],
+                                   keep_means=self.keep_means)
+        saved = {"state": state, "invariants": noisy.invariants,
+                 "provenance": dict(noisy.provenance)}
         del noisy
         with atomic_path(self.parts_dir / f"state-{k:06d}.pkl") as path:
-            path.write_bytes(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+            path.write_bytes(pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL))
         return k, below, {"measure": measured, "gls": time.perf_counter() - t - measured}
 
 
@@ -213,7 +224,7 @@ class _GLSDownward:
     def __call__(self, task: _GLSTask) -> int:
         config, part, k = self.config, task.geography, task.index
         state_file = self.parts_dir / f"state-{k:06d}.pkl"
-        state = pickle.loads(state_file.read_bytes())      # written by this run's upward pass
+        state = pickle.loads(state_file.read_bytes())["state"]  # written by the upward pass
         queries = [_query(config, q) for q in self.queries]
         matrices = [q.matrix for q in queries]
         hists, answers = part_downward(state, task.above, matrices)
@@ -238,8 +249,9 @@ class _GLSDownward:
 
 def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, split: str,
                 part_blocks: int, queries: tuple[str, ...], interval: float, progress: bool,
-                log: Callable[[str], None], t_start: float) -> GLSParts:
-    """The four steps in a claimed, locked directory."""
+                log: Callable[[str], None], t_start: float, method: str) -> GLSParts:
+    """The four steps in a claimed, locked directory (the last two BlueDown's for
+    ``method="bluedown"``)."""
     _begin(config, directory, False, log)
     plan = plan_parts(geo, s, part_blocks)
     log(f"    {_count(len(plan), 'part')} of at most {part_blocks:,} {geo.levels[-1]} units "
@@ -268,7 +280,7 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         timings["tabulate and measure the top"] = time.perf_counter() - t
         upward = _GLSUpward(config, geo.levels, s, publish, measured.provenance, parts_dir,
                             cache, directory / "noisy" / "parts" if config.release else None,
-                            False, queries=queries)
+                            False, queries=queries, keep_means=method == "bluedown")
         tasks = [_GLSTask(k, part_geography(geo, s, first, stop))
                  for k, (first, stop) in enumerate(plan)]
         t = time.perf_counter()
@@ -282,6 +294,12 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         timings["upward"] = time.perf_counter() - t
         log(f"    measured and solved upward below the {split} level in "
             f"{timings['upward']:.1f} s")
+        if method == "bluedown":                                            # 3, 4: BlueDown
+            persons = _bluedown_in_parts(run, measured.noisy, measured.provenance, top_spec,
+                                        compiled_top, gathered.below(), tasks, cache, timings,
+                                        t_start)
+            log(f"    BlueDown in parts: {timings['total']:.1f} s; {directory}")
+            return GLSParts(directory, geo.levels, len(plan), float(persons), timings)
         t = time.perf_counter()
         precisions = _Precisions(parts_dir, geo.n_units(s))
         steps, structure = _top(run, measured, compiled_top, gathered.below(), queries,

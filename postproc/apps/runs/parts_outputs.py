@@ -144,11 +144,12 @@ class _Tally:
 
 def _finish(run: _Run, cache: Path, tally: _Tally, *, measurement: dict[str, Any],
             top: Mapping[str, Any], timings: dict[str, Any],
-            t_start: float) -> pd.DataFrame | None:
+            t_start: float, method: str = "topdown") -> pd.DataFrame | None:
     """Step 4: the parts' files joined into one file per level, the geography and the error
-    table (simulation mode) written, then the node statistics and the manifest (``measurement``
-    and ``top``: the provenance of the measurement and of the top's TopDown); last the parts'
-    files removed. Returns the error table."""
+    table (simulation mode; not for ``bluedown``, whose parts see no measurement) written,
+    then the node statistics and the manifest (``measurement`` and ``top``: the provenance of
+    the measurement and of the top's TopDown; ``method``: what made the histograms); last the
+    parts' files removed. Returns the error table."""
     config, directory, geo = run.config, run.directory, run.geo
     t = time.perf_counter()
     for lv in run.low_levels:
@@ -157,7 +158,7 @@ def _finish(run: _Run, cache: Path, tally: _Tally, *, measurement: dict[str, Any
     write_parquet(pa.Table.from_pandas(geo.to_frame(), preserve_index=False),
                   directory / "geography.parquet", metadata=_meta(config))
     table = None
-    if config.wants_error_table:
+    if config.wants_error_table and method == "topdown":
         table = label_table(tally.errors.table(geo.levels), config.randomness_mode)
         conf = confidential_directory(directory, what="error tables")
         write_csv(table, conf / "error_table.csv")
@@ -168,7 +169,7 @@ def _finish(run: _Run, cache: Path, tally: _Tally, *, measurement: dict[str, Any
                   directory / "node_stats.parquet", metadata=_meta(config))
     write_json(_manifest(config, geo, node_stats, tally.persons, measurement, top, timings,
                          {"split": run.split, "part_blocks": run.part_blocks,
-                          "parts": len(run.plan)}, tally.reports),
+                          "parts": len(run.plan)}, tally.reports, method),
                directory / "manifest.json")
     _remove_part_files(run.parts_dir, cache, len(run.plan), run.low_levels)
     return table
@@ -194,7 +195,8 @@ def _remove_part_files(parts_dir: Path, cache: Path, n_parts: int,
 def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
               persons: Mapping[str, int], measurement: dict[str, Any],
               top: Mapping[str, Any], timings: dict[str, Any], parts: dict[str, Any],
-              failsafe_reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+              failsafe_reports: Sequence[dict[str, Any]], method: str = "topdown"
+              ) -> dict[str, Any]:
     """The manifest :meth:`postproc.result.Result.write` writes (built by the same
     :func:`~postproc.result.manifest_document`), so that ``Result.read``, ``postproc report``
     and ``postproc evaluate`` read a run in parts like any other."""
@@ -214,7 +216,10 @@ def _manifest(config: RunConfig, geo: Geography, node_stats: pd.DataFrame,
                + [f"{lv}.parquet" for lv in geo.levels],
                "not_for_release": f"{CONFIDENTIAL_DIR}/ (computed from the confidential data: "
                                   "never publish it)"}
-    return {**manifest_document("topdown", True, levels, randomness,
+    if method != "topdown":
+        provenance["solver"]["passes"] = None      # (bluedown fits without them)
+        provenance[method] = {k: v for k, v in top.items() if k in ("estimates", "gls")}
+    return {**manifest_document(method, True, levels, randomness,
                                 randomness.get("safe_for_release", False), config.schema,
                                 config.workload, provenance), "release": release}
 

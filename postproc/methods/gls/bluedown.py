@@ -27,7 +27,7 @@ race totals (weight ``G``), each ``A × A`` — 32 × 32 for the 2020 workload i
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -46,7 +46,8 @@ from postproc.methods.topdown.run import solve_plan
 from postproc.result import Result
 
 __all__ = ["bluedown", "SubtreeMeasurement", "precision", "split_measurements",
-           "subtree_measurements", "split_weights", "bluedown_plan"]
+           "subtree_measurements", "split_weights", "bluedown_plan", "level_measurements",
+           "signature_weight", "check_weight_cells", "check_options"]
 
 #: Cells per histogram above which the dense weight matrix per child (cells × cells) is refused.
 DENSE_WEIGHT_CELLS = 512
@@ -129,13 +130,80 @@ def split_measurements(covariance: SymmetricCovariance, level: int
     >>> [(name, matrix.toarray().tolist()) for name, matrix, _ in split_measurements(cov, 1)]
     [('subtree[0]', [[1.0, 0.0]]), ('subtree[1]', [[0.0, 1.0]]), ('subtree_total', [[1.0, 1.0]])]
     """
-    def weights(signature: int) -> tuple[np.ndarray, np.ndarray]:
-        m, c = covariance.pair(signature)
-        return split_weights(covariance.contrast.subtree_covariance(c),
-                             covariance.mean.subtree_covariance(m), covariance.symmetry.size)
-
     return subtree_measurements(covariance.subtree_means(level), covariance.subtree_ids(level),
-                                weights, covariance.symmetry)
+                                partial(signature_weight, covariance), covariance.symmetry)
+
+
+def check_options(options: TopDownOptions) -> TopDownOptions:
+    """TopDown's options as BlueDown takes them: refused with fitting passes (each child has
+    one pseudo-measurement).
+
+    Examples
+    --------
+    >>> check_options(TopDownOptions(passes=[["total"]]))
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: bluedown fits each child's subtree estimate in one pass; ...
+    """
+    if options.passes:
+        raise PostprocError("bluedown fits each child's subtree estimate in one pass; leave "
+                            "out passes= (rounding passes, round_passes=, are taken)")
+    return options
+
+
+def check_weight_cells(structure: Mapping[str, Any], schema: Any) -> None:
+    """Refuse a GLS on the general path with more than :data:`DENSE_WEIGHT_CELLS` cells per
+    histogram (a dense weight matrix per child), saying why it did not split.
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940
+    >>> check_weight_cells({"structure": "general", "why_not_split": "…"}, E2E_1940)
+    """
+    cells = schema.size
+    if structure.get("structure") == "general" and cells > DENSE_WEIGHT_CELLS:
+        raise PostprocError(f"bluedown: the measurements do not split by {schema.names[-1]} "
+                            f"({structure.get('why_not_split', '')}), and {cells:,} cells per "
+                            f"histogram would need a dense {cells:,} × {cells:,} weight matrix "
+                            f"per child; use 'gls' for the estimate and its intervals")
+
+
+def level_measurements(uncertainty: Any, level: int
+                       ) -> list[tuple[str, Any, SubtreeMeasurement]]:
+    """A level's subtree estimates for the node engine from a ``gls`` fit's ``uncertainty``
+    (a :class:`~postproc.methods.gls.tree.TreeGLS` or a :class:`SymmetricCovariance`).
+
+    Examples
+    --------
+    >>> from postproc.methods.gls.tree import tree_gls
+    >>> fit = tree_gls([[-1], [0, 0]], [[(np.ones((1, 1)), np.array([[7.0]]), np.ones((1, 1)))],
+    ...                 [(np.eye(1), np.array([[3.0], [4.0]]), np.ones((2, 1)))]], cells=1)
+    >>> [(name, m.values.ravel().tolist()) for name, _, m in level_measurements(fit, 1)]
+    [('subtree', [3.0, 4.0])]
+    """
+    if isinstance(uncertainty, SymmetricCovariance):
+        return split_measurements(uncertainty, level)
+    return subtree_measurements(uncertainty.subtree_means(level),
+                                uncertainty.subtree_ids(level), uncertainty.subtree_covariance)
+
+
+def signature_weight(uncertainty: Any, signature: int) -> Any:
+    """What :func:`subtree_measurements` takes as a signature's weight, from a ``gls`` fit's
+    ``uncertainty``: the pair of :func:`split_weights` (succinct path) or the covariance.
+
+    Examples
+    --------
+    >>> from postproc.methods.gls.tree import tree_gls
+    >>> fit = tree_gls([[-1]], [[(np.ones((1, 1)), np.array([[7.0]]), np.full((1, 1), 4.0))]],
+    ...                cells=1)
+    >>> signature_weight(fit, 0).tolist()
+    [[0.25]]
+    """
+    if isinstance(uncertainty, SymmetricCovariance):
+        m, c = uncertainty.pair(signature)
+        return split_weights(uncertainty.contrast.subtree_covariance(c),
+                             uncertainty.mean.subtree_covariance(m), uncertainty.symmetry.size)
+    return uncertainty.subtree_covariance(signature)
 
 
 def subtree_measurements(means: np.ndarray, ids: np.ndarray, weight_of: Callable[[int], Any],
@@ -240,28 +308,13 @@ def bluedown(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     >>> result.method, result.integer, bool((result.histograms[-1] >= 0).all())
     ('bluedown', True, True)
     """
-    opts = TopDownOptions.of(options, **option_values)
-    if opts.passes:
-        raise PostprocError("bluedown fits each child's subtree estimate in one pass; leave "
-                            "out passes= (rounding passes, round_passes=, are taken)")
-    cells = noisy.schema.size
+    opts = check_options(TopDownOptions.of(options, **option_values))
     require_checked_spec("bluedown", noisy, spec)
     compiled = compile_spec(spec or Spec(), noisy.schema, noisy.geography, noisy.invariants)
     _, uncertainty, structure = solve_gls(noisy, spec, compiled=compiled)
-    if isinstance(uncertainty, SymmetricCovariance):
-        measured = {level: split_measurements(uncertainty, li)
-                    for li, level in enumerate(noisy.levels)}
-    elif cells > DENSE_WEIGHT_CELLS:
-        raise PostprocError(f"bluedown: the measurements do not split by "
-                            f"{noisy.schema.names[-1]} ({structure['why_not_split']}), and "
-                            f"{cells:,} cells per histogram would need a dense {cells:,} × "
-                            f"{cells:,} weight matrix per child; use 'gls' for the estimate and "
-                            f"its intervals")
-    else:
-        measured = {level: subtree_measurements(uncertainty.subtree_means(li),
-                                                uncertainty.subtree_ids(li),
-                                                uncertainty.subtree_covariance)
-                    for li, level in enumerate(noisy.levels)}
+    check_weight_cells(structure, noisy.schema)
+    measured = {level: level_measurements(uncertainty, li)
+                for li, level in enumerate(noisy.levels)}
     plan = plan_run(noisy, spec, opts, compiled=compiled, measured=measured)
     return solve_plan(bluedown_plan(plan, structure))
 
