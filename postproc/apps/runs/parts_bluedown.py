@@ -47,7 +47,7 @@ from postproc.methods.gls.bluedown import (
     signature_weight,
     subtree_measurements,
 )
-from postproc.methods.gls.method import gls_problems
+from postproc.methods.gls.method import GLSProblems
 from postproc.methods.gls.parts import part_subtrees
 from postproc.methods.gls.tree import Below
 from postproc.methods.topdown.options import TopDownOptions
@@ -75,23 +75,21 @@ def bluedown_options(config: RunConfig, levels: Sequence[str]) -> TopDownOptions
     return check_options(config.topdown_options().at_levels(levels).replace(passes=None))
 
 
-def _top_subtrees(run: _Run, noisy: NoisyHierarchy, compiled_top: Mapping[str, Any],
-                 below: Sequence[Below]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+def _top_subtrees(run: _Run, problems: GLSProblems, schema: Any, below: Sequence[Below]
+                  ) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """Step 3's GLS: the subtree estimates and weights of every level from the root to the
     split (as :func:`~postproc.methods.gls.bluedown.level_measurements` gives them), with what
     the parts give the split units (``below``), and the GLS's structure. With more than
     :data:`~postproc.apps.runs.parts_gls_top.TOP_UNITS` split units they are solved in chunks
     of consecutive parents, and only their estimates and weights are kept."""
-    problems = gls_problems(noisy, compiled_top)
-    check_weight_cells(problems.structure, noisy.schema)
+    check_weight_cells(problems.structure, schema)
     levels = run.top_levels
     parent = problems.parents[-1]
     if parent.size <= TOP_UNITS or len(problems.parents) <= 2:
         uncertainty = problems.uncertainty(problems.fit(below=below, downward=False))
         return ({lv: level_measurements(uncertainty, li) for li, lv in enumerate(levels)},
                 problems.structure)
-    cells = noisy.schema.size
-    means = np.empty((parent.size, cells))
+    means = np.empty((parent.size, schema.size))
     ids = np.empty(parent.size, dtype=np.int64)
     weights: list[Any] = []
     gathered = _Gathered(problems.parents[-2].size)
@@ -111,21 +109,19 @@ def _top_subtrees(run: _Run, noisy: NoisyHierarchy, compiled_top: Mapping[str, A
     return out, {**problems.structure, "top_cut_under": levels[-2]}
 
 
-def _bluedown_top(run: _Run, noisy: NoisyHierarchy, top_spec: Any,
-                 compiled_top: Mapping[str, Any], below: Sequence[Below], executor: Any
-                 ) -> tuple[Any, dict[str, Any]]:
-    """Step 3: the top's subtree estimates (:func:`_top_subtrees`) and TopDown's node problems
-    root → split on them, on ``executor``; every top level's histograms written. Returns the
-    top's result and the GLS's structure."""
-    measured, structure = _top_subtrees(run, noisy, compiled_top, below)
+def _bluedown_top(run: _Run, measured: dict[str, list[Any]], structure: Mapping[str, Any],
+                  noisy: NoisyHierarchy, top_spec: Any, compiled_top: Mapping[str, Any],
+                  executor: Any) -> Any:
+    """Step 3's TopDown: the node problems root → split on the top's subtree estimates
+    (``measured``, :func:`_top_subtrees`), on ``executor``; every top level's histograms
+    written. Returns the top's result."""
     opts = bluedown_options(run.config, run.top_levels).replace(executor=executor)
     plan = plan_run(noisy, top_spec, opts, compiled=compiled_top, measured=measured)
-    del measured
     result = solve_plan(bluedown_plan(plan, structure))
     for li, lv in enumerate(run.top_levels):
         write_parquet(level_table(run.config.schema, noisy.geography, lv, result.histograms[li]),
                       run.directory / f"{lv}.parquet", metadata=_meta(run.config))
-    return result, structure
+    return result
 
 
 @dataclass(frozen=True)
@@ -178,14 +174,18 @@ class _BlueDownPart:
                 result.node_stats)
 
 
-def _bluedown_in_parts(run: _Run, noisy: NoisyHierarchy, measurement: dict[str, Any],
-                      top_spec: Any, compiled_top: Mapping[str, Any], below: Sequence[Below],
-                      tasks: Sequence[Any], cache: Path, timings: dict[str, Any],
-                      t_start: float) -> int:
-    """Steps 3 and 4 (see the module) and the join: the top on a fresh executor, then every
-    part on it, each part's persons, solve seconds and node statistics tallied; the files
-    joined and the manifest written as a run in parts writes them (``method="bluedown"``, no
-    error table: the parts' BlueDown sees no measurement). Returns the root's persons."""
+def _bluedown_in_parts(run: _Run, problems: list[GLSProblems], noisy: NoisyHierarchy,
+                       measurement: dict[str, Any], top_spec: Any,
+                       compiled_top: Mapping[str, Any], below: list[Sequence[Below]],
+                       tasks: Sequence[Any], cache: Path, timings: dict[str, Any],
+                       t_start: float) -> int:
+    """Steps 3 and 4 (see the module) and the join: the top's GLS upward, then its node
+    problems on a fresh executor, then every part's on it, each part's persons, solve seconds
+    and node statistics tallied; the files joined and the manifest written as a run in parts
+    writes them (``method="bluedown"``, no error table: the parts' BlueDown sees no
+    measurement). ``problems`` and ``below`` come in one-item lists the call empties: the
+    top's GLS problems and what the parts gave them are not held while the node problems are
+    solved. Returns the root's persons."""
     config, geo, log = run.config, run.geo, run.log
     tally = _Tally(_Errors(), dict.fromkeys(geo.levels, 0), dict.fromkeys(geo.levels, 0.0))
     timings["levels"] = tally.seconds
@@ -193,7 +193,9 @@ def _bluedown_in_parts(run: _Run, noisy: NoisyHierarchy, measurement: dict[str, 
                       scheduler=config.scheduler)
     try:
         t = time.perf_counter()
-        top, structure = _bluedown_top(run, noisy, top_spec, compiled_top, below, ex)
+        measured, structure = _top_subtrees(run, problems.pop(), noisy.schema, below.pop())
+        top = _bluedown_top(run, measured, structure, noisy, top_spec, compiled_top, ex)
+        del measured
         tally.account({"persons": {lv: int(h.sum()) for lv, h in zip(run.top_levels,
                                                                        top.histograms)},
                        "levels": top.provenance["timings"]["levels"]}, top.node_stats)

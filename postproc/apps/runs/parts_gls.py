@@ -67,6 +67,7 @@ from postproc.apps.runs.parts_gls_top import (
     _Precisions,
     _query,
     _top,
+    top_problems,
 )
 from postproc.apps.runs.parts_outputs import _join, _meta, _remove_part_files
 from postproc.apps.runs.parts_plan import (
@@ -294,17 +295,21 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         timings["upward"] = time.perf_counter() - t
         log(f"    measured and solved upward below the {split} level in "
             f"{timings['upward']:.1f} s")
+        problems, shell = top_problems(measured.noisy, compiled_top)
+        provenance = measured.provenance
+        del measured        # its answers are in the problems
         if method == "bluedown":                                            # 3, 4: BlueDown
-            persons = _bluedown_in_parts(run, measured.noisy, measured.provenance, top_spec,
-                                        compiled_top, gathered.below(), tasks, cache, timings,
-                                        t_start)
+            held, given = [problems], [gathered.below()]      # emptied by the call
+            del problems, gathered
+            persons = _bluedown_in_parts(run, held, shell, provenance, top_spec,
+                                         compiled_top, given, tasks, cache, timings, t_start)
             log(f"    BlueDown in parts: {timings['total']:.1f} s; {directory}")
             return GLSParts(directory, geo.levels, len(plan), float(persons), timings)
         t = time.perf_counter()
         precisions = _Precisions(parts_dir, geo.n_units(s))
-        steps, structure = _top(run, measured, compiled_top, gathered.below(), queries,
+        steps, structure = _top(run, problems, shell, compiled_top, gathered.below(), queries,
                                 interval, precisions)                       # 3. the top
-        del measured, gathered
+        del problems, gathered
         timings["top"] = time.perf_counter() - t
         log(f"    GLS {' → '.join(run.top_levels)} in {timings['top']:.1f} s")
         t = time.perf_counter()

@@ -18,6 +18,7 @@ import pyarrow as pa
 from hierarchy.frames import resolve_query
 from hierarchy.geography import Geography
 from hierarchy.io.storage import write_parquet
+from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.parts_outputs import _meta
 from postproc.apps.runs.parts_plan import _progress, _Run
@@ -81,7 +82,32 @@ def _query(config: RunConfig, name: str) -> Any:
     return resolve_query(name, config.schema, config.workload)
 
 
-def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[Below],
+def top_problems(noisy: NoisyHierarchy, compiled_top: Mapping[str, Any]
+                 ) -> tuple[GLSProblems, NoisyHierarchy]:
+    """The top's GLS problems and the top's measurement without its noisy answers (its
+    geography, published statistics and provenance): the caller drops the measurement, whose
+    answers the problems hold in their own form (at national scale about 2 GB the top no
+    longer carries).
+
+    Examples
+    --------
+    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, synthesize_1940, tabulate
+    >>> from invariants.compile import compile_spec
+    >>> from invariants.spec import Spec
+    >>> truth = tabulate(synthesize_1940(300, seed=1).persons, schema=E2E_1940, levels=["n"])
+    >>> noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, ["n"]), rng=2)
+    >>> problems, shell = top_problems(noisy, compile_spec(Spec(), E2E_1940, noisy.geography,
+    ...                                                    {}))
+    >>> dict(shell.measurements), len(problems.parents)
+    ({}, 1)
+    """
+    problems = gls_problems(noisy, compiled_top)
+    return problems, NoisyHierarchy(noisy.schema, noisy.geography, noisy.workload, {},
+                                    noisy.invariants, noisy.provenance)
+
+
+def _top(run: _Run, problems: GLSProblems, noisy: NoisyHierarchy,
+         compiled_top: Mapping[str, Any], below: list[Below],
          queries: Sequence[str], interval: float, precisions: _Precisions
          ) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Step 3: the GLS from the root to the split level with what the parts give it; every
@@ -93,9 +119,8 @@ def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[
     the split (:func:`_split_top`): its memory is that of the levels above and one chunk of
     split units, not of every split unit's operators at once."""
     config, directory = run.config, run.directory
-    problems = gls_problems(measured.noisy, compiled_top)
     if problems.parents[-1].size > TOP_UNITS and len(problems.parents) > 2:
-        return _split_top(run, measured, compiled_top, problems, below, queries, interval,
+        return _split_top(run, noisy, compiled_top, problems, below, queries, interval,
                           precisions)
     fits = problems.fit(below=below)
     del below
@@ -103,8 +128,8 @@ def _top(run: _Run, measured: Any, compiled_top: Mapping[str, Any], below: list[
     means = problems.means(fits)
     for m, lv in zip(means, run.top_levels):
         m[compiled_top[lv].zero] = 0.0        # 0 to float rounding already (exact_zeros)
-    top = Result("gls", config.schema, measured.noisy.geography, config.workload, tuple(means),
-                 {"noisy": dict(measured.noisy.provenance), **problems.structure},
+    top = Result("gls", config.schema, noisy.geography, config.workload, tuple(means),
+                 {"noisy": dict(noisy.provenance), **problems.structure},
                  uncertainty=problems.uncertainty(fits))
     for lv in run.top_levels:
         _write_intervals(config, directory, lv, [top.intervals(lv, q, interval=interval)
@@ -122,7 +147,7 @@ def _write_intervals(config: RunConfig, directory: Path, level: str,
                   directory / f"{level}.parquet", metadata=_meta(config))
 
 
-def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
+def _split_top(run: _Run, noisy: NoisyHierarchy, compiled_top: Mapping[str, Any],
                problems: GLSProblems, below: list[Below], queries: Sequence[str],
                interval: float, precisions: _Precisions
                ) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -132,7 +157,7 @@ def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
     estimates, intervals and steps. The same estimates and covariances as the top whole
     (``tests/test_gls_parts.py``)."""
     config, directory = run.config, run.directory
-    geo, depth = measured.noisy.geography, len(problems.parents)
+    geo, depth = noisy.geography, len(problems.parents)
     parent = problems.parents[-1]
     chunks = _chunks(parent, TOP_UNITS)
     n_parents = problems.parents[-2].size
@@ -149,7 +174,7 @@ def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
         m[compiled_top[lv].zero] = 0.0
     top = Result("gls", config.schema, geo.top(depth - 1), config.workload,
                  tuple(means),
-                 {"noisy": dict(measured.noisy.provenance), **problems.structure},
+                 {"noisy": dict(noisy.provenance), **problems.structure},
                  uncertainty=upper.uncertainty(fits_up))
     for lv in run.top_levels[:-1]:
         _write_intervals(config, directory, lv, [top.intervals(lv, q, interval=interval)
@@ -180,9 +205,10 @@ def _split_top(run: _Run, measured: Any, compiled_top: Mapping[str, Any],
                    "top_cut_under": run.top_levels[-2]}
 
 
-#: Split units above which the top is cut under the level above them (the 331M nation's
-#: 80,841 tracts at once needed more than 23 GiB).
-TOP_UNITS = 20_000
+#: Split units above which the top is cut under the level above them, and the most in a chunk
+#: (the 331M nation's 80,841 tracts at once needed more than 23 GiB; in chunks of 20,000 the
+#: top's peak was 18.8 GiB).
+TOP_UNITS = 10_000
 
 
 def _chunks(parent: np.ndarray, most: int) -> list[tuple[int, int, int, int]]:
