@@ -144,3 +144,19 @@ def test_part_subtrees_needs_the_kept_estimates():
     state, _ = _two_blocks()
     with pytest.raises(PostprocError, match="keep_means=True"):
         part_subtrees(state)
+
+
+def test_postproc_evaluate_reads_a_run_in_parts(runs):
+    """``evaluate_run`` on the parts' directory (no ``noisy/``: the files are read as a
+    Result's) gives the whole BlueDown's errors against the truth."""
+    from postproc.apps.runs.directories import evaluate_run
+    from postproc.evaluation.evaluate import evaluate
+
+    config, done, whole = runs
+    options = {"queries": ["total", "hhgq"], "rng": 0, "epl_options": {"n_boot": 0}}
+    with pytest.warns(UserWarning, match="part by part"):
+        got = evaluate_run(done["whole top"].directory, config.persons.parent, **options)
+    want = evaluate(whole, load_truth(config), spec=config.spec, **options)
+    columns = ["level", "query", "n", "mae", "mean_abs", "rmse"]
+    assert len(got) == 2 * len(whole.geography.levels)
+    np.testing.assert_array_equal(got[columns].to_numpy(), want[columns].to_numpy())

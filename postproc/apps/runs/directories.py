@@ -133,7 +133,9 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     Parameters
     ----------
     directory : str or Path
-        Holds ``manifest.json``, ``<level>.parquet`` for every level and (normally) ``noisy/``.
+        Holds ``manifest.json``, ``<level>.parquet`` for every level and (normally) ``noisy/``;
+        a run in parts' directory (``geography.parquet``, no ``noisy/``) is read with
+        :meth:`~postproc.result.Result.read`.
     geography : Geography, optional
         Needed only when the directory has no ``noisy/`` measurements to take it from.
 
@@ -191,6 +193,9 @@ def load_run(directory: str | Path, *, geography: Any = None) -> RunOutput:
     schema = noisy.schema if noisy is not None else getattr(config, "schema", None)
     workload = noisy.workload if noisy is not None else getattr(config, "workload", None)
     geography = noisy.geography if noisy is not None else geography
+    if noisy is None and geography is None and (directory / "geography.parquet").is_file():
+        # a run in parts: its files are a Result's (Result.write's layout)
+        return RunOutput(directory, Result.read(directory), None, config, manifest)
     if schema is None or geography is None:
         raise PostprocError(f"{directory}: no noisy/ measurements to take the schema and "
                             f"geography from; pass the truth's geography")
@@ -394,9 +399,12 @@ def evaluate_run(directory: str | Path, data: str | Path, *, compare_all: bool =
                      directory=run.directory, names=names):
         truth = load_truth(data, run, units=units)
     if not check_data_fingerprint(directory, truth, required=False):
-        warnings.warn(f"{directory} holds no fingerprint of its input data (no confidential/ "
-                      "directory), so the truth given cannot be checked to be the data the run "
-                      "measured", stacklevel=2)
+        why = ("a run in parts fingerprints its data part by part, not as a whole"
+               if (Path(directory) / "confidential" / "parts_data_sha256.json").is_file()
+               else "no confidential/ directory")
+        warnings.warn(f"{directory} holds no fingerprint of its input data ({why}), so the "
+                      "truth given cannot be checked to be the data the run measured",
+                      stacklevel=2)
     options.setdefault("spec", getattr(run.config, "spec", None))
     if not compare_all:
         return evaluate(run.estimate, truth, rng=rng, **options)
