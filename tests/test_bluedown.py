@@ -152,3 +152,17 @@ def test_without_the_split_bluedown_takes_a_dense_weight_per_child(measured, mon
     dense = postprocess(noisy, "bluedown", spec)
     assert dense.provenance.details["gls"]["structure"] == "general"
     assert np.abs(dense.histograms[1] - split.histograms[1]).mean() < 1.0
+
+
+def test_a_large_histogram_that_does_not_split_is_refused_with_the_reason():
+    """More than 512 cells on the general path would need a dense weight per child: refused,
+    naming the attribute, the reason the GLS did not split and the cells (checked before any
+    part of a run in parts is measured)."""
+    from hierarchy.presets.pl94 import PL94_2020
+    from postproc.methods.gls.bluedown import check_weight_cells
+
+    with pytest.raises(PostprocError, match=r"do not split by cenrace \(a query of one race\)"
+                       r".*2,016 × 2,016"):
+        check_weight_cells({"structure": "general", "why_not_split": "a query of one race"},
+                           PL94_2020)
+    check_weight_cells({"structure": "split"}, PL94_2020)

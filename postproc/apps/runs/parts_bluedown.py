@@ -42,7 +42,6 @@ from postproc.infra.executors import get_executor
 from postproc.methods.gls.bluedown import (
     bluedown_plan,
     check_options,
-    check_weight_cells,
     level_measurements,
     signature_weight,
     subtree_measurements,
@@ -82,7 +81,6 @@ def _top_subtrees(run: _Run, problems: GLSProblems, schema: Any, below: Sequence
     the parts give the split units (``below``), and the GLS's structure. With more than
     :data:`~postproc.apps.runs.parts_gls_top.TOP_UNITS` split units they are solved in chunks
     of consecutive parents, and only their estimates and weights are kept."""
-    check_weight_cells(problems.structure, schema)
     levels = run.top_levels
     parent = problems.parents[-1]
     if parent.size <= TOP_UNITS or len(problems.parents) <= 2:

@@ -83,6 +83,7 @@ from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
 from postproc.intervals import interval_table, z_value
+from postproc.methods.gls.bluedown import check_weight_cells
 from postproc.methods.gls.parts import part_downward, part_upward, part_variances
 from postproc.methods.gls.tree import Below
 
@@ -276,10 +277,15 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         top_spec = config.spec.restricted(run.top_levels, geo.levels)
         check_data(top_spec, tabulated.top_truth, compiled=compiled_top)
         measured = _measure_top(run, tabulated, top_spec, compiled_top)
-        randomness = measured.provenance.get("randomness", {})
+        provenance = measured.provenance
+        randomness = provenance.get("randomness", {})
         del tabulated
+        problems, shell = top_problems(measured.noisy, compiled_top)
+        del measured        # its answers are in the problems
+        if method == "bluedown":    # refused before any part is measured
+            check_weight_cells(problems.structure, config.schema)
         timings["tabulate and measure the top"] = time.perf_counter() - t
-        upward = _GLSUpward(config, geo.levels, s, publish, measured.provenance, parts_dir,
+        upward = _GLSUpward(config, geo.levels, s, publish, provenance, parts_dir,
                             cache, directory / "noisy" / "parts" if config.release else None,
                             False, queries=queries, keep_means=method == "bluedown")
         tasks = [_GLSTask(k, part_geography(geo, s, first, stop))
@@ -295,9 +301,6 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         timings["upward"] = time.perf_counter() - t
         log(f"    measured and solved upward below the {split} level in "
             f"{timings['upward']:.1f} s")
-        problems, shell = top_problems(measured.noisy, compiled_top)
-        provenance = measured.provenance
-        del measured        # its answers are in the problems
         if method == "bluedown":                                            # 3, 4: BlueDown
             held, given = [problems], [gathered.below()]      # emptied by the call
             del problems, gathered
