@@ -48,9 +48,15 @@ UNCOMPARED = {"seconds", "fit_seconds", "round_seconds", "timings", "pipeline_ti
 #: ``postproc run`` that pauses for a minute after checkpointing level ``argv[1]`` (-1: after
 #: measuring, before the first level), for a test to send it a signal there.
 PAUSED = """
-import sys, time
+import signal, sys, time
 import postproc.methods.topdown as engine
 from postproc.cli import main
+
+# Ctrl-C as an interactive shell gives it: a process started in the background of a
+# non-interactive shell inherits SIGINT ignored (and Python then leaves it ignored), which made
+# this test fail under `(bash .ci/run &)` — the run ignored the signal and finished.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 after, real = int(sys.argv[1]), engine.topdown
 
@@ -139,6 +145,7 @@ def interrupt(config: Path, out: Path, after: int, how: signal.Signals, *extra: 
                              "--out", str(out), "--no-progress", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[1])
+    masks = _signal_masks(proc.pid)      # what the child inherited (an old flake: exit 0)
     want = list(LEVELS[:after + 1])
     deadline = time.monotonic() + 300
     try:
@@ -152,13 +159,25 @@ def interrupt(config: Path, out: Path, after: int, how: signal.Signals, *extra: 
         else:
             pytest.fail(f"the run did not checkpoint {want} in time")
         time.sleep(0.3)                              # well inside the pause
+        masks += "; before the signal: " + _signal_masks(proc.pid)
         proc.send_signal(how)
         code = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return code, proc.stderr.read()
+    return code, proc.stderr.read() + f"\n[child's signal masks at start: {masks}]"
+
+
+def _signal_masks(pid: int) -> str:
+    """The ignored, blocked and caught signal masks of a process (Linux), for a failure's
+    message: a child that ignored or blocked SIGINT would exit 0 where the test expects 130."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return ", ".join(line.strip() for line in fh
+                             if line.startswith(("SigIgn", "SigBlk", "SigCgt")))
+    except OSError as exc:
+        return f"unreadable ({exc})"
 
 
 @pytest.fixture(scope="module")
