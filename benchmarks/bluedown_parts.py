@@ -64,18 +64,16 @@ def method_run(directory: str, method: str, part_blocks: int, seed: int = 2020
     t = time.perf_counter()
     if method == "topdown":
         done = run_in_parts(config, out, part_blocks=part_blocks, log=log)
-        parts, persons = done.parts, done.persons
     else:
         done = gls_in_parts(config, out, part_blocks=part_blocks, method=method, log=log)
-        parts, persons = done.parts, done.persons
     seconds = time.perf_counter() - t
     steps = {k: v for k, v in done.timings.items() if isinstance(v, (int, float))}
-    return {"seconds": seconds, "parts": parts, "persons": persons, "steps": steps}
+    return {"seconds": seconds, "parts": done.parts, "persons": done.persons, "steps": steps}
 
 
 def accuracy(directory: str, methods: list[str]) -> dict[str, Any]:
     """Mean absolute error of every workload query at every level, per method (the runs in
-    ``directory/<method>``), against the data's truth, and of the noisy-free baseline none."""
+    ``directory/<method>``), against the data's truth."""
     import numpy as np
 
     from postproc.apps.runs.demo import demo_config

@@ -35,7 +35,13 @@ from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import compile_spec
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.parts_errors import _Errors
-from postproc.apps.runs.parts_gls_top import TOP_UNITS, _chunks, _Gathered, _mapped, _rows
+from postproc.apps.runs.parts_gls_top import (
+    TOP_UNITS,
+    _chunks,
+    _Gathered,
+    _mapped,
+    _upward_chunks,
+)
 from postproc.apps.runs.parts_outputs import _finish, _meta, _Tally
 from postproc.apps.runs.parts_plan import _Run
 from postproc.infra.executors import get_executor
@@ -91,10 +97,8 @@ def _top_subtrees(run: _Run, problems: GLSProblems, schema: Any, below: Sequence
     ids = np.empty(parent.size, dtype=np.int64)
     weights: list[Any] = []
     gathered = _Gathered(problems.parents[-2].size)
-    for c0, c1, t0, t1 in _chunks(parent, TOP_UNITS):
-        chunk = problems.bottom_rows(slice(t0, t1))
-        fits = chunk.fit(below=[_rows(b, t0, t1) for b in below], downward=False)
-        gathered.add(c0, [Below.of_part(f, parent[t0:t1] - c0, c1 - c0) for f in fits])
+    for t0, t1, chunk, fits in _upward_chunks(problems, below, _chunks(parent, TOP_UNITS),
+                                              gathered):
         uncertainty = chunk.uncertainty(fits)
         means[t0:t1] = uncertainty.subtree_means(0)
         distinct, inverse = np.unique(uncertainty.subtree_ids(0), return_inverse=True)

@@ -162,10 +162,8 @@ def _split_top(run: _Run, noisy: NoisyHierarchy, compiled_top: Mapping[str, Any]
     chunks = _chunks(parent, TOP_UNITS)
     n_parents = problems.parents[-2].size
     gathered = _Gathered(n_parents)
-    for c0, c1, t0, t1 in chunks:                                       # upward, by chunk
-        part = problems.bottom_rows(slice(t0, t1))
-        fits = part.fit(below=[_rows(b, t0, t1) for b in below], downward=False)
-        gathered.add(c0, [Below.of_part(f, parent[t0:t1] - c0, c1 - c0) for f in fits])
+    for _ in _upward_chunks(problems, below, chunks, gathered):         # upward, by chunk
+        pass
     upper = problems.upper(depth - 1)
     fits_up = upper.fit(below=gathered.below())                         # the levels above
     del gathered
@@ -225,6 +223,20 @@ def _chunks(parent: np.ndarray, most: int) -> list[tuple[int, int, int, int]]:
                     int(starts[lo]), int(stops[hi - 1])))
         lo = hi
     return out
+
+
+def _upward_chunks(problems: GLSProblems, below: Sequence[Below],
+                   chunks: Sequence[tuple[int, int, int, int]], gathered: "_Gathered"
+                   ) -> Iterator[tuple[int, int, GLSProblems, list[Any]]]:
+    """The split units solved upward chunk by chunk (:func:`_chunks`) with what the parts give
+    them (``below``), each chunk's sums and covariances added to ``gathered`` for the level
+    above; yields each chunk's first and stop split unit, its problems and its fits."""
+    parent = problems.parents[-1]
+    for c0, c1, t0, t1 in chunks:
+        chunk = problems.bottom_rows(slice(t0, t1))
+        fits = chunk.fit(below=[_rows(b, t0, t1) for b in below], downward=False)
+        gathered.add(c0, [Below.of_part(f, parent[t0:t1] - c0, c1 - c0) for f in fits])
+        yield t0, t1, chunk, fits
 
 
 def _rows(below: Below, t0: int, t1: int) -> Below:
