@@ -145,7 +145,8 @@ def compile_spec(spec: SpecView, schema: Schema, geography: Geography,
             if c.type == "catalogue":
                 blocks.append(CONSTRAINTS[c.name].rows(schema, spec, stats[lv]))
             else:
-                blocks.append(_user_block(c, schema, stats[lv], n))
+                blocks.append(_user_block(c, schema, stats[lv], n, published.get(lv, {}),
+                                          lv))
         raw[lv] = (blocks, n)
     # Implied constraints: bottom-up, each parent gets the sums of its children's rows.
     merged: dict[str, tuple] = {}

@@ -39,7 +39,7 @@ INVARIANTS = {name: (entry.statistic, entry.meaning)
 CATALOGUE_CONSTRAINTS = {name: entry.meaning for name, entry in catalogue.CONSTRAINTS.items()}
 
 SENSES = ("==", ">=", "<=")
-_KINDS = ("catalogue", "structural_zero", "linear")
+_KINDS = ("catalogue", "structural_zero", "linear", "published")
 _STAT_REF = re.compile(rf"^\s*({'|'.join(map(re.escape, catalogue.STATISTICS))})\s*"
                        r"(?:\[\s*(\d+)\s*\])?\s*$")
 
@@ -125,14 +125,17 @@ class Constraint:
         A catalogue name (:data:`CATALOGUE_CONSTRAINTS`) or, for ``type`` structural_zero and
         linear, the user's own name.
     levels : tuple of str or "all"
-    type : {'catalogue', 'structural_zero', 'linear'}
-        Defaults to 'catalogue' for catalogue names.
+    type : {'catalogue', 'structural_zero', 'linear', 'published'}
+        Defaults to 'catalogue' for catalogue names. A ``published`` constraint's right-hand
+        sides are published data, a value per unit and answer: ``published[level][name]``
+        (shape units × answers) of the hierarchy's invariants, as a Noisy Measurement File
+        holds its constraints.
     query : str
-        Query expression (structural_zero, linear).
+        Query expression (structural_zero, linear, published).
     answers : tuple of int, optional
         Which answers of the query (default: all).
     sense : {'==', '>=', '<='}
-        For linear constraints.
+        For linear and published constraints.
     rhs : number, list of numbers, or statistic reference
         For linear constraints.
 
@@ -159,6 +162,12 @@ class Constraint:
     Traceback (most recent call last):
     ...
     invariants.errors.SpecError: linear constraint 'adults' needs sense in (...), not '='
+
+    Bounds published per unit (the data under the constraint's name at each level):
+
+    >>> lb = Constraint("hhgq_lb", type="published", query="marginal(hhgq)", sense=">=")
+    >>> lb.to_dict()["type"], lb.sense, lb.statistic_reference()
+    ('published', '>=', None)
     """
 
     name: str
@@ -202,8 +211,13 @@ class Constraint:
                 raise SpecError(f"{where}structural zero {self.name!r} takes no sense or rhs")
             return
         if self.sense not in SENSES:
-            raise SpecError(f"{where}linear constraint {self.name!r} needs sense in {SENSES}, "
-                            f"not {self.sense!r}")
+            raise SpecError(f"{where}{self.type} constraint {self.name!r} needs sense in "
+                            f"{SENSES}, not {self.sense!r}")
+        if self.type == "published":
+            if self.rhs is not None:
+                raise SpecError(f"{where}published constraint {self.name!r} takes no rhs: its "
+                                "right-hand sides are the data published under its name")
+            return
         rhs = self.rhs
         if isinstance(rhs, bool) or rhs is None:
             raise SpecError(f"{where}linear constraint {self.name!r} needs rhs: a number, a list "
@@ -238,6 +252,8 @@ class Constraint:
             out["query"] = self.query
             if self.answers is not None:
                 out["answers"] = list(self.answers)
+        if self.type == "published":
+            out["sense"] = self.sense
         if self.type == "linear":
             out["sense"] = self.sense
             out["rhs"] = list(self.rhs) if isinstance(self.rhs, tuple) else self.rhs

@@ -46,8 +46,8 @@ def _answers(q, answers: tuple[int, ...] | None, c: Constraint, where: str):
     return m[idx], [labels[i] for i in idx], idx
 
 
-def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], n_units: int
-                ) -> Rows:
+def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], n_units: int,
+                published: Mapping[str, np.ndarray] | None = None, level: str = "") -> Rows:
     where = f"{c.source}, line {c.line}: " if c.source and c.line else ""
     try:
         q = parse_query(c.query, schema)
@@ -60,7 +60,9 @@ def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], 
         z = np.zeros((n_units, r))
         return Rows(m, z, z.copy(), labels)
     ref = c.statistic_reference()
-    if ref is None:
+    if c.type == "published":
+        rhs = _published_rhs(c, (published or {}).get(c.name), n_units, idx, level, where)
+    elif ref is None:
         rhs = np.broadcast_to(np.asarray(c.rhs, dtype=np.float64), (r,)) if not isinstance(
             c.rhs, tuple) or len(c.rhs) == r else None
         if rhs is None:
@@ -88,3 +90,26 @@ def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], 
     lower = np.ceil(rhs) if c.sense in ("==", ">=") else np.full_like(rhs, -np.inf)
     upper = np.floor(rhs) if c.sense in ("==", "<=") else np.full_like(rhs, np.inf)
     return Rows(m, np.array(lower), np.array(upper), labels)
+
+
+def _published_rhs(c: Constraint, value, n_units: int, idx: np.ndarray, level: str,
+                   where: str) -> np.ndarray:
+    """A published constraint's right-hand sides at a level: the published data under its
+    name, one whole number per unit and answer of its query (``idx``: the answers kept)."""
+    at = f"level {level!r}" if level else "this level"
+    if value is None:
+        raise SpecError(f"{where}published constraint {c.name!r} has no data at {at}: publish "
+                        f"its right-hand sides as invariants[{level!r}][{c.name!r}] (units × "
+                        "answers) or drop the level from the constraint's levels")
+    arr = np.asarray(value)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    n_answers = int(idx.max(initial=-1)) + 1
+    if arr.ndim != 2 or arr.shape[0] != n_units or arr.shape[1] < n_answers:
+        raise SpecError(f"{where}published constraint {c.name!r} at {at}: data of shape "
+                        f"{np.shape(value)}, expected ({n_units}, answers of its query)")
+    if arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and not (
+            np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)))):
+        raise SpecError(f"{where}published constraint {c.name!r} at {at}: the right-hand sides "
+                        "must be whole numbers")
+    return arr[:, idx].astype(np.float64)
