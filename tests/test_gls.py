@@ -69,6 +69,25 @@ def test_the_split_by_race_equals_the_general_path(measured):
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-8 * max(1.0, b.max()))
 
 
+def test_a_level_measured_by_nothing_is_solved_alike_on_both_paths(measured):
+    """A level without measurements (a Noisy Measurement File's level of only children, whose
+    budget their parents spent) adds no information; the split by race handled it as one
+    batch and failed on the shapes."""
+    from hierarchy.noisy import NoisyHierarchy
+
+    noisy, spec = measured
+    bare = NoisyHierarchy(noisy.schema, noisy.geography, noisy.workload,
+                          {lv: m for lv, m in noisy.measurements.items() if lv != "state"},
+                          noisy.invariants, noisy.provenance)
+    split, general = gls(bare, spec), _general(bare, spec)
+    assert split.provenance.details["structure"] == "split"
+    for a, b in zip(split.histograms, general.histograms):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-8 * max(1.0, np.abs(b).max()))
+    # the states' estimates are their counties' sums, and differ from the measured run's
+    whole = gls(noisy, spec)
+    assert np.abs(split.histograms[1] - whole.histograms[1]).max() > 1e-6
+
+
 def test_sums_over_sets_of_units_agree_between_the_split_and_the_general_path(measured):
     """The variance of a query summed over sets of units (``groups=``) is the same on the
     succinct path (mean and contrast problems) as on the general path (whose

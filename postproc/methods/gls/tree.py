@@ -450,8 +450,14 @@ def _upward(parents: list[np.ndarray], terms: Sequence[Sequence[Term]], cells: i
     lower: list[np.ndarray] = [None] * depth        # type: ignore[list-item]
     means: list[np.ndarray] = [None] * depth        # type: ignore[list-item]
     child_sums: list[np.ndarray | None] = [None] * depth
+    # the batch (k) of the measured levels: a level measured by nothing (its units' budget
+    # spent by their parents: only children) has no information in every batch
+    batches = {np.shape(v)[1] for level_terms in terms for _, v, _ in level_terms
+               if np.ndim(v) == 3}
     for li in range(depth - 1, -1, -1):
         own_ids, own_info, b = level_information(terms[li], sizes[li], cells, li)
+        if not terms[li] and len(batches) == 1:
+            b = np.zeros((sizes[li], next(iter(batches)), cells))
         b = b if b.ndim == 3 else b[:, None, :]
         eq = equalities[li]
         if li + 1 < depth:
