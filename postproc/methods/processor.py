@@ -284,6 +284,13 @@ class PostProcessor:
                                     f"{type(checkpoint).__name__}")
             options = {**options, "checkpoint": checkpoint}
         partial = _partly_drawn(noisy)
+        if partial and self.name not in _READS_DRAWN and (
+                getattr(noisy, "provenance", {}).get("source") == "nmf"):
+            raise PostprocError(
+                f"{self.name}: the only children of a Noisy Measurement File have no "
+                f"measurements (their budget went to their parents; the first such level is "
+                f"{partial[0][0]}); only {sorted(_READS_DRAWN)} reads such a hierarchy yet "
+                "(docs/nmf.md)")
         if partial and self.name not in _READS_DRAWN:
             raise PostprocError(
                 f"{self.name}: the measurements of {partial[0][1]!r} at {partial[0][0]}"

@@ -1,6 +1,7 @@
 """The 2020 P.L. 94-171 Noisy Measurement File (NMF): its published layout
-(:mod:`~postproc.apps.nmf.layout`) and a synthetic NMF in that layout, with the truth beside it
-(:mod:`~postproc.apps.nmf.synthetic`). Names load on first use.
+(:mod:`~postproc.apps.nmf.layout`), its reader (:mod:`~postproc.apps.nmf.reader`) and a synthetic
+NMF in that layout, with the truth beside it (:mod:`~postproc.apps.nmf.synthetic`). Names load on
+first use.
 
 Examples
 --------
@@ -20,6 +21,7 @@ _EXPORTS = {
                      "tabulation_block", "block_geoid", "county_fips"),
                     "postproc.apps.nmf.layout"),
     "write_synthetic_nmf": "postproc.apps.nmf.synthetic",
+    **dict.fromkeys(("read_nmf", "inspect_nmf", "read_state_totals"), "postproc.apps.nmf.reader"),
 }
 
 __all__ = sorted(_EXPORTS)

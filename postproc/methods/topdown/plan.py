@@ -155,8 +155,17 @@ def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, 
                          for name in noisy.queries(lv)] for lv in geo.levels[first:]}
     else:
         measured = {lv: list(measured.get(lv, ())) for lv in geo.levels[first:]}
-    missing = [lv for lv, queries in measured.items() if not queries]
+    # a level of only children needs none: each copies its parent (as the Census Bureau's
+    # files have it, whose only children's budget their parents spent)
+    missing = [lv for lv, queries in measured.items() if not queries and not (
+        geo.level_index(lv) and geo.n_children(geo.level_index(lv) - 1).max(initial=1) == 1)]
     if missing:
+        if noisy.provenance.get("source") == "nmf" and missing == [geo.levels[0]]:
+            raise PostprocError(
+                "TopDown needs the root measured: the state pieces read from a Noisy "
+                "Measurement File have no common measured parent (the US rows are the whole "
+                "nation's). Solving the pieces jointly under their total is not supported yet; "
+                "read a state with one piece, or the whole file")
         raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
                             f"{missing}. Give those levels a share of the budget")
     options.check_against(workload, geo.levels)

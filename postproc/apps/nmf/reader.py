@@ -1,0 +1,696 @@
+"""Read a Noisy Measurement File (``docs/nmf.md``): the Census Bureau's published 2020 P.L. 94-171
+measurements, or a synthetic one in the same layout, as a :class:`~hierarchy.noisy.
+NoisyHierarchy` and the :class:`~invariants.spec.Spec` its constraint rows compile to.
+
+Each file is read with its own schema (value lists are int32 in some partitions and int64 in
+others) and checked row by row against the layout (:mod:`postproc.apps.nmf.layout`): a query
+the PL 94 preset does not know, axis columns or a ``query_shape`` that do not match it, a
+``value`` list whose length is not the product of its shape, a variance that is not positive and
+finite, a constraint sign that is not its constraint's — each is an error naming the file, the
+partition and the row, and nothing half-read is returned.
+
+The geography is the DAS spine's, read from the ``Constraint`` rows, which every geounit has
+(an only child, whose budget moved to its parent, has no ``DPQuery`` rows): nation (the US, or
+the states read), the state pieces (``0SS``, and ``1SS`` for a state's AIAN areas), spine
+counties, tracts, block groups and blocks, each unit's parent the prefix of its geocode. The
+measurements keep each row's own variance. The constraints become ``published`` constraints
+(:class:`~invariants.items.Constraint`) whose right-hand sides are the rows' values, and the
+states' totals (which the file does not hold) the ``tot`` invariant of the pieces and of the
+root.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hierarchy.geography import Geography
+from hierarchy.noisy import Measurement, NoisyHierarchy
+from hierarchy.presets.pl94 import NURSE_NVA_0, PL94_2020, pl94_workload
+from invariants.items import Constraint, Invariant
+from invariants.spec import Spec
+from postproc.apps.nmf.layout import (
+    AXES,
+    CON_SUFFIX,
+    CONSTRAINT,
+    DPQUERY,
+    GEOLEVELS,
+    LEVEL_NAMES,
+    PARTITION,
+    PRODUCTS,
+    RowKind,
+    row_kinds,
+    split_piece,
+)
+from postproc.errors import PostprocError
+
+__all__ = ["read_nmf", "read_state_totals"]
+
+#: The query of each persons' constraint in the toolkit's query language.
+_CONSTRAINT_QUERIES = {"hhgq_total_lb": "marginal(hhgq)", "hhgq_total_ub": "marginal(hhgq)",
+                       "nurse_nva_0": NURSE_NVA_0["query"], "total": "total"}
+_SENSES = {"=": "==", ">=": ">=", "<=": "<="}
+
+
+@dataclass
+class _Rows:
+    """One dataset's rows at one geolevel, gathered over its files: per row kind, the geocodes,
+    the values (rows × answers, int64) and (measurements) the variances."""
+
+    geocodes: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    values: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    variances: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    files: int = 0
+    bytes: int = 0
+
+    def add(self, kind: str, geocodes: np.ndarray, values: np.ndarray,
+            variances: np.ndarray | None) -> None:
+        self.geocodes.setdefault(kind, []).append(geocodes)
+        self.values.setdefault(kind, []).append(values)
+        if variances is not None:
+            self.variances.setdefault(kind, []).append(variances)
+
+    def joined(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        codes = np.concatenate(self.geocodes[kind])
+        values = np.concatenate(self.values[kind])
+        var = np.concatenate(self.variances[kind]) if kind in self.variances else None
+        return codes, values, var
+
+
+def _product_dir(root: str | Path, product: str) -> Path:
+    if product not in PRODUCTS:
+        raise PostprocError(f"unknown NMF product {product!r}; products are {list(PRODUCTS)}")
+    root = Path(root)
+    if root.name == PRODUCTS[product] and root.is_dir():
+        return root
+    path = root / PRODUCTS[product]
+    if not path.is_dir():
+        if not root.is_dir():
+            raise PostprocError(f"NMF root {str(root)!r} is not a directory")
+        have = sorted(p.name for p in root.iterdir() if p.is_dir())
+        raise PostprocError(
+            f"{str(root)!r} holds no {PRODUCTS[product]}/ (the {product} product); it holds "
+            f"{have or 'no directories'}. Pass the folder that holds {PRODUCTS[product]}/ "
+            "(where the published NMF was unpacked)")
+    return path
+
+
+def _level_dir(pdir: Path, geolevel: str, dataset: str) -> Path:
+    path = pdir / f"{geolevel}.parquet" / dataset
+    if not path.is_dir():
+        raise PostprocError(f"the NMF in {str(pdir)!r} has no {geolevel}.parquet/{dataset}/ "
+                            f"(geolevel {geolevel!r}); a PL 94 product has "
+                            f"{[g + '.parquet' for g in GEOLEVELS]}, each with DPQuery/ and "
+                            "Constraint/")
+    return path
+
+
+def _partitions(path: Path) -> dict[str, Path]:
+    """A dataset directory's state-piece partitions, checked."""
+    out = {}
+    for p in sorted(path.iterdir()):
+        if not p.is_dir():
+            continue
+        key, _, value = p.name.partition("=")
+        if key != PARTITION:
+            raise PostprocError(f"{p}: a partition directory is named {PARTITION}=XYY (AIAN "
+                                f"flag and state FIPS), not {p.name!r}")
+        try:
+            split_piece(value)
+        except PostprocError as exc:
+            raise PostprocError(f"{p}: {exc}") from None
+        out[value] = p
+    return out
+
+
+def _files(path: Path) -> list[Path]:
+    """The data files of a directory: ``*.parquet`` (and Spark's ``part-*``), not ``_SUCCESS``
+    or hidden files."""
+    return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+                  and not p.name.endswith(".crc"))
+
+
+def _query_names(path: Path, piece: str | None, table: pa.Table, kinds: Mapping[str, RowKind]
+                 ) -> np.ndarray:
+    """The rows' ``query_name``, each checked to be one of ``kinds``."""
+    where = _where(path, piece)
+    names = table.column("query_name").to_numpy(zero_copy_only=False).astype(str)
+    unknown = ~np.isin(names, list(kinds))
+    if unknown.any():
+        row = int(np.flatnonzero(unknown)[0])
+        raise PostprocError(f"{where}, row {row}: query_name {str(names[row])!r} is not one "
+                            f"of this geolevel's {sorted(kinds)} (the PL 94 preset's); is this "
+                            "a PL 94 persons NMF?")
+    return names
+
+
+def _where(path: Path, piece: str | None) -> str:
+    return f"{path}" + (f" (partition {PARTITION}={piece})" if piece else "")
+
+
+def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, RowKind],
+               axes: Sequence[str], rows: _Rows) -> None:
+    """Read one part file into ``rows``, every row checked (see the module)."""
+    where = _where(path, piece)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise PostprocError(f"{where}: not a readable parquet file ({exc})") from None
+    need = ["geocode", "query_name", *axes, "query_shape", "value"]
+    need += ["variance"] if dataset == DPQUERY else ["sign"]
+    missing = [c for c in need if c not in table.column_names]
+    if missing:
+        raise PostprocError(f"{where}: no column(s) {missing}; an NMF {dataset} file has "
+                            f"{need}")
+    names = _query_names(path, piece, table, kinds)
+    geocodes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
+    if piece is not None:
+        off = ~np.char.startswith(geocodes, piece)
+        if off.any():
+            row = int(np.flatnonzero(off)[0])
+            raise PostprocError(f"{where}, row {row}: geocode {geocodes[row]!r} is not in state "
+                                f"piece {piece}")
+    lengths = pc.list_value_length(table.column("value")).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(table.column("value"))
+    if flat.null_count:
+        raise PostprocError(f"{where}: field 'value' holds missing numbers")
+    flat = flat.cast(pa.int64()).to_numpy()
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    shapes = table.column("query_shape").to_pylist()
+    axis_values = [table.column(a).to_numpy(zero_copy_only=False).astype(str) for a in axes]
+    variances = None
+    if dataset == DPQUERY:
+        variances = table.column("variance").to_numpy(zero_copy_only=False)
+        variances = np.asarray(variances, dtype=np.float64)
+        bad = ~(np.isfinite(variances) & (variances > 0))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise PostprocError(f"{where}, row {row}: field 'variance' is "
+                                f"{float(variances[row])!r}; every measurement needs a "
+                                "positive, finite variance")
+    else:
+        signs = table.column("sign").to_numpy(zero_copy_only=False).astype(str)
+    for name, kind in kinds.items():
+        sel = np.flatnonzero(names == name)
+        if not sel.size:
+            continue
+        for a, (axis, expected) in enumerate(zip(axes, kind.axes)):
+            got = axis_values[a][sel]
+            ok = (got == expected) | ((expected == "detailed") & (got == axis))
+            if not ok.all():
+                row = int(sel[np.flatnonzero(~ok)[0]])
+                raise PostprocError(f"{where}, row {row}: field {axis!r} of {name!r} is "
+                                    f"{str(got[np.flatnonzero(~ok)[0]])!r}, expected "
+                                    f"{expected!r}")
+        for row in sel:
+            if tuple(shapes[row] or ()) != kind.shape:
+                raise PostprocError(f"{where}, row {int(row)}: field 'query_shape' of {name!r} "
+                                    f"is {shapes[row]}, expected {list(kind.shape)}")
+        wrong = lengths[sel] != kind.size
+        if wrong.any():
+            row = int(sel[np.flatnonzero(wrong)[0]])
+            raise PostprocError(f"{where}, row {row}: field 'value' of {name!r} has "
+                                f"{int(lengths[row])} numbers, but its query_shape "
+                                f"{list(kind.shape)} needs {kind.size}")
+        if dataset == CONSTRAINT:
+            off = signs[sel] != kind.sign
+            if off.any():
+                row = int(sel[np.flatnonzero(off)[0]])
+                raise PostprocError(f"{where}, row {row}: field 'sign' of {name!r} is "
+                                    f"{str(signs[row])!r}, expected {kind.sign!r} (signs are "
+                                    "'=', '>=', '<=')")
+        values = flat[starts[sel][:, None] + np.arange(kind.size)[None, :]]
+        rows.add(kind.name, geocodes[sel],
+                 values, None if variances is None else variances[sel])
+    rows.files += 1
+    rows.bytes += path.stat().st_size
+
+
+def _read_dataset(pdir: Path, product: str, geolevel: str, dataset: str,
+                  pieces: Sequence[str] | None) -> _Rows:
+    """Every file of one geolevel's dataset (only ``pieces``' partitions, all when None)."""
+    path = _level_dir(pdir, geolevel, dataset)
+    kinds = {k.name: k for k in row_kinds(product, geolevel, dataset)}
+    kinds = {k.query_name: k for k in kinds.values()}
+    rows = _Rows()
+    if geolevel == GEOLEVELS[0]:
+        sources: list[tuple[str | None, Path]] = [(None, path)]
+    else:
+        parts = _partitions(path)
+        sources = [(p, parts[p]) for p in sorted(parts) if pieces is None or p in pieces]
+    for piece, directory in sources:
+        for f in _files(directory):
+            _read_file(f, piece, dataset, kinds, AXES[product], rows)
+    return rows
+
+
+# -- state totals ------------------------------------------------------------------------------
+
+def read_state_totals(source: str | Path | Mapping[str, int]) -> dict[str, int]:
+    """State totals (persons) by two-digit state FIPS: a mapping, or a CSV with columns
+    ``state,total``.
+
+    Parameters
+    ----------
+    source : mapping or path
+
+    Returns
+    -------
+    dict str → int
+
+    Raises
+    ------
+    PostprocError
+        A missing file or column, a state code that is not two digits, a total that is not a
+        non-negative whole number, or a state twice — naming the file and line.
+
+    Examples
+    --------
+    >>> read_state_totals({"44": 1097379, "50": 643077})
+    {'44': 1097379, '50': 643077}
+    >>> read_state_totals({"4": 10})
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: state totals: state '4' is not a two-digit FIPS code (e.g. '06')
+    """
+    if isinstance(source, Mapping):
+        items = [(str(k), v, f"state totals: state {k!r}") for k, v in source.items()]
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise PostprocError(f"state totals file {str(path)!r} does not exist; give a CSV with "
+                                "columns state,total (two-digit FIPS, persons)")
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or not {"state", "total"} <= set(reader.fieldnames):
+                raise PostprocError(f"{path}: needs columns 'state' and 'total', has "
+                                    f"{reader.fieldnames}")
+            items = [(row["state"].strip(), row["total"].strip(), f"{path}, line {i + 2}")
+                     for i, row in enumerate(reader)]
+    out: dict[str, int] = {}
+    for state, total, where in items:
+        if not (len(state) == 2 and state.isdigit()):
+            where = where if not isinstance(source, Mapping) else "state totals"
+            raise PostprocError(f"{where}: state {state!r} is not a two-digit FIPS code (e.g. "
+                                "'06')")
+        try:
+            value = int(total)
+        except (TypeError, ValueError):
+            value = -1
+        if value < 0 or (isinstance(total, float) and not float(total).is_integer()):
+            raise PostprocError(f"{where}: total {total!r} is not a non-negative whole number")
+        if state in out:
+            raise PostprocError(f"{where}: state {state} is given twice")
+        out[state] = value
+    return out
+
+
+# -- the hierarchy -----------------------------------------------------------------------------
+
+def _geography(constraints: Sequence[_Rows], levels: Sequence[str], root: str
+               ) -> tuple[Geography, list[np.ndarray]]:
+    """The spine tree from every unit's constraint rows (below the root): each unit's parent is
+    the prefix of its geocode of its parent level's width. Returns the geography and each
+    level's geocodes as read (in the geography's order)."""
+    codes = [np.unique(np.concatenate(r.geocodes["hhgq_total_lb"])) for r in constraints]
+    widths = []
+    for gl, c in zip(GEOLEVELS[1:], codes):
+        lengths = np.char.str_len(c)
+        if lengths.size and lengths.min() != lengths.max():
+            odd = c[np.flatnonzero(lengths != np.bincount(lengths).argmax())[0]]
+            raise PostprocError(f"geolevel {gl}: geocodes of different lengths (e.g. {odd!r}); "
+                                "a level's spine geocodes have one width")
+        widths.append(int(lengths[0]) if lengths.size else 0)
+    if any(b <= a for a, b in zip(widths, widths[1:])):
+        raise PostprocError(f"spine geocode widths {dict(zip(GEOLEVELS[1:], widths))} do not "
+                            "grow down the levels")
+    blocks = codes[-1]
+    columns = [np.array([b[:w] for b in blocks], dtype=object) for w in widths[:-1]]
+    columns.append(blocks.astype(object))
+    for li in range(len(codes) - 1):
+        have, parents = codes[li], np.unique(columns[li].astype(str))
+        extra = np.setdiff1d(have, parents)
+        if extra.size:
+            raise PostprocError(f"{GEOLEVELS[li + 1]} {extra[0]!r} has constraint rows but no "
+                                f"{GEOLEVELS[-1]} under it")
+        orphan = np.setdiff1d(parents, have)
+        if orphan.size:
+            raise PostprocError(f"{GEOLEVELS[-1]} geocodes name the {GEOLEVELS[li + 1]} "
+                                f"{orphan[0]!r}, which has no constraint rows in the file")
+    geo, _ = Geography.from_columns(levels, [columns], root_geocode=root)
+    return geo, [geo.geocodes[li + 1] for li in range(len(codes))]
+
+
+def _unit_rows(rows: _Rows, kind: str, codes: np.ndarray, level: str, *, required: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A row kind's values (units × answers, in ``codes``' order), the units that have it, and
+    the variances; every unit at most once, and (``required``) every unit once."""
+    if kind not in rows.geocodes:
+        if required:
+            raise PostprocError(f"{level}: no {kind!r} rows in the file")
+        return np.zeros((codes.size, 0), np.int64), np.zeros(codes.size, bool), None
+    got, values, var = rows.joined(kind)
+    index = pd.Index(codes).get_indexer(got)
+    if (index < 0).any():
+        first = str(got[np.flatnonzero(index < 0)[0]])
+        raise PostprocError(f"{level} {first!r} has {kind!r} rows but no constraint rows "
+                            "(every geounit of the file has those)")
+    seen = np.bincount(index, minlength=codes.size)
+    if (seen > 1).any():
+        first = str(codes[np.flatnonzero(seen > 1)[0]])
+        raise PostprocError(f"{level} {first!r} has {kind!r} {int(seen.max())} times")
+    if required and (seen == 0).any():
+        first = str(codes[np.flatnonzero(seen == 0)[0]])
+        raise PostprocError(f"{level} {first!r} has no {kind!r} row")
+    out = np.zeros((codes.size, values.shape[1]), np.int64)
+    out[index] = values
+    variances = None
+    if var is not None:
+        variances = np.ones(codes.size)
+        variances[index] = var
+    return out, seen > 0, variances
+
+
+def _measurements(rows: _Rows, codes: np.ndarray, level: str, geo: Geography, li: int
+                  ) -> dict[str, Measurement]:
+    """A level's measurements in workload order; a unit without rows (an only child, whose
+    budget its parent spent) gets weight 0 — and must be an only child."""
+    out: dict[str, Measurement] = {}
+    kinds = [k for k in row_kinds("persons", GEOLEVELS[li], DPQUERY)]
+    measured = np.zeros(codes.size, bool)
+    for kind in kinds:
+        values, has, var = _unit_rows(rows, kind.name, codes, level, required=False)
+        if not has.any():
+            continue
+        measured |= has
+        drawn = None if has.all() else np.repeat(has[:, None], values.shape[1], axis=1)
+        variances = np.repeat(var[:, None], values.shape[1], axis=1)
+        out[kind.name] = Measurement(kind.name, values, variances, drawn=drawn)
+    if li and not measured.all():
+        only = geo.n_children(li - 1)[_parent_index(geo, li)] == 1
+        bad = ~measured & ~only
+        if bad.any():
+            first = str(codes[np.flatnonzero(bad)[0]])
+            raise PostprocError(f"{level} {first!r} has no measurements "
+                                f"(no DPQuery rows) but is not an only child; the file is "
+                                f"incomplete ({int(bad.sum())} such {level} unit(s))")
+    return out
+
+
+def _parent_index(geo: Geography, li: int) -> np.ndarray:
+    """Each unit of level ``li``'s parent's index."""
+    return np.repeat(np.arange(geo.n_units(li - 1)), geo.n_children(li - 1))
+
+
+def _select_pieces(available: Sequence[str], states: Sequence[str] | None) -> list[str]:
+    if states is None:
+        return list(available)
+    wanted = [str(s) for s in ([states] if isinstance(states, str) else states)]
+    for s in wanted:
+        if not (len(s) == 2 and s.isdigit()):
+            raise PostprocError(f"states: {s!r} is not a two-digit state FIPS code (e.g. '44')")
+    have = {split_piece(p)[0] for p in available}
+    missing = sorted(set(wanted) - have)
+    if missing:
+        raise PostprocError(f"states {missing} are not in the file; it has "
+                            f"{sorted(have)}")
+    return [p for p in available if split_piece(p)[0] in wanted]
+
+
+def read_nmf(root: str | Path, *, product: str = "persons",
+             states: Sequence[str] | None = None,
+             state_totals: str | Path | Mapping[str, int] | None = None
+             ) -> tuple[NoisyHierarchy, Spec]:
+    """A Noisy Measurement File as the noisy hierarchy and the spec its constraints compile to.
+
+    Parameters
+    ----------
+    root : path
+        The folder that holds ``US_Person_PL_PROD/`` (or that folder itself).
+    product : {'persons'}
+        The persons' measurements (the units' are read by :func:`inspect_nmf` only).
+    states : sequence of str, optional
+        Two-digit state FIPS codes to read (both pieces of a state with AIAN areas); all by
+        default. With a subset the root is the states read: it is unmeasured (the US rows are
+        not theirs), and a single state piece's measurements are its own root's (the piece is
+        then an only child, as the file makes one).
+    state_totals : mapping or path
+        Persons per state (two-digit FIPS → persons, or a CSV ``state,total``): the invariant
+        state totals, which the file does not hold. Required.
+
+    Returns
+    -------
+    noisy : NoisyHierarchy
+        Levels ``nation, state, county, tract, block_group, block`` of the DAS spine (the state
+        level holds the state pieces ``0SS``/``1SS``), every row's own variance, provenance
+        naming the file.
+    spec : Spec
+        The file's constraints as ``published`` constraints (their right-hand sides are
+        ``noisy.invariants[level][name]``) at every level, and ``tot`` at the nation and at
+        every state piece that is its state's only piece.
+
+    Raises
+    ------
+    PostprocError
+        See the module: every fault names its file, partition and row; missing state totals;
+        states not in the file.
+
+    Examples
+    --------
+    >>> read_nmf("/nonexistent", state_totals={"44": 1})
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: NMF root '/nonexistent' is not a directory
+    """
+    if product != "persons":
+        raise PostprocError(f"read_nmf reads the persons' product; {product!r} can be inspected "
+                            "(inspect_nmf) but not yet post-processed")
+    pdir = _product_dir(root, product)
+    pieces = _select_pieces(sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT))), states)
+    totals, us_con = _checked_totals(pdir, product, pieces, states is None, state_totals)
+    read = sorted({split_piece(p)[0] for p in pieces})
+    whole = states is None
+    root_total = sum(totals[s] for s in read)
+    levels = [LEVEL_NAMES[g] for g in GEOLEVELS]
+    cons = [_read_dataset(pdir, product, g, CONSTRAINT, pieces) for g in GEOLEVELS[1:]]
+    dpq = [_read_dataset(pdir, product, g, DPQUERY, pieces) for g in GEOLEVELS[1:]]
+    for g, r in zip(GEOLEVELS[1:], cons):
+        if not r.files:
+            raise PostprocError(f"the NMF has no {g} constraint files for pieces {pieces}")
+    root_code = "" if whole else "+".join(read)
+    geo, codes = _geography(cons, levels, root_code)
+    measurements: dict[str, dict[str, Measurement]] = {}
+    invariants: dict[str, dict[str, np.ndarray]] = {}
+    names = [k.name for k in row_kinds(product, "State", CONSTRAINT)]
+    for li, (r_con, r_dpq, c) in enumerate(zip(cons, dpq, codes), start=1):
+        lv = levels[li]
+        invariants[lv] = {n + CON_SUFFIX: _unit_rows(r_con, n, c, lv, required=True)[0]
+                          for n in names}
+        measurements[lv] = _measurements(r_dpq, c, lv, geo, li)
+    if whole:
+        top = np.array([root_code])
+        invariants["nation"] = {n + CON_SUFFIX: _unit_rows(us_con, n, top, "US",
+                                                           required=True)[0]
+                                for n in names + ["total"]}
+        us_dpq = _read_dataset(pdir, product, "US", DPQUERY, None)
+        measurements["nation"] = _measurements(us_dpq, top, "US", geo, 0)
+    else:
+        invariants["nation"] = {n: v.sum(axis=0, keepdims=True)
+                                for n, v in invariants["state"].items()}
+        invariants["nation"]["total" + CON_SUFFIX] = np.array([[root_total]])
+        if len(pieces) == 1:        # the root is the piece: its measurements are the root's
+            measurements["nation"] = measurements.pop("state")
+    piece_state = np.array([split_piece(p)[0] for p in codes[0]])
+    alone = np.array([np.count_nonzero(piece_state == s) == 1 for s in piece_state])
+    tot_state = np.array([totals[s] for s in piece_state], dtype=np.int64)
+    for lv in levels:
+        invariants.setdefault(lv, {})
+    invariants["nation"]["tot"] = np.array([root_total], dtype=np.int64)
+    if alone.all():
+        invariants["state"]["tot"] = tot_state
+    spec = _spec(levels, alone.all())
+    provenance = {"source": "nmf", "product": PRODUCTS[product], "root": str(Path(root)),
+                  "pieces": list(codes[0]), "states": read, "files": sum(
+                      r.files for r in cons + dpq), "bytes": sum(r.bytes for r in cons + dpq),
+                  "randomness": _randomness(Path(root)),
+                  "state_totals": {s: totals[s] for s in read}}
+    # the constraints are the file's own: its producer imposed them on the data it measured
+    provenance["spec_checked"] = spec.to_dict()
+    noisy = NoisyHierarchy(PL94_2020, geo, pl94_workload(), measurements, invariants,
+                           provenance)
+    return noisy, spec
+
+
+def _checked_totals(pdir: Path, product: str, pieces: Sequence[str], whole: bool,
+                    state_totals: str | Path | Mapping[str, int] | None
+                    ) -> tuple[dict[str, int], _Rows | None]:
+    """The state totals, checked: they cover the states read, sum to the US total when the
+    whole file is read (whose US constraint rows are returned), and every state read with two
+    pieces is read alone (its total is then the root's)."""
+    if state_totals is None:
+        raise PostprocError("state_totals is required: the NMF does not hold the states' "
+                            "invariant totals (the AIAN split puts a state in two pieces); give "
+                            "a CSV with columns state,total or a mapping FIPS → persons")
+    totals = read_state_totals(state_totals)
+    read = sorted({split_piece(p)[0] for p in pieces})
+    missing = [s for s in read if s not in totals]
+    if missing:
+        raise PostprocError(f"state totals do not cover the states read: {missing} missing")
+    root_total = sum(totals[s] for s in read)
+    if whole:        # the state totals must be the file's census's: they sum to the US total
+        us_con = _read_dataset(pdir, product, "US", CONSTRAINT, None)
+        us_total = int(us_con.joined("total")[1][0, 0]) if "total" in us_con.values else None
+        if us_total is None:
+            raise PostprocError(f"{pdir}: US.parquet/Constraint has no total_con row")
+        if us_total != root_total:
+            raise PostprocError(
+                f"the state totals sum to {root_total:,} but the file's US total_con is "
+                f"{us_total:,}; use the totals of the same census (the 2020 state totals for "
+                "the 2020 file)")
+    split = sorted({split_piece(p)[0] for p in pieces if split_piece(p)[1]})
+    if split and len(read) > 1:
+        raise PostprocError(
+            f"states {split} have two pieces (the AIAN split), whose sum is the state's "
+            "invariant total; holding such a sum across pieces under a root of several states "
+            "is not supported yet, so their totals would not be kept. Read one such state at a "
+            "time (its total is then the root's), or states without AIAN areas together")
+    return totals, (us_con if whole else None)
+
+
+def _randomness(root: Path) -> dict[str, Any]:
+    """What the file's noise is: a synthetic NMF's manifest says (seeded: not safe for
+    release); otherwise published measurements, made outside the toolkit."""
+    manifest = root / "manifest.json"
+    if manifest.is_file():
+        try:
+            meta = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            meta = {}
+        if isinstance(meta, dict) and meta.get("synthetic") and isinstance(
+                meta.get("randomness"), dict):
+            return dict(meta["randomness"])
+    return {"mode": "external", "safe_for_release": None,
+            "label": "published noisy measurements (a Noisy Measurement File), made outside "
+                     "this toolkit"}
+
+
+def _spec(levels: Sequence[str], states_alone: bool) -> Spec:
+    """The file's constraints as published constraints at every level, ``total`` at the root,
+    ``tot`` at the root (and the state pieces when each is its state's only piece)."""
+    constraints = [Constraint(k.query_name, "all", "published", _CONSTRAINT_QUERIES[k.name],
+                              None, _SENSES[k.sign])
+                   for k in row_kinds("persons", "State", CONSTRAINT)]
+    constraints.append(Constraint("total" + CON_SUFFIX, (levels[0],), "published", "total",
+                                  None, "=="))
+    tot_levels = tuple(levels[:2]) if states_alone else (levels[0],)
+    return Spec(invariants=(Invariant("tot", tot_levels),), constraints=tuple(constraints),
+                imply_upward=False)
+
+
+def inspect_nmf(root: str | Path, *, product: str = "persons",
+                states: Sequence[str] | None = None) -> pd.DataFrame:
+    """What a Noisy Measurement File holds, level by level, without reading its values: the
+    state pieces, units, units measured and only children (constraint rows, no measurements),
+    each query's rows and variance range, the constraint kinds, files and bytes.
+
+    Parameters
+    ----------
+    root : path
+        The folder that holds the product directory (or the product directory).
+    product : {'persons', 'units'}
+    states : sequence of str, optional
+        Two-digit state FIPS codes (default: every state in the file).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (geolevel, dataset, row kind): ``geolevel``, ``dataset``, ``name``,
+        ``units`` (geounits with such a row), ``rows``, ``min_variance``, ``max_variance``
+        (measurements), ``sign`` (constraints), ``files`` and ``bytes`` of the dataset.
+        ``frame.attrs`` holds ``pieces`` and per geolevel ``units`` and ``only_children``.
+
+    Raises
+    ------
+    PostprocError
+        As :func:`read_nmf` for what it reads (missing geolevels, bad partitions, unknown
+        queries).
+
+    Examples
+    --------
+    >>> inspect_nmf("/nonexistent")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: NMF root '/nonexistent' is not a directory
+    """
+    pdir = _product_dir(root, product)
+    pieces = _select_pieces(sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT))), states)
+    records: list[dict[str, Any]] = []
+    units: dict[str, int] = {}
+    only: dict[str, int] = {}
+    for geolevel in GEOLEVELS:
+        if geolevel == GEOLEVELS[0] and states is not None:
+            continue
+        seen: dict[str, set] = {}
+        for dataset in (CONSTRAINT, DPQUERY):
+            path = _level_dir(pdir, geolevel, dataset)
+            kinds = {k.query_name: k for k in row_kinds(product, geolevel, dataset)}
+            if geolevel == GEOLEVELS[0]:
+                sources: list[tuple[str | None, Path]] = [(None, path)]
+            else:
+                parts = _partitions(path)
+                sources = [(p, parts[p]) for p in sorted(parts) if p in pieces]
+            stats: dict[str, dict[str, Any]] = {}
+            files = size = 0
+            for piece, directory in sources:
+                for f in _files(directory):
+                    files += 1
+                    size += f.stat().st_size
+                    cols = ["geocode", "query_name"] + (
+                        ["variance"] if dataset == DPQUERY else ["sign"])
+                    try:
+                        table = pq.read_table(f, columns=cols)
+                    except (pa.ArrowInvalid, OSError, KeyError) as exc:
+                        raise PostprocError(f"{_where(f, piece)}: cannot read columns {cols} "
+                                            f"({exc})") from None
+                    names = _query_names(f, piece, table, kinds)
+                    codes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
+                    seen.setdefault(dataset, set()).update(codes.tolist())
+                    for name in np.unique(names):
+                        sel = names == name
+                        entry = stats.setdefault(name, {"units": set(), "rows": 0,
+                                                        "min_variance": math.inf,
+                                                        "max_variance": -math.inf})
+                        entry["units"].update(codes[sel].tolist())
+                        entry["rows"] += int(sel.sum())
+                        if dataset == DPQUERY:
+                            v = np.asarray(table.column("variance").to_numpy(
+                                zero_copy_only=False), np.float64)[sel]
+                            entry["min_variance"] = min(entry["min_variance"], float(v.min()))
+                            entry["max_variance"] = max(entry["max_variance"], float(v.max()))
+            for name, kind in kinds.items():
+                entry = stats.get(name)
+                records.append({
+                    "geolevel": geolevel, "dataset": dataset, "name": kind.name,
+                    "units": len(entry["units"]) if entry else 0,
+                    "rows": entry["rows"] if entry else 0,
+                    "min_variance": entry["min_variance"] if entry and dataset == DPQUERY
+                    else math.nan,
+                    "max_variance": entry["max_variance"] if entry and dataset == DPQUERY
+                    else math.nan,
+                    "sign": kind.sign or "", "files": files, "bytes": size})
+        units[geolevel] = len(seen.get(CONSTRAINT, ()))
+        only[geolevel] = len(seen.get(CONSTRAINT, set()) - seen.get(DPQUERY, set()))
+    frame = pd.DataFrame.from_records(records)
+    frame.attrs.update(pieces=list(pieces), units=units, only_children=only,
+                       product=PRODUCTS[product])
+    return frame

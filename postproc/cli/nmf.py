@@ -1,0 +1,65 @@
+"""``postproc nmf``: look into a Noisy Measurement File (the Census Bureau's published 2020
+P.L. 94-171 measurements, or a synthetic one in the same layout)."""
+
+from __future__ import annotations
+
+import argparse
+
+ORDER = 12
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("nmf", help="inspect a Noisy Measurement File (the published 2020 "
+                                   "PL 94-171 measurements)",
+                       description="Commands on a Noisy Measurement File: the folder that "
+                                   "holds US_Person_PL_PROD/ (and US_Unit_PL_PROD/), as the "
+                                   "Census Bureau publishes it or `postproc synth2020 --nmf` "
+                                   "writes it (docs/nmf.md).")
+    actions = p.add_subparsers(dest="nmf_command", metavar="COMMAND", required=True)
+    q = actions.add_parser("inspect", help="levels, units, queries, variance ranges, "
+                                           "constraints, only children and size",
+                           description="Print what the file holds, level by level, without "
+                                       "reading its values: units, units measured and only "
+                                       "children (constraint rows, no measurements), each "
+                                       "query's rows and variance range, the constraint kinds, "
+                                       "files and bytes.")
+    q.add_argument("root", metavar="ROOT", help="the folder that holds US_Person_PL_PROD/")
+    q.add_argument("--product", choices=("persons", "units"), default="persons",
+                   help="which product (default persons)")
+    q.add_argument("--states", nargs="+", metavar="FIPS",
+                   help="only these states (two-digit FIPS codes, e.g. 44 50)")
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    q.set_defaults(func=run_inspect)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from postproc.apps.nmf.reader import inspect_nmf
+
+    frame = inspect_nmf(args.root, product=args.product, states=args.states)
+    attrs = frame.attrs
+    if args.json:
+        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        print(json.dumps({**attrs, "rows": rows}, indent=1))
+        return 0
+    print(f"{attrs['product']} in {args.root}: {len(attrs['pieces'])} state pieces "
+          f"({', '.join(attrs['pieces'])})")
+    for level, n in attrs["units"].items():
+        sub = frame[frame["geolevel"] == level]
+        size = sub.groupby("dataset")["bytes"].first().sum()
+        print(f"  {level:<12} {n:>10,} units, {attrs['only_children'][level]:>9,} only "
+              f"children (no measurements), {size / 2**20:,.1f} MiB")
+    queries = frame[frame["dataset"] == "DPQuery"]
+    print("\nmeasurements (rows; variance range):")
+    for name, group in queries.groupby("name", sort=False):
+        cells = [f"{r.geolevel} {r.rows:,}" + (
+            f" [{r.min_variance:.3g}, {r.max_variance:.3g}]" if r.rows else "")
+            for r in group.itertuples()]
+        print(f"  {name:<32} " + "; ".join(cells))
+    cons = frame[frame["dataset"] == "Constraint"]
+    print("\nconstraints:")
+    for name, group in cons.groupby("name", sort=False):
+        levels = ", ".join(f"{r.geolevel} {r.rows:,}" for r in group.itertuples() if r.rows)
+        print(f"  {name:<16} {group['sign'].iloc[0]:<2} {levels}")
+    return 0
