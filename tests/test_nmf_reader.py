@@ -238,8 +238,13 @@ def test_a_unit_without_measurements_must_be_an_only_child(files, tmp_path):
         read_nmf(root, states=["44"], state_totals=_totals(root))
 
 
-def test_gls_says_why_it_cannot_read_only_children_among_siblings_yet(files):
-    root = files / "noisy"
+def test_gls_of_a_state_in_two_pieces_is_the_truth_on_exact_measurements(files):
+    """Arizona: two pieces under an unmeasured root, only children beside measured siblings
+    (their chains measured at the bottom for the GLS)."""
+    root = files / "exact"
     noisy, spec = read_nmf(root, states=["04"], state_totals=_totals(root))
-    with pytest.raises(PostprocError, match="only children of a Noisy Measurement File"):
-        postprocess(noisy, "gls", spec)
+    assert any(m.drawn is not None for ms in noisy.measurements.values() for m in ms.values())
+    truth = _truth(noisy, root)
+    result = postprocess(noisy, "gls", spec)
+    for li, lv in enumerate(noisy.levels):
+        np.testing.assert_allclose(result.histograms[li], truth[li], rtol=0, atol=1e-6)

@@ -284,13 +284,11 @@ class PostProcessor:
                                     f"{type(checkpoint).__name__}")
             options = {**options, "checkpoint": checkpoint}
         partial = _partly_drawn(noisy)
-        if partial and self.name not in _READS_DRAWN and (
-                getattr(noisy, "provenance", {}).get("source") == "nmf"):
-            raise PostprocError(
-                f"{self.name}: the only children of a Noisy Measurement File have no "
-                f"measurements (their budget went to their parents; the first such level is "
-                f"{partial[0][0]}); only {sorted(_READS_DRAWN)} reads such a hierarchy yet "
-                "(docs/nmf.md)")
+        if partial and self.name in _READS_ONLY_CHILDREN:
+            from postproc.methods.gls.chains import unmeasured_only_children
+
+            if unmeasured_only_children(noisy):     # moved to their chains' bottoms
+                partial = []
         if partial and self.name not in _READS_DRAWN:
             raise PostprocError(
                 f"{self.name}: the measurements of {partial[0][1]!r} at {partial[0][0]}"
@@ -403,6 +401,9 @@ def _unquote_hint(name: str, value: Any, hint: Any) -> str:
 #: Methods shown to ignore answers that were not drawn (weight 0; docs/scale2020.md proves it
 #: for TopDown): the others refuse measurements that left some answers undrawn.
 _READS_DRAWN = frozenset({"topdown"})
+#: The methods that also read a hierarchy whose only undrawn answers are those of unmeasured
+#: only children (a Noisy Measurement File's): ``postproc.methods.gls.chains``.
+_READS_ONLY_CHILDREN = frozenset({"gls", "bluedown"})
 
 
 def _partly_drawn(noisy: Any) -> list[tuple[str, str]]:

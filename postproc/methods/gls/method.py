@@ -25,6 +25,7 @@ from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import LevelConstraints, compile_spec
 from invariants.spec import Spec
 from postproc.errors import require_checked_spec
+from postproc.methods.gls.chains import measured_at_chain_bottoms
 from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_symmetry
 from postproc.methods.gls.tree import Below, Equalities, TreeGLS, tree_gls
 from postproc.result import Result
@@ -138,7 +139,9 @@ def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None, *,
     spec = spec or Spec()
     if compiled is None:
         compiled = compile_spec(spec, noisy.schema, noisy.geography, noisy.invariants)
-    problems = gls_problems(noisy, compiled)
+    # only children without measurements (a Noisy Measurement File's): the same information,
+    # measured at the bottom of each chain, which leaves every bottom unit measured
+    problems = gls_problems(measured_at_chain_bottoms(noisy), compiled)
     if problems.symmetry is None and problems.cells > DENSE_WARNING_CELLS:
         warnings.warn(f"gls: the succinct path does not apply ({problems.why}), and with "
                       f"{problems.cells:,} cells per histogram the general path does dense "
