@@ -51,7 +51,7 @@ _EXPORTS = {
     "write_comparison": "postproc.evaluation.compare",
     "plot_comparison": "postproc.evaluation.plots", "error_metrics": "postproc.evaluation.metrics",
     "plot_errors_by_level": "postproc.evaluation.plots",
-    "read_nmf": "postproc.apps.nmf.reader", "inspect_nmf": "postproc.apps.nmf.reader",
+    "read_nmf": "postproc.apps.nmf.reader", "inspect_nmf": "postproc.apps.nmf.summary",
     "__version__": "hierarchy",  # one distribution, one version
 }
 

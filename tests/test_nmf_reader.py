@@ -18,7 +18,8 @@ from invariants.checks import violations
 from invariants.compile import compile_spec
 from postproc import postprocess
 from postproc.apps.nmf.layout import PRODUCTS
-from postproc.apps.nmf.reader import inspect_nmf, read_nmf, read_state_totals
+from postproc.apps.nmf.reader import read_nmf, read_state_totals
+from postproc.apps.nmf.summary import inspect_nmf
 from postproc.apps.nmf.synthetic import write_synthetic_nmf
 from postproc.errors import PostprocError
 

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from postproc.apps.nmf.reader import inspect_nmf
+    from postproc.apps.nmf.summary import inspect_nmf
 
     frame = inspect_nmf(args.root, product=args.product, states=args.states)
     attrs = frame.attrs

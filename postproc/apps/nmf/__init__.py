@@ -21,7 +21,9 @@ _EXPORTS = {
                      "tabulation_block", "block_geoid", "county_fips"),
                     "postproc.apps.nmf.layout"),
     "write_synthetic_nmf": "postproc.apps.nmf.synthetic",
-    **dict.fromkeys(("read_nmf", "inspect_nmf", "read_state_totals"), "postproc.apps.nmf.reader"),
+    **dict.fromkeys(("read_nmf", "read_state_totals", "STATE_TOTALS_2020"),
+                    "postproc.apps.nmf.reader"),
+    "inspect_nmf": "postproc.apps.nmf.summary",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -54,7 +53,7 @@ from postproc.apps.nmf.layout import (
 )
 from postproc.errors import PostprocError
 
-__all__ = ["read_nmf", "read_state_totals"]
+__all__ = ["read_nmf", "read_state_totals", "STATE_TOTALS_2020"]
 
 #: The query of each persons' constraint in the toolkit's query language.
 _CONSTRAINT_QUERIES = {"hhgq_total_lb": "marginal(hhgq)", "hhgq_total_ub": "marginal(hhgq)",
@@ -256,13 +255,19 @@ def _read_dataset(pdir: Path, product: str, geolevel: str, dataset: str,
 
 # -- state totals ------------------------------------------------------------------------------
 
+#: The 2020 Census's state totals (resident population, the P.L. 94-171 table P1 total,
+#: P1_001N, of the 50 states and DC), shipped with the toolkit: they sum to 331,449,281, the
+#: US ``total_con`` of the 2020 file. ``state_totals="2020"`` reads them.
+STATE_TOTALS_2020 = "state_totals_2020.csv"
+
+
 def read_state_totals(source: str | Path | Mapping[str, int]) -> dict[str, int]:
-    """State totals (persons) by two-digit state FIPS: a mapping, or a CSV with columns
-    ``state,total``.
+    """State totals (persons) by two-digit state FIPS: a mapping, a CSV with columns
+    ``state,total``, or ``"2020"`` for the 2020 Census's (:data:`STATE_TOTALS_2020`).
 
     Parameters
     ----------
-    source : mapping or path
+    source : mapping, path or "2020"
 
     Returns
     -------
@@ -278,6 +283,9 @@ def read_state_totals(source: str | Path | Mapping[str, int]) -> dict[str, int]:
     --------
     >>> read_state_totals({"44": 1097379, "50": 643077})
     {'44': 1097379, '50': 643077}
+    >>> census = read_state_totals("2020")
+    >>> len(census), census["06"], sum(census.values())
+    (51, 39538223, 331449281)
     >>> read_state_totals({"4": 10})
     Traceback (most recent call last):
     ...
@@ -286,7 +294,8 @@ def read_state_totals(source: str | Path | Mapping[str, int]) -> dict[str, int]:
     if isinstance(source, Mapping):
         items = [(str(k), v, f"state totals: state {k!r}") for k, v in source.items()]
     else:
-        path = Path(source)
+        path = (Path(__file__).with_name(STATE_TOTALS_2020) if str(source) == "2020"
+                else Path(source))
         if not path.is_file():
             raise PostprocError(f"state totals file {str(path)!r} does not exist; give a CSV with "
                                 "columns state,total (two-digit FIPS, persons)")
@@ -444,9 +453,10 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         default. With a subset the root is the states read: it is unmeasured (the US rows are
         not theirs), and a single state piece's measurements are its own root's (the piece is
         then an only child, as the file makes one).
-    state_totals : mapping or path
+    state_totals : mapping, path or "2020"
         Persons per state (two-digit FIPS → persons, or a CSV ``state,total``): the invariant
-        state totals, which the file does not hold. Required.
+        state totals, which the file does not hold. Required; ``"2020"`` for the 2020 Census's
+        (shipped with the toolkit), which the published 2020 file needs.
 
     Returns
     -------
@@ -596,101 +606,3 @@ def _spec(levels: Sequence[str], states_alone: bool) -> Spec:
     return Spec(invariants=(Invariant("tot", tot_levels),), constraints=tuple(constraints),
                 imply_upward=False)
 
-
-def inspect_nmf(root: str | Path, *, product: str = "persons",
-                states: Sequence[str] | None = None) -> pd.DataFrame:
-    """What a Noisy Measurement File holds, level by level, without reading its values: the
-    state pieces, units, units measured and only children (constraint rows, no measurements),
-    each query's rows and variance range, the constraint kinds, files and bytes.
-
-    Parameters
-    ----------
-    root : path
-        The folder that holds the product directory (or the product directory).
-    product : {'persons', 'units'}
-    states : sequence of str, optional
-        Two-digit state FIPS codes (default: every state in the file).
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (geolevel, dataset, row kind): ``geolevel``, ``dataset``, ``name``,
-        ``units`` (geounits with such a row), ``rows``, ``min_variance``, ``max_variance``
-        (measurements), ``sign`` (constraints), ``files`` and ``bytes`` of the dataset.
-        ``frame.attrs`` holds ``pieces`` and per geolevel ``units`` and ``only_children``.
-
-    Raises
-    ------
-    PostprocError
-        As :func:`read_nmf` for what it reads (missing geolevels, bad partitions, unknown
-        queries).
-
-    Examples
-    --------
-    >>> inspect_nmf("/nonexistent")
-    Traceback (most recent call last):
-    ...
-    postproc.errors.PostprocError: NMF root '/nonexistent' is not a directory
-    """
-    pdir = _product_dir(root, product)
-    pieces = _select_pieces(sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT))), states)
-    records: list[dict[str, Any]] = []
-    units: dict[str, int] = {}
-    only: dict[str, int] = {}
-    for geolevel in GEOLEVELS:
-        if geolevel == GEOLEVELS[0] and states is not None:
-            continue
-        seen: dict[str, set] = {}
-        for dataset in (CONSTRAINT, DPQUERY):
-            path = _level_dir(pdir, geolevel, dataset)
-            kinds = {k.query_name: k for k in row_kinds(product, geolevel, dataset)}
-            if geolevel == GEOLEVELS[0]:
-                sources: list[tuple[str | None, Path]] = [(None, path)]
-            else:
-                parts = _partitions(path)
-                sources = [(p, parts[p]) for p in sorted(parts) if p in pieces]
-            stats: dict[str, dict[str, Any]] = {}
-            files = size = 0
-            for piece, directory in sources:
-                for f in _files(directory):
-                    files += 1
-                    size += f.stat().st_size
-                    cols = ["geocode", "query_name"] + (
-                        ["variance"] if dataset == DPQUERY else ["sign"])
-                    try:
-                        table = pq.read_table(f, columns=cols)
-                    except (pa.ArrowInvalid, OSError, KeyError) as exc:
-                        raise PostprocError(f"{_where(f, piece)}: cannot read columns {cols} "
-                                            f"({exc})") from None
-                    names = _query_names(f, piece, table, kinds)
-                    codes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
-                    seen.setdefault(dataset, set()).update(codes.tolist())
-                    for name in np.unique(names):
-                        sel = names == name
-                        entry = stats.setdefault(name, {"units": set(), "rows": 0,
-                                                        "min_variance": math.inf,
-                                                        "max_variance": -math.inf})
-                        entry["units"].update(codes[sel].tolist())
-                        entry["rows"] += int(sel.sum())
-                        if dataset == DPQUERY:
-                            v = np.asarray(table.column("variance").to_numpy(
-                                zero_copy_only=False), np.float64)[sel]
-                            entry["min_variance"] = min(entry["min_variance"], float(v.min()))
-                            entry["max_variance"] = max(entry["max_variance"], float(v.max()))
-            for name, kind in kinds.items():
-                entry = stats.get(name)
-                records.append({
-                    "geolevel": geolevel, "dataset": dataset, "name": kind.name,
-                    "units": len(entry["units"]) if entry else 0,
-                    "rows": entry["rows"] if entry else 0,
-                    "min_variance": entry["min_variance"] if entry and dataset == DPQUERY
-                    else math.nan,
-                    "max_variance": entry["max_variance"] if entry and dataset == DPQUERY
-                    else math.nan,
-                    "sign": kind.sign or "", "files": files, "bytes": size})
-        units[geolevel] = len(seen.get(CONSTRAINT, ()))
-        only[geolevel] = len(seen.get(CONSTRAINT, set()) - seen.get(DPQUERY, set()))
-    frame = pd.DataFrame.from_records(records)
-    frame.attrs.update(pieces=list(pieces), units=units, only_children=only,
-                       product=PRODUCTS[product])
-    return frame
