@@ -30,6 +30,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only these states (two-digit FIPS codes, e.g. 44 50)")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.set_defaults(func=run_inspect)
+    r = actions.add_parser("run", help="post-process the file (TopDown with the production "
+                                       "options by default) into a run directory",
+                           description="Read the file, post-process it and write every "
+                                       "level's histograms, the geography, the node statistics, "
+                                       "a manifest naming the file, and block_geoid.parquet "
+                                       "(each spine block's census GEOID).")
+    r.add_argument("root", metavar="ROOT", help="the folder that holds US_Person_PL_PROD/")
+    r.add_argument("--out", required=True, help="output directory (new, or an earlier "
+                                                "`postproc nmf run`'s)")
+    r.add_argument("--state-totals", required=True, metavar="CSV|2020",
+                   help="the states' invariant totals: a CSV state,total, or 2020 for the 2020 "
+                        "Census's (shipped)")
+    r.add_argument("--states", nargs="+", metavar="FIPS",
+                   help="only these states (two-digit FIPS codes); all by default")
+    r.add_argument("--method", default="topdown",
+                   help="a registered post-processor (default topdown; `postproc methods`)")
+    r.set_defaults(func=run_run)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -62,4 +79,14 @@ def run_inspect(args: argparse.Namespace) -> int:
     for name, group in cons.groupby("name", sort=False):
         levels = ", ".join(f"{r.geolevel} {r.rows:,}" for r in group.itertuples() if r.rows)
         print(f"  {name:<16} {group['sign'].iloc[0]:<2} {levels}")
+    return 0
+
+
+def run_run(args: argparse.Namespace) -> int:
+    import sys
+
+    from postproc.apps.nmf.run import run_nmf
+
+    run_nmf(args.root, args.out, method=args.method, states=args.states,
+            state_totals=args.state_totals, log=lambda line: print(line, file=sys.stderr))
     return 0

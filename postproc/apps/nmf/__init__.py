@@ -24,6 +24,7 @@ _EXPORTS = {
     **dict.fromkeys(("read_nmf", "read_state_totals", "STATE_TOTALS_2020"),
                     "postproc.apps.nmf.reader"),
     "inspect_nmf": "postproc.apps.nmf.summary",
+    **dict.fromkeys(("run_nmf", "production_options"), "postproc.apps.nmf.run"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -486,10 +486,11 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         raise PostprocError(f"read_nmf reads the persons' product; {product!r} can be inspected "
                             "(inspect_nmf) but not yet post-processed")
     pdir = _product_dir(root, product)
-    pieces = _select_pieces(sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT))), states)
-    totals, us_con = _checked_totals(pdir, product, pieces, states is None, state_totals)
+    available = sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT)))
+    pieces = _select_pieces(available, states)
+    whole = pieces == available       # every piece: the root is the file's US
+    totals, us_con = _checked_totals(pdir, product, pieces, whole, state_totals)
     read = sorted({split_piece(p)[0] for p in pieces})
-    whole = states is None
     root_total = sum(totals[s] for s in read)
     levels = [LEVEL_NAMES[g] for g in GEOLEVELS]
     cons = [_read_dataset(pdir, product, g, CONSTRAINT, pieces) for g in GEOLEVELS[1:]]

@@ -59,7 +59,7 @@ from postproc.gate import label_table, randomness_of
 from postproc.reports.numbers import format_number
 from postproc.result import Result
 
-__all__ = ["RunOutput", "load_run", "load_truth", "evaluate_run", "CompareOutput",
+__all__ = ["claim_output", "RunOutput", "load_run", "load_truth", "evaluate_run", "CompareOutput",
            "default_directory", "run_compare"]
 
 _MADE_BY = "postproc compare"
@@ -513,23 +513,41 @@ def default_directory(config: Any) -> Path:
     return output.with_name(output.name + "-compare")
 
 
-def _claim(directory: Path) -> None:
-    """Take ``directory`` for a comparison: new, empty, or a previous comparison's output."""
+def claim_output(directory: str | Path, made_by: str = _MADE_BY) -> Path:
+    """Take ``directory`` as ``made_by``'s output: new, empty, or an earlier output of the same
+    command (whose files it then replaces); another program's — the toolkit's other commands'
+    included — or a directory the toolkit did not write is refused, and nothing in it touched.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "cmp"
+    >>> claim_output(d, "postproc compare") == d, claim_output(d, "postproc compare") == d
+    (True, True)
+    >>> (d / "table.csv").write_text("x")
+    1
+    >>> claim_output(d, "postproc nmf run")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: ... holds the output of postproc compare, not of ...
+    """
     from hierarchy.errors import HierarchyError
     from hierarchy.io.storage import MARKER, claim_directory, read_json
 
+    directory = Path(directory)
     marker = directory / MARKER
     if marker.is_file():
         try:
-            made_by = read_json(marker).get("made_by")
+            made_by_before = read_json(marker).get("made_by")
         except HierarchyError:
-            made_by = None
-        if made_by != _MADE_BY and any(p.name not in (MARKER, ".dapp-lock")
-                                       for p in directory.iterdir()):
-            raise PostprocError(f"{directory} holds the output of {made_by or 'another command'}"
-                                f", not of {_MADE_BY}; choose another --out")
+            made_by_before = None
+        if made_by_before != made_by and any(p.name not in (MARKER, ".dapp-lock")
+                                             for p in directory.iterdir()):
+            raise PostprocError(f"{directory} holds the output of "
+                                f"{made_by_before or 'another program'}, not of {made_by}; "
+                                "choose another --out")
     try:
-        claim_directory(directory, made_by=_MADE_BY, reuse=True)
+        return claim_directory(directory, made_by=made_by, reuse=True)
     except HierarchyError as exc:
         raise PostprocError(str(exc)) from None
 
@@ -604,7 +622,7 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
 
     names = parse_methods(methods)
     directory = Path(out) if out is not None else default_directory(config)
-    _claim(directory)
+    claim_output(directory)
     with lock_directory(directory, what=_MADE_BY), \
             data_errors(release=config.release, show=show_confidential, directory=directory,
                         names=source_names(config)):

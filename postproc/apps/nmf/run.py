@@ -1,0 +1,124 @@
+"""Post-process a Noisy Measurement File into a run directory (``postproc nmf run``).
+
+:func:`run_nmf` reads the file (:func:`~postproc.apps.nmf.reader.read_nmf`), post-processes it
+with a registered method — TopDown with the 2020 production options (the fit passes and
+rounding passes of :mod:`hierarchy.presets.pl94`, pass tolerance 0.1) unless told otherwise —
+and writes what :meth:`Result.write <postproc.result.Result.write>` writes (every level's
+histograms in long form, the geography, the node statistics, a manifest naming the file read)
+and ``block_geoid.parquet``, each spine block's 15-character census GEOID, so that the blocks
+join to published tables. The file holds published measurements only: nothing here is
+confidential, but every output says what it was computed from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
+
+from hierarchy.io.storage import write_parquet
+from postproc.apps.nmf.layout import TABULATION_BLOCK_WIDTH
+from postproc.apps.nmf.reader import read_nmf
+from postproc.apps.runs.directories import claim_output
+from postproc.errors import PostprocError
+
+__all__ = ["run_nmf", "production_options"]
+
+#: What claims a ``postproc nmf run`` output directory.
+MADE_BY = "postproc nmf run"
+
+
+def production_options(levels: Sequence[str], method: str = "topdown") -> dict[str, Any]:
+    """The 2020 production TopDown options on the PL 94 levels: the fit passes and the
+    rounding passes of every level and the pass tolerance (BlueDown takes the rounding passes
+    only: each child has one pseudo-measurement).
+
+    Examples
+    --------
+    >>> opts = production_options(["nation", "state", "county", "tract", "block_group",
+    ...                            "block"])
+    >>> sorted(opts), len(opts["passes"]["county"])
+    (['pass_tolerance', 'passes', 'round_passes'], 2)
+    >>> sorted(production_options(["nation", "state", "county", "tract", "block_group",
+    ...                            "block"], "bluedown"))
+    ['round_passes']
+    """
+    from hierarchy.presets.pl94 import PRODUCTION_PASS_TOLERANCE, pl94_passes, pl94_round_passes
+
+    rounding = {lv: pl94_round_passes(lv, levels) for lv in levels}
+    if method == "bluedown":
+        return {"round_passes": rounding}
+    return {"passes": {lv: pl94_passes(lv, levels) for lv in levels},
+            "round_passes": rounding, "pass_tolerance": PRODUCTION_PASS_TOLERANCE}
+
+
+def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
+            states: Sequence[str] | None = None,
+            state_totals: str | Path | Mapping[str, int] | None = None,
+            options: Mapping[str, Any] | None = None,
+            log: Callable[[str], None] = print) -> Path:
+    """Read a Noisy Measurement File, post-process it and write the result to ``out``.
+
+    Parameters
+    ----------
+    root, states, state_totals
+        As for :func:`~postproc.apps.nmf.reader.read_nmf`.
+    out : path
+        A new (or empty) directory, or one an earlier ``postproc nmf run`` wrote; never another
+        program's.
+    method : str
+        A registered post-processor (``postproc methods`` lists them); default TopDown.
+    options : mapping, optional
+        The method's options; for ``topdown`` and ``bluedown`` the production options
+        (:func:`production_options`) by default.
+    log : callable
+        Where the progress lines go.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out``.
+
+    Raises
+    ------
+    PostprocError
+        Bad input (as :func:`read_nmf`), an unknown method, an output directory that is not
+        ours.
+
+    Examples
+    --------
+    >>> run_nmf("/nonexistent", "/tmp/never", state_totals={"44": 1})
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: NMF root '/nonexistent' is not a directory
+    """
+    import time
+
+    from postproc.methods import available, postprocess
+
+    if method not in available():
+        raise PostprocError(f"unknown method {method!r}; registered: {sorted(available())}")
+    directory = claim_output(out, MADE_BY)    # before reading: a wrong --out, at once
+    t0 = time.perf_counter()
+    noisy, spec = read_nmf(root, states=states, state_totals=state_totals)
+    levels = noisy.levels
+    log(f"read {noisy.provenance['files']:,} files of {root} ({len(noisy.provenance['pieces'])} "
+        f"state pieces, {noisy.geography.n_units(levels[-1]):,} blocks) in "
+        f"{time.perf_counter() - t0:.1f} s")
+    if options is None and method in ("topdown", "bluedown"):
+        options = production_options(levels, method)
+    t1 = time.perf_counter()
+    result = postprocess(noisy, method, spec, **dict(options or {}))
+    log(f"{method} in {time.perf_counter() - t1:.1f} s")
+    blocks = noisy.geography.geocodes[-1]
+    g16 = [str(b)[-TABULATION_BLOCK_WIDTH:] for b in blocks]
+    result.write(directory, extra_manifest={"nmf": {
+        k: noisy.provenance[k] for k in ("source", "product", "root", "pieces", "states",
+                                         "files", "bytes", "state_totals")}})
+    write_parquet(pa.table({"block": pa.array([str(b) for b in blocks]),
+                            "geoid": pa.array([g[:11] + g[12:] for g in g16])}),
+                  directory / "block_geoid.parquet")
+    log(f"wrote {directory}")
+    return directory
+
