@@ -249,3 +249,12 @@ def test_gls_of_a_state_in_two_pieces_is_the_truth_on_exact_measurements(files):
     result = postprocess(noisy, "gls", spec)
     for li, lv in enumerate(noisy.levels):
         np.testing.assert_allclose(result.histograms[li], truth[li], rtol=0, atol=1e-6)
+
+
+def test_a_query_shape_that_is_not_the_queries_is_named(files, tmp_path):
+    root = _copy(files, tmp_path)
+    block = _first(root, "Block", "DPQuery")
+    _rewrite(block, lambda t: _set(t, "query_shape", 0, [1, 1, 2, 1]))
+    with pytest.raises(PostprocError, match=r"row 0: field 'query_shape' of .* is \[1, 1, 2, 1\], "
+                                            r"expected \[1, 1, 1, 1\]"):
+        read_nmf(root, states=["44"], state_totals=_totals(root))

@@ -185,7 +185,10 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
         raise PostprocError(f"{where}: field 'value' holds missing numbers")
     flat = flat.cast(pa.int64()).to_numpy()
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    shapes = table.column("query_shape").to_pylist()
+    shape_column = table.column("query_shape")
+    shape_lengths = pc.list_value_length(shape_column).to_numpy(zero_copy_only=False)
+    shape_flat = pc.list_flatten(shape_column).cast(pa.int64()).to_numpy()
+    shape_starts = np.concatenate([[0], np.cumsum(shape_lengths)[:-1]]).astype(np.int64)
     axis_values = [table.column(a).to_numpy(zero_copy_only=False).astype(str) for a in axes]
     variances = None
     if dataset == DPQUERY:
@@ -211,10 +214,15 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
                 raise PostprocError(f"{where}, row {row}: field {axis!r} of {name!r} is "
                                     f"{str(got[np.flatnonzero(~ok)[0]])!r}, expected "
                                     f"{expected!r}")
-        for row in sel:
-            if tuple(shapes[row] or ()) != kind.shape:
-                raise PostprocError(f"{where}, row {int(row)}: field 'query_shape' of {name!r} "
-                                    f"is {shapes[row]}, expected {list(kind.shape)}")
+        dims = len(kind.shape)
+        ok = shape_lengths[sel] == dims
+        if ok.all():
+            got = shape_flat[shape_starts[sel][:, None] + np.arange(dims)[None, :]]
+            ok = np.all(got == np.asarray(kind.shape), axis=1)
+        if not ok.all():
+            row = int(sel[np.flatnonzero(~ok)[0]])
+            raise PostprocError(f"{where}, row {row}: field 'query_shape' of {name!r} is "
+                                f"{shape_column[row].as_py()}, expected {list(kind.shape)}")
         wrong = lengths[sel] != kind.size
         if wrong.any():
             row = int(sel[np.flatnonzero(wrong)[0]])
