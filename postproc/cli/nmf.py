@@ -9,8 +9,8 @@ ORDER = 12
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("nmf", help="inspect a Noisy Measurement File (the published 2020 "
-                                   "PL 94-171 measurements)",
+    p = sub.add_parser("nmf", help="inspect or post-process a Noisy Measurement File (the "
+                                   "published 2020 PL 94-171 measurements)",
                        description="Commands on a Noisy Measurement File: the folder that "
                                    "holds US_Person_PL_PROD/ (and US_Unit_PL_PROD/), as the "
                                    "Census Bureau publishes it or `postproc synth2020 --nmf` "
