@@ -451,6 +451,21 @@ class Geography:
     def n_children(self, level: str | int) -> np.ndarray:
         return np.diff(self.child_offsets(level))
 
+    def only_children(self, level: str | int) -> np.ndarray:
+        """Which units of ``level`` are their parent's only child (none at the root).
+
+        Examples
+        --------
+        >>> geo = Geography(("n", "t", "b"), (["0"], ["1", "2"], list("abc")),
+        ...                 ([-1], [0, 0], [0, 1, 1]))
+        >>> geo.only_children("b").tolist(), geo.only_children("n").tolist()
+        ([True, False, False], [False])
+        """
+        i = self.level_index(level)
+        if i == 0:
+            return np.zeros(1, bool)
+        return self.n_children(i - 1)[self.parents[i]] == 1
+
     def aggregate(self, values: np.ndarray, from_level: str | int, to_level: str | int
                   ) -> np.ndarray:
         """Sum per-unit values (first axis = units of ``from_level``) up to ``to_level``.

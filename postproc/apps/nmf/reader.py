@@ -414,19 +414,13 @@ def _measurements(rows: _Rows, codes: np.ndarray, level: str, geo: Geography, li
         variances = np.repeat(var[:, None], values.shape[1], axis=1)
         out[kind.name] = Measurement(kind.name, values, variances, drawn=drawn)
     if li and not measured.all():
-        only = geo.n_children(li - 1)[_parent_index(geo, li)] == 1
-        bad = ~measured & ~only
+        bad = ~measured & ~geo.only_children(li)
         if bad.any():
             first = str(codes[np.flatnonzero(bad)[0]])
             raise PostprocError(f"{level} {first!r} has no measurements "
                                 f"(no DPQuery rows) but is not an only child; the file is "
                                 f"incomplete ({int(bad.sum())} such {level} unit(s))")
     return out
-
-
-def _parent_index(geo: Geography, li: int) -> np.ndarray:
-    """Each unit of level ``li``'s parent's index."""
-    return np.repeat(np.arange(geo.n_units(li - 1)), geo.n_children(li - 1))
 
 
 def _select_pieces(available: Sequence[str], states: Sequence[str] | None) -> list[str]:

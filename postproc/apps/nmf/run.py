@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 
 from hierarchy.io.storage import write_parquet
-from postproc.apps.nmf.layout import TABULATION_BLOCK_WIDTH
+from postproc.apps.nmf.layout import block_geoid
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.runs.directories import claim_output
 from postproc.errors import PostprocError
@@ -111,13 +111,12 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
     t1 = time.perf_counter()
     result = postprocess(noisy, method, spec, **dict(options or {}))
     log(f"{method} in {time.perf_counter() - t1:.1f} s")
-    blocks = noisy.geography.geocodes[-1]
-    g16 = [str(b)[-TABULATION_BLOCK_WIDTH:] for b in blocks]
+    blocks = [str(b) for b in noisy.geography.geocodes[-1]]
     result.write(directory, extra_manifest={"nmf": {
         k: noisy.provenance[k] for k in ("source", "product", "root", "pieces", "states",
                                          "files", "bytes", "state_totals")}})
-    write_parquet(pa.table({"block": pa.array([str(b) for b in blocks]),
-                            "geoid": pa.array([g[:11] + g[12:] for g in g16])}),
+    write_parquet(pa.table({"block": pa.array(blocks),
+                            "geoid": pa.array([block_geoid(b) for b in blocks])}),
                   directory / "block_geoid.parquet")
     log(f"wrote {directory}")
     return directory

@@ -11,6 +11,8 @@ best linear unbiased estimate — and leaves every bottom unit measured.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from hierarchy.noisy import Measurement, NoisyHierarchy
@@ -18,11 +20,9 @@ from hierarchy.noisy import Measurement, NoisyHierarchy
 __all__ = ["unmeasured_only_children", "measured_at_chain_bottoms"]
 
 
-def _unmeasured(noisy: NoisyHierarchy, level: str) -> np.ndarray:
-    """Units of ``level`` with no answer drawn in any query (all of them where nothing is
-    measured at the level)."""
-    n = noisy.geography.n_units(level)
-    ms = noisy.measurements.get(level, {})
+def _unmeasured(ms: Mapping[str, Measurement], n: int) -> np.ndarray:
+    """Which of a level's ``n`` units have no answer drawn in any of its measurements ``ms``
+    (all of them where nothing is measured at the level)."""
     none = np.ones(n, bool)
     for m in ms.values():
         none &= np.zeros(n, bool) if m.drawn is None else ~m.drawn.any(axis=1)
@@ -54,16 +54,12 @@ def unmeasured_only_children(noisy: NoisyHierarchy) -> bool:
         ms = noisy.measurements.get(lv, {})
         if not ms:
             continue                # a level measured by nothing: the GLS takes it as it is
-        none = _unmeasured(noisy, lv)
+        none = _unmeasured(ms, geo.n_units(li))
         for m in ms.values():
             if m.drawn is not None and not np.all(m.drawn.all(axis=1) | none):
                 return False        # a unit with some answers drawn and others not
-        if none.any():
-            if li == 0:
-                return False
-            only = np.repeat(geo.n_children(li - 1), geo.n_children(li - 1)) == 1
-            if not np.all(only[none]):
-                return False
+        if none.any() and (li == 0 or not np.all(geo.only_children(li)[none])):
+            return False
     return True
 
 
@@ -106,12 +102,10 @@ def measured_at_chain_bottoms(noisy: NoisyHierarchy) -> NoisyHierarchy:
     moved = False
     for li in range(1, geo.depth):
         lv, up = geo.levels[li], geo.levels[li - 1]
-        current = NoisyHierarchy(noisy.schema, geo, noisy.workload, measurements)
-        only = np.repeat(geo.n_children(li - 1), geo.n_children(li - 1)) == 1
-        take = _unmeasured(current, lv) & only
+        take = _unmeasured(measurements.get(lv, {}), geo.n_units(li)) & geo.only_children(li)
         if not take.any():
             continue
-        parent = np.repeat(np.arange(geo.n_units(li - 1)), geo.n_children(li - 1))
+        parent = geo.parents[li]
         for name, pm in measurements.get(up, {}).items():
             cm = measurements.get(lv, {}).get(name)
             n, a = geo.n_units(li), pm.values.shape[1]

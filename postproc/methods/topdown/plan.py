@@ -158,7 +158,7 @@ def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, 
     # a level of only children needs none: each copies its parent (as the Census Bureau's
     # files have it, whose only children's budget their parents spent)
     missing = [lv for lv, queries in measured.items() if not queries and not (
-        geo.level_index(lv) and geo.n_children(geo.level_index(lv) - 1).max(initial=1) == 1)]
+        geo.level_index(lv) and geo.only_children(lv).all())]
     if missing:
         if noisy.provenance.get("source") == "nmf" and missing == [geo.levels[0]]:
             raise PostprocError(
