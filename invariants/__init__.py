@@ -17,7 +17,7 @@ from hierarchy.exports import lazy_exports
 _EXPORTS = {
     "Spec": "invariants.spec", "verify_histograms": "invariants.verify",
     "SpecError": "invariants.errors", "DappError": "hierarchy.errors",
-    "Invariant": "invariants.spec", "Constraint": "invariants.spec",
+    "Invariant": "invariants.spec", "Constraint": "invariants.spec", "UnitSum": "invariants.spec",
     "compile_spec": "invariants.compile",
     "__version__": "hierarchy",  # one distribution, one version
 }

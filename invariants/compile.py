@@ -72,6 +72,7 @@ from invariants.errors import SpecError
 from invariants.node import node_cvxpy_constraints, node_matrices
 from invariants.published import resolve_statistics
 from invariants.rows import _user_block
+from invariants.sums import compile_sums
 
 __all__ = ["LevelConstraints", "compile_spec", "resolve_statistics", "node_cvxpy_constraints",
            "node_matrices", "violations", "check_violations", "data_violations", "check_data"]
@@ -133,6 +134,7 @@ def compile_spec(spec: SpecView, schema: Schema, geography: Geography,
         raise SpecError(f"the spec's unit attribute {spec.unit_attribute!r} is not in the schema "
                         f"{list(schema.names)}")
     stats = resolve_statistics(spec, schema, geography, published)
+    sums = compile_sums(getattr(spec, "sums", ()), schema, geography)
     compiled: dict[str, LevelConstraints] = {}
     raw: dict[str, tuple] = {}
     for li, lv in enumerate(levels):
@@ -188,7 +190,7 @@ def compile_spec(spec: SpecView, schema: Schema, geography: Geography,
                 raise SpecError(f"{lv} {codes[u]!r}: {labels[r]} needs at least "
                                 f"{lower[u, r]:g} but every cell it counts is forced to 0")
         compiled[lv] = LevelConstraints(lv, codes, matrix, lower, upper, labels, patterns,
-                                          index)
+                                          index, sums.get(lv, ()))
     return compiled
 
 

@@ -58,6 +58,9 @@ class LevelConstraints:
     zero : bool array, shape (units, cells)
         Every unit's zero cells, dense (computed on each access; for small levels — a node
         takes its children's with :meth:`rows_of`).
+    sums : tuple of CompiledSum
+        The level's sums over groups of units (:mod:`invariants.sums`): rows across units,
+        which TopDown holds in the node problem of the group's parent.
 
     Examples
     --------
@@ -95,6 +98,7 @@ class LevelConstraints:
     labels: tuple[str, ...]
     zero_patterns: np.ndarray
     zero_index: np.ndarray | None = None
+    sums: tuple = ()
 
     def __post_init__(self):
         if self.zero_index is None:

@@ -76,8 +76,10 @@ from invariants.items import (
     _check_finite,
     _where,
 )
+from invariants.sums import UnitSum
 
-__all__ = ["Invariant", "Constraint", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAINTS", "SENSES"]
+__all__ = ["Invariant", "Constraint", "UnitSum", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAINTS",
+           "SENSES"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,9 @@ class Spec:
         Also impose, at every parent level, the sums of its children's constraints (valid for the
         truth, so nothing feasible is lost). This keeps a rounded parent splittable among its
         children, so the failsafe is rarely needed. On by default.
+    sums : sequence of UnitSum
+        Exact answers over groups of sibling units (:mod:`invariants.sums`; ``[[sum]]`` in
+        TOML), such as a state's total over its two pieces in the 2020 geography.
 
     Raises
     ------
@@ -127,17 +132,21 @@ class Spec:
     unit_attribute: str = "hhgq"
     household_level: int = 0
     imply_upward: bool = True
+    sums: tuple[UnitSum, ...] = ()
     source: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "invariants", tuple(self.invariants))
         object.__setattr__(self, "constraints", tuple(self.constraints))
-        names = [c.name for c in self.constraints]
+        object.__setattr__(self, "sums", tuple(self.sums))
+        if not all(isinstance(s, UnitSum) for s in self.sums):
+            raise SpecError("a spec's sums must be UnitSum items")
+        names = [c.name for c in (*self.constraints, *self.sums)]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            again = _second(self.constraints, dup[0])
-            raise SpecError(f"{_where(again.source or self.source, again.line)}constraint names "
-                            f"must be unique; repeated: {dup}")
+            again = _second((*self.constraints, *self.sums), dup[0])
+            raise SpecError(f"{_where(again.source or self.source, again.line)}constraint and "
+                            f"sum names must be unique; repeated: {dup}")
         inv = [i.name for i in self.invariants]
         dup = sorted({n for n in inv if inv.count(n) > 1})
         if dup:
@@ -249,7 +258,8 @@ class Spec:
         def line(key: str) -> int | None:
             return doc.line(table, key) if source else None
 
-        known = {"invariant", "constraint", "unit_attribute", "household_level", "imply_upward"}
+        known = {"invariant", "constraint", "sum", "unit_attribute", "household_level",
+                 "imply_upward"}
         unknown = set(data) - known
         if unknown:
             first = sorted(unknown)[0]
@@ -265,7 +275,7 @@ class Spec:
                 raise SpecError(f"{_where(source, line(key))}{key} must be {kind}, not "
                                 f"{data[key]!r}")
         items: dict[str, list[tuple[Mapping[str, Any], int | None]]] = {}
-        for what in ("invariant", "constraint"):
+        for what in ("invariant", "constraint", "sum"):
             entries = data.get(what, [])
             if isinstance(entries, Mapping):
                 entries = [entries]
@@ -292,10 +302,11 @@ class Spec:
                 item.get("name"), item.get("levels", "all"), kind, item.get("query"),
                 item.get("answers"), item.get("sense"), item.get("rhs"), source=source,
                 line=at))
+        sums = [UnitSum.from_dict(item, source=source, line=at) for item, at in items["sum"]]
         return cls(tuple(invariants), tuple(constraints),
                    unit_attribute=data.get("unit_attribute", "hhgq"),
                    household_level=data.get("household_level", 0),
-                   imply_upward=data.get("imply_upward", True), source=source)
+                   imply_upward=data.get("imply_upward", True), sums=tuple(sums), source=source)
 
     @classmethod
     def from_toml_string(cls, text: str, *, source: str = "<spec>") -> "Spec":
@@ -339,7 +350,8 @@ class Spec:
         return {"unit_attribute": self.unit_attribute, "household_level": self.household_level,
                 "imply_upward": self.imply_upward,
                 "invariant": [i.to_dict() for i in self.invariants],
-                "constraint": [c.to_dict() for c in self.constraints]}
+                "constraint": [c.to_dict() for c in self.constraints],
+                **({"sum": [s.to_dict() for s in self.sums]} if self.sums else {})}
 
     # -- the confidential data -----------------------------------------------------------------
     def check_data(self, truth: Any, published: Mapping[str, Mapping[str, Any]] | None = None
@@ -395,7 +407,8 @@ class Spec:
                 return False
             return d.levels == "all" or (c.levels != "all" and set(c.levels) <= set(d.levels))
 
-        return all(any(within(c, d) for d in mine.get(c.name, ())) for c in other.constraints)
+        return all(any(within(c, d) for d in mine.get(c.name, ())) for c in other.constraints
+                   ) and all(s in self.sums for s in other.sums)
 
     # -- levels --------------------------------------------------------------------------------
     @staticmethod
@@ -437,7 +450,8 @@ class Spec:
             return tuple(out)
 
         return dataclasses.replace(self, invariants=narrowed(self.invariants),
-                                   constraints=narrowed(self.constraints))
+                                   constraints=narrowed(self.constraints),
+                                   sums=tuple(s for s in self.sums if s.level in keep))
 
     def check_levels(self, all_levels: Sequence[str]) -> None:
         """Raise naming any item that lists a level the geography does not have."""
@@ -450,6 +464,10 @@ class Spec:
                 raise SpecError(f"{_where(item.source, item.line)}{kind} {item.name!r} names "
                                 f"unknown level(s) {unknown}; the geography's levels are "
                                 f"{list(all_levels)}")
+        for s in self.sums:
+            if s.level not in all_levels:
+                raise SpecError(f"{_where(s.source, s.line)}sum {s.name!r} names unknown level "
+                                f"{s.level!r}; the geography's levels are {list(all_levels)}")
 
 
 def _entry_line(doc: TomlDocument, block: str, index: int, item: Mapping[str, Any]

@@ -32,6 +32,7 @@ from hierarchy.schema import Schema
 from invariants.compile import compile_spec, violations
 from invariants.errors import SpecError
 from invariants.spec import Spec
+from invariants.sums import sum_violations
 
 __all__ = ["verify_histograms", "consistency_violations"]
 
@@ -189,8 +190,10 @@ def verify_histograms(histograms: Sequence[np.ndarray], spec: Spec | None, schem
                                           schema, allowed=(allowed or {}).get(level))
         if compiled is not None and invariants:
             out += violations(compiled[level], hist, limit=limit)
+            out += sum_violations(compiled[level].sums, hist, limit=limit)
         elif compiled is not None:
             out += equality_violations(compiled[level], hist, geography.geocodes[li])
+            out += sum_violations(compiled[level].sums, hist, limit=limit, tolerance=1e-6)
     return out[:limit]
 
 

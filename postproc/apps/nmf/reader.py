@@ -37,7 +37,7 @@ from hierarchy.geography import Geography
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.presets.pl94 import NURSE_NVA_0, PL94_2020, pl94_workload
 from invariants.items import Constraint, Invariant
-from invariants.spec import Spec
+from invariants.spec import Spec, UnitSum
 from postproc.apps.nmf.layout import (
     AXES,
     CON_SUFFIX,
@@ -469,7 +469,10 @@ def read_nmf(root: str | Path, *, product: str = "persons",
     spec : Spec
         The file's constraints as ``published`` constraints (their right-hand sides are
         ``noisy.invariants[level][name]``) at every level, and ``tot`` at the nation and at
-        every state piece that is its state's only piece.
+        every state piece when each is its state's only piece; when several states are read
+        and one has two pieces, the states' totals are a sum over their pieces instead
+        (``spec.sums``: :class:`~invariants.sums.UnitSum` ``state_total``), which TopDown
+        holds as a row across the pieces in its nation → state problem.
 
     Raises
     ------
@@ -529,9 +532,14 @@ def read_nmf(root: str | Path, *, product: str = "persons",
     for lv in levels:
         invariants.setdefault(lv, {})
     invariants["nation"]["tot"] = np.array([root_total], dtype=np.int64)
+    sums: tuple[UnitSum, ...] = ()
     if alone.all():
         invariants["state"]["tot"] = tot_state
-    spec = _spec(levels, alone.all())
+    elif len(read) > 1:   # a state of two pieces: its total holds over the pair (read alone,
+        # the state is the root, whose total is its own); rows across children in TopDown
+        groups = [[str(p) for p in codes[0] if split_piece(p)[0] == st] for st in read]
+        sums = (UnitSum("state_total", levels[1], groups, [totals[st] for st in read]),)
+    spec = _spec(levels, alone.all(), sums)
     provenance = {"source": "nmf", "product": PRODUCTS[product], "root": str(Path(root)),
                   "pieces": list(codes[0]), "states": read, "files": sum(
                       r.files for r in cons + dpq), "bytes": sum(r.bytes for r in cons + dpq),
@@ -547,9 +555,8 @@ def read_nmf(root: str | Path, *, product: str = "persons",
 def _checked_totals(pdir: Path, product: str, pieces: Sequence[str], whole: bool,
                     state_totals: str | Path | Mapping[str, int] | None
                     ) -> tuple[dict[str, int], _Rows | None]:
-    """The state totals, checked: they cover the states read, sum to the US total when the
-    whole file is read (whose US constraint rows are returned), and every state read with two
-    pieces is read alone (its total is then the root's)."""
+    """The state totals, checked: they cover the states read and sum to the US total when the
+    whole file is read (whose US constraint rows are returned)."""
     if state_totals is None:
         raise PostprocError("state_totals is required: the NMF does not hold the states' "
                             "invariant totals (the AIAN split puts a state in two pieces); give "
@@ -570,13 +577,6 @@ def _checked_totals(pdir: Path, product: str, pieces: Sequence[str], whole: bool
                 f"the state totals sum to {root_total:,} but the file's US total_con is "
                 f"{us_total:,}; use the totals of the same census (the 2020 state totals for "
                 "the 2020 file)")
-    split = sorted({split_piece(p)[0] for p in pieces if split_piece(p)[1]})
-    if split and len(read) > 1:
-        raise PostprocError(
-            f"states {split} have two pieces (the AIAN split), whose sum is the state's "
-            "invariant total; holding such a sum across pieces under a root of several states "
-            "is not supported yet, so their totals would not be kept. Read one such state at a "
-            "time (its total is then the root's), or states without AIAN areas together")
     return totals, (us_con if whole else None)
 
 
@@ -597,9 +597,10 @@ def _randomness(root: Path) -> dict[str, Any]:
                      "this toolkit"}
 
 
-def _spec(levels: Sequence[str], states_alone: bool) -> Spec:
+def _spec(levels: Sequence[str], states_alone: bool, sums: Sequence[UnitSum] = ()) -> Spec:
     """The file's constraints as published constraints at every level, ``total`` at the root,
-    ``tot`` at the root (and the state pieces when each is its state's only piece)."""
+    ``tot`` at the root (and the state pieces when each is its state's only piece; otherwise
+    the states' totals as ``sums`` over their pieces)."""
     constraints = [Constraint(k.query_name, "all", "published", _CONSTRAINT_QUERIES[k.name],
                               None, _SENSES[k.sign])
                    for k in row_kinds("persons", "State", CONSTRAINT)]
@@ -607,5 +608,5 @@ def _spec(levels: Sequence[str], states_alone: bool) -> Spec:
                                   None, "=="))
     tot_levels = tuple(levels[:2]) if states_alone else (levels[0],)
     return Spec(invariants=(Invariant("tot", tot_levels),), constraints=tuple(constraints),
-                imply_upward=False)
+                imply_upward=False, sums=tuple(sums))
 

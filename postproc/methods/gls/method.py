@@ -24,7 +24,7 @@ import numpy as np
 from hierarchy.noisy import NoisyHierarchy
 from invariants.compile import LevelConstraints, compile_spec
 from invariants.spec import Spec
-from postproc.errors import require_checked_spec
+from postproc.errors import PostprocError, require_checked_spec
 from postproc.methods.gls.chains import measured_at_chain_bottoms
 from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_symmetry
 from postproc.methods.gls.tree import Below, Equalities, TreeGLS, tree_gls
@@ -285,6 +285,12 @@ def gls_problems(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints]
     """
     geo, schema = noisy.geography, noisy.schema
     levels = list(geo.levels if levels is None else levels)
+    held = sorted({held.name for level in levels for held in compiled[level].sums})
+    if held:
+        raise PostprocError(
+            f"gls does not yet hold sums over sets of units ({held}): its tree problems hold "
+            "equalities unit by unit. Read the states with two pieces one at a time (the "
+            "state's total is then the root's), or post-process with topdown")
     index = [geo.level_index(level) for level in levels]
     parents = [np.asarray(geo.parents[li]) for li in index]
     if index[0] == 0:

@@ -34,7 +34,15 @@ import scipy.sparse as sp
 from postproc.errors import PostprocError
 from postproc.infra.solvers import QP
 from postproc.infra.solvers.backends import large_blocks
-from postproc.methods.topdown.rows import Layout, Rows, kept_rows, parent_rows, per_child, stacked
+from postproc.methods.topdown.rows import (
+    Layout,
+    Rows,
+    child_sum_rows,
+    kept_rows,
+    parent_rows,
+    per_child,
+    stacked,
+)
 from postproc.methods.topdown.task import KeptQuery, NodeTask, QueryData
 
 __all__ = ["Fit", "SUBSTITUTE_ENTRIES", "assemble_fit"]
@@ -574,6 +582,8 @@ def _rows(task: NodeTask, lay: Layout, col: _Columns, slack: float | None,
         renumber = np.cumsum(live) - 1
         sel = live[r]
         rows.add(*col.summed(renumber[r[sel]], c[sel], v[sel]), lo[live], hi[live])
+    for r, c, v, value in child_sum_rows(task, lay):  # rows across children: exact
+        rows.add(*col.summed(r, c, v), value, value)
     for hq, answers in hold:  # multipass: earlier answers held within the tolerance
         r, c, v, _ = per_child(hq.matrix, lay.var_index, lay.cells)
         a = np.asarray(answers, dtype=np.float64).ravel()

@@ -207,7 +207,8 @@ def solve_grouped(task: NodeTask, group_children: int | None, *,
     ----------
     task : NodeTask
     group_children : int or None
-        Children per group (at least 2); ``None`` solves every node whole.
+        Children per group (at least 2); ``None`` solves every node whole, as is a node
+        with sums across its children (:attr:`NodeTask.sums`).
     chain, failsafe
         As for :func:`~postproc.methods.topdown.node.solve_node`.
 
@@ -231,7 +232,8 @@ def solve_grouped(task: NodeTask, group_children: int | None, *,
     >>> bool((result.histograms == counts).all()), result.stats["groups"]
     (True, 2)
     """
-    if group_children is None or task.parent_hist is None or task.k <= group_children:
+    if group_children is None or task.parent_hist is None or task.k <= group_children \
+            or task.sums:     # a row across children couples the groups: solved whole
         return solve_node(task, chain=chain, failsafe=failsafe)
     t0 = time.perf_counter()
     bounds = group_bounds(task.k, group_children)

@@ -32,6 +32,7 @@ from postproc.methods.topdown.options import (
 )
 from postproc.methods.topdown.task import (
     DEFAULT_FAILSAFE_SLACK,
+    ChildSum,
     KeptQuery,
     NodeTask,
     QueryData,
@@ -195,6 +196,7 @@ def _node_tasks(noisy: NoisyHierarchy, queries: list[tuple[str, Any, Any]],
         offsets, parents = np.array([0, 1]), [""]
     else:
         offsets, parents = geo.child_offsets(li - 1), geo.geocodes[li - 1]
+    sums = _child_sums(lc, geo, li, offsets)
     tasks = []
     for p in range(len(parents)):
         sl = slice(int(offsets[p]), int(offsets[p + 1]))
@@ -202,8 +204,22 @@ def _node_tasks(noisy: NoisyHierarchy, queries: list[tuple[str, Any, Any]],
         tasks.append(NodeTask(level, str(parents[p]),
                               None if parent_hists is None else parent_hists[p], children[sl],
                               _queries(queries, sl), lc.matrix, lower, upper, zero, lc.labels,
-                              passes, pass_tolerance, keep, rounding, groups, failsafe_slack))
+                              passes, pass_tolerance, keep, rounding, groups, failsafe_slack,
+                              tuple(sums.get(p, ()))))
     return tasks
+
+
+def _child_sums(lc: LevelConstraints, geo: Any, li: int, offsets: np.ndarray
+                ) -> dict[int, list[ChildSum]]:
+    """The level's sums over groups of units (:attr:`LevelConstraints.sums`) as rows across
+    the children of each group's parent: parent index → its :class:`ChildSum` items."""
+    out: dict[int, list[ChildSum]] = {}
+    for held in getattr(lc, "sums", ()):
+        for g, units in enumerate(held.units):
+            p = int(geo.parents[li][units[0]]) if li else 0
+            out.setdefault(p, []).append(ChildSum(units - int(offsets[p]), held.matrix,
+                                                  held.values[g], held.labels[g]))
+    return out
 
 
 def _level_queries(noisy: NoisyHierarchy, level: str) -> list[tuple[str, Any, Any]]:

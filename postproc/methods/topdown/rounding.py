@@ -21,7 +21,14 @@ import scipy.sparse as sp
 
 from postproc.infra.solvers import LP, InfeasibleError, solve_lp
 from postproc.methods.topdown.failsafe import rounding_allowance
-from postproc.methods.topdown.rows import Layout, Rows, kept_rows, parent_rows, stacked
+from postproc.methods.topdown.rows import (
+    Layout,
+    Rows,
+    child_sum_rows,
+    kept_rows,
+    parent_rows,
+    stacked,
+)
 from postproc.methods.topdown.task import KeptQuery, NodeTask
 
 __all__ = ["round_node", "toward_held"]
@@ -81,6 +88,8 @@ def round_node(task: NodeTask, x_star: np.ndarray, layout: Layout, *, failsafe: 
         renumber = np.cumsum(keep) - 1
         sel = keep[r]
         rows.add(renumber[r[sel]], cc[sel], v[sel], lo[keep], hi[keep])
+    for r, cc, v, value in child_sum_rows(task, lay, floor):  # rows across children: exact
+        rows.add(r, cc, v, value, value)
     cell_cost = np.concatenate([1.0 - 2.0 * frac, np.full(n_slack, 1e4)])
     stats: dict[str, Any] = {"round_seconds": 0.0}
     methods = []

@@ -14,7 +14,8 @@ import scipy.sparse as sp
 
 from postproc.errors import PostprocError
 
-__all__ = ["KeptQuery", "total_kept", "QueryData", "NodeTask", "NodeResult", "cell_groups"]
+__all__ = ["KeptQuery", "total_kept", "QueryData", "ChildSum", "NodeTask", "NodeResult",
+           "cell_groups"]
 
 #: ``failsafe_slack`` by default: the total slack may exceed its least value by one person,
 #: as in the Census Bureau's 2018 and 2020 TopDown code (docs/topdown.md, "Failsafe").
@@ -112,6 +113,35 @@ class QueryData:
 
 
 @dataclass(frozen=True, eq=False)
+class ChildSum:
+    """Exact answers of a query over a set of the node's children together (a row across
+    children: a state's total over its two pieces, :mod:`invariants.sums`).
+
+    Attributes
+    ----------
+    children : int array
+        The children (indices into the node's) whose histograms are summed.
+    matrix : csr (answers × cells), int64
+    values : int64 array (answers,)
+        The exact answers of the summed histogram.
+    labels : tuple of str
+        One per answer, for messages.
+
+    Examples
+    --------
+    >>> pair = ChildSum(np.array([0, 2]), sp.csr_matrix(np.ones((1, 2), np.int64)),
+    ...                 np.array([7]), ("state_total: 004+104: total",))
+    >>> pair.children.tolist(), pair.values.tolist()
+    ([0, 2], [7])
+    """
+
+    children: np.ndarray
+    matrix: sp.csr_matrix
+    values: np.ndarray
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class NodeTask:
     """Everything needed to solve one parent's problem (picklable; no references to the level).
 
@@ -155,6 +185,9 @@ class NodeTask:
         How much the failsafe's total slack may exceed its least value (persons; default 1.0,
         as the Census Bureau's code; 0 holds it at the least). See
         :func:`~postproc.methods.topdown.options.check_failsafe_slack`.
+    sums : tuple of ChildSum, optional
+        Rows across children held exactly by the fit, the rounding and the failsafe (never
+        relaxed), and verified; a node with sums is solved whole (not in groups).
 
     Examples
     --------
@@ -189,6 +222,7 @@ class NodeTask:
     round_passes: tuple[tuple[tuple[str, sp.csr_matrix], ...], ...] | None = None
     cell_groups: np.ndarray | None = None
     failsafe_slack: float = DEFAULT_FAILSAFE_SLACK
+    sums: tuple[ChildSum, ...] = ()
 
     @property
     def kept(self) -> tuple[KeptQuery, ...]:

@@ -10,6 +10,7 @@ import numpy as np
 from hierarchy.geography import Geography
 from hierarchy.queries import sparse_copy
 from invariants.compile import LevelConstraints, violations
+from invariants.sums import sum_violations
 from postproc.infra.solvers import InfeasibleError
 from postproc.methods.topdown.failsafe import kept_violations
 from postproc.methods.topdown.task import KeptQuery, NodeTask
@@ -83,6 +84,10 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
             problems.append(f"{task.children[k]!r}: {task.labels[r] if task.labels else r} = "
                             f"{int(vals[k, r])} outside [{task.lower[k, r]:g}, "
                             f"{task.upper[k, r]:g}]")
+    for held in task.sums:     # rows across children: exact, never relaxed
+        got = held.matrix @ hist[held.children].sum(axis=0)
+        for a in np.flatnonzero(got != held.values)[:5]:
+            problems.append(f"{held.labels[a]} = {int(got[a])}, held at {int(held.values[a])}")
     if problems:
         raise VerificationError(f"{task.where} fail verification: "
                                 + "; ".join(problems))
@@ -114,7 +119,7 @@ def verify_level(lc: LevelConstraints, geo: Geography, li: int, hist: np.ndarray
       state units of nation '0' sum to 2 in cell 0, the parent has 1
     """
     sparse = sparse_copy(hist)
-    found = violations(lc, hist, sparse=sparse)
+    found = violations(lc, hist, sparse=sparse) + sum_violations(lc.sums, hist)
     if parent_hist is not None:
         summed = geo.aggregate(hist if sparse is None else sparse, li, li - 1)
         for p, keep in (kept or {}).items():
