@@ -237,11 +237,17 @@ def test_a_state_in_two_pieces_keeps_its_total_over_the_pair(files):
     assert states[pieces.index("044")] == totals["44"]
     with pytest.raises(PostprocError, match="gls does not yet hold sums over sets of units"):
         postprocess(noisy, "gls", spec)
-    # read alone, Arizona's total is its root's; TopDown cannot yet start from an unmeasured root
+    # read alone, Arizona's total is its root's, which is not measured: TopDown solves the two
+    # pieces in one problem under it (the truth again on exact measurements)
     noisy, spec = read_nmf(files / "noisy", states=["04"], state_totals=_totals(files / "noisy"))
     assert noisy.invariants["nation"]["tot"].tolist() == [totals["04"]] and not spec.sums
-    with pytest.raises(PostprocError, match="TopDown needs the root measured"):
-        postprocess(noisy, "topdown", spec)
+    assert int(postprocess(noisy, "topdown", spec).histograms[0].sum()) == totals["04"]
+    noisy, spec = read_nmf(files / "exact", states=["04"], state_totals=_totals(files / "exact"))
+    truth = _truth(noisy, files / "exact")
+    result = postprocess(noisy, "topdown", spec)
+    assert "joint_root" in result.provenance
+    for li in range(len(noisy.levels)):
+        assert (result.histograms[li] == truth[li]).all()
 
 
 def test_a_unit_without_measurements_must_be_an_only_child(files, tmp_path):

@@ -582,8 +582,8 @@ def _rows(task: NodeTask, lay: Layout, col: _Columns, slack: float | None,
         renumber = np.cumsum(live) - 1
         sel = live[r]
         rows.add(*col.summed(renumber[r[sel]], c[sel], v[sel]), lo[live], hi[live])
-    for r, c, v, value in child_sum_rows(task, lay):  # rows across children: exact
-        rows.add(*col.summed(r, c, v), value, value)
+    for r, c, v, lo, hi in child_sum_rows(task, lay):  # rows across children
+        rows.add(*col.summed(r, c, v), lo, hi)
     for hq, answers in hold:  # multipass: earlier answers held within the tolerance
         r, c, v, _ = per_child(hq.matrix, lay.var_index, lay.cells)
         a = np.asarray(answers, dtype=np.float64).ravel()

@@ -97,8 +97,11 @@ def fit_node_generic(task: NodeTask, *, solver: str = "CLARABEL",
     lc = LevelConstraints(task.level, task.children, task.matrix, task.lower, task.upper,
                           task.labels, task.zero)
     cons = node_cvxpy_constraints(X, lc, slice(None), task.parent_hist)
-    cons += [cp.sum(X[held.children], axis=0) @ held.matrix.T == held.values
-             for held in task.sums]   # rows across children (NodeTask.sums)
+    for held in task.sums:            # rows across children (NodeTask.sums)
+        answers = cp.sum(X[held.children], axis=0) @ held.matrix.T
+        lo, hi = np.isfinite(held.lower), np.isfinite(held.upper)
+        cons += [answers[np.flatnonzero(lo)] >= held.lower[lo]] if lo.any() else []
+        cons += [answers[np.flatnonzero(hi)] <= held.upper[hi]] if hi.any() else []
     prob = cp.Problem(cp.Minimize(cp.sum(terms)), cons)
     options = {"CLARABEL": dict(tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)}.get(
         solver, {})

@@ -13,7 +13,7 @@ loops over the levels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -39,7 +39,7 @@ from postproc.methods.topdown.task import (
     cell_groups,
 )
 
-__all__ = ["RunPlan", "plan_run", "root_task", "level_tasks"]
+__all__ = ["RunPlan", "plan_run", "root_task", "level_tasks", "joint_root_task"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +63,9 @@ class RunPlan:
         What the failsafe keeps exact at the parents of each level below the root.
     groups : int array or None
         :func:`cell_groups` of the schema.
+    joint_root : bool
+        The root is unmeasured: its children are solved in one problem with the root's rows
+        across them (:meth:`tasks` at level 0), and the root is their sum.
     method : str
         The name the result carries (``"topdown"``; a method that hands the node engine other
         measurements, as ``bluedown`` does, its own).
@@ -93,16 +96,24 @@ class RunPlan:
     rounding: Mapping[str, Any]
     keep: Mapping[str, tuple[KeptQuery, ...]]
     groups: np.ndarray | None
+    joint_root: bool = False
     method: str = "topdown"
     notes: Mapping[str, Any] = field(default_factory=dict)
 
     def tasks(self, li: int, hists: Sequence[np.ndarray]) -> list[NodeTask]:
         """The node problems of level ``li``: the root's one, or one per parent of the level
         above (whose histograms are ``hists[li - 1]``), checked that an empty parent does not
-        have children that must hold persons."""
+        have children that must hold persons. With :attr:`joint_root`, level 0's one problem is
+        the root's children's (:func:`joint_root_task`)."""
         level = self.noisy.levels[li]
         opts = self.options
         data = (self.noisy, self.measured[level], self.compiled[level], li)
+        if li == 0 and self.joint_root:
+            below = self.noisy.levels[1]
+            [task] = _node_tasks(self.noisy, self.measured[below], self.compiled[below], 1,
+                                 None, opts.passes_at(below), opts.pass_tolerance, None,
+                                 self.rounding[below], self.groups, DEFAULT_FAILSAFE_SLACK)
+            return [joint_root_task(task, self.compiled[level])]
         if li == 0:
             return _node_tasks(*data, None, opts.passes_at(level), opts.pass_tolerance, None,
                                self.rounding[level], self.groups, DEFAULT_FAILSAFE_SLACK)
@@ -160,13 +171,12 @@ def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, 
     # files have it, whose only children's budget their parents spent)
     missing = [lv for lv, queries in measured.items() if not queries and not (
         geo.level_index(lv) and geo.only_children(lv).all())]
-    if missing:
-        if noisy.provenance.get("source") == "nmf" and missing == [geo.levels[0]]:
-            raise PostprocError(
-                "TopDown needs the root measured: the state pieces read from a Noisy "
-                "Measurement File have no common measured parent (the US rows are the whole "
-                "nation's). Solving the pieces jointly under their total is not supported yet; "
-                "read a state with one piece, or the whole file")
+    # an unmeasured root over measured children (the state pieces read from a Noisy Measurement
+    # File: the US rows are the whole nation's): the children are solved jointly under the
+    # root's rows, as the Census Bureau's nation → state problem solves the states
+    joint_root = first == 0 and missing == [geo.levels[0]] and geo.depth > 1 and bool(
+        measured.get(geo.levels[1]))
+    if missing and not joint_root:
         raise PostprocError(f"TopDown needs noisy measurements at every level; none at "
                             f"{missing}. Give those levels a share of the budget")
     options.check_against(workload, geo.levels)
@@ -179,7 +189,38 @@ def plan_run(noisy: NoisyHierarchy, spec: Spec | None, options: TopDownOptions, 
     keep = {lv: resolve_failsafe_keep(options.failsafe_keep, workload, compiled[lv].matrix)
             for lv in geo.levels[max(first, 1):]}
     return RunPlan(noisy, spec, options, first, measured, compiled, rounding, keep,
-                   cell_groups(noisy.schema))
+                   cell_groups(noisy.schema), joint_root)
+
+
+def joint_root_task(task: NodeTask, root: LevelConstraints) -> NodeTask:
+    """An unmeasured root's children in one problem (``task``: their node problem without a
+    parent): the root's constraint rows become one row across all of them each
+    (:class:`ChildSum`), the root's zero cells every child's; the root is then their sum.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from hierarchy.geography import Geography
+    >>> from hierarchy.schema import Attribute, Schema
+    >>> from invariants.spec import Invariant
+    >>> schema = Schema((Attribute("sex", ("m", "f")),))
+    >>> geo, _ = Geography.from_columns(["nation", "state"], [[["a", "b"]]])
+    >>> root = compile_spec(Spec([Invariant("tot", "nation")]), schema, geo,
+    ...                     {"nation": {"tot": [8]}})["nation"]
+    >>> detailed = QueryData("detailed", sp.identity(2, format="csr"),
+    ...                      np.array([[2.0, 1.0], [1.0, 0.0]]), np.ones((2, 2)))
+    >>> task = NodeTask("state", "", None, np.array(["a", "b"], dtype=object), (detailed,),
+    ...                 sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((2, 0)),
+    ...                 np.zeros((2, 0)), np.zeros((2, 2), bool))
+    >>> from postproc.methods.topdown.node import solve_node
+    >>> hist = solve_node(joint_root_task(task, root)).histograms    # 4 measured, 8 held
+    >>> int(hist.sum()), hist.tolist()          # one more person in each of the four cells
+    (8, [[3, 2], [2, 1]])
+    """
+    rows = ChildSum(np.arange(task.k), root.matrix, root.lower[0], root.upper[0],
+                    tuple(f"{label} (of the unmeasured root)" for label in root.labels))
+    zero = task.zero | root.zero_patterns[root.zero_index[0]][None, :]
+    return replace(task, zero=zero, sums=tuple(task.sums) + ((rows,) if root.n_rows else ()))
 
 
 def _node_tasks(noisy: NoisyHierarchy, queries: list[tuple[str, Any, Any]],
@@ -217,8 +258,8 @@ def _child_sums(lc: LevelConstraints, geo: Any, li: int, offsets: np.ndarray
     for held in getattr(lc, "sums", ()):
         for g, units in enumerate(held.units):
             p = int(geo.parents[li][units[0]]) if li else 0
-            out.setdefault(p, []).append(ChildSum(units - int(offsets[p]), held.matrix,
-                                                  held.values[g], held.labels[g]))
+            out.setdefault(p, []).append(ChildSum.exact(units - int(offsets[p]), held.matrix,
+                                                        held.values[g], held.labels[g]))
     return out
 
 

@@ -88,8 +88,8 @@ def round_node(task: NodeTask, x_star: np.ndarray, layout: Layout, *, failsafe: 
         renumber = np.cumsum(keep) - 1
         sel = keep[r]
         rows.add(renumber[r[sel]], cc[sel], v[sel], lo[keep], hi[keep])
-    for r, cc, v, value in child_sum_rows(task, lay, floor):  # rows across children: exact
-        rows.add(r, cc, v, value, value)
+    for r, cc, v, lo, hi in child_sum_rows(task, lay, floor):  # rows across children
+        rows.add(r, cc, v, lo, hi)
     cell_cost = np.concatenate([1.0 - 2.0 * frac, np.full(n_slack, 1e4)])
     stats: dict[str, Any] = {"round_seconds": 0.0}
     methods = []

@@ -265,23 +265,23 @@ def kept_rows(task: NodeTask, lay: Layout, keep: Sequence[KeptQuery], n_cols: in
 
 
 def child_sum_rows(task: NodeTask, lay: Layout, floor: np.ndarray | None = None
-                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The rows of the task's sums across children (:attr:`NodeTask.sums`), one block per sum
-    as COO over the variables (row ``a``: answer ``a`` of the summed children) with its exact
-    values; with ``floor`` (the rounding's ``⌊X*⌋`` on the variables), the values less what
-    the floors already count.
+    as COO over the variables (row ``a``: answer ``a`` of the summed children) with its lower
+    and upper bounds; with ``floor`` (the rounding's ``⌊X*⌋`` on the variables), the bounds
+    less what the floors already count. Rows free on both sides are left out.
 
     Examples
     --------
     >>> from postproc.methods.topdown.task import ChildSum
-    >>> pair = ChildSum(np.array([0, 2]), sp.csr_matrix(np.ones((1, 2), np.int64)),
-    ...                 np.array([4]), ("pair: total",))
+    >>> pair = ChildSum.exact(np.array([0, 2]), sp.csr_matrix(np.ones((1, 2), np.int64)),
+    ...                       np.array([4]), ("pair: total",))
     >>> task = NodeTask("state", "", np.array([5, 2]), np.array(["a", "b", "c"], dtype=object),
     ...                 (), sp.csr_matrix((0, 2), dtype=np.int64), np.zeros((3, 0)),
     ...                 np.zeros((3, 0)), np.zeros((3, 2), bool), sums=(pair,))
-    >>> [(r.tolist(), c.tolist(), value.tolist()) for r, c, _, value
+    >>> [(r.tolist(), c.tolist(), lo.tolist(), hi.tolist()) for r, c, _, lo, hi
     ...  in child_sum_rows(task, Layout.of(task))]        # a's cells are x0, x1; c's x4, x5
-    [([0, 0, 0, 0], [0, 1, 4, 5], [4.0])]
+    [([0, 0, 0, 0], [0, 1, 4, 5], [4.0], [4.0])]
     """
     out = []
     for held in task.sums:
@@ -290,8 +290,15 @@ def child_sum_rows(task: NodeTask, lay: Layout, floor: np.ndarray | None = None
         r, c, v, _ = per_child(held.matrix, vi, lay.cells)
         m = held.matrix.shape[0]
         r = r % m                     # child k's answer a is row k·m + a: the answer
-        value = held.values.astype(np.float64)
+        lo, hi = held.lower.astype(np.float64), held.upper.astype(np.float64)
         if floor is not None:
-            value = value - np.bincount(r, weights=v * floor[c], minlength=m)
-        out.append((r, c, v, value))
+            base = np.bincount(r, weights=v * floor[c], minlength=m)
+            lo, hi = lo - base, hi - base
+        bounded = np.isfinite(lo) | np.isfinite(hi)
+        if not bounded.all():
+            renumber = np.cumsum(bounded) - 1
+            sel = bounded[r]
+            r, c, v = renumber[r[sel]], c[sel], v[sel]
+            lo, hi = lo[bounded], hi[bounded]
+        out.append((r, c, v, lo, hi))
     return out

@@ -187,14 +187,28 @@ def solve_plan(plan: RunPlan, *, start: tuple[int, Sequence[np.ndarray]] | None 
     own_executor = not isinstance(opts.executor, Executor)
     try:
         for li in range(plan.first, noisy.geography.depth):
+            if li == 1 and plan.joint_root:
+                continue                 # solved with the root
             t0 = time.perf_counter()
             tasks = plan.tasks(li, hists)
-            results = _solve_level(ex, tasks, opts, noisy.levels[li])
+            if li == 0 and plan.joint_root:
+                # an unmeasured root: its children in one problem under its rows; the root is
+                # their sum, and both levels are checked as any other
+                results = _solve_level(ex, tasks, opts, noisy.levels[1])
+                root = results[0].histograms.sum(axis=0, keepdims=True)
+                verify_level(plan.compiled[noisy.levels[0]], noisy.geography, 0, root, None,
+                             {})
+                hists.append(root)
+                li = 1
+            else:
+                results = _solve_level(ex, tasks, opts, noisy.levels[li])
             hists.append(_accept_level(plan, li, tasks, results, hists, stats, reports))
             timings[noisy.levels[li]] = time.perf_counter() - t0
             if on_level is not None:
-                on_level(li, hists[-1], _result(plan, hists, stats, reports, timings, ex,
-                                                t_start))
+                done = (0, 1) if plan.joint_root and li == 1 else (li,)
+                for at in done:
+                    on_level(at, hists[at], _result(plan, hists[:at + 1], stats, reports,
+                                                    timings, ex, t_start))
     finally:
         if own_executor:
             ex.close()
@@ -280,6 +294,9 @@ def _result(plan: RunPlan, hists, stats, reports, timings, ex, t_start) -> Resul
                    "group_children": opts.group_children},
         "timings": {"levels": dict(timings), "total": time.perf_counter() - t_start},
         "failsafe_reports": reports, **plan.notes,
+        **({"joint_root": "the root was not measured: its children were solved in one "
+                          "problem under its rows, and it is their sum"}
+           if plan.joint_root else {}),
     }
     return Result(plan.method, noisy.schema, noisy.geography, noisy.workload, tuple(hists),
                   provenance, pd.DataFrame(stats))

@@ -114,31 +114,43 @@ class QueryData:
 
 @dataclass(frozen=True, eq=False)
 class ChildSum:
-    """Exact answers of a query over a set of the node's children together (a row across
-    children: a state's total over its two pieces, :mod:`invariants.sums`).
+    """Bounds on a query's answers over a set of the node's children together (a row across
+    children): a state's total over its two pieces (:mod:`invariants.sums`, exact), or an
+    unmeasured root's rows over all its children (:meth:`RunPlan.tasks
+    <postproc.methods.topdown.plan.RunPlan.tasks>`).
 
     Attributes
     ----------
     children : int array
         The children (indices into the node's) whose histograms are summed.
     matrix : csr (answers × cells), int64
-    values : int64 array (answers,)
-        The exact answers of the summed histogram.
+    lower, upper : float arrays (answers,)
+        Bounds on the answers of the summed histogram: whole numbers, or ``∓inf`` where a side
+        is free; equal for exact answers.
     labels : tuple of str
         One per answer, for messages.
 
     Examples
     --------
-    >>> pair = ChildSum(np.array([0, 2]), sp.csr_matrix(np.ones((1, 2), np.int64)),
-    ...                 np.array([7]), ("state_total: 004+104: total",))
-    >>> pair.children.tolist(), pair.values.tolist()
-    ([0, 2], [7])
+    >>> pair = ChildSum.exact(np.array([0, 2]), sp.csr_matrix(np.ones((1, 2), np.int64)),
+    ...                       np.array([7]), ("state_total: 004+104: total",))
+    >>> pair.children.tolist(), pair.lower.tolist(), pair.upper.tolist()
+    ([0, 2], [7.0], [7.0])
     """
 
     children: np.ndarray
     matrix: sp.csr_matrix
-    values: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
     labels: tuple[str, ...]
+
+    @classmethod
+    def exact(cls, children: np.ndarray, matrix: sp.csr_matrix, values: np.ndarray,
+              labels: tuple[str, ...]) -> "ChildSum":
+        """Answers held at ``values`` exactly."""
+        values = np.asarray(values, dtype=np.float64)
+        return cls(np.asarray(children, dtype=np.int64), matrix, values, values.copy(),
+                   tuple(labels))
 
 
 @dataclass(frozen=True, eq=False)
