@@ -5,6 +5,7 @@ directory."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -65,3 +66,57 @@ def test_another_programs_directory_is_refused_before_anything_is_read(nmf, tmp_
     assert (mine / "notes.txt").read_text() == "keep"
     with pytest.raises(PostprocError, match="unknown method 'fancy'"):
         run_nmf(nmf / "nmf", tmp_path / "x", method="fancy", state_totals={"44": 1})
+
+
+def _config(folder, body: str):
+    path = folder / "run.toml"
+    path.write_text(body)
+    return path
+
+
+def test_a_run_configuration_names_the_file_and_runs_like_nmf_run(nmf, tmp_path, capsys):
+    """``[data] nmf`` in a run configuration: ``postproc validate`` reads and checks the file,
+    ``postproc run`` writes what ``postproc nmf run`` writes (paths relative to the config)."""
+    (tmp_path / "nmf").symlink_to(nmf / "nmf")
+    config = _config(tmp_path, '[data]\nnmf = "nmf"\nstate_totals = "nmf/state_totals.csv"\n'
+                               'states = ["44"]\n\n[postprocess]\nmethod = "gls"\n\n'
+                               '[output]\ndirectory = "out"\n')
+    assert main(["validate", str(config)]) == 0
+    assert "read and checked row by row (1 state pieces" in capsys.readouterr().out
+    assert main(["run", str(config)]) == 0
+    got = Result.read(tmp_path / "out")
+    noisy, spec = read_nmf(nmf / "nmf", states=["44"],
+                           state_totals=nmf / "nmf" / "state_totals.csv")
+    want = postprocess(noisy, "gls", spec)
+    assert got.method == "gls"
+    for a, b in zip(got.histograms, want.histograms):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
+    assert (tmp_path / "out" / "block_geoid.parquet").is_file()
+    # --method overrides the configuration's (with that method's production options)
+    assert main(["run", str(config), "--method", "topdown", "--out", str(tmp_path / "td")]) == 0
+    want = postprocess(noisy, "topdown", spec, **__import__(
+        "postproc.apps.nmf.run", fromlist=["x"]).production_options(noisy.levels))
+    assert all(np.array_equal(a, b) for a, b in zip(Result.read(tmp_path / "td").histograms,
+                                                     want.histograms))
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[data]\nnmf = "nmf"\nstate_totals = "2020"\n\n[budget]\ntotal = 1\n',
+     r"run.toml, line 5: \[budget\] is not part of a run on a Noisy Measurement File"),
+    ('[data]\nnmf = "nmf"\n', r"\[data\] needs state_totals"),
+    ('[data]\nnmf = "nmf"\nstate_totals = "2020"\nstates = ["4"]\n',
+     "states must be two-digit state FIPS codes"),
+    ('[data]\nnmf = "nmf"\nstate_totals = "2020"\n[postprocess]\nmethod = "fancy"\n',
+     "unknown method 'fancy'"),
+    ('[data]\nnmf = "nmf"\nstate_totals = "2020"\n', "no output directory"),
+])
+def test_a_bad_nmf_configuration_is_named_where_it_is_wrong(tmp_path, capsys, body, message):
+    assert main(["run", str(_config(tmp_path, body))]) != 0
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_flags_of_a_measuring_run_are_refused_on_a_file(tmp_path, capsys):
+    config = _config(tmp_path, '[data]\nnmf = "nmf"\nstate_totals = "2020"\n')
+    assert main(["run", str(config), "--resume", "--parts", "--out", str(tmp_path / "o")]) != 0
+    assert "does not take --resume, --parts" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

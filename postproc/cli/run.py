@@ -114,8 +114,12 @@ def _config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from postproc.apps.nmf.config import names_nmf
     from postproc.apps.runs.pipeline import run_pipeline
     from postproc.evaluation.tables import print_level_summary
+
+    if names_nmf(args.config):
+        return _run_nmf(args)
 
     if args.parts is None and (args.all_answers or args.split != "tract"
                                or args.queries is not None):
@@ -201,8 +205,51 @@ def print_parts_summary(done) -> None:
           f"outputs in {done.directory}")
 
 
+def _run_nmf(args: argparse.Namespace) -> int:
+    """A configuration whose ``[data]`` is a Noisy Measurement File
+    (:mod:`postproc.apps.nmf.config`): read it, post-process it, write the result."""
+    from postproc.apps.nmf.config import load_nmf_config
+    from postproc.errors import PostprocError
+
+    given = [flag for flag, value in (
+        ("--resume", args.resume), ("--parts", args.parts is not None),
+        ("--executor", args.executor), ("--workers", args.workers),
+        ("--scheduler", args.scheduler), ("--error-table", args.error_table),
+        ("--all-answers", args.all_answers), ("--queries", args.queries is not None),
+        ("--split", args.split != "tract")) if value]
+    if given:
+        raise PostprocError(f"{args.config} runs on a Noisy Measurement File ([data] nmf), "
+                            f"which does not take {', '.join(given)}: it reads published "
+                            "measurements (nothing to resume or measure, no truth to compare)")
+    config = load_nmf_config(args.config)
+    if args.method is not None:
+        from postproc.methods import get
+
+        get(args.method)              # an unknown name: the error lists the registered ones
+    directory = config.run(args.out, method=args.method,
+                           log=lambda line: print(line, file=sys.stderr))
+    print(f"outputs in {directory}")
+    return 0
+
+
 def validate(args: argparse.Namespace) -> int:
+    from postproc.apps.nmf.config import names_nmf
     from postproc.apps.runs.pipeline import validate_config
+
+    if names_nmf(args.config):
+        from postproc.apps.nmf.config import load_nmf_config
+        from postproc.apps.nmf.reader import read_nmf
+
+        config = load_nmf_config(args.config)
+        noisy, spec = read_nmf(config.root, states=config.states,
+                               state_totals=config.state_totals)
+        geo = noisy.geography
+        print(f"{args.config}: {noisy.provenance['files']:,} files of {config.root} read and "
+              f"checked row by row ({len(noisy.provenance['pieces'])} state pieces, "
+              f"{geo.n_units(geo.levels[-1]):,} blocks); {len(spec.constraints)} constraints"
+              f"{f', {len(spec.sums)} sum(s) over units' if spec.sums else ''}; method "
+              f"{config.method}")
+        return 0
 
     validate_config(_config(args), show_confidential=args.show_confidential)
     return 0

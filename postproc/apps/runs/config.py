@@ -28,10 +28,10 @@ from invariants.catalogue import statistics_to_publish
 from invariants.spec import Spec
 from postproc.apps.runs.config_postprocess import (  # noqa: F401  (their old home)
     RUN_OPTIONS,
-    _postprocess,
     _solver,
     _with_production_tolerance,
     method_options_problem,
+    postprocess_section,
 )
 from postproc.apps.runs.config_sections import (  # noqa: F401  (PRESETS: its old home)
     PRESETS,
@@ -480,7 +480,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
         levels, workload)
     noise = _noise(doc, budget)                                 # [mechanism], [randomness]
     spec = _spec(doc, base, levels)                                         # [spec]
-    method, method_options = _postprocess(                                  # [postprocess]
+    method, method_options = postprocess_section(                           # [postprocess]
         doc.table("postprocess", allowed={"method", "options"}), levels, workload)
     solver = _solver(doc, levels, workload, budget, schema)                 # [solver]
     method_options = _with_production_tolerance(method, method_options, solver)

@@ -25,7 +25,7 @@ from postproc.infra.executors import EXECUTORS
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
 from postproc.methods.topdown.options import RUN_FIELDS
 
-__all__ = ["RUN_OPTIONS", "method_options_problem"]
+__all__ = ["RUN_OPTIONS", "method_options_problem", "postprocess_section"]
 
 
 @dataclass(frozen=True)
@@ -223,14 +223,23 @@ def _options_error(method: str, options: Mapping[str, Any], *,
     return None
 
 
-def _postprocess(section: Table, levels: Sequence[str], workload: Workload
-                 ) -> tuple[str, dict[str, Any]]:
+def postprocess_section(section: Table, levels: Sequence[str], workload: Workload
+                        ) -> tuple[str, dict[str, Any]]:
     """``[postprocess] method = "…"`` (a registered post-processor, default TopDown) and its
     ``[postprocess.options]``, each checked against what the method takes, its declared type
     and the method's own checks (a table of ``group_children`` per level names only
     ``levels``; ``queries`` only the workload's) — in the registry, so a method's new option
     needs no code here. An error names the option's line. TopDown's solver options live in
-    ``[solver]``."""
+    ``[solver]``.
+
+    Examples
+    --------
+    >>> from hierarchy.io.tomlconfig import parse_toml
+    >>> from hierarchy.presets.pl94 import LEVELS, pl94_workload
+    >>> doc = parse_toml("[postprocess]\\nmethod = 'gls'", source="run.toml")
+    >>> postprocess_section(doc.table("postprocess"), LEVELS, pl94_workload())
+    ('gls', {})
+    """
     from postproc.methods import available
 
     method = section.get("method", "topdown")
