@@ -281,3 +281,28 @@ def test_a_query_shape_that_is_not_the_queries_is_named(files, tmp_path):
     with pytest.raises(PostprocError, match=r"row 0: field 'query_shape' of .* is \[1, 1, 2, 1\], "
                                             r"expected \[1, 1, 1, 1\]"):
         read_nmf(root, states=["44"], state_totals=_totals(root))
+
+
+def test_the_housing_units_product_reads_and_post_processes(files):
+    """``product="units"``: vacant and occupied units on the same spine, their total exact at
+    every geounit (no state totals needed); TopDown and gls on a zero-noise file give back
+    every measured unit's counts, and every unit's total is its total_con."""
+    noisy, spec = read_nmf(files / "exact", product="units")
+    assert noisy.schema.shape == (2,) and list(noisy.workload.names) == ["detailed"]
+    persons, _ = read_nmf(files / "exact", state_totals=_totals(files / "exact"))
+    for li in range(len(noisy.levels)):           # the same spine as the persons'
+        assert list(noisy.geography.geocodes[li]) == list(persons.geography.geocodes[li])
+    for method in ("topdown", "gls"):
+        result = postprocess(noisy, method, spec)
+        for li, lv in enumerate(noisy.levels):
+            got = result.histograms[li]
+            assert np.allclose(got.sum(axis=1), noisy.invariants[lv]["total_con"][:, 0],
+                               rtol=0, atol=1e-6)
+            m = noisy.measurements[lv].get("detailed")
+            if m is not None:
+                measured = m.drawn[:, 0] if m.drawn is not None else slice(None)
+                assert np.allclose(got[measured], m.values[measured], rtol=0, atol=1e-6)
+    alone, _ = read_nmf(files / "noisy", product="units", states=["04"])
+    assert list(alone.geography.geocodes[1]) == ["004", "104"]
+    result = postprocess(alone, "topdown", _)
+    assert int(result.histograms[0].sum()) == int(alone.invariants["nation"]["total_con"][0, 0])

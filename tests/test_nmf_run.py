@@ -120,3 +120,15 @@ def test_flags_of_a_measuring_run_are_refused_on_a_file(tmp_path, capsys):
     assert main(["run", str(config), "--resume", "--parts", "--out", str(tmp_path / "o")]) != 0
     assert "does not take --resume, --parts" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_units_product_runs_from_the_cli(nmf, tmp_path):
+    out = tmp_path / "units"
+    assert main(["nmf", "run", str(nmf / "nmf"), "--out", str(out), "--product", "units"]) == 0
+    got = Result.read(out)
+    noisy, spec = read_nmf(nmf / "nmf", product="units")
+    assert got.schema.shape == (2,)
+    assert all(np.array_equal(a, b) for a, b in zip(
+        got.histograms, postprocess(noisy, "topdown", spec).histograms))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["nmf"]["product"] == "US_Unit_PL_PROD"

@@ -39,9 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("root", metavar="ROOT", help="the folder that holds US_Person_PL_PROD/")
     r.add_argument("--out", required=True, help="output directory (new, or an earlier "
                                                 "`postproc nmf run`'s)")
-    r.add_argument("--state-totals", required=True, metavar="CSV|2020",
-                   help="the states' invariant totals: a CSV state,total, or 2020 for the 2020 "
-                        "Census's (shipped)")
+    r.add_argument("--state-totals", metavar="CSV|2020",
+                   help="the states' invariant persons totals: a CSV state,total, or 2020 for "
+                        "the 2020 Census's (shipped); required for the persons' product")
+    r.add_argument("--product", choices=("persons", "units"), default="persons",
+                   help="the persons' measurements (default) or the housing units' (vacant, "
+                        "occupied; their totals are in the file)")
     r.add_argument("--states", nargs="+", metavar="FIPS",
                    help="only these states (two-digit FIPS codes); all by default")
     r.add_argument("--method", default="topdown",
@@ -88,5 +91,6 @@ def run_run(args: argparse.Namespace) -> int:
     from postproc.apps.nmf.run import run_nmf
 
     run_nmf(args.root, args.out, method=args.method, states=args.states,
-            state_totals=args.state_totals, log=lambda line: print(line, file=sys.stderr))
+            state_totals=args.state_totals, product=args.product,
+            log=lambda line: print(line, file=sys.stderr))
     return 0

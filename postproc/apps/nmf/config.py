@@ -7,6 +7,7 @@ microdata (``docs/nmf.md``, "A run configuration")::
     nmf = "nmf"                  # the folder that holds US_Person_PL_PROD/
     state_totals = "2020"        # or a CSV state,total; the file does not hold them
     states = ["44", "04"]        # optional: these states' pieces only
+    product = "persons"          # or "units" (housing units: no state_totals needed)
 
     [postprocess]
     method = "topdown"           # any registered method; options in [postprocess.options]
@@ -46,7 +47,7 @@ class NmfRunConfig:
     ----------
     root : Path
         The folder that holds ``US_Person_PL_PROD/``.
-    state_totals : Path or "2020"
+    state_totals : Path, "2020" or None (the units' product)
     states : tuple of str or None
     method : str
     method_options : dict or None
@@ -68,12 +69,13 @@ class NmfRunConfig:
     """
 
     root: Path
-    state_totals: Path | str
+    state_totals: Path | str | None
     states: tuple[str, ...] | None
     method: str
     method_options: dict[str, Any] | None
     output: Path | None
     source: str
+    product: str = "persons"
 
     def run(self, out: str | Path | None = None, *, method: str | None = None, log=print
             ) -> Path:
@@ -87,7 +89,8 @@ class NmfRunConfig:
                                 "or --out DIR")
         options = self.method_options if method in (None, self.method) else None
         return run_nmf(self.root, directory, method=method or self.method, states=self.states,
-                       state_totals=self.state_totals, options=options, log=log)
+                       state_totals=self.state_totals, options=options, product=self.product,
+                       log=log)
 
 
 def names_nmf(path: str | Path) -> bool:
@@ -145,14 +148,18 @@ def _from_document(doc: TomlDocument, *, base: Path) -> NmfRunConfig:
                                        "workload, spec and measurements (PL 94-171); remove "
                                        f"{', '.join(f'[{s}]' for s in given)}")
     doc.check_sections(_SECTIONS)
-    d = doc.table("data", required=True, allowed={"nmf", "state_totals", "states"})
+    d = doc.table("data", required=True, allowed={"nmf", "state_totals", "states", "product"})
     root = d.path("nmf", base=base)
-    if "state_totals" not in d:
+    product = d.string("product", "persons")
+    if product not in ("persons", "units"):
+        raise d.fail("product", f"product must be \"persons\" or \"units\", not {product!r}")
+    if "state_totals" not in d and product == "persons":
         raise d.fail(None, "[data] needs state_totals = \"2020\" (the 2020 Census's, shipped) "
                            "or the path of a CSV state,total: the file does not hold the "
                            "states' totals")
     totals = d.string("state_totals")
-    state_totals: Path | str = totals if totals == "2020" else d.path("state_totals", base=base)
+    state_totals: Path | str | None = (totals if totals in (None, "2020")
+                                       else d.path("state_totals", base=base))
     states = d.strings("states")
     if states is not None and not all(len(s) == 2 and s.isdigit() for s in states):
         raise d.fail("states", f"states must be two-digit state FIPS codes, e.g. [\"44\"], not "
@@ -164,4 +171,5 @@ def _from_document(doc: TomlDocument, *, base: Path) -> NmfRunConfig:
     o = doc.table("output", allowed={"directory"})
     output = o.path("directory", base=base)
     return NmfRunConfig(root, state_totals, states, method,
-                        options if "options" in section else None, output, doc.source)
+                        options if "options" in section else None, output, doc.source,
+                        product)

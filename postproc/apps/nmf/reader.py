@@ -36,6 +36,8 @@ import pyarrow.parquet as pq
 from hierarchy.geography import Geography
 from hierarchy.noisy import Measurement, NoisyHierarchy
 from hierarchy.presets.pl94 import NURSE_NVA_0, PL94_2020, pl94_workload
+from hierarchy.queries import Workload
+from hierarchy.schema import Attribute, Schema
 from invariants.items import Constraint, Invariant
 from invariants.spec import Spec, UnitSum
 from postproc.apps.nmf.layout import (
@@ -149,7 +151,7 @@ def _query_names(path: Path, piece: str | None, table: pa.Table, kinds: Mapping[
         row = int(np.flatnonzero(unknown)[0])
         raise PostprocError(f"{where}, row {row}: query_name {str(names[row])!r} is not one "
                             f"of this geolevel's {sorted(kinds)} (the PL 94 preset's); is this "
-                            "a PL 94 persons NMF?")
+                            "a PL 94 NMF of this product?")
     return names
 
 
@@ -334,12 +336,17 @@ def read_state_totals(source: str | Path | Mapping[str, int]) -> dict[str, int]:
 
 # -- the hierarchy -----------------------------------------------------------------------------
 
-def _geography(constraints: Sequence[_Rows], levels: Sequence[str], root: str
+def _geography(constraints: Sequence[_Rows], levels: Sequence[str], root: str, key: str
                ) -> tuple[Geography, list[np.ndarray]]:
-    """The spine tree from every unit's constraint rows (below the root): each unit's parent is
-    the prefix of its geocode of its parent level's width. Returns the geography and each
-    level's geocodes as read (in the geography's order)."""
-    codes = [np.unique(np.concatenate(r.geocodes["hhgq_total_lb"])) for r in constraints]
+    """The spine tree from every unit's constraint rows (below the root; ``key``: a constraint
+    every unit has): each unit's parent is the prefix of its geocode of its parent level's
+    width. Returns the geography and each level's geocodes as read (in the geography's
+    order)."""
+    for gl, r in zip(GEOLEVELS[1:], constraints):
+        if key not in r.geocodes:
+            raise PostprocError(f"{gl}: no {key!r} constraint rows in the file (every geounit "
+                                "has them)")
+    codes = [np.unique(np.concatenate(r.geocodes[key])) for r in constraints]
     widths = []
     for gl, c in zip(GEOLEVELS[1:], codes):
         lengths = np.char.str_len(c)
@@ -398,12 +405,12 @@ def _unit_rows(rows: _Rows, kind: str, codes: np.ndarray, level: str, *, require
     return out, seen > 0, variances
 
 
-def _measurements(rows: _Rows, codes: np.ndarray, level: str, geo: Geography, li: int
-                  ) -> dict[str, Measurement]:
+def _measurements(rows: _Rows, codes: np.ndarray, level: str, geo: Geography, li: int,
+                  product: str = "persons") -> dict[str, Measurement]:
     """A level's measurements in workload order; a unit without rows (an only child, whose
     budget its parent spent) gets weight 0 — and must be an only child."""
     out: dict[str, Measurement] = {}
-    kinds = [k for k in row_kinds("persons", GEOLEVELS[li], DPQUERY)]
+    kinds = [k for k in row_kinds(product, GEOLEVELS[li], DPQUERY)]
     measured = np.zeros(codes.size, bool)
     for kind in kinds:
         values, has, var = _unit_rows(rows, kind.name, codes, level, required=False)
@@ -448,8 +455,9 @@ def read_nmf(root: str | Path, *, product: str = "persons",
     ----------
     root : path
         The folder that holds ``US_Person_PL_PROD/`` (or that folder itself).
-    product : {'persons'}
-        The persons' measurements (the units' are read by :func:`inspect_nmf` only).
+    product : {'persons', 'units'}
+        The persons' measurements, or the housing units' (occupied or vacant; their total is
+        exact at every geounit, so ``state_totals`` is not needed).
     states : sequence of str, optional
         Two-digit state FIPS codes to read (both pieces of a state with AIAN areas); all by
         default. With a subset the root is the states read: it is unmeasured (the US rows are
@@ -487,9 +495,10 @@ def read_nmf(root: str | Path, *, product: str = "persons",
     ...
     postproc.errors.PostprocError: NMF root '/nonexistent' is not a directory
     """
+    if product == "units":
+        return _read_units(root, states)
     if product != "persons":
-        raise PostprocError(f"read_nmf reads the persons' product; {product!r} can be inspected "
-                            "(inspect_nmf) but not yet post-processed")
+        raise PostprocError(f"unknown NMF product {product!r}; products are {list(PRODUCTS)}")
     pdir = _product_dir(root, product)
     available = sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT)))
     pieces = _select_pieces(available, states)
@@ -504,7 +513,7 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         if not r.files:
             raise PostprocError(f"the NMF has no {g} constraint files for pieces {pieces}")
     root_code = "" if whole else "+".join(read)
-    geo, codes = _geography(cons, levels, root_code)
+    geo, codes = _geography(cons, levels, root_code, "hhgq_total_lb")
     measurements: dict[str, dict[str, Measurement]] = {}
     invariants: dict[str, dict[str, np.ndarray]] = {}
     names = [k.name for k in row_kinds(product, "State", CONSTRAINT)]
@@ -578,6 +587,52 @@ def _checked_totals(pdir: Path, product: str, pieces: Sequence[str], whole: bool
                 f"{us_total:,}; use the totals of the same census (the 2020 state totals for "
                 "the 2020 file)")
     return totals, (us_con if whole else None)
+
+
+#: The housing units' schema: one attribute, vacant or occupied (the DAS's H1 schema).
+UNITS_SCHEMA = Schema((Attribute("h1", ("vacant", "occupied")),), name="pl94_units")
+
+
+def _read_units(root: str | Path, states: Sequence[str] | None
+                ) -> tuple[NoisyHierarchy, Spec]:
+    """The housing units' product (:func:`read_nmf` with ``product="units"``): the same spine,
+    ``detailed`` measured (vacant, occupied), ``total_con`` exact at every geounit — also the
+    root's, the file's US row or the sum of the pieces read."""
+    pdir = _product_dir(root, "units")
+    available = sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT)))
+    pieces = _select_pieces(available, states)
+    whole = pieces == available
+    levels = [LEVEL_NAMES[g] for g in GEOLEVELS]
+    cons = [_read_dataset(pdir, "units", g, CONSTRAINT, pieces) for g in GEOLEVELS[1:]]
+    dpq = [_read_dataset(pdir, "units", g, DPQUERY, pieces) for g in GEOLEVELS[1:]]
+    read = sorted({split_piece(p)[0] for p in pieces})
+    root_code = "" if whole else "+".join(read)
+    geo, codes = _geography(cons, levels, root_code, "total")
+    name = "total" + CON_SUFFIX
+    invariants = {levels[li]: {name: _unit_rows(r, "total", c, levels[li], required=True)[0]}
+                  for li, (r, c) in enumerate(zip(cons, codes), start=1)}
+    measurements = {levels[li]: _measurements(r, c, levels[li], geo, li, "units")
+                    for li, (r, c) in enumerate(zip(dpq, codes), start=1)}
+    if whole:
+        top = np.array([root_code])
+        us_con = _read_dataset(pdir, "units", "US", CONSTRAINT, None)
+        invariants["nation"] = {name: _unit_rows(us_con, "total", top, "US", required=True)[0]}
+        measurements["nation"] = _measurements(_read_dataset(pdir, "units", "US", DPQUERY, None),
+                                               top, "US", geo, 0, "units")
+    else:
+        invariants["nation"] = {name: invariants["state"][name].sum(axis=0, keepdims=True)}
+        if len(pieces) == 1:
+            measurements["nation"] = measurements.pop("state")
+    spec = Spec(constraints=(Constraint(name, "all", "published", "total", None, "=="),),
+                imply_upward=False)
+    provenance = {"source": "nmf", "product": PRODUCTS["units"], "root": str(Path(root)),
+                  "pieces": list(codes[0]), "states": read,
+                  "files": sum(r.files for r in cons + dpq),
+                  "bytes": sum(r.bytes for r in cons + dpq),
+                  "randomness": _randomness(Path(root)), "spec_checked": spec.to_dict()}
+    workload = Workload.from_expressions(UNITS_SCHEMA, {"detailed": "detailed"})
+    return NoisyHierarchy(UNITS_SCHEMA, geo, workload, measurements, invariants,
+                          provenance), spec
 
 
 def _randomness(root: Path) -> dict[str, Any]:

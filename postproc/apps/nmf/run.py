@@ -56,13 +56,13 @@ def production_options(levels: Sequence[str], method: str = "topdown") -> dict[s
 def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
             states: Sequence[str] | None = None,
             state_totals: str | Path | Mapping[str, int] | None = None,
-            options: Mapping[str, Any] | None = None,
+            options: Mapping[str, Any] | None = None, product: str = "persons",
             log: Callable[[str], None] = print) -> Path:
     """Read a Noisy Measurement File, post-process it and write the result to ``out``.
 
     Parameters
     ----------
-    root, states, state_totals
+    root, states, state_totals, product
         As for :func:`~postproc.apps.nmf.reader.read_nmf`.
     out : path
         A new (or empty) directory, or one an earlier ``postproc nmf run`` wrote; never another
@@ -101,12 +101,12 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
         raise PostprocError(f"unknown method {method!r}; registered: {sorted(available())}")
     directory = claim_output(out, MADE_BY)    # before reading: a wrong --out, at once
     t0 = time.perf_counter()
-    noisy, spec = read_nmf(root, states=states, state_totals=state_totals)
+    noisy, spec = read_nmf(root, product=product, states=states, state_totals=state_totals)
     levels = noisy.levels
     log(f"read {noisy.provenance['files']:,} files of {root} ({len(noisy.provenance['pieces'])} "
         f"state pieces, {noisy.geography.n_units(levels[-1]):,} blocks) in "
         f"{time.perf_counter() - t0:.1f} s")
-    if options is None and method in ("topdown", "bluedown"):
+    if options is None and method in ("topdown", "bluedown") and product == "persons":
         options = production_options(levels, method)
     t1 = time.perf_counter()
     result = postprocess(noisy, method, spec, **dict(options or {}))
@@ -114,7 +114,8 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
     blocks = [str(b) for b in noisy.geography.geocodes[-1]]
     result.write(directory, extra_manifest={"nmf": {
         k: noisy.provenance[k] for k in ("source", "product", "root", "pieces", "states",
-                                         "files", "bytes", "state_totals")}})
+                                         "files", "bytes", "state_totals")
+        if k in noisy.provenance}})
     write_parquet(pa.table({"block": pa.array(blocks),
                             "geoid": pa.array([block_geoid(b) for b in blocks])}),
                   directory / "block_geoid.parquet")
