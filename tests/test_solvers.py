@@ -761,10 +761,49 @@ def test_clarabel_solves_again_in_larger_units_a_large_problem_it_calls_infeasib
             l=np.array([5e6, 0.0, 0.0]), u=np.array([5e6, np.inf, np.inf]))
     sol = _clarabel(qp)
     assert sol.status == Status.OPTIMAL and "Solved at 1e-10 in units of 1000" in sol.message
-    assert largest == [5e6, 5e6, 5e3]         # unrefined, refined, then in thousands
+    # unrefined, refined, more equilibrated, then in thousands
+    assert largest == [5e6, 5e6, 5e6, 5e3]
     np.testing.assert_allclose(sol.x, [3.5e6, 1.5e6], rtol=1e-9)
     assert sol.objective == pytest.approx(qp.objective(np.array([3.5e6, 1.5e6])), rel=1e-9)
     # a problem that stays infeasible in larger units is still infeasible
+    bad = QP(P=sp.csc_matrix(np.eye(1)), q=np.zeros(1), A=sp.csc_matrix(np.ones((2, 1))),
+             l=np.array([2e6, -np.inf]), u=np.array([np.inf, 1e6]))
+    assert _clarabel(bad).status == Status.INFEASIBLE
+
+
+def test_clarabel_equilibrates_more_a_problem_it_calls_infeasible_at_once(monkeypatch):
+    """Clarabel called a feasible BlueDown state → county node at 331M persons (California,
+    bounds to 1.2e7) primal infeasible after one iteration with its default equilibration, and
+    solved it in persons with 50 equilibration iterations. Simulated by a Clarabel that calls
+    a problem infeasible at once unless it equilibrates that much: ``_clarabel`` solves it in
+    persons (no larger units), and a problem infeasible in truth stays infeasible."""
+    import types
+
+    import clarabel
+
+    from postproc.infra.solvers.backends import _MORE_EQUILIBRATION, _clarabel
+
+    real, seen = clarabel.DefaultSolver, []
+
+    class NeedsEquilibration:
+        def __init__(self, P, q, A, b, cones, settings):
+            seen.append(settings.equilibrate_max_iter)
+            self.solver = real(P, q, A, b, cones, settings)
+
+        def solve(self):
+            if seen[-1] < _MORE_EQUILIBRATION:
+                return types.SimpleNamespace(status=clarabel.SolverStatus.PrimalInfeasible,
+                                             iterations=1, x=None)
+            return self.solver.solve()
+
+    monkeypatch.setattr(clarabel, "DefaultSolver", NeedsEquilibration)
+    qp = QP(P=sp.csc_matrix(np.eye(2) * 2), q=np.array([-6e6, -2e6]),
+            A=sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])),
+            l=np.array([5e6, 0.0, 0.0]), u=np.array([5e6, np.inf, np.inf]))
+    sol = _clarabel(qp)
+    assert sol.status == Status.OPTIMAL and "equilibrated 50 times" in sol.message
+    assert "units of" not in sol.message and len(seen) == 3
+    np.testing.assert_allclose(sol.x, [3.5e6, 1.5e6], rtol=1e-9)
     bad = QP(P=sp.csc_matrix(np.eye(1)), q=np.zeros(1), A=sp.csc_matrix(np.ones((2, 1))),
              l=np.array([2e6, -np.inf]), u=np.array([np.inf, 1e6]))
     assert _clarabel(bad).status == Status.INFEASIBLE

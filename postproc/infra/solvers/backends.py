@@ -149,6 +149,12 @@ def _clarabel_unit(b: np.ndarray) -> float:
     return 1.0 if largest <= 1e4 else 10.0 ** math.ceil(math.log10(largest / 1e4))
 
 
+#: Clarabel's "infeasible" within this many iterations is checked again with
+#: :data:`_MORE_EQUILIBRATION` iterations of equilibration (:func:`_clarabel`).
+_EARLY_INFEASIBLE = 2
+_MORE_EQUILIBRATION = 50
+
+
 def _clarabel(qp: QP) -> Solution:
     import clarabel
 
@@ -179,9 +185,13 @@ def _clarabel(qp: QP) -> Solution:
             [[0], np.cumsum(np.bincount(column[upper], minlength=P.shape[1]))])),
             shape=P.shape)
 
-    def run(tol: float, ktratio: float, refine: bool = True, unit: float = 1.0):
-        # unit: solve for x / unit (unit persons per variable), the rows' bounds divided by it
+    def run(tol: float, ktratio: float, refine: bool = True, unit: float = 1.0,
+            equilibrate: int | None = None):
+        # unit: solve for x / unit (unit persons per variable), the rows' bounds divided by it;
+        # equilibrate: Ruiz equilibration's iterations (Clarabel's default 10)
         settings = clarabel.DefaultSettings()
+        if equilibrate is not None:
+            settings.equilibrate_max_iter = equilibrate
         settings.iterative_refinement_enable = refine
         settings.verbose = False
         settings.direct_solve_method = clarabel_linear_solver(qp)
@@ -208,6 +218,18 @@ def _clarabel(qp: QP) -> Solution:
         iterations += int(res.iterations)
         steps.append(f"{res.status} at 1e-10")
     infeasible = str(res.status) in (str(S.PrimalInfeasible), str(S.AlmostPrimalInfeasible))
+    if infeasible and int(res.iterations) <= _EARLY_INFEASIBLE:
+        # Called infeasible at once, from a certificate of the first iterates: with bounds of
+        # millions (a BlueDown state → county node at 331M persons: California, 58 counties,
+        # bounds to 1.2e7) that certificate can be spurious. More equilibration scales the
+        # rows first: the node was then solved in persons (29 iterations, every row met to
+        # 2e-9), where solving in thousands of persons (below) left the nonnegativity bounds
+        # 2e-4 persons off and the fit was refused. A truly infeasible node is called so again.
+        again = run(1e-10, 1e-8, refine=False, equilibrate=_MORE_EQUILIBRATION)
+        iterations += int(again.iterations)
+        steps.append(f"{again.status} at 1e-10 equilibrated {_MORE_EQUILIBRATION} times")
+        if str(again.status) == str(S.Solved):
+            res, infeasible = again, False
     unit = _clarabel_unit(b) if infeasible else 1.0     # no scan of b on the solved nodes
     if unit > 1.0:
         # Bounds of millions over variables most of which the objective does not weigh (a
