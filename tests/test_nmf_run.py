@@ -8,6 +8,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -132,3 +133,31 @@ def test_the_units_product_runs_from_the_cli(nmf, tmp_path):
         got.histograms, postprocess(noisy, "topdown", spec).histograms))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["nmf"]["product"] == "US_Unit_PL_PROD"
+
+
+def test_methods_are_compared_against_the_truth_a_synthetic_file_keeps(nmf, tmp_path):
+    """``postproc nmf compare``: one table of every method's errors against the truth the
+    synthetic file keeps, the same errors as the methods' results against that truth."""
+    from postproc.apps.nmf.compare import nmf_truth
+    from postproc.apps.nmf.run import production_options
+
+    out = tmp_path / "cmp"
+    totals = str(nmf / "nmf" / "state_totals.csv")
+    assert main(["nmf", "compare", str(nmf / "nmf"), "--methods", "topdown,gls", "--out",
+                 str(out), "--state-totals", totals]) == 0
+    table = pd.read_csv(out / "compare.csv")
+    assert set(table["method"]) == {"topdown", "gls"}
+    noisy, spec = read_nmf(nmf / "nmf", state_totals=totals)
+    truth = nmf_truth(nmf / "nmf", noisy)
+    assert int(truth.counts[0].sum()) == int(noisy.invariants["nation"]["tot"][0])
+    tract = table[(table["level"] == "tract") & (table["query"] == "total")].set_index("method")
+    for method, options in (("topdown", production_options(noisy.levels)), ("gls", {})):
+        result = postprocess(noisy, method, spec, **options)
+        mean_abs = float(np.abs(result.histograms[3].sum(axis=1)
+                                - truth.counts[3].sum(axis=1)).mean())
+        assert tract.loc[method, "mean_abs"] == pytest.approx(mean_abs)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["made_by"] == "postproc nmf compare"
+    assert set(manifest["files"]) >= {"compare.csv", "compare.html", "compare_mae.png"}
+    with pytest.raises(PostprocError, match="has no truth/persons.parquet"):
+        nmf_truth(tmp_path, noisy)

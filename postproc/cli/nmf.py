@@ -50,6 +50,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--method", default="topdown",
                    help="a registered post-processor (default topdown; `postproc methods`)")
     r.set_defaults(func=run_run)
+    c = actions.add_parser(
+        "compare", help="compare methods on a synthetic file against the truth beside it",
+        description="Read a synthetic NMF (postproc synth2020 --nmf) once, run each method on "
+                    "its measurements (TopDown and BlueDown with the 2020 production options) "
+                    "and compare each with the truth the file keeps: one table (MAE = median "
+                    "|error|, mean |error|, RMSE, EPL per method, level and query) as CSV and "
+                    "JSON, figures and an HTML page.")
+    c.add_argument("root", metavar="ROOT", help="the folder that holds US_Person_PL_PROD/ and "
+                                                "truth/")
+    c.add_argument("--methods", required=True, metavar="A,B,...",
+                   help="registered post-processors, e.g. topdown,gls,noisy")
+    c.add_argument("--out", required=True, help="output directory (new, or an earlier "
+                                                "`postproc nmf compare`'s)")
+    c.add_argument("--state-totals", required=True, metavar="CSV|2020",
+                   help="the states' invariant totals (a synthetic file writes "
+                        "ROOT/state_totals.csv)")
+    c.add_argument("--states", nargs="+", metavar="FIPS", help="only these states")
+    c.add_argument("--seed", type=int, default=0,
+                   help="randomized methods' and EPL intervals' seed (default 0)")
+    c.set_defaults(func=run_compare)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -82,6 +102,17 @@ def run_inspect(args: argparse.Namespace) -> int:
     for name, group in cons.groupby("name", sort=False):
         levels = ", ".join(f"{r.geolevel} {r.rows:,}" for r in group.itertuples() if r.rows)
         print(f"  {name:<16} {group['sign'].iloc[0]:<2} {levels}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    import sys
+
+    from postproc.apps.nmf.compare import compare_nmf
+
+    compare_nmf(args.root, args.methods, args.out, states=args.states,
+                state_totals=args.state_totals, seed=args.seed,
+                log=lambda line: print(line, file=sys.stderr))
     return 0
 
 
