@@ -57,6 +57,8 @@ from postproc.errors import PostprocError
 
 __all__ = ["read_nmf", "read_state_totals", "STATE_TOTALS_2020"]
 
+_INT32 = np.iinfo(np.int32)
+
 #: The query of each persons' constraint in the toolkit's query language.
 _CONSTRAINT_QUERIES = {"hhgq_total_lb": "marginal(hhgq)", "hhgq_total_ub": "marginal(hhgq)",
                        "nurse_nva_0": NURSE_NVA_0["query"], "total": "total"}
@@ -66,7 +68,8 @@ _SENSES = {"=": "==", ">=": ">=", "<=": "<="}
 @dataclass
 class _Rows:
     """One dataset's rows at one geolevel, gathered over its files: per row kind, the geocodes,
-    the values (rows × answers, int64) and (measurements) the variances."""
+    the values (rows × answers; int32 where they fit, as the published lists mostly are: the
+    block level's measurements are most of the file) and (measurements) the variances."""
 
     geocodes: dict[str, list[np.ndarray]] = field(default_factory=dict)
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
@@ -82,10 +85,12 @@ class _Rows:
             self.variances.setdefault(kind, []).append(variances)
 
     def joined(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        codes = np.concatenate(self.geocodes[kind])
-        values = np.concatenate(self.values[kind])
-        var = np.concatenate(self.variances[kind]) if kind in self.variances else None
-        return codes, values, var
+        """A row kind's rows over every file, joined once (the files' pieces are let go)."""
+        for store in (self.geocodes, self.values, self.variances):
+            if kind in store and len(store[kind]) > 1:
+                store[kind] = [np.concatenate(store[kind])]
+        var = self.variances[kind][0] if kind in self.variances else None
+        return self.geocodes[kind][0], self.values[kind][0], var
 
 
 def _product_dir(root: str | Path, product: str) -> Path:
@@ -239,6 +244,8 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
                                     f"{str(signs[row])!r}, expected {kind.sign!r} (signs are "
                                     "'=', '>=', '<=')")
         values = flat[starts[sel][:, None] + np.arange(kind.size)[None, :]]
+        if values.size and _INT32.min <= values.min() and values.max() <= _INT32.max:
+            values = values.astype(np.int32)
         rows.add(kind.name, geocodes[sel],
                  values, None if variances is None else variances[sel])
     rows.files += 1
@@ -396,8 +403,11 @@ def _unit_rows(rows: _Rows, kind: str, codes: np.ndarray, level: str, *, require
     if required and (seen == 0).any():
         first = str(codes[np.flatnonzero(seen == 0)[0]])
         raise PostprocError(f"{level} {first!r} has no {kind!r} row")
-    out = np.zeros((codes.size, values.shape[1]), np.int64)
-    out[index] = values
+    if np.array_equal(index, np.arange(codes.size)):
+        out = values                          # already one row per unit, in order
+    else:
+        out = np.zeros((codes.size, values.shape[1]), values.dtype)
+        out[index] = values
     variances = None
     if var is not None:
         variances = np.ones(codes.size)
@@ -417,9 +427,10 @@ def _measurements(rows: _Rows, codes: np.ndarray, level: str, geo: Geography, li
         if not has.any():
             continue
         measured |= has
-        drawn = None if has.all() else np.repeat(has[:, None], values.shape[1], axis=1)
-        variances = np.repeat(var[:, None], values.shape[1], axis=1)
-        out[kind.name] = Measurement(kind.name, values, variances, drawn=drawn)
+        # one variance and one drawn flag per row, broadcast over its answers: views, not a
+        # float and a flag per answer (at the block level, most of the file's numbers)
+        drawn = None if has.all() else np.broadcast_to(has[:, None], values.shape)
+        out[kind.name] = Measurement(kind.name, values, var[:, None], drawn=drawn)
     if li and not measured.all():
         bad = ~measured & ~geo.only_children(li)
         if bad.any():
@@ -522,6 +533,7 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         invariants[lv] = {n + CON_SUFFIX: _unit_rows(r_con, n, c, lv, required=True)[0]
                           for n in names}
         measurements[lv] = _measurements(r_dpq, c, lv, geo, li)
+        r_dpq.values.clear()                  # held by the measurements now
     if whole:
         top = np.array([root_code])
         invariants["nation"] = {n + CON_SUFFIX: _unit_rows(us_con, n, top, "US",
