@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hierarchy.geography import Geography
 from hierarchy.noisy import Measurement, NoisyHierarchy
@@ -40,16 +36,20 @@ from hierarchy.queries import Workload
 from hierarchy.schema import Attribute, Schema
 from invariants.items import Constraint, Invariant
 from invariants.spec import Spec, UnitSum
+from postproc.apps.nmf.files import (
+    _level_dir,
+    _partitions,
+    _product_dir,
+    _read_dataset,
+    _Rows,
+)
 from postproc.apps.nmf.layout import (
-    AXES,
     CON_SUFFIX,
     CONSTRAINT,
     DPQUERY,
     GEOLEVELS,
     LEVEL_NAMES,
-    PARTITION,
     PRODUCTS,
-    RowKind,
     row_kinds,
     split_piece,
 )
@@ -57,220 +57,12 @@ from postproc.errors import PostprocError
 
 __all__ = ["read_nmf", "read_state_totals", "STATE_TOTALS_2020"]
 
-_INT32 = np.iinfo(np.int32)
 
 #: The query of each persons' constraint in the toolkit's query language.
 _CONSTRAINT_QUERIES = {"hhgq_total_lb": "marginal(hhgq)", "hhgq_total_ub": "marginal(hhgq)",
                        "nurse_nva_0": NURSE_NVA_0["query"], "total": "total"}
 _SENSES = {"=": "==", ">=": ">=", "<=": "<="}
 
-
-@dataclass
-class _Rows:
-    """One dataset's rows at one geolevel, gathered over its files: per row kind, the geocodes,
-    the values (rows × answers; int32 where they fit, as the published lists mostly are: the
-    block level's measurements are most of the file) and (measurements) the variances."""
-
-    geocodes: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    values: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    variances: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    files: int = 0
-    bytes: int = 0
-
-    def add(self, kind: str, geocodes: np.ndarray, values: np.ndarray,
-            variances: np.ndarray | None) -> None:
-        self.geocodes.setdefault(kind, []).append(geocodes)
-        self.values.setdefault(kind, []).append(values)
-        if variances is not None:
-            self.variances.setdefault(kind, []).append(variances)
-
-    def joined(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """A row kind's rows over every file, joined once (the files' pieces are let go)."""
-        for store in (self.geocodes, self.values, self.variances):
-            if kind in store and len(store[kind]) > 1:
-                store[kind] = [np.concatenate(store[kind])]
-        var = self.variances[kind][0] if kind in self.variances else None
-        return self.geocodes[kind][0], self.values[kind][0], var
-
-
-def _product_dir(root: str | Path, product: str) -> Path:
-    if product not in PRODUCTS:
-        raise PostprocError(f"unknown NMF product {product!r}; products are {list(PRODUCTS)}")
-    root = Path(root)
-    if root.name == PRODUCTS[product] and root.is_dir():
-        return root
-    path = root / PRODUCTS[product]
-    if not path.is_dir():
-        if not root.is_dir():
-            raise PostprocError(f"NMF root {str(root)!r} is not a directory")
-        have = sorted(p.name for p in root.iterdir() if p.is_dir())
-        raise PostprocError(
-            f"{str(root)!r} holds no {PRODUCTS[product]}/ (the {product} product); it holds "
-            f"{have or 'no directories'}. Pass the folder that holds {PRODUCTS[product]}/ "
-            "(where the published NMF was unpacked)")
-    return path
-
-
-def _level_dir(pdir: Path, geolevel: str, dataset: str) -> Path:
-    path = pdir / f"{geolevel}.parquet" / dataset
-    if not path.is_dir():
-        raise PostprocError(f"the NMF in {str(pdir)!r} has no {geolevel}.parquet/{dataset}/ "
-                            f"(geolevel {geolevel!r}); a PL 94 product has "
-                            f"{[g + '.parquet' for g in GEOLEVELS]}, each with DPQuery/ and "
-                            "Constraint/")
-    return path
-
-
-def _partitions(path: Path) -> dict[str, Path]:
-    """A dataset directory's state-piece partitions, checked."""
-    out = {}
-    for p in sorted(path.iterdir()):
-        if not p.is_dir():
-            continue
-        key, _, value = p.name.partition("=")
-        if key != PARTITION:
-            raise PostprocError(f"{p}: a partition directory is named {PARTITION}=XYY (AIAN "
-                                f"flag and state FIPS), not {p.name!r}")
-        try:
-            split_piece(value)
-        except PostprocError as exc:
-            raise PostprocError(f"{p}: {exc}") from None
-        out[value] = p
-    return out
-
-
-def _files(path: Path) -> list[Path]:
-    """The data files of a directory: ``*.parquet`` (and Spark's ``part-*``), not ``_SUCCESS``
-    or hidden files."""
-    return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
-                  and not p.name.endswith(".crc"))
-
-
-def _query_names(path: Path, piece: str | None, table: pa.Table, kinds: Mapping[str, RowKind]
-                 ) -> np.ndarray:
-    """The rows' ``query_name``, each checked to be one of ``kinds``."""
-    where = _where(path, piece)
-    names = table.column("query_name").to_numpy(zero_copy_only=False).astype(str)
-    unknown = ~np.isin(names, list(kinds))
-    if unknown.any():
-        row = int(np.flatnonzero(unknown)[0])
-        raise PostprocError(f"{where}, row {row}: query_name {str(names[row])!r} is not one "
-                            f"of this geolevel's {sorted(kinds)} (the PL 94 preset's); is this "
-                            "a PL 94 NMF of this product?")
-    return names
-
-
-def _where(path: Path, piece: str | None) -> str:
-    return f"{path}" + (f" (partition {PARTITION}={piece})" if piece else "")
-
-
-def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, RowKind],
-               axes: Sequence[str], rows: _Rows) -> None:
-    """Read one part file into ``rows``, every row checked (see the module)."""
-    where = _where(path, piece)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise PostprocError(f"{where}: not a readable parquet file ({exc})") from None
-    need = ["geocode", "query_name", *axes, "query_shape", "value"]
-    need += ["variance"] if dataset == DPQUERY else ["sign"]
-    missing = [c for c in need if c not in table.column_names]
-    if missing:
-        raise PostprocError(f"{where}: no column(s) {missing}; an NMF {dataset} file has "
-                            f"{need}")
-    names = _query_names(path, piece, table, kinds)
-    geocodes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
-    if piece is not None:
-        off = ~np.char.startswith(geocodes, piece)
-        if off.any():
-            row = int(np.flatnonzero(off)[0])
-            raise PostprocError(f"{where}, row {row}: geocode {geocodes[row]!r} is not in state "
-                                f"piece {piece}")
-    lengths = pc.list_value_length(table.column("value")).to_numpy(zero_copy_only=False)
-    flat = pc.list_flatten(table.column("value"))
-    if flat.null_count:
-        raise PostprocError(f"{where}: field 'value' holds missing numbers")
-    flat = flat.cast(pa.int64()).to_numpy()
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    shape_column = table.column("query_shape")
-    shape_lengths = pc.list_value_length(shape_column).to_numpy(zero_copy_only=False)
-    shape_flat = pc.list_flatten(shape_column).cast(pa.int64()).to_numpy()
-    shape_starts = np.concatenate([[0], np.cumsum(shape_lengths)[:-1]]).astype(np.int64)
-    axis_values = [table.column(a).to_numpy(zero_copy_only=False).astype(str) for a in axes]
-    variances = None
-    if dataset == DPQUERY:
-        variances = table.column("variance").to_numpy(zero_copy_only=False)
-        variances = np.asarray(variances, dtype=np.float64)
-        bad = ~(np.isfinite(variances) & (variances > 0))
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise PostprocError(f"{where}, row {row}: field 'variance' is "
-                                f"{float(variances[row])!r}; every measurement needs a "
-                                "positive, finite variance")
-    else:
-        signs = table.column("sign").to_numpy(zero_copy_only=False).astype(str)
-    for name, kind in kinds.items():
-        sel = np.flatnonzero(names == name)
-        if not sel.size:
-            continue
-        for a, (axis, expected) in enumerate(zip(axes, kind.axes)):
-            got = axis_values[a][sel]
-            ok = (got == expected) | ((expected == "detailed") & (got == axis))
-            if not ok.all():
-                row = int(sel[np.flatnonzero(~ok)[0]])
-                raise PostprocError(f"{where}, row {row}: field {axis!r} of {name!r} is "
-                                    f"{str(got[np.flatnonzero(~ok)[0]])!r}, expected "
-                                    f"{expected!r}")
-        dims = len(kind.shape)
-        ok = shape_lengths[sel] == dims
-        if ok.all():
-            got = shape_flat[shape_starts[sel][:, None] + np.arange(dims)[None, :]]
-            ok = np.all(got == np.asarray(kind.shape), axis=1)
-        if not ok.all():
-            row = int(sel[np.flatnonzero(~ok)[0]])
-            raise PostprocError(f"{where}, row {row}: field 'query_shape' of {name!r} is "
-                                f"{shape_column[row].as_py()}, expected {list(kind.shape)}")
-        wrong = lengths[sel] != kind.size
-        if wrong.any():
-            row = int(sel[np.flatnonzero(wrong)[0]])
-            raise PostprocError(f"{where}, row {row}: field 'value' of {name!r} has "
-                                f"{int(lengths[row])} numbers, but its query_shape "
-                                f"{list(kind.shape)} needs {kind.size}")
-        if dataset == CONSTRAINT:
-            off = signs[sel] != kind.sign
-            if off.any():
-                row = int(sel[np.flatnonzero(off)[0]])
-                raise PostprocError(f"{where}, row {row}: field 'sign' of {name!r} is "
-                                    f"{str(signs[row])!r}, expected {kind.sign!r} (signs are "
-                                    "'=', '>=', '<=')")
-        values = flat[starts[sel][:, None] + np.arange(kind.size)[None, :]]
-        if values.size and _INT32.min <= values.min() and values.max() <= _INT32.max:
-            values = values.astype(np.int32)
-        rows.add(kind.name, geocodes[sel],
-                 values, None if variances is None else variances[sel])
-    rows.files += 1
-    rows.bytes += path.stat().st_size
-
-
-def _read_dataset(pdir: Path, product: str, geolevel: str, dataset: str,
-                  pieces: Sequence[str] | None) -> _Rows:
-    """Every file of one geolevel's dataset (only ``pieces``' partitions, all when None)."""
-    path = _level_dir(pdir, geolevel, dataset)
-    kinds = {k.name: k for k in row_kinds(product, geolevel, dataset)}
-    kinds = {k.query_name: k for k in kinds.values()}
-    rows = _Rows()
-    if geolevel == GEOLEVELS[0]:
-        sources: list[tuple[str | None, Path]] = [(None, path)]
-    else:
-        parts = _partitions(path)
-        sources = [(p, parts[p]) for p in sorted(parts) if pieces is None or p in pieces]
-    for piece, directory in sources:
-        for f in _files(directory):
-            _read_file(f, piece, dataset, kinds, AXES[product], rows)
-    return rows
-
-
-# -- state totals ------------------------------------------------------------------------------
 
 #: The 2020 Census's state totals (resident population, the P.L. 94-171 table P1 total,
 #: P1_001N, of the 50 states and DC), shipped with the toolkit: they sum to 331,449,281, the

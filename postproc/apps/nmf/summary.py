@@ -13,16 +13,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from postproc.apps.nmf.layout import CONSTRAINT, DPQUERY, GEOLEVELS, PRODUCTS, row_kinds
-from postproc.apps.nmf.reader import (
+from postproc.apps.nmf.files import (
     _files,
     _level_dir,
     _partitions,
     _product_dir,
     _query_names,
-    _select_pieces,
     _where,
 )
+from postproc.apps.nmf.layout import CONSTRAINT, DPQUERY, GEOLEVELS, PRODUCTS, row_kinds
+from postproc.apps.nmf.reader import _select_pieces
 from postproc.errors import PostprocError
 
 __all__ = ["inspect_nmf"]
