@@ -161,3 +161,29 @@ def test_methods_are_compared_against_the_truth_a_synthetic_file_keeps(nmf, tmp_
     assert set(manifest["files"]) >= {"compare.csv", "compare.html", "compare_mae.png"}
     with pytest.raises(PostprocError, match="has no truth/persons.parquet"):
         nmf_truth(tmp_path, noisy)
+
+
+def test_state_by_state_gives_the_whole_runs_integers(tmp_path):
+    """``--stream``: the nation and the state pieces first, then one state at a time — the same
+    histograms at every level as TopDown on the whole file (Rhode Island, and Arizona in two
+    pieces whose total is held across them), in a directory Result.read reads."""
+    root = tmp_path / "two"
+    synthesize_2020(30_000, seed=9, states=["44", "04"], out=root / "data", progress=False)
+    write_synthetic_nmf(root / "data", root / "nmf", seed=2)
+    totals = str(root / "nmf" / "state_totals.csv")
+    whole, streamed = tmp_path / "whole", tmp_path / "streamed"
+    assert main(["nmf", "run", str(root / "nmf"), "--out", str(whole), "--state-totals",
+                 totals]) == 0
+    assert main(["nmf", "run", str(root / "nmf"), "--out", str(streamed), "--state-totals",
+                 totals, "--stream"]) == 0
+    a, b = Result.read(whole), Result.read(streamed)
+    assert list(a.geography.levels) == list(b.geography.levels)
+    for li in range(a.geography.depth):
+        assert list(a.geography.geocodes[li]) == list(b.geography.geocodes[li])
+        assert np.array_equal(a.histograms[li], b.histograms[li])
+    manifest = json.loads((streamed / "manifest.json").read_text())
+    assert manifest["streamed"] == "state by state" and manifest["safe_for_release"] is False
+    assert manifest["levels"]["block"]["persons"] == int(a.histograms[-1].sum())
+    assert not (streamed / ".states").exists()
+    geoids = pq.read_table(streamed / "block_geoid.parquet").to_pydict()
+    assert geoids == pq.read_table(whole / "block_geoid.parquet").to_pydict()

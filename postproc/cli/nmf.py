@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--state-totals", metavar="CSV|2020",
                    help="the states' invariant persons totals: a CSV state,total, or 2020 for "
                         "the 2020 Census's (shipped); required for the persons' product")
+    r.add_argument("--stream", action="store_true",
+                   help="TopDown state by state: the nation and the state pieces first, then "
+                        "one state at a time (memory of the largest state; the same integers "
+                        "as the whole run; persons only)")
     r.add_argument("--product", choices=("persons", "units"), default="persons",
                    help="the persons' measurements (default) or the housing units' (vacant, "
                         "occupied; their totals are in the file)")
@@ -121,6 +125,17 @@ def run_run(args: argparse.Namespace) -> int:
 
     from postproc.apps.nmf.run import run_nmf
 
+    if args.stream:
+        from postproc.apps.nmf.stream import run_nmf_streamed
+        from postproc.errors import PostprocError
+
+        if args.method != "topdown" or args.product != "persons":
+            raise PostprocError("--stream runs TopDown on the persons' product (gls and "
+                                "BlueDown estimate the whole tree at once)")
+        run_nmf_streamed(args.root, args.out, states=args.states,
+                         state_totals=args.state_totals,
+                         log=lambda line: print(line, file=sys.stderr))
+        return 0
     run_nmf(args.root, args.out, method=args.method, states=args.states,
             state_totals=args.state_totals, product=args.product,
             log=lambda line: print(line, file=sys.stderr))

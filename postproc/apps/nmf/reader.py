@@ -233,6 +233,18 @@ def _measurements(rows: _Rows, codes: np.ndarray, level: str, geo: Geography, li
     return out
 
 
+def _down_to(level: str | None) -> tuple[str, ...]:
+    """The geolevels from the US down to ``level`` (a toolkit level name), at least the state
+    pieces."""
+    names = [LEVEL_NAMES[g] for g in GEOLEVELS]
+    if level is None:
+        return tuple(GEOLEVELS)
+    if level not in names[1:]:
+        raise PostprocError(f"down_to: {level!r} is not one of the levels below the nation "
+                            f"{names[1:]}")
+    return tuple(GEOLEVELS[:names.index(level) + 1])
+
+
 def _select_pieces(available: Sequence[str], states: Sequence[str] | None) -> list[str]:
     if states is None:
         return list(available)
@@ -250,8 +262,8 @@ def _select_pieces(available: Sequence[str], states: Sequence[str] | None) -> li
 
 def read_nmf(root: str | Path, *, product: str = "persons",
              states: Sequence[str] | None = None,
-             state_totals: str | Path | Mapping[str, int] | None = None
-             ) -> tuple[NoisyHierarchy, Spec]:
+             state_totals: str | Path | Mapping[str, int] | None = None,
+             down_to: str | None = None) -> tuple[NoisyHierarchy, Spec]:
     """A Noisy Measurement File as the noisy hierarchy and the spec its constraints compile to.
 
     Parameters
@@ -270,6 +282,9 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         Persons per state (two-digit FIPS → persons, or a CSV ``state,total``): the invariant
         state totals, which the file does not hold. Required; ``"2020"`` for the 2020 Census's
         (shipped with the toolkit), which the published 2020 file needs.
+    down_to : str, optional
+        The last level to read (``"state"``: the nation and the state pieces only, a few
+        files; what a run state by state solves first). Default: every level.
 
     Returns
     -------
@@ -309,10 +324,11 @@ def read_nmf(root: str | Path, *, product: str = "persons",
     totals, us_con = _checked_totals(pdir, product, pieces, whole, state_totals)
     read = sorted({split_piece(p)[0] for p in pieces})
     root_total = sum(totals[s] for s in read)
-    levels = [LEVEL_NAMES[g] for g in GEOLEVELS]
-    cons = [_read_dataset(pdir, product, g, CONSTRAINT, pieces) for g in GEOLEVELS[1:]]
-    dpq = [_read_dataset(pdir, product, g, DPQUERY, pieces) for g in GEOLEVELS[1:]]
-    for g, r in zip(GEOLEVELS[1:], cons):
+    geolevels = _down_to(down_to)
+    levels = [LEVEL_NAMES[g] for g in geolevels]
+    cons = [_read_dataset(pdir, product, g, CONSTRAINT, pieces) for g in geolevels[1:]]
+    dpq = [_read_dataset(pdir, product, g, DPQUERY, pieces) for g in geolevels[1:]]
+    for g, r in zip(geolevels[1:], cons):
         if not r.files:
             raise PostprocError(f"the NMF has no {g} constraint files for pieces {pieces}")
     root_code = "" if whole else "+".join(read)
