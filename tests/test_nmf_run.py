@@ -185,5 +185,11 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path):
     assert manifest["streamed"] == "state by state" and manifest["safe_for_release"] is False
     assert manifest["levels"]["block"]["persons"] == int(a.histograms[-1].sum())
     assert not (streamed / ".states").exists()
+    config = root / "run.toml"          # the same from a run configuration
+    config.write_text('[data]\nnmf = "nmf"\nstate_totals = "nmf/state_totals.csv"\n'
+                      'stream = true\n\n[output]\ndirectory = "out"\n')
+    assert main(["run", str(config)]) == 0
+    c = Result.read(root / "out")
+    assert all(np.array_equal(x, y) for x, y in zip(a.histograms, c.histograms))
     geoids = pq.read_table(streamed / "block_geoid.parquet").to_pydict()
     assert geoids == pq.read_table(whole / "block_geoid.parquet").to_pydict()

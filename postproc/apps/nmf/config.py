@@ -8,6 +8,7 @@ microdata (``docs/nmf.md``, "A run configuration")::
     state_totals = "2020"        # or a CSV state,total; the file does not hold them
     states = ["44", "04"]        # optional: these states' pieces only
     product = "persons"          # or "units" (housing units: no state_totals needed)
+    stream = true                # optional: TopDown state by state (docs/nmf.md)
 
     [postprocess]
     method = "topdown"           # any registered method; options in [postprocess.options]
@@ -76,6 +77,7 @@ class NmfRunConfig:
     output: Path | None
     source: str
     product: str = "persons"
+    stream: bool = False
 
     def run(self, out: str | Path | None = None, *, method: str | None = None, log=print
             ) -> Path:
@@ -88,6 +90,14 @@ class NmfRunConfig:
             raise PostprocError(f"{self.source}: no output directory: give [output] directory "
                                 "or --out DIR")
         options = self.method_options if method in (None, self.method) else None
+        if self.stream:
+            from postproc.apps.nmf.stream import run_nmf_streamed
+
+            if (method or self.method) != "topdown" or self.product != "persons" or options:
+                raise PostprocError(f"{self.source}: [data] stream runs TopDown with the "
+                                    "production options on the persons' product")
+            return run_nmf_streamed(self.root, directory, states=self.states,
+                                    state_totals=self.state_totals, log=log)
         return run_nmf(self.root, directory, method=method or self.method, states=self.states,
                        state_totals=self.state_totals, options=options, product=self.product,
                        log=log)
@@ -148,7 +158,8 @@ def _from_document(doc: TomlDocument, *, base: Path) -> NmfRunConfig:
                                        "workload, spec and measurements (PL 94-171); remove "
                                        f"{', '.join(f'[{s}]' for s in given)}")
     doc.check_sections(_SECTIONS)
-    d = doc.table("data", required=True, allowed={"nmf", "state_totals", "states", "product"})
+    d = doc.table("data", required=True, allowed={"nmf", "state_totals", "states", "product",
+                                                  "stream"})
     root = d.path("nmf", base=base)
     product = d.string("product", "persons")
     if product not in ("persons", "units"):
@@ -172,4 +183,4 @@ def _from_document(doc: TomlDocument, *, base: Path) -> NmfRunConfig:
     output = o.path("directory", base=base)
     return NmfRunConfig(root, state_totals, states, method,
                         options if "options" in section else None, output, doc.source,
-                        product)
+                        product, d.boolean("stream", False))
