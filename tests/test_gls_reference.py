@@ -81,8 +81,10 @@ def _objective(layout: _Layout, terms, cells: int) -> tuple[np.ndarray, np.ndarr
     return h, g
 
 
-def _constraints(layout: _Layout, parents, equalities) -> tuple[np.ndarray, np.ndarray]:
-    """Every equality constraint as rows of ``C x = d``."""
+def _constraints(layout: _Layout, parents, equalities, sums=None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Every equality constraint as rows of ``C x = d``; ``sums``: rows across units, as
+    ``(level, units, coefficients over the cells, value)``."""
     rows, rhs = [], []
 
     def row(entries: list[tuple[slice, np.ndarray]], value: float) -> None:
@@ -113,12 +115,15 @@ def _constraints(layout: _Layout, parents, equalities) -> tuple[np.ndarray, np.n
             if zero is not None:
                 for k in np.flatnonzero(zero[unit]):
                     row([(s, eye[k])], 0.0)
+    for level, units, coefficients, value in sums or []:
+        row([(layout.block(level, u), np.asarray(coefficients, float)) for u in units],
+            float(value))
     if not rows:
         return np.zeros((0, layout.length)), np.zeros(0)
     return np.array(rows), np.array(rhs)
 
 
-def _dense_gls(parents, terms, cells: int, equalities=None
+def _dense_gls(parents, terms, cells: int, equalities=None, sums=None
                ) -> tuple[list[np.ndarray], Callable[[int, int], np.ndarray]]:
     """The GLS estimate of every unit, solved densely: ``(means per level, covariance(l, u))``.
 
@@ -127,7 +132,7 @@ def _dense_gls(parents, terms, cells: int, equalities=None
     """
     layout = _Layout([len(p) for p in parents], cells)
     h, g = _objective(layout, terms, cells)
-    c, d = _constraints(layout, parents, equalities)
+    c, d = _constraints(layout, parents, equalities, sums)
     if c.shape[0]:
         x0 = np.linalg.lstsq(c, d, rcond=None)[0]
         if np.abs(c @ x0 - d).max() > 1e-9 * max(1.0, np.abs(d).max()):

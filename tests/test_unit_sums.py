@@ -17,7 +17,6 @@ from invariants.errors import SpecError
 from invariants.spec import Invariant, Spec, UnitSum
 from invariants.verify import verify_histograms
 from postproc import postprocess
-from postproc.errors import PostprocError
 from postproc.methods.topdown.generic import fit_node_generic
 from postproc.methods.topdown.groups import solve_grouped
 from postproc.methods.topdown.node import solve_node
@@ -152,7 +151,7 @@ def test_a_node_with_a_sum_is_solved_whole_not_in_groups():
     assert int(result.histograms[held.children].sum()) == int(held.lower[0])
 
 
-def test_topdown_holds_a_sum_over_states_and_gls_refuses_it():
+def test_topdown_and_gls_hold_a_sum_over_states():
     levels = ["nation", "state", "county"]
     data = synthesize_1940(4_000, seed=5)
     truth = tabulate(data.persons, schema=E2E_1940, levels=levels)
@@ -177,8 +176,10 @@ def test_topdown_holds_a_sum_over_states_and_gls_refuses_it():
     broken[1][b, cell] += 1
     assert any("pair_total" in p for p in verify_histograms(
         broken, spec, E2E_1940, truth.geography, noisy.invariants, invariants=True))
-    with pytest.raises(PostprocError, match="gls does not yet hold sums over sets of units"):
-        postprocess(noisy, "gls", spec)
+    estimate = postprocess(noisy, "gls", spec).histograms[1].sum(axis=1)
+    for p in pairs:
+        at = [index[s] for s in p]
+        assert estimate[at].sum() == pytest.approx(totals[at].sum(), abs=1e-6)
 
 
 def test_an_unmeasured_root_is_solved_with_its_children_under_its_rows():
@@ -203,3 +204,53 @@ def test_an_unmeasured_root_is_solved_with_its_children_under_its_rows():
                                        "nation": {"tot": np.array([total + 7])}})
     again = postprocess(moved, "topdown", spec)
     assert int(again.histograms[0].sum()) == total + 7 == int(again.histograms[2].sum())
+
+
+def _gls_case(seed: int):
+    """A nation of four states (A, B, C, D; B and C a pair whose total is held, as a state's
+    two pieces), each with two counties, measured everywhere with drawn variances."""
+    from hierarchy.noisy import Measurement, NoisyHierarchy
+    from hierarchy.queries import Workload, detailed, total
+
+    schema = Schema((Attribute("sex", ("m", "f")), Attribute("age", ("young", "old"))))
+    columns = [["A", "A", "B", "B", "C", "C", "D", "D"],
+               ["A1", "A2", "B1", "B2", "C1", "C2", "D1", "D2"]]
+    geo, _ = Geography.from_columns(["nation", "state", "county"], [columns])
+    rng = np.random.default_rng(seed)
+    workload = Workload((detailed(schema), total(schema)))
+    measurements = {lv: {q.name: Measurement(
+        q.name, rng.integers(0, 40, (geo.n_units(li), q.n_answers)),
+        rng.uniform(0.5, 4.0, (geo.n_units(li), q.n_answers))) for q in workload}
+        for li, lv in enumerate(geo.levels)}
+    noisy = NoisyHierarchy(schema, geo, workload, measurements)
+    value = int(rng.integers(40, 120))
+    spec = Spec(sums=[UnitSum("pair", "state", [["B", "C"]], [value])])
+    return noisy, spec, value
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gls_holds_a_sum_over_siblings_as_the_dense_referee_does(seed):
+    """gls inserts a level of the groups above the sums' units; its estimate and covariances
+    are the dense constrained GLS's with the row across B and C (to 1e-8)."""
+    from test_gls_reference import _dense_gls
+
+    noisy, spec, value = _gls_case(seed)
+    geo = noisy.geography
+    parents = [np.array([-1])] + [np.asarray(geo.parents[li]) for li in (1, 2)]
+    terms = [[(noisy.workload[name].matrix.toarray(), m.values.astype(float), m.weights)
+              for name, m in noisy.measurements[lv].items()] for lv in geo.levels]
+    want, covariance = _dense_gls(parents, terms, noisy.schema.size,
+                                  sums=[(1, [1, 2], np.ones(noisy.schema.size), value)])
+    result = postprocess(noisy, "gls", spec)
+    for li in range(3):
+        np.testing.assert_allclose(result.histograms[li], want[li], rtol=0,
+                                   atol=1e-8 * max(1.0, np.abs(want[li]).max()))
+    assert result.histograms[1][1:3].sum() == pytest.approx(value, abs=1e-8)
+    unconstrained = postprocess(noisy, "gls").histograms[1][1:3].sum()
+    assert abs(unconstrained - value) > 1e-3           # the row does something
+    frame = result.intervals("state", "total", interval=0.9)
+    for u in range(4):
+        np.testing.assert_allclose(frame["se"].iloc[u] ** 2,
+                                   covariance(1, u).sum(), rtol=1e-8, atol=1e-10)
+    bd = postprocess(noisy, "bluedown", spec)
+    assert int(bd.histograms[1][1:3].sum()) == value

@@ -171,7 +171,30 @@ def _geography(constraints: Sequence[_Rows], levels: Sequence[str], root: str, k
             raise PostprocError(f"{GEOLEVELS[-1]} geocodes name the {GEOLEVELS[li + 1]} "
                                 f"{orphan[0]!r}, which has no constraint rows in the file")
     geo, _ = Geography.from_columns(levels, [columns], root_geocode=root)
+    geo = _pieces_by_state(geo)
     return geo, [geo.geocodes[li + 1] for li in range(len(codes))]
+
+
+def _pieces_by_state(geo: Geography) -> Geography:
+    """The geography with a state's pieces next to each other (``004``, ``104``, ``044``: by
+    state, then AIAN flag) and every level below in its parents' new order, each parent's
+    children as before: a state's pieces are then one run of the nation's children, as a level
+    of states above them would have them (what ``gls`` inserts to hold their total)."""
+    order = np.lexsort((np.array([str(c)[0] for c in geo.geocodes[1]]),
+                        np.array([str(c)[1:3] for c in geo.geocodes[1]])))
+    if np.array_equal(order, np.arange(order.size)):
+        return geo
+    moved = order                           # new position → old index, at level 1
+    geocodes = [geo.geocodes[0], geo.geocodes[1][moved]]
+    parents = [geo.parents[0], geo.parents[1][moved]]
+    for li in range(2, geo.depth):
+        new_of_old = np.empty(moved.size, np.int64)
+        new_of_old[moved] = np.arange(moved.size)
+        new_parent = new_of_old[geo.parents[li]]
+        moved = np.argsort(new_parent, kind="stable")
+        geocodes.append(geo.geocodes[li][moved])
+        parents.append(new_parent[moved])
+    return Geography(geo.levels, tuple(geocodes), tuple(parents))
 
 
 def _unit_rows(rows: _Rows, kind: str, codes: np.ndarray, level: str, *, required: bool

@@ -39,6 +39,7 @@ from invariants.spec import Spec
 from postproc.errors import PostprocError, require_checked_spec
 from postproc.methods.gls.method import solve_gls
 from postproc.methods.gls.operators import _spectrum
+from postproc.methods.gls.sums import SkippedLevels
 from postproc.methods.gls.symmetry import SymmetricCovariance
 from postproc.methods.topdown.options import TopDownOptions
 from postproc.methods.topdown.plan import plan_run
@@ -181,6 +182,8 @@ def level_measurements(uncertainty: Any, level: int
     >>> [(name, m.values.ravel().tolist()) for name, _, m in level_measurements(fit, 1)]
     [('subtree', [3.0, 4.0])]
     """
+    if isinstance(uncertainty, SkippedLevels):     # a fit with sums' levels inserted
+        return level_measurements(uncertainty.inner, uncertainty.level_of(level))
     if isinstance(uncertainty, SymmetricCovariance):
         return split_measurements(uncertainty, level)
     return subtree_measurements(uncertainty.subtree_means(level),
@@ -199,6 +202,8 @@ def signature_weight(uncertainty: Any, signature: int) -> Any:
     >>> signature_weight(fit, 0).tolist()
     [[0.25]]
     """
+    if isinstance(uncertainty, SkippedLevels):
+        return signature_weight(uncertainty.inner, signature)
     if isinstance(uncertainty, SymmetricCovariance):
         m, c = uncertainty.pair(signature)
         return split_weights(uncertainty.contrast.subtree_covariance(c),

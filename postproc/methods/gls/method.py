@@ -26,6 +26,7 @@ from invariants.compile import LevelConstraints, compile_spec
 from invariants.spec import Spec
 from postproc.errors import PostprocError, require_checked_spec
 from postproc.methods.gls.chains import measured_at_chain_bottoms
+from postproc.methods.gls.sums import SkippedLevels, with_sum_levels
 from postproc.methods.gls.symmetry import SymmetricCovariance, Symmetry, find_symmetry
 from postproc.methods.gls.tree import Below, Equalities, TreeGLS, tree_gls
 from postproc.result import Result
@@ -141,7 +142,11 @@ def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None, *,
         compiled = compile_spec(spec, noisy.schema, noisy.geography, noisy.invariants)
     # only children without measurements (a Noisy Measurement File's): the same information,
     # measured at the bottom of each chain, which leaves every bottom unit measured
-    problems = gls_problems(measured_at_chain_bottoms(noisy), compiled)
+    tree, tree_compiled, inserted = measured_at_chain_bottoms(noisy), compiled, []
+    augmented = with_sum_levels(tree, compiled)
+    if augmented is not None:   # sums over sibling units: a level of their groups above them
+        tree, tree_compiled, inserted = augmented
+    problems = gls_problems(tree, tree_compiled)
     if problems.symmetry is None and problems.cells > DENSE_WARNING_CELLS:
         warnings.warn(f"gls: the succinct path does not apply ({problems.why}), and with "
                       f"{problems.cells:,} cells per histogram the general path does dense "
@@ -149,9 +154,12 @@ def solve_gls(noisy: NoisyHierarchy, spec: Spec | None = None, *,
                       f"(about {problems.cells ** 3 / 2e10:.1f} s each): this can take hours",
                       stacklevel=3)
     fits = problems.fit()
-    means = [exact_zeros(m, compiled[level])
-             for m, level in zip(problems.means(fits), noisy.geography.levels)]
-    return means, problems.uncertainty(fits), problems.structure
+    means = [m for li, m in enumerate(problems.means(fits)) if li not in inserted]
+    means = [exact_zeros(m, compiled[level]) for m, level in zip(means, noisy.geography.levels)]
+    uncertainty = problems.uncertainty(fits)
+    if inserted:
+        uncertainty = SkippedLevels(uncertainty, inserted)
+    return means, uncertainty, problems.structure
 
 
 @dataclass(frozen=True, eq=False)
@@ -288,9 +296,9 @@ def gls_problems(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints]
     held = sorted({held.name for level in levels for held in compiled[level].sums})
     if held:
         raise PostprocError(
-            f"gls does not yet hold sums over sets of units ({held}): its tree problems hold "
-            "equalities unit by unit. Read the states with two pieces one at a time (the "
-            "state's total is then the root's), or post-process with topdown")
+            f"sums over sets of units ({held}) reach the GLS's tree problems, which hold "
+            "equalities unit by unit: solve_gls inserts a level of their groups first "
+            "(gls, bluedown); a run in parts does not do that yet")
     index = [geo.level_index(level) for level in levels]
     parents = [np.asarray(geo.parents[li]) for li in index]
     if index[0] == 0:
