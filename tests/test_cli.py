@@ -412,3 +412,36 @@ def test_every_help_text_reads_cleanly():
         text = command.format_help()
         assert "%%" not in text, name
         assert "``" not in text and ":func:" not in text, name
+
+
+def test_a_closed_pipe_ends_a_command_quietly(monkeypatch, capsys):
+    """``postproc … | head``: the reader goes away; the command stops with 128 + SIGPIPE and
+    no error message (an OSError otherwise prints one)."""
+    import signal
+
+    import postproc.cli as cli
+
+    def closed(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser(), closed))
+    stdout = sys.stdout
+    try:
+        assert cli.main(["methods"]) == 128 + signal.SIGPIPE
+    finally:
+        sys.stdout = stdout
+    assert capsys.readouterr().err == ""
+
+
+def _with_func(parser, func):
+    """``parser`` whose every command runs ``func``."""
+    parse = parser.parse_args
+
+    def parse_args(argv=None):
+        args = parse(argv)
+        args.func = func
+        return args
+
+    parser.parse_args = parse_args
+    return parser

@@ -98,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"postproc {args.command}: error: out of memory; use a smaller input or fewer "
               f"workers, or a machine with more memory{_resume_hint(args)}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # whatever read our output has gone (`postproc nmf inspect ROOT | head`): stop
+        # quietly, as the commands of a pipeline do; the interpreter's last flush must not
+        # fail again
+        sys.stdout = open(os.devnull, "w")
+        return 128 + signal.SIGPIPE
     except OSError as exc:
         print(f"postproc {args.command}: error: {describe_os_error(exc)}{_resume_hint(args)}",
               file=sys.stderr)
