@@ -36,6 +36,7 @@ __all__: list[str] = []     # the reader's (postproc.apps.nmf.reader)
 
 _INT32 = np.iinfo(np.int32)
 
+
 @dataclass
 class _Rows:
     """One dataset's rows at one geolevel, gathered over its files: per row kind, the geocodes,
@@ -239,6 +240,3 @@ def _read_dataset(pdir: Path, product: str, geolevel: str, dataset: str,
         for f in _files(directory):
             _read_file(f, piece, dataset, kinds, AXES[product], rows)
     return rows
-
-
-# -- state totals ------------------------------------------------------------------------------

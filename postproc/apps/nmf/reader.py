@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -337,16 +338,71 @@ def read_nmf(root: str | Path, *, product: str = "persons",
     postproc.errors.PostprocError: NMF root '/nonexistent' is not a directory
     """
     if product == "units":
-        return _read_units(root, states)
+        return _read_units(root, states, down_to)
     if product != "persons":
         raise PostprocError(f"unknown NMF product {product!r}; products are {list(PRODUCTS)}")
+    pdir, pieces, whole = _pieces_read(root, product, states)
+    totals, us_con = _checked_totals(pdir, product, pieces, whole, state_totals)
+    tree = _read_tree(pdir, product, pieces, whole, down_to, "hhgq_total_lb", us_con)
+    read, levels, invariants = tree.read, tree.levels, tree.invariants
+    root_total = sum(totals[s] for s in read)
+    if not whole:
+        invariants["nation"]["total" + CON_SUFFIX] = np.array([[root_total]])
+    piece_state = np.array([split_piece(p)[0] for p in tree.pieces])
+    alone = np.array([np.count_nonzero(piece_state == s) == 1 for s in piece_state])
+    invariants["nation"]["tot"] = np.array([root_total], dtype=np.int64)
+    sums: tuple[UnitSum, ...] = ()
+    if alone.all():
+        invariants["state"]["tot"] = np.array([totals[s] for s in piece_state], dtype=np.int64)
+    elif len(read) > 1:   # a state of two pieces: its total holds over the pair (read alone,
+        # the state is the root, whose total is its own); rows across children in TopDown
+        groups = [[p for p in tree.pieces if split_piece(p)[0] == st] for st in read]
+        sums = (UnitSum("state_total", levels[1], groups, [totals[st] for st in read]),)
+    spec = _spec(levels, alone.all(), sums)
+    # the constraints are the file's own: its producer imposed them on the data it measured
+    provenance = {**tree.provenance(root, product), "spec_checked": spec.to_dict(),
+                  "state_totals": {s: totals[s] for s in read}}
+    noisy = NoisyHierarchy(PL94_2020, tree.geography, pl94_workload(), tree.measurements,
+                           invariants, provenance)
+    return noisy, spec
+
+
+def _pieces_read(root: str | Path, product: str, states: Sequence[str] | None
+                 ) -> tuple[Path, list[str], bool]:
+    """The product's folder, the state pieces read and whether they are all of the file's
+    (the root is then the file's US)."""
     pdir = _product_dir(root, product)
     available = sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT)))
     pieces = _select_pieces(available, states)
-    whole = pieces == available       # every piece: the root is the file's US
-    totals, us_con = _checked_totals(pdir, product, pieces, whole, state_totals)
+    return pdir, pieces, pieces == available
+
+
+@dataclass
+class _Tree:
+    """A product's levels read for some state pieces: the geography, each level's measurements
+    and constraint rows (``<name>_con``; the root's the file's US rows, or the sums of the
+    pieces' when a subset is read), and what was read."""
+
+    geography: Geography
+    levels: list[str]
+    pieces: list[str]
+    read: list[str]
+    measurements: dict[str, dict[str, Measurement]]
+    invariants: dict[str, dict[str, np.ndarray]]
+    files: int
+    bytes: int
+
+    def provenance(self, root: str | Path, product: str) -> dict[str, Any]:
+        return {"source": "nmf", "product": PRODUCTS[product], "root": str(Path(root)),
+                "pieces": self.pieces, "states": self.read, "files": self.files,
+                "bytes": self.bytes, "randomness": _randomness(Path(root))}
+
+
+def _read_tree(pdir: Path, product: str, pieces: list[str], whole: bool,
+               down_to: str | None, key: str, us_con: _Rows | None = None) -> _Tree:
+    """Every level of ``pieces`` down to ``down_to`` (``key``: a constraint every geounit
+    has, which gives the geography); ``us_con``: the US constraint rows when already read."""
     read = sorted({split_piece(p)[0] for p in pieces})
-    root_total = sum(totals[s] for s in read)
     geolevels = _down_to(down_to)
     levels = [LEVEL_NAMES[g] for g in geolevels]
     cons = [_read_dataset(pdir, product, g, CONSTRAINT, pieces) for g in geolevels[1:]]
@@ -355,7 +411,7 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         if not r.files:
             raise PostprocError(f"the NMF has no {g} constraint files for pieces {pieces}")
     root_code = "" if whole else "+".join(read)
-    geo, codes = _geography(cons, levels, root_code, "hhgq_total_lb")
+    geo, codes = _geography(cons, levels, root_code, key)
     measurements: dict[str, dict[str, Measurement]] = {}
     invariants: dict[str, dict[str, np.ndarray]] = {}
     names = [k.name for k in row_kinds(product, "State", CONSTRAINT)]
@@ -363,45 +419,26 @@ def read_nmf(root: str | Path, *, product: str = "persons",
         lv = levels[li]
         invariants[lv] = {n + CON_SUFFIX: _unit_rows(r_con, n, c, lv, required=True)[0]
                           for n in names}
-        measurements[lv] = _measurements(r_dpq, c, lv, geo, li)
+        measurements[lv] = _measurements(r_dpq, c, lv, geo, li, product)
         r_dpq.values.clear()                  # held by the measurements now
     if whole:
         top = np.array([root_code])
-        invariants["nation"] = {n + CON_SUFFIX: _unit_rows(us_con, n, top, "US",
-                                                           required=True)[0]
-                                for n in names + ["total"]}
+        if us_con is None:
+            us_con = _read_dataset(pdir, product, "US", CONSTRAINT, None)
+        invariants["nation"] = {k.name + CON_SUFFIX: _unit_rows(us_con, k.name, top, "US",
+                                                                required=True)[0]
+                                for k in row_kinds(product, "US", CONSTRAINT)}
         us_dpq = _read_dataset(pdir, product, "US", DPQUERY, None)
-        measurements["nation"] = _measurements(us_dpq, top, "US", geo, 0)
+        measurements["nation"] = _measurements(us_dpq, top, "US", geo, 0, product)
     else:
         invariants["nation"] = {n: v.sum(axis=0, keepdims=True)
                                 for n, v in invariants["state"].items()}
-        invariants["nation"]["total" + CON_SUFFIX] = np.array([[root_total]])
         if len(pieces) == 1:        # the root is the piece: its measurements are the root's
             measurements["nation"] = measurements.pop("state")
-    piece_state = np.array([split_piece(p)[0] for p in codes[0]])
-    alone = np.array([np.count_nonzero(piece_state == s) == 1 for s in piece_state])
-    tot_state = np.array([totals[s] for s in piece_state], dtype=np.int64)
     for lv in levels:
         invariants.setdefault(lv, {})
-    invariants["nation"]["tot"] = np.array([root_total], dtype=np.int64)
-    sums: tuple[UnitSum, ...] = ()
-    if alone.all():
-        invariants["state"]["tot"] = tot_state
-    elif len(read) > 1:   # a state of two pieces: its total holds over the pair (read alone,
-        # the state is the root, whose total is its own); rows across children in TopDown
-        groups = [[str(p) for p in codes[0] if split_piece(p)[0] == st] for st in read]
-        sums = (UnitSum("state_total", levels[1], groups, [totals[st] for st in read]),)
-    spec = _spec(levels, alone.all(), sums)
-    provenance = {"source": "nmf", "product": PRODUCTS[product], "root": str(Path(root)),
-                  "pieces": list(codes[0]), "states": read, "files": sum(
-                      r.files for r in cons + dpq), "bytes": sum(r.bytes for r in cons + dpq),
-                  "randomness": _randomness(Path(root)),
-                  "state_totals": {s: totals[s] for s in read}}
-    # the constraints are the file's own: its producer imposed them on the data it measured
-    provenance["spec_checked"] = spec.to_dict()
-    noisy = NoisyHierarchy(PL94_2020, geo, pl94_workload(), measurements, invariants,
-                           provenance)
-    return noisy, spec
+    return _Tree(geo, levels, [str(p) for p in codes[0]], read, measurements, invariants,
+                 sum(r.files for r in cons + dpq), sum(r.bytes for r in cons + dpq))
 
 
 def _checked_totals(pdir: Path, product: str, pieces: Sequence[str], whole: bool,
@@ -436,46 +473,20 @@ def _checked_totals(pdir: Path, product: str, pieces: Sequence[str], whole: bool
 UNITS_SCHEMA = Schema((Attribute("h1", ("vacant", "occupied")),), name="pl94_units")
 
 
-def _read_units(root: str | Path, states: Sequence[str] | None
+def _read_units(root: str | Path, states: Sequence[str] | None, down_to: str | None = None
                 ) -> tuple[NoisyHierarchy, Spec]:
     """The housing units' product (:func:`read_nmf` with ``product="units"``): the same spine,
     ``detailed`` measured (vacant, occupied), ``total_con`` exact at every geounit — also the
     root's, the file's US row or the sum of the pieces read."""
-    pdir = _product_dir(root, "units")
-    available = sorted(_partitions(_level_dir(pdir, "State", CONSTRAINT)))
-    pieces = _select_pieces(available, states)
-    whole = pieces == available
-    levels = [LEVEL_NAMES[g] for g in GEOLEVELS]
-    cons = [_read_dataset(pdir, "units", g, CONSTRAINT, pieces) for g in GEOLEVELS[1:]]
-    dpq = [_read_dataset(pdir, "units", g, DPQUERY, pieces) for g in GEOLEVELS[1:]]
-    read = sorted({split_piece(p)[0] for p in pieces})
-    root_code = "" if whole else "+".join(read)
-    geo, codes = _geography(cons, levels, root_code, "total")
+    pdir, pieces, whole = _pieces_read(root, "units", states)
+    tree = _read_tree(pdir, "units", pieces, whole, down_to, "total")
     name = "total" + CON_SUFFIX
-    invariants = {levels[li]: {name: _unit_rows(r, "total", c, levels[li], required=True)[0]}
-                  for li, (r, c) in enumerate(zip(cons, codes), start=1)}
-    measurements = {levels[li]: _measurements(r, c, levels[li], geo, li, "units")
-                    for li, (r, c) in enumerate(zip(dpq, codes), start=1)}
-    if whole:
-        top = np.array([root_code])
-        us_con = _read_dataset(pdir, "units", "US", CONSTRAINT, None)
-        invariants["nation"] = {name: _unit_rows(us_con, "total", top, "US", required=True)[0]}
-        measurements["nation"] = _measurements(_read_dataset(pdir, "units", "US", DPQUERY, None),
-                                               top, "US", geo, 0, "units")
-    else:
-        invariants["nation"] = {name: invariants["state"][name].sum(axis=0, keepdims=True)}
-        if len(pieces) == 1:
-            measurements["nation"] = measurements.pop("state")
     spec = Spec(constraints=(Constraint(name, "all", "published", "total", None, "=="),),
                 imply_upward=False)
-    provenance = {"source": "nmf", "product": PRODUCTS["units"], "root": str(Path(root)),
-                  "pieces": list(codes[0]), "states": read,
-                  "files": sum(r.files for r in cons + dpq),
-                  "bytes": sum(r.bytes for r in cons + dpq),
-                  "randomness": _randomness(Path(root)), "spec_checked": spec.to_dict()}
+    provenance = {**tree.provenance(root, "units"), "spec_checked": spec.to_dict()}
     workload = Workload.from_expressions(UNITS_SCHEMA, {"detailed": "detailed"})
-    return NoisyHierarchy(UNITS_SCHEMA, geo, workload, measurements, invariants,
-                          provenance), spec
+    return NoisyHierarchy(UNITS_SCHEMA, tree.geography, workload, tree.measurements,
+                          tree.invariants, provenance), spec
 
 
 def _randomness(root: Path) -> dict[str, Any]:
