@@ -76,26 +76,26 @@ def verify_node(task: NodeTask, hist: np.ndarray, *, allow_cells: Sequence[int] 
         problems += kept_violations(keep, task.parent_hist, hist.sum(axis=0))[:5]
     if task.matrix.shape[0]:
         vals = (task.matrix @ hist.T).T
-        lo_bad = np.isfinite(task.lower) & (vals < np.where(np.isfinite(task.lower),
-                                                             task.lower, 0).astype(np.int64))
-        hi_bad = np.isfinite(task.upper) & (vals > np.where(np.isfinite(task.upper),
-                                                             task.upper, 0).astype(np.int64))
-        for k, r in np.argwhere(lo_bad | hi_bad)[:5]:
+        for k, r in np.argwhere(_outside(vals, task.lower, task.upper))[:5]:
             problems.append(f"{task.children[k]!r}: {task.labels[r] if task.labels else r} = "
                             f"{int(vals[k, r])} outside [{task.lower[k, r]:g}, "
                             f"{task.upper[k, r]:g}]")
     for held in task.sums:     # rows across children: never relaxed
         got = held.matrix @ hist[held.children].sum(axis=0)
-        lo = np.isfinite(held.lower) & (got < np.where(np.isfinite(held.lower), held.lower,
-                                                       0).astype(np.int64))
-        hi = np.isfinite(held.upper) & (got > np.where(np.isfinite(held.upper), held.upper,
-                                                       0).astype(np.int64))
-        for a in np.flatnonzero(lo | hi)[:5]:
+        for a in np.flatnonzero(_outside(got, held.lower, held.upper))[:5]:
             problems.append(f"{held.labels[a]} = {int(got[a])} outside [{held.lower[a]:g}, "
                             f"{held.upper[a]:g}]")
     if problems:
         raise VerificationError(f"{task.where} fail verification: "
                                 + "; ".join(problems))
+
+
+def _outside(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Where integer ``values`` fall outside their finite bounds (whole numbers, compared in
+    int64)."""
+    lo = np.isfinite(lower) & (values < np.where(np.isfinite(lower), lower, 0).astype(np.int64))
+    hi = np.isfinite(upper) & (values > np.where(np.isfinite(upper), upper, 0).astype(np.int64))
+    return lo | hi
 
 
 def verify_level(lc: LevelConstraints, geo: Geography, li: int, hist: np.ndarray,
