@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from invariants import catalogue
 from invariants.errors import SpecError
@@ -50,6 +50,17 @@ def _where(source: str | None, line: int | None) -> str:
     if source:
         return f"{source}: "
     return ""
+
+
+def _only(item: Mapping[str, Any], allowed: set[str], what: str, source: str | None,
+          line: int | None) -> None:
+    """Refuse an entry of a spec file with keys ``allowed`` does not list, or without a name."""
+    extra = set(item) - allowed
+    if extra:
+        raise SpecError(f"{_where(source, line)}{what} {item.get('name')!r} has unknown key(s) "
+                        f"{sorted(extra)}; allowed: {sorted(allowed)}")
+    if "name" not in item:
+        raise SpecError(f"{_where(source, line)}every {what} needs a name")
 
 
 def _levels(value: Any, where: str, name: str) -> tuple[str, ...] | str:

@@ -74,6 +74,7 @@ from invariants.items import (
     Constraint,
     Invariant,
     _check_finite,
+    _only,
     _where,
 )
 from invariants.sums import UnitSum
@@ -495,12 +496,3 @@ def _second(items: Sequence[Invariant | Constraint], name: str) -> Invariant | C
     """The second item called ``name`` (where a duplicate is reported)."""
     return [it for it in items if it.name == name][1]
 
-
-def _only(item: Mapping[str, Any], allowed: set[str], what: str, source: str | None,
-          line: int | None) -> None:
-    extra = set(item) - allowed
-    if extra:
-        raise SpecError(f"{_where(source, line)}{what} {item.get('name')!r} has unknown key(s) "
-                        f"{sorted(extra)}; allowed: {sorted(allowed)}")
-    if "name" not in item:
-        raise SpecError(f"{_where(source, line)}every {what} needs a name")

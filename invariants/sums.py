@@ -37,14 +37,9 @@ from hierarchy.geography import Geography
 from hierarchy.queries import parse_query
 from hierarchy.schema import Schema
 from invariants.errors import SpecError
+from invariants.items import _only, _where
 
 __all__ = ["UnitSum", "CompiledSum", "compile_sums", "sum_violations"]
-
-
-def _where(source: str | None, line: int | None) -> str:
-    if source and line:
-        return f"{source}, line {line}: "
-    return f"{source}: " if source else ""
 
 
 def _whole(value: Any) -> bool:
@@ -153,13 +148,9 @@ class UnitSum:
         >>> UnitSum.from_dict({"name": "s", "level": "state", "group": [["1"]]})
         Traceback (most recent call last):
         ...
-        invariants.errors.SpecError: sum 's': unknown key(s) ['group']; a sum has ['groups', ...
+        invariants.errors.SpecError: sum 's' has unknown key(s) ['group']; allowed: ['groups', ...
         """
-        allowed = {"name", "level", "query", "groups", "values"}
-        unknown = sorted(set(item) - allowed)
-        if unknown:
-            raise SpecError(f"{_where(source, line)}sum {item.get('name')!r}: unknown key(s) "
-                            f"{unknown}; a sum has {sorted(allowed)}")
+        _only(item, {"name", "level", "query", "groups", "values"}, "sum", source, line)
         missing = sorted({"name", "level", "groups", "values"} - set(item))
         if missing:
             raise SpecError(f"{_where(source, line)}sum {item.get('name')!r} needs "
