@@ -45,10 +45,10 @@ import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 
-__all__ = ["atomic_path", "write_parquet", "write_json", "read_json", "atomic_directory",
-           "package_versions", "MARKER", "mark_owned", "is_owned", "claim_directory",
-           "remove_leftovers", "lock_directory", "safe_file_name", "check_file_names",
-           "confidential_directory", "CONFIDENTIAL_DIR", "special_file_kind"]
+__all__ = ["atomic_path", "write_parquet", "write_json", "read_json",
+           "atomic_directory", "package_versions", "MARKER", "mark_owned", "is_owned",
+           "claim_directory", "remove_leftovers", "lock_directory", "safe_file_name",
+           "check_file_names", "confidential_directory", "CONFIDENTIAL_DIR", "special_file_kind"]
 
 #: The file that marks a directory as written by the toolkit (and so replaceable by it).
 MARKER = ".dapp-output"

@@ -25,9 +25,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from hierarchy.io.storage import atomic_path, write_json, write_parquet
+from hierarchy.io.joins import join_parquet
+from hierarchy.io.storage import write_json, write_parquet
 from hierarchy.presets.pl94 import LEVELS
 from postproc.apps.nmf.layout import block_geoid, split_piece
 from postproc.apps.nmf.reader import read_nmf
@@ -144,8 +144,8 @@ class _Tally:
         for lv in top.levels:
             write_parquet(result.to_table(lv), directory / f"{lv}.parquet", metadata=meta)
         for lv in levels[2:]:
-            _join([parts / f"{lv}-{fips}.parquet" for fips in self.states],
-                  directory / f"{lv}.parquet", meta)
+            join_parquet([parts / f"{lv}-{fips}.parquet" for fips in self.states],
+                         directory / f"{lv}.parquet", metadata=meta)
         frame = _ordered(pd.concat([top.geography.to_frame(), *self.frames],
                                    ignore_index=True), levels)
         write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
@@ -182,12 +182,3 @@ def _ordered(frame: pd.DataFrame, levels: Sequence[str]) -> pd.DataFrame:
         out.append(part)
         previous = pd.Index(part["geocode"].astype(str))
     return pd.concat(out, ignore_index=True)
-
-
-def _join(files: Sequence[Path], target: Path, meta: Mapping[str, Any]) -> None:
-    """The states' tables of one level, one after another, into ``target`` (atomically)."""
-    schema = pq.read_schema(files[0])
-    with atomic_path(target) as path:
-        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-            for file in files:
-                writer.write_table(pq.read_table(file).cast(schema))

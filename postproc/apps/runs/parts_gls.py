@@ -48,6 +48,7 @@ import pyarrow as pa
 from hierarchy.errors import HierarchyError
 from hierarchy.frames import resolve_query
 from hierarchy.geography import Geography
+from hierarchy.io.joins import join_parquet
 from hierarchy.io.storage import (
     atomic_path,
     claim_directory,
@@ -69,7 +70,7 @@ from postproc.apps.runs.parts_gls_top import (
     _top,
     top_problems,
 )
-from postproc.apps.runs.parts_outputs import _join, _meta, _remove_part_files
+from postproc.apps.runs.parts_outputs import _meta, _remove_part_files
 from postproc.apps.runs.parts_plan import (
     DEFAULT_PART_BLOCKS,
     _check,
@@ -329,8 +330,8 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
         ex.close()
     t = time.perf_counter()
     for lv in run.low_levels:
-        _join([parts_dir / f"{lv}-{k:06d}.parquet" for k in range(len(plan))],
-              directory / f"{lv}.parquet", _meta(config))
+        join_parquet([parts_dir / f"{lv}-{k:06d}.parquet" for k in range(len(plan))],
+                     directory / f"{lv}.parquet", metadata=_meta(config))
     write_parquet(pa.Table.from_pandas(geo.to_frame(), preserve_index=False),
                   directory / "geography.parquet", metadata=_meta(config))
     timings["join"] = time.perf_counter() - t

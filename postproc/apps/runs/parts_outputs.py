@@ -7,7 +7,6 @@ removed.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +14,11 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from hierarchy.geography import Geography
+from hierarchy.io.joins import join_parquet
 from hierarchy.io.storage import (
     CONFIDENTIAL_DIR,
-    atomic_path,
     confidential_directory,
     read_json,
     write_json,
@@ -154,7 +152,7 @@ def _finish(run: _Run, cache: Path, tally: _Tally, *, measurement: dict[str, Any
     t = time.perf_counter()
     for lv in run.low_levels:
         files = [run.parts_dir / f"{lv}-{k:06d}.parquet" for k in range(len(run.plan))]
-        _join(files, directory / f"{lv}.parquet", _meta(config))
+        join_parquet(files, directory / f"{lv}.parquet", metadata=_meta(config))
     write_parquet(pa.Table.from_pandas(geo.to_frame(), preserve_index=False),
                   directory / "geography.parquet", metadata=_meta(config))
     table = None
@@ -228,16 +226,6 @@ def _record(passes: Any) -> Any:
     if isinstance(passes, Mapping):
         return {lv: [list(p) for p in v] if v else None for lv, v in passes.items()}
     return [list(p) for p in passes] if passes else None
-
-
-def _join(files: Sequence[Path], target: Path, metadata: Mapping[str, Any]) -> None:
-    """The parts' tables of one level, one after another, into ``target`` (atomically)."""
-    schema = pq.read_schema(files[0]).with_metadata(
-        {b"dapp": json.dumps(dict(metadata)).encode()})
-    with atomic_path(target) as path:
-        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-            for file in files:
-                writer.write_table(pq.read_table(file).replace_schema_metadata(schema.metadata))
 
 
 def _meta(config: RunConfig) -> dict[str, Any]:
