@@ -24,7 +24,7 @@ from hierarchy.io.storage import package_versions, write_json
 from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.nmf.layout import AXES
 from postproc.apps.nmf.reader import read_nmf
-from postproc.apps.nmf.run import production_options
+from postproc.apps.nmf.run import nmf_record, production_options
 from postproc.apps.runs.directories import claim_output
 from postproc.errors import PostprocError
 
@@ -130,8 +130,7 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
     randomness = noisy.provenance.get("randomness", {})
     files = write_comparison(table, directory, notes=comparison_notes(names, epl_method),
                              banners=banner(randomness))
-    write_json({"made_by": MADE_BY, "methods": names, "nmf": {
-        k: noisy.provenance[k] for k in ("root", "product", "pieces", "states", "state_totals")},
+    write_json({"made_by": MADE_BY, "methods": names, "nmf": nmf_record(noisy.provenance),
         "randomness": randomness, "seed": seed, "epl_method": epl_method,
         "versions": package_versions(),
         "files": [str(p.relative_to(directory)) for p in files]}, directory / "manifest.json")

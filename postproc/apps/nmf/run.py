@@ -23,7 +23,7 @@ from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.runs.directories import claim_output
 from postproc.errors import PostprocError
 
-__all__ = ["run_nmf", "production_options"]
+__all__ = ["run_nmf", "production_options", "nmf_record", "write_block_geoids"]
 
 #: What claims a ``postproc nmf run`` output directory.
 MADE_BY = "postproc nmf run"
@@ -111,14 +111,39 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
     t1 = time.perf_counter()
     result = postprocess(noisy, method, spec, **dict(options or {}))
     log(f"{method} in {time.perf_counter() - t1:.1f} s")
-    blocks = [str(b) for b in noisy.geography.geocodes[-1]]
-    result.write(directory, extra_manifest={"nmf": {
-        k: noisy.provenance[k] for k in ("source", "product", "root", "pieces", "states",
-                                         "files", "bytes", "state_totals")
-        if k in noisy.provenance}})
-    write_parquet(pa.table({"block": pa.array(blocks),
-                            "geoid": pa.array([block_geoid(b) for b in blocks])}),
-                  directory / "block_geoid.parquet")
+    result.write(directory, extra_manifest={"nmf": nmf_record(noisy.provenance)})
+    write_block_geoids(noisy.geography.geocodes[-1], directory)
     log(f"wrote {directory}")
     return directory
+
+
+def nmf_record(provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """What an output's manifest says of the file it was computed from (``"nmf"``): from a
+    read hierarchy's provenance, the file, product, pieces and states read, files and bytes,
+    and the state totals used.
+
+    Examples
+    --------
+    >>> nmf_record({"source": "nmf", "root": "nmf", "pieces": ["044"], "randomness": {}})
+    {'source': 'nmf', 'root': 'nmf', 'pieces': ['044']}
+    """
+    return {k: provenance[k] for k in ("source", "product", "root", "pieces", "states",
+                                       "files", "bytes", "state_totals") if k in provenance}
+
+
+def write_block_geoids(blocks: Sequence[Any], directory: Path) -> Path:
+    """``directory/block_geoid.parquet``: each spine block and its 15-character census GEOID
+    (:func:`~postproc.apps.nmf.layout.block_geoid`), so the blocks join to published tables.
+
+    Examples
+    --------
+    >>> import tempfile, pyarrow.parquet as pq
+    >>> path = write_block_geoids(["0440000700491024400701070233001"], Path(tempfile.mkdtemp()))
+    >>> pq.read_table(path).to_pydict()["geoid"]
+    ['440070107023001']
+    """
+    blocks = [str(b) for b in blocks]
+    return write_parquet(pa.table({"block": pa.array(blocks),
+                                   "geoid": pa.array([block_geoid(b) for b in blocks])}),
+                         Path(directory) / "block_geoid.parquet")
 

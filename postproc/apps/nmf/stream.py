@@ -29,9 +29,9 @@ import pyarrow as pa
 from hierarchy.io.joins import join_parquet
 from hierarchy.io.storage import write_json, write_parquet
 from hierarchy.presets.pl94 import LEVELS
-from postproc.apps.nmf.layout import block_geoid, split_piece
+from postproc.apps.nmf.layout import split_piece
 from postproc.apps.nmf.reader import read_nmf
-from postproc.apps.nmf.run import MADE_BY, production_options
+from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options, write_block_geoids
 from postproc.apps.runs.directories import claim_output
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
@@ -101,9 +101,8 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
         log(f"state {fips}: {noisy.geography.n_units(noisy.levels[-1]):,} blocks in "
             f"{time.perf_counter() - t1:.1f} s")
         del noisy, solved, plan
-    tally.write(directory, parts, meta, {"nmf": {
-        k: top.provenance[k] for k in ("source", "product", "root", "pieces", "states",
-                                       "files", "state_totals")}, "streamed": "state by state"},
+    record = {**nmf_record(top.provenance), "files": tally.files, "bytes": tally.bytes}
+    tally.write(directory, parts, meta, {"nmf": record, "streamed": "state by state"},
                 time.perf_counter() - t0)
     shutil.rmtree(parts)
     log(f"wrote {directory} in {time.perf_counter() - t0:.1f} s")
@@ -122,6 +121,7 @@ class _Tally:
         self.stats = [result.node_stats]
         self.frames: list[pd.DataFrame] = []
         self.states: list[str] = []
+        self.files, self.bytes = top.provenance["files"], top.provenance["bytes"]
 
     def add(self, noisy: Any, solved: Any, fips: str) -> None:
         for li in range(2, noisy.geography.depth):
@@ -131,6 +131,8 @@ class _Tally:
             self.seconds[lv] = self.seconds.get(lv, 0.0) + float(
                 solved.provenance.timings.get("levels", {}).get(lv, 0.0))
         self.stats.append(solved.node_stats)
+        self.files += noisy.provenance["files"]
+        self.bytes += noisy.provenance["bytes"]
         frame = noisy.geography.to_frame()
         self.frames.append(frame[~frame["level"].isin(noisy.levels[:2])])
         self.states.append(fips)
@@ -154,10 +156,7 @@ class _Tally:
         if len(stats):
             write_parquet(pa.Table.from_pandas(stats, preserve_index=False),
                           directory / "node_stats.parquet", metadata=meta)
-        blocks = frame.loc[frame["level"] == levels[-1], "geocode"].astype(str).tolist()
-        write_parquet(pa.table({"block": pa.array(blocks),
-                                "geoid": pa.array([block_geoid(b) for b in blocks])}),
-                      directory / "block_geoid.parquet")
+        write_block_geoids(frame.loc[frame["level"] == levels[-1], "geocode"], directory)
         per_level = {lv: level_entry(self.units[lv], np.int64(self.persons[lv]), stats, lv,
                                      self.seconds.get(lv, 0.0)) for lv in levels}
         provenance = {**result.provenance.to_dict(), "timings": {
