@@ -163,7 +163,7 @@ def test_methods_are_compared_against_the_truth_a_synthetic_file_keeps(nmf, tmp_
         nmf_truth(tmp_path, noisy)
 
 
-def test_state_by_state_gives_the_whole_runs_integers(tmp_path):
+def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys):
     """``--stream``: the nation and the state pieces first, then one state at a time — the same
     histograms at every level as TopDown on the whole file (Rhode Island, and Arizona in two
     pieces whose total is held across them), in a directory Result.read reads."""
@@ -185,6 +185,11 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path):
     assert manifest["streamed"] == "state by state" and manifest["safe_for_release"] is False
     assert manifest["levels"]["block"]["persons"] == int(a.histograms[-1].sum())
     assert not (streamed / ".states").exists()
+    for flags in (["--method", "gls"], ["--product", "units"]):    # TopDown on persons only
+        assert main(["nmf", "run", str(root / "nmf"), "--out", str(tmp_path / "no"),
+                     "--state-totals", totals, "--stream", *flags]) != 0
+        assert "a run state by state is TopDown" in capsys.readouterr().err
+        assert not (tmp_path / "no").exists()
     config = root / "run.toml"          # the same from a run configuration
     config.write_text('[data]\nnmf = "nmf"\nstate_totals = "nmf/state_totals.csv"\n'
                       'stream = true\n\n[output]\ndirectory = "out"\n')

@@ -124,19 +124,10 @@ def run_run(args: argparse.Namespace) -> int:
     import sys
 
     from postproc.apps.nmf.run import run_nmf
+    from postproc.apps.nmf.stream import run_nmf_streamed
 
-    if args.stream:
-        from postproc.apps.nmf.stream import run_nmf_streamed
-        from postproc.errors import PostprocError
-
-        if args.method != "topdown" or args.product != "persons":
-            raise PostprocError("--stream runs TopDown on the persons' product (gls and "
-                                "BlueDown estimate the whole tree at once)")
-        run_nmf_streamed(args.root, args.out, states=args.states,
-                         state_totals=args.state_totals,
-                         log=lambda line: print(line, file=sys.stderr))
-        return 0
-    run_nmf(args.root, args.out, method=args.method, states=args.states,
+    run = run_nmf_streamed if args.stream else run_nmf
+    run(args.root, args.out, method=args.method, states=args.states,
             state_totals=args.state_totals, product=args.product,
             log=lambda line: print(line, file=sys.stderr))
     return 0

@@ -84,21 +84,15 @@ class NmfRunConfig:
         """Post-process the file into ``out`` (default ``[output] directory``); ``method``
         overrides ``[postprocess] method`` (its options then the method's defaults)."""
         from postproc.apps.nmf.run import run_nmf
+        from postproc.apps.nmf.stream import run_nmf_streamed
 
         directory = out if out is not None else self.output
         if directory is None:
             raise PostprocError(f"{self.source}: no output directory: give [output] directory "
                                 "or --out DIR")
         options = self.method_options if method in (None, self.method) else None
-        if self.stream:
-            from postproc.apps.nmf.stream import run_nmf_streamed
-
-            if (method or self.method) != "topdown" or self.product != "persons" or options:
-                raise PostprocError(f"{self.source}: [data] stream runs TopDown with the "
-                                    "production options on the persons' product")
-            return run_nmf_streamed(self.root, directory, states=self.states,
-                                    state_totals=self.state_totals, log=log)
-        return run_nmf(self.root, directory, method=method or self.method, states=self.states,
+        run = run_nmf_streamed if self.stream else run_nmf
+        return run(self.root, directory, method=method or self.method, states=self.states,
                        state_totals=self.state_totals, options=options, product=self.product,
                        log=log)
 

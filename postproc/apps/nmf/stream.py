@@ -33,6 +33,7 @@ from postproc.apps.nmf.layout import split_piece
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options, write_block_geoids
 from postproc.apps.runs.directories import claim_output
+from postproc.errors import PostprocError
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
 __all__ = ["run_nmf_streamed"]
@@ -43,6 +44,8 @@ _PARTS = ".states"          # the states' files until they are joined
 def run_nmf_streamed(root: str | Path, out: str | Path, *,
                      states: Sequence[str] | None = None,
                      state_totals: str | Path | Mapping[str, int] | None = None,
+                     method: str = "topdown", product: str = "persons",
+                     options: Mapping[str, Any] | None = None,
                      log: Callable[[str], None] = print) -> Path:
     """TopDown with the 2020 production options on a Noisy Measurement File, state by state
     (module docstring), into ``out``.
@@ -51,6 +54,10 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     ----------
     root, states, state_totals
         As for :func:`~postproc.apps.nmf.reader.read_nmf` (the persons' product).
+    method, product, options
+        What a caller was asked for: only TopDown with its production options on the persons'
+        product runs state by state (gls and BlueDown estimate the whole tree at once);
+        anything else is refused before anything is read.
     out : path
         A new or empty directory, or an earlier ``postproc nmf run``'s.
     log : callable
@@ -72,6 +79,11 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     from postproc.methods.topdown.plan import plan_run
     from postproc.methods.topdown.run import solve_plan
 
+    if method != "topdown" or product != "persons" or options:
+        raise PostprocError(f"a run state by state is TopDown with the production options on "
+                            f"the persons' product, not {method} on the {product}' product"
+                            + (" with other options" if options else "") + "; gls and "
+                            "BlueDown estimate the whole tree at once")
     t0 = time.perf_counter()
     directory = claim_output(out, MADE_BY)    # before reading: a wrong --out, at once
     top, top_spec = read_nmf(root, states=states, state_totals=state_totals, down_to="state")
