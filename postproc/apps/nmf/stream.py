@@ -98,12 +98,12 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     parts = directory / _PARTS
     parts.mkdir(exist_ok=True)
     tally = _Tally(top, result)
+    below = TopDownOptions.of(full)          # every state's levels are the file's
     for fips in sorted({split_piece(p)[0] for p in pieces}):
         t1 = time.perf_counter()
         noisy, spec = read_nmf(root, states=[fips], state_totals=state_totals)
         given = result.histograms[1][[pieces.index(str(p)) for p in noisy.geography.geocodes[1]]]
-        plan = plan_run(noisy, spec, TopDownOptions.of(production_options(noisy.levels)),
-                        first=2)
+        plan = plan_run(noisy, spec, below, first=2)
         solved = solve_plan(plan, start=(2, [given.sum(axis=0, keepdims=True), given]))
         for li in range(2, noisy.geography.depth):
             lv = noisy.levels[li]
