@@ -196,5 +196,9 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys):
     assert main(["run", str(config)]) == 0
     c = Result.read(root / "out")
     assert all(np.array_equal(x, y) for x, y in zip(a.histograms, c.histograms))
+    units = root / "units.toml"         # the housing units' product validates without totals
+    units.write_text('[data]\nnmf = "nmf"\nproduct = "units"\n')
+    assert main(["validate", str(units)]) == 0
+    assert "read and checked row by row (3 state pieces" in capsys.readouterr().out
     geoids = pq.read_table(streamed / "block_geoid.parquet").to_pydict()
     assert geoids == pq.read_table(whole / "block_geoid.parquet").to_pydict()

@@ -238,11 +238,9 @@ def validate(args: argparse.Namespace) -> int:
 
     if names_nmf(args.config):
         from postproc.apps.nmf.config import load_nmf_config
-        from postproc.apps.nmf.reader import read_nmf
 
         config = load_nmf_config(args.config)
-        noisy, spec = read_nmf(config.root, states=config.states,
-                               state_totals=config.state_totals)
+        noisy, spec = config.read()
         geo = noisy.geography
         print(f"{args.config}: {noisy.provenance['files']:,} files of {config.root} read and "
               f"checked row by row ({len(noisy.provenance['pieces'])} state pieces, "

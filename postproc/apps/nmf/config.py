@@ -79,6 +79,14 @@ class NmfRunConfig:
     product: str = "persons"
     stream: bool = False
 
+    def read(self) -> tuple[Any, Any]:
+        """The file as configured: ``read_nmf``'s noisy hierarchy and spec (every row checked:
+        what ``postproc validate`` does)."""
+        from postproc.apps.nmf.reader import read_nmf
+
+        return read_nmf(self.root, product=self.product, states=self.states,
+                        state_totals=self.state_totals)
+
     def run(self, out: str | Path | None = None, *, method: str | None = None, log=print
             ) -> Path:
         """Post-process the file into ``out`` (default ``[output] directory``); ``method``
