@@ -110,6 +110,8 @@ def test_a_run_configuration_names_the_file_and_runs_like_nmf_run(nmf, tmp_path,
     ('[data]\nnmf = "nmf"\nstate_totals = "2020"\n[postprocess]\nmethod = "fancy"\n',
      "unknown method 'fancy'"),
     ('[data]\nnmf = "nmf"\nstate_totals = "2020"\n', "no output directory"),
+    ('[data]\nnmf = "nmf"\nstate_totals = "2020"\npart_blocks = 10\n',
+     "line 4: part_blocks splits the blocks of a run state by state: set stream = true"),
 ])
 def test_a_bad_nmf_configuration_is_named_where_it_is_wrong(tmp_path, capsys, body, message):
     assert main(["run", str(_config(tmp_path, body))]) != 0
@@ -185,6 +187,22 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys):
     assert manifest["streamed"] == "state by state" and manifest["safe_for_release"] is False
     assert manifest["levels"]["block"]["persons"] == int(a.histograms[-1].sum())
     assert not (streamed / ".states").exists()
+    # each state's blocks in many parts (block groups cut at 60 blocks), solved on two
+    # processes: still the whole run's integers
+    from postproc.apps.nmf.stream import run_nmf_streamed
+
+    cut = run_nmf_streamed(root / "nmf", tmp_path / "cut", state_totals=totals,
+                           part_blocks=60, workers=2, log=lambda line: None)
+    d = Result.read(cut)
+    assert json.loads((cut / "manifest.json").read_text())["part_blocks"] == 60
+    stats = pd.read_parquet(cut / "node_stats.parquet")
+    assert (stats["level"] == "block").sum() == a.geography.n_units("block_group")
+    for li in range(a.geography.depth):
+        assert list(a.geography.geocodes[li]) == list(d.geography.geocodes[li])
+        assert np.array_equal(a.histograms[li], d.histograms[li])
+    assert main(["nmf", "run", str(root / "nmf"), "--out", str(tmp_path / "no"),
+                 "--state-totals", totals, "--part-blocks", "60"]) != 0
+    assert "--part-blocks splits the blocks of a run state by state" in capsys.readouterr().err
     for flags in (["--method", "gls"], ["--product", "units"]):    # TopDown on persons only
         assert main(["nmf", "run", str(root / "nmf"), "--out", str(tmp_path / "no"),
                      "--state-totals", totals, "--stream", *flags]) != 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from postproc.cli.run import positive_int
+
 ORDER = 12
 
 
@@ -53,6 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only these states (two-digit FIPS codes); all by default")
     r.add_argument("--method", default="topdown",
                    help="a registered post-processor (default topdown; `postproc methods`)")
+    r.add_argument("--workers", type=positive_int,
+                   help="processes for TopDown's and BlueDown's node problems (and, with "
+                        "--stream, the block files and parts); default every CPU")
+    r.add_argument("--part-blocks", type=positive_int, metavar="BLOCKS",
+                   help="with --stream: each state's blocks in parts of at most BLOCKS blocks "
+                        "(default 20,000; memory per worker)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=run_run)
     c = actions.add_parser(
         "compare", help="compare methods on a synthetic file against the truth beside it",
@@ -125,9 +134,17 @@ def run_run(args: argparse.Namespace) -> int:
 
     from postproc.apps.nmf.run import run_nmf
     from postproc.apps.nmf.stream import run_nmf_streamed
+    from postproc.errors import PostprocError
 
-    run = run_nmf_streamed if args.stream else run_nmf
-    run(args.root, args.out, method=args.method, states=args.states,
-            state_totals=args.state_totals, product=args.product,
-            log=lambda line: print(line, file=sys.stderr))
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    common = dict(method=args.method, states=args.states, state_totals=args.state_totals,
+                  product=args.product, workers=args.workers, log=log)
+    if args.stream:
+        run_nmf_streamed(args.root, args.out, **common, progress=not args.no_progress,
+                         part_blocks=args.part_blocks)
+    elif args.part_blocks is not None:
+        raise PostprocError("--part-blocks splits the blocks of a run state by state: give "
+                            "--stream too")
+    else:
+        run_nmf(args.root, args.out, **common)
     return 0

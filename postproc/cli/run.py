@@ -213,7 +213,7 @@ def _run_nmf(args: argparse.Namespace) -> int:
 
     given = [flag for flag, value in (
         ("--resume", args.resume), ("--parts", args.parts is not None),
-        ("--executor", args.executor), ("--workers", args.workers),
+        ("--executor", args.executor),
         ("--scheduler", args.scheduler), ("--error-table", args.error_table),
         ("--all-answers", args.all_answers), ("--queries", args.queries is not None),
         ("--split", args.split != "tract")) if value]
@@ -226,7 +226,7 @@ def _run_nmf(args: argparse.Namespace) -> int:
         from postproc.methods import get
 
         get(args.method)              # an unknown name: the error lists the registered ones
-    directory = config.run(args.out, method=args.method,
+    directory = config.run(args.out, method=args.method, workers=args.workers,
                            log=lambda line: print(line, file=sys.stderr))
     print(f"outputs in {directory}")
     return 0

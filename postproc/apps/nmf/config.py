@@ -9,6 +9,7 @@ microdata (``docs/nmf.md``, "A run configuration")::
     states = ["44", "04"]        # optional: these states' pieces only
     product = "persons"          # or "units" (housing units: no state_totals needed)
     stream = true                # optional: TopDown state by state (docs/nmf.md)
+    part_blocks = 20000          # optional, with stream: each state's blocks in parts
 
     [postprocess]
     method = "topdown"           # any registered method; options in [postprocess.options]
@@ -78,6 +79,7 @@ class NmfRunConfig:
     source: str
     product: str = "persons"
     stream: bool = False
+    part_blocks: int | None = None
 
     def read(self) -> tuple[Any, Any]:
         """The file as configured: ``read_nmf``'s noisy hierarchy and spec (every row checked:
@@ -87,10 +89,11 @@ class NmfRunConfig:
         return read_nmf(self.root, product=self.product, states=self.states,
                         state_totals=self.state_totals)
 
-    def run(self, out: str | Path | None = None, *, method: str | None = None, log=print
-            ) -> Path:
+    def run(self, out: str | Path | None = None, *, method: str | None = None,
+            workers: int | None = None, log=print) -> Path:
         """Post-process the file into ``out`` (default ``[output] directory``); ``method``
-        overrides ``[postprocess] method`` (its options then the method's defaults)."""
+        overrides ``[postprocess] method`` (its options then the method's defaults);
+        ``workers``: processes (every CPU when left out)."""
         from postproc.apps.nmf.run import run_nmf
         from postproc.apps.nmf.stream import run_nmf_streamed
 
@@ -99,10 +102,13 @@ class NmfRunConfig:
             raise PostprocError(f"{self.source}: no output directory: give [output] directory "
                                 "or --out DIR")
         options = self.method_options if method in (None, self.method) else None
-        run = run_nmf_streamed if self.stream else run_nmf
-        return run(self.root, directory, method=method or self.method, states=self.states,
-                       state_totals=self.state_totals, options=options, product=self.product,
-                       log=log)
+        common = dict(method=method or self.method, states=self.states,
+                      state_totals=self.state_totals, options=options, product=self.product,
+                      workers=workers, log=log)
+        if self.stream:
+            return run_nmf_streamed(self.root, directory, part_blocks=self.part_blocks,
+                                    **common)
+        return run_nmf(self.root, directory, **common)
 
 
 def names_nmf(path: str | Path) -> bool:
@@ -161,7 +167,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> NmfRunConfig:
                                        f"{', '.join(f'[{s}]' for s in given)}")
     doc.check_sections(_SECTIONS)
     d = doc.table("data", required=True, allowed={"nmf", "state_totals", "states", "product",
-                                                  "stream"})
+                                                  "stream", "part_blocks"})
     root = d.path("nmf", base=base)
     product = d.string("product", "persons")
     if product not in ("persons", "units"):
@@ -183,6 +189,11 @@ def _from_document(doc: TomlDocument, *, base: Path) -> NmfRunConfig:
     method, options = postprocess_section(section, LEVELS, pl94_workload())
     o = doc.table("output", allowed={"directory"})
     output = o.path("directory", base=base)
+    stream = d.boolean("stream", False)
+    part_blocks = d.positive_int("part_blocks")
+    if part_blocks is not None and not stream:
+        raise d.fail("part_blocks", "part_blocks splits the blocks of a run state by state: "
+                                    "set stream = true too")
     return NmfRunConfig(root, state_totals, states, method,
                         options if "options" in section else None, output, doc.source,
-                        product, d.boolean("stream", False))
+                        product, stream, part_blocks)

@@ -57,7 +57,7 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
             states: Sequence[str] | None = None,
             state_totals: str | Path | Mapping[str, int] | None = None,
             options: Mapping[str, Any] | None = None, product: str = "persons",
-            log: Callable[[str], None] = print) -> Path:
+            workers: int | None = None, log: Callable[[str], None] = print) -> Path:
     """Read a Noisy Measurement File, post-process it and write the result to ``out``.
 
     Parameters
@@ -72,6 +72,9 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
     options : mapping, optional
         The method's options; for ``topdown`` and ``bluedown`` the production options
         (:func:`production_options`) by default.
+    workers : int, optional
+        TopDown's and BlueDown's node problems on this many processes (every CPU when left
+        out; 1: in this process), unless ``options`` names an executor.
     log : callable
         Where the progress lines go.
 
@@ -108,8 +111,11 @@ def run_nmf(root: str | Path, out: str | Path, *, method: str = "topdown",
         f"{time.perf_counter() - t0:.1f} s")
     if options is None and method in ("topdown", "bluedown") and product == "persons":
         options = production_options(levels, method)
+    options = dict(options or {})
+    if method in ("topdown", "bluedown") and workers != 1 and "executor" not in options:
+        options.update(executor="process", workers=workers)
     t1 = time.perf_counter()
-    result = postprocess(noisy, method, spec, **dict(options or {}))
+    result = postprocess(noisy, method, spec, **options)
     log(f"{method} in {time.perf_counter() - t1:.1f} s")
     result.write(directory, extra_manifest={"nmf": nmf_record(noisy.provenance)})
     write_block_geoids(noisy.geography.geocodes[-1], directory)

@@ -1,13 +1,16 @@
 """TopDown on a Noisy Measurement File state by state (``postproc nmf run --stream``).
 
 TopDown solves a level's node problems from the parents' rounded histograms only, so once the
-nation → state pieces problem is solved, each state's subtree is a problem of its own.
-:func:`run_nmf_streamed` reads the nation and the state pieces first (a few files:
-``read_nmf(..., down_to="state")``) and solves them — the states' totals held over their pieces,
-as in the whole run — then reads one state at a time (its one or two pieces and everything below
-them), solves its counties, tracts, block groups and blocks under its pieces' histograms, writes
-its levels and lets it go. Memory is that of the largest state, never the whole file's, and the
-integers are the whole run's (the same node problems, each from the same parent: tested).
+nation → state pieces problem is solved, each state's subtree is a problem of its own, and
+below a state's block groups each run of block groups is one too. :func:`run_nmf_streamed`
+reads the nation and the state pieces first (a few files: ``read_nmf(..., down_to="state")``)
+and solves them — the states' totals held over their pieces, as in the whole run — then one
+state at a time: its pieces down to its block groups read and solved under its pieces'
+histograms, then its blocks part by part (:mod:`postproc.apps.nmf.blocks`: one checked pass
+over its block files spills each part's rows to disk; each part is then read, solved and
+written on a worker). Memory is the largest state above its blocks plus a part per worker,
+never a state's block level, and the integers are the whole run's (the same node problems,
+each from the same parent: tested).
 
 The directory is what :meth:`Result.write <postproc.result.Result.write>` writes — every level in
 long form, the geography, the node statistics, the manifest — and ``block_geoid.parquet``, built
@@ -19,21 +22,27 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from tqdm.auto import tqdm
 
 from hierarchy.io.joins import join_parquet
 from hierarchy.io.storage import write_json, write_parquet
 from hierarchy.presets.pl94 import LEVELS
+from postproc.apps.nmf.blocks import _SolveBlocks, _spill_blocks, block_codes, with_blocks
+from postproc.apps.nmf.files import _product_dir
 from postproc.apps.nmf.layout import split_piece
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options, write_block_geoids
 from postproc.apps.runs.directories import claim_output
+from postproc.apps.runs.parts_plan import DEFAULT_PART_BLOCKS, part_geography, plan_parts
 from postproc.errors import PostprocError
+from postproc.infra.executors import get_executor
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
 
 __all__ = ["run_nmf_streamed"]
@@ -45,10 +54,11 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
                      states: Sequence[str] | None = None,
                      state_totals: str | Path | Mapping[str, int] | None = None,
                      method: str = "topdown", product: str = "persons",
-                     options: Mapping[str, Any] | None = None,
+                     options: Mapping[str, Any] | None = None, workers: int | None = None,
+                     part_blocks: int | None = None, progress: bool = False,
                      log: Callable[[str], None] = print) -> Path:
     """TopDown with the 2020 production options on a Noisy Measurement File, state by state
-    (module docstring), into ``out``.
+    and each state's blocks part by part (module docstring), into ``out``.
 
     Parameters
     ----------
@@ -60,6 +70,15 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
         anything else is refused before anything is read.
     out : path
         A new or empty directory, or an earlier ``postproc nmf run``'s.
+    workers : int, optional
+        Processes that solve node problems, read block files and solve parts (every CPU when
+        left out; 1: all in this process).
+    part_blocks : int, optional
+        Blocks per part at most (:mod:`postproc.apps.nmf.blocks`; a block group with more is
+        a part alone): memory per worker. Default
+        :data:`~postproc.apps.runs.parts_plan.DEFAULT_PART_BLOCKS` (20,000).
+    progress : bool
+        A progress bar over each state's parts.
     log : callable
         One line per step.
 
@@ -76,14 +95,15 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     """
     from postproc.methods import postprocess
     from postproc.methods.topdown.options import TopDownOptions
-    from postproc.methods.topdown.plan import plan_run
-    from postproc.methods.topdown.run import solve_plan
 
     if method != "topdown" or product != "persons" or options:
         raise PostprocError(f"a run state by state is TopDown with the production options on "
                             f"the persons' product, not {method} on the {product}' product"
                             + (" with other options" if options else "") + "; gls and "
                             "BlueDown estimate the whole tree at once")
+    part_blocks = DEFAULT_PART_BLOCKS if part_blocks is None else part_blocks
+    if isinstance(part_blocks, bool) or not isinstance(part_blocks, int) or part_blocks < 1:
+        raise PostprocError(f"part_blocks must be a positive whole number, not {part_blocks!r}")
     t0 = time.perf_counter()
     directory = claim_output(out, MADE_BY)    # before reading: a wrong --out, at once
     top, top_spec = read_nmf(root, states=states, state_totals=state_totals, down_to="state")
@@ -93,36 +113,89 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     result = postprocess(top, "topdown", top_spec, **top_options)
     pieces = [str(p) for p in top.geography.geocodes[1]]
     log(f"nation -> {len(pieces)} state pieces in {time.perf_counter() - t0:.1f} s")
-    schema, randomness = top.schema, top.provenance["randomness"]
-    meta = file_metadata(randomness, schema)
+    meta = file_metadata(top.provenance["randomness"], top.schema)
     parts = directory / _PARTS
     parts.mkdir(exist_ok=True)
     tally = _Tally(top, result)
-    below = TopDownOptions.of(full)          # every state's levels are the file's
-    for fips in sorted({split_piece(p)[0] for p in pieces}):
-        t1 = time.perf_counter()
-        noisy, spec = read_nmf(root, states=[fips], state_totals=state_totals)
-        given = result.histograms[1][[pieces.index(str(p)) for p in noisy.geography.geocodes[1]]]
-        plan = plan_run(noisy, spec, below, first=2)
-        solved = solve_plan(plan, start=(2, [given.sum(axis=0, keepdims=True), given]))
-        for li in range(2, noisy.geography.depth):
-            lv = noisy.levels[li]
-            write_parquet(level_table(schema, noisy.geography, lv, solved.histograms[li]),
-                          parts / f"{lv}-{fips}.parquet", metadata=meta)
-        tally.add(noisy, solved, fips)
-        log(f"state {fips}: {noisy.geography.n_units(noisy.levels[-1]):,} blocks in "
-            f"{time.perf_counter() - t1:.1f} s")
-        del noisy, solved, plan
+    state = _State(root, state_totals, parts, meta, part_blocks, progress)
+    with get_executor("serial" if workers == 1 else "process", workers=workers) as ex:
+        below = TopDownOptions.of(full, executor=ex)    # every state's levels are the file's
+        for fips in sorted({split_piece(p)[0] for p in pieces}):
+            t1 = time.perf_counter()
+            blocks = state.solve(fips, pieces, result.histograms[1], below, ex, tally)
+            log(f"state {fips}: {blocks:,} blocks in {time.perf_counter() - t1:.1f} s")
     record = {**nmf_record(top.provenance), "files": tally.files, "bytes": tally.bytes}
-    tally.write(directory, parts, meta, {"nmf": record, "streamed": "state by state"},
+    tally.write(directory, meta, {"nmf": record, "streamed": "state by state",
+                                  "part_blocks": part_blocks},
                 time.perf_counter() - t0)
     shutil.rmtree(parts)
     log(f"wrote {directory} in {time.perf_counter() - t0:.1f} s")
     return directory
 
 
+@dataclass(frozen=True)
+class _State:
+    """One state's run: above its blocks from its pieces' histograms, then its blocks part
+    by part (:mod:`postproc.apps.nmf.blocks`)."""
+
+    root: str | Path
+    state_totals: Any
+    parts: Path
+    meta: Mapping[str, Any]
+    part_blocks: int
+    progress: bool
+
+    def solve(self, fips: str, pieces: Sequence[str], pieces_solved: np.ndarray, below: Any,
+              ex: Any, tally: "_Tally") -> int:
+        """Solve state ``fips`` (``pieces_solved``: the nation's pieces' histograms, in
+        ``pieces``' order), write its levels under ``parts`` and add them to ``tally``;
+        returns its blocks."""
+        from postproc.methods.topdown.plan import plan_run
+        from postproc.methods.topdown.run import solve_plan
+
+        upper, spec = read_nmf(self.root, states=[fips], state_totals=self.state_totals,
+                               down_to="block_group")
+        own = [str(p) for p in upper.geography.geocodes[1]]
+        given = pieces_solved[[pieces.index(p) for p in own]]
+        plan = plan_run(upper, spec, below.at_levels(upper.levels), first=2)
+        solved = solve_plan(plan, start=(2, [given.sum(axis=0, keepdims=True), given]))
+        for li in range(2, upper.geography.depth):
+            lv = upper.levels[li]
+            path = self.parts / f"{lv}-{fips}.parquet"
+            write_parquet(level_table(upper.schema, upper.geography, lv, solved.histograms[li]),
+                          path, metadata=self.meta)
+            tally.add(lv, solved.histograms[li], path, solved.provenance.timings.get(
+                "levels", {}).get(lv, 0.0))
+        tally.stats.append(solved.node_stats)
+        tally.count(upper.provenance["files"], upper.provenance["bytes"])
+        pdir = _product_dir(self.root, "persons")
+        geo = with_blocks(upper.geography, block_codes(pdir, own))
+        split = geo.depth - 2
+        cuts = plan_parts(geo, split, self.part_blocks)
+        spill = self.parts / f"spill-{fips}"
+        files, nbytes = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
+                                     np.array([stop for _, stop in cuts]), ex)
+        tally.count(files, nbytes)
+        task = _SolveBlocks(spill, below.at_levels([LEVELS[-1]]).replace(
+            executor="serial", workers=None), upper.provenance, self.meta)
+        items = [(k, part_geography(geo, split, a, b), solved.histograms[split][a:b],
+                  self.parts / f"block-{fips}-{k:05d}.parquet") for k, (a, b) in enumerate(cuts)]
+        bar = tqdm(total=len(items), desc=f"state {fips} blocks", unit="part",
+                   disable=not self.progress, leave=False)
+        for item, (persons, seconds, stats) in zip(items, ex.map(task, items)):
+            tally.add(LEVELS[-1], None, item[3], seconds, units=item[1].n_units(2),
+                      persons=persons)
+            tally.stats.append(stats)
+            bar.update()
+        bar.close()
+        shutil.rmtree(spill)
+        frame = geo.to_frame()
+        tally.frames.append(frame[~frame["level"].isin(upper.levels[:2])])
+        return geo.n_units(geo.depth - 1)
+
+
 class _Tally:
-    """What the states add up to: each level's units, persons and seconds, the node
+    """What the states add up to: each level's units, persons, seconds and files, the node
     statistics, each state's geography below its pieces."""
 
     def __init__(self, top: Any, result: Any):
@@ -130,27 +203,27 @@ class _Tally:
         self.units = {lv: int(h.shape[0]) for lv, h in zip(top.levels, result.histograms)}
         self.persons = {lv: int(h.sum()) for lv, h in zip(top.levels, result.histograms)}
         self.seconds = dict(result.provenance.timings.get("levels", {}))
+        self.outputs: dict[str, list[Path]] = {}
         self.stats = [result.node_stats]
         self.frames: list[pd.DataFrame] = []
-        self.states: list[str] = []
         self.files, self.bytes = top.provenance["files"], top.provenance["bytes"]
 
-    def add(self, noisy: Any, solved: Any, fips: str) -> None:
-        for li in range(2, noisy.geography.depth):
-            lv = noisy.levels[li]
-            self.units[lv] = self.units.get(lv, 0) + int(solved.histograms[li].shape[0])
-            self.persons[lv] = self.persons.get(lv, 0) + int(solved.histograms[li].sum())
-            self.seconds[lv] = self.seconds.get(lv, 0.0) + float(
-                solved.provenance.timings.get("levels", {}).get(lv, 0.0))
-        self.stats.append(solved.node_stats)
-        self.files += noisy.provenance["files"]
-        self.bytes += noisy.provenance["bytes"]
-        frame = noisy.geography.to_frame()
-        self.frames.append(frame[~frame["level"].isin(noisy.levels[:2])])
-        self.states.append(fips)
+    def add(self, lv: str, hist: np.ndarray | None, path: Path, seconds: float, *,
+            units: int | None = None, persons: int | None = None) -> None:
+        """A level's units written to ``path`` (``hist``, or its ``units`` and ``persons``)."""
+        units = int(hist.shape[0]) if units is None else units
+        persons = int(hist.sum()) if persons is None else persons
+        self.units[lv] = self.units.get(lv, 0) + units
+        self.persons[lv] = self.persons.get(lv, 0) + persons
+        self.seconds[lv] = self.seconds.get(lv, 0.0) + float(seconds)
+        self.outputs.setdefault(lv, []).append(path)
 
-    def write(self, directory: Path, parts: Path, meta: Mapping[str, Any],
-              extra: Mapping[str, Any], seconds: float) -> None:
+    def count(self, files: int, nbytes: int) -> None:
+        self.files += files
+        self.bytes += nbytes
+
+    def write(self, directory: Path, meta: Mapping[str, Any], extra: Mapping[str, Any],
+              seconds: float) -> None:
         """Every level's file, the geography (each level in its parents' order), the node
         statistics, ``block_geoid.parquet`` and the manifest."""
         top, result = self.top, self.result
@@ -158,8 +231,7 @@ class _Tally:
         for lv in top.levels:
             write_parquet(result.to_table(lv), directory / f"{lv}.parquet", metadata=meta)
         for lv in levels[2:]:
-            join_parquet([parts / f"{lv}-{fips}.parquet" for fips in self.states],
-                         directory / f"{lv}.parquet", metadata=meta)
+            join_parquet(self.outputs[lv], directory / f"{lv}.parquet", metadata=meta)
         frame = _ordered(pd.concat([top.geography.to_frame(), *self.frames],
                                    ignore_index=True), levels)
         write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
