@@ -302,3 +302,63 @@ def child_sum_rows(task: NodeTask, lay: Layout, floor: np.ndarray | None = None
             lo, hi = lo[bounded], hi[bounded]
         out.append((r, c, v, lo, hi))
     return out
+
+
+def binding_bounds(task: NodeTask, exact_parent: bool = True
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The task's constraint bounds (children × rows) with the sides that cannot bind made
+    infinite (an equality stays one). On a row whose coefficients are all ≥ 0: a lower bound
+    ≤ 0 (every variable is ≥ 0); and, when the children's cells sum to the parent's exactly
+    (``exact_parent``: not in the failsafe, whose slacks relax that), an upper bound at or
+    above what the row can reach, ``Σ_c a_c · parent_c`` (each child's cell is at most the
+    parent's; at the root, whose total a row holds exactly, ``max_c a_c · total``). The
+    optimum is the same; but a bound of 10¹¹ on a row of tens of millions (the Census
+    Bureau's household upper bounds, housing units × 99,999) spoils the solver's scaling:
+    Clarabel stalled short of optimal on such a node and the fit fell through to OSQP.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from postproc.methods.topdown.task import NodeTask
+    >>> C = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, -1.0]]))
+    >>> task = NodeTask("county", "p", np.array([3, 1]), np.array(["a", "b"], dtype=object),
+    ...                 (), C, np.array([[0.0, -5.0], [1.0, -5.0]]),
+    ...                 np.array([[4e11, 5.0], [3.0, 5.0]]), np.zeros((2, 2), bool))
+    >>> lo, hi = binding_bounds(task)
+    >>> lo.tolist(), hi.tolist()
+    ([[-inf, -5.0], [1.0, -5.0]], [[inf, 5.0], [3.0, 5.0]])
+    >>> binding_bounds(task, exact_parent=False)[1].tolist()
+    [[400000000000.0, 5.0], [3.0, 5.0]]
+
+    At the root, a row holding its total exactly bounds every other row:
+
+    >>> root = NodeTask("nation", "", None, np.array([""], dtype=object), (),
+    ...                 sp.csr_matrix(np.array([[1.0, 1.0], [2.0, 0.0]])),
+    ...                 np.array([[7.0, 0.0]]), np.array([[7.0, 1e12]]), np.zeros((1, 2), bool))
+    >>> binding_bounds(root)[1].tolist()
+    [[7.0, inf]]
+    """
+    lower, upper = task.lower, task.upper
+    matrix = sp.csr_matrix(task.matrix)
+    if not matrix.shape[0]:
+        return lower, upper
+    negative = np.zeros(matrix.shape[0], bool)
+    rows_of = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    negative[rows_of[matrix.data < 0]] = True
+    equal = lower == upper              # an equality stays one
+    lower = np.where(~negative[None, :] & (lower <= 0) & ~equal, -np.inf, lower)
+    if exact_parent and task.parent_hist is not None:
+        reach = np.where(negative, np.inf, matrix @ task.parent_hist.astype(np.float64))
+        upper = np.where((upper >= reach[None, :]) & ~equal, np.inf, upper)
+    elif task.parent_hist is None:      # the root: its total, where a row holds it exactly
+        ones = (np.diff(matrix.indptr) == matrix.shape[1]) & ~negative
+        ones &= np.array([bool(np.all(matrix.data[a:b] == 1.0)) for a, b in
+                          zip(matrix.indptr[:-1], matrix.indptr[1:])])
+        exact = ones[None, :] & (task.lower == task.upper) & np.isfinite(task.lower)
+        if exact.any():
+            total = np.where(exact, task.lower, np.inf).min(axis=1)       # per child
+            top = np.zeros(matrix.shape[0])
+            np.maximum.at(top, rows_of, matrix.data)
+            reach = np.where(negative[None, :], np.inf, top[None, :] * total[:, None])
+            upper = np.where((upper >= reach) & ~equal, np.inf, upper)
+    return lower, upper
