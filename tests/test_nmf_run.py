@@ -220,3 +220,33 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys):
     assert "read and checked row by row (3 state pieces" in capsys.readouterr().out
     geoids = pq.read_table(streamed / "block_geoid.parquet").to_pydict()
     assert geoids == pq.read_table(whole / "block_geoid.parquet").to_pydict()
+
+
+def test_bounds_that_cannot_bind_leave_the_optimum_and_let_clarabel_solve(tmp_path, monkeypatch):
+    """The NMF's household upper bounds (housing units × 99,999: about 10⁹ on a 200,000-person
+    state) made Clarabel stop short of optimal at the nation and the fit fall through to OSQP.
+    With the bounds that cannot bind dropped (``binding_bounds``) every node of the nation and
+    state levels is solved by Clarabel, and the integers are those of the problems with every
+    bound kept (the same optimum)."""
+    import postproc.methods.topdown.fit as fit
+    import postproc.methods.topdown.rounding as rounding
+    from hierarchy.presets.pl94 import LEVELS
+    from postproc.apps.nmf.run import production_options
+
+    synthesize_2020(200_000, seed=3, states=["44"], out=tmp_path / "data", progress=False)
+    write_synthetic_nmf(tmp_path / "data", tmp_path / "nmf", seed=4)
+    noisy, spec = read_nmf(tmp_path / "nmf", state_totals=tmp_path / "nmf" / "state_totals.csv",
+                           down_to="county")
+    full = production_options(list(LEVELS))
+    options = {k: ({lv: v[lv] for lv in noisy.levels} if isinstance(v, dict) else v)
+               for k, v in full.items()}
+    us = noisy.invariants["nation"]["hhgq_total_ub_con"]
+    assert us.max() > 1e4 * int(noisy.invariants["nation"]["tot"][0])    # the bound at issue
+    result = postprocess(noisy, "topdown", spec, **options)
+    attempts = result.node_stats["attempts"].dropna()
+    assert len(attempts) and attempts.str.fullmatch(r"clarabel:optimal(;clarabel:optimal)*").all()
+    monkeypatch.setattr(fit, "binding_bounds", lambda task, exact_parent=True: (task.lower,
+                                                                               task.upper))
+    monkeypatch.setattr(rounding, "binding_bounds", fit.binding_bounds)
+    every = postprocess(noisy, "topdown", spec, **options)
+    assert all(np.array_equal(a, b) for a, b in zip(result.histograms, every.histograms))
