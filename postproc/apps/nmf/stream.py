@@ -112,7 +112,8 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
                    for k, v in full.items()}
     result = postprocess(top, "topdown", top_spec, **top_options)
     pieces = [str(p) for p in top.geography.geocodes[1]]
-    log(f"nation -> {len(pieces)} state pieces in {time.perf_counter() - t0:.1f} s")
+    log(f"nation -> {len(pieces)} state piece{'s' * (len(pieces) > 1)} in "
+        f"{time.perf_counter() - t0:.1f} s")
     meta = file_metadata(top.provenance["randomness"], top.schema)
     parts = directory / _PARTS
     parts.mkdir(exist_ok=True)
@@ -122,7 +123,7 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
         below = TopDownOptions.of(full, executor=ex)    # every state's levels are the file's
         for fips in sorted({split_piece(p)[0] for p in pieces}):
             t1 = time.perf_counter()
-            blocks = state.solve(fips, pieces, result.histograms[1], below, ex, tally)
+            blocks = state.solve(fips, pieces, result.histograms[1], below, ex, tally, log)
             log(f"state {fips}: {blocks:,} blocks in {time.perf_counter() - t1:.1f} s")
     record = {**nmf_record(top.provenance), "files": tally.files, "bytes": tally.bytes}
     tally.write(directory, meta, {"nmf": record, "streamed": "state by state",
@@ -146,13 +147,14 @@ class _State:
     progress: bool
 
     def solve(self, fips: str, pieces: Sequence[str], pieces_solved: np.ndarray, below: Any,
-              ex: Any, tally: "_Tally") -> int:
+              ex: Any, tally: "_Tally", log: Callable[[str], None]) -> int:
         """Solve state ``fips`` (``pieces_solved``: the nation's pieces' histograms, in
         ``pieces``' order), write its levels under ``parts`` and add them to ``tally``;
         returns its blocks."""
         from postproc.methods.topdown.plan import plan_run
         from postproc.methods.topdown.run import solve_plan
 
+        t0 = time.perf_counter()
         upper, spec = read_nmf(self.root, states=[fips], state_totals=self.state_totals,
                                down_to="block_group")
         own = [str(p) for p in upper.geography.geocodes[1]]
@@ -168,6 +170,9 @@ class _State:
                 "levels", {}).get(lv, 0.0))
         tally.stats.append(solved.node_stats)
         tally.count(upper.provenance["files"], upper.provenance["bytes"])
+        log(f"state {fips}: down to its {upper.geography.n_units(upper.levels[-1]):,} block "
+            f"groups in {time.perf_counter() - t0:.1f} s")
+        t1 = time.perf_counter()
         pdir = _product_dir(self.root, "persons")
         geo = with_blocks(upper.geography, block_codes(pdir, own))
         split = geo.depth - 2
@@ -176,6 +181,8 @@ class _State:
         files, nbytes = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
                                      np.array([stop for _, stop in cuts]), ex)
         tally.count(files, nbytes)
+        log(f"state {fips}: {files:,} block files ({nbytes / 2**30:.2f} GiB) read and split "
+            f"into {len(cuts):,} part{'s' * (len(cuts) > 1)} in {time.perf_counter() - t1:.1f} s")
         task = _SolveBlocks(spill, below.at_levels([LEVELS[-1]]).replace(
             executor="serial", workers=None), upper.provenance, self.meta)
         items = [(k, part_geography(geo, split, a, b), solved.histograms[split][a:b],

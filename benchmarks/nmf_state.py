@@ -1,0 +1,139 @@
+"""TopDown on one large state of a synthetic Noisy Measurement File, state by state and its
+blocks part by part (``postproc nmf run --stream``): wall time and the peak of the whole process
+tree's memory, over several runs.
+
+Run from the repository root::
+
+    python benchmarks/nmf_state.py [--persons 29000000] [--state 48] [--repeats 3]
+        [--workers 2] [--part-blocks 20000] [--workdir /var/tmp/nmf-state]
+        [--json benchmarks/nmf/texas.json] [--out benchmarks/nmf/texas.md]
+
+The file is written once (``postproc synth2020 --persons N --states S --nmf``, seed 2020; kept
+in ``--workdir`` and reused) and its synthesis timed; then ``--repeats`` runs of ``postproc nmf
+run ROOT --stream`` in fresh processes, each into a new directory, the process tree's resident
+memory summed and sampled every 0.5 s (the pool's workers included). Reported: the median wall
+time and the largest peak over the runs, and each run's steps as the run logs them (the nation
+and the state pieces; the state down to its block groups; its block files read, checked and
+split into parts; its blocks). Targets (issue 38): a Texas-sized state (29M persons) ≤ 15 min
+and ≤ 12 GiB on 2 cores. Nothing is asserted: the script measures and reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    context_end,
+    context_start,
+    describe_context,
+    fmt_bytes,
+    markdown_table,
+    median,
+    run_measured,
+)
+
+_STEP = re.compile(r"^(?P<what>.*?) in (?P<seconds>[0-9.]+) s$")
+
+
+def _postproc() -> str:
+    return str(Path(sys.executable).with_name("postproc"))
+
+
+def _synthesize(args: argparse.Namespace, nmf: Path) -> dict[str, Any] | None:
+    if (nmf / "manifest.json").is_file():
+        return None
+    run = run_measured([_postproc(), "synth2020", "--persons", str(args.persons), "--states",
+                        args.state, "--out", str(args.workdir / "data"), "--nmf", str(nmf),
+                        "--no-progress", "--overwrite"])
+    if run["returncode"]:
+        raise SystemExit(f"synth2020 failed:\n{run['stderr']}")
+    return {"wall_seconds": run["wall_seconds"], "tree_peak_rss_bytes":
+            run["tree_peak_rss_bytes"]}
+
+
+def _one_run(args: argparse.Namespace, nmf: Path, k: int) -> dict[str, Any]:
+    out = args.workdir / f"run-{k}"
+    if out.exists():
+        shutil.rmtree(out)
+    command = [_postproc(), "nmf", "run", str(nmf), "--stream", "--state-totals",
+               str(nmf / "state_totals.csv"), "--out", str(out), "--no-progress",
+               "--part-blocks", str(args.part_blocks)]
+    if args.workers:
+        command += ["--workers", str(args.workers)]
+    run = run_measured(command, sample_interval=0.5)
+    if run["returncode"]:
+        raise SystemExit(f"postproc nmf run failed:\n{run['stderr']}")
+    steps = []
+    for line in run["stderr"].splitlines():
+        m = _STEP.match(line.strip())
+        if m and not line.startswith("\t"):
+            steps.append({"step": m["what"], "seconds": float(m["seconds"])})
+    manifest = json.loads((out / "manifest.json").read_text())
+    shutil.rmtree(out)
+    return {"wall_seconds": run["wall_seconds"], "tree_peak_rss_bytes":
+            run["tree_peak_rss_bytes"], "max_rss_bytes": run["max_rss_bytes"],
+            "user_seconds": run["user_seconds"], "system_seconds": run["system_seconds"],
+            "steps": steps, "units": {lv: e["units"] for lv, e in manifest["levels"].items()},
+            "persons": manifest["levels"]["block"]["persons"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--persons", type=int, default=29_000_000)
+    p.add_argument("--state", default="48", help="two-digit FIPS (default 48, Texas)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--workers", type=int, default=None, help="default every CPU")
+    p.add_argument("--part-blocks", type=int, default=20_000)
+    p.add_argument("--workdir", type=Path, default=Path("/var/tmp/nmf-state"))
+    p.add_argument("--json", type=Path, default=Path("benchmarks/nmf/texas.json"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/nmf/texas.md"))
+    args = p.parse_args(argv)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    context = context_start()
+    nmf = args.workdir / "nmf"
+    synthesis = _synthesize(args, nmf)
+    runs = []
+    for k in range(args.repeats):
+        runs.append(_one_run(args, nmf, k))
+        print(f"run {k + 1}/{args.repeats}: {runs[-1]['wall_seconds']:.1f} s, peak "
+              f"{fmt_bytes(runs[-1]['tree_peak_rss_bytes'])}", file=sys.stderr)
+    result = {"context": context_end(context), "persons": args.persons, "state": args.state,
+              "part_blocks": args.part_blocks, "workers": args.workers, "synthesis": synthesis,
+              "runs": runs, "median_wall_seconds": median(r["wall_seconds"] for r in runs),
+              "max_tree_peak_rss_bytes": max(r["tree_peak_rss_bytes"] for r in runs)}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    rows = [[f"run {k + 1}", f"{r['wall_seconds']:.0f}", fmt_bytes(r["tree_peak_rss_bytes"]),
+             fmt_bytes(r["max_rss_bytes"]), f"{r['user_seconds'] + r['system_seconds']:.0f}"]
+            for k, r in enumerate(runs)]
+    steps = [[s["step"]] + [f"{r['steps'][i]['seconds']:.1f}" if i < len(r["steps"]) else ""
+                            for r in runs] for i, s in enumerate(runs[0]["steps"])]
+    units = runs[0]["units"]
+    text = (f"# TopDown on a synthetic {args.persons:,}-person state's NMF, streamed\n\n"
+            f"`python benchmarks/nmf_state.py --persons {args.persons} --state {args.state} "
+            f"--repeats {args.repeats}` — {units['block']:,} blocks, "
+            f"{units['block_group']:,} block groups, {units['tract']:,} tracts, "
+            f"{units['county']:,} spine counties; parts of ≤ {args.part_blocks:,} blocks.\n\n"
+            f"{describe_context(result['context'])}\n\n"
+            f"**Median wall time {result['median_wall_seconds'] / 60:.1f} min; peak memory of "
+            f"the process tree {fmt_bytes(result['max_tree_peak_rss_bytes'])}** (targets: "
+            "≤ 15 min, ≤ 12 GiB).\n\n"
+            + markdown_table(["run", "wall s", "tree peak", "largest process", "CPU s"], rows)
+            + "\n\nSteps as each run logs them (seconds):\n\n"
+            + markdown_table(["step"] + [f"run {k + 1}" for k in range(len(runs))], steps)
+            + "\n")
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
