@@ -178,6 +178,7 @@ class _State:
         split = geo.depth - 2
         cuts = plan_parts(geo, split, self.part_blocks)
         spill = self.parts / f"spill-{fips}"
+        shutil.rmtree(spill, ignore_errors=True)     # an interrupted run's, cut otherwise
         files, nbytes = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
                                      np.array([stop for _, stop in cuts]), ex)
         tally.count(files, nbytes)
