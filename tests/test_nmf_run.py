@@ -250,3 +250,51 @@ def test_bounds_that_cannot_bind_leave_the_optimum_and_let_clarabel_solve(tmp_pa
     monkeypatch.setattr(rounding, "binding_bounds", fit.binding_bounds)
     every = postprocess(noisy, "topdown", spec, **options)
     assert all(np.array_equal(a, b) for a, b in zip(result.histograms, every.histograms))
+
+
+def test_methods_against_published_totals(nmf, tmp_path, capsys):
+    """``postproc nmf compare --published CSV``: each method's blocks added up to the census
+    units the GEOIDs name and compared with the given totals (here the truth's, as published
+    tables would give them) — the errors those of the methods' own results, computed here
+    independently; bad rows named by line, a unit outside the file refused."""
+    from postproc.apps.nmf.compare import nmf_truth
+    from postproc.apps.nmf.layout import block_geoid
+    from postproc.apps.nmf.run import production_options
+
+    totals = str(nmf / "nmf" / "state_totals.csv")
+    noisy, spec = read_nmf(nmf / "nmf", state_totals=totals)
+    geoids = pd.Series([block_geoid(str(b)) for b in noisy.geography.geocodes[-1]])
+    truth = nmf_truth(nmf / "nmf", noisy).counts[-1].sum(axis=1)
+    rows = []
+    for length in (5, 11, 15):
+        by = pd.Series(truth).groupby(geoids.str[:length].values).sum()
+        rows += [(g, int(v)) for g, v in by.items()]
+    published = tmp_path / "p1.csv"
+    pd.DataFrame(rows, columns=["geoid", "total"]).to_csv(published, index=False)
+    out = tmp_path / "cmp"
+    assert main(["nmf", "compare", str(nmf / "nmf"), "--methods", "topdown,gls", "--out",
+                 str(out), "--state-totals", totals, "--published", str(published)]) == 0
+    table = pd.read_csv(out / "published.csv")
+    assert (out / "published.png").stat().st_size > 0
+    assert set(table["level"]) == {"county", "tract", "block"}
+    for method, options in (("topdown", production_options(noisy.levels)), ("gls", {})):
+        blocks = postprocess(noisy, method, spec, **options).histograms[-1].sum(axis=1)
+        for length, level in ((5, "county"), (11, "tract"), (15, "block")):
+            unit = geoids.str[:length].values
+            error = (pd.Series(blocks).groupby(unit).sum()
+                     - pd.Series(truth).groupby(unit).sum())
+            row = table[(table["method"] == method) & (table["level"] == level)].iloc[0]
+            assert row["units"] == error.size
+            assert row["mean_abs"] == pytest.approx(float(np.abs(error).mean()))
+            assert row["max_abs"] == pytest.approx(float(np.abs(error).max()))
+    county = table[(table["level"] == "county") & (table["method"] == "topdown")].iloc[0]
+    assert county["published"] == int(truth.sum())
+    for body, message in (("geoid,total\n44007,12\n4400,3\n", "line 3: geoid '4400' is not"),
+                          ("geoid,total\n44007,-1\n", "line 2: total '-1' is not a whole"),
+                          ("geoid,count\n44007,1\n", "needs columns 'geoid' and 'total'"),
+                          ("geoid,total\n06001,1\n", "published county 06001 has no block")):
+        published.write_text(body)
+        assert main(["nmf", "compare", str(nmf / "nmf"), "--methods", "topdown", "--out",
+                     str(tmp_path / "no"), "--state-totals", totals, "--published",
+                     str(published)]) != 0
+        assert message in capsys.readouterr().err

@@ -64,7 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=run_run)
     c = actions.add_parser(
-        "compare", help="compare methods on a synthetic file against the truth beside it",
+        "compare", help="compare methods on a synthetic file against the truth beside it, or "
+                        "on any file against published totals (--published)",
         description="Read a synthetic NMF (postproc synth2020 --nmf) once, run each method on "
                     "its measurements (TopDown and BlueDown with the 2020 production options) "
                     "and compare each with the truth the file keeps: one table (MAE = median "
@@ -80,6 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the states' invariant totals (a synthetic file writes "
                         "ROOT/state_totals.csv)")
     c.add_argument("--states", nargs="+", metavar="FIPS", help="only these states")
+    c.add_argument("--published", metavar="CSV",
+                   help="compare with published total populations instead of a synthetic "
+                        "file's truth: a CSV geoid,total (census GEOIDs of states, counties, "
+                        "tracts, block groups or blocks); any file, the published one included")
     c.add_argument("--seed", type=int, default=0,
                    help="randomized methods' and EPL intervals' seed (default 0)")
     c.set_defaults(func=run_compare)
@@ -124,7 +129,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from postproc.apps.nmf.compare import compare_nmf
 
     compare_nmf(args.root, args.methods, args.out, states=args.states,
-                state_totals=args.state_totals, seed=args.seed,
+                state_totals=args.state_totals, seed=args.seed, published=args.published,
                 log=lambda line: print(line, file=sys.stderr))
     return 0
 

@@ -6,8 +6,9 @@ named method on the same measurements — TopDown and BlueDown with the 2020 pro
 and evaluates each against the truth ``postproc synth2020 --nmf`` writes beside the file
 (``truth/persons.parquet``, on the spine geography: :func:`nmf_truth`), writing the table, its
 figures and its page as ``postproc compare`` does (:func:`~postproc.evaluation.compare.
-write_comparison`). The published file has no truth beside it; comparing methods on it against
-each other or against published tables is not offered yet (``docs/nmf.md``).
+write_comparison`). The published file has no truth beside it: with ``published=`` (a CSV of
+published totals by census GEOID) each method is compared with the published counts instead
+(:mod:`postproc.apps.nmf.published`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io.storage import package_versions, write_json
 from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.nmf.layout import AXES
+from postproc.apps.nmf.published import published_errors, read_published
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import nmf_record, production_options
 from postproc.apps.runs.directories import claim_output
@@ -79,9 +81,11 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
                 states: Sequence[str] | None = None,
                 state_totals: str | Path | Mapping[str, int] | None = None, seed: int = 0,
                 queries: Sequence[str] | None = None, epl_method: str = "improved",
+                published: str | Path | None = None,
                 log: Callable[[str], None] = print) -> list[Path]:
     """Run each of ``methods`` on a synthetic file's measurements and compare them against its
-    truth; write the comparison into ``out``.
+    truth — or, with ``published``, any file's against published totals; write the comparison
+    into ``out``.
 
     Parameters
     ----------
@@ -96,6 +100,10 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
         simulation's already).
     queries, epl_method
         As for :func:`~postproc.evaluation.compare.compare_methods`.
+    published : path, optional
+        A CSV ``geoid,total`` of published total populations by census GEOID
+        (:func:`~postproc.apps.nmf.published.read_published`): each method's blocks added up
+        to those units and compared (``published.csv``, ``published.png``); no truth needed.
 
     Returns
     -------
@@ -118,8 +126,11 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
     from postproc.reports.page import banner
 
     names = parse_methods(methods)
+    wanted = None if published is None else read_published(published)     # before any work
     directory = claim_output(out, MADE_BY)
     noisy, spec = read_nmf(root, states=states, state_totals=state_totals)
+    if wanted is not None:
+        return _against_published(noisy, spec, names, wanted, directory, seed, published, log)
     truth = nmf_truth(root, noisy)
     log(f"read {root}: {len(noisy.provenance['pieces'])} state pieces; comparing "
         f"{', '.join(names)} against the truth beside it")
@@ -136,3 +147,69 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
         "files": [str(p.relative_to(directory)) for p in files]}, directory / "manifest.json")
     log(f"wrote {directory}")
     return files + [directory / "manifest.json"]
+
+
+def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
+                       wanted: Any, directory: Path, seed: int, source: str | Path,
+                       log: Callable[[str], None]) -> list[Path]:
+    """:func:`compare_nmf` with ``published``: each method run once, its block totals added up
+    to the published units; the table, a figure and the manifest."""
+    import matplotlib.pyplot as plt
+
+    from hierarchy.io.storage import atomic_path
+    from postproc.methods import postprocess
+    from postproc.methods.registry import method_spec
+
+    log(f"comparing {', '.join(names)} with {len(wanted):,} published totals "
+        f"({', '.join(sorted(set(wanted['level'])))})")
+    totals = {}
+    for name in names:
+        options = production_options(noisy.levels, name) if name in ("topdown",
+                                                                      "bluedown") else {}
+        result = postprocess(noisy, name, method_spec(name, spec), rng=seed, **options)
+        totals[name] = np.asarray(result.histograms[-1]).sum(axis=1)
+        log(f"{name}: done")
+    table = published_errors(noisy.geography.geocodes[-1], totals, wanted)
+    randomness = noisy.provenance.get("randomness", {})
+    table.insert(0, "randomness", randomness.get("label", ""))
+    csv, figure = directory / "published.csv", directory / "published.png"
+    with atomic_path(csv) as tmp:
+        table.to_csv(tmp, index=False)
+    fig = _published_figure(table, randomness.get("label", ""))
+    with atomic_path(figure) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    manifest = directory / "manifest.json"
+    write_json({"made_by": MADE_BY, "methods": list(names), "nmf": nmf_record(noisy.provenance),
+                "published": str(source), "randomness": randomness, "seed": seed,
+                "versions": package_versions(), "files": ["published.csv", "published.png"]},
+               manifest)
+    log(f"wrote {directory}")
+    return [csv, figure, manifest]
+
+
+def _published_figure(table: Any, label: str) -> Any:
+    """Mean absolute error against the published totals, by level and method; ``label``: the
+    file's randomness label, printed under the plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = [lv for lv in ("state", "county", "tract", "block_group", "block")
+              if lv in set(table["level"])]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(1, table["method"].nunique())
+    for i, (method, rows) in enumerate(table.groupby("method", sort=False)):
+        rows = rows.set_index("level").reindex(levels)
+        ax.bar(np.arange(len(levels)) + i * width, rows["mean_abs"], width, label=method)
+    ax.set_xticks(np.arange(len(levels)) + width * (table["method"].nunique() - 1) / 2)
+    units = table.drop_duplicates("level").set_index("level")["units"]
+    ax.set_xticklabels([f"{lv}\n({int(units[lv]):,} units)" for lv in levels])
+    ax.set_ylabel("mean |method − published| (persons)")
+    ax.set_title("Total population against the published counts")
+    ax.legend()
+    fig.tight_layout(rect=(0, 0.06 if label else 0, 1, 1))
+    if label:
+        fig.text(0.01, 0.01, label, fontsize=6.5, color="firebrick")
+    return fig
