@@ -165,10 +165,12 @@ def test_methods_are_compared_against_the_truth_a_synthetic_file_keeps(nmf, tmp_
         nmf_truth(tmp_path, noisy)
 
 
-def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys):
-    """``--stream``: the nation and the state pieces first, then one state at a time — the same
-    histograms at every level as TopDown on the whole file (Rhode Island, and Arizona in two
-    pieces whose total is held across them), in a directory Result.read reads."""
+def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys, monkeypatch):
+    """``--stream``: the nation and the state pieces first, then one state at a time and its
+    blocks part by part — the same histograms at every level as TopDown on the whole file
+    (Rhode Island, and Arizona in two pieces whose total is held across them), in a directory
+    Result.read reads; with many small parts on two processes; and resumed after an
+    interruption without solving the finished state again."""
     root = tmp_path / "two"
     synthesize_2020(30_000, seed=9, states=["44", "04"], out=root / "data", progress=False)
     write_synthetic_nmf(root / "data", root / "nmf", seed=2)
@@ -200,6 +202,31 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys):
     for li in range(a.geography.depth):
         assert list(a.geography.geocodes[li]) == list(d.geography.geocodes[li])
         assert np.array_equal(a.histograms[li], d.histograms[li])
+    # interrupted after its first state, a run resumes: that state is not solved again
+    import postproc.apps.nmf.stream as stream
+
+    solve, calls = stream._State.solve, []
+
+    def fail_second(self, fips, *args, **kwargs):
+        calls.append(fips)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return solve(self, fips, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(stream._State, "solve", fail_second)
+        with pytest.raises(KeyboardInterrupt):
+            run_nmf_streamed(root / "nmf", tmp_path / "resumed", state_totals=totals,
+                             part_blocks=60, workers=1, log=lambda line: None)
+    assert (tmp_path / "resumed" / ".states" / "state-04.json").is_file()
+    lines: list[str] = []
+    run_nmf_streamed(root / "nmf", tmp_path / "resumed", state_totals=totals, part_blocks=60,
+                     workers=1, log=lines.append)
+    assert any(line.startswith("state 04:") and "(resumed)" in line for line in lines)
+    assert not any(line.startswith("state 44:") and "(resumed)" in line for line in lines)
+    e = Result.read(tmp_path / "resumed")
+    assert all(np.array_equal(x, y) for x, y in zip(a.histograms, e.histograms))
+    assert pd.read_parquet(tmp_path / "resumed" / "node_stats.parquet").shape == stats.shape
     assert main(["nmf", "run", str(root / "nmf"), "--out", str(tmp_path / "no"),
                  "--state-totals", totals, "--part-blocks", "60"]) != 0
     assert "--part-blocks splits the blocks of a run state by state" in capsys.readouterr().err

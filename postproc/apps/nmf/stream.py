@@ -10,7 +10,8 @@ histograms, then its blocks part by part (:mod:`postproc.apps.nmf.blocks`: one c
 over its block files spills each part's rows to disk; each part is then read, solved and
 written on a worker). Memory is the largest state above its blocks plus a part per worker,
 never a state's block level, and the integers are the whole run's (the same node problems,
-each from the same parent: tested).
+each from the same parent: tested). Each finished state leaves a record in ``.states/``; a run
+into the same directory after an interruption takes those states as they are.
 
 The directory is what :meth:`Result.write <postproc.result.Result.write>` writes — every level in
 long form, the geography, the node statistics, the manifest — and ``block_geoid.parquet``, built
@@ -20,6 +21,8 @@ from the states' files without holding the nation's histograms; :meth:`Result.re
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -123,8 +126,15 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
         below = TopDownOptions.of(full, executor=ex)    # every state's levels are the file's
         for fips in sorted({split_piece(p)[0] for p in pieces}):
             t1 = time.perf_counter()
-            blocks = state.solve(fips, pieces, result.histograms[1], below, ex, tally, log)
-            log(f"state {fips}: {blocks:,} blocks in {time.perf_counter() - t1:.1f} s")
+            record = state.done(fips, pieces, result.histograms[1])
+            if record is None:
+                record = state.solve(fips, pieces, result.histograms[1], below, ex, log)
+                log(f"state {fips}: {record['blocks']:,} blocks in "
+                    f"{time.perf_counter() - t1:.1f} s")
+            else:
+                log(f"state {fips}: {record['blocks']:,} blocks solved by an earlier run "
+                    "(resumed)")
+            tally.take(record, parts)
     record = {**nmf_record(top.provenance), "files": tally.files, "bytes": tally.bytes}
     tally.write(directory, meta, {"nmf": record, "streamed": "state by state",
                                   "part_blocks": part_blocks},
@@ -146,11 +156,37 @@ class _State:
     part_blocks: int
     progress: bool
 
+    def key(self, fips: str, pieces: Sequence[str], pieces_solved: np.ndarray) -> str:
+        """What a state's result depends on: the file, the parts' size and its pieces'
+        histograms (from the nation's problem)."""
+        own = [i for i, p in enumerate(pieces) if split_piece(p)[0] == fips]
+        digest = hashlib.sha256(np.ascontiguousarray(pieces_solved[own]).tobytes())
+        digest.update(f"{Path(self.root).resolve()}|{self.part_blocks}".encode())
+        return digest.hexdigest()
+
+    def done(self, fips: str, pieces: Sequence[str], pieces_solved: np.ndarray
+             ) -> dict[str, Any] | None:
+        """The record of state ``fips`` written by an earlier, interrupted run into the same
+        directory, if it solved the same state from the same pieces; else None."""
+        marker = self.parts / f"state-{fips}.json"
+        if not marker.is_file():
+            return None
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            return None
+        if record.get("key") != self.key(fips, pieces, pieces_solved):
+            return None
+        names = [n for entry in record["levels"] for n in entry["files"]]
+        names += [record["node_stats"], record["geography"]]
+        return record if all((self.parts / n).is_file() for n in names) else None
+
     def solve(self, fips: str, pieces: Sequence[str], pieces_solved: np.ndarray, below: Any,
-              ex: Any, tally: "_Tally", log: Callable[[str], None]) -> int:
+              ex: Any, log: Callable[[str], None]) -> dict[str, Any]:
         """Solve state ``fips`` (``pieces_solved``: the nation's pieces' histograms, in
-        ``pieces``' order), write its levels under ``parts`` and add them to ``tally``;
-        returns its blocks."""
+        ``pieces``' order), write its levels, node statistics and geography under ``parts``
+        and, last, its record (``state-SS.json``: what a resumed run skips); returns the
+        record."""
         from postproc.methods.topdown.plan import plan_run
         from postproc.methods.topdown.run import solve_plan
 
@@ -161,15 +197,17 @@ class _State:
         given = pieces_solved[[pieces.index(p) for p in own]]
         plan = plan_run(upper, spec, below.at_levels(upper.levels), first=2)
         solved = solve_plan(plan, start=(2, [given.sum(axis=0, keepdims=True), given]))
+        record: dict[str, Any] = {"key": self.key(fips, pieces, pieces_solved), "levels": [],
+                                  "files": upper.provenance["files"],
+                                  "bytes": upper.provenance["bytes"]}
+        stats = [solved.node_stats]
         for li in range(2, upper.geography.depth):
             lv = upper.levels[li]
             path = self.parts / f"{lv}-{fips}.parquet"
             write_parquet(level_table(upper.schema, upper.geography, lv, solved.histograms[li]),
                           path, metadata=self.meta)
-            tally.add(lv, solved.histograms[li], path, solved.provenance.timings.get(
-                "levels", {}).get(lv, 0.0))
-        tally.stats.append(solved.node_stats)
-        tally.count(upper.provenance["files"], upper.provenance["bytes"])
+            record["levels"].append(_entry(lv, solved.histograms[li], solved.provenance.timings.get(
+                "levels", {}).get(lv, 0.0), [path.name]))
         log(f"state {fips}: down to its {upper.geography.n_units(upper.levels[-1]):,} block "
             f"groups in {time.perf_counter() - t0:.1f} s")
         t1 = time.perf_counter()
@@ -181,7 +219,8 @@ class _State:
         shutil.rmtree(spill, ignore_errors=True)     # an interrupted run's, cut otherwise
         files, nbytes = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
                                      np.array([stop for _, stop in cuts]), ex)
-        tally.count(files, nbytes)
+        record["files"] += files
+        record["bytes"] += nbytes
         log(f"state {fips}: {files:,} block files ({nbytes / 2**30:.2f} GiB) read and split "
             f"into {len(cuts):,} part{'s' * (len(cuts) > 1)} in {time.perf_counter() - t1:.1f} s")
         task = _SolveBlocks(spill, below.at_levels([LEVELS[-1]]).replace(
@@ -190,16 +229,35 @@ class _State:
                   self.parts / f"block-{fips}-{k:05d}.parquet") for k, (a, b) in enumerate(cuts)]
         bar = tqdm(total=len(items), desc=f"state {fips} blocks", unit="part",
                    disable=not self.progress, leave=False)
-        for item, (persons, seconds, stats) in zip(items, ex.map(task, items)):
-            tally.add(LEVELS[-1], None, item[3], seconds, units=item[1].n_units(2),
-                      persons=persons)
-            tally.stats.append(stats)
+        blocks = {"level": LEVELS[-1], "units": 0, "persons": 0, "seconds": 0.0,
+                  "files": [item[3].name for item in items]}
+        for item, (persons, seconds, part_stats) in zip(items, ex.map(task, items)):
+            blocks["units"] += item[1].n_units(2)
+            blocks["persons"] += persons
+            blocks["seconds"] += seconds
+            stats.append(part_stats)
             bar.update()
         bar.close()
         shutil.rmtree(spill)
+        record["levels"].append(blocks)
         frame = geo.to_frame()
-        tally.frames.append(frame[~frame["level"].isin(upper.levels[:2])])
-        return geo.n_units(geo.depth - 1)
+        record["node_stats"], record["geography"] = (f"node_stats-{fips}.parquet",
+                                                     f"geography-{fips}.parquet")
+        stats = [s for s in stats if len(s)] or stats[:1]
+        write_parquet(pa.Table.from_pandas(pd.concat(stats, ignore_index=True),
+                                           preserve_index=False),
+                      self.parts / record["node_stats"])
+        write_parquet(pa.Table.from_pandas(frame[~frame["level"].isin(upper.levels[:2])],
+                                           preserve_index=False),
+                      self.parts / record["geography"])
+        record["blocks"] = geo.n_units(geo.depth - 1)
+        write_json(record, self.parts / f"state-{fips}.json")      # last: the state is done
+        return record
+
+
+def _entry(level: str, hist: np.ndarray, seconds: float, files: list[str]) -> dict[str, Any]:
+    return {"level": level, "units": int(hist.shape[0]), "persons": int(hist.sum()),
+            "seconds": float(seconds), "files": files}
 
 
 class _Tally:
@@ -216,19 +274,18 @@ class _Tally:
         self.frames: list[pd.DataFrame] = []
         self.files, self.bytes = top.provenance["files"], top.provenance["bytes"]
 
-    def add(self, lv: str, hist: np.ndarray | None, path: Path, seconds: float, *,
-            units: int | None = None, persons: int | None = None) -> None:
-        """A level's units written to ``path`` (``hist``, or its ``units`` and ``persons``)."""
-        units = int(hist.shape[0]) if units is None else units
-        persons = int(hist.sum()) if persons is None else persons
-        self.units[lv] = self.units.get(lv, 0) + units
-        self.persons[lv] = self.persons.get(lv, 0) + persons
-        self.seconds[lv] = self.seconds.get(lv, 0.0) + float(seconds)
-        self.outputs.setdefault(lv, []).append(path)
-
-    def count(self, files: int, nbytes: int) -> None:
-        self.files += files
-        self.bytes += nbytes
+    def take(self, record: Mapping[str, Any], parts: Path) -> None:
+        """A state's record (:meth:`_State.solve`), its files under ``parts``."""
+        for entry in record["levels"]:
+            lv = entry["level"]
+            self.units[lv] = self.units.get(lv, 0) + int(entry["units"])
+            self.persons[lv] = self.persons.get(lv, 0) + int(entry["persons"])
+            self.seconds[lv] = self.seconds.get(lv, 0.0) + float(entry["seconds"])
+            self.outputs.setdefault(lv, []).extend(parts / n for n in entry["files"])
+        self.stats.append(pd.read_parquet(parts / record["node_stats"]))
+        self.frames.append(pd.read_parquet(parts / record["geography"]))
+        self.files += int(record["files"])
+        self.bytes += int(record["bytes"])
 
     def write(self, directory: Path, meta: Mapping[str, Any], extra: Mapping[str, Any],
               seconds: float) -> None:
