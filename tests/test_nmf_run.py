@@ -316,6 +316,21 @@ def test_methods_against_published_totals(nmf, tmp_path, capsys):
             assert row["max_abs"] == pytest.approx(float(np.abs(error).max()))
     county = table[(table["level"] == "county") & (table["method"] == "topdown")].iloc[0]
     assert county["published"] == int(truth.sum())
+    # finished run directories (whole and streamed), read a batch at a time: the same errors
+    for name, flags in (("whole", []), ("streamed", ["--stream"])):
+        assert main(["nmf", "run", str(nmf / "nmf"), "--out", str(tmp_path / name),
+                     "--state-totals", totals, *flags]) == 0
+    assert main(["nmf", "compare", "--runs", f"whole={tmp_path / 'whole'}",
+                 f"streamed={tmp_path / 'streamed'}", "--published", str(published), "--out",
+                 str(tmp_path / "runs")]) == 0
+    runs = pd.read_csv(tmp_path / "runs" / "published.csv")
+    ours = table[table["method"] == "topdown"].set_index("level")
+    for name in ("whole", "streamed"):
+        got = runs[runs["method"] == name].set_index("level")
+        assert np.allclose(got.loc[ours.index, "mean_abs"], ours["mean_abs"])
+    assert main(["nmf", "compare", str(nmf / "nmf"), "--runs", f"a={tmp_path / 'whole'}",
+                 "--published", str(published), "--out", str(tmp_path / "no")]) != 0
+    assert "it does not take ROOT" in capsys.readouterr().err
     for body, message in (("geoid,total\n44007,12\n4400,3\n", "line 3: geoid '4400' is not"),
                           ("geoid,total\n44007,-1\n", "line 2: total '-1' is not a whole"),
                           ("geoid,count\n44007,1\n", "needs columns 'geoid' and 'total'"),

@@ -71,13 +71,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "and compare each with the truth the file keeps: one table (MAE = median "
                     "|error|, mean |error|, RMSE, EPL per method, level and query) as CSV and "
                     "JSON, figures and an HTML page.")
-    c.add_argument("root", metavar="ROOT", help="the folder that holds US_Person_PL_PROD/ and "
-                                                "truth/")
-    c.add_argument("--methods", required=True, metavar="A,B,...",
-                   help="registered post-processors, e.g. topdown,gls,noisy")
+    c.add_argument("root", metavar="ROOT", nargs="?",
+                   help="the folder that holds US_Person_PL_PROD/ (and truth/, for a synthetic "
+                        "file); not with --runs")
+    c.add_argument("--methods", metavar="A,B,...",
+                   help="registered post-processors to run on ROOT, e.g. topdown,gls,noisy")
+    c.add_argument("--runs", nargs="+", metavar="NAME=DIR",
+                   help="instead of ROOT and --methods: finished `postproc nmf run` directories "
+                        "(e.g. the nation streamed) to compare with --published")
     c.add_argument("--out", required=True, help="output directory (new, or an earlier "
                                                 "`postproc nmf compare`'s)")
-    c.add_argument("--state-totals", required=True, metavar="CSV|2020",
+    c.add_argument("--state-totals", metavar="CSV|2020",
                    help="the states' invariant totals (a synthetic file writes "
                         "ROOT/state_totals.csv)")
     c.add_argument("--states", nargs="+", metavar="FIPS", help="only these states")
@@ -126,11 +130,34 @@ def run_inspect(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     import sys
 
-    from postproc.apps.nmf.compare import compare_nmf
+    from postproc.apps.nmf.compare import compare_nmf, compare_runs
+    from postproc.errors import PostprocError
 
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.runs:
+        given = [flag for flag, value in (("ROOT", args.root), ("--methods", args.methods),
+                                          ("--states", args.states),
+                                          ("--state-totals", args.state_totals)) if value]
+        if given or not args.published:
+            raise PostprocError("--runs compares finished run directories with --published "
+                                "totals; " + (f"it does not take {', '.join(given)}" if given
+                                              else "give --published CSV"))
+        runs = {}
+        for pair in args.runs:
+            name, sep, path = pair.partition("=")
+            if not (sep and name and path):
+                raise PostprocError(f"--runs: {pair!r} is not NAME=DIR (e.g. topdown=us-run)")
+            runs[name] = path
+        compare_runs(runs, args.published, args.out, log=log)
+        return 0
+    missing = [flag for flag, value in (("ROOT", args.root), ("--methods", args.methods),
+                                        ("--state-totals", args.state_totals)) if not value]
+    if missing:
+        raise PostprocError(f"postproc nmf compare needs {', '.join(missing)} (or --runs "
+                            "NAME=DIR ... with --published)")
     compare_nmf(args.root, args.methods, args.out, states=args.states,
                 state_totals=args.state_totals, seed=args.seed, published=args.published,
-                log=lambda line: print(line, file=sys.stderr))
+                log=log)
     return 0
 
 

@@ -24,13 +24,13 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io.storage import package_versions, write_json
 from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.nmf.layout import AXES
-from postproc.apps.nmf.published import published_errors, read_published
+from postproc.apps.nmf.published import published_errors, read_published, run_block_totals
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import nmf_record, production_options
 from postproc.apps.runs.directories import claim_output
 from postproc.errors import PostprocError
 
-__all__ = ["nmf_truth", "compare_nmf"]
+__all__ = ["nmf_truth", "compare_nmf", "compare_runs"]
 
 #: What claims a ``postproc nmf compare`` output directory.
 MADE_BY = "postproc nmf compare"
@@ -154,9 +154,6 @@ def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
                        log: Callable[[str], None]) -> list[Path]:
     """:func:`compare_nmf` with ``published``: each method run once, its block totals added up
     to the published units; the table, a figure and the manifest."""
-    import matplotlib.pyplot as plt
-
-    from hierarchy.io.storage import atomic_path
     from postproc.methods import postprocess
     from postproc.methods.registry import method_spec
 
@@ -171,6 +168,66 @@ def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
         log(f"{name}: done")
     table = published_errors(noisy.geography.geocodes[-1], totals, wanted)
     randomness = noisy.provenance.get("randomness", {})
+    return _write_published(table, directory, randomness, {
+        "methods": list(names), "nmf": nmf_record(noisy.provenance), "published": str(source),
+        "seed": seed}, log)
+
+
+def compare_runs(runs: Mapping[str, str | Path], published: str | Path, out: str | Path, *,
+                 log: Callable[[str], None] = print) -> list[Path]:
+    """Compare finished run directories (``postproc nmf run``, e.g. the nation streamed) with
+    published totals: each run's blocks, read a batch at a time, added up to the published
+    census units (:mod:`postproc.apps.nmf.published`); written as :func:`compare_nmf` with
+    ``published`` writes it.
+
+    Parameters
+    ----------
+    runs : mapping name → directory
+        ``{"topdown": "us-topdown", ...}``; every run of the same file (the same blocks).
+    published : path
+        A CSV ``geoid,total`` (:func:`~postproc.apps.nmf.published.read_published`).
+    out : path
+        A new or empty directory, or an earlier ``postproc nmf compare``'s.
+
+    Examples
+    --------
+    >>> compare_runs({"topdown": "/nonexistent"}, "/nonexistent.csv", "/tmp/never")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: published counts file '/nonexistent.csv' does not exist; ...
+    """
+    import json
+
+    wanted = read_published(published)
+    if not runs:
+        raise PostprocError("no run directories to compare: give NAME=DIR pairs")
+    directory = claim_output(out, MADE_BY)
+    totals, blocks, randomness, sources = {}, None, {}, {}
+    for name, run in runs.items():
+        these, totals[name] = run_block_totals(run)
+        if blocks is not None and not np.array_equal(these, blocks):
+            raise PostprocError(f"{run} has other blocks than {sources[next(iter(sources))]}: "
+                                "compare runs of the same file and states")
+        blocks, sources[name] = these, str(run)
+        try:
+            manifest = json.loads((Path(run) / "manifest.json").read_text())
+        except (OSError, ValueError):
+            manifest = {}
+        randomness = randomness or dict(manifest.get("randomness") or {})
+        log(f"{name}: {len(these):,} blocks, {totals[name].sum():,.0f} persons from {run}")
+    table = published_errors(blocks, totals, wanted)
+    return _write_published(table, directory, randomness, {
+        "runs": sources, "published": str(published)}, log)
+
+
+def _write_published(table: Any, directory: Path, randomness: Mapping[str, Any],
+                     record: Mapping[str, Any], log: Callable[[str], None]) -> list[Path]:
+    """``published.csv`` (each row labelled with the file's randomness), ``published.png`` and
+    the manifest."""
+    import matplotlib.pyplot as plt
+
+    from hierarchy.io.storage import atomic_path
+
     table.insert(0, "randomness", randomness.get("label", ""))
     csv, figure = directory / "published.csv", directory / "published.png"
     with atomic_path(csv) as tmp:
@@ -180,8 +237,7 @@ def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
     manifest = directory / "manifest.json"
-    write_json({"made_by": MADE_BY, "methods": list(names), "nmf": nmf_record(noisy.provenance),
-                "published": str(source), "randomness": randomness, "seed": seed,
+    write_json({"made_by": MADE_BY, **record, "randomness": dict(randomness),
                 "versions": package_versions(), "files": ["published.csv", "published.png"]},
                manifest)
     log(f"wrote {directory}")

@@ -20,11 +20,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from postproc.apps.nmf.layout import block_geoid
 from postproc.errors import PostprocError
 
-__all__ = ["read_published", "published_errors", "GEOID_LEVELS"]
+__all__ = ["read_published", "published_errors", "run_block_totals", "GEOID_LEVELS"]
 
 #: Census GEOID length → the level it names.
 GEOID_LEVELS = {2: "state", 5: "county", 11: "tract", 12: "block_group", 15: "block"}
@@ -139,3 +140,41 @@ def published_errors(blocks: Sequence[str], totals: Mapping[str, np.ndarray],
                          "max_abs": float(np.abs(error).max()),
                          "exact": float(np.mean(np.abs(error) < 1e-9))})
     return pd.DataFrame(rows)
+
+
+def run_block_totals(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks of a finished run directory (``postproc nmf run``, streamed or not) and its
+    total persons per block, read a batch of rows at a time from ``block.parquet`` (the
+    nation's 8M blocks never as a dense histogram) and ``geography.parquet``.
+
+    Raises
+    ------
+    PostprocError
+        A directory without those files.
+
+    Examples
+    --------
+    >>> run_block_totals("/nonexistent")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: /nonexistent is not a run directory: it has no block.parquet ...
+    """
+    directory = Path(directory)
+    blocks_file, geo_file = directory / "block.parquet", directory / "geography.parquet"
+    if not (blocks_file.is_file() and geo_file.is_file()):
+        raise PostprocError(f"{directory} is not a run directory: it has no block.parquet and "
+                            "geography.parquet (postproc nmf run writes them)")
+    geo = pq.read_table(geo_file, columns=["level", "geocode"]).to_pandas()
+    blocks = geo.loc[geo["level"] == "block", "geocode"].astype(str).to_numpy()
+    index = pd.Index(blocks)
+    totals = np.zeros(blocks.size)
+    source = pq.ParquetFile(blocks_file)
+    for batch in source.iter_batches(columns=["block", "count"], batch_size=1 << 20):
+        frame = batch.to_pandas()
+        summed = frame.groupby(frame["block"].astype(str), observed=True)["count"].sum()
+        at = index.get_indexer(summed.index)
+        if (at < 0).any():
+            raise PostprocError(f"{blocks_file}: block {summed.index[at < 0][0]!r} is not in "
+                                f"{geo_file.name}")
+        np.add.at(totals, at, summed.to_numpy(dtype=np.float64))
+    return blocks, totals
