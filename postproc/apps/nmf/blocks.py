@@ -48,7 +48,7 @@ from postproc.apps.nmf.layout import (
     GEOLEVELS,
     row_kinds,
 )
-from postproc.apps.nmf.reader import _measurements, _unit_rows
+from postproc.apps.nmf.reader import _measurements, _spec, _unit_rows
 from postproc.errors import PostprocError
 from postproc.result import level_table
 
@@ -195,8 +195,6 @@ def _part_noisy(spill: Path, part: int, geography: Geography, provenance: Mappin
                ) -> tuple[NoisyHierarchy, Spec]:
     """One part's hierarchy (its root, block groups and blocks; measured at the blocks only)
     and the spec of its blocks' constraints."""
-    from postproc.apps.nmf.reader import _spec
-
     codes = np.asarray(geography.geocodes[2]).astype(str)
     cons, dpq = _part_rows(spill, CONSTRAINT, part), _part_rows(spill, DPQUERY, part)
     lv = geography.levels[2]
