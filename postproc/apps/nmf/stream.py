@@ -25,6 +25,7 @@ import hashlib
 import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -51,6 +52,7 @@ from postproc.result import file_metadata, level_entry, level_table, manifest_do
 __all__ = ["run_nmf_streamed"]
 
 _PARTS = ".states"          # the states' files until they are joined
+_STATES_AT_ONCE = 2
 
 
 def run_nmf_streamed(root: str | Path, out: str | Path, *,
@@ -124,17 +126,26 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     state = _State(root, state_totals, parts, meta, part_blocks, progress)
     with get_executor("serial" if workers == 1 else "process", workers=workers) as ex:
         below = TopDownOptions.of(full, executor=ex)    # every state's levels are the file's
-        for fips in sorted({split_piece(p)[0] for p in pieces}):
+
+        def one(fips: str) -> dict[str, Any]:
             t1 = time.perf_counter()
             record = state.done(fips, pieces, result.histograms[1])
-            if record is None:
-                record = state.solve(fips, pieces, result.histograms[1], below, ex, log)
-                log(f"state {fips}: {record['blocks']:,} blocks in "
-                    f"{time.perf_counter() - t1:.1f} s")
-            else:
+            if record is not None:
                 log(f"state {fips}: {record['blocks']:,} blocks solved by an earlier run "
                     "(resumed)")
-            tally.take(record, parts)
+                return record
+            record = state.solve(fips, pieces, result.histograms[1], below, ex, log)
+            log(f"state {fips}: {record['blocks']:,} blocks in {time.perf_counter() - t1:.1f} s")
+            return record
+
+        # two states at once on a pool: one's parts keep the workers busy while the other's
+        # largest node problems (a state → county node, a level's last nodes) run alone
+        threads = ThreadPoolExecutor(1 if workers == 1 else _STATES_AT_ONCE)
+        try:
+            for record in threads.map(one, sorted({split_piece(p)[0] for p in pieces})):
+                tally.take(record, parts)
+        finally:
+            threads.shutdown(wait=True, cancel_futures=True)
     record = {**nmf_record(top.provenance), "files": tally.files, "bytes": tally.bytes}
     tally.write(directory, meta, {"nmf": record, "streamed": "state by state",
                                   "part_blocks": part_blocks},
