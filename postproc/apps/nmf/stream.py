@@ -4,14 +4,15 @@ TopDown solves a level's node problems from the parents' rounded histograms only
 nation → state pieces problem is solved, each state's subtree is a problem of its own, and
 below a state's block groups each run of block groups is one too. :func:`run_nmf_streamed`
 reads the nation and the state pieces first (a few files: ``read_nmf(..., down_to="state")``)
-and solves them — the states' totals held over their pieces, as in the whole run — then one
-state at a time: its pieces down to its block groups read and solved under its pieces'
-histograms, then its blocks part by part (:mod:`postproc.apps.nmf.blocks`: one checked pass
-over its block files spills each part's rows to disk; each part is then read, solved and
-written on a worker). Memory is the largest state above its blocks plus a part per worker,
-never a state's block level, and the integers are the whole run's (the same node problems,
-each from the same parent: tested). Each finished state leaves a record in ``.states/``; a run
-into the same directory after an interruption takes those states as they are.
+and solves them — the states' totals held over their pieces, as in the whole run — then the
+states, two at a time on one pool of workers: each state's pieces down to its block groups read
+and solved under its pieces' histograms, then its blocks part by part
+(:mod:`postproc.apps.nmf.blocks`: one checked pass over its block files spills each part's
+rows to disk; each part is then read, solved and written on a worker). Memory is two states
+above their blocks plus a part per worker, never a state's block level, and the integers are
+the whole run's (the same node problems, each from the same parent: tested). Each finished
+state leaves a record in ``.states/``; a run into the same directory after an interruption
+takes those states as they are.
 
 The directory is what :meth:`Result.write <postproc.result.Result.write>` writes — every level in
 long form, the geography, the node statistics, the manifest — and ``block_geoid.parquet``, built
