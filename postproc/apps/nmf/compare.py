@@ -224,8 +224,6 @@ def _write_published(table: Any, directory: Path, randomness: Mapping[str, Any],
                      record: Mapping[str, Any], log: Callable[[str], None]) -> list[Path]:
     """``published.csv`` (each row labelled with the file's randomness), ``published.png`` and
     the manifest."""
-    import matplotlib.pyplot as plt
-
     from hierarchy.io.storage import atomic_path
 
     table.insert(0, "randomness", randomness.get("label", ""))
@@ -235,7 +233,6 @@ def _write_published(table: Any, directory: Path, randomness: Mapping[str, Any],
     fig = _published_figure(table, randomness.get("label", ""))
     with atomic_path(figure) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
     manifest = directory / "manifest.json"
     write_json({"made_by": MADE_BY, **record, "randomness": dict(randomness),
                 "versions": package_versions(), "files": ["published.csv", "published.png"]},
@@ -247,14 +244,12 @@ def _write_published(table: Any, directory: Path, randomness: Mapping[str, Any],
 def _published_figure(table: Any, label: str) -> Any:
     """Mean absolute error against the published totals, by level and method; ``label``: the
     file's randomness label, printed under the plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: nothing shown, no backend set
 
     levels = [lv for lv in ("state", "county", "tract", "block_group", "block")
               if lv in set(table["level"])]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     width = 0.8 / max(1, table["method"].nunique())
     for i, (method, rows) in enumerate(table.groupby("method", sort=False)):
         rows = rows.set_index("level").reindex(levels)
