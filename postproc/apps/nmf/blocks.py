@@ -39,7 +39,7 @@ from hierarchy.io.storage import write_parquet
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_workload
 from invariants.spec import Spec
-from postproc.apps.nmf.files import _files, _level_dir, _partitions, _read_file, _Rows, _where
+from postproc.apps.nmf.files import _dataset_files, _read_file, _Rows, _where
 from postproc.apps.nmf.layout import (
     AXES,
     CON_SUFFIX,
@@ -70,21 +70,17 @@ def block_codes(pdir: Path, pieces: Sequence[str]) -> _Rows:
     ...
     postproc.errors.PostprocError: the NMF in '/nonexistent' has no Block.parquet/Constraint/ ...
     """
-    path = _level_dir(pdir, _BLOCK, CONSTRAINT)
-    parts = _partitions(path)
     key = _KEY + CON_SUFFIX
     rows = _Rows()
-    for piece in pieces:
-        for f in _files(parts[piece]) if piece in parts else ():
-            try:
-                table = pq.read_table(f, columns=["geocode", "query_name"])
-            except (pa.ArrowInvalid, OSError, KeyError) as exc:
-                raise PostprocError(f"{_where(f, piece)}: not a readable NMF constraint file "
-                                    f"({exc})") from None
-            names = table.column("query_name")
-            codes = table.column("geocode").filter(pc.equal(names, key))
-            rows.geocodes.setdefault(_KEY, []).append(
-                codes.to_numpy(zero_copy_only=False).astype(str))
+    for piece, f in _dataset_files(pdir, _BLOCK, CONSTRAINT, pieces):
+        try:
+            table = pq.read_table(f, columns=["geocode", "query_name"])
+        except (pa.ArrowInvalid, OSError, KeyError) as exc:
+            raise PostprocError(f"{_where(f, piece)}: not a readable NMF constraint file "
+                                f"({exc})") from None
+        codes = table.column("geocode").filter(pc.equal(table.column("query_name"), key))
+        rows.geocodes.setdefault(_KEY, []).append(
+            codes.to_numpy(zero_copy_only=False).astype(str))
     return rows
 
 
@@ -168,12 +164,9 @@ def _spill_blocks(pdir: Path, pieces: Sequence[str], spill: Path, groups: np.nda
     """Every block file of ``pieces`` (constraints and measurements) checked and its rows
     written part by part under ``spill`` (module docstring); returns the files and bytes
     read."""
-    items = []
-    for dataset in (CONSTRAINT, DPQUERY):
-        parts = _partitions(_level_dir(pdir, _BLOCK, dataset))
-        for piece in pieces:
-            for f in _files(parts[piece]) if piece in parts else ():
-                items.append((len(items), dataset, piece, f))
+    files = [(dataset, piece, f) for dataset in (CONSTRAINT, DPQUERY)
+             for piece, f in _dataset_files(pdir, _BLOCK, dataset, pieces)]
+    items = [(k, *file) for k, file in enumerate(files)]
     task = _Spill(spill, groups, stops, product)
     read = list(executor.map(task, items))
     return len(items), int(sum(read))

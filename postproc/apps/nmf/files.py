@@ -224,19 +224,24 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
     rows.bytes += path.stat().st_size
 
 
-def _read_dataset(pdir: Path, product: str, geolevel: str, dataset: str,
-                  pieces: Sequence[str] | None) -> _Rows:
-    """Every file of one geolevel's dataset (only ``pieces``' partitions, all when None)."""
+def _dataset_files(pdir: Path, geolevel: str, dataset: str, pieces: Sequence[str] | None
+                   ) -> list[tuple[str | None, Path]]:
+    """Every data file of one geolevel's dataset with its partition's state piece (``None`` at
+    the US, which has no partitions): only ``pieces``' partitions, all when None."""
     path = _level_dir(pdir, geolevel, dataset)
-    kinds = {k.name: k for k in row_kinds(product, geolevel, dataset)}
-    kinds = {k.query_name: k for k in kinds.values()}
-    rows = _Rows()
     if geolevel == GEOLEVELS[0]:
         sources: list[tuple[str | None, Path]] = [(None, path)]
     else:
         parts = _partitions(path)
         sources = [(p, parts[p]) for p in sorted(parts) if pieces is None or p in pieces]
-    for piece, directory in sources:
-        for f in _files(directory):
-            _read_file(f, piece, dataset, kinds, AXES[product], rows)
+    return [(piece, f) for piece, directory in sources for f in _files(directory)]
+
+
+def _read_dataset(pdir: Path, product: str, geolevel: str, dataset: str,
+                  pieces: Sequence[str] | None) -> _Rows:
+    """Every file of one geolevel's dataset (only ``pieces``' partitions, all when None)."""
+    kinds = {k.query_name: k for k in row_kinds(product, geolevel, dataset)}
+    rows = _Rows()
+    for piece, f in _dataset_files(pdir, geolevel, dataset, pieces):
+        _read_file(f, piece, dataset, kinds, AXES[product], rows)
     return rows
