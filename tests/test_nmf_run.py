@@ -252,18 +252,18 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys, monkeypa
 def test_bounds_that_cannot_bind_leave_the_optimum_and_let_clarabel_solve(tmp_path, monkeypatch):
     """The NMF's household upper bounds (housing units × 99,999: about 10⁹ on a 200,000-person
     state) made Clarabel stop short of optimal at the nation and the fit fall through to OSQP.
-    With the bounds that cannot bind dropped (``binding_bounds``) every node of the nation and
-    state levels is solved by Clarabel, and the integers are those of the problems with every
-    bound kept (the same optimum)."""
-    import postproc.methods.topdown.fit as fit
-    import postproc.methods.topdown.rounding as rounding
+    With the bounds that cannot bind dropped (``binding_bounds``) every node fitted down to the
+    tracts (the nation's, and each county's; the state and its spine county are only children,
+    copied) is solved by Clarabel, and the integers are those of the problems with every bound
+    kept (the same optimum)."""
+    import postproc.methods.topdown.rows as rows
     from hierarchy.presets.pl94 import LEVELS
     from postproc.apps.nmf.run import production_options
 
     synthesize_2020(200_000, seed=3, states=["44"], out=tmp_path / "data", progress=False)
     write_synthetic_nmf(tmp_path / "data", tmp_path / "nmf", seed=4)
     noisy, spec = read_nmf(tmp_path / "nmf", state_totals=tmp_path / "nmf" / "state_totals.csv",
-                           down_to="county")
+                           down_to="tract")
     full = production_options(list(LEVELS))
     options = {k: ({lv: v[lv] for lv in noisy.levels} if isinstance(v, dict) else v)
                for k, v in full.items()}
@@ -272,10 +272,15 @@ def test_bounds_that_cannot_bind_leave_the_optimum_and_let_clarabel_solve(tmp_pa
     result = postprocess(noisy, "topdown", spec, **options)
     attempts = result.node_stats["attempts"].dropna()
     assert len(attempts) and attempts.str.fullmatch(r"clarabel:optimal(;clarabel:optimal)*").all()
-    monkeypatch.setattr(fit, "binding_bounds", lambda task, exact_parent=True: (task.lower,
-                                                                               task.upper))
-    monkeypatch.setattr(rounding, "binding_bounds", fit.binding_bounds)
+    kept = []
+
+    def every_bound(task, exact_parent=True):
+        kept.append(task.level)
+        return task.lower, task.upper
+
+    monkeypatch.setattr(rows, "binding_bounds", every_bound)
     every = postprocess(noisy, "topdown", spec, **options)
+    assert {"nation", "tract"} <= set(kept)      # the fitted levels ran with every bound
     assert all(np.array_equal(a, b) for a, b in zip(result.histograms, every.histograms))
 
 

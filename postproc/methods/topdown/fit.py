@@ -37,7 +37,6 @@ from postproc.infra.solvers.backends import large_blocks
 from postproc.methods.topdown.rows import (
     Layout,
     Rows,
-    binding_bounds,
     child_sum_rows,
     kept_rows,
     parent_rows,
@@ -575,7 +574,7 @@ def _rows(task: NodeTask, lay: Layout, col: _Columns, slack: float | None,
     infeasible_rows: list[tuple[int, int]] = []
     if task.matrix.shape[0]:  # lower ≤ C x_k ≤ upper
         r, c, v, has_var = lay.constraint_rows(task)
-        lo, hi = (b.ravel() for b in binding_bounds(task, exact_parent=not n_slack))
+        lo, hi = (b.ravel() for b in lay.bounds(task, exact_parent=not n_slack))
         bounded = np.isfinite(lo) | np.isfinite(hi)
         empty = ~has_var & bounded & ((lo > 0) | (hi < 0))
         infeasible_rows = [divmod(int(i), task.matrix.shape[0]) for i in np.flatnonzero(empty)]

@@ -24,7 +24,6 @@ from postproc.methods.topdown.failsafe import rounding_allowance
 from postproc.methods.topdown.rows import (
     Layout,
     Rows,
-    binding_bounds,
     child_sum_rows,
     kept_rows,
     parent_rows,
@@ -84,7 +83,7 @@ def round_node(task: NodeTask, x_star: np.ndarray, layout: Layout, *, failsafe: 
     if task.matrix.shape[0]:  # lower − C⌊X*⌋ ≤ C B ≤ upper − C⌊X*⌋
         r, cc, v, has_var = lay.constraint_rows(task)
         base = np.bincount(r, weights=v * floor[cc], minlength=has_var.size)
-        lower, upper = binding_bounds(task, exact_parent=not n_slack)
+        lower, upper = lay.bounds(task, exact_parent=not n_slack)
         lo, hi = lower.ravel() - base, upper.ravel() - base
         keep = has_var & (np.isfinite(lo) | np.isfinite(hi))
         renumber = np.cumsum(keep) - 1

@@ -83,6 +83,14 @@ class Layout:
             self.memo["constraints"] = per_child(task.matrix, self.var_index, self.cells)
         return self.memo["constraints"]
 
+    def bounds(self, task: NodeTask, exact_parent: bool) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`binding_bounds` of the task (this layout is the task's; every fit pass and
+        the rounding read them, so they are found once)."""
+        key = ("bounds", exact_parent)
+        if key not in self.memo:
+            self.memo[key] = binding_bounds(task, exact_parent)
+        return self.memo[key]
+
     def scatter(self, values: np.ndarray) -> np.ndarray:
         """Children × cells from the variables' values (the first ``n_x`` of ``values``)."""
         out = np.zeros(self.allowed.shape)
