@@ -129,13 +129,14 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
     wanted = None if published is None else read_published(published)     # before any work
     directory = claim_output(out, MADE_BY)
     noisy, spec = read_nmf(root, states=states, state_totals=state_totals)
+    options: dict[str, Any] = {m: production_options(noisy.levels, m) for m in names
+                               if m in ("topdown", "bluedown")}
     if wanted is not None:
-        return _against_published(noisy, spec, names, wanted, directory, seed, published, log)
+        return _against_published(noisy, spec, names, options, wanted, directory, seed,
+                                  published, log)
     truth = nmf_truth(root, noisy)
     log(f"read {root}: {len(noisy.provenance['pieces'])} state pieces; comparing "
         f"{', '.join(names)} against the truth beside it")
-    options: dict[str, Any] = {m: production_options(noisy.levels, m) for m in names
-                               if m in ("topdown", "bluedown")}
     table = compare_methods(noisy, truth, names, spec, rng=seed, epl_method=epl_method,
                             queries=queries, options=options)
     randomness = noisy.provenance.get("randomness", {})
@@ -150,10 +151,10 @@ def compare_nmf(root: str | Path, methods: str | Sequence[str], out: str | Path,
 
 
 def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
-                       wanted: Any, directory: Path, seed: int, source: str | Path,
-                       log: Callable[[str], None]) -> list[Path]:
-    """:func:`compare_nmf` with ``published``: each method run once, its block totals added up
-    to the published units; the table, a figure and the manifest."""
+                       options: Mapping[str, Mapping[str, Any]], wanted: Any, directory: Path,
+                       seed: int, source: str | Path, log: Callable[[str], None]) -> list[Path]:
+    """:func:`compare_nmf` with ``published``: each method run once (``options``: by method),
+    its block totals added up to the published units; the table, a figure and the manifest."""
     from postproc.methods import postprocess
     from postproc.methods.registry import method_spec
 
@@ -161,9 +162,8 @@ def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
         f"({', '.join(sorted(set(wanted['level'])))})")
     totals = {}
     for name in names:
-        options = production_options(noisy.levels, name) if name in ("topdown",
-                                                                      "bluedown") else {}
-        result = postprocess(noisy, name, method_spec(name, spec), rng=seed, **options)
+        result = postprocess(noisy, name, method_spec(name, spec), rng=seed,
+                             **options.get(name, {}))
         totals[name] = np.asarray(result.histograms[-1]).sum(axis=1)
         log(f"{name}: done")
     table = published_errors(noisy.geography.geocodes[-1], totals, wanted)
