@@ -45,9 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the states' invariant persons totals: a CSV state,total, or 2020 for "
                         "the 2020 Census's (shipped); required for the persons' product")
     r.add_argument("--stream", action="store_true",
-                   help="TopDown state by state: the nation and the state pieces first, then "
-                        "one state at a time (memory of the largest state; the same integers "
-                        "as the whole run; persons only)")
+                   help="TopDown (or gls) state by state: the nation and the state pieces "
+                        "first, then one state at a time, its blocks in parts (memory of the "
+                        "largest state above its blocks; the whole run's integers, or its GLS "
+                        "estimates; persons only)")
     r.add_argument("--product", choices=("persons", "units"), default="persons",
                    help="the persons' measurements (default) or the housing units' (vacant, "
                         "occupied; their totals are in the file)")
@@ -61,6 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--part-blocks", type=positive_int, metavar="BLOCKS",
                    help="with --stream: each state's blocks in parts of at most BLOCKS blocks "
                         "(default 20,000; memory per worker)")
+    r.add_argument("--queries", default=None, metavar="Q1,Q2",
+                   help="with --stream and --method gls: the queries whose estimates, "
+                        "standard errors and intervals are written for every unit (workload "
+                        "names or expressions; default total)")
+    r.add_argument("--interval", type=float, default=None, metavar="P",
+                   help="with --stream and --method gls: the intervals' coverage (default 0.9)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=run_run)
     c = actions.add_parser(
@@ -171,9 +178,18 @@ def run_run(args: argparse.Namespace) -> int:
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     common = dict(method=args.method, states=args.states, state_totals=args.state_totals,
                   product=args.product, workers=args.workers, log=log)
+    gls = {}
+    if args.queries is not None:
+        gls["queries"] = tuple(q.strip() for q in args.queries.split(",") if q.strip())
+    if args.interval is not None:
+        gls["interval"] = args.interval
+    if gls and not (args.stream and args.method == "gls"):
+        raise PostprocError("--queries and --interval choose what gls state by state writes: "
+                            "give --stream --method gls (a whole-file run writes every "
+                            "histogram whole)")
     if args.stream:
         run_nmf_streamed(args.root, args.out, **common, progress=not args.no_progress,
-                         part_blocks=args.part_blocks)
+                         part_blocks=args.part_blocks, **gls)
     elif args.part_blocks is not None:
         raise PostprocError("--part-blocks splits the blocks of a run state by state: give "
                             "--stream too")

@@ -49,6 +49,7 @@ from postproc.apps.nmf.layout import (
     row_kinds,
 )
 from postproc.apps.nmf.reader import _measurements, _spec, _unit_rows
+from postproc.apps.runs.parts_plan import DEFAULT_PART_BLOCKS
 from postproc.errors import PostprocError
 from postproc.result import level_table
 
@@ -170,6 +171,14 @@ def _spill_blocks(pdir: Path, pieces: Sequence[str], spill: Path, groups: np.nda
     task = _Spill(spill, groups, stops, product)
     read = list(executor.map(task, items))
     return len(items), int(sum(read))
+
+
+def _part_blocks(value: Any) -> int:
+    """``part_blocks`` as given (None: the default), checked."""
+    value = DEFAULT_PART_BLOCKS if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PostprocError(f"part_blocks must be a positive whole number, not {value!r}")
+    return value
 
 
 def _part_rows(spill: Path, dataset: str, part: int) -> _Rows:

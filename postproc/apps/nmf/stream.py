@@ -39,13 +39,19 @@ from tqdm.auto import tqdm
 from hierarchy.io.joins import join_parquet
 from hierarchy.io.storage import write_json, write_parquet
 from hierarchy.presets.pl94 import LEVELS
-from postproc.apps.nmf.blocks import _SolveBlocks, _spill_blocks, block_codes, with_blocks
+from postproc.apps.nmf.blocks import (
+    _part_blocks,
+    _SolveBlocks,
+    _spill_blocks,
+    block_codes,
+    with_blocks,
+)
 from postproc.apps.nmf.files import _product_dir
 from postproc.apps.nmf.layout import split_piece
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options, write_block_geoids
 from postproc.apps.runs.directories import claim_output
-from postproc.apps.runs.parts_plan import DEFAULT_PART_BLOCKS, part_geography, plan_parts
+from postproc.apps.runs.parts_plan import part_geography, plan_parts
 from postproc.errors import PostprocError
 from postproc.infra.executors import get_executor
 from postproc.result import file_metadata, level_entry, level_table, manifest_document
@@ -62,17 +68,20 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
                      method: str = "topdown", product: str = "persons",
                      options: Mapping[str, Any] | None = None, workers: int | None = None,
                      part_blocks: int | None = None, progress: bool = False,
+                     queries: Sequence[str] = ("total",), interval: float = 0.9,
                      log: Callable[[str], None] = print) -> Path:
     """TopDown with the 2020 production options on a Noisy Measurement File, state by state
-    and each state's blocks part by part (module docstring), into ``out``.
+    and each state's blocks part by part (module docstring), into ``out``; or, with
+    ``method="gls"``, the GLS estimate with intervals
+    (:func:`~postproc.apps.nmf.stream_gls.gls_nmf_streamed`).
 
     Parameters
     ----------
     root, states, state_totals
         As for :func:`~postproc.apps.nmf.reader.read_nmf` (the persons' product).
     method, product, options
-        What a caller was asked for: only TopDown with its production options on the persons'
-        product runs state by state (gls and BlueDown estimate the whole tree at once);
+        What a caller was asked for: TopDown with its production options, or ``gls``, on the
+        persons' product runs state by state (BlueDown estimates the whole tree at once);
         anything else is refused before anything is read.
     out : path
         A new or empty directory, or an earlier ``postproc nmf run``'s.
@@ -85,6 +94,9 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
         :data:`~postproc.apps.runs.parts_plan.DEFAULT_PART_BLOCKS` (20,000).
     progress : bool
         A progress bar over each state's parts.
+    queries, interval
+        ``gls`` only: the queries whose estimates and intervals are written for every unit,
+        and the intervals' coverage.
     log : callable
         One line per step.
 
@@ -102,14 +114,21 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     from postproc.methods import postprocess
     from postproc.methods.topdown.options import TopDownOptions
 
+    if method == "gls" and product == "persons" and not options:
+        from postproc.apps.nmf.stream_gls import gls_nmf_streamed
+
+        return gls_nmf_streamed(root, out, states=states, state_totals=state_totals,
+                                queries=queries, interval=interval, workers=workers,
+                                part_blocks=part_blocks, progress=progress, log=log)
+    if queries != ("total",) or interval != 0.9:
+        raise PostprocError("queries and interval are the GLS's: TopDown writes every "
+                            "histogram whole")
     if method != "topdown" or product != "persons" or options:
-        raise PostprocError(f"a run state by state is TopDown with the production options on "
-                            f"the persons' product, not {method} on the {product}' product"
-                            + (" with other options" if options else "") + "; gls and "
-                            "BlueDown estimate the whole tree at once")
-    part_blocks = DEFAULT_PART_BLOCKS if part_blocks is None else part_blocks
-    if isinstance(part_blocks, bool) or not isinstance(part_blocks, int) or part_blocks < 1:
-        raise PostprocError(f"part_blocks must be a positive whole number, not {part_blocks!r}")
+        raise PostprocError(f"a run state by state is TopDown with the production options or "
+                            f"gls, on the persons' product, not {method} on the {product}' "
+                            "product" + (" with other options" if options else "") +
+                            "; BlueDown estimates the whole tree at once")
+    part_blocks = _part_blocks(part_blocks)
     t0 = time.perf_counter()
     directory = claim_output(out, MADE_BY)    # before reading: a wrong --out, at once
     top, top_spec = read_nmf(root, states=states, state_totals=state_totals, down_to="state")

@@ -1,0 +1,151 @@
+"""``postproc nmf run --stream --method gls``: the GLS of a Noisy Measurement File state by
+state, each state's blocks in parts — the whole file's estimates and standard errors, with
+only children bypassed across the cuts, resumable."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hierarchy.synth.census2020 import synthesize_2020
+from postproc.apps.nmf.reader import read_nmf
+from postproc.apps.nmf.stream import run_nmf_streamed
+from postproc.apps.nmf.synthetic import write_synthetic_nmf
+from postproc.cli import main
+from postproc.methods import postprocess
+
+QUERIES = ("total", "votingage", "votingage * hispanic")
+
+
+def _one_block(data, groups: int) -> list[str]:
+    """``groups`` block groups of the microdata made one block each (their other blocks'
+    persons and units moved into their first block): the file then has blocks that are only
+    children, bypassed, their block group's measurements theirs."""
+    blocks = pd.read_parquet(data / "blocks.parquet")
+    sizes = blocks.groupby("block_group").size()
+    chosen = [str(g) for g in sizes[sizes > 1].index[:groups]]
+    tables = {n: pd.read_parquet(data / f"{n}.parquet") for n in ("persons", "units")}
+    for bg in chosen:
+        first = blocks.loc[blocks["block_group"] == bg, "block"].iloc[0]
+        for table in tables.values():
+            table["block"] = table["block"].astype(object)
+            table.loc[table["block_group"] == bg, "block"] = first
+        homes = blocks.loc[blocks["block_group"] == bg, "housing_units"].sum()
+        blocks = blocks[(blocks["block_group"] != bg) | (blocks["block"] == first)].copy()
+        blocks.loc[blocks["block"] == first, "housing_units"] = homes
+    for name, table in tables.items():
+        table.to_parquet(data / f"{name}.parquet", index=False)
+    blocks.to_parquet(data / "blocks.parquet", index=False)
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def nmf(tmp_path_factory):
+    """Arizona (in two pieces whose total is held across them), DC and Rhode Island, two
+    block groups with a single block."""
+    root = tmp_path_factory.mktemp("streamgls")
+    synthesize_2020(12_000, seed=9, states=["04", "11", "44"], out=root / "data",
+                    progress=False)
+    chosen = _one_block(root / "data", 2)
+    write_synthetic_nmf(root / "data", root / "nmf", seed=2)
+    return root / "nmf", chosen
+
+
+def _whole(root):
+    noisy, spec = read_nmf(root, state_totals=str(root / "state_totals.csv"))
+    return noisy, postprocess(noisy, "gls", spec)
+
+
+def test_state_by_state_is_the_whole_files_gls(nmf, tmp_path):
+    """Every level's estimates and standard errors of three queries equal the whole-file
+    GLS's (to 1e-7 relative; the float rounding of two orders of the same sums), with the
+    blocks in parts of at most 40 on two processes — and the fixture really has what the
+    cuts must carry: a state in two pieces, and bypassed only-child blocks under the
+    block groups made one block each."""
+    root, chosen = nmf
+    noisy, whole = _whole(root)
+    geo = noisy.geography
+    assert geo.n_units("state") == 4                      # 004, 104, 011, 044
+    lone = geo.only_children(geo.depth - 1)
+    drawn = noisy.measurements["block"]["detailed"].drawn
+    unmeasured = ~drawn.any(axis=1) if drawn is not None else np.zeros(lone.size, bool)
+    parents = geo.geocodes[geo.depth - 2][geo.parents[-1][lone & unmeasured]]
+    assert len(parents) == len(chosen) == 2
+    out = run_nmf_streamed(root, tmp_path / "gls", method="gls", queries=QUERIES,
+                           state_totals=str(root / "state_totals.csv"), part_blocks=40,
+                           workers=2, log=lambda line: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["method"] == "gls" and manifest["safe_for_release"] is False
+    assert manifest["structure"]["structure"] == "split"
+    for lv in geo.levels:
+        got = pd.read_parquet(out / f"{lv}.parquet")
+        assert set(got["query"]) == set(QUERIES)
+        for q in QUERIES:
+            want = whole.intervals(lv, q, interval=0.9)
+            mine = got[got["query"] == q].set_index([lv, "answer"])
+            keys = list(zip(want[lv].astype(str) if lv != "nation" else ["US"] * len(want),
+                            want["answer"]))
+            assert len(mine) == len(keys), (lv, q)
+            mine = mine.loc[keys]
+            scale = max(1.0, float(want["estimate"].abs().max()))
+            assert np.abs(mine["estimate"].to_numpy() - want["estimate"].to_numpy()).max() \
+                <= 1e-7 * scale, (lv, q)
+            var_a, var_b = want["se"].to_numpy() ** 2, mine["se"].to_numpy() ** 2
+            assert np.abs(var_a - var_b).max() <= 1e-9 + 1e-7 * var_a.max(), (lv, q)
+            half = (mine["upper"] - mine["lower"]).to_numpy() / 2
+            assert np.allclose(half, 1.6448536269514722 * mine["se"].to_numpy())
+    blocks = pd.read_parquet(out / "geography.parquet")
+    assert (blocks["level"] == "block").sum() == geo.n_units("block")
+    assert not (out / ".states").exists()
+
+
+def test_an_interrupted_run_resumes_without_solving_a_finished_state_again(nmf, tmp_path,
+                                                                          monkeypatch):
+    """Interrupted in its second state's downward pass, a run into the same directory takes
+    every state's upward pass and the first state's downward pass as they are, and writes
+    what an uninterrupted run writes."""
+    import postproc.apps.nmf.stream_gls as stream_gls
+
+    root, _ = nmf
+    kwargs = dict(method="gls", state_totals=str(root / "state_totals.csv"), part_blocks=60,
+                  workers=1)
+    clean = run_nmf_streamed(root, tmp_path / "clean", log=lambda line: None, **kwargs)
+    down, calls = stream_gls._StateRun.downward, []
+
+    def fail_second(self, fips, *args, **kw):
+        calls.append(fips)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return down(self, fips, *args, **kw)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(stream_gls._StateRun, "downward", fail_second)
+        with pytest.raises(KeyboardInterrupt):
+            run_nmf_streamed(root, tmp_path / "resumed", log=lambda line: None, **kwargs)
+    lines: list[str] = []
+    again = run_nmf_streamed(root, tmp_path / "resumed", log=lines.append, **kwargs)
+    assert sum("upward done by an earlier run (resumed)" in line for line in lines) == 3
+    assert [line.split(":")[0] for line in lines if "downward done by an earlier" in line] \
+        == ["state 04"]
+    for lv in ("nation", "county", "block_group", "block"):
+        a, b = pd.read_parquet(clean / f"{lv}.parquet"), pd.read_parquet(again / f"{lv}.parquet")
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_gls_options_are_refused_where_they_mean_nothing(nmf, tmp_path, capsys):
+    root, _ = nmf
+    totals = str(root / "state_totals.csv")
+    assert main(["nmf", "run", str(root), "--out", str(tmp_path / "a"), "--state-totals",
+                 totals, "--queries", "total"]) != 0
+    assert "--queries and --interval choose what gls state by state writes" \
+        in capsys.readouterr().err
+    assert main(["nmf", "run", str(root), "--out", str(tmp_path / "b"), "--state-totals",
+                 totals, "--stream", "--method", "gls", "--queries", "nonsense"]) != 0
+    assert "unknown query 'nonsense'" in capsys.readouterr().err
+    assert main(["nmf", "run", str(root), "--out", str(tmp_path / "c"), "--state-totals",
+                 totals, "--stream", "--method", "gls", "--interval", "1.5"]) != 0
+    assert "interval must be between 0 and 1" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in "abc")
