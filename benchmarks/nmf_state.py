@@ -7,6 +7,11 @@ Run from the repository root::
     python benchmarks/nmf_state.py [--persons 29000000] [--state 48] [--repeats 3]
         [--workers 2] [--part-blocks 20000] [--workdir /var/tmp/nmf-state]
         [--json benchmarks/nmf/texas.json] [--out benchmarks/nmf/texas.md]
+        [--nmf ROOT] [--method topdown|gls] [--target-minutes 15] [--target-gib 12]
+
+``--nmf ROOT`` runs on a file already written (the nation's: ``postproc synth2020 --persons
+331449281 --nmf ROOT``; ``--persons`` and ``--state`` then only label the report), and
+``--method gls`` the GLS state by state instead of TopDown.
 
 The file is written once (``postproc synth2020 --persons N --states S --nmf``, seed 2020; kept
 in ``--workdir`` and reused) and its synthesis timed; then ``--repeats`` runs of ``postproc nmf
@@ -27,6 +32,8 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,12 +67,12 @@ def _synthesize(args: argparse.Namespace, nmf: Path) -> dict[str, Any] | None:
 
 
 def _one_run(args: argparse.Namespace, nmf: Path, k: int) -> dict[str, Any]:
-    out = args.workdir / f"run-{k}"
+    out = args.workdir / f"run-{args.method}-{k}"
     if out.exists():
         shutil.rmtree(out)
     command = [_postproc(), "nmf", "run", str(nmf), "--stream", "--state-totals",
                str(nmf / "state_totals.csv"), "--out", str(out), "--no-progress",
-               "--part-blocks", str(args.part_blocks)]
+               "--part-blocks", str(args.part_blocks), "--method", args.method]
     if args.workers:
         command += ["--workers", str(args.workers)]
     run = run_measured(command, sample_interval=0.5)
@@ -77,12 +84,15 @@ def _one_run(args: argparse.Namespace, nmf: Path, k: int) -> dict[str, Any]:
         if m and not line.startswith("\t"):
             steps.append({"step": m["what"], "seconds": float(m["seconds"])})
     manifest = json.loads((out / "manifest.json").read_text())
+    levels = pd.read_parquet(out / "geography.parquet", columns=["level"])["level"]
     shutil.rmtree(out)
     return {"wall_seconds": run["wall_seconds"], "tree_peak_rss_bytes":
             run["tree_peak_rss_bytes"], "max_rss_bytes": run["max_rss_bytes"],
             "user_seconds": run["user_seconds"], "system_seconds": run["system_seconds"],
-            "steps": steps, "units": {lv: e["units"] for lv, e in manifest["levels"].items()},
-            "persons": manifest["levels"]["block"]["persons"]}
+            "steps": steps, "units": {str(lv): int(n) for lv, n in
+                                      levels.value_counts(sort=False).items()},
+            "persons": manifest["levels"]["block"]["persons"] if "levels" in manifest
+            and isinstance(manifest["levels"], dict) else manifest["persons"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,17 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/nmf-state"))
     p.add_argument("--json", type=Path, default=Path("benchmarks/nmf/texas.json"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/nmf/texas.md"))
+    p.add_argument("--nmf", type=Path, default=None,
+                   help="a file already written (default: synthesized in --workdir)")
+    p.add_argument("--method", choices=("topdown", "gls"), default="topdown")
+    p.add_argument("--target-minutes", type=float, default=15.0)
+    p.add_argument("--target-gib", type=float, default=12.0)
     args = p.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     context = context_start()
-    nmf = args.workdir / "nmf"
-    synthesis = _synthesize(args, nmf)
+    nmf = args.nmf if args.nmf is not None else args.workdir / "nmf"
+    synthesis = None if args.nmf is not None else _synthesize(args, nmf)
     runs = []
     for k in range(args.repeats):
         runs.append(_one_run(args, nmf, k))
         print(f"run {k + 1}/{args.repeats}: {runs[-1]['wall_seconds']:.1f} s, peak "
               f"{fmt_bytes(runs[-1]['tree_peak_rss_bytes'])}", file=sys.stderr)
     result = {"context": context_end(context), "persons": args.persons, "state": args.state,
+              "method": args.method, "nmf": str(nmf),
               "part_blocks": args.part_blocks, "workers": args.workers, "synthesis": synthesis,
               "runs": runs, "median_wall_seconds": median(r["wall_seconds"] for r in runs),
               "max_tree_peak_rss_bytes": max(r["tree_peak_rss_bytes"] for r in runs)}
@@ -117,15 +133,18 @@ def main(argv: list[str] | None = None) -> int:
     steps = [[s["step"]] + [f"{r['steps'][i]['seconds']:.1f}" if i < len(r["steps"]) else ""
                             for r in runs] for i, s in enumerate(runs[0]["steps"])]
     units = runs[0]["units"]
-    text = (f"# TopDown on a synthetic {args.persons:,}-person state's NMF, streamed\n\n"
-            f"`python benchmarks/nmf_state.py --persons {args.persons} --state {args.state} "
-            f"--repeats {args.repeats}` — {units['block']:,} blocks, "
+    name = "TopDown" if args.method == "topdown" else "The GLS"
+    where = f"--nmf {nmf} " if args.nmf is not None else ""
+    text = (f"# {name} on a synthetic {args.persons:,}-person NMF, streamed\n\n"
+            f"`python benchmarks/nmf_state.py {where}--persons {args.persons} --state "
+            f"{args.state} --repeats {args.repeats} --method {args.method}` — "
+            f"{units['block']:,} blocks, "
             f"{units['block_group']:,} block groups, {units['tract']:,} tracts, "
             f"{units['county']:,} spine counties; parts of ≤ {args.part_blocks:,} blocks.\n\n"
             f"{describe_context(result['context'])}\n\n"
             f"**Median wall time {result['median_wall_seconds'] / 60:.1f} min; peak memory of "
             f"the process tree {fmt_bytes(result['max_tree_peak_rss_bytes'])}** (targets: "
-            "≤ 15 min, ≤ 12 GiB).\n\n"
+            f"≤ {args.target_minutes:g} min, ≤ {args.target_gib:g} GiB).\n\n"
             + markdown_table(["run", "wall s", "tree peak", "largest process", "CPU s"], rows)
             + "\n\nSteps as each run logs them (seconds):\n\n"
             + markdown_table(["step"] + [f"run {k + 1}" for k in range(len(runs))], steps)
