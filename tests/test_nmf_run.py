@@ -230,10 +230,10 @@ def test_state_by_state_gives_the_whole_runs_integers(tmp_path, capsys, monkeypa
     assert main(["nmf", "run", str(root / "nmf"), "--out", str(tmp_path / "no"),
                  "--state-totals", totals, "--part-blocks", "60"]) != 0
     assert "--part-blocks splits the blocks of a run state by state" in capsys.readouterr().err
-    for flags in (["--method", "bluedown"], ["--product", "units"]):   # TopDown or gls, persons
+    for flags in (["--method", "hay"], ["--product", "units"]):   # TopDown, BlueDown, gls: persons
         assert main(["nmf", "run", str(root / "nmf"), "--out", str(tmp_path / "no"),
                      "--state-totals", totals, "--stream", *flags]) != 0
-        assert "a run state by state is TopDown" in capsys.readouterr().err
+        assert "a run state by state is TopDown or BlueDown" in capsys.readouterr().err
         assert not (tmp_path / "no").exists()
     config = root / "run.toml"          # the same from a run configuration
     config.write_text('[data]\nnmf = "nmf"\nstate_totals = "nmf/state_totals.csv"\n'

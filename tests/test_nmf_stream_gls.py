@@ -149,3 +149,45 @@ def test_gls_options_are_refused_where_they_mean_nothing(nmf, tmp_path, capsys):
                  totals, "--stream", "--method", "gls", "--interval", "1.5"]) != 0
     assert "interval must be between 0 and 1" in capsys.readouterr().err
     assert not any((tmp_path / d).exists() for d in "abc")
+
+
+def test_bluedown_state_by_state_gives_the_whole_files_integers(nmf, tmp_path, monkeypatch):
+    """``--stream --method bluedown``: the GLS's upward pass state by state, then TopDown's
+    node problems on its subtree estimates from the nation down, each state's blocks in parts
+    of at most 40 on two processes — the whole file's BlueDown integers at every level; and
+    an interrupted run resumes without solving a finished state again."""
+    import postproc.apps.nmf.stream_bluedown as stream_bluedown
+    from postproc.apps.nmf.run import production_options
+    from postproc.result import Result
+
+    root, _ = nmf
+    noisy, spec = read_nmf(root, state_totals=str(root / "state_totals.csv"))
+    whole = postprocess(noisy, "bluedown", spec,
+                        **production_options(list(noisy.levels), "bluedown"))
+    kwargs = dict(method="bluedown", state_totals=str(root / "state_totals.csv"),
+                  part_blocks=40)
+    out = run_nmf_streamed(root, tmp_path / "bd", workers=2, log=lambda line: None, **kwargs)
+    streamed = Result.read(out)
+    assert streamed.method == "bluedown"
+    for li in range(noisy.geography.depth):
+        assert list(streamed.geography.geocodes[li]) == list(noisy.geography.geocodes[li])
+        assert np.array_equal(streamed.histograms[li], whole.histograms[li]), li
+    solve, calls = stream_bluedown._BlueDownState.solve, []
+
+    def fail_second(self, fips, *args, **kw):
+        calls.append(fips)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return solve(self, fips, *args, **kw)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(stream_bluedown._BlueDownState, "solve", fail_second)
+        with pytest.raises(KeyboardInterrupt):
+            run_nmf_streamed(root, tmp_path / "again", workers=1, log=lambda line: None,
+                             **kwargs)
+    lines: list[str] = []
+    again = Result.read(run_nmf_streamed(root, tmp_path / "again", workers=1,
+                                         log=lines.append, **kwargs))
+    assert [line.split(":")[0] for line in lines if "solved by an earlier run" in line] \
+        == ["state 04"]
+    assert all(np.array_equal(a, b) for a, b in zip(whole.histograms, again.histograms))

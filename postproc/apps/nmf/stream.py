@@ -32,12 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-from tqdm.auto import tqdm
 
-from hierarchy.io.joins import join_parquet
-from hierarchy.io.storage import write_json, write_parquet
 from hierarchy.presets.pl94 import LEVELS
 from postproc.apps.nmf.blocks import (
     _part_blocks,
@@ -49,12 +44,13 @@ from postproc.apps.nmf.blocks import (
 from postproc.apps.nmf.files import _product_dir
 from postproc.apps.nmf.layout import split_piece
 from postproc.apps.nmf.reader import read_nmf
-from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options, write_block_geoids
+from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options
+from postproc.apps.nmf.tally import _blocks_done, _Tally, _upper_levels
 from postproc.apps.runs.directories import claim_output
 from postproc.apps.runs.parts_plan import part_geography, plan_parts
 from postproc.errors import PostprocError
 from postproc.infra.executors import get_executor
-from postproc.result import file_metadata, level_entry, level_table, manifest_document
+from postproc.result import file_metadata
 
 __all__ = ["run_nmf_streamed"]
 
@@ -80,8 +76,9 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
     root, states, state_totals
         As for :func:`~postproc.apps.nmf.reader.read_nmf` (the persons' product).
     method, product, options
-        What a caller was asked for: TopDown with its production options, or ``gls``, on the
-        persons' product runs state by state (BlueDown estimates the whole tree at once);
+        What a caller was asked for: TopDown or BlueDown with the production options, or
+        ``gls``, on the persons' product runs state by state
+        (:mod:`~postproc.apps.nmf.stream_gls`, :mod:`~postproc.apps.nmf.stream_bluedown`);
         anything else is refused before anything is read.
     out : path
         A new or empty directory, or an earlier ``postproc nmf run``'s.
@@ -120,14 +117,19 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
         return gls_nmf_streamed(root, out, states=states, state_totals=state_totals,
                                 queries=queries, interval=interval, workers=workers,
                                 part_blocks=part_blocks, progress=progress, log=log)
+    if method == "bluedown" and product == "persons" and not options:
+        from postproc.apps.nmf.stream_bluedown import bluedown_nmf_streamed
+
+        return bluedown_nmf_streamed(root, out, states=states, state_totals=state_totals,
+                                     workers=workers, part_blocks=part_blocks,
+                                     progress=progress, log=log)
     if queries != ("total",) or interval != 0.9:
         raise PostprocError("queries and interval are the GLS's: TopDown writes every "
                             "histogram whole")
     if method != "topdown" or product != "persons" or options:
-        raise PostprocError(f"a run state by state is TopDown with the production options or "
-                            f"gls, on the persons' product, not {method} on the {product}' "
-                            "product" + (" with other options" if options else "") +
-                            "; BlueDown estimates the whole tree at once")
+        raise PostprocError(f"a run state by state is TopDown or BlueDown with the production "
+                            f"options, or gls, on the persons' product, not {method} on the "
+                            f"{product}' product" + (" with other options" if options else ""))
     part_blocks = _part_blocks(part_blocks)
     t0 = time.perf_counter()
     directory = claim_output(out, MADE_BY)    # before reading: a wrong --out, at once
@@ -231,14 +233,7 @@ class _State:
         record: dict[str, Any] = {"key": self.key(fips, pieces, pieces_solved), "levels": [],
                                   "files": upper.provenance["files"],
                                   "bytes": upper.provenance["bytes"]}
-        stats = [solved.node_stats]
-        for li in range(2, upper.geography.depth):
-            lv = upper.levels[li]
-            path = self.parts / f"{lv}-{fips}.parquet"
-            write_parquet(level_table(upper.schema, upper.geography, lv, solved.histograms[li]),
-                          path, metadata=self.meta)
-            record["levels"].append(_entry(lv, solved.histograms[li], solved.provenance.timings.get(
-                "levels", {}).get(lv, 0.0), [path.name]))
+        _upper_levels(record, self.parts, fips, upper.geography, solved, self.meta)
         log(f"state {fips}: down to its {upper.geography.n_units(upper.levels[-1]):,} block "
             f"groups in {time.perf_counter() - t0:.1f} s")
         t1 = time.perf_counter()
@@ -258,106 +253,7 @@ class _State:
             executor="serial", workers=None), upper.provenance, self.meta)
         items = [(k, part_geography(geo, split, a, b), solved.histograms[split][a:b],
                   self.parts / f"block-{fips}-{k:05d}.parquet") for k, (a, b) in enumerate(cuts)]
-        bar = tqdm(total=len(items), desc=f"state {fips} blocks", unit="part",
-                   disable=not self.progress, leave=False)
-        blocks = {"level": LEVELS[-1], "units": 0, "persons": 0, "seconds": 0.0,
-                  "files": [item[3].name for item in items]}
-        for item, (persons, seconds, part_stats) in zip(items, ex.map(task, items)):
-            blocks["units"] += item[1].n_units(2)
-            blocks["persons"] += persons
-            blocks["seconds"] += seconds
-            stats.append(part_stats)
-            bar.update()
-        bar.close()
+        record = _blocks_done(record, self.parts, fips, geo, items, task, ex,
+                              [solved.node_stats], self.progress)
         shutil.rmtree(spill)
-        record["levels"].append(blocks)
-        frame = geo.to_frame()
-        record["node_stats"], record["geography"] = (f"node_stats-{fips}.parquet",
-                                                     f"geography-{fips}.parquet")
-        stats = [s for s in stats if len(s)] or stats[:1]
-        write_parquet(pa.Table.from_pandas(pd.concat(stats, ignore_index=True),
-                                           preserve_index=False),
-                      self.parts / record["node_stats"])
-        write_parquet(pa.Table.from_pandas(frame[~frame["level"].isin(upper.levels[:2])],
-                                           preserve_index=False),
-                      self.parts / record["geography"])
-        record["blocks"] = geo.n_units(geo.depth - 1)
-        write_json(record, self.parts / f"state-{fips}.json")      # last: the state is done
         return record
-
-
-def _entry(level: str, hist: np.ndarray, seconds: float, files: list[str]) -> dict[str, Any]:
-    return {"level": level, "units": int(hist.shape[0]), "persons": int(hist.sum()),
-            "seconds": float(seconds), "files": files}
-
-
-class _Tally:
-    """What the states add up to: each level's units, persons, seconds and files, the node
-    statistics, each state's geography below its pieces."""
-
-    def __init__(self, top: Any, result: Any):
-        self.top, self.result = top, result
-        self.units = {lv: int(h.shape[0]) for lv, h in zip(top.levels, result.histograms)}
-        self.persons = {lv: int(h.sum()) for lv, h in zip(top.levels, result.histograms)}
-        self.seconds = dict(result.provenance.timings.get("levels", {}))
-        self.outputs: dict[str, list[Path]] = {}
-        self.stats = [result.node_stats]
-        self.frames: list[pd.DataFrame] = []
-        self.files, self.bytes = top.provenance["files"], top.provenance["bytes"]
-
-    def take(self, record: Mapping[str, Any], parts: Path) -> None:
-        """A state's record (:meth:`_State.solve`), its files under ``parts``."""
-        for entry in record["levels"]:
-            lv = entry["level"]
-            self.units[lv] = self.units.get(lv, 0) + int(entry["units"])
-            self.persons[lv] = self.persons.get(lv, 0) + int(entry["persons"])
-            self.seconds[lv] = self.seconds.get(lv, 0.0) + float(entry["seconds"])
-            self.outputs.setdefault(lv, []).extend(parts / n for n in entry["files"])
-        self.stats.append(pd.read_parquet(parts / record["node_stats"]))
-        self.frames.append(pd.read_parquet(parts / record["geography"]))
-        self.files += int(record["files"])
-        self.bytes += int(record["bytes"])
-
-    def write(self, directory: Path, meta: Mapping[str, Any], extra: Mapping[str, Any],
-              seconds: float) -> None:
-        """Every level's file, the geography (each level in its parents' order), the node
-        statistics, ``block_geoid.parquet`` and the manifest."""
-        top, result = self.top, self.result
-        levels = list(LEVELS)
-        for lv in top.levels:
-            write_parquet(result.to_table(lv), directory / f"{lv}.parquet", metadata=meta)
-        for lv in levels[2:]:
-            join_parquet(self.outputs[lv], directory / f"{lv}.parquet", metadata=meta)
-        frame = _ordered(pd.concat([top.geography.to_frame(), *self.frames],
-                                   ignore_index=True), levels)
-        write_parquet(pa.Table.from_pandas(frame, preserve_index=False),
-                      directory / "geography.parquet", metadata=meta)
-        stats = pd.concat([s for s in self.stats if len(s)], ignore_index=True)
-        if len(stats):
-            write_parquet(pa.Table.from_pandas(stats, preserve_index=False),
-                          directory / "node_stats.parquet", metadata=meta)
-        write_block_geoids(frame.loc[frame["level"] == levels[-1], "geocode"], directory)
-        per_level = {lv: level_entry(self.units[lv], np.int64(self.persons[lv]), stats, lv,
-                                     self.seconds.get(lv, 0.0)) for lv in levels}
-        provenance = {**result.provenance.to_dict(), "timings": {
-            "levels": {lv: self.seconds.get(lv, 0.0) for lv in levels}, "total": seconds}}
-        manifest = manifest_document("topdown", True, per_level, result.randomness,
-                                     result.safe_for_release, top.schema, top.workload,
-                                     provenance)
-        manifest.update(extra)
-        write_json(manifest, directory / "manifest.json")
-
-
-def _ordered(frame: pd.DataFrame, levels: Sequence[str]) -> pd.DataFrame:
-    """The geography table with each level's units in their parents' order (children
-    contiguous, as a geography keeps them), each parent's children in the order given."""
-    out = []
-    previous: pd.Index | None = None
-    for lv in levels:
-        part = frame[frame["level"] == lv]
-        if previous is not None:
-            position = previous.get_indexer(part["parent"].astype(str))
-            part = part.iloc[np.argsort(position, kind="stable")]
-        out.append(part)
-        previous = pd.Index(part["geocode"].astype(str))
-    return pd.concat(out, ignore_index=True)

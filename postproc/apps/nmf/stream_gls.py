@@ -76,6 +76,7 @@ from postproc.apps.runs.parts_plan import part_geography, plan_parts
 from postproc.errors import PostprocError
 from postproc.infra.executors import get_executor
 from postproc.intervals import interval_table, z_value
+from postproc.methods.gls.bluedown import level_measurements, signature_weight
 from postproc.methods.gls.chains import measured_at_chain_bottoms
 from postproc.methods.gls.method import GLSProblems, gls_problems
 from postproc.methods.gls.parts import part_downward, part_upward, part_variances
@@ -275,8 +276,8 @@ class _Nation:
     def structure(self) -> dict[str, Any]:
         return self.problems.structure
 
-    def fit(self, contributions: Sequence[Sequence[Below]]) -> list[Any]:
-        """The nation solved with its children's subtree estimates summed over the states
+    def _below(self, contributions: Sequence[Sequence[Below]]) -> list[Below]:
+        """The nation's children's subtree estimates summed over the states
         (``contributions``: per state, a :class:`Below` of one unit per problem)."""
         below = []
         for p in range(len(self.problems.terms)):
@@ -284,12 +285,21 @@ class _Nation:
             sums = sum(np.asarray(b.sums, dtype=np.float64) for b in pieces)
             cov = sum(np.asarray(b.covariances[int(b.ids[0])], dtype=np.float64) for b in pieces)
             below.append(Below(sums, np.zeros(1, np.int64), [cov]))
-        fits = self.problems.fit(below=below)
+        return below
+
+    def fit(self, contributions: Sequence[Sequence[Below]]) -> list[Any]:
+        """The nation solved with what the states give it (:meth:`_below`)."""
+        fits = self.problems.fit(below=self._below(contributions))
         hist = self.problems.means(fits)[0]
         hist[self.compiled.zero] = 0.0
         self.hist, self.uncertainty = hist, self.problems.uncertainty(fits)
         self.persons = float(hist.sum())
         return fits
+
+    def subtrees(self, contributions: Sequence[Sequence[Below]]) -> list[Any]:
+        """The nation's subtree estimate as BlueDown's root node reads it."""
+        fits = self.problems.fit(below=self._below(contributions), downward=False)
+        return level_measurements(self.problems.uncertainty(fits), 0)
 
     def frames(self, fits: Sequence[Any], queries: Sequence[Any], z: float) -> list[pd.DataFrame]:
         """The nation's estimates of ``queries`` with intervals (after :meth:`fit`)."""
@@ -323,6 +333,7 @@ class _StateRun:
     queries: tuple[str, ...]
     interval: float
     symmetry: Any
+    keep_means: bool = False        # BlueDown's: the parts' bottom estimates and the pieces'
 
     @property
     def z(self) -> float:
@@ -358,7 +369,7 @@ class _StateRun:
             f"part{'s' * (len(cuts) > 1)} in {time.perf_counter() - t0:.1f} s")
         lone = np.bincount(geo.parents[-1], minlength=geo.n_units(split)) == 1
         groups = tree.measurements.get(geo.levels[split], {})
-        task = _BlocksUpward(spill, tree.provenance, self.queries)
+        task = _BlocksUpward(spill, tree.provenance, self.queries, self.keep_means)
         items = [(k, part_geography(geo, split, a, b), _lone_measurements(groups, lone, a, b),
                   spill / f"gls-{k:05d}.pkl") for k, (a, b) in enumerate(cuts)]
         gathered, moved = [], np.zeros(geo.n_units(split), bool)
@@ -372,14 +383,17 @@ class _StateRun:
         bar.close()
         below = [Below.join([part[p] for part in gathered]) for p in range(len(gathered[0]))]
         del gathered
-        problems, _, _ = self._problems(_undrawn(tree, geo.levels[split], moved), spec, fips)
+        problems, _, levels = self._problems(_undrawn(tree, geo.levels[split], moved), spec,
+                                             fips)
         fits = problems.fit(below=below, downward=False)
         contribution = [Below.of_part(f, problems.parents[0], 1) for f in fits]
+        pieces = (dict(_pieces_subtrees(problems, fits, levels.index(LEVELS[1])), codes=own)
+                  if self.keep_means else None)
         for dataset in (CONSTRAINT, DPQUERY):        # the parts' rows: in their states now
             shutil.rmtree(spill / dataset, ignore_errors=True)
         frame = geo.to_frame()
-        up = {"key": self.key(fips), "below": below, "moved": moved, "cuts": cuts,
-              "contribution": contribution, "files": files, "bytes": nbytes,
+        up = {"key": self.key(fips), "below": below, "moved": moved, "cuts": cuts, "geo": geo,
+              "contribution": contribution, "files": files, "bytes": nbytes, "pieces": pieces,
               "geography": frame[~frame["level"].isin(geo.levels[:2])],
               "block_files": [f"block-{fips}-{k:05d}.parquet" for k in range(len(cuts))]}
         with atomic_path(self.parts / f"up-{fips}.pkl") as path:   # last: the upward is done
@@ -390,7 +404,7 @@ class _StateRun:
         """What a state's pass depends on: the file, the parts' size, what is written (and,
         for the downward pass, ``more``: the nation's steps)."""
         digest = hashlib.sha256(f"{Path(self.root).resolve()}|{fips}|{self.part_blocks}|"
-                                f"{self.queries}|{self.interval}".encode())
+                                f"{self.queries}|{self.interval}|{self.keep_means}".encode())
         for m in more:
             digest.update(m)
         return digest.hexdigest()
@@ -472,9 +486,21 @@ class _StateRun:
         return geo, False
 
 
+def _pieces_subtrees(problems: GLSProblems, fits: Sequence[Any], li: int) -> dict[str, Any]:
+    """A state's pieces' subtree estimates (pieces × cells), each piece's signature and the
+    signatures' weights, as BlueDown's nation → pieces node reads them (joined over the
+    states: :func:`~postproc.methods.gls.bluedown.subtree_measurements`); ``li``: the pieces'
+    level in the state's problems."""
+    uncertainty = problems.uncertainty(fits)
+    distinct, inverse = np.unique(uncertainty.subtree_ids(li), return_inverse=True)
+    return {"means": np.asarray(uncertainty.subtree_means(li), dtype=np.float64),
+            "ids": inverse.ravel().astype(np.int64),
+            "weights": [signature_weight(uncertainty, int(i)) for i in distinct]}
+
+
 def _light(up: Mapping[str, Any]) -> dict[str, Any]:
     """A state's upward record without what only its downward pass reads again."""
-    return {k: v for k, v in up.items() if k not in ("below", "moved")}
+    return {k: v for k, v in up.items() if k not in ("below", "moved", "geo")}
 
 
 def _same_split(expected: Any, found: Any, where: str) -> None:
@@ -513,6 +539,7 @@ class _BlocksUpward:
     spill: Path
     provenance: Mapping[str, Any]
     queries: tuple[str, ...]
+    keep_means: bool = False
 
     def __call__(self, item: tuple[int, Geography, Mapping[str, Any], Path]
                  ) -> tuple[int, list[Below], np.ndarray, Any]:
@@ -532,10 +559,13 @@ class _BlocksUpward:
             left |= np.ones(m.values.shape[0], bool) if m.drawn is None else m.drawn.any(axis=1)
         compiled = compile_spec(spec, noisy.schema, geography, noisy.invariants)
         matrices = [q.matrix for q in _resolved(self.queries)]
-        state, below = part_upward(noisy, compiled, [level], geography.n_units(1), matrices)
+        state, below = part_upward(noisy, compiled, [level], geography.n_units(1), matrices,
+                                   keep_means=self.keep_means)
+        saved = {"state": state, "blocks": np.asarray(geography.geocodes[2], dtype=object)}
+        if self.keep_means:         # BlueDown's node problems: the blocks' published rows
+            saved.update(invariants=noisy.invariants, provenance=dict(noisy.provenance))
         with atomic_path(path) as tmp:
-            tmp.write_bytes(pickle.dumps({"state": state, "blocks": np.asarray(
-                geography.geocodes[2], dtype=object)}, protocol=pickle.HIGHEST_PROTOCOL))
+            tmp.write_bytes(pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL))
         return k, below, given & ~left, state.symmetry
 
 
