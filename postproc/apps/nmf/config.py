@@ -8,7 +8,7 @@ microdata (``docs/nmf.md``, "A run configuration")::
     state_totals = "2020"        # or a CSV state,total; the file does not hold them
     states = ["44", "04"]        # optional: these states' pieces only
     product = "persons"          # or "units" (housing units: no state_totals needed)
-    stream = true                # optional: TopDown state by state (docs/nmf.md)
+    stream = true                # optional: state by state (topdown, gls, bluedown; docs/nmf.md)
     part_blocks = 20000          # optional, with stream: each state's blocks in parts
 
     [postprocess]
