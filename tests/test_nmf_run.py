@@ -334,8 +334,12 @@ def test_methods_against_published_totals(nmf, tmp_path, capsys):
         got = runs[runs["method"] == name].set_index("level")
         assert np.allclose(got.loc[ours.index, "mean_abs"], ours["mean_abs"])
     assert main(["nmf", "compare", str(nmf / "nmf"), "--runs", f"a={tmp_path / 'whole'}",
-                 "--published", str(published), "--out", str(tmp_path / "no")]) != 0
-    assert "it does not take ROOT" in capsys.readouterr().err
+                 "--methods", "gls", "--published", str(published), "--out",
+                 str(tmp_path / "no")]) != 0
+    assert "it does not take --methods" in capsys.readouterr().err
+    assert main(["nmf", "compare", "--runs", f"a={tmp_path / 'whole'}", "--out",
+                 str(tmp_path / "no")]) != 0
+    assert "give ROOT or --published CSV" in capsys.readouterr().err
     for body, message in (("geoid,total\n44007,12\n4400,3\n", "line 3: geoid '4400' is not"),
                           ("geoid,total\n44007,-1\n", "line 2: total '-1' is not a whole"),
                           ("geoid,count\n44007,1\n", "needs columns 'geoid' and 'total'"),

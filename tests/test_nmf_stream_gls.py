@@ -191,3 +191,41 @@ def test_bluedown_state_by_state_gives_the_whole_files_integers(nmf, tmp_path, m
     assert [line.split(":")[0] for line in lines if "solved by an earlier run" in line] \
         == ["state 04"]
     assert all(np.array_equal(a, b) for a, b in zip(whole.histograms, again.histograms))
+
+
+def test_finished_runs_against_the_truth_at_every_level(nmf, tmp_path):
+    """``postproc nmf compare ROOT --runs NAME=DIR ...``: the three methods run state by state,
+    their block totals read from their directories and added up the spine, the truth counted
+    from the synthetic file's persons — the same errors at every level as the whole-file
+    results' against the truth tabulated whole (computed here independently)."""
+    from postproc.apps.nmf.compare import nmf_truth
+    from postproc.apps.nmf.run import production_options
+
+    root, _ = nmf
+    totals = str(root / "state_totals.csv")
+    noisy, spec = read_nmf(root, state_totals=totals)
+    truth = nmf_truth(root, noisy)
+    levels = list(noisy.levels)
+    whole = {"topdown": postprocess(noisy, "topdown", spec, **production_options(levels)),
+             "gls": postprocess(noisy, "gls", spec),
+             "bluedown": postprocess(noisy, "bluedown", spec,
+                                     **production_options(levels, "bluedown"))}
+    runs = []
+    for m in whole:
+        run_nmf_streamed(root, tmp_path / m, method=m, state_totals=totals, part_blocks=60,
+                         workers=1, log=lambda line: None)
+        runs.append(f"{m}={tmp_path / m}")
+    out = tmp_path / "cmp"
+    assert main(["nmf", "compare", str(root), "--runs", *runs, "--out", str(out)]) == 0
+    table = pd.read_csv(out / "truth.csv")
+    assert (out / "truth.png").stat().st_size > 0 and not (out / "published.csv").exists()
+    assert table["randomness"].str.startswith("SIMULATION MODE").all()
+    for method, result in whole.items():
+        for li, lv in enumerate(levels):
+            error = result.histograms[li].sum(axis=1) - truth.counts[li].sum(axis=1)
+            row = table[(table["method"] == method) & (table["level"] == lv)].iloc[0]
+            assert row["units"] == error.size and row["truth"] == int(truth.counts[0].sum())
+            assert row["mean_abs"] == pytest.approx(float(np.abs(error).mean()), abs=1e-6)
+            assert row["max_abs"] == pytest.approx(float(np.abs(error).max()), abs=1e-6)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["truth"] == str(root) and manifest["files"] == ["truth.csv", "truth.png"]

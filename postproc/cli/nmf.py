@@ -80,12 +80,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "JSON, figures and an HTML page.")
     c.add_argument("root", metavar="ROOT", nargs="?",
                    help="the folder that holds US_Person_PL_PROD/ (and truth/, for a synthetic "
-                        "file); not with --runs")
+                        "file); with --runs, the synthetic file whose truth the runs are "
+                        "compared with")
     c.add_argument("--methods", metavar="A,B,...",
                    help="registered post-processors to run on ROOT, e.g. topdown,gls,noisy")
     c.add_argument("--runs", nargs="+", metavar="NAME=DIR",
-                   help="instead of ROOT and --methods: finished `postproc nmf run` directories "
-                        "(e.g. the nation streamed) to compare with --published")
+                   help="instead of --methods: finished `postproc nmf run` directories (e.g. "
+                        "the nation streamed) to compare with ROOT's truth (the total population "
+                        "at every level of the spine) and/or --published")
     c.add_argument("--out", required=True, help="output directory (new, or an earlier "
                                                 "`postproc nmf compare`'s)")
     c.add_argument("--state-totals", metavar="CSV|2020",
@@ -142,26 +144,28 @@ def run_compare(args: argparse.Namespace) -> int:
 
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.runs:
-        given = [flag for flag, value in (("ROOT", args.root), ("--methods", args.methods),
+        given = [flag for flag, value in (("--methods", args.methods),
                                           ("--states", args.states),
                                           ("--state-totals", args.state_totals)) if value]
-        if given or not args.published:
-            raise PostprocError("--runs compares finished run directories with --published "
-                                "totals; " + (f"it does not take {', '.join(given)}" if given
-                                              else "give --published CSV"))
+        if given or not (args.published or args.root):
+            raise PostprocError("--runs compares finished run directories with the truth of "
+                                "ROOT (the synthetic file they read) or with --published "
+                                "totals, or both; " + (f"it does not take {', '.join(given)}"
+                                                       if given else
+                                                       "give ROOT or --published CSV"))
         runs = {}
         for pair in args.runs:
             name, sep, path = pair.partition("=")
             if not (sep and name and path):
                 raise PostprocError(f"--runs: {pair!r} is not NAME=DIR (e.g. topdown=us-run)")
             runs[name] = path
-        compare_runs(runs, args.published, args.out, log=log)
+        compare_runs(runs, args.published, args.out, truth=args.root, log=log)
         return 0
     missing = [flag for flag, value in (("ROOT", args.root), ("--methods", args.methods),
                                         ("--state-totals", args.state_totals)) if not value]
     if missing:
         raise PostprocError(f"postproc nmf compare needs {', '.join(missing)} (or --runs "
-                            "NAME=DIR ... with --published)")
+                            "NAME=DIR ... with ROOT or --published)")
     compare_nmf(args.root, args.methods, args.out, states=args.states,
                 state_totals=args.state_totals, seed=args.seed, published=args.published,
                 log=log)

@@ -27,6 +27,7 @@ from postproc.apps.nmf.layout import AXES
 from postproc.apps.nmf.published import published_errors, read_published, run_block_totals
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import nmf_record, production_options
+from postproc.apps.nmf.spine import _truth_path
 from postproc.apps.runs.directories import claim_output
 from postproc.errors import PostprocError
 
@@ -53,11 +54,7 @@ def nmf_truth(root: str | Path, noisy: NoisyHierarchy) -> Hierarchy:
     ...
     postproc.errors.PostprocError: /nonexistent has no truth/persons.parquet: a comparison ...
     """
-    path = Path(root) / "truth" / "persons.parquet"
-    if not path.is_file():
-        raise PostprocError(f"{root} has no truth/persons.parquet: a comparison against the "
-                            "truth needs a synthetic file (postproc synth2020 --nmf), which "
-                            "keeps it; the published file has none")
+    path = _truth_path(root)
     axes = AXES["persons"]
     table = pq.read_table(path, columns=["block", *axes])
     geo, schema = noisy.geography, noisy.schema
@@ -173,21 +170,26 @@ def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
         "seed": seed}, log)
 
 
-def compare_runs(runs: Mapping[str, str | Path], published: str | Path, out: str | Path, *,
+def compare_runs(runs: Mapping[str, str | Path], published: str | Path | None,
+                 out: str | Path, *, truth: str | Path | None = None,
                  log: Callable[[str], None] = print) -> list[Path]:
     """Compare finished run directories (``postproc nmf run``, e.g. the nation streamed) with
-    published totals: each run's blocks, read a batch at a time, added up to the published
-    census units (:mod:`postproc.apps.nmf.published`); written as :func:`compare_nmf` with
-    ``published`` writes it.
+    published totals, or with the truth a synthetic file keeps, or both: each run's block
+    totals, read a batch at a time, added up to the published census units
+    (:mod:`postproc.apps.nmf.published`: ``published.csv``, ``published.png``) and up every
+    level of the spine against the truth (:mod:`postproc.apps.nmf.spine`: ``truth.csv``,
+    ``truth.png``).
 
     Parameters
     ----------
     runs : mapping name → directory
         ``{"topdown": "us-topdown", ...}``; every run of the same file (the same blocks).
-    published : path
+    published : path or None
         A CSV ``geoid,total`` (:func:`~postproc.apps.nmf.published.read_published`).
     out : path
         A new or empty directory, or an earlier ``postproc nmf compare``'s.
+    truth : path, optional
+        The synthetic file the runs read (its ``truth/`` beside it).
 
     Examples
     --------
@@ -198,7 +200,16 @@ def compare_runs(runs: Mapping[str, str | Path], published: str | Path, out: str
     """
     import json
 
-    wanted = read_published(published)
+    import pandas as pd
+
+    from postproc.apps.nmf.spine import spine_errors, spine_parents, truth_block_totals
+
+    if published is None and truth is None:
+        raise PostprocError("compare runs with what: give published counts or the synthetic "
+                            "file whose truth they are compared with")
+    wanted = read_published(published) if published is not None else None
+    if truth is not None:
+        _truth_path(truth)                  # before anything is read: a file without truth
     if not runs:
         raise PostprocError("no run directories to compare: give NAME=DIR pairs")
     directory = claim_output(out, MADE_BY)
@@ -215,38 +226,64 @@ def compare_runs(runs: Mapping[str, str | Path], published: str | Path, out: str
             manifest = {}
         randomness = randomness or dict(manifest.get("randomness") or {})
         log(f"{name}: {len(these):,} blocks, {totals[name].sum():,.0f} persons from {run}")
-    table = published_errors(blocks, totals, wanted)
-    return _write_published(table, directory, randomness, {
-        "runs": sources, "published": str(published)}, log)
+    record: dict[str, Any] = {"runs": sources}
+    written: list[Path] = []
+    if truth is not None:
+        true = truth_block_totals(truth, blocks)
+        levels, parents = spine_parents(pd.read_parquet(
+            Path(next(iter(sources.values()))) / "geography.parquet",
+            columns=["level", "geocode", "parent"]))
+        table = spine_errors(levels, parents, totals, true)
+        record["truth"] = str(truth)
+        written += _write_table(table, directory, randomness, "truth", "the truth", log)
+    if wanted is not None:
+        table = published_errors(blocks, totals, wanted)
+        record["published"] = str(published)
+        written += _write_table(table, directory, randomness, "published",
+                                "the published counts", log)
+    manifest = directory / "manifest.json"
+    write_json({"made_by": MADE_BY, **record, "randomness": dict(randomness),
+                "versions": package_versions(), "files": [p.name for p in written]}, manifest)
+    log(f"wrote {directory}")
+    return [*written, manifest]
 
 
 def _write_published(table: Any, directory: Path, randomness: Mapping[str, Any],
                      record: Mapping[str, Any], log: Callable[[str], None]) -> list[Path]:
     """``published.csv`` (each row labelled with the file's randomness), ``published.png`` and
     the manifest."""
+    written = _write_table(table, directory, randomness, "published", "the published counts",
+                           log)
+    manifest = directory / "manifest.json"
+    write_json({"made_by": MADE_BY, **record, "randomness": dict(randomness),
+                "versions": package_versions(), "files": [p.name for p in written]},
+               manifest)
+    log(f"wrote {directory}")
+    return [*written, manifest]
+
+
+def _write_table(table: Any, directory: Path, randomness: Mapping[str, Any], name: str,
+                 against: str, log: Callable[[str], None]) -> list[Path]:
+    """``<name>.csv`` (each row labelled with the file's randomness) and ``<name>.png``."""
     from hierarchy.io.storage import atomic_path
 
     table.insert(0, "randomness", randomness.get("label", ""))
-    csv, figure = directory / "published.csv", directory / "published.png"
+    csv, figure = directory / f"{name}.csv", directory / f"{name}.png"
     with atomic_path(csv) as tmp:
         table.to_csv(tmp, index=False)
-    fig = _published_figure(table, randomness.get("label", ""))
+    fig = _published_figure(table, randomness.get("label", ""), against)
     with atomic_path(figure) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    manifest = directory / "manifest.json"
-    write_json({"made_by": MADE_BY, **record, "randomness": dict(randomness),
-                "versions": package_versions(), "files": ["published.csv", "published.png"]},
-               manifest)
-    log(f"wrote {directory}")
-    return [csv, figure, manifest]
+    log(f"{name}: {len(table)} rows against {against}")
+    return [csv, figure]
 
 
-def _published_figure(table: Any, label: str) -> Any:
-    """Mean absolute error against the published totals, by level and method; ``label``: the
-    file's randomness label, printed under the plot."""
+def _published_figure(table: Any, label: str, against: str = "the published counts") -> Any:
+    """Mean absolute error of the total population against ``against``, by level and method;
+    ``label``: the file's randomness label, printed under the plot."""
     from matplotlib.figure import Figure  # no pyplot: nothing shown, no backend set
 
-    levels = [lv for lv in ("state", "county", "tract", "block_group", "block")
+    levels = [lv for lv in ("nation", "state", "county", "tract", "block_group", "block")
               if lv in set(table["level"])]
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
@@ -257,8 +294,9 @@ def _published_figure(table: Any, label: str) -> Any:
     ax.set_xticks(np.arange(len(levels)) + width * (table["method"].nunique() - 1) / 2)
     units = table.drop_duplicates("level").set_index("level")["units"]
     ax.set_xticklabels([f"{lv}\n({int(units[lv]):,} units)" for lv in levels])
-    ax.set_ylabel("mean |method − published| (persons)")
-    ax.set_title("Total population against the published counts")
+    ax.set_ylabel("mean |method − " + ("published" if "published" in against else "truth")
+                  + "| (persons)")
+    ax.set_title(f"Total population against {against}")
     ax.legend()
     fig.tight_layout(rect=(0, 0.06 if label else 0, 1, 1))
     if label:

@@ -145,7 +145,8 @@ def published_errors(blocks: Sequence[str], totals: Mapping[str, np.ndarray],
 def run_block_totals(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """The blocks of a finished run directory (``postproc nmf run``, streamed or not) and its
     total persons per block, read a batch of rows at a time from ``block.parquet`` (the
-    nation's 8M blocks never as a dense histogram) and ``geography.parquet``.
+    nation's 8M blocks never as a dense histogram) and ``geography.parquet``: the counts'
+    sums of an integer run, the estimates of ``total`` of the GLS state by state.
 
     Raises
     ------
@@ -169,12 +170,22 @@ def run_block_totals(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
     index = pd.Index(blocks)
     totals = np.zeros(blocks.size)
     source = pq.ParquetFile(blocks_file)
-    for batch in source.iter_batches(columns=["block", "count"], batch_size=1 << 20):
+    names = set(source.schema_arrow.names)
+    estimates = "count" not in names and {"query", "estimate"} <= names   # the GLS's
+    columns = ["block", "query", "estimate"] if estimates else ["block", "count"]
+    found = False
+    for batch in source.iter_batches(columns=columns, batch_size=1 << 20):
         frame = batch.to_pandas()
+        if estimates:
+            frame = frame[frame["query"] == "total"].rename(columns={"estimate": "count"})
+        found = found or len(frame) > 0
         summed = frame.groupby(frame["block"].astype(str), observed=True)["count"].sum()
         at = index.get_indexer(summed.index)
         if (at < 0).any():
             raise PostprocError(f"{blocks_file}: block {summed.index[at < 0][0]!r} is not in "
                                 f"{geo_file.name}")
         np.add.at(totals, at, summed.to_numpy(dtype=np.float64))
+    if estimates and not found and blocks.size:
+        raise PostprocError(f"{blocks_file} has no estimate of the total: run the GLS with "
+                            "--queries total,... to compare it")
     return blocks, totals
