@@ -7,11 +7,13 @@ Run from the repository root::
     python benchmarks/nmf_state.py [--persons 29000000] [--state 48] [--repeats 3]
         [--workers 2] [--part-blocks 20000] [--workdir /var/tmp/nmf-state]
         [--json benchmarks/nmf/texas.json] [--out benchmarks/nmf/texas.md]
-        [--nmf ROOT] [--method topdown|gls] [--target-minutes 15] [--target-gib 12]
+        [--nmf ROOT] [--method topdown|gls|bluedown] [--keep] [--target-minutes 15]
+        [--target-gib 12]
 
 ``--nmf ROOT`` runs on a file already written (the nation's: ``postproc synth2020 --persons
 331449281 --nmf ROOT``; ``--persons`` and ``--state`` then only label the report), and
-``--method gls`` the GLS state by state instead of TopDown.
+``--method gls`` (or ``bluedown``) that method state by state instead of TopDown; ``--keep``
+keeps the runs' directories.
 
 The file is written once (``postproc synth2020 --persons N --states S --nmf``, seed 2020; kept
 in ``--workdir`` and reused) and its synthesis timed; then ``--repeats`` runs of ``postproc nmf
@@ -85,7 +87,8 @@ def _one_run(args: argparse.Namespace, nmf: Path, k: int) -> dict[str, Any]:
             steps.append({"step": m["what"], "seconds": float(m["seconds"])})
     manifest = json.loads((out / "manifest.json").read_text())
     levels = pd.read_parquet(out / "geography.parquet", columns=["level"])["level"]
-    shutil.rmtree(out)
+    if not args.keep:
+        shutil.rmtree(out)
     return {"wall_seconds": run["wall_seconds"], "tree_peak_rss_bytes":
             run["tree_peak_rss_bytes"], "max_rss_bytes": run["max_rss_bytes"],
             "user_seconds": run["user_seconds"], "system_seconds": run["system_seconds"],
@@ -107,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("benchmarks/nmf/texas.md"))
     p.add_argument("--nmf", type=Path, default=None,
                    help="a file already written (default: synthesized in --workdir)")
-    p.add_argument("--method", choices=("topdown", "gls"), default="topdown")
+    p.add_argument("--method", choices=("topdown", "gls", "bluedown"), default="topdown")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the runs' directories (WORKDIR/run-METHOD-K), e.g. for "
+                        "postproc nmf compare ROOT --runs")
     p.add_argument("--target-minutes", type=float, default=15.0)
     p.add_argument("--target-gib", type=float, default=12.0)
     args = p.parse_args(argv)
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = [[s["step"]] + [f"{r['steps'][i]['seconds']:.1f}" if i < len(r["steps"]) else ""
                             for r in runs] for i, s in enumerate(runs[0]["steps"])]
     units = runs[0]["units"]
-    name = "TopDown" if args.method == "topdown" else "The GLS"
+    name = {"topdown": "TopDown", "gls": "The GLS", "bluedown": "BlueDown"}[args.method]
     where = f"--nmf {nmf} " if args.nmf is not None else ""
     text = (f"# {name} on a synthetic {args.persons:,}-person NMF, streamed\n\n"
             f"`python benchmarks/nmf_state.py {where}--persons {args.persons} --state "
