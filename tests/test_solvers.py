@@ -761,14 +761,55 @@ def test_clarabel_solves_again_in_larger_units_a_large_problem_it_calls_infeasib
             l=np.array([5e6, 0.0, 0.0]), u=np.array([5e6, np.inf, np.inf]))
     sol = _clarabel(qp)
     assert sol.status == Status.OPTIMAL and "Solved at 1e-10 in units of 1000" in sol.message
-    # unrefined, refined, more equilibrated, then in thousands
-    assert largest == [5e6, 5e6, 5e6, 5e3]
+    # unrefined, refined, more equilibrated, then in tens, hundreds and thousands
+    assert largest == [5e6, 5e6, 5e6, 5e5, 5e4, 5e3]
     np.testing.assert_allclose(sol.x, [3.5e6, 1.5e6], rtol=1e-9)
     assert sol.objective == pytest.approx(qp.objective(np.array([3.5e6, 1.5e6])), rel=1e-9)
     # a problem that stays infeasible in larger units is still infeasible
     bad = QP(P=sp.csc_matrix(np.eye(1)), q=np.zeros(1), A=sp.csc_matrix(np.ones((2, 1))),
              l=np.array([2e6, -np.inf]), u=np.array([np.inf, 1e6]))
     assert _clarabel(bad).status == Status.INFEASIBLE
+
+
+def test_clarabel_passes_over_a_unit_whose_point_breaks_a_row(monkeypatch):
+    """Too coarse a unit fails the other way: the nation → 88 state pieces totals pass of the
+    331M synthetic NMF was AlmostSolved in units of 1e5 and its point broke a row by 4 %. So
+    the units are tried finest first and a point that breaks a row is passed over. Simulated
+    by a Clarabel that calls the problem in persons infeasible and, in tens of persons, returns
+    a point 1 % off: ``_clarabel`` takes the optimum found in hundreds."""
+    import types
+
+    import clarabel
+
+    from postproc.infra.solvers.backends import _clarabel
+
+    real, largest = clarabel.DefaultSolver, []
+
+    class OffInTens:
+        def __init__(self, P, q, A, b, cones, settings):
+            largest.append(float(np.abs(b).max()))
+            self.solver = real(P, q, A, b, cones, settings)
+
+        def solve(self):
+            if largest[-1] > 1e6:
+                return types.SimpleNamespace(status=clarabel.SolverStatus.PrimalInfeasible,
+                                             iterations=1, x=None)
+            res = self.solver.solve()
+            if largest[-1] > 1e5:        # in tens: "solved", but 1 % off every row
+                return types.SimpleNamespace(status=res.status, iterations=res.iterations,
+                                             x=np.asarray(res.x) * 1.01)
+            return res
+
+    monkeypatch.setattr(clarabel, "DefaultSolver", OffInTens)
+    qp = QP(P=sp.csc_matrix(np.eye(2) * 2), q=np.array([-6e6, -2e6]),
+            A=sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])),
+            l=np.array([5e6, 0.0, 0.0]), u=np.array([5e6, np.inf, np.inf]))
+    sol = _clarabel(qp)
+    assert sol.status == Status.OPTIMAL
+    assert "Solved at 1e-10 in units of 10, Solved at 1e-10 in units of 100" in sol.message
+    assert largest == [5e6, 5e6, 5e6, 5e5, 5e4]       # thousands never tried
+    np.testing.assert_allclose(sol.x, [3.5e6, 1.5e6], rtol=1e-9)
+    assert qp.max_relative_violation(sol.x) < 1e-9
 
 
 def test_clarabel_equilibrates_more_a_problem_it_calls_infeasible_at_once(monkeypatch):

@@ -135,18 +135,30 @@ def large_blocks(n: int, blocks: int) -> bool:
     return n >= _FAER_MIN_VARIABLES and n >= _FAER_MIN_BLOCK * blocks
 
 
-def _clarabel_unit(b: np.ndarray) -> float:
-    """The power of ten that brings the largest finite bound of ``b`` to at most 10⁴: the unit
-    (persons per variable) of :func:`_clarabel`'s retry of a problem it called infeasible.
+def _clarabel_units(b: np.ndarray) -> list[float]:
+    """The units (persons per variable, powers of ten) in which :func:`_clarabel` solves again
+    a problem it called infeasible, finest first: from the one that brings the largest finite
+    bound of ``b`` under 10⁷ (at least 10) to the one that brings it to at most 10⁴.
 
     Examples
     --------
-    >>> _clarabel_unit(np.array([8_160_383.1, -3.0])), _clarabel_unit(np.array([9_999.0]))
-    (1000.0, 1.0)
+    >>> _clarabel_units(np.array([8_160_383.1, -3.0])), _clarabel_units(np.array([9_999.0]))
+    ([10.0, 100.0, 1000.0], [])
+    >>> _clarabel_units(np.array([152_305_629.0]))
+    [100.0, 1000.0, 10000.0, 100000.0]
     """
     finite = np.abs(b[np.isfinite(b)])
     largest = float(finite.max()) if finite.size else 0.0
-    return 1.0 if largest <= 1e4 else 10.0 ** math.ceil(math.log10(largest / 1e4))
+    if largest <= 1e4:
+        return []
+    coarsest = math.ceil(math.log10(largest / 1e4))
+    finest = max(1, math.ceil(math.log10(largest / 1e7)))
+    return [10.0 ** k for k in range(min(finest, coarsest), coarsest + 1)]
+
+
+#: A point Clarabel solved in coarser units is taken when no row is broken by more than this
+#: (relative to ``max(1, |bound|)``); otherwise the next unit is tried.
+_UNIT_ROWS_KEPT = 1e-5
 
 
 #: Clarabel's "infeasible" within this many iterations is checked again with
@@ -230,18 +242,28 @@ def _clarabel(qp: QP) -> Solution:
         steps.append(f"{again.status} at 1e-10 equilibrated {_MORE_EQUILIBRATION} times")
         if str(again.status) == str(S.Solved):
             res, infeasible = again, False
-    unit = _clarabel_unit(b) if infeasible else 1.0     # no scan of b on the solved nodes
-    if unit > 1.0:
-        # Bounds of millions over variables most of which the objective does not weigh (a
-        # state → county totals pass at 331M persons: California, 39.5M persons, bounds up to
-        # 8.2M) can make Clarabel declare a feasible problem infeasible after one iteration
-        # (HiGHS found a feasible point; OSQP, ECOS and SCS failed). In thousands of persons
-        # it is solved (28 more iterations, every row met to 3e-9 relative).
+    # Bounds of millions over variables most of which the objective does not weigh (a
+    # state → county totals pass at 331M persons: California, 39.5M persons, bounds up to
+    # 8.2M) can make Clarabel declare a feasible problem infeasible after one iteration
+    # (HiGHS found a feasible point; OSQP, ECOS and SCS failed). In thousands of persons it
+    # was solved (28 more iterations, every row met to 3e-9 relative). Too coarse a unit
+    # fails the other way: the nation → 88 state pieces totals pass of the 331M synthetic
+    # NMF (bounds to 1.5e8) was AlmostSolved in units of 1e5 and its point broke a row by 4 %
+    # of its bound, where in hundreds of persons it was solved to 7e-9 (23 iterations). So
+    # the units are tried from the finest that brings every bound under 1e7 persons, and
+    # the first whose point keeps every row is taken.
+    for unit in (_clarabel_units(b) if infeasible else ()):   # no scan of b on solved nodes
         again = run(1e-10, 1e-8, unit=unit)
         iterations += int(again.iterations)
         steps.append(f"{again.status} at 1e-10 in units of {unit:g}")
-        if str(again.status) in (str(S.Solved), str(S.AlmostSolved)):
+        if str(again.status) == str(S.AlmostSolved):
+            again = run(1e-8, 1e-8, unit=unit)
+            iterations += int(again.iterations)
+            steps.append(f"{again.status} at 1e-8 in units of {unit:g}")
+        if str(again.status) == str(S.Solved) and \
+                qp.max_relative_violation(np.asarray(again.x) * unit) <= _UNIT_ROWS_KEPT:
             res, res_unit = again, unit
+            break
     if str(res.status) == str(S.AlmostSolved):
         # 1e-10 is tighter than Clarabel's defaults; a problem whose optimum is not unique
         # (a pass fitting 20 county totals over 12,809 cells, at 100M persons) can stall just
