@@ -229,3 +229,71 @@ def test_finished_runs_against_the_truth_at_every_level(nmf, tmp_path):
             assert row["max_abs"] == pytest.approx(float(np.abs(error).max()), abs=1e-6)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["truth"] == str(root) and manifest["files"] == ["truth.csv", "truth.png"]
+
+
+def _census_variables(hist: np.ndarray) -> dict[str, np.ndarray]:
+    """A few published variables of block histograms (blocks × 2,016), straight from the
+    attributes (hhgq, votingage, hispanic, cenrace): independent of the tables' module."""
+    from hierarchy.presets.pl94 import PL94_2020
+
+    h = hist.reshape(-1, *PL94_2020.shape)
+    several = np.array(["-" in str(x) for x in PL94_2020.attributes[-1].labels])
+    return {"total": h.sum(axis=(1, 2, 3, 4)),
+            "P1_003N": h[..., 0].sum(axis=(1, 2, 3)),                    # White alone
+            "P1_009N": h[..., several].sum(axis=(1, 2, 3, 4)),           # two or more races
+            "P2_002N": h[:, :, :, 1].sum(axis=(1, 2, 3)),                # Hispanic or Latino
+            "P3_001N": h[:, :, 1].sum(axis=(1, 2, 3)),                   # 18 and over
+            "P4_005N": h[:, :, 1, 0, 0].sum(axis=1),                     # 18+, not Hisp., White
+            "P5_001N": h[:, 1:].sum(axis=(1, 2, 3, 4)),                  # group quarters
+            "P5_008N": h[:, 5].sum(axis=(1, 2, 3))}                      # college housing
+
+
+def test_runs_against_published_tables_variable_by_variable(nmf, tmp_path):
+    """``--published`` with variables of P1–P5 (here the truth's, as the published tables
+    would give them, at counties, tracts and blocks): TopDown's errors, whole-file and from a
+    streamed run read a batch at a time, equal those computed here from its histograms
+    attribute by attribute; the GLS run (estimates of the total) is compared on the total."""
+    from postproc.apps.nmf.compare import nmf_truth
+    from postproc.apps.nmf.layout import block_geoid
+    from postproc.apps.nmf.run import production_options
+
+    root, _ = nmf
+    totals = str(root / "state_totals.csv")
+    noisy, spec = read_nmf(root, state_totals=totals)
+    truth = _census_variables(nmf_truth(root, noisy).counts[-1])
+    geoids = pd.Series([block_geoid(str(b)) for b in noisy.geography.geocodes[-1]])
+    frames = []
+    for length in (5, 11, 15):
+        unit = geoids.str[:length].values
+        frames.append(pd.DataFrame({v: pd.Series(x).groupby(unit).sum()
+                                    for v, x in truth.items()}).rename_axis("geoid"))
+    published = tmp_path / "pl.csv"
+    pd.concat(frames).reset_index().to_csv(published, index=False)
+    out = tmp_path / "whole"
+    assert main(["nmf", "compare", str(root), "--methods", "topdown", "--out", str(out),
+                 "--state-totals", totals, "--published", str(published)]) == 0
+    whole = pd.read_csv(out / "published.csv")
+    topdown = postprocess(noisy, "topdown", spec, **production_options(list(noisy.levels)))
+    mine = _census_variables(topdown.histograms[-1])
+    for length, level in ((5, "county"), (11, "tract"), (15, "block")):
+        unit = geoids.str[:length].values
+        for v in truth:
+            error = (pd.Series(mine[v]).groupby(unit).sum()
+                     - pd.Series(truth[v]).groupby(unit).sum())
+            row = whole[(whole["level"] == level) & (whole["variable"] == v)].iloc[0]
+            assert row["mean_abs"] == pytest.approx(float(np.abs(error).mean())), (level, v)
+            assert row["max_abs"] == pytest.approx(float(np.abs(error).max())), (level, v)
+    for m in ("topdown", "gls"):
+        run_nmf_streamed(root, tmp_path / m, method=m, state_totals=totals, part_blocks=60,
+                         workers=1, log=lambda line: None)
+    cmp = tmp_path / "runs"
+    assert main(["nmf", "compare", "--runs", f"topdown={tmp_path / 'topdown'}",
+                 f"gls={tmp_path / 'gls'}", "--published", str(published), "--out",
+                 str(cmp)]) == 0
+    runs = pd.read_csv(cmp / "published.csv")
+    key = ["level", "variable"]
+    a = whole.set_index(key)["mean_abs"]
+    b = runs[runs["method"] == "topdown"].set_index(key)["mean_abs"]
+    pd.testing.assert_series_equal(a.sort_index(), b.sort_index())
+    assert set(runs.loc[runs["method"] == "gls", "variable"]) == {"total"}
+    assert (cmp / "published.png").stat().st_size > 0

@@ -24,7 +24,14 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io.storage import package_versions, write_json
 from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.nmf.layout import AXES
-from postproc.apps.nmf.published import published_errors, read_published, run_block_totals
+from postproc.apps.nmf.published import (
+    PublishedUnits,
+    published_errors,
+    published_variables,
+    read_published,
+    run_block_totals,
+    run_published_sums,
+)
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import nmf_record, production_options
 from postproc.apps.nmf.spine import _truth_path
@@ -157,13 +164,15 @@ def _against_published(noisy: NoisyHierarchy, spec: Any, names: Sequence[str],
 
     log(f"comparing {', '.join(names)} with {len(wanted):,} published totals "
         f"({', '.join(sorted(set(wanted['level'])))})")
-    totals = {}
+    whole = any(v not in ("total", "P1_001N") for v in published_variables(wanted))
+    values = {}
     for name in names:
         result = postprocess(noisy, name, method_spec(name, spec), rng=seed,
                              **options.get(name, {}))
-        totals[name] = np.asarray(result.histograms[-1]).sum(axis=1)
+        bottom = np.asarray(result.histograms[-1])
+        values[name] = bottom if whole else bottom.sum(axis=1)
         log(f"{name}: done")
-    table = published_errors(noisy.geography.geocodes[-1], totals, wanted)
+    table = published_errors(noisy.geography.geocodes[-1], values, wanted)
     randomness = noisy.provenance.get("randomness", {})
     return _write_published(table, directory, randomness, {
         "methods": list(names), "nmf": nmf_record(noisy.provenance), "published": str(source),
@@ -237,7 +246,11 @@ def compare_runs(runs: Mapping[str, str | Path], published: str | Path | None,
         record["truth"] = str(truth)
         written += _write_table(table, directory, randomness, "truth", "the truth", log)
     if wanted is not None:
-        table = published_errors(blocks, totals, wanted)
+        units, variables = PublishedUnits(blocks, wanted), published_variables(wanted)
+        rows = []
+        for name, run in sources.items():
+            rows += units.errors(name, run_published_sums(run, units, variables), variables)
+        table = pd.DataFrame(rows)
         record["published"] = str(published)
         written += _write_table(table, directory, randomness, "published",
                                 "the published counts", log)
@@ -279,25 +292,48 @@ def _write_table(table: Any, directory: Path, randomness: Mapping[str, Any], nam
 
 
 def _published_figure(table: Any, label: str, against: str = "the published counts") -> Any:
-    """Mean absolute error of the total population against ``against``, by level and method;
-    ``label``: the file's randomness label, printed under the plot."""
+    """Mean absolute error of the total population (or the first variable compared) against
+    ``against``, by level and method; with other variables, a second panel: the mean over
+    each table's variables. ``label``: the file's randomness label, printed under the plot."""
     from matplotlib.figure import Figure  # no pyplot: nothing shown, no backend set
 
     levels = [lv for lv in ("nation", "state", "county", "tract", "block_group", "block")
               if lv in set(table["level"])]
-    fig = Figure(figsize=(7, 4))
-    ax = fig.subplots()
-    width = 0.8 / max(1, table["method"].nunique())
-    for i, (method, rows) in enumerate(table.groupby("method", sort=False)):
-        rows = rows.set_index("level").reindex(levels)
-        ax.bar(np.arange(len(levels)) + i * width, rows["mean_abs"], width, label=method)
-    ax.set_xticks(np.arange(len(levels)) + width * (table["method"].nunique() - 1) / 2)
-    units = table.drop_duplicates("level").set_index("level")["units"]
-    ax.set_xticklabels([f"{lv}\n({int(units[lv]):,} units)" for lv in levels])
-    ax.set_ylabel("mean |method − " + ("published" if "published" in against else "truth")
-                  + "| (persons)")
-    ax.set_title(f"Total population against {against}")
-    ax.legend()
+    variables = list(dict.fromkeys(table["variable"])) if "variable" in table else []
+    first = next((v for v in variables if v in ("total", "P1_001N")),
+                 variables[0] if variables else None)
+    tables = sorted({v.split("_")[0] for v in variables if v not in ("total", first)})
+    fig = Figure(figsize=(7 + 4 * bool(tables), 4))
+    axes = fig.subplots(1, 1 + bool(tables), squeeze=False)[0]
+    methods = list(dict.fromkeys(table["method"]))
+    width = 0.8 / max(1, len(methods))
+    x = np.arange(len(levels))
+    rows = table if first is None else table[table["variable"] == first]
+    units = rows.drop_duplicates("level").set_index("level")["units"]
+    for i, method in enumerate(methods):
+        mine = rows[rows["method"] == method].set_index("level").reindex(levels)
+        axes[0].bar(x + i * width, mine["mean_abs"], width, label=method)
+    what = "Total population" if first in (None, "total", "P1_001N") else first
+    mark = "published" if "published" in against else "truth"
+    axes[0].set_title(f"{what} against {against}")
+    axes[0].set_ylabel(f"mean |method − {mark}| (persons)")
+    if tables:
+        ax = axes[1]
+        for i, method in enumerate(methods):
+            mine = table[table["method"] == method]
+            for t, style in zip(tables, ("o-", "s--", "^-.", "v:", "D-")):
+                means = [mine[mine["variable"].str.startswith(t + "_")
+                              & (mine["level"] == lv)]["mean_abs"].mean() for lv in levels]
+                if np.isfinite(means).any():      # the GLS's runs: the total only
+                    ax.plot(x, means, style, color=f"C{i}", label=f"{method} {t}")
+        ax.set_xticks(x)
+        ax.set_xticklabels(levels)
+        ax.set_title("Mean over each table's variables")
+        ax.set_ylabel(f"mean |method − {mark}| (persons)")
+        ax.legend(fontsize=7)
+    axes[0].set_xticks(x + width * (len(methods) - 1) / 2)
+    axes[0].set_xticklabels([f"{lv}\n({int(units[lv]):,} units)" for lv in levels])
+    axes[0].legend()
     fig.tight_layout(rect=(0, 0.06 if label else 0, 1, 1))
     if label:
         fig.text(0.01, 0.01, label, fontsize=6.5, color="firebrick")

@@ -124,7 +124,8 @@ def gls_nmf_streamed(root: str | Path, out: str | Path, *,
     postproc.errors.PostprocError: gls state by state: unknown query 'nonsense': not in the ...
     """
     resolved = _resolved(queries)
-    if not 0 < float(interval) < 1:
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
+            or not 0 < interval < 1:
         raise PostprocError(f"interval must be between 0 and 1, not {interval!r}")
     part_blocks = _part_blocks(part_blocks)
     t0 = time.perf_counter()
