@@ -95,9 +95,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "ROOT/state_totals.csv)")
     c.add_argument("--states", nargs="+", metavar="FIPS", help="only these states")
     c.add_argument("--published", metavar="CSV",
-                   help="compare with published total populations instead of a synthetic "
-                        "file's truth: a CSV geoid,total (census GEOIDs of states, counties, "
-                        "tracts, block groups or blocks); any file, the published one included")
+                   help="compare with published counts instead of (or, with --runs, beside) "
+                        "a synthetic file's truth: a CSV with a column geoid (census GEOIDs of "
+                        "states, counties, tracts, block groups or blocks) and columns total or "
+                        "any variables of tables P1-P5 (P1_001N, P2_002N, ...); any file, the "
+                        "published one included")
     c.add_argument("--seed", type=int, default=0,
                    help="randomized methods' and EPL intervals' seed (default 0)")
     c.set_defaults(func=run_compare)
