@@ -26,10 +26,11 @@ from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.nmf.layout import AXES
 from postproc.apps.nmf.published import (
     PublishedUnits,
+    _block_totals,
+    _run_blocks,
     published_errors,
     published_variables,
     read_published,
-    run_block_totals,
     run_published_sums,
 )
 from postproc.apps.nmf.reader import read_nmf
@@ -224,7 +225,10 @@ def compare_runs(runs: Mapping[str, str | Path], published: str | Path | None,
     directory = claim_output(out, MADE_BY)
     totals, blocks, randomness, sources = {}, None, {}, {}
     for name, run in runs.items():
-        these, totals[name] = run_block_totals(run)
+        blocks_file, index = _run_blocks(run)
+        these = index.to_numpy()
+        if truth is not None:       # the published counts are added up in their own pass
+            totals[name] = _block_totals(blocks_file, index)
         if blocks is not None and not np.array_equal(these, blocks):
             raise PostprocError(f"{run} has other blocks than {sources[next(iter(sources))]}: "
                                 "compare runs of the same file and states")
@@ -234,7 +238,8 @@ def compare_runs(runs: Mapping[str, str | Path], published: str | Path | None,
         except (OSError, ValueError):
             manifest = {}
         randomness = randomness or dict(manifest.get("randomness") or {})
-        log(f"{name}: {len(these):,} blocks, {totals[name].sum():,.0f} persons from {run}")
+        persons = f", {totals[name].sum():,.0f} persons" if name in totals else ""
+        log(f"{name}: {len(these):,} blocks{persons} from {run}")
     record: dict[str, Any] = {"runs": sources}
     written: list[Path] = []
     if truth is not None:

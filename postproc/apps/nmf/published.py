@@ -273,7 +273,7 @@ def run_published_sums(directory: str | Path, units: PublishedUnits,
     sums = units.empty(len(variables))
     if "count" not in names and {"query", "estimate"} <= names:         # the GLS's
         totals = [j for j, v in enumerate(variables) if v in ("total", "P1_001N")]
-        _, per_block = run_block_totals(directory)
+        per_block = _block_totals(blocks_file, index)
         values = np.full((per_block.size, len(variables)), np.nan)
         values[:, totals] = per_block[:, None]
         units.add(sums, np.arange(per_block.size), np.nan_to_num(values, nan=0.0))
@@ -326,8 +326,13 @@ def run_block_totals(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
     postproc.errors.PostprocError: /nonexistent is not a run directory: it has no block.parquet ...
     """
     blocks_file, index = _run_blocks(directory)
-    blocks = index.to_numpy()
-    totals = np.zeros(blocks.size)
+    return index.to_numpy(), _block_totals(blocks_file, index)
+
+
+def _block_totals(blocks_file: Path, index: pd.Index) -> np.ndarray:
+    """The total persons of each block of ``index`` in a run's ``block.parquet``, read a
+    batch of rows at a time (:func:`run_block_totals`)."""
+    totals = np.zeros(len(index))
     source = pq.ParquetFile(blocks_file)
     names = set(source.schema_arrow.names)
     estimates = "count" not in names and {"query", "estimate"} <= names   # the GLS's
@@ -344,7 +349,7 @@ def run_block_totals(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
             raise PostprocError(f"{blocks_file}: block {summed.index[at < 0][0]!r} is not in "
                                 "geography.parquet")
         np.add.at(totals, at, summed.to_numpy(dtype=np.float64))
-    if estimates and not found and blocks.size:
+    if estimates and not found and len(index):
         raise PostprocError(f"{blocks_file} has no estimate of the total: run the GLS with "
                             "--queries total,... to compare it")
-    return blocks, totals
+    return totals

@@ -45,7 +45,7 @@ from postproc.apps.nmf.files import _product_dir
 from postproc.apps.nmf.layout import split_piece
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import MADE_BY, nmf_record, production_options
-from postproc.apps.nmf.tally import _blocks_done, _Tally, _upper_levels
+from postproc.apps.nmf.tally import _blocks_done, _StateFiles, _Tally, _upper_levels
 from postproc.apps.runs.directories import claim_output
 from postproc.apps.runs.parts_plan import part_geography, plan_parts
 from postproc.errors import PostprocError
@@ -178,16 +178,9 @@ def run_nmf_streamed(root: str | Path, out: str | Path, *,
 
 
 @dataclass(frozen=True)
-class _State:
+class _State(_StateFiles):
     """One state's run: above its blocks from its pieces' histograms, then its blocks part
     by part (:mod:`postproc.apps.nmf.blocks`)."""
-
-    root: str | Path
-    state_totals: Any
-    parts: Path
-    meta: Mapping[str, Any]
-    part_blocks: int
-    progress: bool
 
     def key(self, fips: str, pieces: Sequence[str], pieces_solved: np.ndarray) -> str:
         """What a state's result depends on: the file, the parts' size and its pieces'

@@ -71,6 +71,7 @@ from postproc.apps.nmf.files import _product_dir
 from postproc.apps.nmf.layout import CONSTRAINT, DPQUERY
 from postproc.apps.nmf.reader import read_nmf
 from postproc.apps.nmf.run import MADE_BY, nmf_record, write_block_geoids
+from postproc.apps.nmf.tally import _StateFiles
 from postproc.apps.runs.directories import claim_output
 from postproc.apps.runs.parts_plan import part_geography, plan_parts
 from postproc.errors import PostprocError
@@ -239,14 +240,28 @@ def _undrawn(noisy: NoisyHierarchy, level: str, units: np.ndarray) -> NoisyHiera
                           noisy.invariants, noisy.provenance)
 
 
-def _forest(tree: NoisyHierarchy, spec: Any) -> tuple[GLSProblems, Any, list[str]]:
-    """The GLS problems of a tree's levels below its root (a state's: a forest under the
-    nation), with a level of the summed pieces inserted where the spec holds sums over them;
-    the compiled constraints and the forest's levels (the inserted ones included)."""
+def _measured(noisy: NoisyHierarchy) -> NoisyHierarchy:
+    """A read as the GLS takes it: a single piece's measurements back on the piece, each
+    chain of only children measured at its bottom."""
+    return measured_at_chain_bottoms(_piece_measured(noisy))
+
+
+def _augmented(tree: NoisyHierarchy, spec: Any) -> tuple[NoisyHierarchy, Any]:
+    """The tree the GLS solves (a :func:`_measured` read) with a level of the summed pieces
+    inserted where the spec holds sums over them; and its compiled constraints."""
     compiled = compile_spec(spec, tree.schema, tree.geography, tree.invariants)
     augmented = with_sum_levels(tree, compiled)
     if augmented is not None:
         tree, compiled, _ = augmented
+    return tree, compiled
+
+
+def _forest(tree: NoisyHierarchy, spec: Any) -> tuple[GLSProblems, Any, list[str]]:
+    """The GLS problems of a state's levels below the root (a forest under the nation) of a
+    :func:`_measured` read (its moved block groups' measurements undrawn), the summed pieces
+    inserted (:func:`_augmented`); the compiled constraints and the forest's levels (the
+    inserted ones included)."""
+    tree, compiled = _augmented(tree, spec)
     levels = list(tree.levels[1:])
     return gls_problems(tree, compiled, levels=levels), compiled, levels
 
@@ -262,11 +277,7 @@ class _Nation:
 
     @classmethod
     def of(cls, top: NoisyHierarchy, spec: Any) -> "_Nation":
-        tree = measured_at_chain_bottoms(_piece_measured(top))
-        compiled = compile_spec(spec, tree.schema, tree.geography, tree.invariants)
-        augmented = with_sum_levels(tree, compiled)
-        if augmented is not None:
-            tree, compiled, _ = augmented
+        tree, compiled = _augmented(_measured(top), spec)
         return cls(gls_problems(tree, compiled).upper(1), compiled[tree.levels[0]])
 
     @property
@@ -322,15 +333,9 @@ def _write_levels(path: Path, frames: Sequence[pd.DataFrame], meta: Mapping[str,
 
 
 @dataclass(frozen=True)
-class _StateRun:
+class _StateRun(_StateFiles):
     """One state's upward and downward passes (module docstring), its files in ``parts``."""
 
-    root: str | Path
-    state_totals: Any
-    parts: Path
-    meta: Mapping[str, Any]
-    part_blocks: int
-    progress: bool
     queries: tuple[str, ...]
     interval: float
     symmetry: Any
@@ -343,7 +348,7 @@ class _StateRun:
     def _read(self, fips: str) -> tuple[NoisyHierarchy, Any]:
         upper, spec = read_nmf(self.root, states=[fips], state_totals=self.state_totals,
                                down_to="block_group")
-        return measured_at_chain_bottoms(_piece_measured(upper)), spec
+        return _measured(upper), spec
 
     def _problems(self, tree: NoisyHierarchy, spec: Any, fips: str
                   ) -> tuple[GLSProblems, Any, list[str]]:

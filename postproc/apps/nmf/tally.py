@@ -4,6 +4,7 @@ the states into one result directory."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -17,6 +18,22 @@ from hierarchy.io.storage import write_json, write_parquet
 from hierarchy.presets.pl94 import LEVELS, PL94_2020
 from postproc.apps.nmf.run import write_block_geoids
 from postproc.result import level_entry, level_table, manifest_document
+
+
+@dataclass(frozen=True)
+class _StateFiles:
+    """What every state's run of a run state by state is given (TopDown's
+    :class:`~postproc.apps.nmf.stream._State`, the GLS's and BlueDown's
+    :class:`~postproc.apps.nmf.stream_gls._StateRun`): the file, the state totals, the folder
+    of the states' files, the outputs' metadata, the parts' size and whether to show
+    progress."""
+
+    root: str | Path
+    state_totals: Any
+    parts: Path
+    meta: Mapping[str, Any]
+    part_blocks: int
+    progress: bool
 
 
 def _upper_levels(record: dict[str, Any], parts: Path, fips: str, geography: Any,
