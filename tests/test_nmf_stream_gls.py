@@ -59,6 +59,24 @@ def _whole(root):
     return noisy, postprocess(noisy, "gls", spec)
 
 
+def _interrupted_at_the_second_state(monkeypatch, cls, name: str, run) -> None:
+    """``run()`` interrupted (KeyboardInterrupt) when ``cls.name`` is called for a second
+    state; the first state's call goes through."""
+    real, calls = getattr(cls, name), []
+
+    def fail_second(self, fips, *args, **kw):
+        calls.append(fips)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, fips, *args, **kw)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(cls, name, fail_second)
+        with pytest.raises(KeyboardInterrupt):
+            run()
+    assert len(calls) == 2
+
+
 def test_state_by_state_is_the_whole_files_gls(nmf, tmp_path):
     """Every level's estimates and standard errors of three queries equal the whole-file
     GLS's (to 1e-7 relative; the float rounding of two orders of the same sums), with the
@@ -113,18 +131,9 @@ def test_an_interrupted_run_resumes_without_solving_a_finished_state_again(nmf, 
     kwargs = dict(method="gls", state_totals=str(root / "state_totals.csv"), part_blocks=60,
                   workers=1)
     clean = run_nmf_streamed(root, tmp_path / "clean", log=lambda line: None, **kwargs)
-    down, calls = stream_gls._StateRun.downward, []
-
-    def fail_second(self, fips, *args, **kw):
-        calls.append(fips)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return down(self, fips, *args, **kw)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(stream_gls._StateRun, "downward", fail_second)
-        with pytest.raises(KeyboardInterrupt):
-            run_nmf_streamed(root, tmp_path / "resumed", log=lambda line: None, **kwargs)
+    _interrupted_at_the_second_state(monkeypatch, stream_gls._StateRun, "downward",
+                                     lambda: run_nmf_streamed(root, tmp_path / "resumed",
+                                                              log=lambda line: None, **kwargs))
     lines: list[str] = []
     again = run_nmf_streamed(root, tmp_path / "resumed", log=lines.append, **kwargs)
     assert sum("upward done by an earlier run (resumed)" in line for line in lines) == 3
@@ -172,19 +181,10 @@ def test_bluedown_state_by_state_gives_the_whole_files_integers(nmf, tmp_path, m
     for li in range(noisy.geography.depth):
         assert list(streamed.geography.geocodes[li]) == list(noisy.geography.geocodes[li])
         assert np.array_equal(streamed.histograms[li], whole.histograms[li]), li
-    solve, calls = stream_bluedown._BlueDownState.solve, []
-
-    def fail_second(self, fips, *args, **kw):
-        calls.append(fips)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return solve(self, fips, *args, **kw)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(stream_bluedown._BlueDownState, "solve", fail_second)
-        with pytest.raises(KeyboardInterrupt):
-            run_nmf_streamed(root, tmp_path / "again", workers=1, log=lambda line: None,
-                             **kwargs)
+    _interrupted_at_the_second_state(monkeypatch, stream_bluedown._BlueDownState, "solve",
+                                     lambda: run_nmf_streamed(root, tmp_path / "again",
+                                                              workers=1, log=lambda line: None,
+                                                              **kwargs))
     lines: list[str] = []
     again = Result.read(run_nmf_streamed(root, tmp_path / "again", workers=1,
                                          log=lines.append, **kwargs))
