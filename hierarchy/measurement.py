@@ -12,12 +12,14 @@ from hierarchy.budget import Budget
 from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.noisy import Measurement, NoisyHierarchy
+from hierarchy.published_queries import published_queries, spec_queries
 from hierarchy.queries import Workload, sparse_copy
 from hierarchy.randomness import as_randomness
 
 __all__ = ["measure", "measure_level", "ancestor_offsets", "stable_key", "published_statistics",
-           "spec_statistics", "persons_per_unit", "units_by_type", "PUBLISHABLE", "KEYED_STREAM",
-           "measurement_provenance", "exact_answers"]
+           "spec_statistics", "spec_queries", "published_queries", "persons_per_unit",
+           "units_by_type", "PUBLISHABLE", "KEYED_STREAM", "measurement_provenance",
+           "exact_answers"]
 
 
 def persons_per_unit(truth: Hierarchy, level: str) -> np.ndarray:
@@ -68,7 +70,8 @@ def units_by_type(truth: Hierarchy, level: str) -> np.ndarray:
 PUBLISHABLE = {"tot": persons_per_unit, "gqhh": units_by_type}
 
 
-def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
+def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]], *,
+                         queries: Mapping[str, Mapping[str, Any]] | None = None
                          ) -> dict[str, dict[str, np.ndarray]]:
     """Exact statistics to publish as invariants: ``{statistic: [levels]}`` → per-level arrays.
 
@@ -82,11 +85,15 @@ def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
     publish : mapping statistic → levels
         Which statistics of :data:`PUBLISHABLE` to publish at which levels (a level name alone
         is one level).
+    queries : mapping, optional
+        Query invariants (:func:`spec_queries`) whose answers to publish too
+        (:func:`published_queries`).
 
     Returns
     -------
     dict
-        ``{level: {statistic: int64 array per unit}}``.
+        ``{level: {statistic: int64 array per unit}}`` (a query invariant's array is units ×
+        the answers it holds).
 
     Raises
     ------
@@ -122,6 +129,8 @@ def published_statistics(truth: Hierarchy, publish: Mapping[str, Sequence[str]]
         for lv in levels:
             i = truth.geography.level_index(lv)
             out.setdefault(truth.levels[i], {})[stat] = PUBLISHABLE[stat](truth, lv)
+    for level, answers in published_queries(truth, queries or {}).items():
+        out.setdefault(level, {}).update(answers)
     return out
 
 
@@ -174,10 +183,20 @@ def spec_statistics(spec: Any, levels: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def _publish(publish: Mapping[str, Any] | None, spec: Any, levels: Sequence[str]
-             ) -> dict[str, list[str]]:
-    """``publish`` with every value a list, derived from ``spec`` when not given, and checked to
-    hold everything the spec declares invariant."""
+def _publish(publish: Mapping[str, Any] | None, spec: Any, truth: Hierarchy,
+             workload: Workload) -> tuple[Any, dict[str, list[str]], dict[str, Any]]:
+    """The spec with the queries it names by their workload names resolved; ``publish`` with
+    every value a list, derived from ``spec`` when not given, and checked to hold everything the
+    spec declares invariant; and the spec's query invariants (:func:`spec_queries`)."""
+    resolve = getattr(spec, "resolve_queries", None)
+    if callable(resolve):
+        spec = resolve(workload)
+    queries = spec_queries(spec, truth.schema, truth.levels, workload=workload)
+    return spec, _statistics(publish, spec, truth.levels), queries
+
+
+def _statistics(publish: Mapping[str, Any] | None, spec: Any, levels: Sequence[str]
+                ) -> dict[str, list[str]]:
     given = None if publish is None else {
         stat: [lv] if isinstance(lv, str) else list(lv) for stat, lv in publish.items()}
     if spec is None:
@@ -217,7 +236,9 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
         (reproducible, labelled unsafe in the output's provenance).
     publish : mapping statistic → levels, optional
         Exact statistics to carry along as invariants (see :data:`PUBLISHABLE`). Default: what
-        ``spec`` declares invariant (:func:`spec_statistics`), or nothing without a spec.
+        ``spec`` declares invariant (:func:`spec_statistics`), or nothing without a spec. The
+        answers of the spec's query invariants are published too (:func:`spec_queries`; recorded
+        in ``provenance["query_invariants_published"]``).
     spec : Spec, optional
         The invariants and constraints the post-processor will keep: each invariant is declared
         once, in the spec, and published from it; and the data are checked against the spec's
@@ -299,8 +320,8 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     rnd = as_randomness(rng)
     mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
     _check_inputs(truth, workload, budget, mech, rnd)
-    publish = _publish(publish, spec, truth.levels)
-    invariants = published_statistics(truth, publish)
+    spec, publish, queries = _publish(publish, spec, truth, workload)
+    invariants = published_statistics(truth, publish, queries=queries)
     check = getattr(spec, "check_data", None)
     if callable(check):           # before any noise is drawn (hierarchy knows no Spec type)
         check(truth, invariants)
@@ -308,7 +329,7 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     measurements, parameters = _measure_levels(truth, workload, budget, mech, rnd, key_index,
                                                active or {})
     provenance = _provenance(truth, budget, mech, rnd, parameters, publish, key_index,
-                             active or {}, spec if callable(check) else None)
+                             active or {}, spec if callable(check) else None, queries)
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
 
@@ -350,10 +371,11 @@ def _measure_levels(truth: Hierarchy, workload: Workload, budget: Budget, mech: 
 
 def _provenance(truth: Hierarchy, budget: Budget, mech: Any, rnd: Any,
                 parameters: Mapping[str, Any], publish: Mapping[str, Any],
-                key_index: int | None, active: Mapping[str, Any], checked_spec: Any
-                ) -> dict[str, Any]:
+                key_index: int | None, active: Mapping[str, Any], checked_spec: Any,
+                queries: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`measure`'s provenance (:func:`measurement_provenance`), with the spec the data
-    were checked against (``checked_spec``, None when none was) as ``spec_checked``."""
+    were checked against (``checked_spec``, None when none was) as ``spec_checked`` and the
+    query invariants published (``queries``) as ``query_invariants_published``."""
     provenance = measurement_provenance(budget, mech, rnd, parameters, publish,
                                         key_level=None if key_index is None
                                         else truth.geography.levels[key_index],
@@ -361,6 +383,8 @@ def _provenance(truth: Hierarchy, budget: Budget, mech: Any, rnd: Any,
                                                        if lv in active])
     if checked_spec is not None and callable(getattr(checked_spec, "to_dict", None)):
         provenance["spec_checked"] = checked_spec.to_dict()
+    if queries:
+        provenance["query_invariants_published"] = dict(queries)
     return provenance
 
 

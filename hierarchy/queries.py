@@ -193,6 +193,56 @@ class Query:
             out = (self.matrix @ flat.T).T
         return np.asarray(out).reshape(h.shape[:-1] + (self.n_answers,))
 
+    def answer_label(self, index: int) -> str:
+        """The label of answer ``index`` as messages and ``answers = [...]`` lists write it:
+        ``"total"``, ``"female"``, or ``"female, 18+"`` for several attributes."""
+        labels = self.answer_labels[index]
+        return ", ".join(labels) if labels else "total"
+
+    def answer_indices(self, answers: Any) -> np.ndarray:
+        """Indices of ``answers``: each an answer's index or its label (:meth:`answer_label`).
+
+        Raises
+        ------
+        HierarchyError
+            An index out of range or an unknown label, listing the query's labels.
+
+        Examples
+        --------
+        >>> from hierarchy.schema import Schema, Attribute
+        >>> s = Schema((Attribute("sex", ("male", "female")),
+        ...             Attribute("age", ("0-14", "15-64", "65+"))))
+        >>> marginal(s, "age").answer_indices(["15-64", 2]).tolist()
+        [1, 2]
+        >>> marginal(s, "sex", "age").answer_indices(["female, 65+"]).tolist()
+        [5]
+        >>> marginal(s, "age").answer_indices(["15-65"])
+        Traceback (most recent call last):
+        ...
+        hierarchy.errors.HierarchyError: query 'marginal(age)' has no answer '15-65'; its answers
+        are '0-14', '15-64', '65+' (or their indices 0..2)
+        """
+        labels = [self.answer_label(i) for i in range(self.n_answers)]
+        index = {lab: i for i, lab in enumerate(labels)}
+        out = []
+        for a in answers:
+            if isinstance(a, str):
+                found = index.get(", ".join(p.strip() for p in a.split(",")))
+                if found is None:
+                    shown = ", ".join(repr(v) for v in labels[:20])
+                    more = f", … ({len(labels)} in all)" if len(labels) > 20 else ""
+                    raise HierarchyError(f"query {self.name!r} has no answer {a!r}; its answers "
+                                         f"are {shown}{more} (or their indices "
+                                         f"0..{len(labels) - 1})")
+                out.append(found)
+            elif isinstance(a, (int, np.integer)) and not isinstance(a, bool) and \
+                    0 <= a < self.n_answers:
+                out.append(int(a))
+            else:
+                raise HierarchyError(f"query {self.name!r}: answer {a!r} is out of range; it has "
+                                     f"{self.n_answers} answers (0..{self.n_answers - 1})")
+        return np.asarray(out, dtype=np.int64)
+
     def renamed(self, name: str) -> "Query":
         return Query(name, self.schema, self.blocks)
 

@@ -337,6 +337,8 @@ def needed_statistics(spec: SpecView, levels: Sequence[str]) -> dict[str, set[st
     """
     need: dict[str, set[str]] = {lv: set() for lv in levels}
     for inv in spec.invariants:
+        if inv.statistic is None:       # a query invariant reads its own published answers
+            continue
         for lv in spec.levels_of(inv, levels):
             need[lv].update(INVARIANTS[inv.name].needs)
     for c in spec.constraints:

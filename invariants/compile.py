@@ -51,7 +51,7 @@ Examples
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -71,7 +71,7 @@ from invariants.compiled import LevelConstraints, _implied_label, _merge, _zero_
 from invariants.errors import SpecError
 from invariants.node import node_cvxpy_constraints, node_matrices
 from invariants.published import resolve_statistics
-from invariants.rows import _user_block
+from invariants.rows import _query_invariant_rows, _user_block
 from invariants.sums import compile_sums
 
 __all__ = ["LevelConstraints", "compile_spec", "resolve_statistics", "node_cvxpy_constraints",
@@ -139,8 +139,7 @@ def compile_spec(spec: SpecView, schema: Schema, geography: Geography,
     raw: dict[str, tuple] = {}
     for li, lv in enumerate(levels):
         n = geography.n_units(lv)
-        blocks = [INVARIANTS[inv.name].rows(schema, spec, stats[lv]) for inv in spec.invariants
-                  if INVARIANTS[inv.name].rows is not None and lv in spec.levels_of(inv, levels)]
+        blocks = _invariant_rows(spec, schema, stats[lv], published.get(lv, {}), lv, levels, n)
         for c in spec.constraints:
             if lv not in spec.levels_of(c, levels):
                 continue
@@ -194,6 +193,23 @@ def compile_spec(spec: SpecView, schema: Schema, geography: Geography,
     return compiled
 
 
+def _invariant_rows(spec: SpecView, schema: Schema, stats: Mapping[str, Any],
+                   published: Mapping[str, Any], level: str, levels: Sequence[str],
+                   n_units: int) -> list[Rows]:
+    """The rows of the invariants declared at ``level``: a catalogue invariant's from the
+    statistics, a query invariant's from the answers published under its name."""
+    blocks = []
+    for inv in spec.invariants:
+        if level not in spec.levels_of(inv, levels):
+            continue
+        if inv.is_query:
+            blocks.append(_query_invariant_rows(inv, schema, published.get(inv.name), n_units,
+                                                level))
+        elif INVARIANTS[inv.name].rows is not None:
+            blocks.append(INVARIANTS[inv.name].rows(schema, spec, stats))
+    return blocks
+
+
 _IMPLIED = re.compile(r" \(implied by [^)]*\)$")
 
 
@@ -245,9 +261,11 @@ def check_data(spec: SpecView, truth: Any, published: Mapping[str, Mapping[str, 
     """
     if compiled is None:
         if published is None:
-            from hierarchy.measurement import published_statistics, spec_statistics
+            from hierarchy.measurement import published_statistics, spec_queries, spec_statistics
 
-            published = published_statistics(truth, spec_statistics(spec, truth.levels))
+            published = published_statistics(
+                truth, spec_statistics(spec, truth.levels),
+                queries=spec_queries(spec, truth.schema, truth.levels))
         compiled = compile_spec(spec, truth.schema, truth.geography, published)
     lines, names = [], {}
     for level in truth.levels:

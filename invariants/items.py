@@ -76,21 +76,33 @@ def _levels(value: Any, where: str, name: str) -> tuple[str, ...] | str:
                     f"{value!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Invariant:
-    """An exact statistic published at some levels (see :data:`INVARIANTS`).
+    """An exact statistic published at some levels: a catalogue invariant (:data:`INVARIANTS`)
+    or the answers of any query (a *query invariant*).
 
     Parameters
     ----------
-    name : str
-        One of :data:`INVARIANTS`: ``'tot'``, ``'gqhh_vect'`` or ``'gqhh_tot'``.
+    name : str, optional
+        One of :data:`INVARIANTS` (``'tot'``, ``'gqhh_vect'`` or ``'gqhh_tot'``); or, with
+        ``query``, the invariant's own name (default: the query as written), under which its
+        data are published (``noisy.invariants[level][name]``, units × answers).
     levels : tuple of str or "all"
         The levels where it is published (a single level name is one level).
+    query : str, optional
+        A query expression (``"marginal(sex)"``, ``"marginal(sex) * recode(age: …)"``) or the
+        name of a query of the workload (resolved by :meth:`invariants.spec.Spec.resolve_queries`,
+        which ``measure``, ``postprocess`` and ``postproc run`` call): its answers are published
+        exactly at ``levels`` and every post-processed result keeps them.
+    answers : tuple of int or str, optional
+        Which answers of the query (indices, or labels such as ``"female"`` or, for a query of
+        several attributes, ``"female, 18+"``); default all.
 
     Raises
     ------
     SpecError
-        On an unknown name or bad levels (naming the file and line when read from one).
+        On an unknown catalogue name, a query invariant named like a catalogue entry, bad levels
+        or answers (naming the file and line when read from one).
 
     Examples
     --------
@@ -102,28 +114,94 @@ class Invariant:
     >>> Invariant("total")
     Traceback (most recent call last):
     ...
-    invariants.errors.SpecError: unknown invariant 'total'; known invariants are [...]
+    invariants.errors.SpecError: unknown invariant 'total'; known invariants are [...]; to hold
+    the answers of a query exact give it a query, e.g. query = "marginal(sex)"
+
+    Any query at any level — females per village exact:
+
+    >>> females = Invariant(query="marginal(sex)", levels=["village"], answers=["female"])
+    >>> females
+    Invariant(name='marginal(sex)', levels=('village',), query='marginal(sex)', answers=('female',))
+    >>> females.statistic is None, females.is_query
+    (True, True)
     """
 
-    name: str
+    name: str | None = None
     levels: tuple[str, ...] | str = "all"
-    source: str | None = field(default=None, compare=False, repr=False)
-    line: int | None = field(default=None, compare=False, repr=False)
+    query: str | None = None
+    answers: tuple[int | str, ...] | None = None
+    source: str | None = field(default=None, compare=False)
+    line: int | None = field(default=None, compare=False)
 
     def __post_init__(self):
         where = _where(self.source, self.line)
-        if self.name not in INVARIANTS:
-            raise SpecError(f"{where}unknown invariant {self.name!r}; known invariants are "
-                            f"{sorted(INVARIANTS)}")
+        if self.query is None:
+            if self.answers is not None:
+                raise SpecError(f"{where}invariant {self.name!r}: answers go with a query; a "
+                                "catalogue invariant takes only levels")
+            if self.name not in INVARIANTS:
+                raise SpecError(f"{where}unknown invariant {self.name!r}; known invariants are "
+                                f"{sorted(INVARIANTS)}; to hold the answers of a query exact "
+                                "give it a query, e.g. query = \"marginal(sex)\"")
+        else:
+            if not isinstance(self.query, str) or not self.query.strip():
+                raise SpecError(f"{where}invariant {self.name!r}: query must be a query "
+                                f"expression or a workload query's name, not {self.query!r}")
+            name = self.query.strip() if self.name is None else self.name
+            if not isinstance(name, str) or not name.strip():
+                raise SpecError(f"{where}a query invariant's name must be a non-empty string, "
+                                f"not {name!r}")
+            if name in INVARIANTS or name in catalogue.STATISTICS:
+                raise SpecError(f"{where}invariant {name!r} with a query: {name!r} names a "
+                                "catalogue entry; give the query invariant a name of its own")
+            object.__setattr__(self, "name", name)
+            object.__setattr__(self, "answers", _answer_list(self.answers, where,
+                                                             f"invariant {name!r}"))
         object.__setattr__(self, "levels", _levels(self.levels, where, self.name))
 
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("query", "answers")
+                        if getattr(self, k) is not None)
+        return f"Invariant(name={self.name!r}, levels={self.levels!r}{extra})"
+
     @property
-    def statistic(self) -> str:
-        return INVARIANTS[self.name][0]
+    def is_query(self) -> bool:
+        """Whether it publishes a query's answers (not a catalogue statistic)."""
+        return self.query is not None
+
+    @property
+    def statistic(self) -> str | None:
+        """The catalogue statistic it publishes; ``None`` for a query invariant."""
+        return None if self.is_query else INVARIANTS[self.name][0]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "levels": self.levels if self.levels == "all"
-                else list(self.levels)}
+        out: dict[str, Any] = {"name": self.name, "levels": self.levels if self.levels == "all"
+                               else list(self.levels)}
+        if self.is_query:
+            out["query"] = self.query
+            if self.answers is not None:
+                out["answers"] = list(self.answers)
+        return out
+
+
+def _answer_list(answers: Any, where: str, owner: str) -> tuple[int | str, ...] | None:
+    """``answers`` of a query as a tuple of indices (non-negative integers) and labels
+    (non-empty strings), or None for all; resolved against the query when it is compiled
+    (:meth:`hierarchy.queries.Query.answer_indices`)."""
+    if answers is None:
+        return None
+    items = (answers,) if isinstance(answers, (int, str)) else answers
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = ()
+    ok = bool(items) and all(
+        (isinstance(a, int) and not isinstance(a, bool) and a >= 0)
+        or (isinstance(a, str) and a.strip()) for a in items)
+    if not ok:
+        raise SpecError(f"{where}{owner}: answers must be a list of answer indices "
+                        f"(non-negative integers) or labels (e.g. [\"female\"]), not {answers!r}")
+    return items
 
 
 @dataclass(frozen=True)
@@ -143,8 +221,9 @@ class Constraint:
         holds its constraints.
     query : str
         Query expression (structural_zero, linear, published).
-    answers : tuple of int, optional
-        Which answers of the query (default: all).
+    answers : tuple of int or str, optional
+        Which answers of the query: indices or labels (``"15-64"``; ``"female, 18+"`` for a
+        query of several attributes); default all.
     sense : {'==', '>=', '<='}
         For linear and published constraints.
     rhs : number, list of numbers, or statistic reference
@@ -185,7 +264,7 @@ class Constraint:
     levels: tuple[str, ...] | str = "all"
     type: str = "catalogue"
     query: str | None = None
-    answers: tuple[int, ...] | None = None
+    answers: tuple[int | str, ...] | None = None
     sense: str | None = None
     rhs: Any = None
     source: str | None = field(default=None, compare=False, repr=False)
@@ -211,12 +290,8 @@ class Constraint:
         if not isinstance(self.query, str) or not self.query.strip():
             raise SpecError(f"{where}constraint {self.name!r} ({self.type}) needs a query "
                             "expression, e.g. query = \"marginal(hhgq)\"")
-        if self.answers is not None:
-            answers = (self.answers,) if isinstance(self.answers, int) else tuple(self.answers)
-            if not answers or not all(isinstance(a, int) and a >= 0 for a in answers):
-                raise SpecError(f"{where}constraint {self.name!r}: answers must be a list of "
-                                f"answer indices (non-negative integers), not {self.answers!r}")
-            object.__setattr__(self, "answers", answers)
+        object.__setattr__(self, "answers", _answer_list(self.answers, where,
+                                                         f"constraint {self.name!r}"))
         if self.type == "structural_zero":
             if self.sense is not None or self.rhs is not None:
                 raise SpecError(f"{where}structural zero {self.name!r} takes no sense or rhs")

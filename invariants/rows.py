@@ -1,5 +1,5 @@
 """The rows of the user's own constraints at a level (structural zeros and linear constraints
-over a query): a building block of compilation.
+over a query) and of query invariants: a building block of compilation.
 
 :func:`invariants.compile.compile_spec` asks the catalogue for the rows of its invariants and
 catalogue constraints, and this module for the rows of the user's own; :mod:`invariants.compiled`
@@ -9,12 +9,19 @@ catalogue (for :class:`~invariants.catalogue.Rows`) and the spec's items.
 Examples
 --------
 >>> from hierarchy.schema import E2E_1940
->>> from invariants.items import Constraint
+>>> from invariants.items import Constraint, Invariant
 >>> rows = _user_block(Constraint("no_gq", ["state"], type="linear",
 ...                               query="marginal(hhgq)", answers=[1], sense="==", rhs=0),
 ...                    E2E_1940, {}, 3)
 >>> rows.labels, rows.upper.tolist()
 (['no_gq: correctional'], [[0.0], [0.0], [0.0]])
+
+A query invariant's rows hold its published answers (two units, the college answer by label):
+
+>>> held = Invariant("dorms", ["state"], query="marginal(hhgq)", answers=["college"])
+>>> rows = _query_invariant_rows(held, E2E_1940, np.array([[4], [0]]), 2, "state")
+>>> rows.labels, rows.lower.tolist() == rows.upper.tolist() == [[4.0], [0.0]]
+(['dorms: college'], True)
 """
 
 from __future__ import annotations
@@ -28,32 +35,73 @@ from hierarchy.queries import parse_query
 from hierarchy.schema import Schema
 from invariants.catalogue import Rows
 from invariants.errors import SpecError
-from invariants.items import Constraint
+from invariants.items import Constraint, Invariant
 
 __all__: list[str] = []
 
 
-def _answers(q, answers: tuple[int, ...] | None, c: Constraint, where: str):
+def _answers(q, answers: tuple[int | str, ...] | None, what: str, where: str):
+    """The rows of ``q`` that ``answers`` selects (indices or labels), their labels, indices."""
     m = q.matrix
-    labels = [", ".join(lab) if lab else "total" for lab in q.answer_labels]
+    labels = [q.answer_label(i) for i in range(q.n_answers)]
     if answers is None:
         return m, labels, np.arange(q.n_answers)
-    bad = [a for a in answers if a >= q.n_answers]
-    if bad:
-        raise SpecError(f"{where}constraint {c.name!r}: answers {bad} out of range; its query "
-                        f"{c.query!r} has {q.n_answers} answers (0..{q.n_answers - 1})")
-    idx = np.asarray(answers)
+    try:
+        idx = q.answer_indices(answers)
+    except HierarchyError as exc:
+        raise SpecError(f"{where}{what}: {exc}") from None
     return m[idx], [labels[i] for i in idx], idx
+
+
+def _query(c: Constraint | Invariant, schema: Schema, what: str, where: str):
+    try:
+        return parse_query(c.query, schema)
+    except HierarchyError as exc:  # re-raise naming the item
+        hint = ("; if it names a query of the workload, resolve it first: "
+                "spec.resolve_queries(workload) (measure, postprocess and postproc run do)"
+                if "(" not in c.query and c.query.strip() not in ("detailed", "total") else "")
+        raise SpecError(f"{where}{what}: bad query {c.query!r}: {exc}{hint}") from None
+
+
+def _check_item_query(item: Constraint | Invariant, schema: Schema, what: str) -> None:
+    """Raise a :class:`SpecError` naming ``what`` (and the item's file and line) if its query
+    does not parse on ``schema`` or names an answer the query does not have."""
+    where = f"{item.source}, line {item.line}: " if item.source and item.line else ""
+    _answers(_query(item, schema, what, where), item.answers, what, where)
+
+
+def _query_invariant_rows(inv: Invariant, schema: Schema, value, n_units: int,
+                          level: str) -> Rows:
+    """A query invariant's rows at a level: its answers equal to the data published under its
+    name there (units × the answers it holds)."""
+    where = f"{inv.source}, line {inv.line}: " if inv.source and inv.line else ""
+    what = f"invariant {inv.name!r}"
+    q = _query(inv, schema, what, where)
+    m, labels, idx = _answers(q, inv.answers, what, where)
+    if value is None:
+        raise SpecError(f"{where}{what} is declared at level {level!r} but no data was "
+                        f"published there; measure with spec= (it publishes the answers of the "
+                        f"spec's query invariants) or drop {level!r} from its levels")
+    arr = np.asarray(value)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.shape != (n_units, idx.size):
+        raise SpecError(f"{where}{what} at level {level!r}: published data of shape "
+                        f"{np.shape(value)}, expected ({n_units}, {idx.size}) (units × the "
+                        "answers it holds)")
+    if arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)) or np.any(
+            arr != np.round(arr)) or np.any(arr < 0):
+        raise SpecError(f"{where}{what} at level {level!r}: the published answers must be "
+                        "whole non-negative numbers")
+    rhs = arr.astype(np.float64)
+    return Rows(m, rhs, rhs.copy(), [f"{inv.name}: {lab}" for lab in labels])
 
 
 def _user_block(c: Constraint, schema: Schema, stats: Mapping[str, np.ndarray], n_units: int,
                 published: Mapping[str, np.ndarray] | None = None, level: str = "") -> Rows:
     where = f"{c.source}, line {c.line}: " if c.source and c.line else ""
-    try:
-        q = parse_query(c.query, schema)
-    except HierarchyError as exc:  # re-raise naming the constraint
-        raise SpecError(f"{where}constraint {c.name!r}: bad query {c.query!r}: {exc}") from None
-    m, labels, idx = _answers(q, c.answers, c, where)
+    q = _query(c, schema, f"constraint {c.name!r}", where)
+    m, labels, idx = _answers(q, c.answers, f"constraint {c.name!r}", where)
     labels = [f"{c.name}: {lab}" for lab in labels]
     r = m.shape[0]
     if c.type == "structural_zero":

@@ -54,7 +54,8 @@ Examples
 Traceback (most recent call last):
 ...
 invariants.errors.SpecError: x.toml, line 2: unknown invariant 'tots'; known invariants are
-['gqhh_tot', 'gqhh_vect', 'tot']
+['gqhh_tot', 'gqhh_vect', 'tot']; to hold the answers of a query exact give it a query, e.g.
+query = "marginal(sex)"
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ from invariants.items import (
     _only,
     _where,
 )
+from invariants.rows import _check_item_query
 from invariants.sums import UnitSum
 
 __all__ = ["Invariant", "Constraint", "UnitSum", "Spec", "INVARIANTS", "CATALOGUE_CONSTRAINTS",
@@ -154,6 +156,10 @@ class Spec:
             again = _second(self.invariants, dup[0])
             raise SpecError(f"{_where(again.source or self.source, again.line)}invariant "
                             f"{dup[0]!r} is declared twice; list all its levels in one entry")
+        for i in self.invariants:       # a query invariant's data sit under its name
+            if i.is_query and i.name in names:
+                raise SpecError(f"{_where(i.source or self.source, i.line)}invariant {i.name!r} "
+                                "has the name of a constraint or sum; give it another name")
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -288,8 +294,11 @@ class Spec:
                            for i, item in enumerate(entries)]
         invariants, constraints = [], []
         for item, at in items["invariant"]:
-            _only(item, {"name", "levels"}, "invariant", source, at)
+            if "name" not in item and "query" in item:   # a query invariant may go unnamed
+                item = {**item, "name": None}
+            _only(item, {"name", "levels", "query", "answers"}, "invariant", source, at)
             invariants.append(Invariant(item.get("name"), item.get("levels", "all"),
+                                        item.get("query"), item.get("answers"),
                                         source=source, line=at))
         for i, (item, at) in enumerate(items["constraint"]):
             _only(item, {"name", "levels", "type", "query", "answers", "sense", "rhs"},
@@ -418,6 +427,68 @@ class Spec:
         if item.levels == "all":
             return tuple(all_levels)
         return tuple(lv for lv in all_levels if lv in item.levels)
+
+    def query_invariants(self, all_levels: Sequence[str]
+                         ) -> dict[str, tuple[str, tuple[int | str, ...] | None, tuple[str, ...]]]:
+        """The query invariants: name → (query, answers, levels in geography order), what
+        :func:`hierarchy.measurement.spec_queries` publishes.
+
+        Examples
+        --------
+        >>> spec = Spec(invariants=[Invariant("tot", "all"),
+        ...                         Invariant(query="marginal(sex)", levels=["village"])])
+        >>> spec.query_invariants(["country", "region", "village"])
+        {'marginal(sex)': ('marginal(sex)', None, ('village',))}
+        """
+        return {i.name: (i.query, i.answers, self.levels_of(i, all_levels))
+                for i in self.invariants if i.is_query}
+
+    def resolve_queries(self, workload: Any) -> "Spec":
+        """This spec with every query that names a query of ``workload`` (a query invariant's
+        or a constraint's) replaced by that query's expression, so that it compiles without the
+        workload. ``measure``, ``postprocess`` and ``postproc run`` call it.
+
+        Examples
+        --------
+        >>> from hierarchy.queries import e2e_workload
+        >>> from hierarchy.schema import E2E_1940
+        >>> spec = Spec(invariants=[Invariant("races", ["state"], query="va_hisp_race")])
+        >>> spec.resolve_queries(e2e_workload(E2E_1940)).invariants[0].query
+        'marginal(votingage, hispanic, cenrace)'
+        """
+        named = {q.name: q.expression for q in workload}
+
+        def resolved(item):
+            query = getattr(item, "query", None)
+            if query is None or query not in named or named[query] == query:
+                return item
+            return dataclasses.replace(item, query=named[query])
+
+        invariants = tuple(resolved(i) for i in self.invariants)
+        constraints = tuple(resolved(c) for c in self.constraints)
+        if invariants == self.invariants and constraints == self.constraints:
+            return self
+        return dataclasses.replace(self, invariants=invariants, constraints=constraints)
+
+    def check_queries(self, schema: Any) -> None:
+        """Raise naming the item (and its file and line) whose query or answers ``schema``
+        does not have: a query invariant's, or a constraint's.
+
+        Examples
+        --------
+        >>> from hierarchy.schema import E2E_1940
+        >>> Spec(invariants=[Invariant("gq", query="marginal(hhgq)", answers=["dorm"])]
+        ...      ).check_queries(E2E_1940)
+        Traceback (most recent call last):
+        ...
+        invariants.errors.SpecError: invariant 'gq': query 'marginal(hhgq)' has no answer 'dorm';
+        its answers are 'household', 'correctional', ... (or their indices 0..7)
+        """
+        for item in (*self.invariants, *self.constraints):
+            if getattr(item, "query", None) is None:
+                continue
+            kind = "invariant" if isinstance(item, Invariant) else "constraint"
+            _check_item_query(item, schema, f"{kind} {item.name!r}")
 
     def invariant_levels(self, statistic: str, all_levels: Sequence[str]) -> tuple[str, ...]:
         """Levels where ``statistic`` (tot or gqhh) is declared exact."""

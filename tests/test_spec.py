@@ -317,8 +317,8 @@ ITEM_ERRORS = [
      'answers = [-1]\nsense = ">="\nrhs = 0\n', 'name = "c"', ["answers must be"]),
     ("empty answers", '[[constraint]]\nname = "c"\ntype = "structural_zero"\nquery = "total"\n'
      'answers = []\n', 'name = "c"', ["answers must be"]),
-    ("string answers", '[[constraint]]\nname = "c"\ntype = "structural_zero"\nquery = "total"\n'
-     'answers = ["0"]\n', 'name = "c"', ["answers must be"]),
+    ("boolean answers", '[[constraint]]\nname = "c"\ntype = "structural_zero"\nquery = "total"\n'
+     'answers = [true]\n', 'name = "c"', ["answers must be"]),
     ("unknown constraint key", '[[constraint]]\nname = "hhgq_total_lb"\nlevel = "state"\n',
      'name = "hhgq_total_lb"', ["unknown key(s) ['level']", "allowed"]),
     ("unknown invariant key", '[[invariant]]\nname = "tot"\nsense = "=="\n', 'name = "tot"',

@@ -297,6 +297,9 @@ class PostProcessor:
                 f"only {sorted(_READS_DRAWN)} reads such measurements. Measure every answer "
                 "(measure without active=, or a run in parts with all_answers / "
                 "--all-answers)")
+        resolve = getattr(spec, "resolve_queries", None)
+        if callable(resolve) and getattr(noisy, "workload", None) is not None:
+            spec = resolve(noisy.workload)     # queries named by the workload, as measure did
         if self.takes_spec:     # the data were checked against the spec before measuring
             require_checked_spec(self.name, noisy, spec)
         with spec_checked():

@@ -53,6 +53,7 @@ import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 from hierarchy.io.storage import read_json, write_json
+from hierarchy.measurement import spec_queries
 from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.runs.config import RunConfig
 from postproc.errors import PostprocError
@@ -111,8 +112,16 @@ def measurement_settings(config: RunConfig) -> dict[str, Any]:
     return {"schema": config.schema.to_dict(), "levels": list(config.levels),
             "workload": config.workload.to_dict(), "budget": config.budget.to_dict(),
             "mechanism": config.mechanism.to_dict(), "randomness mode": config.randomness_mode,
-            "seed": config.seed, "published invariants": config.publish(),
+            "seed": config.seed, "published invariants": _published(config),
             "unit attribute": config.spec.unit_attribute}
+
+
+def _published(config: RunConfig) -> dict[str, Any]:
+    """What the run publishes exactly: the statistics by level and, by name, the query
+    invariants (their queries resolved on the workload, answers and levels)."""
+    queries = spec_queries(config.spec, config.schema, config.levels, workload=config.workload)
+    return {**config.publish(), **{f"query invariant {name}": entry
+                                   for name, entry in queries.items()}}
 
 
 def postprocess_settings(config: RunConfig, *, error_table: bool | None = None

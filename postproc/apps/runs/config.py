@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from hierarchy.budget import Budget
 from hierarchy.io.tomlconfig import TomlDocument, dumps, read_toml
+from hierarchy.measurement import published_statistics, spec_queries
 from hierarchy.mechanisms import Mechanism
 from hierarchy.queries import Workload
 from hierarchy.schema import Schema
@@ -200,6 +201,13 @@ class RunConfig:
         """Exact statistics the spec's invariants need published: statistic → levels (see
         :func:`invariants.catalogue.statistics_to_publish`)."""
         return statistics_to_publish(self.spec, self.levels)
+
+    def published(self, truth: Any) -> dict[str, dict[str, Any]]:
+        """What the spec publishes exactly, computed from ``truth``: the statistics of
+        :meth:`publish` and the answers of its query invariants
+        (:func:`hierarchy.measurement.published_statistics`)."""
+        return published_statistics(truth, self.publish(), queries=spec_queries(
+            self.spec, self.schema, self.levels, workload=self.workload))
 
     @classmethod
     def build(cls, *, persons: str | Path, levels: Sequence[str], budget: Any,
@@ -479,7 +487,7 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
         "kind", "total", "preset", "neighbours", "level_fractions", "query_fractions"}),
         levels, workload)
     noise = _noise(doc, budget)                                 # [mechanism], [randomness]
-    spec = _spec(doc, base, levels)                                         # [spec]
+    spec = _spec(doc, base, levels, workload)                               # [spec]
     method, method_options = postprocess_section(                           # [postprocess]
         doc.table("postprocess", allowed={"method", "options"}), levels, workload)
     solver = _solver(doc, levels, workload, budget, schema)                 # [solver]

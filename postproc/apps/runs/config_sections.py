@@ -210,9 +210,10 @@ def _pl94_workload(w: Table, schema: Schema) -> Workload:
 
 
 
-def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
+def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...], workload: Workload) -> Spec:
     """The ``[spec]``: the E2E preset, a spec file, or the spec written inline; a spec file's
-    own errors keep its file and line, after the line of ``file =`` here."""
+    own errors keep its file and line, after the line of ``file =`` here. Queries named by the
+    workload are resolved to their expressions, and every query and answer is checked."""
     sp_ = doc.table("spec")
     try:
         if sp_.get("preset") == "e2e":
@@ -230,6 +231,8 @@ def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...]) -> Spec:
         else:
             spec = Spec.from_dict(sp_.data, source=doc.source, text=doc.text, table="spec")
         spec.check_levels(levels)
+        spec = spec.resolve_queries(workload)
+        spec.check_queries(workload.schema)
     except SpecError as exc:
         message = str(exc)
         if message.startswith(f"{doc.source}, line "):  # an inline spec: located in this file

@@ -135,11 +135,10 @@ def check_data_against_spec(config: RunConfig, truth: Hierarchy, stats: Any = No
       hhgq_total_lb & hhgq_total_ub & structural_zeros: 1 of 49 state units break it, e.g. '01'
     fix the spec (or the data) and rerun
     """
-    from hierarchy.measurement import published_statistics
     from invariants.compile import check_data
 
     if compiled is None:
-        stats = published_statistics(truth, config.publish()) if stats is None else stats
+        stats = config.published(truth) if stats is None else stats
         compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
     check_data(config.spec, truth, compiled=compiled)
 

@@ -471,8 +471,8 @@ def active_cells(config: RunConfig, truth: Hierarchy) -> dict[str, Any]:
     >>> blocks.n_units == load_truth(config).geography.n_units("block"), blocks.n_patterns < 40
     (True, True)
     """
-    published = published_statistics(truth, config.publish())
-    compiled = compile_spec(config.spec, config.schema, truth.geography, published)
+    compiled = compile_spec(config.spec, config.schema, truth.geography,
+                            config.published(truth))
     return {lv: find_active_cells(compiled[lv]) for lv in truth.levels}
 
 
