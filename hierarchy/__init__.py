@@ -35,6 +35,7 @@ _EXPORTS = {
     "DappError": "hierarchy.errors", "HierarchyError": "hierarchy.errors",
     "Attribute": "hierarchy.schema", "Randomness": "hierarchy.randomness",
     "ConfidentialDataError": "hierarchy.errors",
+    "Session": "hierarchy.session", "BudgetExceededError": "hierarchy.session",
     "__version__": "hierarchy._version",  # one distribution, one version
 }
 

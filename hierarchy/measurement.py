@@ -216,8 +216,8 @@ def _statistics(publish: Mapping[str, Any] | None, spec: Any, levels: Sequence[s
 
 def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any = "geometric",
             rng: Any = None, *, publish: Mapping[str, Sequence[str]] | None = None,
-            spec: Any = None, key_level: str | None = None,
-            active: Mapping[str, Any] | None = None) -> NoisyHierarchy:
+            spec: Any = None, key_level: str | None = None, active: Mapping[str, Any] | None = None,
+            accounted_elsewhere: bool = False) -> NoisyHierarchy:
     """Answer every query of the budget at every level with noise: a :class:`NoisyHierarchy`.
 
     Parameters
@@ -256,6 +256,8 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     active : mapping level → invariants.active.ActiveCells, optional
         Draw, at these levels, only the answers that count an active cell of their unit
         (:func:`measure_level`); every answer elsewhere. Default: every answer everywhere.
+    accounted_elsewhere : bool, optional
+        ``True``: the caller accounts for the budget, which release mode requires outside a Session.
 
     Returns
     -------
@@ -317,7 +319,7 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
     """
     from hierarchy.mechanisms import get_mechanism
 
-    rnd = as_randomness(rng)
+    rnd = _accounted(as_randomness(rng), accounted_elsewhere)     # release: through a Session
     mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
     _check_inputs(truth, workload, budget, mech, rnd)
     spec, publish, queries = _publish(publish, spec, truth, workload)
@@ -332,6 +334,22 @@ def measure(truth: Hierarchy, workload: Workload, budget: Budget, mechanism: Any
                              active or {}, spec if callable(check) else None, queries)
     return NoisyHierarchy(truth.schema, truth.geography, workload, measurements, invariants,
                           provenance)
+
+
+def _accounted(rnd: Any, accounted_elsewhere: bool) -> Any:
+    """``rnd``, unless it is release mode and the call is made neither through a
+    :class:`~hierarchy.session.Session` nor by code that accounts for the budget itself
+    (``accounted_elsewhere``): then :func:`measure` refuses before it reads anything."""
+    if rnd.mode == "release" and accounted_elsewhere is not True:
+        raise HierarchyError(
+            "measure() in release mode spends the privacy budget anew at every call, and "
+            "nothing here counts what was spent: measure through a Session, which holds the data "
+            "and their total budget and refuses to spend beyond it (from hierarchy import "
+            "Session; session = Session(truth, total); noisy = session.measure(workload, "
+            "budget, mechanism, spec=spec)); or give rng a seed for a simulation; or, if your "
+            "code accounts for the budget itself (as postproc run does, measuring once per "
+            "locked output directory), pass accounted_elsewhere=True")
+    return rnd
 
 
 def _check_inputs(truth: Hierarchy, workload: Workload, budget: Budget, mech: Any, rnd: Any

@@ -143,16 +143,18 @@ def require_checked_spec(method: str, noisy: Any, spec: Any) -> None:
 
     Examples
     --------
-    >>> from hierarchy import E2E_1940, Budget, e2e_workload, measure, tabulate
+    >>> from hierarchy import E2E_1940, Budget, Session, e2e_workload, tabulate
     >>> from invariants.spec import Constraint, Spec
     >>> persons = pd.DataFrame({"state": ["01", "02"], "hhgq": [0, 0], "votingage": [1, 1],
     ...                         "hispanic": [0, 0], "cenrace": [0, 1]})
     >>> truth = tabulate(persons, schema=E2E_1940, levels=["nation", "state"])
     >>> spec = Spec(constraints=[Constraint("no_dorms", type="structural_zero",
     ...                                     query="recode(hhgq: college=5)")])
-    >>> checked = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels), spec=spec)
+    >>> session = Session(truth, 2)                 # release mode: the data and their total ε
+    >>> half = Budget.e2e(1, truth.levels)
+    >>> checked = session.measure(e2e_workload(E2E_1940), half, spec=spec)
     >>> require_checked_spec("topdown", checked, spec)         # release mode, checked: passes
-    >>> unchecked = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels))
+    >>> unchecked = session.measure(e2e_workload(E2E_1940), half)
     >>> require_checked_spec("topdown", unchecked, spec)
     Traceback (most recent call last):
     ...

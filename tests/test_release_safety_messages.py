@@ -267,13 +267,14 @@ def test_measure_refuses_a_spec_the_data_contradict(truth, rng):
     assert minors(truth.counts[0]) > 0
     with pytest.raises(ConfidentialDataError) as info:
         measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels), rng=rng,
-                spec=no_minors())
+                spec=no_minors(), accounted_elsewhere=True)
     assert "no_minors" in info.value.public and not re.search(r"\d", info.value.public)
     assert re.search(r"no_minors: [\d,]+ of 49 county units break it", str(info.value))
 
 
 def test_release_topdown_refuses_a_spec_the_data_were_not_checked_against(truth):
-    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels))   # release
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels),   # release
+                    accounted_elsewhere=True)
     message = "the confidential data were never checked against the spec's constraints"
     with pytest.raises(PostprocError, match=message):
         postprocess(noisy, "topdown", no_minors())
@@ -295,7 +296,7 @@ def test_simulation_warns_and_shows_what_the_unchecked_spec_does(truth):
 def test_a_spec_checked_when_measuring_passes_and_survives_save_and_load(truth, tmp_path, rng):
     spec = Spec.e2e(truth.levels)
     noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, truth.levels), rng=rng,
-                    spec=spec)
+                    spec=spec, accounted_elsewhere=True)
     loaded = NoisyHierarchy.load(noisy.save(tmp_path / "noisy"))
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncheckedSpecWarning)

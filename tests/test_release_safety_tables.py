@@ -69,14 +69,15 @@ def made(request, truth):
     """(mode, measurements, Hay's result, compare_methods' table) in each mode."""
     rng = MODES[request.param]
     noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), rng=rng,
-                    spec=Spec.e2e(LEVELS))
+                    spec=Spec.e2e(LEVELS), accounted_elsewhere=True)
     table = compare_methods(noisy, truth, ["hay", "noisy"], rng=rng, queries=["total"],
                             epl_method="published")
     return request.param, noisy, postprocess(noisy, "hay"), table
 
 
 def release_table(truth) -> pd.DataFrame:
-    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), spec=Spec.e2e(LEVELS))
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), spec=Spec.e2e(LEVELS),
+                    accounted_elsewhere=True)
     return compare_methods(noisy, truth, ["hay"], queries=["total"], epl_method="published")
 
 
@@ -115,7 +116,7 @@ def test_a_comparison_takes_the_mode_of_its_measurements_not_of_its_own_draws(tr
     # safe side: a seeded draw never makes errors against a real truth publishable)
     for measured, drawn in ((None, 4), (5, None)):
         noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), rng=measured,
-                        spec=Spec.e2e(LEVELS))
+                        spec=Spec.e2e(LEVELS), accounted_elsewhere=True)
         with pytest.warns(DeprecationWarning):
             table = compare_postprocessors(noisy, truth, methods=["hay"], rng=drawn,
                                            queries=["total"], epl_method="published")
@@ -143,7 +144,7 @@ PLOTTERS = {"plot_comparison": plot_comparison, "plot_epl": plot_epl,
 
 def evaluation(truth, rng) -> pd.DataFrame:
     noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), rng=rng,
-                    spec=Spec.e2e(LEVELS))
+                    spec=Spec.e2e(LEVELS), accounted_elsewhere=True)
     return evaluate(noisy, truth, queries=["total"], epl_method="published")
 
 
@@ -187,7 +188,8 @@ def test_compare_output_and_result_plot_follow_the_same_rule(truth, tmp_path):
     with pytest.raises(PostprocError, match="pass confidential=True"):
         done.plot(ax=Figure().subplots())
     assert done.plot(ax=Figure().subplots(), confidential=True).figure.get_suptitle()
-    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), spec=Spec.e2e(LEVELS))
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(1, LEVELS), spec=Spec.e2e(LEVELS),
+                    accounted_elsewhere=True)
     # a seeded sampler on release measurements: the result is not safe for release, yet its
     # errors are computed against the release's confidential truth
     sampled = postprocess(noisy, "sampling", Spec.e2e(LEVELS), rng=3, sweeps=1)

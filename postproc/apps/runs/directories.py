@@ -637,8 +637,9 @@ def run_compare(config: Any, methods: str | Sequence[str], *, out: str | Path | 
             log("SIMULATION MODE: seeded randomness, reproducible by anyone with the seed")
         truth = pipeline.load_truth(config)
         # measure checks the data against the spec before drawing any noise
+        # accounted here: measured once per comparison, under the output directory's lock
         noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                        publish=config.publish(), spec=config.spec)
+                        publish=config.publish(), spec=config.spec, accounted_elsewhere=True)
         log(f"measured once; comparing {', '.join(names)} on the same measurements")
         table = compare_methods(noisy, truth, names, config.spec, rng=config.rng,
                                 epl_method=epl_method, progress=progress, queries=queries,

@@ -434,8 +434,10 @@ def _measurements(config: RunConfig, directory: Path, truth: Hierarchy, checkpoi
         return noisy, checkpoint
     # the fingerprint goes first: measurements on disk always have one to be checked against
     _write_fingerprint(directory, data_fingerprint(truth))
+    # accounted here: a run measures once, under the output directory's lock, and a resume
+    # reuses the saved measurements (docs/release.md, "One run, one output")
     noisy = measure(truth, config.workload, config.budget, config.mechanism, config.rng,
-                    spec=config.spec)
+                    spec=config.spec, accounted_elsewhere=True)
     # and the checkpoint: saved measurements always have the settings they were made with
     checkpoint = Checkpoint.new(directory / "checkpoint.json", config, error_table=wants_errors)
     checkpoint.save()
