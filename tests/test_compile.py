@@ -236,7 +236,7 @@ def test_linear_rhs_errors_name_the_constraint():
     with pytest.raises(SpecError, match=r"^c.toml, line 6: constraint 'bad': bad query"):
         compile_spec(bad_query, SCHEMA, GEO, published())
     answers = Spec(constraints=(linear("a", "marginal(va)", "<=", 1, answers=[2]),))
-    with pytest.raises(SpecError, match=r"answers \[2\] out of range.*2 answers \(0..1\)"):
+    with pytest.raises(SpecError, match=r"answer 2 is out of range; it has 2 answers \(0..1\)"):
         compile_spec(answers, SCHEMA, GEO, {})
 
 
