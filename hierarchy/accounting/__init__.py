@@ -15,6 +15,11 @@ What a configuration costs, in every notion the toolkit reports (docs/accounting
 * **MOE ↔ parameter** calibration for the geometric and discrete Gaussian mechanisms, and the
   exact coverage ``P[|noise| ≤ MOE]`` of SafeTab's nominally 95 % margins
   (:func:`coverage_geometric`, :func:`coverage_discrete_gaussian`);
+* **amplification by sampling**: a mechanism run on a secret random sample, Poisson at rate q
+  (neighbours add or remove one person) or m of n without replacement (neighbours substitute
+  one record), is ``log(1 + q(e^ε − 1))``-DP (:func:`amplify_poisson`,
+  :func:`amplify_without_replacement`, :func:`amplify_loss`); the Poisson-subsampled Gaussian
+  has an RDP curve at integer orders (:func:`rdp_sampled_gaussian`, :class:`SampledRDPCurve`);
 * **levels of groups of several kinds** sharing one stability ``s`` cost ``s`` times the
   costliest kind at every Rényi order (:func:`compose_group_kinds`);
 * **exact budget splits** in :class:`fractions.Fraction`, so "fractions sum to 1" has no float
@@ -29,6 +34,7 @@ Everything here is a pure function of its arguments or a frozen dataclass. The m
 mechanisms, :class:`RDPCurve`, composition), :mod:`~hierarchy.accounting.conversions` (to (ε, δ)),
 :mod:`~hierarchy.accounting.moe` (MOE calibration and coverage),
 :mod:`~hierarchy.accounting.groups` (a level of groups of several kinds),
+:mod:`~hierarchy.accounting.sampling` (amplification by sampling),
 :mod:`~hierarchy.accounting.reports` (:class:`PrivacyLoss`, :func:`account_levels`) and
 :mod:`~hierarchy.accounting.moe_levels` (:func:`account_moe`), and
 :mod:`~hierarchy.accounting.safetab_paper` (the SafeTab paper's closed form for the geometric
@@ -86,6 +92,18 @@ from hierarchy.accounting.rdp import (
 )
 from hierarchy.accounting.reports import LevelsAccounting, PrivacyLoss, account_levels
 from hierarchy.accounting.safetab_paper import rdp_geometric_safetab_paper, with_safetab_paper_tau
+from hierarchy.accounting.sampling import (
+    MAX_INTEGER_ORDER,
+    AmplifiedLoss,
+    SampledRDPCurve,
+    amplify_loss,
+    amplify_poisson,
+    amplify_without_replacement,
+    check_sample_rate,
+    check_sample_size,
+    rdp_sampled_gaussian,
+    sampling_assumption,
+)
 
 __all__ = [
     "as_fraction", "split_budget", "allocate_budget",
@@ -99,4 +117,7 @@ __all__ = [
     "NOMINAL_COVERAGE", "LevelCurve", "compose_group_kinds",
     "PrivacyLoss", "LevelsAccounting", "account_levels", "CalibratedCount", "MOELevel",
     "MOEAccounting", "account_moe", "rdp_geometric_safetab_paper", "with_safetab_paper_tau",
+    "check_sample_rate", "check_sample_size", "amplify_poisson", "amplify_without_replacement",
+    "sampling_assumption", "AmplifiedLoss", "amplify_loss", "rdp_sampled_gaussian",
+    "SampledRDPCurve", "MAX_INTEGER_ORDER",
 ]

@@ -11,8 +11,11 @@ Sub-commands:
   analytic and numeric, and — always — SafeTab's two-step-only and full algorithms (TotalOnly
   groups at the full group budget) side by side for the same MOEs, exact and by the SafeTab
   paper's Corollary 1. ``--full-algorithm`` makes the full algorithm the accounting shown.
-* ``postproc account convert (--epsilon E | --rho R) [--delta D] [--sensitivity S] [--json]``
-  — one mechanism's loss in every notion (:meth:`hierarchy.accounting.PrivacyLoss.of`).
+* ``postproc account convert (--epsilon E | --rho R) [--delta D] [--sensitivity S]
+  [--sample-rate Q | --sample-size M --population N] [--json]`` — one mechanism's loss in every
+  notion (:meth:`hierarchy.accounting.PrivacyLoss.of`); with a sampling design, beside it the
+  loss amplified by a secret sample and the assumption that takes
+  (:func:`hierarchy.accounting.amplify_loss`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from postproc.errors import PostprocError
 
 if TYPE_CHECKING:
-    from hierarchy.accounting import MOEAccounting, PrivacyLoss
+    from hierarchy.accounting import AmplifiedLoss, MOEAccounting, PrivacyLoss
 
 ORDER = 60
 
@@ -78,7 +81,10 @@ def register(subparsers: Any) -> None:
     convert = sub.add_parser(
         "convert", help="one mechanism's loss in every notion",
         description="Pure epsilon (geometric mechanism) or zCDP rho to (epsilon, delta) via RDP "
-                    "and via zCDP (analytic and numeric).")
+                    "and via zCDP (analytic and numeric). With --sample-rate or --sample-size, "
+                    "also the loss of the mechanism run on a secret random sample: each "
+                    "(epsilon, delta) becomes (log(1 + q(e^epsilon - 1)), q delta), q the "
+                    "sampling fraction (docs/accounting.md, 'Amplification by sampling').")
     budget = convert.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, metavar="E",
                         help="pure-DP budget of a geometric mechanism (>= 0)")
@@ -87,6 +93,19 @@ def register(subparsers: Any) -> None:
                          help="delta, in (0, 1) (default 1e-10)")
     convert.add_argument("--sensitivity", type=int, default=1, metavar="S",
                          help="L1 sensitivity of the geometric mechanism's query (default 1)")
+    design = convert.add_mutually_exclusive_group()
+    design.add_argument("--sample-rate", type=float, metavar="Q",
+                        help="the mechanism ran on a Poisson sample: each person kept "
+                             "independently with probability Q, in (0, 1]; who is in the sample "
+                             "is secret. Neighbours add or remove one person")
+    design.add_argument("--sample-size", type=int, metavar="M",
+                        help="the mechanism ran on M persons drawn uniformly without "
+                             "replacement from --population N; who is in the sample is secret. "
+                             "Neighbours substitute one person's record: give the epsilon and "
+                             "--sensitivity for that relation (2 for a histogram)")
+    convert.add_argument("--population", type=int, metavar="N",
+                         help="the number of persons the --sample-size sample was drawn from "
+                              "(N >= M)")
     convert.add_argument("--json", action="store_true", help="print one JSON object")
     convert.set_defaults(func=run)
 
@@ -153,6 +172,14 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.rho is not None:
         _option("--rho", acc.check_rho, args.rho)
     _option("--sensitivity", acc.check_sensitivity, args.sensitivity)
+    if (args.sample_size is None) != (args.population is None):
+        raise PostprocError("--sample-size and --population go together (a sample of M of N "
+                            "persons drawn without replacement); for a Poisson sample give "
+                            "--sample-rate alone")
+    if args.sample_rate is not None:
+        _option("--sample-rate", acc.check_sample_rate, args.sample_rate)
+    if args.sample_size is not None:
+        _option("--sample-size", acc.check_sample_size, args.sample_size, args.population)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -160,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
 
     Every numeric option is checked first, so that an error names the option and its range.
     """
-    from hierarchy.accounting import PrivacyLoss, account_moe
+    from hierarchy.accounting import PrivacyLoss, account_moe, amplify_loss
 
     _check_options(args)
     if args.account_command == "moe":
@@ -176,10 +203,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         loss = PrivacyLoss.of(epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                               sensitivity=args.sensitivity)
+        sampled = None
+        if args.sample_rate is not None or args.sample_size is not None:
+            sampled = amplify_loss(loss, rate=args.sample_rate, sample_size=args.sample_size,
+                                   population=args.population)
         if args.json:
-            print(json.dumps({**loss.to_dict(), "delta": loss.delta}, indent=2))
+            data = {**loss.to_dict(), "delta": loss.delta}
+            if sampled is not None:
+                data["sampling"] = sampled.to_dict()
+            print(json.dumps(data, indent=2))
         else:
-            print(_loss_table(loss))
+            print(_loss_table(loss) if sampled is None else _sampled_loss_table(loss, sampled))
     return 0
 
 
@@ -290,3 +324,28 @@ def _loss_table(loss: PrivacyLoss) -> str:
             (f"zCDP -> (eps, delta={loss.delta:g}), numeric", f"{loss.zcdp_epsilon_numeric:.6f}")]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value:>12}" for name, value in rows)
+
+
+def _sampled_loss_table(loss: PrivacyLoss, sampled: AmplifiedLoss) -> str:
+    """The loss on everyone and amplified by the sample, side by side, under the assumption."""
+    def number(value: float | None) -> str:
+        return "-" if value is None else f"{value:.6f}"
+
+    rows = [("pure DP epsilon", number(loss.pure_epsilon), number(sampled.pure_epsilon)),
+            ("zCDP rho", number(loss.rho), "-"),
+            ("RDP -> (eps, delta)", number(loss.rdp_epsilon), number(sampled.rdp_epsilon)),
+            ("zCDP -> (eps, delta), analytic", number(loss.zcdp_epsilon_analytic),
+             number(sampled.zcdp_epsilon_analytic)),
+            ("zCDP -> (eps, delta), numeric", number(loss.zcdp_epsilon_numeric),
+             number(sampled.zcdp_epsilon_numeric)),
+            ("delta", f"{loss.delta:g}", f"{sampled.delta:g}")]
+    width = max(len(name) for name, _, _ in rows)
+    lines = [f"The sampled column {sampled.assumption}.", "",
+             f"{'':<{width}}  {'unamplified':>12}  {'sampled':>12}"]
+    lines += [f"{name:<{width}}  {whole:>12}  {part:>12}" for name, whole, part in rows]
+    q = f"{sampled.rate:g}" if sampled.sample_size is None else \
+        f"{sampled.sample_size}/{sampled.population}"
+    lines += ["", textwrap.fill(
+        f"sampled: each (epsilon, delta) of the unamplified column becomes (log(1 + q(e^epsilon "
+        f"- 1)), q delta) with q = {q}; zCDP rho is not amplified by these bounds.", width=78)]
+    return "\n".join(lines)
