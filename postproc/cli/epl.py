@@ -1,7 +1,8 @@
 """``postproc epl``: the empirical privacy loss of a file of errors.
 
-``postproc epl --errors FILE [--method published|improved] [--bandwidth H] [--percentile P]
-[--multiplier M] [--reach R] [--precision F] [--n-boot B] [--seed S] [--json]`` reads
+``postproc epl --errors FILE [--method published|improved] [--settings default|paper]
+[--bandwidth H] [--percentile P] [--multiplier M] [--reach R] [--precision F] [--n-boot B]
+[--seed S] [--json]`` reads
 ``DP − exact`` errors from ``FILE`` (a ``.npy`` array, or a one-column CSV with or without a
 header line) and prints :func:`postproc.evaluation.epl.estimate_epl`'s result: a short summary, or
 with ``--json`` one object with keys ``epl, ci_low, ci_high, n, method, kind, parameters, reason``
@@ -44,6 +45,10 @@ def register(subparsers: Any) -> None:
                         help=".npy array or one-column CSV (header line optional)")
     parser.add_argument("--method", choices=["improved", "published"], default="improved",
                         help="estimator (default improved)")
+    parser.add_argument("--settings", choices=["default", "paper"],
+                        help="published: named settings (default: bandwidth factor 0.1, window "
+                             "+-max(|q5|, |q95|); paper: Flaxman 2019's bandwidth factor 0.15, "
+                             "window +-1.5 x the 95th percentile of |error|)")
     parser.add_argument("--bandwidth", type=float, metavar="H",
                         help="improved: bin width in counts, the resolution (default 1, or the "
                              "spacing of the errors' lattice); published: scipy's bandwidth "
@@ -237,7 +242,10 @@ def _summary(result: EPLResult) -> str:
         lines.append(f"n = {result.n} errors" + (f"; {settings}" if settings else ""))
         return "\n".join(lines)
     if result.method == "published":
-        lines.append(f"n = {result.n} errors; percentile {p['percentile']:g}, multiplier "
+        lines.append(f"n = {result.n} errors; "
+                     + ("settings paper (window from the percentile of |error|); "
+                        if p.get("settings") == "paper" else "")
+                     + f"percentile {p['percentile']:g}, multiplier "
                      f"{p['multiplier']:g}, bandwidth factor {p['bandwidth']:g}"
                      + (f"; window [{p['window'][0]:g}, {p['window'][1]:g})"
                         if "window" in p else ""))
@@ -264,11 +272,12 @@ def run(args: argparse.Namespace) -> int:
                                 "improved only (the published estimator has a percentile window "
                                 "and no interval)")
         options.update({k: v for k, v in [("percentile", args.percentile),
-                                          ("multiplier", args.multiplier)] if v is not None})
+                                          ("multiplier", args.multiplier),
+                                          ("settings", args.settings)] if v is not None})
     else:
-        if args.percentile is not None or args.multiplier is not None:
-            raise PostprocError("--percentile and --multiplier apply to --method published "
-                                "only (the improved estimator's window is --reach)")
+        if any(v is not None for v in (args.percentile, args.multiplier, args.settings)):
+            raise PostprocError("--percentile, --multiplier and --settings apply to --method "
+                                "published only (the improved estimator's window is --reach)")
         options.update({k: v for k, v in [("reach", args.reach), ("precision", args.precision),
                                           ("n_boot", args.n_boot)] if v is not None})
         options["rng"] = args.seed

@@ -17,6 +17,14 @@ with one person moved between two leaves in different top-level subtrees; each m
 ``neighbour_runs`` times on each at every ε of ``neighbour_epsilons``, and the direct estimator
 (:func:`postproc.evaluation.epl.direct_epl`) compares the released values of the two leaves that
 differ.
+
+Two additions (issue 39): the direct estimate on the **tail events** ``{error ≥ k}`` and
+``{error ≤ −k}`` of the source leaf, from the same D/D′ runs
+(:func:`postproc.evaluation.epl.direct_tail_epl`, at the thresholds ``tail_k``), beside its exact
+value for GDPC and ADPC (``tail_epl.csv``, figure ``tail_epl``); and the published estimator at
+the leaves with **the paper's own KDE settings** (bandwidth factor 0.15, window 1.5 × the 95th
+percentile of ``|e|``) beside the toolkit's (``published_settings.csv``, figure
+``published_settings``; columns ``epl_published_paper`` of ``epl_by_epsilon.csv``).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from hierarchy.randomness import Randomness
-from postproc.apps.experiments import _neighbours
+from postproc.apps.experiments import _neighbours, _tail_events
 from postproc.apps.experiments._common import (
     Output,
     describe_grid,
@@ -36,7 +44,7 @@ from postproc.apps.experiments._common import (
     new_figure,
     plain_log_axis,
 )
-from postproc.evaluation.epl import improved_epl, published_epl
+from postproc.evaluation.epl import improved_epl
 from postproc.evaluation.metrics import error_metrics
 from postproc.methods.baselines import adpc, flaxman_population, gdpc, hay, rdpc
 
@@ -50,12 +58,13 @@ LABELS = {"gdpc": "GDPC (geometric on leaves)", "adpc": "ADPC (mean of P = 4 run
 FULL = {"persons": 10_000_000, "levels": 3, "mean_leaf": 100.0, "replicates": 10,
         "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0], "show_epsilon": 1.0, "seed": 2019,
         "n_boot": 200, "neighbour_persons": 6_400, "neighbour_mean_leaf": 100.0,
-        "neighbour_runs": 200_000, "neighbour_epsilons": [0.25, 0.5, 1.0, 2.0]}
+        "neighbour_runs": 200_000, "neighbour_epsilons": [0.25, 0.5, 1.0, 2.0],
+        "tail_k": [0, 1, 2, 4, 8]}
 #: C = 46 children per node at every level (97,336 leaves); the D/D′ tree has C = 4 (64 leaves).
 QUICK = {"persons": 1_000_000, "levels": 3, "mean_leaf": 10.0, "replicates": 2,
          "epsilons": [0.5, 1.0, 2.0], "show_epsilon": 1.0, "seed": 2019, "n_boot": 50,
          "neighbour_persons": 6_400, "neighbour_mean_leaf": 100.0, "neighbour_runs": 20_000,
-         "neighbour_epsilons": [0.5, 2.0]}
+         "neighbour_epsilons": [0.5, 2.0], "tail_k": [0, 1, 2, 4, 8]}
 
 
 def _errors(population, method: str, epsilon: float, replicates: int, rnd: Randomness,
@@ -125,7 +134,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                        "mae": metrics["mae"], "mean_abs": metrics["mean_abs"],
                        "rmse": metrics["rmse"]}
                 if j == depth:
-                    row["epl_published"] = published_epl(e).epl
+                    row.update(_tail_events.leaf_published(e))
                     if float(epsilon) == show:
                         curves[method] = estimate
                         residuals[method] = e
@@ -139,7 +148,9 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
               f"EPL (improved estimator, 95% interval) and errors of every level "
               f"(0 = root, {depth} = leaves) for each method and ε, errors pooled over "
               f"{params['replicates']} replicates; epl_published is the published estimator "
-              f"at the leaves.")
+              f"at the leaves, epl_published_paper the same with Flaxman (2019)'s KDE settings "
+              f"(bandwidth factor 0.15, window 1.5 × the 95th percentile of |e|), "
+              f"window_published and window_published_paper the half-widths of their windows.")
     leaf = table[table["level"] == depth]
     wide = leaf.pivot(index="epsilon", columns="method", values="epl")[list(METHODS)]
     wide = wide.reset_index()
@@ -148,6 +159,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
     out.table("leaf_epl", wide, "Leaf-level EPL (improved estimator) of each method by ε; "
               "epl_over_epsilon_gdpc should be ≈ 1.")
     _figure_epl(out, leaf, depth)
+    settings = _published_settings(out, leaf, params)
     if curves:
         _figure_residuals(out, residuals, show)
         _figure_curves(out, curves, show)
@@ -155,6 +167,7 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
                 for e, v in zip(wide["epsilon"], wide[m])}
     ordered = bool(((wide["gdpc"] > wide["adpc"]) & (wide["adpc"] > wide["rdpc"])).all())
     headline["ordering_gdpc_gt_adpc_gt_rdpc_at_every_epsilon"] = ordered
+    headline.update(settings)
     small = _neighbour_experiment(out, params, rnd, wide)
     headline.update(small)
     ran = (f"N = {int(params['persons']):,} persons on a tree of J = {depth} levels below the "
@@ -164,7 +177,8 @@ def run(out: Output, *, quick: bool = False, **overrides: Any) -> dict[str, Any]
            f"ε = {show:g}; EPL intervals from {params['n_boot']} bootstrap draws; D/D′: "
            f"{int(params['neighbour_persons']):,} persons, {int(params['neighbour_runs']):,} "
            f"runs per dataset, method and ε at ε ∈ "
-           f"{describe_grid(params['neighbour_epsilons'])}.")
+           f"{describe_grid(params['neighbour_epsilons'])}, tail events at k ∈ "
+           f"{describe_grid(params['tail_k'])}.")
     return {"parameters": {**params, "children": population.children,
                            "leaves": int(population.leaves.size)}, "headline": headline,
             "ran": ran}
@@ -195,13 +209,54 @@ def _neighbour_experiment(out: Output, params: dict, rnd: Randomness,
               f"Population: {_neighbours.describe(truth)}. residual_epl: the leaf EPL of the "
               f"residual (improved) estimator on the large population at the same ε.")
     _figure_neighbours(out, table, curves, int(params["levels"]))
+    tails = _tail_events.tail_table(curves, table, params["tail_k"], int(params["levels"]))
+    out.table("tail_epl", tails,
+              f"Direct estimate on tail events (postproc.evaluation.epl.direct_tail_epl) of the "
+              f"source leaf, from the same {runs:,} runs per dataset: epl is the larger of "
+              f"|log P(X ≥ c + k | D) − log P(X ≥ c + k | D′)| (upper) and "
+              f"|log P(X ≤ c − k | D) − log P(X ≤ c − k | D′)| (lower), c the leaf's exact "
+              f"count on D; ci_low, ci_high its 95% interval (Bonferroni over the two tails); "
+              f"tail the one attaining it; upper, lower the signed log ratios with their "
+              f"standard errors; upper_d … lower_neighbour the runs in each tail on D and D′; "
+              f"estimable is false, with the reason, when a count is below 100. exact: the "
+              f"value from the noise's pmf (GDPC: ε at every k; ADPC: the mean of "
+              f"{_neighbours.ADPC_RUNS} geometric noises at ε/{_neighbours.ADPC_RUNS}; RDPC has "
+              f"no closed form).")
+    _tail_events.figure_tails(out, tails, LABELS)
     source = table[table["unit"] == "source leaf"].pivot(index="epsilon", columns="method",
                                                          values="epl")
     headline: dict[str, Any] = {f"direct {m}@{e:g}": float(source.loc[e, m])
                                 for e in source.index for m in _neighbours.METHODS}
     headline["direct_ordering_gdpc_gt_adpc_gt_rdpc_at_every_epsilon"] = bool(
         ((source["gdpc"] > source["adpc"]) & (source["adpc"] > source["rdpc"])).all())
+    estimated = tails[tails["estimable"]]
+    gdpc = estimated[estimated["method"] == "gdpc"]
+    headline["tail_gdpc_exact_inside_every_interval"] = bool(
+        ((gdpc["ci_low"] <= gdpc["exact"]) & (gdpc["exact"] <= gdpc["ci_high"])).all())
+    adpc = estimated[estimated["method"] == "adpc"]
+    headline["tail_adpc_below_epsilon_at_every_k"] = bool((adpc["epl"] < adpc["epsilon"]).all())
+    headline["tail_thresholds_estimable"] = f"{len(estimated)} of {len(tails)}"
     return headline
+
+
+def _published_settings(out: Output, leaf: pd.DataFrame, params: dict) -> dict[str, float]:
+    """The leaf EPL of the published estimator with the toolkit's and the paper's settings:
+    table, figure and headline numbers."""
+    columns = ["method", "epsilon", "n", "epl", "epl_published", "epl_published_paper",
+               "window_published", "window_published_paper"]
+    table = leaf[columns].rename(columns={"epl": "epl_improved"}).sort_values(
+        ["epsilon", "method"], kind="stable").reset_index(drop=True)
+    out.table("published_settings", table,
+              f"Leaf-level EPL of each method and ε ({params['replicates']} replicates pooled): "
+              f"the improved estimator; the published one with this toolkit's settings "
+              f"(epl_published: scipy bandwidth factor 0.1, window ± max(|q5|, |q95|)); and "
+              f"with Flaxman (2019)'s own KDE settings (epl_published_paper: factor 0.15, window "
+              f"± 1.5 × the 95th percentile of |e|); window_*: the windows' half-widths.")
+    _tail_events.figure_settings(out, leaf, list(METHODS), LABELS)
+    return {f"published{' (paper settings)' if paper else ''} {m}@{e:g}": float(v)
+            for m, e, ours, theirs in zip(table["method"], table["epsilon"],
+                                          table["epl_published"], table["epl_published_paper"])
+            for paper, v in ((False, ours), (True, theirs)) if m == "gdpc"}
 
 
 def _figure_neighbours(out: Output, table: pd.DataFrame, curves: dict, depth: int) -> None:

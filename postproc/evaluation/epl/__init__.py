@@ -26,15 +26,23 @@ the largest absolute log ratio. For the two-sided geometric mechanism of paramet
     ``|log p̂(k) − log p̂′(k)|`` over the window, each pmf fitted by the same smoother, with the
     same interval and the same rule for a bound.
 
+Beside them, :func:`direct_tail_epl` estimates the loss on the tail events ``{error ≥ k}`` and
+``{error ≤ −k}`` from the same runs on ``D`` and ``D′`` (a :class:`TailEPL` per threshold, each
+with the counts behind it, or *not estimable* when a tail holds too few runs), and
+:func:`exact_tail_epl` computes it for additive noise of known pmf. ``published_epl(...,
+settings="paper")`` runs the published recipe with Flaxman (2019)'s own KDE settings
+(:data:`PUBLISHED_SETTINGS`).
+
 ``docs/epl.md`` argues the design and reports a simulation study of bias, coverage and the rate
 of numbers, bounds and undefined results (``benchmarks/bench_epl_study.py``).
 
 Modules: :mod:`~postproc.evaluation.epl.result` (:class:`EPLResult`),
 :mod:`~postproc.evaluation.epl.published`,
 :mod:`~postproc.evaluation.epl.improved` (with binning and windows),
-:mod:`~postproc.evaluation.epl.direct`, ``_smooth`` (the penalized Poisson fits, their draws, and
-the maximum with its interval) and ``_kernel`` (the Gaussian kernel sums of the published
-estimator's fast path). Every public name is importable from :mod:`postproc.evaluation.epl` itself.
+:mod:`~postproc.evaluation.epl.direct`, :mod:`~postproc.evaluation.epl.tail` (tail events),
+``_smooth`` (the penalized Poisson fits, their draws, and the maximum with its interval) and
+``_kernel`` (the Gaussian kernel sums of the published estimator's fast path). Every public
+name is importable from :mod:`postproc.evaluation.epl` itself.
 """
 
 from __future__ import annotations
@@ -55,11 +63,13 @@ from postproc.evaluation.epl.improved import (  # noqa: F401
     default_bandwidth,
     improved_epl,
 )
-from postproc.evaluation.epl.published import published_epl
+from postproc.evaluation.epl.published import PUBLISHED_SETTINGS, published_epl
 from postproc.evaluation.epl.result import METHODS, EPLResult, epl_kind, epl_text, unbounded
+from postproc.evaluation.epl.tail import MIN_TAIL_COUNT, TailEPL, direct_tail_epl, exact_tail_epl
 
 __all__ = ["EPLResult", "METHODS", "estimate_epl", "published_epl", "improved_epl", "direct_epl",
-           "default_bandwidth", "unbounded", "epl_kind", "epl_text"]
+           "default_bandwidth", "unbounded", "epl_kind", "epl_text", "direct_tail_epl",
+           "exact_tail_epl", "TailEPL", "MIN_TAIL_COUNT", "PUBLISHED_SETTINGS"]
 
 
 def estimate_epl(errors: Any, *, method: str = "improved", **params: Any) -> EPLResult:

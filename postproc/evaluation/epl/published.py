@@ -12,14 +12,26 @@ from postproc.evaluation.epl._checks import _as_errors, _check_memory, _degenera
 from postproc.evaluation.epl._kernel import _compress, _gaussian_sums
 from postproc.evaluation.epl.result import EPLResult, _undefined
 
-__all__ = ["published_epl"]
+__all__ = ["published_epl", "PUBLISHED_SETTINGS"]
+
+#: The named settings of :func:`published_epl` (``settings=``): the KDE's bandwidth factor and
+#: the window. ``default`` is the recipe of Petti & Flaxman's re-runs of 2020, this toolkit's
+#: ``published`` method: bandwidth factor 0.1, window ``±max(|q₅|, |q₉₅|)`` of the errors.
+#: ``paper`` is Flaxman (2019)'s own: bandwidth factor 0.15, window ``±1.5 × q₉₅(|e|)``, the
+#: 95th percentile of the absolute errors. ``window`` names the rule: ``two-sided`` takes
+#: ``m · max(|q_{100−P}|, |q_P|)`` of the errors, ``absolute`` takes ``m · q_P`` of ``|e|``.
+PUBLISHED_SETTINGS = {
+    "default": {"bandwidth": 0.1, "percentile": 95.0, "multiplier": 1.0, "window": "two-sided"},
+    "paper": {"bandwidth": 0.15, "percentile": 95.0, "multiplier": 1.5, "window": "absolute"},
+}
 
 _MAX_WINDOW = 10_000_000   # grid points of the window, as for the improved estimator's grid
 _BYTES_PER_POINT = 64.0    # edges, midpoints, densities, ratios and temporaries per point
 
 
-def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 1.0,
-                  bandwidth: float = 0.1, fast: bool | None = None) -> EPLResult:
+def published_epl(errors: Any, *, settings: str = "default", percentile: float | None = None,
+                  multiplier: float | None = None, bandwidth: float | None = None,
+                  fast: bool | None = None) -> EPLResult:
     """The published residual EPL estimator of Flaxman (2019), reproduced exactly.
 
     ``docs/epl.md``, "The published estimator, reproduced", states the recipe.
@@ -28,18 +40,25 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
     ``b = m · max(|lo|, |hi|)``; ``edges = numpy.arange(−b, b, 1)``; ``x`` = midpoints of
     consecutive edges; ``f(x) = N · scipy.stats.gaussian_kde(e, bw_method=h)(x)``, where ``h`` is
     scipy's bandwidth *factor* (kernel sd = ``h`` × sample sd); ``EPL(x) = log f(x) / f(x + 1)``
-    for consecutive points; ``EPL = max |EPL(x)|``.
+    for consecutive points; ``EPL = max |EPL(x)|``. With ``settings="paper"`` (Flaxman 2019's
+    own settings) the window is ``b = m · q_P(|e|)``, the ``P``-th percentile of the absolute
+    errors, with ``m = 1.5`` and ``h = 0.15`` (:data:`PUBLISHED_SETTINGS`).
 
     Parameters
     ----------
     errors : array_like, 1-D
         ``DP − exact`` for the units of one level and one query.
-    percentile : float
-        ``P`` of the window, in (50, 100].
-    multiplier : float
-        ``m``, the window's half-width in units of the larger percentile.
-    bandwidth : float
-        ``h``, scipy's bandwidth factor.
+    settings : {'default', 'paper'}
+        The named settings the other options default to: ``default`` (bandwidth factor 0.1,
+        window ``±max(|q₅|, |q₉₅|)``, Petti & Flaxman's re-runs) or ``paper`` (Flaxman 2019:
+        bandwidth factor 0.15, window ``±1.5 × q₉₅(|e|)``). An option passed explicitly
+        overrides its setting; the window rule is the settings'.
+    percentile : float, optional
+        ``P`` of the window, in (50, 100] (95 in both settings).
+    multiplier : float, optional
+        ``m``, the window's half-width in units of the percentile (1, or 1.5 for ``paper``).
+    bandwidth : float, optional
+        ``h``, scipy's bandwidth factor (0.1, or 0.15 for ``paper``).
     fast : bool or None
         ``False`` evaluates with scipy (O(N × grid)); ``True`` uses the exact binned evaluation
         (distinct values × grid for integer errors, Taylor-corrected binning otherwise), equal to
@@ -49,14 +68,15 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
     -------
     EPLResult
         ``ci_low`` and ``ci_high`` are ``nan`` (the method has no interval); ``x`` are the
-        midpoints ``x`` of each ratio ``f(x)/f(x + 1)``. ``+inf`` with a ``reason`` when fewer than
-        two errors, all errors equal, a window with fewer than two midpoints, or a KDE that
-        underflows to 0 inside the window.
+        midpoints ``x`` of each ratio ``f(x)/f(x + 1)``; ``parameters`` records the ``settings``
+        and the ``percentile``, ``multiplier`` and ``bandwidth`` used. ``+inf`` with a ``reason``
+        when fewer than two errors, all errors equal, a window with fewer than two midpoints, or
+        a KDE that underflows to 0 inside the window.
 
     Raises
     ------
     PostprocError
-        Non-numeric, non-finite or non-1-D errors; a parameter out of range.
+        Non-numeric, non-finite or non-1-D errors; a parameter out of range; unknown settings.
 
     Examples
     --------
@@ -69,20 +89,24 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
     True
     >>> published_epl([3, 3, 3]).reason
     'all 3 errors equal 3: the error distribution is a point mass, whose log ratio ...'
+    >>> paper = published_epl(errors, settings="paper")       # Flaxman (2019)'s own settings
+    >>> paper.parameters["bandwidth"], paper.parameters["multiplier"], paper.parameters["window"]
+    (0.15, 1.5, [-9.0, 9.0])
     """
     e = _as_errors(errors)
-    percentile = _positive(percentile, "percentile")
-    if not 50 < percentile <= 100:
-        raise PostprocError(f"percentile must be in (50, 100], not {percentile}")
-    multiplier = _positive(multiplier, "multiplier")
-    bandwidth = _positive(bandwidth, "bandwidth (scipy's bandwidth factor)")
+    parameters = _settings(settings, percentile, multiplier, bandwidth)
+    percentile, multiplier, bandwidth = (parameters[name] for name in
+                                         ("percentile", "multiplier", "bandwidth"))
     n = int(e.size)
-    parameters = {"percentile": percentile, "multiplier": multiplier, "bandwidth": bandwidth}
     reason = _degenerate(e)
     if reason:
         return _undefined("published", n, parameters, reason)
-    lo, hi = np.percentile(e, [100 - percentile, percentile])
-    b = multiplier * max(abs(float(lo)), abs(float(hi)))   # a Python float: inf, no warning
+    if PUBLISHED_SETTINGS[settings]["window"] == "absolute":
+        reach = float(np.percentile(np.abs(e), percentile))
+    else:
+        lo, hi = np.percentile(e, [100 - percentile, percentile])
+        reach = max(abs(float(lo)), abs(float(hi)))
+    b = multiplier * reach                      # a Python float: inf, no warning
     points = 2 * b                              # may be inf for an absurd multiplier
     if points > _MAX_WINDOW:
         raise PostprocError(
@@ -121,3 +145,21 @@ def published_epl(errors: Any, *, percentile: float = 95.0, multiplier: float = 
     nan = float("nan")
     return EPLResult(epl=float(np.max(np.abs(epl_x))), ci_low=nan, ci_high=nan, n=n,
                      method="published", parameters=parameters, x=x[:-1], epl_x=epl_x)
+
+
+def _settings(settings: Any, percentile: Any, multiplier: Any, bandwidth: Any) -> dict[str, Any]:
+    """The checked options of :func:`published_epl`, each defaulting to its named settings'."""
+    if not isinstance(settings, str) or settings not in PUBLISHED_SETTINGS:
+        raise PostprocError(f"unknown settings {settings!r} of the published estimator; use one "
+                            f"of {', '.join(PUBLISHED_SETTINGS)}")
+    chosen = PUBLISHED_SETTINGS[settings]
+    percentile = _positive(chosen["percentile"] if percentile is None else percentile,
+                           "percentile")
+    if not 50 < percentile <= 100:
+        raise PostprocError(f"percentile must be in (50, 100], not {percentile}")
+    multiplier = _positive(chosen["multiplier"] if multiplier is None else multiplier,
+                           "multiplier")
+    bandwidth = _positive(chosen["bandwidth"] if bandwidth is None else bandwidth,
+                          "bandwidth (scipy's bandwidth factor)")
+    return {"percentile": percentile, "multiplier": multiplier, "bandwidth": bandwidth,
+            "settings": settings}
