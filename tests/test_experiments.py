@@ -285,7 +285,7 @@ def test_cli_runs_an_experiment_and_its_report(tmp_path, capsys):
     assert main(["experiment", "clark_dajani", "--quick", "--out", str(out), "--report"]) == 0
     assert "report:" in capsys.readouterr().out
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3
+    assert page.count("data:image/png;base64,") == 4       # with the trade-off curve
     assert "bottom_up_errors.csv" in page and "Headline numbers" in page
 
 

@@ -14,8 +14,9 @@
     and the SRS fraction each ε matches (jointly on error and EPL, and on error alone), the bias
     of county and ED totals by homogeneity index, and our numbers beside the paper's.
 ``clark_dajani``
-    Bottom-up (geometric noise on every detailed cell of the bottom level) L1 and L2 errors per
-    level and query against ε, with and without calibration to published state totals.
+    Bottom-up (geometric noise on every detailed cell of the bottom level) L1 and L2 errors and
+    the share of answers within ±k per level and query against ε, with and without calibration to
+    published state totals; the curve for choosing ε (``tradeoff.png``).
 
 Each writes CSV tables, PNG figures and ``summary.json`` (captions, parameters, headline numbers)
 into its output directory, with a sentence saying what this run ran (its own grid and sizes);
@@ -120,7 +121,7 @@ def run_experiment(name: str, out: str | Path | None = None, *, quick: bool = Fa
     ...                          epsilons=[1.0])
     >>> [t["file"] for t in summary["tables"]], [f["file"] for f in summary["figures"]]
     (['bottom_up_errors.csv', 'bottom_up_errors_by_seed.csv'], ['l1_vs_epsilon.png',
-    'l2_vs_epsilon.png', 'calibration.png'])
+    'l2_vs_epsilon.png', 'calibration.png', 'tradeoff.png'])
     >>> summary["parameters"]["units"]
     {'nation': 1, 'state': 2, 'county': 3, 'enum_dist': 156}
     >>> run_experiment("clark_dajani", quick=True, replicates=3)

@@ -10,6 +10,10 @@ answer) of the total, ``va_hisp_race`` and ``detailed`` answers of every level �
 to the published state totals either additively (least squares: every cell of a state shifted
 equally) or proportionally (cells clipped at 0, then scaled). The raw errors have a closed form — an
 answer summing ``m`` noisy cells has variance ``m·σ²`` — which the L2 figure overlays as a check.
+The share of answers within ±k of the truth (k ∈ {0, 1, 5, 10}) is in the tables beside L1 and L2,
+with its exact expectation for the raw mechanism (the law of a sum of ``m`` geometric draws), and
+the paper's curve for choosing ε — L1 and the shares against ε, one line per level — is the
+figure ``tradeoff`` (:mod:`postproc.evaluation.tradeoff`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from hierarchy.histograms import Hierarchy
+from hierarchy.mechanisms import get_mechanism
 from hierarchy.queries import detailed, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
@@ -36,6 +41,9 @@ from postproc.apps.experiments._common import (
 )
 from postproc.errors import PostprocError
 from postproc.evaluation.metrics import error_metrics
+from postproc.evaluation.tradeoff import DEFAULT_WITHIN, accuracy, expected_accuracy
+from postproc.evaluation.tradeoff_outputs import plot_tradeoff
+from postproc.gate import label_table
 from postproc.methods.baselines import bottom_up, calibrate_to_totals
 
 NAME = "clark_dajani"
@@ -178,7 +186,7 @@ def _error_rows(out: Output, truth: Hierarchy, params: dict[str, Any]) -> list[d
     geo = truth.geography
     # cells summed by each answer: bottom-level units below each unit × cells per answer
     below = [np.bincount(_ancestor(geo, li), minlength=geo.n_units(li)) for li in range(4)]
-    rows = []
+    rows, expected = [], {}
     bottom = geo.levels[-1]
     for epsilon in params["epsilons"]:
         for seed in params["seeds"]:
@@ -199,6 +207,9 @@ def _error_rows(out: Output, truth: Hierarchy, params: dict[str, Any]) -> list[d
                         dp = query.answer(est.histograms[li])
                         m = error_metrics(dp, exact)
                         cells = below[li] * (E2E_1940.size // query.n_answers)
+                        key = (method, float(epsilon), level, qname)
+                        if method == "bottom_up" and key not in expected:   # the exact law
+                            expected[key] = _expected_shares(z, cells, exact.shape[1])
                         rows.append({"method": method, "epsilon": float(epsilon),
                                      "sensitivity": sensitivity, "z": z,
                                      "seed": int(seed), "level": level, "query": qname,
@@ -207,9 +218,30 @@ def _error_rows(out: Output, truth: Hierarchy, params: dict[str, Any]) -> list[d
                                      "l1_total": m["mean_abs"] * exact.size,
                                      "l2_total": m["rmse"] * np.sqrt(exact.size),
                                      "rmse_theory": float(np.sqrt(variance * cells.mean()))
-                                     if method == "bottom_up" else float("nan")})
+                                     if method == "bottom_up" else float("nan"),
+                                     **_shares(dp - exact),
+                                     **expected.get(key, _expected_shares(None))})
         out.log(f"{NAME}: ε = {epsilon:g} done")
     return rows
+
+
+def _shares(errors: np.ndarray) -> dict[str, float]:
+    """The shares of answers within ±k of the truth, k in :data:`DEFAULT_WITHIN`."""
+    return {k: v for k, v in accuracy(errors, within=DEFAULT_WITHIN).items()
+            if k.startswith("within_")}
+
+
+def _expected_shares(z: float | None, cells: np.ndarray | None = None,
+                     answers: int = 1) -> dict[str, float]:
+    """The raw mechanism's exact expected L1 and shares within ±k, for answers that sum
+    ``cells`` noisy cells (one entry per unit, ``answers`` answers each); NaN without ``z``."""
+    if z is None:
+        return {"l1_theory": float("nan"),
+                **{f"expected_within_{k}": float("nan") for k in DEFAULT_WITHIN}}
+    law = expected_accuracy(get_mechanism("geometric"), z, np.repeat(cells, answers),
+                            within=DEFAULT_WITHIN)
+    return {"l1_theory": law["expected_l1"],
+            **{k: v for k, v in law.items() if k.startswith("expected_within_")}}
 
 
 def _error_table(out: Output, per_seed: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
@@ -221,7 +253,11 @@ def _error_table(out: Output, per_seed: pd.DataFrame, params: dict[str, Any]) ->
                   answers=("answers", "first"), l1=("l1", "mean"), l1_sd=("l1", "std"),
                   l2=("l2", "mean"), l2_sd=("l2", "std"), mae=("mae", "mean"),
                   l1_total=("l1_total", "mean"), l2_total=("l2_total", "mean"),
-                  rmse_theory=("rmse_theory", "first")).reset_index())
+                  rmse_theory=("rmse_theory", "first"),
+                  **{f"within_{k}": (f"within_{k}", "mean") for k in DEFAULT_WITHIN},
+                  l1_theory=("l1_theory", "first"),
+                  **{f"expected_within_{k}": (f"expected_within_{k}", "first")
+                     for k in DEFAULT_WITHIN}).reset_index())
     out.table("bottom_up_errors", table,
               f"Bottom-up errors per ε, level and query, mean over {len(params['seeds'])} "
               f"seeds, noise z = ε/Δ with sensitivity Δ = {sensitivity:g} (columns sensitivity "
@@ -230,7 +266,10 @@ def _error_table(out: Output, per_seed: pd.DataFrame, params: dict[str, Any]) ->
               f"answer (and their sums over answers, l1_total and l2_total = √Σe²); "
               f"rmse_theory is the exact expected RMSE of the raw mechanism. The calibrated "
               f"variants hit the published state totals: additive (every cell of a state "
-              f"shifted equally, least squares) or proportional (clipped at 0, then scaled).")
+              f"shifted equally, least squares) or proportional (clipped at 0, then scaled). "
+              f"within_k is the share of answers within ±k of the truth; l1_theory and "
+              f"expected_within_k the raw mechanism's exact expectations (from the law of a "
+              f"sum of m geometric draws).")
     out.table("bottom_up_errors_by_seed", per_seed, "The same, one row per seed.")
     return table
 
@@ -248,6 +287,25 @@ def _figures(out: Output, table: pd.DataFrame, sensitivity: float) -> None:
             "(√(m·Var), m noisy cells per answer) as dotted lines: the simulation sits on them.",
             theory=True)
     _figure_calibration(out, table)
+    _figure_tradeoff(out, table, sensitivity)
+
+
+def _figure_tradeoff(out: Output, table: pd.DataFrame, sensitivity: float) -> None:
+    """The curve for choosing ε (:func:`postproc.evaluation.tradeoff_outputs.plot_tradeoff`):
+    L1 and the shares within ±k of the raw mechanism, exact expectations dotted."""
+    raw = table[table["method"] == "bottom_up"]
+    curve = raw.assign(expected_l1=raw["l1_theory"],
+                       expected_l2=raw["rmse_theory"])
+    fig = plot_tradeoff(label_table(curve, "simulation"),
+                        title="bottom-up (noisy ED cells and their sums)")
+    out.figure("tradeoff", fig,
+               "The paper's curve for choosing ε: the bottom-up mechanism's L1 error (mean "
+               "absolute error per answer) and the share of answers within ±k of the truth "
+               f"(k = {', '.join(str(k) for k in DEFAULT_WITHIN)}) against ε, one line per "
+               f"level, for the total, va_hisp_race and detailed answers (noise z = ε/Δ, "
+               f"Δ = {sensitivity:g}); dotted: the exact expectations from the law of a sum of "
+               "m geometric draws. Small units reach the tolerances long before large ones: "
+               "an answer's error grows with the square root of the cells it sums.")
 
 
 def _headline(table: pd.DataFrame) -> dict[str, Any]:
