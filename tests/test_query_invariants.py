@@ -183,7 +183,7 @@ def test_a_query_invariant_may_not_share_a_constraints_name():
                                      rhs=0)])
 
 
-def test_a_run_from_a_config_holds_the_declared_query_exactly(tmp_path):
+def test_a_config_validates_and_its_run_holds_the_declared_query_exactly(tmp_path):
     persons = _persons(1500, seed=9)
     persons.to_csv(tmp_path / "people.csv", index=False)
     config = tmp_path / "run.toml"
@@ -227,6 +227,7 @@ levels = ["village"]
 [output]
 """)
     out = tmp_path / "out"
+    assert main(["validate", str(config)]) == 0
     assert main(["run", str(config), "--out", str(out), "--no-progress"]) == 0
     estimate = load_run(out).estimate
     truth = tabulate(persons, schema=SCHEMA, levels=LEVELS)

@@ -267,10 +267,8 @@ def _validate(config: RunConfig, log: Callable[[str], None]) -> Hierarchy:
     log(f"data: {persons}" + ", ".join(f"{lv} {truth.geography.n_units(lv):,}"
                                        for lv in config.levels))
     config.budget.check_against(config.workload, config.levels)
-    from hierarchy.measurement import published_statistics
-
-    stats = published_statistics(truth, config.publish())
-    compiled = compile_spec(config.spec, config.schema, truth.geography, stats)
+    compiled = compile_spec(config.spec, config.schema, truth.geography,
+                            config.published(truth))
     for lv in config.levels:
         lc = compiled[lv]
         log(f"spec at {lv}: {lc.n_rows} constraint rows from "
