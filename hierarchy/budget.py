@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Mapping, Sequence
 
+from hierarchy.display import budget_html
 from hierarchy.errors import HierarchyError
 from hierarchy.numbers import as_fraction
 from hierarchy.queries import Query, Workload
@@ -613,6 +614,11 @@ class Budget:
         except KeyError as exc:
             raise HierarchyError(f"a budget needs kind, total, level_fractions and "
                                  f"query_fractions; missing {exc}") from None
+
+    def _repr_html_(self) -> str:
+        """Notebook display: per level and query the shares and the resulting ε or ρ
+        (:func:`hierarchy.display.budget_html`)."""
+        return budget_html(self)
 
     def describe(self) -> str:
         """One line per level and query: the exact share."""

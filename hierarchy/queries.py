@@ -44,8 +44,7 @@ from hierarchy.schema import Schema
 __all__ = ["Query", "Workload", "detailed", "total", "marginal", "recode", "product",
            "parse_query", "check_query_name", "e2e_workload"]
 
-# Per-attribute block kinds.
-_SUM, _KEEP, _RECODE = "sum", "keep", "recode"
+_SUM, _KEEP, _RECODE = "sum", "keep", "recode"        # per-attribute block kinds
 
 
 @dataclass(frozen=True)
@@ -583,6 +582,7 @@ class Workload:
     """
 
     queries: tuple[Query, ...]
+    from hierarchy.display import workload_html as _repr_html_  # the notebook display
 
     def __post_init__(self):
         qs = tuple(self.queries)

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from hierarchy.display import schema_html
 from hierarchy.errors import HierarchyError
 
 __all__ = ["Attribute", "Schema", "E2E_1940", "E2E_1940_144", "get_schema", "SCHEMAS"]
@@ -183,6 +184,10 @@ class Schema:
             raise HierarchyError(f"cell {cell} is outside 0..{self.size - 1}")
         codes = np.unravel_index(int(cell), self.shape)
         return {a.name: a.labels[int(c)] for a, c in zip(self.attributes, codes)}
+
+    def _repr_html_(self) -> str:
+        """Notebook display: one row per attribute (:func:`hierarchy.display.schema_html`)."""
+        return schema_html(self)
 
     # -- serialization -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

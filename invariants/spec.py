@@ -541,6 +541,45 @@ class Spec:
                 raise SpecError(f"{_where(s.source, s.line)}sum {s.name!r} names unknown level "
                                 f"{s.level!r}; the geography's levels are {list(all_levels)}")
 
+    # -- display -------------------------------------------------------------------------------
+    def _repr_html_(self) -> str:
+        """Notebook display: one row per invariant, constraint and sum — what it holds and at
+        which levels (:func:`hierarchy.display.html_table`, every text escaped)."""
+        from hierarchy.display import counted, html_table, shorten
+
+        def levels(item: Any) -> str:
+            return "all" if item.levels == "all" else shorten(item.levels)
+
+        def query(item: Any) -> str:
+            answers = f" answers {shorten(item.answers)}" if item.answers is not None else ""
+            return f"{item.query}{answers}" if item.query else ""
+
+        rows = []
+        for i in self.invariants:
+            meaning = INVARIANTS[i.name][1] if i.name in INVARIANTS else "published exactly"
+            rows.append(("invariant", i.name, f"{query(i)}: {meaning}" if i.is_query
+                         else meaning, levels(i)))
+        for c in self.constraints:
+            if c.type == "catalogue":
+                what = CATALOGUE_CONSTRAINTS.get(c.name, "catalogue constraint")
+            elif c.type == "structural_zero":
+                what = f"structural zero: {query(c)} = 0"
+            else:
+                rhs = shorten(c.rhs) if isinstance(c.rhs, (list, tuple)) else c.rhs
+                what = f"{c.type}: {query(c)} {c.sense or ''} {'' if rhs is None else rhs}"
+            rows.append(("constraint", c.name, what.strip(), levels(c)))
+        rows += [("sum", s.name, f"{s.query} exact over {counted(len(s.groups), 'group')} of "
+                                 f"units", s.level) for s in self.sums]
+        caption = (f"Spec: {counted(len(self.invariants), 'invariant')}, "
+                   f"{counted(len(self.constraints), 'constraint')}"
+                   + (f", {counted(len(self.sums), 'sum')}" if self.sums else "")
+                   + (f" ({self.source})" if self.source else ""))
+        notes = [f"Unit attribute {self.unit_attribute} (occupied households: code "
+                 f"{self.household_level}); constraints imposed upward on parents too: "
+                 f"{'yes' if self.imply_upward else 'no'}."]
+        return html_table(["kind", "name", "what", "levels"], rows, caption=caption,
+                          notes=notes)
+
 
 def _entry_line(doc: TomlDocument, block: str, index: int, item: Mapping[str, Any]
                 ) -> int | None:

@@ -4,7 +4,8 @@ reference analysis.
 ``NAME`` is one of ``flaxman2019``, ``petti_flaxman``, ``clark_dajani`` (see
 :mod:`postproc.apps.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
 ``summary.json`` into ``DIR`` (default ``experiments/NAME``); ``postproc report DIR`` makes an HTML
-page of them. ``--quick`` runs a small variant in seconds (used by the tests).
+page of them. ``--quick`` runs a small variant (used by the tests) in under half a minute:
+:data:`QUICK_SECONDS`.
 ``--sensitivity D`` (``clark_dajani`` only) sets the sensitivity of the noisy cells, default 1.
 Experiments run in simulation mode: seeded, reproducible, never a release.
 """
@@ -15,6 +16,11 @@ import argparse
 from typing import Any
 
 ORDER = 35
+
+#: Wall-clock seconds of each ``--quick`` variant on this project's 2-core machine, rounded up
+#: (measured 7 December 2026 with ``nice -n 19`` beside a benchmark using both cores: 6.7, 22.7
+#: and 27.2 s, of which 5.9, 21.1 and 25.4 s CPU; each runs on one core).
+QUICK_SECONDS = {"clark_dajani": 7, "flaxman2019": 25, "petti_flaxman": 30}
 
 
 def experiment_names() -> list[str]:
@@ -48,7 +54,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", choices=experiment_names(), help="which analysis")
     p.add_argument("--out", metavar="DIR",
                    help="output directory (default experiments/NAME, or experiments/NAME-quick)")
-    p.add_argument("--quick", action="store_true", help="small, fast variant (seconds)")
+    times = ", ".join(f"{name} about {seconds} s" for name, seconds in QUICK_SECONDS.items())
+    p.add_argument("--quick", action="store_true",
+                   help=f"a small variant, for a first look and the tests: {times} on 2 cores "
+                        f"(the full analyses take longer: docs/experiments.md)")
     p.add_argument("--report", action="store_true", help="also write DIR/report.html")
     p.add_argument("--sensitivity", metavar="D",
                    help="clark_dajani only: sensitivity of the noisy ED cells, noise z = eps/D "

@@ -71,7 +71,7 @@ from hierarchy.queries import Query
 from postproc.errors import PostprocError
 from postproc.evaluation.epl import estimate_epl, unbounded
 from postproc.evaluation.metrics import METRICS, error_metrics
-from postproc.evaluation.tables import default_queries
+from postproc.evaluation.tables import EvaluationTable, default_queries
 from postproc.gate import combined_randomness, label_table, randomness_of
 from postproc.methods.baselines import TreeCounts, bottom_up, calibrate_to_totals, clip_negative
 from postproc.result import Provenance, Result, resolve_query
@@ -221,12 +221,14 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
 
     Returns
     -------
-    pandas.DataFrame
-        Columns ``level, query`` then :data:`EVALUATION_COLUMNS`. ``epl`` is the estimate with
-        its interval ``epl_ci_low``, ``epl_ci_high``; where the errors cannot pin it down it is
-        ``inf``, with ``epl_reason`` saying why, and ``epl_ci_low`` a one-sided lower bound when
-        one exists (``nan`` otherwise; ``inf`` for a query held invariant) — see
-        :class:`~postproc.evaluation.epl.EPLResult`.
+    EvaluationTable
+        A pandas DataFrame (:class:`~postproc.evaluation.tables.EvaluationTable`: in a notebook,
+        a compact table with units under its randomness banner), columns ``level, query`` then
+        :data:`EVALUATION_COLUMNS`. ``mae`` is the *median* absolute error, ``mean_abs`` the
+        mean. ``epl`` is the estimate with its interval ``epl_ci_low``, ``epl_ci_high``; where
+        the errors cannot pin it down it is ``inf``, with ``epl_reason`` saying why, and
+        ``epl_ci_low`` a one-sided lower bound when one exists (``nan`` otherwise; ``inf`` for
+        a query held invariant) — see :class:`~postproc.evaluation.epl.EPLResult`.
         ``attrs["randomness"]`` is the randomness label of ``result``'s measurements (none
         when it records none): the toolkit's writers and plotters keep a release-mode table to
         ``confidential/`` (:mod:`postproc.gate`). For a mapping, a ``method`` column (the
@@ -298,7 +300,7 @@ def evaluate(result: Any, truth: Hierarchy | TreeCounts, *,
             errors = (dp - exact).ravel()
             rows.append({"level": name, "query": query if isinstance(query, str) else query.name,
                          **metrics, **_epl_row(errors, epl_method, options, held)})
-    return label_table(pd.DataFrame(rows, columns=["level", "query", *EVALUATION_COLUMNS]),
+    return label_table(EvaluationTable(rows, columns=["level", "query", *EVALUATION_COLUMNS]),
                        randomness_of(result))
 
 

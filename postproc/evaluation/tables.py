@@ -13,25 +13,35 @@ query that determines it, named in the column ``measured``) and of the run's pos
 measurement nor the sum of the 24 ``va_hisp_race`` answers, and its error differs (usually
 larger). A run with ``--method noisy`` shows both, ``measured_mae`` and ``noisy_mae``;
 ``postproc compare``'s ``noisy`` rows are the latter.
+
+:class:`EvaluationTable` is the type of :func:`postproc.evaluation.evaluate.evaluate`'s table: a
+pandas DataFrame whose notebook display (:func:`evaluation_html`) is compact — the randomness
+label as a banner, the main columns with their units, numbers in the reports' one format.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
+from hierarchy.display import counted, html_table
 from hierarchy.errors import HierarchyError
 from hierarchy.histograms import Hierarchy
 from hierarchy.measurement import exact_answers
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import Workload, sparse_copy
 from postproc.errors import PostprocError
+from postproc.evaluation.epl import epl_text
 from postproc.evaluation.metrics import error_metrics
-from postproc.gate import label_table, randomness_of
+from postproc.gate import CONFIDENTIAL_BANNER, label_table, randomness_of, table_mode
+from postproc.reports.notes import epl_notes
+from postproc.reports.numbers import format_number
 
 __all__ = ["default_queries", "level_error_table", "format_error_table", "print_level_summary",
-           "result_prefix", "upgrade_error_table", "MEASURED"]
+           "result_prefix", "upgrade_error_table", "MEASURED", "EvaluationTable",
+           "evaluation_html", "HEADERS", "DETAIL_COLUMNS", "EPL_DETAIL", "COMPACT_OVER"]
 
 _METRICS = (("mae", "MAE"), ("mean_abs", "mean|e|"), ("rmse", "RMSE"))
 
@@ -304,3 +314,150 @@ def print_level_summary(out, *, show_confidential: bool | None = None) -> None:
           "the query was not measured itself):")
     print(format_error_table(table))
     print(f"(saved in {path})")
+
+
+# -------------------------------------------------------------------------------------------------
+# The evaluation table in a notebook
+# -------------------------------------------------------------------------------------------------
+#: The header of a column of an evaluation or comparison in the notebook display, with its unit.
+HEADERS = {"n": "n (answers)", "mae": "MAE (persons, median |error|)",
+           "mean_abs": "mean |error| (persons)", "rmse": "RMSE (persons)",
+           "mse": "MSE (persons²)", "p95_abs": "95th pct |error| (persons)",
+           "max_abs": "max |error| (persons)", "exact_median": "median true count (persons)",
+           "exact_p95": "95th pct true count (persons)", "epl": "EPL (ε)",
+           "epl_ci_low": "EPL 95% low (ε)", "epl_ci_high": "EPL 95% high (ε)",
+           "epl_low": "EPL 95% low (ε)", "epl_high": "EPL 95% high (ε)", "epl_kind": "EPL kind",
+           "epl_method": "EPL estimator", "epl_reason": "why no EPL estimate",
+           "epl_note": "why no EPL estimate"}
+#: The columns a wide table (more than :data:`COMPACT_OVER` columns) leaves out of its notebook
+#: display.
+DETAIL_COLUMNS = ("mse", "max_abs", "exact_p95")
+#: The columns folded into the ``EPL`` cell of the notebook display (its interval, the kind of
+#: number it is) and the notes under the table (why it is not an estimate).
+EPL_DETAIL = ("epl_ci_low", "epl_ci_high", "epl_low", "epl_high", "epl_kind", "epl_reason",
+              "epl_note")
+#: A table with more columns than this is shown compact (:func:`evaluation_html`).
+COMPACT_OVER = 10
+_BANNERS = {"release": ("confidential", f"release: {CONFIDENTIAL_BANNER}"),
+            "simulation": ("unsafe", "simulation: NOT SAFE FOR RELEASE (seeded noise; errors "
+                                     "against the data)"),
+            "unknown": ("confidential", f"no randomness label: treated as {CONFIDENTIAL_BANNER}")}
+
+
+class EvaluationTable(pd.DataFrame):
+    """The table of :func:`~postproc.evaluation.evaluate.evaluate`: a pandas DataFrame in every
+    respect (selections, ``assign``, ``concat``, CSV and Parquet writing; what pandas makes of
+    it is an EvaluationTable again, with the same ``attrs``), whose notebook display is
+    :func:`evaluation_html`'s compact table under the randomness banner.
+    ``pandas.DataFrame(table)`` is the plain DataFrame, shown in full.
+
+    Examples
+    --------
+    >>> from postproc.gate import label_table
+    >>> table = label_table(EvaluationTable({"level": ["nation"], "query": ["total"],
+    ...                                      "mae": [2.0]}), "simulation")
+    >>> type(table[["mae"]]).__name__, table[["mae"]].attrs["randomness"]["mode"]
+    ('EvaluationTable', 'simulation')
+    >>> "NOT SAFE FOR RELEASE" in table._repr_html_()
+    True
+    """
+
+    @property
+    def _constructor(self):
+        return EvaluationTable
+
+    def _repr_html_(self) -> str:
+        """The notebook display (:func:`evaluation_html`)."""
+        return evaluation_html(self)
+
+
+def _epl_cells(frame: pd.DataFrame, notes: list[str]) -> list[str]:
+    """The ``EPL [95% interval]`` text of every row (``≥ x`` a one-sided bound), each marked
+    ``[k]`` with the note saying why it is not an estimate (appended to ``notes``)."""
+    low = next((c for c in ("epl_ci_low", "epl_low") if c in frame), None)
+    high = next((c for c in ("epl_ci_high", "epl_high") if c in frame), None)
+    nan = np.full(len(frame), np.nan)
+    lows = frame[low].to_numpy(float) if low else nan
+    highs = frame[high].to_numpy(float) if high else nan
+    reason = next((c for c in ("epl_reason", "epl_note") if c in frame), None)
+    marks: list[int | None] = [None] * len(frame)
+    if reason is not None and "query" in frame:
+        reasons = frame[reason].where(frame[reason].astype(str) != "")
+        marks, lines = epl_notes(pd.DataFrame({"query": frame["query"], "epl": frame["epl"],
+                                               "epl_ci_low": lows, "epl_reason": reasons}))
+        notes.extend(lines)
+    return [epl_text(e, lo, hi, format_number) + (f" [{m}]" if m is not None else "")
+            for e, lo, hi, m in zip(frame["epl"].to_numpy(float), lows, highs, marks)]
+
+
+def evaluation_html(table: pd.DataFrame, *, max_rows: int | None = None) -> str:
+    """The notebook display of an evaluation (or comparison) table.
+
+    Above the table, its randomness label as a banner (:func:`postproc.gate.table_mode`):
+    ``release: CONFIDENTIAL …`` in red, ``simulation: NOT SAFE FOR RELEASE …`` in yellow, and a
+    table without a label in red as confidential. Headers carry their units (:data:`HEADERS`:
+    ``MAE (persons, median |error|)``, ``EPL (ε)``); numbers are written as the reports write
+    them (:func:`~postproc.reports.numbers.format_number`: three significant digits, thousands
+    separated). The EPL is one cell with its 95 % interval (``≥ x`` a one-sided lower bound),
+    why it is not an estimate in numbered notes under the table (:data:`EPL_DETAIL`); a table of
+    more than :data:`COMPACT_OVER` columns — a whole evaluation — leaves out
+    :data:`DETAIL_COLUMNS` too. The columns left out are named under the table. Every text is
+    escaped.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+    max_rows : int, optional
+        Rows shown (default pandas' ``display.max_rows``).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from postproc.gate import label_table
+    >>> inf = float("inf")
+    >>> row = {"level": "state", "query": "total", "n": 49, "mae": 2.0, "mean_abs": 2.37,
+    ...        "rmse": 3.1, "mse": 9.6, "p95_abs": 6.0, "max_abs": 9.0, "exact_median": 380.0,
+    ...        "exact_p95": 900.0, "epl": 0.5234, "epl_ci_low": 0.41, "epl_ci_high": 0.66,
+    ...        "epl_kind": "estimate", "epl_method": "improved", "epl_reason": ""}
+    >>> page = evaluation_html(label_table(pd.DataFrame([row]), "release"))
+    >>> "release: CONFIDENTIAL" in page, "MAE (persons, median |error|)" in page
+    (True, True)
+    >>> "0.523 [0.41, 0.66]" in page, "Not shown: mse, max_abs, exact_p95" in page
+    (True, True)
+    """
+    mode = table_mode(table)
+    frame = table.reset_index() if any(n is not None for n in table.index.names) else table
+    if max_rows is None:
+        max_rows = pd.get_option("display.max_rows") or 60
+    shown = frame.head(max_rows)
+    notes: list[str] = []
+    methods = list(frame["epl_method"].dropna().unique()) if "epl_method" in frame else []
+    left_out = set(DETAIL_COLUMNS) if frame.shape[1] > COMPACT_OVER else set()
+    if "epl" in frame:          # the EPL in one cell, its method in the header when it is one
+        left_out |= set(EPL_DETAIL) | ({"epl_method"} if len(methods) == 1 else set())
+    columns = [c for c in shown.columns if c not in left_out]
+    cells = {c: [format_number(v) for v in shown[c]] for c in columns}
+    header = {c: HEADERS.get(str(c), str(c)) for c in columns}
+    if "epl" in columns:
+        cells["epl"] = _epl_cells(shown, notes)
+        header["epl"] = ("EPL (ε, " + (f"{methods[0]} estimator, " if len(methods) == 1 else "")
+                         + "95% interval)")
+    rows = list(zip(*(cells[c] for c in columns))) if columns else []
+    numeric = [i for i, c in enumerate(columns)
+               if c == "epl" or (pd.api.types.is_numeric_dtype(frame[c])
+                                 and not pd.api.types.is_bool_dtype(frame[c]))]
+    if {"mae", "mean_abs"} & set(columns):
+        notes.insert(0, "MAE is the median |error| (the census convention); mean |error| is "
+                        "the mean. Errors are in persons: the result minus the truth.")
+    hidden = [str(c) for c in frame.columns if c in left_out]
+    if hidden:
+        notes.append(f"Not shown: {', '.join(hidden)} (an EPL's interval and kind are in its "
+                     f"cell, why it is not an estimate in the notes; pandas.DataFrame(table) "
+                     f"shows all {frame.shape[1]} columns).")
+    caption = counted(len(frame), "row") + (f", showing the first {len(shown):,}"
+                                           if len(shown) < len(frame) else "")
+    return html_table([header[c] for c in columns], rows, caption=caption, numeric=numeric,
+                      notes=notes, banner=_BANNERS[mode])

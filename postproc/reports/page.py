@@ -12,7 +12,8 @@ extend ``base.html.j2``; the pieces they show are made here:
 * :func:`figure` — a PNG embedded (the page stays one self-contained file) with its caption and
   a link to the file beside the page;
 * :func:`mapping` — a ``{name: value}`` list (parameters, headline numbers), nested values
-  flattened to text.
+  flattened to text; :func:`flat_mapping` — one row per leaf of a nested mapping (a
+  configuration).
 
 Examples
 --------
@@ -40,8 +41,8 @@ from postproc.reports.notes import epl_notes
 from postproc.reports.numbers import format_number
 from postproc.reports.rest import rest_to_html
 
-__all__ = ["render", "table", "figure", "mapping", "banner", "CONFIDENTIAL", "Table", "Cell",
-           "Figure", "LONG_TEXT"]
+__all__ = ["render", "table", "figure", "mapping", "flat_mapping", "banner", "CONFIDENTIAL",
+           "Table", "Cell", "Figure", "LONG_TEXT"]
 
 #: A text cell longer than this becomes a numbered note under its table.
 LONG_TEXT = 60
@@ -70,7 +71,8 @@ def render(template: str, **context: Any) -> str:
     **context
         The template's variables; ``base.html.j2`` needs ``title``, ``banners`` (a list of
         ``(kind, text)`` with ``kind`` ``"safe"``, ``"unsafe"`` or ``"confidential"``) and
-        ``nav`` (a list of ``(anchor, title)``).
+        ``nav`` (a list of ``(anchor, title)``), and shows ``ran`` (what ran: a sentence, or
+        ``(setting, text)`` pairs shown as a table) in a box under the banners.
 
     Returns
     -------
@@ -82,6 +84,10 @@ def render(template: str, **context: Any) -> str:
     >>> page = render("base.html.j2", title="<x>", banners=[("unsafe", "SIMULATION")], nav=[])
     >>> "<title>&lt;x&gt;</title>" in page, "banner unsafe" in page
     (True, True)
+    >>> page = render("base.html.j2", title="A run", banners=[], nav=[],
+    ...               ran=[("budget", "ε = 1 <pure>")])
+    >>> "<tr><th>budget</th><td>ε = 1 &lt;pure&gt;</td></tr>" in page
+    True
     """
     from hierarchy import __version__
 
@@ -146,8 +152,11 @@ def _long_text_notes(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
         if not long.any():
             continue
         if column in ("epl_reason", "epl_note") and "query" in frame:
-            marks, lines = epl_notes(pd.DataFrame({"query": frame["query"],
-                                                   "epl_reason": values.where(values != "")}))
+            # with the EPL and the lower end of its interval, a note says which kind it is
+            # (a lower bound, unbounded, undefined)
+            kept = [c for c in ("epl", "epl_ci_low", "epl_low") if c in frame]
+            marks, lines = epl_notes(frame[["query", *kept]].assign(
+                epl_reason=values.where(values != "")))
             start = len(notes)
             notes.extend(re.sub(r"^\[(\d+)\]", lambda m: f"[{int(m.group(1)) + start}]", line)
                          for line in lines)
@@ -170,7 +179,7 @@ def _long_text_notes(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
 def table(frame: pd.DataFrame, *, max_rows: int = 25, link: str | None = None,
           caption: str = "", title: str = "",
           formats: Mapping[str, Callable[[Any], str]] | None = None,
-          numeric: Sequence[str] = ()) -> Table:
+          numeric: Sequence[str] = (), headers: Mapping[str, str] | None = None) -> Table:
     """A DataFrame as the table macro shows it (see the module docstring).
 
     Parameters
@@ -185,6 +194,8 @@ def table(frame: pd.DataFrame, *, max_rows: int = 25, link: str | None = None,
         A column's own text (default :func:`~postproc.reports.numbers.format_number`).
     numeric : sequence of str
         Columns to align as numbers though they hold text (e.g. ``0.5 [0.4, 0.6]``).
+    headers : mapping column → str, optional
+        A column's header, with its unit (default: its name).
 
     Returns
     -------
@@ -202,6 +213,8 @@ def table(frame: pd.DataFrame, *, max_rows: int = 25, link: str | None = None,
     >>> t.notes
     ['[1] EPL undefined in 2 rows of total: every error is 0 (exact answers, as for a statistic held
     invariant)']
+    >>> table(frame, headers={"epl": "EPL (ε)"}).columns
+    ['query', 'EPL (ε)', 'epl_reason']
     """
     notes: list[str] = []
     shown = _long_text_notes(frame.head(max_rows), notes)
@@ -213,8 +226,9 @@ def table(frame: pd.DataFrame, *, max_rows: int = 25, link: str | None = None,
     for values in shown.itertuples(index=False):
         rows.append([Cell(formats[c](v) if c in formats else format_number(v), n)
                      for c, v, n in zip(frame.columns, values, numeric)])
-    return Table([str(c) for c in frame.columns], numeric, rows, len(frame), link, caption,
-                 title, notes)
+    headers = dict(headers or {})
+    return Table([headers.get(str(c), str(c)) for c in frame.columns], numeric, rows, len(frame),
+                 link, caption, title, notes)
 
 
 @dataclass(frozen=True)
@@ -300,6 +314,41 @@ def mapping(values: Mapping[str, Any], *, missing: str = "") -> list[tuple[str, 
     2025'), ('epl', 'undefined')]
     """
     return [(str(k), _plain(v, str(k), missing)) for k, v in values.items()]
+
+
+def flat_mapping(values: Mapping[str, Any], *, prefix: str = "") -> list[tuple[str, str]]:
+    """``(name, text)`` pairs of a nested mapping, one per leaf: a nested mapping's keys joined
+    with ``·`` (``budget · kind``), a list of mappings numbered (``spec · invariant 1``); the
+    texts as :func:`mapping` writes them. What a configuration looks like on a page.
+
+    Parameters
+    ----------
+    values : mapping
+    prefix : str
+        Put before every name.
+
+    Returns
+    -------
+    list of (str, str)
+
+    Examples
+    --------
+    >>> flat_mapping({"budget": {"kind": "pure", "total": 1.0},
+    ...               "spec": {"invariant": [{"name": "tot", "levels": ["nation", "state"]}]}})
+    [('budget · kind', 'pure'), ('budget · total', '1'), ('spec · invariant 1', 'name = tot;
+    levels = nation, state')]
+    """
+    pairs = []
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            pairs += flat_mapping(value, prefix=f"{name} · ")
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Mapping)
+                                                                 for v in value):
+            pairs += [(f"{name} {i}", _plain(v, str(key))) for i, v in enumerate(value, 1)]
+        else:
+            pairs.append((name, _plain(value, str(key))))
+    return pairs
 
 
 def banner(randomness: Mapping[str, Any] | None) -> list[tuple[str, str]]:

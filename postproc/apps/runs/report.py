@@ -33,6 +33,7 @@ CONFIDENTIAL banner. A simulation run (labelled unsafe throughout) shows them in
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ import pandas as pd
 
 from postproc.errors import PostprocError
 from postproc.gate import label_table, table_gate, table_mode
+from postproc.reports.numbers import format_number
 
 __all__ = ["write_report", "render_report", "MAX_ROWS"]
 
@@ -136,39 +138,129 @@ def _coinciding_note(pairs: list[tuple[str, str, int]]) -> str:
             f"separate draws and differ.")
 
 
-def _run_summary(manifest: dict[str, Any]) -> str:
-    """What ran, in one sentence, from the manifest."""
-    from postproc.reports.numbers import format_number
+def _levels_text(levels: Any) -> str:
+    """``nation, state`` or ``all`` (an item's levels in a spec)."""
+    return ", ".join(map(str, levels)) if isinstance(levels, (list, tuple)) else str(levels)
+
+
+def _spec_text(spec: Any) -> str:
+    """A spec as one line: its invariants and constraints by name, each with its levels; a
+    preset (the configuration's ``[spec] preset = "e2e"``) by name."""
+    if not isinstance(spec, dict):
+        return str(spec)
+    parts = []
+    for key, word in (("invariant", "invariants"), ("constraint", "constraints"),
+                      ("sum", "sums")):
+        items = spec.get(key) or []
+        items = [items] if isinstance(items, dict) else items
+        named = [f"{item.get('name') or item.get('query')} "
+                 f"({_levels_text(item.get('levels', item.get('level', 'all')))})"
+                 for item in items if isinstance(item, dict)]
+        if named:
+            parts.append(f"{word}: {', '.join(named)}")
+    if "preset" in spec:
+        parts.insert(0, f"preset {spec['preset']}")
+    return "; ".join(parts) or "no invariants or constraints"
+
+
+def _budget_text(manifest: dict[str, Any]) -> str | None:
+    """The measurements' budget as one line: the total, the levels' shares and the queries'
+    (said once when every level has the same); None when the manifest records none."""
+    from hierarchy.budget import Budget
+    from hierarchy.errors import HierarchyError
+
+    try:
+        budget = Budget.from_dict(manifest["provenance"]["noisy"]["budget"])
+    except (KeyError, TypeError, HierarchyError):
+        return None
+    shares = {share for _, share in budget.level_fractions}
+    levels = (f"each level {shares.pop()}" if len(shares) == 1 else
+              "levels " + ", ".join(f"{lv} {share}" for lv, share in budget.level_fractions))
+    splits = {qs for _, qs in budget.query_fractions}
+    if len(splits) == 1:
+        queries = "each level's queries " + ", ".join(f"{q} {f}" for q, f in splits.pop())
+    else:
+        queries = "queries " + "; ".join(f"{lv}: " + ", ".join(f"{q} {f}" for q, f in qs)
+                                         for lv, qs in budget.query_fractions)
+    notion = "pure DP" if budget.kind == "pure" else "zCDP"
+    return (f"{notion}, {budget.symbol} = {budget.total} ({budget.neighbours} neighbours); "
+            f"{levels}; {queries}")
+
+
+def _run_settings(manifest: dict[str, Any], directory: Path) -> list[tuple[str, str]]:
+    """What ran, as ``(setting, text)`` rows for the page's "This run" box: the result, levels,
+    schema, workload, budget, mechanism, spec and randomness, read from the manifest (nothing
+    computed from the confidential data)."""
+    from postproc.reports.page import mapping
 
     config = manifest.get("config", {})
     levels = manifest.get("levels", {})
-    kind = {True: " (integer counts)", False: " (real-valued counts)"}.get(
-        manifest.get("integer"), "")
-    parts = [f"{manifest.get('method', 'a post-processor')}{kind}"]
+    rows = []
+    kind = {True: "integer counts", False: "real-valued counts"}.get(manifest.get("integer"))
+    promises = manifest.get("postprocess", {}).get("promises") or []
+    rows.append(("result", "; ".join([str(manifest.get("method", "a post-processor"))]
+                                     + ([kind] if kind else [])
+                                     + ([f"promises {', '.join(promises)}"] if promises else []))))
     if levels:
-        parts.append("levels " + ", ".join(f"{lv} ({format_number(info.get('units'))})"
-                                           for lv, info in levels.items()) + " units")
+        rows.append(("units by level", ", ".join(f"{lv} {format_number(info.get('units'))}"
+                                                 for lv, info in levels.items())))
         first = next(iter(levels.values()))
         if first.get("persons") is not None:
-            parts.append(f"{format_number(first['persons'])} persons in the result")
-    budget = config.get("budget")
-    if isinstance(budget, dict):
-        words = [str(budget["kind"])] if "kind" in budget else []
-        words += [f"{k} {format_number(v)}" for k, v in budget.items() if k != "kind"]
-        parts.append("budget " + ", ".join(words))
-    mechanism = config.get("mechanism")
+            rows.append(("persons in the result", format_number(first["persons"])))
+    schema = manifest.get("schema")
+    if isinstance(schema, dict) and schema.get("attributes"):
+        attributes = [a.get("name", "?") for a in schema["attributes"]]
+        cells = math.prod(len(a.get("labels", ())) for a in schema["attributes"])
+        rows.append(("schema", f"{schema.get('name', 'custom')}: {' × '.join(attributes)} "
+                               f"({cells:,} cells)"))
+    if isinstance(manifest.get("workload"), dict):
+        rows.append(("workload", ", ".join(manifest["workload"])))
+    budget = _budget_text(manifest)
+    if budget is None and isinstance(config.get("budget"), dict):     # as configured
+        budget = "; ".join(f"{key} {text}" for key, text in mapping(config["budget"]))
+    if budget:
+        rows.append(("budget", budget))
+    mechanism = (manifest.get("provenance", {}).get("noisy", {}).get("mechanism")
+                 or config.get("mechanism") or {})
     if isinstance(mechanism, dict) and mechanism.get("name"):
-        parts.append(f"{mechanism['name']} mechanism")
-    spec = config.get("spec")
+        rows.append(("mechanism", str(mechanism["name"])))
+    spec = manifest.get("provenance", {}).get("spec") or config.get("spec")
     if spec:
-        parts.append("spec " + (", ".join(f"{k} {v}" for k, v in spec.items())
-                                if isinstance(spec, dict) else str(spec)))
+        rows.append(("spec", _spec_text(spec)))
     randomness = manifest.get("randomness", {})
     if randomness.get("mode"):
         seed = randomness.get("seed")
-        parts.append(f"{randomness['mode']} mode" + (f" (seed {seed})" if seed is not None
-                                                     else ""))
-    return "; ".join(parts) + "."
+        rows.append(("randomness", f"{randomness['mode']}"
+                                   + (f", seed {seed}" if seed is not None else "")
+                                   + ("" if randomness.get("safe_for_release")
+                                      else " (not safe for release)")))
+    source = str(config.get("resolved", {}).get("source") or "")
+    if source.endswith(".toml"):            # recorded in simulation mode only
+        rows.append(("configuration", Path(source).name))
+    rows.append(("output directory", directory.name))
+    return rows
+
+
+def _run_title(manifest: dict[str, Any], directory: Path) -> str:
+    """The page's title: the run by its directory's name, then what it was — method, schema,
+    total budget and randomness mode (``topdown run "run": e2e_1940, ε = 1, simulation``)."""
+    from hierarchy.budget import Budget
+    from hierarchy.errors import HierarchyError
+
+    what = []
+    schema = manifest.get("schema")
+    if isinstance(schema, dict) and schema.get("name"):
+        what.append(str(schema["name"]))
+    try:
+        budget = Budget.from_dict(manifest["provenance"]["noisy"]["budget"])
+        what.append(f"{budget.symbol} = {budget.total}")
+    except (KeyError, TypeError, HierarchyError):
+        pass
+    mode = manifest.get("randomness", {}).get("mode")
+    if mode:
+        what.append(str(mode))
+    title = f"{manifest.get('method', 'postproc')} run “{directory.name}”"
+    return title + (f": {', '.join(what)}" if what else "")
 
 
 def _long_errors(table: pd.DataFrame, method: str, constrained: bool) -> pd.DataFrame:
@@ -186,19 +278,144 @@ def _long_errors(table: pd.DataFrame, method: str, constrained: bool) -> pd.Data
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _error_sections(directory: Path, manifest: dict[str, Any], max_rows: int, errors_dir: Path,
+#: What the sections of a run's errors say first, in a box: the numbers below are computed
+#: from the confidential data — shown because the run is a simulation, or on the confidential
+#: page of a release.
+CONFIDENTIAL_NOTES = {
+    "simulation": ("unsafe", "Computed from the confidential data (the input this run "
+                             "measured): errors against its exact counts, and the median and "
+                             "95th percentile of those counts (exact_median, exact_p95). Shown "
+                             "because this run is a simulation; a release-mode run keeps them "
+                             "off its page."),
+    "release": ("confidential", "Computed from the confidential data: errors against its exact "
+                                "counts, and the median and 95th percentile of those counts "
+                                "(exact_median, exact_p95). CONFIDENTIAL: never publish them."),
+}
+#: How the pages state the MAE, wherever it is shown.
+MAE_NOTE = ("MAE is the median of |error| (the census convention), not its mean; mean |error| "
+            "stands beside it. Errors are in persons: the result minus the truth.")
+#: Cells of an EPL's interval that are infinite: unbounded, not "undefined".
+_EPL_ENDS = {c: (lambda v: "∞" if v == float("inf") else format_number(v))
+             for c in ("epl_ci_low", "epl_ci_high", "epl_low", "epl_high")}
+
+
+def _error_table_view(errors: pd.DataFrame, method: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The run's error table for the page: each series' MAE, mean |error| and RMSE side by
+    side (measured, then the result), headers with units, without the ``randomness`` column
+    (the page's banner says it)."""
+    from postproc.evaluation.tables import MEASURED, result_prefix
+
+    prefix = result_prefix(method)
+    first = [c for c in ("level", "query", "units", MEASURED) if c in errors]
+    series = [f"{who}_{key}" for who in (MEASURED, prefix) for key in ("mae", "mean_abs", "rmse")]
+    columns = first + [c for c in series if c in errors]
+    columns += [c for c in errors.columns if c not in columns and c != "randomness"]
+    words = {"mae": "MAE (median |error|)", "mean_abs": "mean |error|", "rmse": "RMSE"}
+    headers = {f"{who}_{key}": f"{name} {word}" for who, name in ((MEASURED, MEASURED),
+                                                                  (prefix, method))
+               for key, word in words.items()}
+    headers["exact_median"] = "median true count"
+    return errors[columns], headers
+
+
+def _errors_section(errors: pd.DataFrame, method: str, constrained: bool, *, draw: Any,
+                    note: str, coinciding: str, max_rows: int, link_prefix: str
+                    ) -> dict[str, Any]:
+    """The section of the run's own error table (``error_table.csv``) and its figure."""
+    from postproc.evaluation.plots import plot_comparison
+    from postproc.evaluation.tables import upgrade_error_table
+    from postproc.reports.page import table
+
+    errors = upgrade_error_table(errors)
+    long = label_table(_long_errors(errors, method, constrained), table_mode(errors))
+    figures = [draw(long, plot_comparison, "report_errors_by_level.png",
+                    f"MAE by level: the measurements and {method}",
+                    f"MAE (median absolute error) against the confidential data of each "
+                    f"query's noisy measurement as measured (dashed) and of {method} by "
+                    f"level, one panel per query; the table below has the mean |error| "
+                    f"beside it. {coinciding}")] if len(long) else []
+    shown, headers = _error_table_view(errors, method)
+    return _section(
+        "errors", "Errors by level and query", banners=[note], text=[MAE_NOTE], figures=figures,
+        tables=[table(shown, max_rows=max_rows, link=link_prefix + "error_table.csv",
+                      title="error_table.csv", headers=headers,
+                      caption="Errors of the measurements as measured and of the result "
+                              "against the confidential data, per level and query, written "
+                              "by postproc run.")])
+
+
+def _evaluation_section(evaluation: pd.DataFrame, method: str, *, draw: Any, note: str,
+                        coinciding: str, max_rows: int, link_prefix: str) -> dict[str, Any]:
+    """The section of ``postproc evaluate --save``'s table (``evaluation.csv``): the spread of
+    the absolute errors and the EPL."""
+    from postproc.evaluation.plots import plot_epl, plot_error_spread
+    from postproc.evaluation.tables import HEADERS
+    from postproc.reports.page import table
+
+    figures = [draw(evaluation, plot_error_spread, "report_error_spread.png",
+                    f"|error| of {method} by level: median, mean, 95th percentile, maximum",
+                    f"The distribution of {method}'s absolute errors against the "
+                    f"confidential data at every level, one panel per query: median, mean, "
+                    f"95th percentile and maximum (postproc evaluate). {coinciding}")]
+    if "epl" in evaluation:
+        figures.append(draw(evaluation, plot_epl, "report_epl.png",
+                            f"Empirical privacy loss of {method} by level (95% intervals; "
+                            f"▲↑ lower bound, ∞ held invariant, × undefined)",
+                            "EPL (improved estimator unless postproc evaluate was told "
+                            "otherwise) with its 95% bootstrap interval, one panel per "
+                            "query; a triangle with an arrow up: a one-sided lower bound "
+                            "(EPL ≥ it: the errors cannot pin the loss down); ∞ at the top: "
+                            "a query held invariant; × on the axis: undefined (the table's "
+                            "notes say why)."))
+    shown = evaluation.drop(columns="randomness", errors="ignore")
+    return _section(
+        "evaluation", "Error distribution and EPL", banners=[note], text=[MAE_NOTE],
+        figures=figures,
+        tables=[table(shown, max_rows=max_rows, link=link_prefix + "evaluation.csv",
+                      title="evaluation.csv", headers=HEADERS, formats=_EPL_ENDS,
+                      caption="postproc evaluate: error metrics and EPL (95% interval) "
+                              "per level and query.")])
+
+
+def _comparison_section(comparison: pd.DataFrame, *, draw: Any, note: str, coinciding: str,
+                        max_rows: int, link_prefix: str) -> dict[str, Any]:
+    """The section of ``postproc evaluate --compare --save``'s table (``comparison.csv``)."""
+    from postproc.evaluation.evaluate import pivot
+    from postproc.evaluation.plots import plot_comparison, plot_epl
+    from postproc.evaluation.tables import HEADERS
+    from postproc.reports.page import table
+
+    figures = [draw(comparison, plot_comparison, "report_comparison_mae.png",
+                    "MAE by level, one line per post-processor",
+                    "MAE (median absolute error) of every post-processor of the same "
+                    "measurements by level, one panel per query (bottom-up draws its own "
+                    f"measurement at the same total ε). {coinciding}")]
+    if "epl" in comparison:
+        figures.append(draw(comparison, plot_epl, "report_comparison_epl.png",
+                            "Empirical privacy loss by level, one marker per post-processor",
+                            "EPL with its 95% interval of every post-processor by level, "
+                            "one panel per query; × on the axis: undefined."))
+    tables = [table(pivot(comparison, value), max_rows=max_rows,
+                    title=f"Comparison of post-processors: {what}")
+              for value, what in (("mae", "MAE (median |error|, persons)"),
+                                  ("mean_abs", "mean |error| (persons)"),
+                                  ("epl", "EPL (improved estimator)"))
+              if value in comparison]
+    tables.append(table(comparison.drop(columns="randomness", errors="ignore"),
+                        max_rows=max_rows, link=link_prefix + "comparison.csv",
+                        title="comparison.csv", caption="All metrics of every method.",
+                        headers=HEADERS, formats=_EPL_ENDS))
+    return _section("comparison", "Comparison of post-processors", banners=[note], text=[MAE_NOTE],
+                    figures=figures, tables=tables)
+
+
+def _error_sections(manifest: dict[str, Any], max_rows: int, errors_dir: Path,
                     link_prefix: str, coinciding: list[tuple[str, str, int]]
                     ) -> tuple[list[dict], set[str]]:
     """The errors of a run and their figures (written as ``report_*.png`` into
-    ``errors_dir``)."""
-    from postproc.evaluation.evaluate import pivot
-    from postproc.evaluation.plots import (
-        plot_comparison,
-        plot_epl,
-        plot_error_spread,
-        save_by_query,
-    )
-    from postproc.reports.page import figure, table
+    ``errors_dir``), each section first saying they are computed from the confidential data."""
+    from postproc.evaluation.plots import save_by_query
+    from postproc.reports.page import figure
 
     def draw(frame: pd.DataFrame, plot: Any, name: str, title: str, caption: str):
         path = save_by_query(frame, plot, errors_dir / name, title=title)
@@ -207,80 +424,29 @@ def _error_sections(directory: Path, manifest: dict[str, Any], max_rows: int, er
 
     method = str(manifest.get("method", "result"))
     constrained = bool(manifest.get("postprocess", {}).get("constrained", True))
+    release = bool(manifest.get("safe_for_release"))
+    shared = {"draw": draw, "note": CONFIDENTIAL_NOTES["release" if release else "simulation"],
+              "coinciding": _coinciding_note(coinciding), "max_rows": max_rows,
+              "link_prefix": link_prefix}
     sections, used = [], set()
-    note = _coinciding_note(coinciding)
     errors = _read_csv(errors_dir / "error_table.csv")
     if errors is not None:
-        from postproc.evaluation.tables import upgrade_error_table
-
-        errors = upgrade_error_table(errors)
-        long = _long_errors(errors, method, constrained)
-        figures = [draw(long, plot_comparison, "report_errors_by_level.png",
-                        f"MAE by level: the measurements and {method}",
-                        f"MAE (median absolute error) against the confidential data of each "
-                        f"query's noisy measurement as measured (dashed) and of {method} by "
-                        f"level, one panel per query. "
-                        f"{note}")] if len(long) else []
-        sections.append(_section(
-            "errors", "Errors by level and query", figures=figures,
-            tables=[table(errors, max_rows=max_rows, link=link_prefix + "error_table.csv",
-                          title="error_table.csv",
-                          caption="Errors of the measurements as measured and of the result "
-                                  "against the confidential data, per level and query (MAE = "
-                                  "median absolute error), written by postproc run.")]))
+        sections.append(_errors_section(errors, method, constrained, **shared))
         used.add("error_table.csv")
     evaluation = _read_csv(errors_dir / "evaluation.csv")
     if evaluation is not None:
-        figures = [draw(evaluation, plot_error_spread, "report_error_spread.png",
-                        f"|error| of {method} by level: median, mean, 95th percentile, maximum",
-                        f"The distribution of {method}'s absolute errors against the "
-                        f"confidential data at every level, one panel per query: median, mean, "
-                        f"95th percentile and maximum (postproc evaluate). {note}")]
-        if "epl" in evaluation:
-            figures.append(draw(evaluation, plot_epl, "report_epl.png",
-                                f"Empirical privacy loss of {method} by level (95% intervals; "
-                                f"▲↑ lower bound, ∞ held invariant, × undefined)",
-                                "EPL (improved estimator unless postproc evaluate was told "
-                                "otherwise) with its 95% bootstrap interval, one panel per "
-                                "query; a triangle with an arrow up: a one-sided lower bound "
-                                "(EPL ≥ it: the errors cannot pin the loss down); ∞ at the top: "
-                                "a query held invariant; × on the axis: undefined (the table's "
-                                "notes say why)."))
-        sections.append(_section(
-            "evaluation", "Error distribution and EPL", figures=figures,
-            tables=[table(evaluation, max_rows=max_rows, link=link_prefix + "evaluation.csv",
-                          title="evaluation.csv",
-                          caption="postproc evaluate: error metrics and EPL (95% interval) "
-                                  "per level and query.")]))
+        sections.append(_evaluation_section(evaluation, method, **shared))
         used.add("evaluation.csv")
     comparison = _read_csv(errors_dir / "comparison.csv")
     if comparison is not None:
-        figures = [draw(comparison, plot_comparison, "report_comparison_mae.png",
-                        "MAE by level, one line per post-processor",
-                        "MAE (median absolute error) of every post-processor of the same "
-                        "measurements by level, one panel per query (bottom-up draws its own "
-                        f"measurement at the same total ε). {note}")]
-        if "epl" in comparison:
-            figures.append(draw(comparison, plot_epl, "report_comparison_epl.png",
-                                "Empirical privacy loss by level, one marker per post-processor",
-                                "EPL with its 95% interval of every post-processor by level, "
-                                "one panel per query; × on the axis: undefined."))
-        tables = [table(pivot(comparison, value), max_rows=max_rows,
-                        title=f"Comparison of post-processors: {what}")
-                  for value, what in (("mae", "MAE (median absolute error)"),
-                                      ("epl", "EPL (improved estimator)"))
-                  if value in comparison]
-        tables.append(table(comparison, max_rows=max_rows, link=link_prefix + "comparison.csv",
-                            title="comparison.csv", caption="All metrics of every method."))
-        sections.append(_section("comparison", "Comparison of post-processors",
-                                 figures=figures, tables=tables))
+        sections.append(_comparison_section(comparison, **shared))
         used.add("comparison.csv")
     return sections, used
 
 
 def _run_page(directory: Path, manifest: dict[str, Any], max_rows: int, *, errors: bool,
               errors_dir: Path, link_prefix: str) -> tuple[dict[str, Any], set[str]]:
-    from postproc.reports.page import banner, mapping, table
+    from postproc.reports.page import banner, flat_mapping, table
 
     config = manifest.get("config", {})
     levels = manifest.get("levels", {})
@@ -288,7 +454,7 @@ def _run_page(directory: Path, manifest: dict[str, Any], max_rows: int, *, error
     sections = []
     if config:
         shown = {s: config[s] for s in CONFIG_SECTIONS if config.get(s)}
-        sections.append(_section("configuration", "Configuration", pairs=mapping(shown)))
+        sections.append(_section("configuration", "Configuration", pairs=flat_mapping(shown)))
     if levels:
         frame = pd.DataFrame([{"level": lv, **{k: v for k, v in info.items()
                                                  if not isinstance(v, dict)}}
@@ -307,15 +473,14 @@ def _run_page(directory: Path, manifest: dict[str, Any], max_rows: int, *, error
                   "postproc report DIR --confidential, DIR being the directory of this "
                   "page."]))
     else:
-        found, used = _error_sections(directory, manifest, max_rows, errors_dir, link_prefix,
-                                      coinciding)
+        found, used = _error_sections(manifest, max_rows, errors_dir, link_prefix, coinciding)
         sections += found or [_section(
             "errors", "Errors",
             text=["No error tables yet: run postproc evaluate DIR --truth DATA_DIR --save "
                   "(add --compare to compare post-processors), DIR being the directory of "
                   "this page."])]
-    return {"ran": _run_summary(manifest), "banners": banner(manifest.get("randomness")),
-            "sections": sections}, used
+    return {"ran": _run_settings(manifest, directory),
+            "banners": banner(manifest.get("randomness")), "sections": sections}, used
 
 
 # -- other directories ------------------------------------------------------------------------
@@ -380,7 +545,8 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
     ----------
     directory : str or Path
     title : str, optional
-        Default: the experiment's title, or "postproc run: <directory>".
+        Default: the experiment's title; for a run, its directory's name and what it was
+        (``topdown run "run": e2e_1940, ε = 1, simulation``).
     max_rows : int
         Rows shown per table (the full table is the linked CSV).
     confidential : bool
@@ -443,7 +609,7 @@ def render_report(directory: str | Path, *, title: str | None = None, max_rows: 
         if confidential:
             context["banners"].insert(0, CONFIDENTIAL)
         template = "run.html.j2"
-        title = title or f"postproc run: {directory.name}"
+        title = title or _run_title(manifest, directory)
         other = _others(directory, used, max_rows, tables=False)
     elif confidential:
         raise PostprocError(f"{directory} is not a postproc run directory (no manifest.json); "
