@@ -27,6 +27,7 @@ from hierarchy.queries import Workload
 from hierarchy.schema import Schema
 from invariants.catalogue import statistics_to_publish
 from invariants.spec import Spec
+from postproc.apps.runs.config_keys import allowed_keys, section_names
 from postproc.apps.runs.config_postprocess import (  # noqa: F401  (their old home)
     RUN_OPTIONS,
     _solver,
@@ -59,8 +60,7 @@ from postproc.methods.topdown.options import CONFIG_KEYS, TopDownOptions
 __all__ = ["RunConfig", "load_config", "config_from_dict", "read_config_text", "read_blocks",
            "PRESETS"]
 
-_SECTIONS = {"data", "schema", "geography", "workload", "budget", "mechanism", "randomness",
-             "spec", "postprocess", "solver", "output"}
+_SECTIONS = section_names()      # postproc.apps.runs.config_keys: every key, defined once
 
 
 def _deprecated(config: "RunConfig", name: str, option: str | None = None) -> Any:
@@ -483,13 +483,12 @@ def _from_document(doc: TomlDocument, *, base: Path) -> RunConfig:
     levels = _levels(doc)                                                   # [geography]
     files.check_names(levels, schema)     # [data] columns and values name levels, attributes
     workload = _workload(doc, schema)                                       # [workload]
-    budget = _budget(doc.table("budget", required=True, allowed={          # [budget]
-        "kind", "total", "preset", "neighbours", "level_fractions", "query_fractions"}),
-        levels, workload)
+    budget = _budget(doc.table("budget", required=True,                    # [budget]
+                               allowed=allowed_keys("budget")), levels, workload)
     noise = _noise(doc, budget)                                 # [mechanism], [randomness]
     spec = _spec(doc, base, levels, workload)                               # [spec]
     method, method_options = postprocess_section(                           # [postprocess]
-        doc.table("postprocess", allowed={"method", "options"}), levels, workload)
+        doc.table("postprocess", allowed=allowed_keys("postprocess")), levels, workload)
     solver = _solver(doc, levels, workload, budget, schema)                 # [solver]
     method_options = _with_production_tolerance(method, method_options, solver)
     output = _output(doc, base)                                             # [output]

@@ -19,7 +19,8 @@ from hierarchy.budget import Budget
 from hierarchy.io.tomlconfig import Table, TomlDocument
 from hierarchy.queries import Workload
 from hierarchy.schema import Schema
-from postproc.apps.runs.config_sections import PRESETS, Passes, _names
+from postproc.apps.runs.config_keys import PRESETS, allowed_keys
+from postproc.apps.runs.config_sections import Passes, _names
 from postproc.errors import PostprocError
 from postproc.infra.executors import EXECUTORS
 from postproc.infra.solvers import DEFAULT_QP_CHAIN, check_chain
@@ -42,8 +43,7 @@ def _solver(doc: TomlDocument, levels: tuple[str, ...], workload: Workload, budg
             schema: Schema) -> _SolverSection:
     """``[solver]``: chain, executor, workers, failsafe, failsafe_keep, passes and round_passes,
     each checked at its line; a scheduler is refused (it is named on the command line)."""
-    sv = doc.table("solver", allowed={"chain", "executor", "workers", "scheduler", "failsafe",
-                                      "failsafe_keep", "passes", "round_passes"})
+    sv = doc.table("solver", allowed=allowed_keys("solver"))
     chain = sv.located("chain", lambda: check_chain(sv.get("chain", list(DEFAULT_QP_CHAIN))),
                        catch=(PostprocError,))
     executor = sv.get("executor", "serial")

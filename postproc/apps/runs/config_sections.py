@@ -32,16 +32,10 @@ from hierarchy.queries import Workload, check_query_name, e2e_workload, parse_qu
 from hierarchy.schema import Schema
 from invariants.errors import SpecError
 from invariants.spec import Spec
+from postproc.apps.runs.config_keys import PRESETS, allowed_keys
 from postproc.errors import PostprocError
 
 __all__ = ["PRESETS"]
-
-#: Presets by section: ``[workload]``, ``[budget]`` and ``[spec]`` take ``preset = NAME``,
-#: ``[solver]`` takes ``passes = NAME`` and ``round_passes = NAME`` (the per-level production
-#: orderings of the fit and of the rounder).
-PRESETS = {"workload": ("e2e", "pl94_2020"), "budget": ("e2e", "pl94_2020"),
-           "spec": ("e2e", "pl94_2020"), "passes": ("pl94_2020",),
-           "round_passes": ("pl94_2020",)}
 
 #: One level's multipass order: passes of query names.
 Passes = tuple[tuple[str, ...], ...]
@@ -77,8 +71,7 @@ class _DataFiles:
 def _data_files(doc: TomlDocument, base: Path) -> _DataFiles:
     """``[data]``: persons (required), units and blocks, and the tables ``columns`` and
     ``values``."""
-    d = doc.table("data", required=True, allowed={"persons", "units", "blocks", "columns",
-                                                  "values"})
+    d = doc.table("data", required=True, allowed=allowed_keys("data"))
     if "persons" not in d:
         raise d.fail(None, "[data] needs persons = \"path/to/persons.parquet\"")
     persons = d.path("persons", base=base)
@@ -99,14 +92,14 @@ def _data_files(doc: TomlDocument, base: Path) -> _DataFiles:
 def _schema(doc: TomlDocument) -> Schema:
     """``[schema]``: a preset, or the attributes written out."""
     s = doc.table("schema", required=True)
-    s.check_keys({"preset"} if "preset" in s else {"name", "attributes"})
+    s.check_keys(allowed_keys("schema", "preset" if "preset" in s else "explicit"))
     return s.located("preset" if "preset" in s else None, lambda: (
         get_schema(s["preset"]) if "preset" in s else Schema.from_dict(s)))
 
 
 def _levels(doc: TomlDocument) -> tuple[str, ...]:
     """``[geography] levels``: names, root first, none repeated, each one a file name."""
-    g = doc.table("geography", required=True, allowed={"levels"})
+    g = doc.table("geography", required=True, allowed=allowed_keys("geography"))
     levels = g.get("levels")
     if not (isinstance(levels, list) and levels and all(isinstance(x, str) for x in levels)):
         raise g.fail("levels", "levels must be a list of level names, root first, e.g. "
@@ -124,15 +117,15 @@ def _workload(doc: TomlDocument, schema: Schema) -> Workload:
     error at its own line)."""
     w = doc.table("workload", required=True)
     if w.get("preset") == "e2e":
-        w.check_keys({"preset"})
+        w.check_keys(allowed_keys("workload", "preset"))
         return w.located(None, lambda: e2e_workload(schema))
     if w.get("preset") == "pl94_2020":
-        w.check_keys({"preset"})
+        w.check_keys(allowed_keys("workload", "preset"))
         return _pl94_workload(w, schema)
     if "preset" in w:
         raise w.fail("preset", f"unknown workload preset {w['preset']!r}; presets are "
                                f"{_names(PRESETS['workload'])}")
-    w.check_keys({"queries"})
+    w.check_keys(allowed_keys("workload", "explicit"))
     queries = w.get("queries")
     if not isinstance(queries, Mapping) or not queries:
         raise w.fail(None, "[workload] needs preset = \"e2e\" or a [workload.queries] table "
@@ -156,13 +149,13 @@ class _Noise:
 def _noise(doc: TomlDocument, budget: Budget) -> _Noise:
     """``[mechanism]`` (its accounting matching the budget's) and ``[randomness]``; release mode
     refuses floating-point noise, located at the mechanism's name or ``exact``."""
-    m = doc.table("mechanism", required=True, allowed={"name", "exact", "max_denominator"})
+    m = doc.table("mechanism", required=True, allowed=allowed_keys("mechanism"))
     options = {k: v for k, v in m.items() if k != "name"}
     mechanism = m.located("name", lambda: get_mechanism(m.get("name", "geometric"), **options))
     if mechanism.accounting == "zcdp" and budget.kind == "pure":
         raise m.fail("name", f"the {mechanism.name} mechanism needs a zCDP budget: set kind = "
                              "\"zcdp\" in [budget]")
-    r = doc.table("randomness", required=True, allowed={"mode", "seed"})
+    r = doc.table("randomness", required=True, allowed=allowed_keys("randomness"))
     mode, seed = read_randomness(r)
     if mode == "release" and not mechanism.discrete:
         exact = "geometric" if mechanism.accounting == "pure" else "discrete_gaussian"
@@ -189,7 +182,7 @@ class _Output:
 
 def _output(doc: TomlDocument, base: Path) -> _Output:
     """``[output]``: directory, microdata and error_table."""
-    o = doc.table("output", allowed={"directory", "microdata", "error_table"})
+    o = doc.table("output", allowed=allowed_keys("output"))
     directory = o.path("directory", "out", base=base)
     return _Output(directory, o.boolean("microdata", False), o.boolean("error_table", None))
 
@@ -217,16 +210,16 @@ def _spec(doc: TomlDocument, base: Path, levels: tuple[str, ...], workload: Work
     sp_ = doc.table("spec")
     try:
         if sp_.get("preset") == "e2e":
-            sp_.check_keys({"preset"})
+            sp_.check_keys(allowed_keys("spec", "preset"))
             spec = Spec.e2e(levels)
         elif sp_.get("preset") == "pl94_2020":
-            sp_.check_keys({"preset"})
+            sp_.check_keys(allowed_keys("spec", "preset"))
             spec = Spec.pl94_2020(levels)
         elif "preset" in sp_:
             raise sp_.fail("preset", f"unknown spec preset {sp_['preset']!r}; presets are "
                                      f"{_names(PRESETS['spec'])}")
         elif "file" in sp_:
-            sp_.check_keys({"file"})
+            sp_.check_keys(allowed_keys("spec", "file"))
             spec = Spec.from_toml(base / sp_["file"])
         else:
             spec = Spec.from_dict(sp_.data, source=doc.source, text=doc.text, table="spec")
