@@ -1,10 +1,12 @@
 """SafeTab-style adaptive tabulation on synthetic detailed 1940-style microdata.
 
 Generates persons with sex, single-year age and detailed race/Hispanic-origin codes
-(:func:`hierarchy.synth.detailed1940.write_synthetic_detailed_1940`), runs the configuration
-``examples/safetab_1940.toml`` on them (:func:`postproc.apps.safetab.run_safetab`) and prints the
-privacy accounting, the realized adaptive choices and the accuracy report (theoretical MOE next
-to the observed error against the truth; written to ``OUT/safetab/confidential/`` and, in
+(:func:`hierarchy.synth.detailed1940.write_synthetic_detailed_1940`; with each person's AIANNH
+area, ``"9999"`` for none), runs the configuration ``examples/safetab_1940.toml`` on them — nation,
+state, county and AIANNH-area levels of detailed and regional iterations, some crossing race with
+Hispanic origin (:func:`postproc.apps.safetab.run_safetab`) — and prints the privacy accounting
+(SafeTab's full algorithm), the realized adaptive choices and the accuracy report (theoretical MOE
+next to the observed error against the truth; written to ``OUT/safetab/confidential/`` and, in
 release mode, never printed)::
 
     python examples/safetab_1940.py [--persons 2000000] [--seed 1940] [--out safetab_example]

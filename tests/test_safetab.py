@@ -269,14 +269,20 @@ def test_plans_and_accounting_add_up(persons_small, mechanism):
     assert result.plans["county"].kinds == ("adaptive", "total_only")
 
 
+@pytest.mark.parametrize("algorithm", ["as_released", "full"])
 @pytest.mark.parametrize("moes", [[6, 11], [6, 6, 11, 11, 50, 50, 50]])
-def test_accounting_matches_account_moe(moes):
-    """Levels calibrated to MOEs with one stability: the same totals as hierarchy.accounting."""
-    reference = account_moe(moes, stability=9, gamma="0.1", delta=1e-10)
+def test_accounting_matches_account_moe(moes, algorithm):
+    """Levels calibrated to MOEs with one stability: the same totals as hierarchy.accounting —
+    two-step groups as released, or SafeTab's full algorithm (TotalOnly groups at the full
+    group budget too) as account_moe's ``total_only_moes="full"``."""
+    full = ["full"] * len(moes) if algorithm == "full" else None
+    reference = account_moe(moes, stability=9, gamma="0.1", delta=1e-10, total_only_moes=full)
     for notion in ("pure", "zcdp"):
         budgets = {f"L{i}": LevelBudget.from_moe(m, notion=notion, stability=9, gamma="0.1")
                    for i, m in enumerate(moes)}
-        acc = account_safetab(budgets, kinds={n: ("adaptive",) for n in budgets}, delta=1e-10)
+        acc = account_safetab(budgets, kinds={n: ("adaptive",) for n in budgets}, delta=1e-10,
+                              algorithm=algorithm)
+        assert acc.to_dict()["algorithm"]["name"] == algorithm
         if notion == "pure":
             assert math.isclose(acc.total.pure_epsilon, reference.pure_dp_epsilon, rel_tol=1e-12)
             assert math.isclose(acc.total.rdp_epsilon, reference.rdp_epsilon, rel_tol=1e-9)
@@ -292,9 +298,16 @@ def test_accounting_matches_account_moe(moes):
 
 def test_mixed_level_is_charged_its_costlier_group_kind():
     budget = {"L": LevelBudget("pure", "1.2", stability=3, gamma="0.1")}
-    both = account_safetab(budget, kinds={"L": ("adaptive", "total_only")})
-    only = account_safetab(budget, kinds={"L": ("total_only",)})
-    adaptive = account_safetab(budget, kinds={"L": ("adaptive",)})
+    both = account_safetab(budget, kinds={"L": ("adaptive", "total_only")},
+                           algorithm="as_released")
+    only = account_safetab(budget, kinds={"L": ("total_only",)}, algorithm="as_released")
+    adaptive = account_safetab(budget, kinds={"L": ("adaptive",)}, algorithm="as_released")
+    # the full algorithm (the default) charges every level for both kinds, whatever it released
+    for kinds in (("adaptive",), ("total_only",), ("adaptive", "total_only")):
+        full = account_safetab(budget, kinds={"L": kinds})
+        assert full.total.rdp_epsilon == both.total.rdp_epsilon
+        assert full.levels["L"].kinds == kinds
+        assert full.levels["L"].charged == ("adaptive", "total_only")
     assert both.total.pure_epsilon == only.total.pure_epsilon == adaptive.total.pure_epsilon
     assert both.total.rdp_epsilon >= adaptive.total.rdp_epsilon
     assert math.isclose(both.total.rdp_epsilon, only.total.rdp_epsilon, rel_tol=1e-12)
@@ -497,7 +510,7 @@ def test_accuracy_report_of_a_run(persons_small):
 # ---------------------------------------------------------------------------------------------
 def test_example_config_parses_and_runs_on_small_data(tmp_path, persons_small):
     config = load_safetab_config(EXAMPLE)
-    assert [lv.name for lv in config.levels] == ["nation", "state", "county"]
+    assert [lv.name for lv in config.levels] == ["nation", "state", "county", "aiannh"]
     assert config.notion == "zcdp" and config.randomness_mode == "simulation"
     assert any(it.alone for it in config.iterations)
     assert config.levels[2].total_only
@@ -508,7 +521,7 @@ def test_example_config_parses_and_runs_on_small_data(tmp_path, persons_small):
     assert "NOT SAFE" in manifest["randomness"]["label"]
     assert set(manifest["accounting"]["total"]["loss"]) == {
         "pure_epsilon", "rho", "rdp_epsilon", "zcdp_epsilon_analytic", "zcdp_epsilon_numeric"}
-    for level in ("nation", "state", "county"):
+    for level in ("nation", "state", "county", "aiannh"):
         meta = json.loads(pq.read_schema(tmp_path / "out" / "tables" / f"{level}.parquet")
                           .metadata[b"dapp"])
         assert meta["randomness"]["safe_for_release"] is False

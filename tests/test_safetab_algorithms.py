@@ -68,15 +68,21 @@ def test_the_three_totals_of_the_papers_settings(paper):
 
 def test_the_totals_are_postproc_safetabs_accounting_of_the_same_levels(paper):
     """``postproc safetab`` accounts a level with both kinds of group at the full group budget
-    B/s (the full algorithm) and one with two-step groups only; its totals are the same."""
+    B/s (the full algorithm) and, as released, one with two-step groups only; its totals are the
+    same. By default it accounts every level as the full algorithm, whatever it released."""
     budgets = {f"L{i}": LevelBudget.from_moe(m, notion="pure", stability=S, gamma="0.1")
                for i, m in enumerate(MOES)}
     for kinds, key in ((("adaptive",), "two_step_only"),
                        (("adaptive", "total_only"), "full_algorithm")):
         safetab = account_safetab(budgets, kinds={name: kinds for name in budgets},
-                                  delta=DELTA)
+                                  delta=DELTA, algorithm="as_released")
         assert safetab.total.rdp_epsilon == pytest.approx(
             paper.algorithms[key]["rdp_epsilon"], rel=1e-6)
+    default = account_safetab(budgets, kinds={name: ("adaptive",) for name in budgets},
+                              delta=DELTA)
+    assert default.total.rdp_epsilon == pytest.approx(
+        paper.algorithms["full_algorithm"]["rdp_epsilon"], rel=1e-6)
+    assert round(default.total.rdp_epsilon, 2) == 14.19
 
 
 def test_the_full_algorithm_is_s_times_one_count_at_the_group_budget(paper):

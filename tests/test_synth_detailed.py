@@ -66,7 +66,7 @@ def test_base_columns_are_those_of_synth():
     detailed = synthesize_detailed_1940(30_000, seed=9)
     base = synthesize_1940(30_000, seed=9)
     names = base.persons.column_names
-    assert detailed.persons.column_names == names + list(DETAILED_COLUMNS)
+    assert detailed.persons.column_names == names + list(DETAILED_COLUMNS) + ["aiannh"]
     assert detailed.persons.select(names).equals(base.persons)
     assert detailed.units.equals(base.units)
 

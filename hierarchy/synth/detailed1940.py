@@ -14,7 +14,10 @@ composition, group quarters and households come from
   ``race2``/``race3`` are further races a person reports (a record may report several races, so
   it belongs to several race groups: the stability of SafeTab's groups is above 1);
 * ``hisp_origin`` — detailed Hispanic origin (:data:`HISPANIC_ORIGINS`) when ``hispanic`` is 1,
-  else 0.
+  else 0;
+* ``aiannh`` — the American Indian / Alaska Native / Native Hawaiian area the person lives in
+  (a four-digit code), or ``"9999"`` for none (most persons): a geography beside state and county,
+  not nested in either (:mod:`hierarchy.synth.detailed1940_aiannh`).
 
 The 1940 census recorded one race per person; reporting several is what later censuses allow, so
 "1940-style" here means 1940 geography, composition, ages and origins with today's multi-race
@@ -42,7 +45,7 @@ Examples
 --------
 >>> data = synthesize_detailed_1940(20_000, seed=1)
 >>> data.persons.column_names[7:]
-['sex', 'age', 'race1', 'race2', 'race3', 'hisp_origin']
+['sex', 'age', 'race1', 'race2', 'race3', 'hisp_origin', 'aiannh']
 >>> import numpy as np
 >>> age = data.persons["age"].to_numpy()
 >>> bool(np.all((age >= 18) == (data.persons["votingage"].to_numpy() == 1)))
@@ -64,6 +67,7 @@ from hierarchy.errors import HierarchyError
 from hierarchy.geography import one_dictionary
 from hierarchy.io.storage import write_parquet
 from hierarchy.synth.census1940 import STATE_FIPS, synthesize_1940
+from hierarchy.synth.detailed1940_aiannh import AIANNH_COLUMN, assign_aiannh
 
 __all__ = ["SyntheticDetailed1940", "synthesize_detailed_1940", "write_synthetic_detailed_1940",
            "DETAILED_RACES", "HISPANIC_ORIGINS", "DETAILED_COLUMNS", "MAX_AGE", "code_labels",
@@ -106,7 +110,8 @@ _BASE_NAMES = ("state", "county", "enum_dist", "hhgq", "votingage", "hispanic", 
 PERSONS_SCHEMA = pa.schema([(n, _GEOCODE) for n in _BASE_NAMES[:3]]
                            + [(n, pa.int8()) for n in _BASE_NAMES[3:]]
                            + [("sex", pa.int8()), ("age", pa.int8())]
-                           + [(n, pa.int16()) for n in DETAILED_COLUMNS[2:]])
+                           + [(n, pa.int16()) for n in DETAILED_COLUMNS[2:]]
+                           + [(AIANNH_COLUMN, _GEOCODE)])
 
 _STATE = {code: i for i, code in enumerate(STATE_FIPS)}
 _POSTAL = ("AL AZ AR CA CO CT DE DC FL GA ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH "
@@ -190,8 +195,9 @@ class SyntheticDetailed1940:
     ----------
     persons : pyarrow.Table
         The :mod:`hierarchy.synth.census1940` person columns (``state, county, enum_dist, hhgq,
-        votingage, hispanic, cenrace``) followed by ``sex, age`` (int8) and ``race1, race2, race3,
-        hisp_origin`` (int16), in the same row order.
+        votingage, hispanic, cenrace``) followed by ``sex, age`` (int8), ``race1, race2, race3,
+        hisp_origin`` (int16) and ``aiannh`` (dictionary-encoded area code, ``"9999"`` for none),
+        in the same row order.
     units : pyarrow.Table
         Housing units, exactly as :func:`hierarchy.synth.census1940.synthesize_1940` returns them.
 
@@ -293,9 +299,11 @@ def synthesize_detailed_1940(persons: int, *, seed: int) -> SyntheticDetailed194
     True
     """
     base = synthesize_1940(persons, seed=seed)
-    columns = _detail(base.persons, seed)
+    columns, (area, area_codes) = _detail(base.persons, seed)
     arrays = base.persons.columns + [pa.array(columns[n], PERSONS_SCHEMA.field(n).type)
                                      for n in DETAILED_COLUMNS]
+    arrays.append(pa.DictionaryArray.from_arrays(pa.array(area, pa.int32()),
+                                                 pa.array(area_codes.tolist(), pa.string())))
     return SyntheticDetailed1940(persons=pa.Table.from_arrays(arrays, schema=PERSONS_SCHEMA),
                                  units=base.units)
 
@@ -333,8 +341,8 @@ def write_synthetic_detailed_1940(out_dir: str | os.PathLike, persons: int, *,
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     summary = write_synthetic_detailed_1940(tmp, 5_000, seed=2)
     ...     names = pq.read_schema(summary["persons_path"]).names
-    >>> summary["persons"], names[-1]
-    (5000, 'hisp_origin')
+    >>> summary["persons"], names[-2:]
+    (5000, ['hisp_origin', 'aiannh'])
     """
     if not isinstance(out_dir, (str, os.PathLike)):
         raise HierarchyError(f"out_dir must be a directory path (str or path-like), got "
@@ -342,7 +350,7 @@ def write_synthetic_detailed_1940(out_dir: str | os.PathLike, persons: int, *,
     started = time.perf_counter()
     data = synthesize_detailed_1940(persons, seed=seed)
     out = Path(out_dir)
-    # the files' label, unchanged since the module moved here: the output stays byte-identical
+    # the files' label, unchanged since the module moved here
     meta = {"generator": "hierarchy.synth_detailed.synthesize_detailed_1940",
             "persons": int(persons), "seed": int(seed)}
     try:
@@ -368,14 +376,18 @@ def _indices(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     return idx.astype(np.int32, copy=False), np.asarray(column.chunk(0).dictionary.to_pylist())
 
 
-def _detail(persons: pa.Table, seed: int) -> dict[str, np.ndarray]:
-    """The added columns for the base persons (see the module docstring).
+def _detail(persons: pa.Table, seed: int
+            ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The added columns for the base persons (see the module docstring): the code columns, and
+    the AIANNH area (index per person, codes).
 
     Detailed codes are drawn only for the persons who do not copy them from the first member of
-    their pseudo-household (about a third), and per major group only for its members.
+    their pseudo-household (about a third), and per major group only for its members. The areas
+    draw from a fifth stream, so the first four (and the other columns) are as they were before
+    the areas were added.
     """
-    streams = np.random.SeedSequence(seed, spawn_key=(STREAM_KEY,)).spawn(4)
-    rng_county, rng_race, rng_age, rng_household = (
+    streams = np.random.SeedSequence(seed, spawn_key=(STREAM_KEY,)).spawn(5)
+    rng_county, rng_race, rng_age, rng_household, rng_area = (
         np.random.Generator(np.random.PCG64(s)) for s in streams)
     n = persons.num_rows
     county, county_codes = _indices(persons, "county")
@@ -403,8 +415,10 @@ def _detail(persons: pa.Table, seed: int) -> dict[str, np.ndarray]:
     race1, race2, race3, origin = race1[source], race2[source], race3[source], origin[source]
 
     age, sex = _ages(votingage, hhgq, rng_age)
+    area = assign_aiannh(county, county_state, np.stack([race1, race2, race3], axis=1), source,
+                         rng_area)
     return {"sex": sex, "age": age, "race1": race1, "race2": race2, "race3": race3,
-            "hisp_origin": origin}
+            "hisp_origin": origin}, area
 
 
 def _state_weights(kind: str) -> tuple[np.ndarray, np.ndarray]:

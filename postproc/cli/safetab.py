@@ -1,10 +1,14 @@
-"""``postproc safetab CONFIG [--out DIR] [--overwrite] [--json]``: SafeTab-style tabulation.
+"""``postproc safetab CONFIG [--out DIR] [--overwrite] [--accounting full|as_released] [--json]``:
+SafeTab-style tabulation.
 
 Reads the configuration (:func:`postproc.apps.safetab.load_safetab_config`), runs
-:func:`postproc.apps.safetab.run_safetab` and prints the privacy accounting, the adaptive choices
-and, when enabled, the accuracy report; ``--json`` prints one JSON object instead, with keys
-``directory``, ``randomness``, ``accounting``, ``levels`` (plan and choices per level),
-``accuracy`` (the report, or null) and ``accuracy_report`` (its file, or null).
+:func:`postproc.apps.safetab.run_safetab` and prints the privacy accounting — by default SafeTab's
+full algorithm's (every level charged as if its groups could be TotalOnly at the full group
+budget; ``--accounting as_released``, or ``[accounting] algorithm``, charges only what each level
+released) — the adaptive choices and, when enabled, the accuracy report; ``--json`` prints one
+JSON object instead, with keys ``directory``, ``randomness``, ``accounting``, ``levels`` (plan
+and choices per level), ``accuracy`` (the report, or null) and ``accuracy_report`` (its file, or
+null).
 
 In release mode nothing computed from the confidential data is printed: not the accuracy report
 (only where its file is, under ``DIR/confidential/``) and not the number of records.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from postproc.cli._confidential import add_show_confidential
 
@@ -34,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output directory (default: [output] directory of the config)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory (only one this toolkit wrote)")
+    p.add_argument("--accounting", choices=("full", "as_released"),
+                   help="how to account the privacy loss: 'full' (SafeTab's full algorithm, "
+                        "every level charged as if its groups could be TotalOnly at the full "
+                        "group budget) or 'as_released' (only the kinds of group each level "
+                        "released); default: [accounting] algorithm of the config, else 'full'")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_show_confidential(p)
     p.set_defaults(func=run)
@@ -45,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from postproc.apps.safetab.report import format_accounting, format_choices, format_report
 
     config = load_safetab_config(args.config)
+    if args.accounting is not None:
+        config = replace(config, accounting_algorithm=args.accounting)
     result = run_safetab(config, out=args.out, overwrite=True if args.overwrite else None,
                          show_confidential=args.show_confidential)
     manifest = result.manifest

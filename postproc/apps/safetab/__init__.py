@@ -1,13 +1,17 @@
 """SafeTab-style adaptive tabulation of detailed race/ethnicity groups (docs/safetab.md).
 
 Population groups are (geographic entity, race/ethnicity characteristic iteration) pairs of a
-level; a record belongs to one entity per level and to every iteration whose detailed codes it
-reports, so to up to ``s`` groups per level (the stability). With level budget ``B`` (ε of
+level; a record belongs to at most one entity per level (none when its geocode is the level's
+``outside`` code, e.g. ``"9999"``: in no AIANNH area) and to every iteration whose detailed codes
+(and Hispanic-origin condition) it matches, detailed and regional iterations alike, so to up to
+``s`` groups per level (the stability). With level budget ``B`` (ε of
 geometric noise, or ρ of discrete Gaussian noise, given directly or implied by a target MOE),
 each group gets ``B/s``. A ``TotalOnly`` group releases one noisy total; any other group spends
 ``γ`` of its budget on a noisy total whose value, against thresholds ``θ1 < θ2 < θ3``, decides
 whether the remaining ``1 − γ`` releases the total, or sex × Age4, sex × Age9 or sex × Age23
-counts. Counts may be negative; no consistency is imposed.
+counts (the thresholds may differ by iteration level). Counts may be negative; no consistency is
+imposed. A run is accounted as SafeTab's full algorithm (TotalOnly groups at the full group
+budget at every level) unless it asks for the as-released accounting.
 
 Modules, one idea each: :mod:`~postproc.apps.safetab.recodes` (Age4/Age9/Age23, table types),
 :mod:`~postproc.apps.safetab.config` (the TOML configuration), :mod:`~postproc.apps.safetab.groups`

@@ -8,7 +8,8 @@ declared stability, so that the group has ``B/s``:
   the table (:func:`choose_tables`): ``t̃ < θ1`` → the total, ``θ1 ≤ t̃ < θ2`` → sex × Age4,
   ``θ2 ≤ t̃ < θ3`` → sex × Age9, ``t̃ ≥ θ3`` → sex × Age23; **Step 2** releases that table's
   counts, each with noise of budget ``(1 − γ) B/s`` (a record is in one cell: parallel
-  composition within the table).
+  composition within the table). The thresholds are the level's, or those it gives the
+  iteration's iteration level (detailed or regional).
 
 Noise is two-sided geometric (pure DP, ``z = ε``) or discrete Gaussian (zCDP, ``σ² = 1/(2ρ)``),
 sensitivity 1, through :mod:`hierarchy.mechanisms`. Released counts may be negative; nothing is
@@ -31,7 +32,7 @@ import pyarrow as pa
 
 from hierarchy.randomness import as_randomness
 from postproc.apps.safetab.budgets import LevelBudget, Noise, notion_of
-from postproc.apps.safetab.config_types import Level
+from postproc.apps.safetab.config_types import Iteration, Level
 from postproc.apps.safetab.groups import GroupCounts
 from postproc.apps.safetab.recodes import (
     AGE_RECODES,
@@ -52,9 +53,10 @@ def choose_tables(noisy_totals: Any, thresholds: Any) -> np.ndarray:
     Parameters
     ----------
     noisy_totals : array_like
-        Step-1 noisy totals.
-    thresholds : sequence of three numbers
-        θ1 < θ2 < θ3. A total equal to a threshold selects the larger table.
+        Step-1 noisy totals, ``n`` of them.
+    thresholds : array_like
+        θ1 < θ2 < θ3 for all totals, shape (3,), or for each, shape (n, 3). A total equal to a
+        threshold selects the larger table.
 
     Returns
     -------
@@ -63,19 +65,25 @@ def choose_tables(noisy_totals: Any, thresholds: Any) -> np.ndarray:
     Raises
     ------
     PostprocError
-        If the thresholds are not three increasing numbers.
+        If the thresholds are not three increasing numbers (per total).
 
     Examples
     --------
     >>> choose_tables([5, 50, 500, 5000], [50, 500, 5000]).tolist()
     [0, 1, 2, 3]
+    >>> choose_tables([60, 60], [[50, 500, 5000], [100, 1000, 10000]]).tolist()
+    [1, 0]
     """
     theta = np.asarray(thresholds, dtype=float)
-    if theta.shape != (3,) or not (theta[0] < theta[1] < theta[2]):
-        raise PostprocError(f"thresholds must be three numbers theta1 < theta2 < theta3, "
-                            f"not {thresholds!r}")
-    return np.searchsorted(theta, np.asarray(noisy_totals, dtype=float),
-                           side="right").astype(np.int8)
+    totals = np.asarray(noisy_totals, dtype=float)
+    ok = theta.ndim in (1, 2) and theta.shape[-1] == 3 and bool(
+        np.all((theta[..., 0] < theta[..., 1]) & (theta[..., 1] < theta[..., 2])))
+    if not ok or (theta.ndim == 2 and theta.shape[0] != totals.size):
+        raise PostprocError(f"thresholds must be three numbers theta1 < theta2 < theta3 (for "
+                            f"all totals, or one triple per total), not {thresholds!r}")
+    if theta.ndim == 1:
+        return np.searchsorted(theta, totals, side="right").astype(np.int8)
+    return (theta <= totals.reshape(-1, 1)).sum(axis=1).astype(np.int8)
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,9 @@ class LevelPlan:
         Per iteration of the level, whether it is TotalOnly.
     noise : dict of str to Noise
         ``'step1'``, ``'step2'`` and ``'total_only'``.
+    thresholds : tuple of (θ1, θ2, θ3), optional
+        Per iteration of the level, its thresholds (:meth:`Level.thresholds_for` of its
+        iteration level); empty: the level's ``thresholds`` for all.
 
     Examples
     --------
@@ -111,6 +122,12 @@ class LevelPlan:
     budget: LevelBudget
     total_only: tuple[bool, ...]
     noise: Mapping[str, Noise]
+    thresholds: tuple[tuple[float, float, float], ...] = ()
+
+    def iteration_thresholds(self) -> np.ndarray:
+        """The thresholds of each iteration, shape (iterations, 3)."""
+        rows = self.thresholds or (self.level.thresholds,) * len(self.level.iterations)
+        return np.asarray(rows, dtype=float).reshape(len(self.level.iterations), 3)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -120,15 +137,25 @@ class LevelPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description."""
-        return {"geography": self.level.geography, "iterations": list(self.level.iterations),
-                "total_only": [i for i, t in zip(self.level.iterations, self.total_only) if t],
-                "thresholds": list(self.level.thresholds), "budget": self.budget.to_dict(),
-                "noise": {k: v.to_dict() for k, v in self.noise.items()}}
+        out = {"geography": self.level.geography, "iterations": list(self.level.iterations),
+               "total_only": [i for i, t in zip(self.level.iterations, self.total_only) if t],
+               "thresholds": list(self.level.thresholds), "budget": self.budget.to_dict(),
+               "noise": {k: v.to_dict() for k, v in self.noise.items()}}
+        if self.level.outside is not None:
+            out["outside"] = self.level.outside
+        if self.level.iteration_thresholds:
+            out["thresholds_by_iteration_level"] = {
+                k: list(v) for k, v in self.level.iteration_thresholds}
+            out["thresholds_by_iteration"] = {
+                i: list(t) for i, t in zip(self.level.iterations,
+                                           self.iteration_thresholds().tolist())}
+        return out
 
 
 def plan_level(level: Level, *, mechanism: Any, gamma: Any,
-               total_only: frozenset[str] = frozenset()) -> LevelPlan:
-    """The budget split and noise of a level.
+               total_only: frozenset[str] = frozenset(),
+               iterations: Mapping[str, Iteration] | None = None) -> LevelPlan:
+    """The budget split, noise and thresholds of a level.
 
     Parameters
     ----------
@@ -139,6 +166,10 @@ def plan_level(level: Level, *, mechanism: Any, gamma: Any,
     gamma : Fraction, str or float
     total_only : frozenset of str, optional
         TotalOnly iterations (besides ``level.total_only``).
+    iterations : mapping of id to Iteration, optional
+        The iterations, whose iteration levels pick their thresholds
+        (:meth:`Level.thresholds_for`); needed when the level has thresholds by iteration
+        level.
 
     Returns
     -------
@@ -147,7 +178,8 @@ def plan_level(level: Level, *, mechanism: Any, gamma: Any,
     Raises
     ------
     PostprocError
-        On an invalid mechanism or γ.
+        On an invalid mechanism or γ, or thresholds by iteration level without
+        ``iterations``.
 
     Examples
     --------
@@ -156,6 +188,16 @@ def plan_level(level: Level, *, mechanism: Any, gamma: Any,
     >>> plan = plan_level(level, mechanism="discrete_gaussian", gamma="0.1")
     >>> plan.noise["step2"].moe, plan.kinds, plan.total_only
     (6, ('adaptive', 'total_only'), (False, True))
+
+    Detailed iterations with thresholds of their own:
+
+    >>> its = {"R": Iteration("R", "American Indian", ["3000-3999"], iteration_level="regional"),
+    ...        "D": Iteration("D", "Navajo", [3101], iteration_level="detailed")}
+    >>> level = Level("state", "state", ("R", "D"), 2, None, 6, (10, 100, 1000),
+    ...               iteration_thresholds={"detailed": (5, 50, 500)})
+    >>> plan_level(level, mechanism="geometric", gamma="0.1", iterations=its
+    ...            ).iteration_thresholds().tolist()
+    [[10.0, 100.0, 1000.0], [5.0, 50.0, 500.0]]
     """
     notion = notion_of(mechanism)
     if level.budget is not None:
@@ -167,7 +209,17 @@ def plan_level(level: Level, *, mechanism: Any, gamma: Any,
     noise = {"step1": Noise.for_budget(mechanism, budget.step1),
              "step2": Noise.for_budget(mechanism, budget.step2),
              "total_only": Noise.for_budget(mechanism, budget.total_only)}
-    return LevelPlan(level, budget, flags, noise)
+    thresholds: tuple[tuple[float, float, float], ...] = ()
+    if iterations is not None:
+        unknown = [i for i in level.iterations if i not in iterations]
+        if unknown:
+            raise PostprocError(f"level {level.name!r}: no iteration {unknown[0]!r} is defined")
+        thresholds = tuple(level.thresholds_for(iterations[i].iteration_level)
+                           for i in level.iterations)
+    elif level.iteration_thresholds:
+        raise PostprocError(f"level {level.name!r} has thresholds by iteration level; pass "
+                            f"its iterations (iterations=...) to know theirs")
+    return LevelPlan(level, budget, flags, noise, thresholds)
 
 
 @dataclass(frozen=True)
@@ -355,7 +407,8 @@ def measure_level(counts: GroupCounts, plan: LevelPlan, rng: Any = None) -> Leve
     adaptive = np.flatnonzero(~total_only)
     step1[adaptive] = totals[adaptive] + plan.noise["step1"].sample(adaptive.size,
                                                                     source.child(0))
-    picked = choose_tables(step1[adaptive], plan.level.thresholds)
+    theta = plan.iteration_thresholds()[adaptive % n_iterations]
+    picked = choose_tables(step1[adaptive], theta)
     choice[adaptive] = picked + 1                     # TABLE_TYPES[1:] == DETAILED_TABLES
 
     # Step 2: the selected tables, one noise draw for all of them; TotalOnly counts

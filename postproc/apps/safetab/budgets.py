@@ -15,6 +15,12 @@ calibrate_discrete_gaussian`: the Step-2 budget is that calibration (as an exact
 
 Neighbouring datasets differ by adding or removing one record, so every count has sensitivity 1.
 
+A run is accounted, by default, as SafeTab's **full algorithm** (:data:`ACCOUNTING_ALGORITHMS`):
+every level is charged as if any of its groups could be a TotalOnly group releasing one count at
+the whole group budget ``B_i / s_i`` — ``s_i`` times the costlier of the two kinds of group at
+every Rényi order — whichever iterations the run releases as TotalOnly; ``"as_released"``
+charges each level only for the kinds of group it released.
+
 Examples
 --------
 >>> b = LevelBudget("zcdp", "1/2", stability=5, gamma="1/10")
@@ -51,10 +57,29 @@ from hierarchy.mechanisms import Mechanism, get_mechanism, round_up_to_rational
 from postproc.errors import PostprocError
 
 __all__ = ["NOTIONS", "LevelBudget", "Noise", "LevelAccounting", "SafeTabAccounting",
-           "account_safetab", "notion_of"]
+           "account_safetab", "notion_of", "ACCOUNTING_ALGORITHMS"]
 
 #: The noise of each accounting notion: pure DP → geometric, zCDP → discrete Gaussian.
 NOTIONS = {PureDP.kind: "geometric", ZCDP.kind: "discrete_gaussian"}
+
+#: How a run's privacy loss is accounted (``[accounting] algorithm``), with what each says.
+ACCOUNTING_ALGORITHMS = {
+    "full": "SafeTab's full algorithm: every level is charged as if any of its groups could be "
+            "a TotalOnly group releasing one count at the whole group budget B/s, or a two-step "
+            "group (a Step-1 total at gamma B/s, then Step-2 counts at (1 - gamma) B/s), "
+            "whichever iterations this run releases as TotalOnly; one stability s bounds a "
+            "record's groups of both kinds, so a level costs s times the costlier kind at every "
+            "Renyi order (in pure epsilon and in rho both kinds cost the same). It bounds the "
+            "loss of what the run released ([accounting] algorithm = \"as_released\" charges "
+            "only that)",
+    "as_released": "as released: every level is charged for the kinds of group it released "
+                   "(two-step groups: a Step-1 total at gamma B/s and Step-2 counts at "
+                   "(1 - gamma) B/s; TotalOnly groups: one count at B/s); a level with both "
+                   "kinds costs s times the costlier at every Renyi order. SafeTab's full "
+                   "algorithm ([accounting] algorithm = \"full\", the default) charges every "
+                   "level for both kinds",
+}
+_BOTH_KINDS = ("adaptive", "total_only")
 
 
 def notion_of(mechanism: Mechanism | str) -> str:
@@ -361,7 +386,11 @@ class LevelAccounting:
     loss : PrivacyLoss
     moe_calibration : dict or None
         For an MOE-calibrated level, :func:`hierarchy.accounting.account_moe`'s entry for it
-        (the ε and ρ of both mechanisms for that MOE).
+        (the ε and ρ of both mechanisms for that MOE; with TotalOnly groups charged, those at
+        the full group budget too).
+    charged : tuple of str
+        The kinds of group the loss charges: both under the full algorithm, else ``kinds``
+        (empty: ``kinds``).
 
     Examples
     --------
@@ -370,8 +399,8 @@ class LevelAccounting:
     >>> budget = LevelBudget.from_moe(20, notion="zcdp", stability=3, gamma="0.1")
     >>> level = account_safetab({"county": budget}, kinds={"county": ("adaptive",)}
     ...                         ).levels["county"]
-    >>> level.kinds, level.loss.rho, round(level.loss.zcdp_epsilon_numeric, 3)
-    (('adaptive',), 0.016, 1.103)
+    >>> level.kinds, level.charged, level.loss.rho, round(level.loss.zcdp_epsilon_numeric, 3)
+    (('adaptive',), ('adaptive', 'total_only'), 0.016, 1.103)
     >>> level.moe_calibration["moe"], level.moe_calibration["rho_total"]
     (20, 0.016)
     """
@@ -380,10 +409,12 @@ class LevelAccounting:
     kinds: tuple[str, ...]
     loss: PrivacyLoss
     moe_calibration: dict[str, Any] | None = None
+    charged: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {"budget": self.budget.to_dict(), "kinds": list(self.kinds),
+                "charged_kinds": list(self.charged or self.kinds),
                 "loss": self.loss.to_dict(), "moe_calibration": self.moe_calibration}
 
 
@@ -399,6 +430,8 @@ class SafeTabAccounting:
     total_budget : Fraction
         Σ of the level budgets (ε or ρ), exact.
     total : PrivacyLoss
+    algorithm : {"full", "as_released"}
+        What the levels are charged for (:data:`ACCOUNTING_ALGORITHMS`).
 
     Examples
     --------
@@ -412,6 +445,8 @@ class SafeTabAccounting:
     ('zcdp', Fraction(3, 25), 0.12, None)
     >>> acc.to_dict()["mechanism"], list(acc.to_dict()["levels"])
     ('discrete_gaussian', ['state', 'county'])
+    >>> acc.to_dict()["algorithm"]["name"]
+    'full'
     """
 
     notion: str
@@ -419,15 +454,19 @@ class SafeTabAccounting:
     levels: Mapping[str, LevelAccounting]
     total_budget: Fraction
     total: PrivacyLoss = field(repr=False)
+    algorithm: str = "full"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``{notion, mechanism, delta, neighbours, composition, levels, total}``."""
+        """JSON-ready: ``{notion, mechanism, delta, neighbours, composition, algorithm: {name,
+        statement}, levels, total}``."""
         return {
             "notion": self.notion, "mechanism": NOTIONS[self.notion], "delta": self.delta,
             "neighbours": "add or remove one record (every count has sensitivity 1)",
             "composition": "each group gets budget/s of its level (generalized parallel "
                            "composition, degree s); Step 1 and Step 2 of a group compose "
                            "sequentially (adaptively); levels compose sequentially",
+            "algorithm": {"name": self.algorithm,
+                          "statement": ACCOUNTING_ALGORITHMS[self.algorithm]},
             "levels": {name: level.to_dict() for name, level in self.levels.items()},
             "total": {"budget": str(self.total_budget), "loss": self.total.to_dict()},
         }
@@ -448,15 +487,17 @@ def _group_curves(budget: LevelBudget, kinds: tuple[str, ...]) -> list[RDPCurve]
 
 
 def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, tuple[str, ...]],
-                    delta: Any = 1e-10) -> SafeTabAccounting:
+                    delta: Any = 1e-10, algorithm: str = "full") -> SafeTabAccounting:
     """Account for SafeTab-style levels: per level and in total, in every notion.
 
-    A level whose groups all have the same kind costs, by generalized parallel composition,
-    ``s`` times one group: ``s · group`` as pure ε (geometric) or ρ (discrete Gaussian), and the
-    RDP curve ``s · [τ(α, step1) + τ(α, step2)]`` (adaptive groups) or ``s · τ(α, group)``
-    (TotalOnly groups). A level with both kinds costs at most ``s`` times the larger curve at
-    every order α; that pointwise maximum (:func:`hierarchy.accounting.compose_group_kinds`) is
-    what is converted. Levels compose sequentially.
+    By generalized parallel composition a level costs ``s`` times one group: ``s · group`` as
+    pure ε (geometric) or ρ (discrete Gaussian), and the RDP curve ``s · [τ(α, step1) +
+    τ(α, step2)]`` for a two-step (adaptive) group, ``s · τ(α, group)`` for a TotalOnly group.
+    A level charged for both kinds costs at most ``s`` times the larger curve at every order α;
+    that pointwise maximum (:func:`hierarchy.accounting.compose_group_kinds`) is what is
+    converted. With ``algorithm="full"`` (the default: SafeTab's full algorithm) every level is
+    charged for both kinds, whatever ``kinds`` it released; with ``"as_released"``, for its
+    ``kinds``. Levels compose sequentially.
     Reported per level and in total: pure ε (geometric only), ρ (for geometric noise, ε²/2 per
     mechanism, composed), RDP → (ε, δ), and zCDP → (ε, δ) analytic and numeric.
 
@@ -465,9 +506,11 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
     budgets : mapping of level name to LevelBudget
         All with the same notion.
     kinds : mapping of level name to tuple of str
-        ``'adaptive'`` and/or ``'total_only'``: the kinds of group each level has.
+        ``'adaptive'`` and/or ``'total_only'``: the kinds of group each level released.
     delta : float, optional
         δ of the (ε, δ) conversions. Default 1e−10.
+    algorithm : {"full", "as_released"}, optional
+        What a level is charged for (:data:`ACCOUNTING_ALGORITHMS`). Default ``"full"``.
 
     Returns
     -------
@@ -476,7 +519,8 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
     Raises
     ------
     PostprocError
-        On no levels, mixed notions, a level without kinds, or δ outside (0, 1).
+        On no levels, mixed notions, a level without kinds, δ outside (0, 1) or an unknown
+        algorithm.
 
     Examples
     --------
@@ -487,7 +531,18 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
     (Fraction(3, 2), 1.5)
     >>> acc.levels["state"].loss.pure_epsilon + acc.levels["county"].loss.pure_epsilon
     1.5
+
+    Splitting a group's budget into a Step-1 and a Step-2 count costs less Rényi divergence
+    than one count at the whole budget: the full algorithm's (ε, δ) is the larger.
+
+    >>> released = account_safetab(b, kinds={"state": ("adaptive",), "county": ("adaptive",)},
+    ...                            algorithm="as_released")
+    >>> bool(released.total.rdp_epsilon <= acc.total.rdp_epsilon)
+    True
     """
+    if algorithm not in ACCOUNTING_ALGORITHMS:
+        raise PostprocError(f"the accounting algorithm must be one of "
+                            f"{list(ACCOUNTING_ALGORITHMS)}, not {algorithm!r}")
     if not budgets:
         raise PostprocError("no levels to account for")
     notions = {b.notion for b in budgets.values()}
@@ -500,11 +555,12 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
     level_curves = []
     for name, budget in budgets.items():
         level_kinds = tuple(kinds.get(name, ()))
-        if not level_kinds or set(level_kinds) - {"adaptive", "total_only"}:
+        if not level_kinds or set(level_kinds) - set(_BOTH_KINDS):
             raise PostprocError(f"level {name!r}: kinds must be a non-empty subset of "
-                                f"('adaptive', 'total_only'), not {level_kinds!r}")
+                                f"{_BOTH_KINDS}, not {level_kinds!r}")
+        charged = _BOTH_KINDS if algorithm == "full" else level_kinds
         s = budget.stability
-        curve = compose_group_kinds(_group_curves(budget, level_kinds), stability=s)
+        curve = compose_group_kinds(_group_curves(budget, charged), stability=s)
         rho = curve.zcdp_rho
         loss = PrivacyLoss(pure_epsilon=float(budget.total) if pure else None,
                            rho=rho, rdp_epsilon=rdp_to_approx_dp(curve, d),
@@ -512,9 +568,10 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
                            zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
         calibration = None
         if budget.moe is not None:
-            calibration = account_moe([budget.moe], stability=s, gamma=budget.gamma,
-                                      delta=d).to_dict()["levels"][0]
-        levels[name] = LevelAccounting(budget, level_kinds, loss, calibration)
+            full = ["full"] if "total_only" in charged else None
+            calibration = account_moe([budget.moe], stability=s, gamma=budget.gamma, delta=d,
+                                      total_only_moes=full).to_dict()["levels"][0]
+        levels[name] = LevelAccounting(budget, level_kinds, loss, calibration, charged)
         level_curves.append(curve)
 
     def total_curve(alpha):
@@ -526,4 +583,4 @@ def account_safetab(budgets: Mapping[str, LevelBudget], *, kinds: Mapping[str, t
                         rdp_epsilon=rdp_to_approx_dp(total_curve, d),
                         zcdp_epsilon_analytic=zcdp_to_approx_dp_analytic(rho, d),
                         zcdp_epsilon_numeric=zcdp_to_approx_dp_numeric(rho, d), delta=d)
-    return SafeTabAccounting(kind, d, levels, total_budget, total)
+    return SafeTabAccounting(kind, d, levels, total_budget, total, algorithm)

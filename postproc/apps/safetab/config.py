@@ -7,13 +7,21 @@ every key. In short::
     [data.columns]      sex, age, races = [...], origin   (defaults: the detailed generator's)
     [mechanism]         name = "discrete_gaussian" (zCDP, budgets are rho) | "geometric" (pure),
                         exact (geometric: exact integer sampler; always in release mode)
-    [adaptive]          gamma = "0.1", thresholds = [theta1, theta2, theta3]
-    [accounting]        delta = 1e-10
+    [adaptive]          gamma = "0.1", thresholds = [theta1, theta2, theta3],
+                        thresholds_detailed, thresholds_regional (by iteration level)
+    [accounting]        delta = 1e-10, algorithm = "full" (default) | "as_released"
     [randomness]        mode = "release" (default) | "simulation" (then seed = <int>)
     [output]            directory, overwrite, accuracy_report (written to DIR/confidential/)
-    [[iteration]]       id, name, codes = "all" | [code, "lo-hi", ...], alone, total_only
-    [[level]]           name, geography, iterations, stability, budget | moe, thresholds,
+    [[iteration]]       id, name, codes = "all" | [code, "lo-hi", ...], alone, total_only,
+                        hispanic = "not" | "only", iteration_level = "detailed" | "regional"
+    [[level]]           name, geography, outside (e.g. "9999": in no entity), iterations =
+                        "all" | "detailed" | "regional" | [ids], stability, budget | moe,
+                        thresholds, thresholds_detailed, thresholds_regional,
                         total_only = [iteration ids]
+
+An iteration's thresholds at a level are the first given of: the level's thresholds for its
+iteration level, the level's ``thresholds``, ``[adaptive]``'s for its iteration level,
+``[adaptive] thresholds``.
 
 Relative paths are relative to the config file's directory. Every error names the file and the
 line of the offending key and says what would be valid. The types the file is read into, each
@@ -55,8 +63,10 @@ from typing import Any, Mapping
 from hierarchy.errors import HierarchyError
 from hierarchy.io.tomlconfig import Table, TomlDocument, parse_toml, read_randomness, read_toml
 from hierarchy.mechanisms import Mechanism, get_mechanism
-from postproc.apps.safetab.budgets import _gamma, _stability, notion_of
+from postproc.apps.safetab.budgets import ACCOUNTING_ALGORITHMS, _gamma, _stability, notion_of
 from postproc.apps.safetab.config_types import (  # noqa: F401  (their old home)
+    HISPANIC,
+    ITERATION_LEVELS,
     MAX_CODE,
     RESERVED_LEVEL_NAMES,
     WITHHELD,
@@ -68,6 +78,7 @@ from postproc.apps.safetab.config_types import (  # noqa: F401  (their old home)
     _codes,
     _delta,
     _iteration_ids,
+    _outside,
     _release_noise,
     _synthetic,
     _thresholds,
@@ -201,13 +212,18 @@ def _from_document(doc: TomlDocument, *, base: Path) -> SafeTabConfig:
     # [mechanism], [adaptive], [accounting]
     m = doc.table("mechanism", allowed={"name", "exact", "max_denominator"})
     mechanism = _mechanism(m, release=mode == "release")
-    a = doc.table("adaptive", allowed={"gamma", "thresholds"})
+    a = doc.table("adaptive", allowed={"gamma", "thresholds"} | _BY_ITERATION_LEVEL)
     gamma = a.located("gamma", lambda: _gamma(a.get("gamma", "0.1")), _CAUGHT)
-    default_thresholds = a.get("thresholds")
-    if default_thresholds is not None:
-        a.located("thresholds", lambda: _thresholds(default_thresholds), _CAUGHT)
-    acc = doc.table("accounting", allowed={"delta"})
+    default_thresholds = _thresholds_of(a)
+    acc = doc.table("accounting", allowed={"delta", "algorithm"})
     delta = acc.located("delta", lambda: _delta(acc.get("delta", 1e-10)), _CAUGHT)
+    algorithm = acc.get("algorithm", "full")
+    if algorithm not in ACCOUNTING_ALGORITHMS:
+        raise acc.fail("algorithm", f"algorithm must be \"full\" (SafeTab's full algorithm: "
+                                    f"every level charged as if its groups could be TotalOnly at "
+                                    f"the full group budget; the default) or \"as_released\" "
+                                    f"(each level charged for the kinds of group it released), "
+                                    f"not {algorithm!r}")
 
     # [output]
     o = doc.table("output", allowed={"directory", "overwrite", "accuracy_report"})
@@ -217,11 +233,34 @@ def _from_document(doc: TomlDocument, *, base: Path) -> SafeTabConfig:
 
     # [[iteration]], [[level]]
     iterations = _iterations(doc)
-    levels = _levels(doc, [it.id for it in iterations], default_thresholds)
+    levels = _levels(doc, iterations, default_thresholds)
 
+    if not columns.origin:
+        for item, it in zip(doc.tables("iteration"), iterations):
+            if it.hispanic is not None:
+                raise item.fail("hispanic", f"iteration {it.id!r} keeps only the records that "
+                                            f"are {HISPANIC[it.hispanic]}, but [data.columns] "
+                                            f"origin is empty; name the origin column")
     return doc.located("", None, lambda: SafeTabConfig(
         iterations, levels, mechanism, gamma, delta, mode, seed, persons, synthetic,
-        columns, output, overwrite, accuracy, source, dict(data)), catch=_CAUGHT)
+        columns, output, overwrite, accuracy, source, dict(data),
+        accounting_algorithm=algorithm), catch=_CAUGHT)
+
+
+#: The keys of thresholds by iteration level: ``thresholds_detailed``, ``thresholds_regional``.
+_BY_ITERATION_LEVEL = {f"thresholds_{name}" for name in ITERATION_LEVELS}
+
+
+def _thresholds_of(table: Table) -> dict[str | None, Any]:
+    """The thresholds a table gives, each checked at its line: ``None`` → ``thresholds``, an
+    iteration level → ``thresholds_<level>``."""
+    out: dict[str | None, Any] = {}
+    for name in (None, *ITERATION_LEVELS):
+        key = "thresholds" if name is None else f"thresholds_{name}"
+        if key in table:
+            value = table[key]
+            out[name] = table.located(key, lambda: _thresholds(value), _CAUGHT)
+    return out
 
 
 
@@ -266,7 +305,8 @@ def _entries(doc: TomlDocument, name: str, allowed: set[str], needs: str) -> lis
 def _iterations(doc: TomlDocument) -> tuple[Iteration, ...]:
     out = []
     seen: dict[str, int] = {}
-    for item in _entries(doc, "iteration", {"id", "name", "codes", "alone", "total_only"},
+    for item in _entries(doc, "iteration", {"id", "name", "codes", "alone", "total_only",
+                                            "hispanic", "iteration_level"},
                          "id, name and codes"):
         k = item.index
         for key in ("id", "codes"):
@@ -285,17 +325,23 @@ def _iterations(doc: TomlDocument) -> tuple[Iteration, ...]:
         if not isinstance(name, str):
             raise item.error("name", f"must be a string, not {name!r}")
         alone, total_only = item.boolean("alone", False), item.boolean("total_only", False)
+        hispanic, iteration_level = item.get("hispanic"), item.get("iteration_level")
+        for key in ("hispanic", "iteration_level"):
+            if key in item:
+                item.located(key, lambda: Iteration(ident, name, codes, **{key: item[key]}),
+                             _CAUGHT)
         out.append(item.located("alone" if alone else "id",
-                                lambda: Iteration(ident, name, codes, alone, total_only),
-                                _CAUGHT))
+                                lambda: Iteration(ident, name, codes, alone, total_only,
+                                                  hispanic, iteration_level), _CAUGHT))
     return tuple(out)
 
 
-_LEVEL_KEYS = {"name", "geography", "iterations", "stability", "budget", "moe", "thresholds",
-               "total_only"}
+_LEVEL_KEYS = {"name", "geography", "outside", "iterations", "stability", "budget", "moe",
+               "thresholds", "total_only"} | _BY_ITERATION_LEVEL
 
 
-def _levels(doc: TomlDocument, ids: list[str], default_thresholds: Any) -> tuple[Level, ...]:
+def _levels(doc: TomlDocument, iterations: tuple[Iteration, ...],
+            default_thresholds: dict[str | None, Any]) -> tuple[Level, ...]:
     out = []
     names: dict[str, int] = {}
     for item in _entries(doc, "level", _LEVEL_KEYS,
@@ -310,30 +356,58 @@ def _levels(doc: TomlDocument, ids: list[str], default_thresholds: Any) -> tuple
                                     f"{names[name] + 1}")
         names[name] = k
         geography = item.get("geography", name)
-        its = item.get("iterations", "all")
-        its = list(ids) if its == "all" else its
-        item.located("iterations", lambda: _iteration_ids(its), _CAUGHT)
-        unknown = [i for i in its if i not in ids]
-        if unknown:
-            raise item.fail("iterations", f"level {name!r} names iterations {unknown} that no "
-                                          f"[[iteration]] defines; defined: {ids}")
+        its = _level_iterations(item, name, iterations)
         item.located("stability", lambda: _stability(item["stability"]), _CAUGHT)
         budget, moe = item.get("budget"), item.get("moe")
         key = "budget" if "budget" in item else "moe" if "moe" in item else None
         item.located(key, lambda: _budget_or_moe(budget, moe), _CAUGHT)
-        thresholds = item.get("thresholds", default_thresholds)
-        if thresholds is None:
-            raise item.fail(None, f"level {name!r} needs thresholds = [theta1, theta2, theta3] "
-                                  "(or give a default in [adaptive])")
-        if "thresholds" in item:
-            item.located("thresholds", lambda: _thresholds(thresholds), _CAUGHT)
-        else:
-            doc.located("adaptive", "thresholds", lambda: _thresholds(thresholds),
-                        catch=_CAUGHT)
+        thresholds, by_level = _level_thresholds(doc, item, name, default_thresholds)
         total_only = item.get("total_only", [])
+        outside = item.get("outside")
+        item.located("outside", lambda: _outside(outside), _CAUGHT)
         out.append(item.located("total_only" if "total_only" in item else "name", lambda: Level(
             name, geography, tuple(its), item["stability"], budget, moe, tuple(thresholds),
             frozenset(total_only) if isinstance(total_only, list) else total_only,
-            item.where("stability")), _CAUGHT))
+            item.where("stability"), outside, by_level), _CAUGHT))
         item.located("name", lambda: level_file_names([lv.name for lv in out]), _CAUGHT)
     return tuple(out)
+
+
+def _level_iterations(item: Table, name: str, iterations: tuple[Iteration, ...]) -> list[str]:
+    """A level's ``iterations``: ``"all"`` (default), ``"detailed"`` or ``"regional"`` (every
+    iteration of that iteration level) or a list of ids, checked at its line."""
+    ids = [it.id for it in iterations]
+    its = item.get("iterations", "all")
+    if its == "all":
+        return list(ids)
+    if isinstance(its, str) and its in ITERATION_LEVELS:
+        chosen = [it.id for it in iterations if it.iteration_level == its]
+        if not chosen:
+            raise item.fail("iterations", f"level {name!r}: iterations = {its!r} selects no "
+                                          f"iteration: no [[iteration]] has iteration_level = "
+                                          f"{its!r}")
+        return chosen
+    if isinstance(its, str):
+        raise item.fail("iterations", f"iterations must be \"all\", an iteration level "
+                                      f"({', '.join(repr(x) for x in ITERATION_LEVELS)}) or a "
+                                      f"list of iteration ids, not {its!r}")
+    item.located("iterations", lambda: _iteration_ids(its), _CAUGHT)
+    unknown = [i for i in its if i not in ids]
+    if unknown:
+        raise item.fail("iterations", f"level {name!r} names iterations {unknown} that no "
+                                      f"[[iteration]] defines; defined: {ids}")
+    return list(its)
+
+
+def _level_thresholds(doc: TomlDocument, item: Table, name: str,
+                      default: dict[str | None, Any]) -> tuple[Any, dict[str, Any]]:
+    """A level's thresholds and its thresholds by iteration level: its own, else
+    ``[adaptive]``'s (by iteration level only where the level gives no ``thresholds``)."""
+    own = _thresholds_of(item)
+    thresholds = own.get(None, default.get(None))
+    if thresholds is None:
+        raise item.fail(None, f"level {name!r} needs thresholds = [theta1, theta2, theta3] "
+                              "(or give a default in [adaptive])")
+    fallback = {} if None in own else default
+    by_level = {lv: own.get(lv, fallback.get(lv)) for lv in ITERATION_LEVELS}
+    return thresholds, {lv: t for lv, t in by_level.items() if t is not None}

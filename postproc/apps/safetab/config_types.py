@@ -26,11 +26,12 @@ from hierarchy.errors import HierarchyError
 from hierarchy.io.storage import check_file_names
 from hierarchy.io.tomlconfig import check_randomness
 from hierarchy.mechanisms import Mechanism, get_mechanism
-from postproc.apps.safetab.budgets import _gamma, _stability, notion_of
+from postproc.apps.safetab.budgets import ACCOUNTING_ALGORITHMS, _gamma, _stability, notion_of
 from postproc.errors import PostprocError
 
 __all__ = ["Iteration", "Level", "DataColumns", "SafeTabConfig", "MAX_CODE",
-           "RESERVED_LEVEL_NAMES", "level_file_names"]
+           "RESERVED_LEVEL_NAMES", "level_file_names", "ITERATION_LEVELS", "HISPANIC",
+           "ACCOUNTING_ALGORITHMS"]
 
 #: Detailed codes are integers in 1..MAX_CODE (0 means "not reported").
 MAX_CODE = 99_999
@@ -44,6 +45,14 @@ RESERVED_LEVEL_NAMES = frozenset(
 
 #: Written in place of a path in the manifest of a release-mode run.
 WITHHELD = "(withheld in release mode)"
+
+#: Characteristic-iteration levels: a specific group (``"detailed"``, e.g. Navajo) or an
+#: aggregate of groups (``"regional"``, e.g. American Indian, Central American).
+ITERATION_LEVELS = ("detailed", "regional")
+
+#: An iteration's Hispanic-origin condition: ``"not"`` (not Hispanic or Latino: origin code 0) or
+#: ``"only"`` (Hispanic or Latino: an origin code); absent, either.
+HISPANIC = {"not": "not Hispanic or Latino", "only": "Hispanic or Latino"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,12 +87,15 @@ def _codes(value: Any) -> frozenset[int] | None:
 
 @dataclass(frozen=True)
 class Iteration:
-    """A race/ethnicity characteristic iteration: a set of detailed codes.
+    """A race/ethnicity characteristic iteration: a set of detailed codes, and an origin.
 
     A record belongs to the iteration when any of its codes — race codes and Hispanic origin
     code — is in the set ("alone or in any combination"); with ``alone=True``, when it reports at
     least one race code and all of its race codes are in the set ("alone"; the origin code does
-    not matter). ``codes=None`` is every record.
+    not matter). ``codes=None`` is every record. With ``hispanic="not"`` only the records that
+    also report no Hispanic origin (origin code 0) belong, with ``hispanic="only"`` only those
+    that report one: "White alone, not Hispanic or Latino" is ``codes=["1000-1999"],
+    alone=True, hispanic="not"``.
 
     Parameters
     ----------
@@ -96,17 +108,32 @@ class Iteration:
     alone : bool, optional
     total_only : bool, optional
         Released as ``TotalOnly`` at every level.
+    hispanic : {"not", "only"} or None, optional
+        Keep only the records that report no Hispanic origin (``"not"``) or one (``"only"``);
+        ``None`` (default): either.
+    iteration_level : {"detailed", "regional"} or None, optional
+        The characteristic-iteration level (:data:`ITERATION_LEVELS`): thresholds may differ by
+        it, and a ``[[level]]`` may take all the iterations of one iteration level.
 
     Raises
     ------
     PostprocError
-        On an empty id, bad codes, or ``alone`` without codes.
+        On an empty id, bad codes, ``alone`` without codes, or an unknown ``hispanic`` or
+        ``iteration_level``.
 
     Examples
     --------
     >>> it = Iteration("3000", "American Indian", ["3000-3999"])
     >>> len(it.codes), 3102 in it.codes
     (1000, True)
+    >>> Iteration("1002", "White alone, not Hispanic", ["1000-1999"], alone=True,
+    ...           hispanic="not", iteration_level="regional").hispanic
+    'not'
+    >>> Iteration("x", "X", "all", hispanic="no")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: iteration 'x': hispanic must be "not" (not Hispanic or Latino),
+    "only" (Hispanic or Latino) or absent (either), not 'no'
     >>> Iteration("x", "X", "all", alone=True)
     Traceback (most recent call last):
     ...
@@ -118,6 +145,8 @@ class Iteration:
     codes: frozenset[int] | None
     alone: bool = False
     total_only: bool = False
+    hispanic: str | None = None
+    iteration_level: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id.strip():
@@ -132,6 +161,14 @@ class Iteration:
         if self.alone and codes is None:
             raise PostprocError(f"iteration {self.id!r}: alone = true needs a list of race "
                                 f"codes, not \"all\"")
+        if self.hispanic is not None and self.hispanic not in HISPANIC:
+            raise PostprocError(f"iteration {self.id!r}: hispanic must be \"not\" (not Hispanic "
+                                f"or Latino), \"only\" (Hispanic or Latino) or absent (either), "
+                                f"not {self.hispanic!r}")
+        if self.iteration_level is not None and self.iteration_level not in ITERATION_LEVELS:
+            raise PostprocError(f"iteration {self.id!r}: iteration_level must be one of "
+                                f"{list(ITERATION_LEVELS)} (or absent), not "
+                                f"{self.iteration_level!r}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +181,8 @@ class Level:
         Unique name, e.g. ``"county"``.
     geography : str
         The column holding the geographic entity of each record (``"nation"`` without such a
-        column: one entity, ``"US"``, for all).
+        column: one entity, ``"US"``, for all). It need not nest in the other levels' (an
+        AIANNH area may cross state lines).
     iterations : tuple of str
         Iteration ids.
     stability : int
@@ -161,6 +199,12 @@ class Level:
         Iterations released as ``TotalOnly`` at this level.
     location : str
         Where the level is defined (for later messages, e.g. a stability the data violates).
+    outside : str or None
+        The geocode of records in no entity of the level (``"9999"``: not in an AIANNH area).
+        They belong to no group of the level; every other geocode is an entity.
+    iteration_thresholds : mapping of str to three floats, optional
+        Thresholds for the iterations of an iteration level (``{"detailed": (θ1, θ2, θ3)}``),
+        instead of ``thresholds`` (:meth:`thresholds_for`).
 
     Raises
     ------
@@ -171,6 +215,10 @@ class Level:
     --------
     >>> Level("county", "county", ("1",), 2, None, 10, (10, 100, 1000)).budget is None
     True
+    >>> aiannh = Level("aiannh", "aiannh", ("1",), 1, None, 10, (10, 100, 1000),
+    ...                outside="9999", iteration_thresholds={"detailed": (5, 50, 500)})
+    >>> aiannh.thresholds_for("detailed"), aiannh.thresholds_for("regional")
+    ((5.0, 50.0, 500.0), (10.0, 100.0, 1000.0))
     >>> Level("county", "county", ("1",), 2, None, 10, (10, 5, 1000))
     Traceback (most recent call last):
     ...
@@ -186,6 +234,8 @@ class Level:
     thresholds: tuple[float, float, float]
     total_only: frozenset[str] = frozenset()
     location: str = field(default="", compare=False)
+    outside: str | None = None
+    iteration_thresholds: tuple[tuple[str, tuple[float, float, float]], ...] = ()
 
     def __post_init__(self):
         for key in ("name", "geography"):
@@ -204,6 +254,42 @@ class Level:
             raise PostprocError(f"total_only names iterations {unknown} that the level does not "
                                 f"have; its iterations are {list(self.iterations)}")
         object.__setattr__(self, "total_only", total_only)
+        _outside(self.outside)
+        object.__setattr__(self, "iteration_thresholds",
+                           _iteration_thresholds(self.iteration_thresholds))
+
+    def thresholds_for(self, iteration_level: str | None) -> tuple[float, float, float]:
+        """The thresholds of the iterations of ``iteration_level`` (``None``: undeclared) at
+        this level: its ``iteration_thresholds`` for that iteration level, else
+        ``thresholds``."""
+        return dict(self.iteration_thresholds).get(iteration_level, self.thresholds)
+
+
+def _outside(value: Any) -> str | None:
+    """A level's ``outside`` geocode: None or a non-empty string."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise PostprocError(f"outside must be the geocode (a string, e.g. \"9999\") of records "
+                            f"in no entity of the level, not {value!r}")
+    return value
+
+
+def _iteration_thresholds(value: Any) -> tuple[tuple[str, tuple[float, float, float]], ...]:
+    """Thresholds by iteration level, as sorted ``(iteration level, thresholds)`` pairs."""
+    pairs = list(value.items()) if isinstance(value, Mapping) else value
+    if not isinstance(pairs, (list, tuple)):
+        raise PostprocError(f"iteration_thresholds must map iteration levels "
+                            f"{list(ITERATION_LEVELS)} to thresholds, not {value!r}")
+    out = {}
+    for pair in pairs:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise PostprocError(f"iteration_thresholds must map iteration levels "
+                                f"{list(ITERATION_LEVELS)} to thresholds, not {value!r}")
+        key, thresholds = pair
+        if key not in ITERATION_LEVELS:
+            raise PostprocError(f"thresholds are given for iteration level {key!r}; iteration "
+                                f"levels are {list(ITERATION_LEVELS)}")
+        out[key] = _thresholds(thresholds)
+    return tuple(sorted(out.items()))
 
 
 def _iteration_ids(value: Any, *, empty: bool = False) -> tuple[str, ...]:
@@ -305,15 +391,21 @@ class SafeTabConfig:
         confidential data, *not* a DP output). It is written under ``DIR/confidential/``.
     source : str
     raw : dict
+    accounting_algorithm : {"full", "as_released"}
+        How the run accounts for its privacy loss (:data:`ACCOUNTING_ALGORITHMS`): ``"full"``
+        (default) charges every level as SafeTab's full algorithm, whose groups may be TotalOnly
+        at the full group budget; ``"as_released"`` only the kinds of group each level released.
 
     Raises
     ------
     PostprocError
         On repeated ids or names, level names that would share an output file, a level naming
-        an unknown iteration, an inconsistent randomness mode and seed, floating-point noise in
+        an unknown iteration, an iteration with a Hispanic-origin condition but no origin
+        column, an inconsistent randomness mode and seed, floating-point noise in
         release mode (the geometric mechanism must then be ``get_mechanism("geometric",
-        exact=True)``), or an option of the wrong type (``overwrite`` and ``accuracy_report``
-        are booleans, ``delta`` a number in (0, 1), ``synthetic`` a pair of integers).
+        exact=True)``), an unknown accounting algorithm, or an option of the wrong type
+        (``overwrite`` and ``accuracy_report`` are booleans, ``delta`` a number in (0, 1),
+        ``synthetic`` a pair of integers).
 
     Examples
     --------
@@ -345,9 +437,14 @@ class SafeTabConfig:
     accuracy_report: bool = False
     source: str = "<config>"
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    accounting_algorithm: str = "full"
 
     def __post_init__(self):
         notion_of(self.mechanism)
+        if self.accounting_algorithm not in ACCOUNTING_ALGORITHMS:
+            raise PostprocError(f"the accounting algorithm must be one of "
+                                f"{list(ACCOUNTING_ALGORITHMS)}, not "
+                                f"{self.accounting_algorithm!r}")
         object.__setattr__(self, "gamma", _gamma(self.gamma))
         for key in ("overwrite", "accuracy_report"):
             if not isinstance(getattr(self, key), bool):
@@ -361,6 +458,11 @@ class SafeTabConfig:
         ids = [it.id for it in self.iterations]
         if not ids or len(set(ids)) != len(ids):
             raise PostprocError(f"iteration ids must be present and unique, got {ids}")
+        needs_origin = [it.id for it in self.iterations if it.hispanic is not None]
+        if needs_origin and not self.columns.origin:
+            raise PostprocError(f"iterations {needs_origin} have a Hispanic-origin condition "
+                                f"(hispanic = ...) but the data have no origin column; name "
+                                f"it in [data.columns] origin")
         names = [lv.name for lv in self.levels]
         if not names or len(set(names)) != len(names):
             raise PostprocError(f"level names must be present and unique, got {names}")
@@ -401,6 +503,10 @@ class SafeTabConfig:
     def total_only(self, level: Level) -> frozenset[str]:
         """Iterations released as TotalOnly at ``level`` (its list and the iterations' flags)."""
         return level.total_only | {i for i in level.iterations if self.iteration(i).total_only}
+
+    def iterations_by_id(self) -> dict[str, Iteration]:
+        """Every iteration by its id."""
+        return {it.id: it for it in self.iterations}
 
     def to_dict(self, *, release: bool | None = None) -> dict[str, Any]:
         """JSON-ready copy for manifests: the parsed TOML, plus the resolved paths outside

@@ -1,10 +1,12 @@
 """Population groups: who belongs to which iteration, the stability, and the true counts.
 
-A population group is a (geographic entity, iteration) pair of a level. Each record lies in one
-entity of a level's geography and in every iteration whose codes it matches
-(:func:`iteration_members`), so it belongs to as many groups of the level as it matches
-iterations; the largest such number over the records is the level's observed stability
-(:func:`tabulate_groups`), which must not exceed the declared one (:func:`check_stability`).
+A population group is a (geographic entity, iteration) pair of a level. Each record lies in at
+most one entity of a level's geography — exactly one, unless the level names an ``outside``
+geocode (``"9999"``: not in an AIANNH area), whose records are in none — and in every iteration
+whose codes and Hispanic-origin condition it matches (:func:`iteration_members`), so it belongs
+to as many groups of the level as it matches iterations (none when outside); the largest such
+number over the records is the level's observed stability (:func:`tabulate_groups`), which must
+not exceed the declared one (:func:`check_stability`).
 
 True counts are tabulated once per group by sex × Age23 (46 cells, ``np.bincount``, one pass per
 iteration over the records); every released table is a sum of those cells.
@@ -34,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hierarchy.geography import one_dictionary
-from postproc.apps.safetab.config_types import MAX_CODE, DataColumns, Iteration, Level
+from postproc.apps.safetab.config_types import HISPANIC, MAX_CODE, DataColumns, Iteration, Level
 from postproc.apps.safetab.recodes import AGE23, MAX_AGE, SEXES
 from postproc.errors import ConfidentialInputError, PostprocError
 
@@ -203,6 +205,13 @@ def iteration_members(iteration: Iteration, races: np.ndarray,
     numpy.ndarray of bool
         "Alone or in any combination" (default): any race or origin code is in the iteration's
         set. ``alone``: at least one race code, and every race code in the set. ``"all"``: True.
+        Then, with ``hispanic="not"``, only the records whose origin code is 0; with
+        ``"only"``, only those with an origin code.
+
+    Raises
+    ------
+    PostprocError
+        If the iteration has a Hispanic-origin condition and ``origin`` is None.
 
     Examples
     --------
@@ -215,18 +224,32 @@ def iteration_members(iteration: Iteration, races: np.ndarray,
     >>> iteration_members(Iteration("H", "Hispanic", ["7000-7999"]), races,
     ...                   np.array([7101, 0, 0, 7102])).tolist()
     [True, False, False, True]
+    >>> white_nh = Iteration("WNH", "White alone, not Hispanic", ["1000-1999"], alone=True,
+    ...                      hispanic="not")
+    >>> iteration_members(white_nh, races, np.array([7101, 0, 0, 7102])).tolist()
+    [False, True, False, False]
     """
     n = races.shape[0]
+    if iteration.hispanic is not None and origin is None:
+        raise PostprocError(f"iteration {iteration.id!r} keeps only the records that are "
+                            f"{HISPANIC[iteration.hispanic]}, but there is no origin column; "
+                            f"name it in [data.columns] origin")
     if iteration.codes is None:
-        return np.ones(n, dtype=bool)
-    lookup = np.zeros(MAX_CODE + 1, dtype=bool)
-    lookup[np.fromiter(iteration.codes, dtype=np.int64)] = True
-    if iteration.alone:
-        reported = races != 0
-        return reported.any(axis=1) & (lookup[races] | ~reported).all(axis=1)
-    members = lookup[races].any(axis=1)
-    if origin is not None:
-        members |= lookup[origin]
+        members = np.ones(n, dtype=bool)
+    else:
+        lookup = np.zeros(MAX_CODE + 1, dtype=bool)
+        lookup[np.fromiter(iteration.codes, dtype=np.int64)] = True
+        if iteration.alone:
+            reported = races != 0
+            members = reported.any(axis=1) & (lookup[races] | ~reported).all(axis=1)
+        else:
+            members = lookup[races].any(axis=1)
+            if origin is not None:
+                members |= lookup[origin]
+    if iteration.hispanic == "not":
+        members &= origin == 0
+    elif iteration.hispanic == "only":
+        members &= origin != 0
     return members
 
 
@@ -293,6 +316,12 @@ def tabulate_groups(records: Records, levels: Sequence[Level],
     PostprocError
         If a level's geography is not in ``records`` or it names an unknown iteration.
 
+    Notes
+    -----
+    A level with an ``outside`` geocode has as entities every other geocode present; a record
+    with that geocode is in none of them. A record has one geocode per geography, so it is in
+    at most one entity of every level, nested in the other levels or not.
+
     Examples
     --------
     Two counties × (everyone, Asian), and the nation × Asian:
@@ -314,13 +343,24 @@ def tabulate_groups(records: Records, levels: Sequence[Level],
     ...
     postproc.errors.PostprocError: level 'state': geography 'state' was not read; pass it to
     prepare_records
+
+    An AIANNH level: the geocode ``"9999"`` (in no area) is no entity, and its records are in
+    no group of the level (nor count towards its stability):
+
+    >>> persons = persons.append_column("aiannh", pa.array(["0001", "9999", "9999"]))
+    >>> records = prepare_records(persons, DataColumns(races=("race1",), origin=None), ["aiannh"])
+    >>> aiannh = Level("aiannh", "aiannh", ("T", "A"), 2, "1", None, (1, 2, 3), outside="9999")
+    >>> counts = tabulate_groups(records, [aiannh], its)["aiannh"]
+    >>> counts.geocodes.tolist(), counts.totals().tolist(), counts.observed_stability
+    (['0001'], [[1, 0]], 1)
     """
-    keys, memberships, out = {}, {}, {}
+    keys, memberships, out, inside, entities = {}, {}, {}, {}, {}
     for level in levels:
         if level.geography not in records.geography:
             raise PostprocError(f"level {level.name!r}: geography {level.geography!r} was not "
                                 f"read; pass it to prepare_records")
-        entity, geocodes = records.geography[level.geography]
+        entity, geocodes, inside[level.name] = _level_entities(level, records)
+        entities[level.name] = geocodes
         keys[level.name] = entity.astype(np.int64) * _CELLS + records.cell
         memberships[level.name] = np.zeros(records.size, dtype=np.int16)
         out[level.name] = np.zeros((geocodes.size, len(level.iterations), _CELLS), np.int64)
@@ -334,20 +374,35 @@ def tabulate_groups(records: Records, levels: Sequence[Level],
                 continue
             j = level.iterations.index(iteration_id)
             size = out[level.name].shape[0] * _CELLS
-            out[level.name][:, j, :] = np.bincount(keys[level.name][members],
+            here = members if inside[level.name] is None else members & inside[level.name]
+            out[level.name][:, j, :] = np.bincount(keys[level.name][here],
                                                    minlength=size).reshape(-1, _CELLS)
-            memberships[level.name] += members
+            memberships[level.name] += here
     result = {}
     for level in levels:
         count = memberships[level.name]
         witness = int(np.argmax(count)) if count.size else -1
         observed = int(count[witness]) if count.size else 0
-        _, geocodes = records.geography[level.geography]
+        geocodes = entities[level.name]
         result[level.name] = GroupCounts(
             level.name, geocodes, level.iterations,
             out[level.name].reshape(geocodes.size, len(level.iterations), len(SEXES),
                                     AGE23.size), observed, witness)
     return result
+
+
+def _level_entities(level: Level, records: Records
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(entity index per record, the level's geocodes, which records are in an entity — None
+    for all): the geography's entities without the level's ``outside`` geocode, whose records
+    are in no entity (their index is then 0, never used: they are masked out)."""
+    entity, geocodes = records.geography[level.geography]
+    if level.outside is None or level.outside not in geocodes:
+        return entity, geocodes, None
+    k = int(np.flatnonzero(geocodes == level.outside)[0])
+    inside = entity != k
+    return (np.where(inside, entity - (entity > k), 0).astype(np.int32),
+            np.delete(geocodes, k), inside)
 
 
 def check_stability(level: Level, counts: GroupCounts, records: Records | None = None,

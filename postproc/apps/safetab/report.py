@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -107,8 +108,8 @@ def accuracy_report(result: Any) -> dict[str, Any]:
                 "rmse": float(math.sqrt(np.mean(e.astype(float) ** 2))),
                 "noise_sd": math.sqrt(noise.variance)}
         adaptive = release.choice.ravel() > 0
-        truth_choice = choose_tables(release.truth_totals.ravel()[adaptive],
-                                     plan.level.thresholds) + 1
+        theta = plan.iteration_thresholds()[np.flatnonzero(adaptive) % len(release.iterations)]
+        truth_choice = choose_tables(release.truth_totals.ravel()[adaptive], theta) + 1
         agreement = (float(np.mean(truth_choice == release.choice.ravel()[adaptive]))
                      if adaptive.any() else None)
         levels[name] = {
@@ -226,6 +227,7 @@ def format_accounting(accounting: dict[str, Any], plans: dict[str, Any]) -> str:
     Examples
     --------
     No data needed: the accounting follows from the plan (geometric noise, ε = 1/2 per level).
+    By default it is SafeTab's full algorithm's, and says so:
 
     >>> from postproc.apps.safetab import Level, account_safetab, plan_level
     >>> plans = {name: plan_level(Level(name, name, ("1",), 2, "1/2", None, (10, 100, 1000)),
@@ -236,26 +238,32 @@ def format_accounting(accounting: dict[str, Any], plans: dict[str, Any]) -> str:
     >>> print(format_accounting(accounting.to_dict(), {n: p.to_dict() for n, p in plans.items()}))
     Privacy accounting: geometric noise (pure), neighbours add or remove one record (every count has
     sensitivity 1), delta = 1e-10
+    Accounted as SafeTab's full algorithm: every level is charged as if any of its groups could be a
+    TotalOnly group releasing one count at the whole group budget B/s ([accounting] algorithm =
+    "as_released" charges only the kinds of group each level released)
     <BLANKLINE>
     level        s epsilon level epsilon group MOE step2 MOE total-only  eps RDP  eps zCDP
     --------------------------------------------------------------------------------------
-    state        2           0.5          0.25        12             11   0.5000    2.0264
-    county       2           0.5          0.25        12             11   0.5000    2.0264
+    state        2           0.5          0.25        12             11   0.5000    2.2490
+    county       2           0.5          0.25        12             11   0.5000    2.2490
     --------------------------------------------------------------------------------------
     total                      1
     <BLANKLINE>
     total privacy loss (delta = 1e-10):
       pure DP                         epsilon = 1.0000
       RDP -> (eps, delta)             epsilon = 1.0000
-      zCDP -> (eps, delta), analytic  epsilon = 3.1751   (rho = 0.1025)
-      zCDP -> (eps, delta), numeric   epsilon = 2.9197
+      zCDP -> (eps, delta), analytic  epsilon = 3.5181   (rho = 0.125)
+      zCDP -> (eps, delta), numeric   epsilon = 3.2436
     """
     unit = notion(accounting["notion"], error=PostprocError).parameter_name
     header = (f"{'level':<10} {'s':>3} {unit + ' level':>13} {unit + ' group':>13} "
               f"{'MOE step2':>9} {'MOE total-only':>14} {'eps RDP':>8} {'eps zCDP':>9}")
     lines = [f"Privacy accounting: {accounting['mechanism']} noise ({accounting['notion']}), "
-             f"neighbours {accounting['neighbours']}, delta = {accounting['delta']:g}",
-             "", header, "-" * len(header)]
+             f"neighbours {accounting['neighbours']}, delta = {accounting['delta']:g}"]
+    algorithm = accounting.get("algorithm", {}).get("name")
+    if algorithm in _ALGORITHM_LINES:
+        lines.append(textwrap.fill(_ALGORITHM_LINES[algorithm], width=len(header)))
+    lines += ["", header, "-" * len(header)]
     for level, entry in accounting["levels"].items():
         budget = entry["budget"]
         noise = plans[level]["noise"]
@@ -276,6 +284,19 @@ def format_accounting(accounting: dict[str, Any], plans: dict[str, Any]) -> str:
               f"   (rho = {loss['rho']:.6g})",
               f"  zCDP -> (eps, delta), numeric   epsilon = {loss['zcdp_epsilon_numeric']:.4f}"]
     return "\n".join(lines)
+
+
+#: One sentence per accounting algorithm for the printed accounting (the manifest has the whole
+#: statement, ``accounting.algorithm.statement``).
+_ALGORITHM_LINES = {
+    "full": "Accounted as SafeTab's full algorithm: every level is charged as if any of its "
+            "groups could be a TotalOnly group releasing one count at the whole group budget B/s "
+            "([accounting] algorithm = \"as_released\" charges only the kinds of group each "
+            "level released)",
+    "as_released": "Accounted as released: every level is charged for the kinds of group it "
+                   "released, not as SafeTab's full algorithm ([accounting] algorithm = "
+                   "\"full\", the default)",
+}
 
 
 def format_choices(choices: dict[str, dict[str, int]]) -> str:

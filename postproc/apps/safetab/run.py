@@ -146,11 +146,15 @@ class SafeTabResult:
             "mechanism": self.config.mechanism.to_dict(),
             "gamma": str(self.config.gamma),
             "threshold_rule": "noisy total < theta1: total; [theta1, theta2): sex x Age4; "
-                              "[theta2, theta3): sex x Age9; >= theta3: sex x Age23",
+                              "[theta2, theta3): sex x Age9; >= theta3: sex x Age23 (the "
+                              "level's thresholds, or those it gives the iteration's "
+                              "iteration level)",
             "stability_check": "passed: no record belongs to more groups of a level than the "
                                "level's declared stability",
-            "geography_note": "the entities of each level are those present in the data; a "
-                              "release should take them from a public geography file",
+            "geography_note": "the entities of each level are those present in the data "
+                              "(without the level's outside geocode, whose records are in no "
+                              "entity of the level); a release should take them from a public "
+                              "geography file",
             "levels": levels,
             "accounting": self.accounting.to_dict(),
             "versions": package_versions(),
@@ -202,18 +206,18 @@ def safetab(persons: pa.Table, config: SafeTabConfig, *, rng: Any = _FROM_CONFIG
     if not isinstance(config, SafeTabConfig):
         raise PostprocError(f"config must be a SafeTabConfig, not {type(config).__name__}")
     records = prepare_records(persons, config.columns, [lv.geography for lv in config.levels])
-    iterations = {it.id: it for it in config.iterations}
+    iterations = config.iterations_by_id()
     counts = tabulate_groups(records, config.levels, iterations)
     source = as_randomness(config.rng if rng is _FROM_CONFIG else rng)
     for level in config.levels:
         check_stability(level, counts[level.name], records, iterations,
                         release=source.safe_for_release)
     plans = {level.name: plan_level(level, mechanism=config.mechanism, gamma=config.gamma,
-                                    total_only=config.total_only(level))
+                                    total_only=config.total_only(level), iterations=iterations)
              for level in config.levels}
     accounting = account_safetab({n: p.budget for n, p in plans.items()},
                                  kinds={n: p.kinds for n, p in plans.items()},
-                                 delta=config.delta)
+                                 delta=config.delta, algorithm=config.accounting_algorithm)
     releases = {level.name: measure_level(counts[level.name], plans[level.name], source.child(j))
                 for j, level in enumerate(config.levels)}
     return SafeTabResult(config, plans, releases, accounting,
