@@ -36,6 +36,8 @@ _EXPORTS = {
     "Attribute": "hierarchy.schema", "Randomness": "hierarchy.randomness",
     "ConfidentialDataError": "hierarchy.errors",
     "Session": "hierarchy.session", "BudgetExceededError": "hierarchy.session",
+    "tabulate_weighted": "hierarchy.weighted", "measure_weighted": "hierarchy.weighted",
+    "WeightedHierarchy": "hierarchy.weighted",
     "__version__": "hierarchy._version",  # one distribution, one version
 }
 

@@ -52,6 +52,7 @@ _EXPORTS = {
     "plot_comparison": "postproc.evaluation.plots", "error_metrics": "postproc.evaluation.metrics",
     "plot_errors_by_level": "postproc.evaluation.plots",
     "read_nmf": "postproc.apps.nmf.reader", "inspect_nmf": "postproc.apps.nmf.summary",
+    "calibrate_consistent": "postproc.methods.baselines.consistency",
     "__version__": "hierarchy",  # one distribution, one version
 }
 

@@ -17,6 +17,11 @@
     Bottom-up (geometric noise on every detailed cell of the bottom level) L1 and L2 errors and
     the share of answers within ±k per level and query against ε, with and without calibration to
     published state totals; the curve for choosing ε (``tradeoff.png``).
+``clark_dajani_1960``
+    Weighted data: the 1960 long-form special tabulation (sex × group quarters for every county,
+    weighted) on a synthetic 25 % sample, bottom-up noise with the weight cap as sensitivity;
+    errors against the weighted truth and the full count beside the sampling error alone, and
+    calibration to the published state totals where they are consistent, the others reported.
 
 Each writes CSV tables, PNG figures and ``summary.json`` (captions, parameters, headline numbers)
 into its output directory, with a sentence saying what this run ran (its own grid and sizes);
@@ -26,7 +31,7 @@ is a small variant that runs in seconds (CI). Everything runs in simulation mode
 Examples
 --------
 >>> sorted(EXPERIMENTS)
-['clark_dajani', 'flaxman2019', 'petti_flaxman']
+['clark_dajani', 'clark_dajani_1960', 'flaxman2019', 'petti_flaxman']
 >>> import tempfile
 >>> summary = run_experiment("flaxman2019", tempfile.mkdtemp(), quick=True, log=lambda m: None,
 ...                          persons=100_000, levels=2, epsilons=[1.0], replicates=1,
@@ -49,7 +54,8 @@ __all__ = ["EXPERIMENTS", "run_experiment", "describe"]
 #: Experiment name → module.
 EXPERIMENTS = {"flaxman2019": "postproc.apps.experiments.flaxman2019",
                "petti_flaxman": "postproc.apps.experiments.petti_flaxman",
-               "clark_dajani": "postproc.apps.experiments.clark_dajani"}
+               "clark_dajani": "postproc.apps.experiments.clark_dajani",
+               "clark_dajani_1960": "postproc.apps.experiments.clark_dajani_1960"}
 
 
 def _module(name: str):
