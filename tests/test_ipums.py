@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from _configs import e2e_config, save_config
@@ -33,6 +34,7 @@ from hierarchy.io.ipums_extract import write_ipums_extract
 from hierarchy.schema import E2E_1940
 from hierarchy.tabulation import tabulate
 from postproc.cli import main
+from postproc.errors import PostprocError
 
 VARIABLES = ("SERIAL", "STATEFIP", "COUNTYICP", "ENUMDIST", "GQ", "GQTYPE", "AGE", "HISPAN",
              "RACE")
@@ -420,3 +422,24 @@ def test_a_run_on_the_extract_needs_the_spec_without_structural_zeros(tmp_path, 
     assert main(["run", str(config), "--out", str(tmp_path / "b"), "--no-progress"]) == 0
     states = pq.read_table(tmp_path / "b" / "state.parquet").to_pandas()
     assert states.groupby("state")["count"].sum().to_dict() == TOTALS["state"]   # invariant
+
+
+def test_petti_flaxman_runs_on_the_files_an_extract_becomes(extract, tmp_path):
+    """postproc experiment petti_flaxman --data DIR: the study on the real-data path (here the
+    50-person extract), with the E2E spec less its structural zeros (the extract has a prison and
+    a dormitory, which Spec.e2e's zeros of hhgq 1 and 5 would refuse)."""
+    from postproc.apps.experiments import run_experiment
+
+    data = tmp_path / "e2e"
+    write_ipums_1940_parquet(extract, None, data)
+    out = tmp_path / "pf"
+    summary = run_experiment("petti_flaxman", out, quick=True, log=lambda m: None, data=str(data),
+                             seeds=[1], epsilons=[2.0], show_epsilon=2.0, compare_epsilon=9.0,
+                             n_boot=0, srs_fractions=[0.5])
+    assert summary["parameters"]["units"] == {lv: len(t) for lv, t in TOTALS.items()}
+    metrics = pd.read_csv(out / "topdown_metrics.csv")
+    assert set(metrics["level"]) == set(TOTALS)
+    with pytest.raises(PostprocError, match="has no persons.parquet or units.parquet"):
+        run_experiment("petti_flaxman", tmp_path / "none", quick=True, log=lambda m: None,
+                       data=str(tmp_path / "empty"))
+    assert main(["experiment", "petti_flaxman", "--data", str(data), "--sensitivity", "2"]) == 1

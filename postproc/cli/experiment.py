@@ -1,5 +1,5 @@
-"""``postproc experiment NAME [--out DIR] [--quick] [--report] [--sensitivity D]``: run a
-reference analysis.
+"""``postproc experiment NAME [--out DIR] [--quick] [--report] [--sensitivity D] [--data DIR]``:
+run a reference analysis.
 
 ``NAME`` is one of ``flaxman2019``, ``petti_flaxman``, ``clark_dajani``, ``clark_dajani_1960`` (see
 :mod:`postproc.apps.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
@@ -7,6 +7,8 @@ reference analysis.
 page of them. ``--quick`` runs a small variant (used by the tests) in under half a minute:
 :data:`QUICK_SECONDS`.
 ``--sensitivity D`` (``clark_dajani`` only) sets the sensitivity of the noisy cells, default 1.
+``--data DIR`` (``petti_flaxman`` only) runs the study on the E2E files in ``DIR`` (an IPUMS USA
+1940 extract through ``postproc ipums1940``) instead of synthetic data.
 Experiments run in simulation mode: seeded, reproducible, never a release.
 """
 
@@ -68,6 +70,10 @@ def register(subparsers: Any) -> None:
                         "(default 1: adding or deleting a person changes one cell by 1, the "
                         "paper's neighbours; 2: changing a person's record, the E2E neighbours, "
                         "twice the noise)")
+    p.add_argument("--data", metavar="DIR",
+                   help="petti_flaxman only: run on the E2E persons.parquet and units.parquet in "
+                        "DIR (postproc ipums1940 writes them from an IPUMS USA 1940 extract) "
+                        "instead of synthetic data; the E2E spec without its structural zeros")
     p.set_defaults(func=run)
 
 
@@ -75,6 +81,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The experiment parameters given as options (``--sensitivity``), checked."""
     from postproc.errors import PostprocError
 
+    if getattr(args, "data", None) is not None:
+        if args.name != "petti_flaxman":
+            raise PostprocError(f"--data applies to petti_flaxman only, not {args.name}")
+        if args.sensitivity is not None:
+            raise PostprocError("--sensitivity applies to clark_dajani only, not petti_flaxman")
+        return {"data": args.data}
     if args.sensitivity is None:
         return {}
     if args.name != "clark_dajani":

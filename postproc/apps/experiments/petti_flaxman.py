@@ -45,6 +45,7 @@ mean absolute error; TC and ``va_hisp_race:authors`` on the MAE, as the paper do
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ from hierarchy.measurement import measure
 from hierarchy.queries import Query, Workload, e2e_workload, total
 from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
+from hierarchy.tabulation import tabulate
 from invariants.spec import Spec
 from postproc.apps.experiments import _papers as paper
 from postproc.apps.experiments._common import (
@@ -100,13 +102,13 @@ FULL = {"persons": 20_000_000, "data_seed": 1940, "states": None, "seeds": [1, 2
         "epsilons": [0.25, 0.5, 0.75, 1.0, 2.0, 4.0, 6.0, 8.0], "show_epsilon": 1.0,
         "srs_fractions": [round(0.05 * k, 2) for k in range(1, 20)], "n_boot": 100,
         "compare_epsilon": 1.0, "homogeneity": "authors", "executor": "serial",
-        "workers": None}
+        "workers": None, "data": None}
 #: Three county-rich states of a 3-million-person nation: 3 states, 13 counties (3–6 per
 #: state), 313 EDs (3–52 per county), 303,561 persons.
 QUICK = {"persons": 3_000_000, "data_seed": 1940, "states": 3, "seeds": [1, 2],
          "epsilons": [0.5, 2.0], "show_epsilon": 2.0, "srs_fractions": [0.1, 0.5, 0.9],
          "n_boot": 20, "compare_epsilon": 2.0, "homogeneity": "authors", "executor": "serial",
-         "workers": None}
+         "workers": None, "data": None}
 
 
 def _selected(answers: np.ndarray, exact: np.ndarray, query: str) -> np.ndarray | None:
@@ -245,16 +247,38 @@ class _Setting:
 
 
 def _setting(params: dict[str, Any]) -> _Setting:
-    """The synthetic truth of ``params`` and what is measured and compared on it."""
-    truth = synthetic_truth(params)
+    """The truth of ``params`` — synthetic, or the E2E files in ``params["data"]`` — and what is
+    measured and compared on it."""
+    truth, spec = _truth(params)
     workload = e2e_workload(E2E_1940)
     queries = {"total": total(E2E_1940), "va_hisp_race": workload["va_hisp_race"],
                "va_hisp_race>0": workload["va_hisp_race"],
                "va_hisp_race:authors": workload["va_hisp_race"]}
     exact = {(lv, q): query.answer(truth.counts[li]) for li, lv in enumerate(LEVELS)
              for q, query in queries.items()}
-    return _Setting(truth, workload, Spec.e2e(LEVELS), {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]},
+    return _Setting(truth, workload, spec, {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]},
                     {lv: truth.geography.n_units(lv) for lv in LEVELS}, queries, exact)
+
+
+def _truth(params: dict[str, Any]) -> tuple[Hierarchy, Spec]:
+    """The exact hierarchy and the E2E spec: the synthetic data of ``params`` with
+    :meth:`Spec.e2e`, or, with ``params["data"]``, the directory's ``persons.parquet`` and
+    ``units.parquet`` (``postproc ipums1940`` writes them from an IPUMS USA 1940 extract) with
+    the E2E spec less its structural zeros of hhgq 1 and 5 — real 1940 data have prisons and
+    college dormitories (``docs/data.md``, "Real data")."""
+    if params.get("data") is None:
+        return synthetic_truth(params), Spec.e2e(LEVELS)
+    directory = Path(params["data"])
+    missing = [n for n in ("persons.parquet", "units.parquet") if not (directory / n).is_file()]
+    if missing:
+        raise PostprocError(f"data {str(directory)!r} has no {' or '.join(missing)}: give the "
+                            "directory `postproc ipums1940 DDI --out DIR` wrote (or "
+                            "`postproc synth1940`)")
+    truth = tabulate(directory / "persons.parquet", schema=E2E_1940, levels=LEVELS,
+                     units=directory / "units.parquet")
+    spec = Spec.e2e(LEVELS)
+    return truth, replace(spec, constraints=tuple(c for c in spec.constraints
+                                                 if c.name != "structural_zeros"))
 
 
 @dataclass(frozen=True)
