@@ -14,7 +14,9 @@ voting_age=age_group`` declares a column that is a function of another. Without 
 randomness is release mode (cryptographically secure) and the continuous ``laplace`` mechanism
 is refused; with it, simulation mode, labelled unsafe. In both, the chain must run at least 50
 sweeps or iterations (``--burn-in`` + ``--draws``; ``postproc.methods.sampling.target.MIN_STEPS``).
-``--json`` prints one object with ``acceptance_rate``, ``ess`` (``min``, ``median``,
+With the geometric mechanism the output states Gong & Meng's γ of the release (``gamma`` in the
+JSON: exact for small tables, else the bound 1; ``postproc gamma``). ``--json`` prints one
+object with ``acceptance_rate``, ``ess`` (``min``, ``median``,
 ``per_cell``, ``min_per_second``), ``released`` (one object per row: key columns and the released
 count), ``invariants_hold`` (checked in exact integer arithmetic), the sampler's settings and the
 randomness provenance. In release mode (no ``--seed``) the chain's diagnostics
@@ -142,9 +144,12 @@ def run(args: argparse.Namespace) -> int:
             release.to_frame().to_csv(args.out, index=False)
         except OSError as exc:
             raise PostprocError(f"{args.out}: cannot write the released table ({exc})") from None
+    gamma = _gamma(release, args)
     if args.json:
-        print(json.dumps(release.to_dict(diagnostics=args.diagnostics), indent=2,
-                         allow_nan=False))
+        summary = release.to_dict(diagnostics=args.diagnostics)
+        if gamma is not None:
+            summary["gamma"] = gamma.to_dict()
+        print(json.dumps(summary, indent=2, allow_nan=False))
         return 0
     res = release.result
     print(f"{res.randomness['label']}")
@@ -161,5 +166,22 @@ def run(args: argparse.Namespace) -> int:
               "diagnostics are computed from the confidential table and not shown; "
               "--diagnostics shows them)")
     print(f"invariants hold (exact): {release.invariants_hold}")
+    if gamma is not None:
+        print(f"Gong & Meng's gamma = {gamma.gamma:g} ({gamma.method}): the release is "
+              f"(1 + gamma) k eps-DP for invariant-conforming tables at distance k "
+              f"(postproc gamma; docs/conditional_sampling.md)")
     print(release.to_frame().to_string(index=False))
     return 0
+
+
+def _gamma(release: Any, args: argparse.Namespace) -> Any:
+    """Gong & Meng's γ of the release (geometric noise only; exact for small tables, else the
+    bound γ = 1): it depends on the invariants' published values only, so it is shown in both
+    modes."""
+    if args.mechanism != "geometric":
+        return None
+    from postproc.methods.sampling.gamma import gamma_of_table
+
+    # a quick look only (about a second): beyond it the bound, which postproc gamma refines
+    return gamma_of_table(release.table, args.invariant, epsilon=args.epsilon,
+                          max_visits=100_000)
