@@ -227,7 +227,7 @@ def test_the_chunked_writer_gives_the_one_shot_reader_s_rows(tmp_path, extract):
                                     "counties", "enum_dists", "lines")} == \
         {"persons": 50, "households": 12, "gq_facilities": 8, "states": 2, "counties": 3,
          "enum_dists": 5, "lines": 50}
-    with pytest.raises(HierarchyError, match="pass overwrite=True"):
+    with pytest.raises(HierarchyError, match=r"pass --overwrite \(overwrite=True\) to replace it"):
         write_ipums_1940_parquet(extract, None, tmp_path / "out")
     again = write_ipums_1940_parquet(extract, None, tmp_path / "out", overwrite=True)
     assert again["persons"] == 50

@@ -72,6 +72,7 @@ from hierarchy.io.ipums_records import (
     _Codebook,
     _Variable,
 )
+from hierarchy.io.replace import check_parquet_replaceable
 from hierarchy.io.storage import atomic_path, special_file_kind
 
 __all__ = ["read_ipums_1940", "write_ipums_1940_parquet", "Ipums1940", "MADE_BY",
@@ -244,7 +245,7 @@ def write_ipums_1940_parquet(ddi: str | os.PathLike, data: str | os.PathLike | N
         raise HierarchyError(f"cannot create output directory {str(out)!r}: {exc}") from exc
     final = {"persons": out / "persons.parquet", "units": out / "units.parquet"}
     for path in final.values():
-        _check_replaceable(path, overwrite=overwrite)
+        check_parquet_replaceable(path, overwrite=overwrite)
     carry = _Carry()
     meta = {"made_by": MADE_BY, "ddi": str(codebook.path), "hhgq_rule": hhgq_rule,
             "columns": chosen, "citation": codebook.citation}
@@ -458,24 +459,3 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 def _no_persons(codebook: _Codebook) -> HierarchyError:
     return HierarchyError(f"{codebook.path}: the extract's data file has no person records")
-
-
-def _check_replaceable(path: Path, *, overwrite: bool) -> None:
-    """Raise unless ``path`` is absent, or a parquet file the toolkit wrote and ``overwrite``."""
-    if not path.exists() and not path.is_symlink():
-        return
-    if path.is_symlink() or not path.is_file():
-        raise HierarchyError(f"{path} exists and is not a regular file; it is never replaced — "
-                             "choose another output directory")
-    try:
-        ours = b"dapp" in (pq.read_schema(path).metadata or {})
-    except (pa.ArrowInvalid, OSError):
-        ours = False
-    if not ours:
-        raise HierarchyError(f"{path} already exists and was not written by this toolkit; it is "
-                             "never replaced — choose another output directory, or move the "
-                             "file away yourself")
-    if not overwrite:
-        raise HierarchyError(f"{path} already exists (written by this toolkit); pass "
-                             "overwrite=True (--overwrite) to replace it, or choose another "
-                             "output directory")

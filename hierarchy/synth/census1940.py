@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
+from hierarchy.io.replace import check_parquet_replaceable
 from hierarchy.synth import census1940_tables as tables
 from hierarchy.synth.census1940_mixes import _draw_groups, _ed_mixes
 from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
@@ -300,7 +301,7 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
         raise HierarchyError(f"cannot create output directory {str(out)!r}: {exc}") from exc
     final = {"persons": out / "persons.parquet", "units": out / "units.parquet"}
     for path in final.values():
-        _check_replaceable(path, overwrite=overwrite)
+        check_parquet_replaceable(path, overwrite=overwrite)
     started = time.perf_counter()
     temp = {k: out / f".{p.name}.{os.getpid()}.tmp" for k, p in final.items()}
     schemas = {k: schema.with_metadata({b"dapp": json.dumps(
@@ -601,27 +602,6 @@ def _state_tables(block: _StateBlock) -> tuple[pa.Table, pa.Table]:
                    [np.zeros(block.unit_ed.size, np.int32), block.ed_county[block.unit_ed],
                     block.unit_ed], dictionaries, [block.unit_hhgq])
     return persons, units
-
-
-def _check_replaceable(path: Path, *, overwrite: bool) -> None:
-    """Raise unless ``path`` is absent, or a parquet file the toolkit wrote and ``overwrite``."""
-    if not path.exists() and not path.is_symlink():
-        return
-    if path.is_symlink() or not path.is_file():
-        raise HierarchyError(f"{path} exists and is not a regular file; it is never replaced — "
-                             "choose another output directory (--out)")
-    try:
-        written_by_us = b"dapp" in (pq.read_schema(path).metadata or {})
-    except (pa.ArrowInvalid, OSError):
-        written_by_us = False
-    if not written_by_us:
-        raise HierarchyError(f"{path} already exists and was not written by this toolkit (it "
-                             "has no dapp metadata); it is never replaced — choose another "
-                             "output directory (--out), or move the file away yourself")
-    if not overwrite:
-        raise HierarchyError(f"{path} already exists (written by this toolkit); pass --overwrite "
-                             "(overwrite=True) to replace it, or choose another output "
-                             "directory (--out)")
 
 
 def _check_arguments(persons: Any, seed: Any) -> tuple[int, int]:
