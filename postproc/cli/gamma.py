@@ -23,6 +23,8 @@ ORDER = 41
 
 def register(subparsers: Any) -> None:
     """Add ``gamma`` to the ``postproc`` parser."""
+    from postproc.cli.mis import add_table_options
+
     parser = subparsers.add_parser(
         "gamma", help="Gong & Meng's gamma: the privacy cost of conditioning on invariants",
         description="The smallest gamma with P(M*(x) in B) <= exp((1 + gamma) k eps) "
@@ -31,12 +33,7 @@ def register(subparsers: Any) -> None:
                     "conditioned on the invariants (Gong & Meng 2020, Theorem 2.1): exact by "
                     "enumeration for small tables, else the bound gamma = 1. "
                     "See docs/conditional_sampling.md.")
-    parser.add_argument("--table", required=True, metavar="CSV",
-                        help="CSV with one row per cell: key columns and a count column")
-    parser.add_argument("--count-column", default="count", metavar="NAME",
-                        help="the column of counts (default count)")
-    parser.add_argument("--invariant", action="append", required=True, metavar="EXPR",
-                        help="an invariant query, e.g. total or 'marginal(sex)'; repeat")
+    add_table_options(parser)
     parser.add_argument("--epsilon", type=float, required=True, metavar="E",
                         help="the per-cell budget the noise was calibrated to")
     parser.add_argument("--sensitivity", type=int, default=1, metavar="S",
@@ -45,27 +42,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--outputs", choices=["nonnegative", "integers"], default="nonnegative",
                         help="the outputs the invariants allow: nonnegative tables (as postproc "
                              "mis releases; default) or any integers")
-    parser.add_argument("--levels", action="append", metavar="COLUMN=L1,L2,...",
-                        help="the levels of a key column (adds missing cells as zero rows); "
-                             "repeat, as for postproc mis")
-    parser.add_argument("--derived", action="append", metavar="COLUMN=SOURCE",
-                        help="a key column that is a function of another, as for postproc mis")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``postproc gamma``."""
-    from postproc.cli.mis import _assignments
+    from postproc.cli.mis import table_levels
     from postproc.gate import data_errors
     from postproc.methods.sampling.count_table import complete_table, read_count_table
     from postproc.methods.sampling.gamma import gamma_of_table
 
-    levels = _assignments(args.levels, "--levels")
+    levels, derived = table_levels(args)
     with data_errors(release=True):
         table = complete_table(read_count_table(args.table, count_column=args.count_column),
-                               levels={c: v.split(",") for c, v in levels.items()} or None,
-                               derived=_assignments(args.derived, "--derived"))
+                               levels=levels, derived=derived)
         gamma = gamma_of_table(table, args.invariant, epsilon=args.epsilon,
                                sensitivity=args.sensitivity, outputs=args.outputs)
     if args.json:

@@ -48,13 +48,7 @@ def register(subparsers: Any) -> None:
                     "nonnegative integers. Samplers: 'lattice' (default; Metropolis moves that "
                     "keep the invariants exactly) or 'mis' (the paper's Metropolized "
                     "independent sampler). See docs/conditional_sampling.md.")
-    parser.add_argument("--table", required=True, metavar="CSV",
-                        help="CSV with one row per cell: key columns and a count column")
-    parser.add_argument("--count-column", default="count", metavar="NAME",
-                        help="the column of counts (default count)")
-    parser.add_argument("--invariant", action="append", required=True, metavar="EXPR",
-                        help="an invariant query, e.g. total or 'marginal(sex)'; repeat; "
-                             "EXPR=V1,V2 publishes given values")
+    add_table_options(parser)
     parser.add_argument("--mechanism", default="geometric",
                         choices=["geometric", "discrete_gaussian", "laplace"],
                         help="noise mechanism per cell (default geometric)")
@@ -78,13 +72,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, metavar="S",
                         help="simulation mode with this seed (reproducible, NOT safe for a "
                              "release); default release mode")
-    parser.add_argument("--levels", action="append", metavar="COLUMN=L1,L2,...",
-                        help="the levels of a key column, e.g. sex=f,m; repeat for every key "
-                             "column: the table is completed with zero rows for missing cells "
-                             "(without it, a table with a missing cell is refused)")
-    parser.add_argument("--derived", action="append", metavar="COLUMN=SOURCE",
-                        help="a key column that is a function of another, e.g. "
-                             "voting_age=age_group; not part of the cells' cross-product")
     parser.add_argument("--out", metavar="CSV", help="also write the released table here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--diagnostics", action="store_true",
@@ -93,6 +80,43 @@ def register(subparsers: Any) -> None:
                              "the release; shown by default in simulation mode)")
     add_show_confidential(parser)
     parser.set_defaults(func=run)
+
+
+def add_table_options(parser: Any) -> None:
+    """The options that name a count table and its invariants (``postproc mis``, ``postproc
+    gamma``): ``--table``, ``--count-column``, ``--invariant``, ``--levels``, ``--derived``.
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser()
+    >>> add_table_options(parser)
+    >>> args = parser.parse_args(["--table", "t.csv", "--invariant", "total",
+    ...                           "--levels", "sex=f,m"])
+    >>> args.count_column, table_levels(args)
+    ('count', ({'sex': ['f', 'm']}, {}))
+    """
+    parser.add_argument("--table", required=True, metavar="CSV",
+                        help="CSV with one row per cell: key columns and a count column")
+    parser.add_argument("--count-column", default="count", metavar="NAME",
+                        help="the column of counts (default count)")
+    parser.add_argument("--invariant", action="append", required=True, metavar="EXPR",
+                        help="an invariant query, e.g. total or 'marginal(sex)'; repeat; "
+                             "EXPR=V1,V2 publishes given values")
+    parser.add_argument("--levels", action="append", metavar="COLUMN=L1,L2,...",
+                        help="the levels of a key column, e.g. sex=f,m; repeat for every key "
+                             "column: the table is completed with zero rows for missing cells "
+                             "(without it, a table with a missing cell is refused)")
+    parser.add_argument("--derived", action="append", metavar="COLUMN=SOURCE",
+                        help="a key column that is a function of another, e.g. "
+                             "voting_age=age_group; not part of the cells' cross-product")
+
+
+def table_levels(args: argparse.Namespace) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
+    """``--levels`` and ``--derived`` as ``complete_table`` takes them (``levels`` None when
+    none is given; :func:`add_table_options` shows one)."""
+    levels = _assignments(args.levels, "--levels")
+    return ({c: v.split(",") for c, v in levels.items()} or None,
+            _assignments(args.derived, "--derived"))
 
 
 def _assignments(values: list[str] | None, option: str) -> dict[str, str]:
@@ -129,16 +153,14 @@ def run(args: argparse.Namespace) -> int:
         options["burn_in"] = args.burn_in
     if args.chains is not None:
         options["chains"] = args.chains
-    levels = _assignments(args.levels, "--levels")
+    levels, derived = table_levels(args)
     with data_errors(release=args.seed is None, show=args.show_confidential):
         release = release_table(args.table, args.invariant, epsilon=args.epsilon, rho=args.rho,
                                 mechanism=args.mechanism, sampler=args.sampler,
                                 draws=args.draws, rng=args.seed,
                                 proposal_epsilon=args.proposal_epsilon,
-                                count_column=args.count_column,
-                                levels={c: v.split(",") for c, v in levels.items()} if levels
-                                else None,
-                                derived=_assignments(args.derived, "--derived"), **options)
+                                count_column=args.count_column, levels=levels,
+                                derived=derived, **options)
     if args.out:
         try:
             release.to_frame().to_csv(args.out, index=False)
