@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from postproc.infra.executors import ProcessExecutor, SerialExecutor
@@ -86,3 +88,24 @@ def _advised(_: int) -> bool:
     from postproc.infra.executor_base import huge_pages_advised
 
     return huge_pages_advised()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_process_workers_share_the_cores_out_as_blas_threads(workers):
+    """Each worker runs cores // workers BLAS threads (at least one), not a thread per core:
+    with a worker per core OpenBLAS's spinning threads made the GLS's products of short rows
+    up to 15 times slower (docs/gls.md, "Threads in the workers")."""
+    from postproc.infra.executor_base import worker_blas_threads
+
+    expected = worker_blas_threads(workers)
+    with ProcessExecutor(workers=workers) as ex:
+        assert list(ex.map(_blas_threads, range(2 * workers))) == [expected] * (2 * workers)
+    assert expected == max(1, (os.cpu_count() or 1) // workers)
+
+
+def _blas_threads(_: int) -> int:
+    from threadpoolctl import threadpool_info
+
+    pools = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    assert pools, "numpy's BLAS is not seen by threadpoolctl"
+    return min(pools)

@@ -20,8 +20,10 @@ import os
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator
 
+from threadpoolctl import threadpool_limits
+
 __all__ = ["Executor", "check_window", "HUGEPAGE_ENV", "start_worker",
-           "huge_pages_advised"]
+           "huge_pages_advised", "worker_blas_threads"]
 
 #: The environment variable numpy reads when it is imported to decide whether to advise the
 #: kernel to back arrays of 4 MB and more with transparent huge pages (``madvise``). Our worker
@@ -33,9 +35,12 @@ __all__ = ["Executor", "check_window", "HUGEPAGE_ENV", "start_worker",
 HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
 
 
-def start_worker() -> None:
+def start_worker(blas_threads: int | None = None) -> None:
     """Run in each worker process as it starts: numpy's huge-page advice off, unless
-    :data:`HUGEPAGE_ENV` is set (then numpy has followed it already).
+    :data:`HUGEPAGE_ENV` is set (then numpy has followed it already); and, when
+    ``blas_threads`` is given, the BLAS and OpenMP thread pools of the process limited to it
+    (:func:`worker_blas_threads`: a pool of as many workers as cores must not also run a BLAS
+    thread per core in each worker).
 
     Examples
     --------
@@ -49,6 +54,26 @@ def start_worker() -> None:
     setter = getattr(_multiarray(), "_set_madvise_hugepage", None)
     if HUGEPAGE_ENV not in os.environ and setter is not None:
         setter(False)
+    if blas_threads is not None:
+        threadpool_limits(limits=blas_threads)
+
+
+def worker_blas_threads(workers: int, cores: int | None = None) -> int:
+    """The BLAS threads each of ``workers`` worker processes may run: the cores shared out,
+    at least one. numpy's BLAS (OpenBLAS) starts a thread per core in every process; with a
+    worker per core that is cores² threads, and OpenBLAS's threads wait for each other by
+    spinning, so products of many short rows (the GLS's ``units × 4`` by ``4 × 4``) ran up to
+    15 times slower in a busy process than on one thread (``docs/gls.md``, "Threads in the
+    workers").
+
+    Examples
+    --------
+    >>> worker_blas_threads(2, cores=2), worker_blas_threads(1, cores=2), worker_blas_threads(
+    ...     3, cores=8)
+    (1, 2, 2)
+    """
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return max(1, cores // max(1, workers))
 
 
 def huge_pages_advised() -> bool | None:

@@ -24,7 +24,12 @@ from typing import Callable
 import numpy as np
 
 from postproc.errors import PostprocError
-from postproc.infra.executor_base import Executor, check_window, start_worker
+from postproc.infra.executor_base import (
+    Executor,
+    check_window,
+    start_worker,
+    worker_blas_threads,
+)
 
 __all__ = ["Executor", "SerialExecutor", "ProcessExecutor", "get_executor", "EXECUTORS"]
 
@@ -85,7 +90,7 @@ class ProcessExecutor(Executor):
         self.workers = int(workers)
         self._pool = cf.ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=start_worker)
+            initializer=start_worker, initargs=(worker_blas_threads(self.workers),))
 
     def map(self, fn, items):
         futures = [self._pool.submit(fn, item) for item in items]
