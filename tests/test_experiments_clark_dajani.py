@@ -8,6 +8,7 @@ table's ``z`` column), not a constant.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -92,3 +93,28 @@ def test_cli_sensitivity_option(tmp_path, capsys):
                  "--out", str(tmp_path / "f")]) == 1
     assert "--sensitivity applies to clark_dajani only" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()
+
+
+def test_cli_persons_sets_the_size_of_the_synthetic_data(tmp_path, capsys):
+    """``--persons`` reaches the analysis (the quick variant's 3M persons → 2M: fewer EDs in
+    its three states) and bad values or ``--data`` beside it are refused before anything
+    runs."""
+    sizes = {}
+    for persons in ("3_000_000", "2,000,000"):
+        out = tmp_path / persons
+        assert main(["experiment", "clark_dajani", "--quick", "--persons", persons,
+                     "--out", str(out)]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["parameters"]["persons"] == int(persons.replace("_", "").replace(",", ""))
+        sizes[persons] = summary["parameters"]["units"]["enum_dist"]
+    assert sizes["2,000,000"] < sizes["3_000_000"]
+    capsys.readouterr()
+    for bad in ("0", "1e6", "-5", "many"):
+        assert main(["experiment", "clark_dajani", "--quick", "--persons", bad,
+                     "--out", str(tmp_path / "bad")]) == 1
+        assert f"--persons must be a whole number of persons ≥ 1 (e.g. 132000000), not " \
+               f"{bad!r}" in capsys.readouterr().err
+    assert main(["experiment", "petti_flaxman", "--persons", "1000", "--data",
+                 str(tmp_path), "--out", str(tmp_path / "bad")]) == 1
+    assert "with --data the files' persons are the data" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -1,11 +1,13 @@
-"""``postproc experiment NAME [--out DIR] [--quick] [--report] [--sensitivity D] [--data DIR]``:
-run a reference analysis.
+"""``postproc experiment NAME [--out DIR] [--quick] [--report] [--persons N] [--sensitivity D]
+[--data DIR]``: run a reference analysis.
 
 ``NAME`` is one of ``flaxman2019``, ``petti_flaxman``, ``clark_dajani``, ``clark_dajani_1960`` (see
 :mod:`postproc.apps.experiments` and ``docs/experiments.md``). Writes CSV tables, PNG figures and
 ``summary.json`` into ``DIR`` (default ``experiments/NAME``); ``postproc report DIR`` makes an HTML
 page of them. ``--quick`` runs a small variant (used by the tests) in under half a minute:
 :data:`QUICK_SECONDS`.
+``--persons N`` sets the size of the synthetic data (the full variants' defaults are in
+``docs/experiments.md``; ``petti_flaxman --persons 132000000`` is the 1940 census's full size).
 ``--sensitivity D`` (``clark_dajani`` only) sets the sensitivity of the noisy cells, default 1.
 ``--data DIR`` (``petti_flaxman`` only) runs the study on the E2E files in ``DIR`` (an IPUMS USA
 1940 extract through ``postproc ipums1940``) instead of synthetic data.
@@ -70,6 +72,10 @@ def register(subparsers: Any) -> None:
                         "(default 1: adding or deleting a person changes one cell by 1, the "
                         "paper's neighbours; 2: changing a person's record, the E2E neighbours, "
                         "twice the noise)")
+    p.add_argument("--persons", metavar="N",
+                   help="persons of the synthetic data (default: the analysis's own, "
+                        "docs/experiments.md; e.g. 132000000 for Petti & Flaxman at the 1940 "
+                        "census's full size)")
     p.add_argument("--data", metavar="DIR",
                    help="petti_flaxman only: run on the E2E persons.parquet and units.parquet in "
                         "DIR (postproc ipums1940 writes them from an IPUMS USA 1940 extract) "
@@ -81,14 +87,19 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The experiment parameters given as options (``--sensitivity``), checked."""
     from postproc.errors import PostprocError
 
+    persons = {} if getattr(args, "persons", None) is None else {
+        "persons": _persons(args.persons)}
     if getattr(args, "data", None) is not None:
         if args.name != "petti_flaxman":
             raise PostprocError(f"--data applies to petti_flaxman only, not {args.name}")
         if args.sensitivity is not None:
             raise PostprocError("--sensitivity applies to clark_dajani only, not petti_flaxman")
+        if persons:
+            raise PostprocError("--persons sets the size of the synthetic data; with --data the "
+                                "files' persons are the data: leave --persons out")
         return {"data": args.data}
     if args.sensitivity is None:
-        return {}
+        return persons
     if args.name != "clark_dajani":
         raise PostprocError(f"--sensitivity applies to clark_dajani only, not {args.name}")
     try:
@@ -98,9 +109,31 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     try:
         from postproc.apps.experiments.clark_dajani import check_sensitivity
 
-        return {"sensitivity": check_sensitivity(value)}
+        return {**persons, "sensitivity": check_sensitivity(value)}
     except PostprocError as exc:
         raise PostprocError(f"--{exc}") from None
+
+
+def _persons(text: str) -> int:
+    """``--persons``: a whole number ≥ 1 (``132000000``, ``132_000_000`` or ``132,000,000``).
+
+    Examples
+    --------
+    >>> _persons("132,000,000"), _persons("3_000_000")
+    (132000000, 3000000)
+    >>> _persons("1e6")
+    Traceback (most recent call last):
+    ...
+    postproc.errors.PostprocError: --persons must be a whole number of persons ≥ 1 (e.g. \
+132000000), not '1e6'
+    """
+    from postproc.errors import PostprocError
+
+    cleaned = str(text).replace(",", "").replace("_", "").strip()
+    if not cleaned.isdigit() or int(cleaned) < 1:
+        raise PostprocError(f"--persons must be a whole number of persons ≥ 1 (e.g. "
+                            f"132000000), not {text!r}")
+    return int(cleaned)
 
 
 def run(args: argparse.Namespace) -> int:
