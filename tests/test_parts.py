@@ -313,11 +313,11 @@ def test_a_parts_tabulation_is_that_of_the_whole_and_saved_as_before(base, whole
     geo, s = parts_module._check(config, "tract", 40)
     plan = plan_parts(geo, s, 40)
     assert len(plan) > 4
-    publish = config.publish()
+    publish = parts_module.Published.of(config)
     low = geo.levels[s + 1:]
     tabulate = parts_module._TabulatePart(config, tmp_path, publish, low)
     blocks = ancestor_offsets(geo, geo.depth - 1, s)
-    want_stats = published_statistics(truth, parts_module._publish_at(publish, low))
+    want_stats = published_statistics(truth, parts_module._publish_at(publish.statistics, low))
     assert want_stats          # the preset publishes block statistics
     for k, part, persons, units in parts_module._parts_in_one_pass(config, geo, s, plan):
         n, tracts, tract_units, stats, digest = tabulate((k, part, persons, units))

@@ -103,7 +103,6 @@ from hierarchy.measurement import (
     exact_answers,
     measure_level,
     measurement_provenance,
-    published_statistics,
 )
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.queries import sparse_copy
@@ -132,6 +131,7 @@ from postproc.apps.runs.parts_plan import (  # noqa: F401  (the plan's names: th
     plan_parts,
 )
 from postproc.apps.runs.parts_tabulate import (  # noqa: F401  (their old home)
+    Published,
     _load_counts,
     _parts_in_one_pass,
     _publish_at,
@@ -256,7 +256,7 @@ def _run_in_parts_locked(config: RunConfig, directory: Path, geo: Geography, s: 
     ex = get_executor(config.topdown.executor, workers=config.topdown.workers,
                       scheduler=config.scheduler)
     try:
-        publish = config.publish()
+        publish = Published.of(config)
         cache = confidential_directory(directory, what="error tables, the parts' exact counts "
                                        "while the run lasts") / "parts"
         cache.mkdir(exist_ok=True)
@@ -385,6 +385,9 @@ def _measure_top(run: _Run, tabulated: _Tabulated, top_spec: Any,
     provenance = measurement_provenance(config.budget, mech, rnd, parameters, config.publish(),
                                         key_level=run.split,
                                         active_levels=() if run.all_answers else geo.levels)
+    queries = Published.of(config).queries
+    if queries:     # as a whole run's measurement states them
+        provenance["query_invariants_published"] = dict(queries)
     top_published = {lv: tabulated.published[lv] for lv in run.top_levels
                      if lv in tabulated.published}
     noisy_top = NoisyHierarchy(config.schema, top_truth.geography, config.workload,
@@ -395,7 +398,7 @@ def _measure_top(run: _Run, tabulated: _Tabulated, top_spec: Any,
     return _MeasuredTop(noisy_top, measurements, top_exact, provenance)
 
 
-def _solve_parts(run: _Run, publish: Mapping[str, Sequence[str]], cache: Path, top: _Top,
+def _solve_parts(run: _Run, publish: Published, cache: Path, top: _Top,
                  ex: Executor, tally: _Tally) -> _PartsSolved:
     """Step 3: the parts, each solved whole by one worker, which writes its files; a part
     whose marker an interrupted run wrote is tallied from it, not solved again."""
@@ -492,7 +495,7 @@ class _SolvePart:
     and the part's node statistics."""
 
     def __init__(self, config: RunConfig, levels: Sequence[str], split: int,
-                 publish: Mapping[str, Sequence[str]], provenance: dict[str, Any],
+                 publish: Published, provenance: dict[str, Any],
                  parts_dir: Path, cache: Path, noisy_dir: Path | None = None,
                  all_answers: bool = False):
         self.config, self.split = config, split
@@ -527,7 +530,7 @@ class _SolvePart:
         if loaded:      # measured before an interruption: never measured again
             published = noisy.invariants
         else:
-            published = published_statistics(truth, _publish_at(self.publish, self.low_levels))
+            published = self.publish.answers(truth, self.low_levels)
         compiled = compile_spec(self.spec, config.schema, part, published)
         if unchecked:   # before the part is measured: data that break the spec are refused
             check_data(self.spec, truth, compiled=compiled)

@@ -79,7 +79,7 @@ from postproc.apps.runs.parts_plan import (
     part_geography,
     plan_parts,
 )
-from postproc.apps.runs.parts_tabulate import _tabulate_all
+from postproc.apps.runs.parts_tabulate import Published, _tabulate_all
 from postproc.errors import PostprocError
 from postproc.gate import data_errors, source_names
 from postproc.infra.executors import get_executor
@@ -266,7 +266,7 @@ def _gls_locked(config: RunConfig, directory: Path, geo: Geography, s: int, spli
     ex = get_executor(config.topdown.executor, workers=config.topdown.workers,
                       scheduler=config.scheduler)
     try:
-        publish = config.publish()
+        publish = Published.of(config)
         cache = confidential_directory(directory, what="the parts' exact counts while the run "
                                        "lasts") / "parts"
         cache.mkdir(exist_ok=True)

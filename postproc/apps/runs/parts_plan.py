@@ -130,12 +130,6 @@ def _check(config: RunConfig, split: str, part_blocks: int,
     if config.blocks is None:
         raise PostprocError("a run in parts needs [data] blocks: the geography, every block, "
                             "is cut into parts before any data is read")
-    held = [i.name for i in config.spec.invariants if i.is_query]
-    if held:
-        raise PostprocError(f"a run in parts does not publish query invariants yet "
-                            f"({', '.join(map(repr, held))} in [spec]); run it whole (without "
-                            "--parts) or hold only catalogue invariants (tot, gqhh_vect, "
-                            "gqhh_tot)")
     for path in (config.persons, config.units):
         if path is not None and path.suffix.lower() not in (".parquet", ".pq"):
             raise PostprocError(f"a run in parts reads its parts from parquet files; "

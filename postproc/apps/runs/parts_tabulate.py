@@ -27,6 +27,7 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.io.storage import atomic_path
 from hierarchy.measurement import published_statistics
+from hierarchy.published_queries import spec_queries
 from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.parts_outputs import _check_settings
@@ -143,6 +144,52 @@ def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
     return {stat: at for stat, at in out.items() if at}
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a run in parts publishes exactly: the catalogue's statistics by level
+    (:meth:`RunConfig.publish`) and the spec's query invariants (:func:`spec_queries`), each
+    computed where its level's units are — the top's from the top's truth, a part's from the
+    part's.
+
+    Examples
+    --------
+    >>> from hierarchy.schema import E2E_1940
+    >>> from hierarchy.synth import synthesize_1940
+    >>> from hierarchy.tabulation import tabulate
+    >>> data = synthesize_1940(500, seed=1)
+    >>> truth = tabulate(data.persons, units=data.units, schema=E2E_1940,
+    ...                  levels=["nation", "state"])
+    >>> age = {"age": {"query": "marginal(votingage)", "answers": None, "levels": ["state"]}}
+    >>> published = Published({"tot": ["nation"]}, age)
+    >>> answers = published.answers(truth, ["nation", "state"])
+    >>> answers["nation"]["tot"].tolist(), answers["state"]["age"].shape
+    ([500], (49, 2))
+    >>> list(published.answers(truth, ["nation"]).get("state", {}))
+    []
+    """
+
+    statistics: Mapping[str, Sequence[str]]
+    queries: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, config: RunConfig) -> "Published":
+        """What ``config``'s spec publishes."""
+        return cls(config.publish(), spec_queries(config.spec, config.schema, config.levels,
+                                                  workload=config.workload))
+
+    def answers(self, truth: Hierarchy, levels: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The exact values published at ``levels`` (those of ``truth``'s geography), by level
+        and name (:func:`published_statistics`)."""
+        queries = {name: {**entry, "levels": [lv for lv in entry["levels"] if lv in levels]}
+                   for name, entry in self.queries.items()}
+        return published_statistics(truth, _publish_at(self.statistics, levels),
+                                    queries={n: e for n, e in queries.items() if e["levels"]})
+
+    def at_root(self, statistic: str, root: str) -> bool:
+        """Whether ``statistic`` is published at the root level ``root``."""
+        return root in self.statistics.get(statistic, [])
+
+
 def _persons(persons: int, release: bool, published: bool) -> str:
     """The persons count for the log: in release mode only when the spec publishes the root's
     total (otherwise it is a statistic of the confidential data).
@@ -175,7 +222,7 @@ class _TabulatePart:
     pass. Returns the persons read, the split level's histograms and units, the published
     statistics of the levels below, and the SHA-256 of what was saved."""
 
-    def __init__(self, config: RunConfig, cache: Path, publish: Mapping[str, Sequence[str]],
+    def __init__(self, config: RunConfig, cache: Path, publish: Published,
                  low_levels: Sequence[str]):
         self.config, self.cache = config, cache
         self.publish, self.low_levels = publish, tuple(low_levels)
@@ -185,7 +232,7 @@ class _TabulatePart:
         k, part, persons, units = item
         truth = _tabulate_part(self.config, part, persons, units)
         digest = _save_counts(truth, self.cache / f"truth-{k:06d}.npz")
-        stats = published_statistics(truth, _publish_at(self.publish, self.low_levels))
+        stats = self.publish.answers(truth, self.low_levels)
         return (int(truth.leaf_counts.data.sum()), truth.level_counts(1),
                 None if truth.leaf_units is None else truth.level_units(1), stats, digest)
 
@@ -263,7 +310,7 @@ class _Tabulated:
     seconds: float
 
 
-def _tabulate_all(run: _Run, publish: Mapping[str, Sequence[str]], cache: Path) -> _Tabulated:
+def _tabulate_all(run: _Run, publish: Published, cache: Path) -> _Tabulated:
     """Step 1: tabulate part by part (the split level's histograms, the statistics below, each
     part's counts saved in ``cache``), check that every person was read and that a resumed
     run's data are the interrupted one's, and build the top's truth from the parts'
@@ -294,11 +341,11 @@ def _tabulate_all(run: _Run, publish: Mapping[str, Sequence[str]], cache: Path) 
                                  np.concatenate(split_units) if split_units else None,
                                  config.spec.unit_attribute)
     del split_counts, split_units
-    published = published_statistics(top_truth, _publish_at(publish, run.top_levels))
+    published = publish.answers(top_truth, run.top_levels)
     for lv, stats in low_stats.items():
         published.setdefault(lv, {}).update({k: np.concatenate(v) for k, v in stats.items()})
     del low_stats
     seconds = time.perf_counter() - t
-    shown = _persons(persons, config.release, geo.levels[0] in publish.get("tot", []))
+    shown = _persons(persons, config.release, publish.at_root("tot", geo.levels[0]))
     run.log(f"    tabulated {shown} in {seconds:.1f} s")
     return _Tabulated(persons, top_truth, published, seconds)
