@@ -118,3 +118,22 @@ def test_cli_persons_sets_the_size_of_the_synthetic_data(tmp_path, capsys):
                  str(tmp_path), "--out", str(tmp_path / "bad")]) == 1
     assert "with --data the files' persons are the data" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_cli_workers_runs_petti_flaxman_on_a_process_pool(tmp_path, capsys):
+    """``--workers N`` puts petti_flaxman's TopDown on N worker processes (its results are the
+    serial run's: executors give TopDown's integers unchanged, tests/test_executors.py); other
+    analyses and bad values are refused before anything runs."""
+    out = tmp_path / "pf"
+    assert main(["experiment", "petti_flaxman", "--quick", "--workers", "2",
+                 "--out", str(out)]) == 0
+    parameters = json.loads((out / "summary.json").read_text())["parameters"]
+    assert (parameters["executor"], parameters["workers"]) == ("process", 2)
+    capsys.readouterr()
+    assert main(["experiment", "clark_dajani", "--quick", "--workers", "2",
+                 "--out", str(tmp_path / "cd")]) == 1
+    assert "--workers applies to petti_flaxman only" in capsys.readouterr().err
+    assert main(["experiment", "petti_flaxman", "--quick", "--workers", "0",
+                 "--out", str(tmp_path / "bad")]) == 1
+    assert "--workers must be a whole number ≥ 1 (e.g. 2), not '0'" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in ("cd", "bad"))

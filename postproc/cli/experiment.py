@@ -8,6 +8,7 @@ page of them. ``--quick`` runs a small variant (used by the tests) in under half
 :data:`QUICK_SECONDS`.
 ``--persons N`` sets the size of the synthetic data (the full variants' defaults are in
 ``docs/experiments.md``; ``petti_flaxman --persons 132000000`` is the 1940 census's full size).
+``--workers N`` (``petti_flaxman`` only) solves TopDown's nodes on N worker processes.
 ``--sensitivity D`` (``clark_dajani`` only) sets the sensitivity of the noisy cells, default 1.
 ``--data DIR`` (``petti_flaxman`` only) runs the study on the E2E files in ``DIR`` (an IPUMS USA
 1940 extract through ``postproc ipums1940``) instead of synthetic data.
@@ -76,6 +77,10 @@ def register(subparsers: Any) -> None:
                    help="persons of the synthetic data (default: the analysis's own, "
                         "docs/experiments.md; e.g. 132000000 for Petti & Flaxman at the 1940 "
                         "census's full size)")
+    p.add_argument("--workers", metavar="N",
+                   help="petti_flaxman only: solve TopDown's node problems on N worker "
+                        "processes (default: one process; 2 on this project's 2 cores roughly "
+                        "halves the TopDown runs of a full-size study)")
     p.add_argument("--data", metavar="DIR",
                    help="petti_flaxman only: run on the E2E persons.parquet and units.parquet in "
                         "DIR (postproc ipums1940 writes them from an IPUMS USA 1940 extract) "
@@ -84,22 +89,27 @@ def register(subparsers: Any) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The experiment parameters given as options (``--sensitivity``), checked."""
+    """The experiment parameters given as options (``--persons``, ``--workers``, ``--data``,
+    ``--sensitivity``), checked."""
     from postproc.errors import PostprocError
 
-    persons = {} if getattr(args, "persons", None) is None else {
+    given = {} if getattr(args, "persons", None) is None else {
         "persons": _persons(args.persons)}
+    if getattr(args, "workers", None) is not None:
+        if args.name != "petti_flaxman":
+            raise PostprocError(f"--workers applies to petti_flaxman only, not {args.name}")
+        given["executor"], given["workers"] = "process", _persons(args.workers, "--workers")
     if getattr(args, "data", None) is not None:
         if args.name != "petti_flaxman":
             raise PostprocError(f"--data applies to petti_flaxman only, not {args.name}")
         if args.sensitivity is not None:
             raise PostprocError("--sensitivity applies to clark_dajani only, not petti_flaxman")
-        if persons:
+        if "persons" in given:
             raise PostprocError("--persons sets the size of the synthetic data; with --data the "
                                 "files' persons are the data: leave --persons out")
-        return {"data": args.data}
+        return {**given, "data": args.data}
     if args.sensitivity is None:
-        return persons
+        return given
     if args.name != "clark_dajani":
         raise PostprocError(f"--sensitivity applies to clark_dajani only, not {args.name}")
     try:
@@ -109,13 +119,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     try:
         from postproc.apps.experiments.clark_dajani import check_sensitivity
 
-        return {**persons, "sensitivity": check_sensitivity(value)}
+        return {**given, "sensitivity": check_sensitivity(value)}
     except PostprocError as exc:
         raise PostprocError(f"--{exc}") from None
 
 
-def _persons(text: str) -> int:
-    """``--persons``: a whole number ≥ 1 (``132000000``, ``132_000_000`` or ``132,000,000``).
+def _persons(text: str, option: str = "--persons") -> int:
+    """``--persons`` (or ``option``): a whole number ≥ 1 (``132000000``, ``132_000_000`` or
+    ``132,000,000``).
 
     Examples
     --------
@@ -131,8 +142,8 @@ def _persons(text: str) -> int:
 
     cleaned = str(text).replace(",", "").replace("_", "").strip()
     if not cleaned.isdigit() or int(cleaned) < 1:
-        raise PostprocError(f"--persons must be a whole number of persons ≥ 1 (e.g. "
-                            f"132000000), not {text!r}")
+        what = "of persons ≥ 1 (e.g. 132000000)" if option == "--persons" else "≥ 1 (e.g. 2)"
+        raise PostprocError(f"{option} must be a whole number {what}, not {text!r}")
     return int(cleaned)
 
 
