@@ -53,7 +53,6 @@ import pyarrow.parquet as pq
 
 from hierarchy.errors import HierarchyError
 from hierarchy.io.storage import read_json, write_json
-from hierarchy.measurement import spec_queries
 from hierarchy.noisy import NoisyHierarchy
 from postproc.apps.runs.config import RunConfig
 from postproc.errors import PostprocError
@@ -119,9 +118,8 @@ def measurement_settings(config: RunConfig) -> dict[str, Any]:
 def _published(config: RunConfig) -> dict[str, Any]:
     """What the run publishes exactly: the statistics by level and, by name, the query
     invariants (their queries resolved on the workload, answers and levels)."""
-    queries = spec_queries(config.spec, config.schema, config.levels, workload=config.workload)
     return {**config.publish(), **{f"query invariant {name}": entry
-                                   for name, entry in queries.items()}}
+                                   for name, entry in config.query_invariants().items()}}
 
 
 def postprocess_settings(config: RunConfig, *, error_table: bool | None = None

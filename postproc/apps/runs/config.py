@@ -202,12 +202,27 @@ class RunConfig:
         :func:`invariants.catalogue.statistics_to_publish`)."""
         return statistics_to_publish(self.spec, self.levels)
 
+    def query_invariants(self) -> dict[str, dict[str, Any]]:
+        """The spec's query invariants, their queries resolved on the workload: name →
+        ``{"query", "answers", "levels"}`` (:func:`hierarchy.published_queries.spec_queries`).
+
+        Examples
+        --------
+        >>> from invariants.spec import Spec
+        >>> spec = Spec.from_dict({"invariant": [{"name": "adults", "query": "marginal(votingage)",
+        ...                                      "answers": [1], "levels": ["state"]}]})
+        >>> config = RunConfig.build(persons="p.parquet", levels=["nation", "state"], budget=1,
+        ...                          seed=1, spec=spec)
+        >>> config.query_invariants()
+        {'adults': {'query': 'marginal(votingage)', 'answers': [1], 'levels': ['state']}}
+        """
+        return spec_queries(self.spec, self.schema, self.levels, workload=self.workload)
+
     def published(self, truth: Any) -> dict[str, dict[str, Any]]:
         """What the spec publishes exactly, computed from ``truth``: the statistics of
-        :meth:`publish` and the answers of its query invariants
+        :meth:`publish` and the answers of its :meth:`query_invariants`
         (:func:`hierarchy.measurement.published_statistics`)."""
-        return published_statistics(truth, self.publish(), queries=spec_queries(
-            self.spec, self.schema, self.levels, workload=self.workload))
+        return published_statistics(truth, self.publish(), queries=self.query_invariants())
 
     @classmethod
     def build(cls, *, persons: str | Path, levels: Sequence[str], budget: Any,

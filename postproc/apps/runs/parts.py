@@ -385,7 +385,7 @@ def _measure_top(run: _Run, tabulated: _Tabulated, top_spec: Any,
     provenance = measurement_provenance(config.budget, mech, rnd, parameters, config.publish(),
                                         key_level=run.split,
                                         active_levels=() if run.all_answers else geo.levels)
-    queries = Published.of(config).queries
+    queries = config.query_invariants()
     if queries:     # as a whole run's measurement states them
         provenance["query_invariants_published"] = dict(queries)
     top_published = {lv: tabulated.published[lv] for lv in run.top_levels

@@ -27,7 +27,6 @@ from hierarchy.histograms import Hierarchy
 from hierarchy.io import check_tabulated_units, read_microdata
 from hierarchy.io.storage import atomic_path
 from hierarchy.measurement import published_statistics
-from hierarchy.published_queries import spec_queries
 from hierarchy.tabulation import LeafCounts, from_leaf_counts, tabulate_leaf
 from postproc.apps.runs.config import RunConfig
 from postproc.apps.runs.parts_outputs import _check_settings
@@ -147,9 +146,9 @@ def _publish_at(publish: Mapping[str, Sequence[str]], levels: Sequence[str]
 @dataclass(frozen=True)
 class Published:
     """What a run in parts publishes exactly: the catalogue's statistics by level
-    (:meth:`RunConfig.publish`) and the spec's query invariants (:func:`spec_queries`), each
-    computed where its level's units are — the top's from the top's truth, a part's from the
-    part's.
+    (:meth:`RunConfig.publish`) and the spec's query invariants
+    (:meth:`RunConfig.query_invariants`), each computed where its level's units are — the top's
+    from the top's truth, a part's from the part's.
 
     Examples
     --------
@@ -174,8 +173,7 @@ class Published:
     @classmethod
     def of(cls, config: RunConfig) -> "Published":
         """What ``config``'s spec publishes."""
-        return cls(config.publish(), spec_queries(config.spec, config.schema, config.levels,
-                                                  workload=config.workload))
+        return cls(config.publish(), config.query_invariants())
 
     def answers(self, truth: Hierarchy, levels: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The exact values published at ``levels`` (those of ``truth``'s geography), by level
