@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hierarchy.io.ipums import write_ipums_1940_parquet
+    from postproc.cli.synth import wrote_e2e
 
     columns = {role: value for role, value in (("county", args.county),
                                                ("enum_dist", args.enum_dist),
@@ -50,11 +51,7 @@ def run(args: argparse.Namespace) -> int:
     summary = write_ipums_1940_parquet(args.ddi, args.data, args.out, columns=columns,
                                        hhgq_rule=args.hhgq_rule, chunksize=args.chunksize,
                                        progress=not args.no_progress, overwrite=args.overwrite)
-    counts = ", ".join(f"{summary[k]:,} {k.replace('_', ' ')}" for k in
-                       ("persons", "households", "gq_facilities", "states", "counties",
-                        "enum_dists"))
-    print(f"wrote {summary['persons_path']} and {summary['units_path']}: {counts} "
-          f"({summary['lines']:,} lines, {summary['seconds']:.1f} s)")
+    print(f"{wrote_e2e(summary)} ({summary['lines']:,} lines, {summary['seconds']:.1f} s)")
     print("IPUMS asks to be cited in what you publish (also in the files' metadata):\n"
           f"  {summary['citation']}")
     return 0

@@ -29,9 +29,24 @@ def run(args: argparse.Namespace) -> int:
 
     summary = write_synthetic_1940(args.out, args.persons, seed=args.seed,
                                    progress=not args.no_progress, overwrite=args.overwrite)
+    print(f"{wrote_e2e(summary)} ({summary['seconds']:.1f} s, "
+          f"{summary['persons_per_second'] / 1e6:.1f}M persons/s)")
+    return 0
+
+
+def wrote_e2e(summary: dict) -> str:
+    """What a writer of E2E persons and units files wrote (``postproc synth1940`` and
+    ``postproc ipums1940``), from its summary.
+
+    Examples
+    --------
+    >>> wrote_e2e({"persons_path": "d/persons.parquet", "units_path": "d/units.parquet",
+    ...            "persons": 1200, "households": 400, "gq_facilities": 2, "states": 1,
+    ...            "counties": 3, "enum_dists": 9})
+    'wrote d/persons.parquet and d/units.parquet: 1,200 persons, 400 households, 2 gq facilities, \
+1 states, 3 counties, 9 enum dists'
+    """
     counts = ", ".join(f"{summary[k]:,} {k.replace('_', ' ')}" for k in
                        ("persons", "households", "gq_facilities", "states", "counties",
                         "enum_dists"))
-    print(f"wrote {summary['persons_path']} and {summary['units_path']}: {counts} "
-          f"({summary['seconds']:.1f} s, {summary['persons_per_second'] / 1e6:.1f}M persons/s)")
-    return 0
+    return f"wrote {summary['persons_path']} and {summary['units_path']}: {counts}"
