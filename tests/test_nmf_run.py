@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -350,3 +351,67 @@ def test_methods_against_published_totals(nmf, tmp_path, capsys):
                      str(tmp_path / "no"), "--state-totals", totals, "--published",
                      str(published)]) != 0
         assert message in capsys.readouterr().err
+
+
+def _one_file_a_partition(src, dst, rows_per_group: int, seed: int) -> None:
+    """``src`` laid out as the published zip is: each partition's part files as one file (its
+    rows shuffled, so a part's blocks are spread through it) of many small row groups."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    rng = np.random.default_rng(seed)
+    for folder in {p.parent for p in dst.rglob("part-*.parquet")}:
+        files = sorted(folder.glob("part-*.parquet"))
+        table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+        for f in files:
+            f.unlink()
+        table = table.take(rng.permutation(table.num_rows))
+        pq.write_table(table, folder / "part-00000.snappy.parquet",
+                       row_group_size=rows_per_group)
+
+
+def test_one_file_of_many_row_groups_a_partition_reads_as_many_files(nmf, tmp_path, capsys,
+                                                                      monkeypatch):
+    """The published files hold a state piece's geolevel in one file (Texas's blocks: 7.4
+    million rows), which is read a batch at a time and whose row groups the stream's block pass
+    shares among its tasks: the same file laid out so — one shuffled file per partition, row
+    groups of 700 rows, batches of 256 rows, spill tasks of 2,000 rows — reads to the same
+    hierarchy, streams to the same integers, and an error deep in it names the file's row."""
+    import postproc.apps.nmf.blocks as blocks
+    import postproc.apps.nmf.files as files
+
+    monkeypatch.setattr(files, "BATCH_ROWS", 256)
+    monkeypatch.setattr(blocks, "SPILL_ROWS", 2_000)
+    merged = tmp_path / "merged"
+    _one_file_a_partition(nmf / "nmf", merged, 700, seed=3)
+    block_file = next((merged / "US_Person_PL_PROD" / "Block.parquet" / "DPQuery" /
+                       "State=044").glob("*.parquet"))
+    assert pq.ParquetFile(block_file).metadata.num_row_groups > 5
+    tasks = blocks._spill_items([("DPQuery", "044", block_file)])
+    assert len(tasks) > 1 and sorted(g for t in tasks for g in t[-1]) == list(
+        range(pq.ParquetFile(block_file).metadata.num_row_groups))
+    totals = str(nmf / "nmf" / "state_totals.csv")
+    a, _ = read_nmf(nmf / "nmf", state_totals=totals)
+    b, _ = read_nmf(merged, state_totals=totals)
+    assert list(a.geography.geocodes[-1]) == list(b.geography.geocodes[-1])
+    for level in a.levels:
+        for name, m in a.measurements[level].items():
+            assert np.array_equal(m.values, b.measurements[level][name].values)
+            assert np.array_equal(m.variances, b.measurements[level][name].variances)
+    from postproc.apps.nmf.stream import run_nmf_streamed
+
+    runs = [run_nmf_streamed(root, tmp_path / name, state_totals=totals, part_blocks=60,
+                             log=lambda line: None)
+            for root, name in ((nmf / "nmf", "many"), (merged, "one"))]
+    x, y = Result.read(runs[0]), Result.read(runs[1])
+    assert all(np.array_equal(u, v) for u, v in zip(x.histograms, y.histograms))
+    table = pq.read_table(block_file)
+    row = table.num_rows - 5                       # in the file's last row group
+    variances = table.column("variance").to_numpy().copy()
+    variances[row] = -1.0
+    table = table.set_column(table.schema.get_field_index("variance"), "variance",
+                             pa.array(variances))
+    pq.write_table(table, block_file, row_group_size=700)
+    with pytest.raises(PostprocError, match=rf"State=044\), row {row}: field 'variance' is -1.0"):
+        run_nmf_streamed(merged, tmp_path / "bad", state_totals=totals, part_blocks=60,
+                         log=lambda line: None)

@@ -10,9 +10,10 @@ solved in two steps, each node problem the one a run of the whole state solves:
 2. **The blocks, part by part.** The block groups are cut into runs of consecutive units with
    at most ``part_blocks`` blocks below them (:func:`~postproc.apps.runs.parts_plan.
    plan_parts`, from the state's geography, read first from the block constraint rows' geocodes
-   alone). One pass over the state's block files (:class:`_Spill`, each file on a worker) checks
-   every row as the reader does — an error names the published file, partition and row — and
-   writes each part's rows, already parsed, to ``<spill>/<dataset>/p<part>-f<file>.npz``. Then
+   alone). One pass over the state's block files (:class:`_Spill`, each run of a file's row
+   groups on a worker: a published file holds a state piece's blocks whole) checks every row as
+   the reader does — an error names the published file, partition and row — and writes each
+   part's rows, already parsed, to ``<spill>/<dataset>/p<part>-f<task>-<n>.npz``. Then
    each part (:class:`_SolveBlocks`, on a worker) loads its rows, builds its hierarchy (a root,
    its block groups, their blocks), solves its block groups → blocks problems from the block
    groups' rounded histograms and writes its blocks.
@@ -39,7 +40,7 @@ from hierarchy.io.storage import write_parquet
 from hierarchy.noisy import NoisyHierarchy
 from hierarchy.presets.pl94 import LEVELS, PL94_2020, pl94_workload
 from invariants.spec import Spec
-from postproc.apps.nmf.files import _dataset_files, _read_file, _Rows, _where
+from postproc.apps.nmf.files import _batches, _dataset_files, _Rows, _where
 from postproc.apps.nmf.layout import (
     AXES,
     CON_SUFFIX,
@@ -120,22 +121,39 @@ def with_blocks(geography: Geography, blocks: _Rows) -> Geography:
                      (*geography.parents, parent[order].astype(np.int64)))
 
 
+#: Rows one spill task reads (a run of a file's row groups) and the most it holds before it
+#: writes them out: a file of many row groups (a published one holds a state piece's blocks in
+#: one file) is shared among the workers, and a task's memory is bounded even by one huge row
+#: group.
+SPILL_ROWS = 1 << 18
+
+
 @dataclass(frozen=True)
 class _Spill:
-    """Check one block file's rows (as the reader does) and write each part's to its own
-    ``.npz`` (picklable: an executor maps it over the files). ``stops``: each part's end in
-    the block groups ``groups`` (in the geography's order)."""
+    """Check a run of one block file's rows (as the reader does) and write each part's to its
+    own ``.npz`` (picklable: an executor maps it over :func:`_spill_items`). ``stops``: each
+    part's end in the block groups ``groups`` (in the geography's order)."""
 
     spill: Path
     groups: np.ndarray
     stops: np.ndarray
     product: str = "persons"
 
-    def __call__(self, item: tuple[int, str, str, Path]) -> int:
-        index, dataset, piece, path = item
+    def __call__(self, item: tuple[int, str, str, Path, tuple[int, ...]]) -> int:
+        index, dataset, piece, path, row_groups = item
         kinds = {k.query_name: k for k in row_kinds(self.product, _BLOCK, dataset)}
-        rows = _Rows()
-        _read_file(path, piece, dataset, kinds, AXES[self.product], rows)
+        pending, written = _Rows(), 0
+        for batch in _batches(path, piece, dataset, kinds, AXES[self.product], row_groups):
+            pending.extend(batch)
+            if pending.count >= SPILL_ROWS:
+                self._write(pending, index, written, path, piece, dataset)
+                pending, written = _Rows(), written + 1
+        if pending.count:
+            self._write(pending, index, written, path, piece, dataset)
+        return index
+
+    def _write(self, rows: _Rows, index: int, seq: int, path: Path, piece: str,
+               dataset: str) -> None:
         width = len(str(self.groups[0]))
         lookup = pd.Index(self.groups.astype(str))
         chunks: dict[int, dict[str, np.ndarray]] = {}
@@ -156,21 +174,53 @@ class _Spill:
         folder = self.spill / dataset
         folder.mkdir(parents=True, exist_ok=True)
         for p, arrays in chunks.items():
-            np.savez(folder / f"p{p:05d}-f{index:05d}.npz", **arrays)
-        return rows.bytes
+            np.savez(folder / f"p{p:05d}-f{index:05d}-{seq:04d}.npz", **arrays)
+
+
+def _spill_items(files: Sequence[tuple[str, str, Path]], rows: int | None = None
+                 ) -> list[tuple[int, str, str, Path, tuple[int, ...]]]:
+    """The spill's tasks: each file's row groups in consecutive runs of about ``rows`` rows
+    (default :data:`SPILL_ROWS`; at least one group a run), numbered.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> pq.write_table(pa.table({"a": range(10)}), folder / "x.parquet", row_group_size=3)
+    >>> [(k, groups) for k, _, _, _, groups in _spill_items([("DPQuery", "044",
+    ...     folder / "x.parquet")], rows=5)]
+    [(0, (0, 1)), (1, (2, 3))]
+    """
+    items = []
+    rows = SPILL_ROWS if rows is None else rows
+    for dataset, piece, path in files:
+        try:
+            meta = pq.ParquetFile(path).metadata
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise PostprocError(f"{_where(path, piece)}: not a readable parquet file "
+                                f"({exc})") from None
+        run: list[int] = []
+        held = 0
+        for group in range(meta.num_row_groups):
+            run.append(group)
+            held += meta.row_group(group).num_rows
+            if held >= rows:
+                items.append((len(items), dataset, piece, path, tuple(run)))
+                run, held = [], 0
+        if run or not meta.num_row_groups:
+            items.append((len(items), dataset, piece, path, tuple(run)))
+    return items
 
 
 def _spill_blocks(pdir: Path, pieces: Sequence[str], spill: Path, groups: np.ndarray,
                  stops: np.ndarray, executor: Any, product: str = "persons") -> tuple[int, int]:
     """Every block file of ``pieces`` (constraints and measurements) checked and its rows
-    written part by part under ``spill`` (module docstring); returns the files and bytes
-    read."""
+    written part by part under ``spill`` (module docstring), the files' row groups shared
+    among the executor's workers; returns the files and bytes read."""
     files = [(dataset, piece, f) for dataset in (CONSTRAINT, DPQUERY)
              for piece, f in _dataset_files(pdir, _BLOCK, dataset, pieces)]
-    items = [(k, *file) for k, file in enumerate(files)]
-    task = _Spill(spill, groups, stops, product)
-    read = list(executor.map(task, items))
-    return len(items), int(sum(read))
+    list(executor.map(_Spill(spill, groups, stops, product), _spill_items(files)))
+    return len(files), sum(f.stat().st_size for _, _, f in files)
 
 
 def _part_blocks(value: Any) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +55,21 @@ class _Rows:
         self.values.setdefault(kind, []).append(values)
         if variances is not None:
             self.variances.setdefault(kind, []).append(variances)
+
+    def extend(self, other: _Rows) -> None:
+        """Add another gathering's rows (its file and byte counts too)."""
+        for kind, codes in other.geocodes.items():
+            self.geocodes.setdefault(kind, []).extend(codes)
+            self.values.setdefault(kind, []).extend(other.values[kind])
+            if kind in other.variances:
+                self.variances.setdefault(kind, []).extend(other.variances[kind])
+        self.files += other.files
+        self.bytes += other.bytes
+
+    @property
+    def count(self) -> int:
+        """Rows gathered, over every kind."""
+        return sum(len(c) for codes in self.geocodes.values() for c in codes)
 
     def joined(self, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """A row kind's rows over every file, joined once (the files' pieces are let go)."""
@@ -118,17 +133,17 @@ def _files(path: Path) -> list[Path]:
                   and not p.name.endswith(".crc"))
 
 
-def _query_names(path: Path, piece: str | None, table: pa.Table, kinds: Mapping[str, RowKind]
+def _query_names(where: str, first: int, table: pa.Table, kinds: Mapping[str, RowKind]
                  ) -> np.ndarray:
-    """The rows' ``query_name``, each checked to be one of ``kinds``."""
-    where = _where(path, piece)
+    """The rows' ``query_name``, each checked to be one of ``kinds`` (``first``: the file row
+    of the table's first row, for the error)."""
     names = table.column("query_name").to_numpy(zero_copy_only=False).astype(str)
     unknown = ~np.isin(names, list(kinds))
     if unknown.any():
-        row = int(np.flatnonzero(unknown)[0])
-        raise PostprocError(f"{where}, row {row}: query_name {str(names[row])!r} is not one "
-                            f"of this geolevel's {sorted(kinds)} (the PL 94 preset's); is this "
-                            "a PL 94 NMF of this product?")
+        row = first + int(np.flatnonzero(unknown)[0])
+        raise PostprocError(f"{where}, row {row}: query_name {str(names[row - first])!r} is not "
+                            f"one of this geolevel's {sorted(kinds)} (the PL 94 preset's); is "
+                            "this a PL 94 NMF of this product?")
     return names
 
 
@@ -136,28 +151,63 @@ def _where(path: Path, piece: str | None) -> str:
     return f"{path}" + (f" (partition {PARTITION}={piece})" if piece else "")
 
 
+#: Rows of a part file parsed at a time. The published files hold a state piece's whole
+#: geolevel in one file (Texas's blocks: about 7.4 million rows, 1.7 billion numbers), so a file
+#: is never read whole: a batch of this many rows is about 120 MB of Arrow lists at the blocks.
+BATCH_ROWS = 1 << 16
+
+
 def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, RowKind],
                axes: Sequence[str], rows: _Rows) -> None:
     """Read one part file into ``rows``, every row checked (see the module)."""
+    for batch in _batches(path, piece, dataset, kinds, axes):
+        rows.extend(batch)
+    rows.files += 1
+    rows.bytes += path.stat().st_size
+
+
+def _batches(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, RowKind],
+             axes: Sequence[str], row_groups: Sequence[int] | None = None) -> Iterator[_Rows]:
+    """One part file's rows, checked, a batch (:data:`BATCH_ROWS`) at a time and only the
+    columns the layout names: the file is never held whole. ``row_groups``: only these row
+    groups of the file (in order; all when None). Errors name the file's row."""
     where = _where(path, piece)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise PostprocError(f"{where}: not a readable parquet file ({exc})") from None
     need = ["geocode", "query_name", *axes, "query_shape", "value"]
     need += ["variance"] if dataset == DPQUERY else ["sign"]
-    missing = [c for c in need if c not in table.column_names]
+    try:
+        handle = pq.ParquetFile(path)
+        missing = [c for c in need if c not in handle.schema_arrow.names]
+        meta = handle.metadata
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise PostprocError(f"{where}: not a readable parquet file ({exc})") from None
     if missing:
-        raise PostprocError(f"{where}: no column(s) {missing}; an NMF {dataset} file has "
-                            f"{need}")
-    names = _query_names(path, piece, table, kinds)
+        raise PostprocError(f"{where}: no column(s) {missing}; an NMF {dataset} file has {need}")
+    starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    for group in range(meta.num_row_groups) if row_groups is None else row_groups:
+        first = int(starts[group])
+        try:
+            for batch in handle.iter_batches(BATCH_ROWS, row_groups=[group], columns=need):
+                rows = _Rows()
+                _read_batch(pa.Table.from_batches([batch]), where, piece, first, dataset,
+                            kinds, axes, rows)
+                first += batch.num_rows
+                yield rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise PostprocError(f"{where}: not a readable parquet file ({exc})") from None
+
+
+def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, dataset: str,
+                kinds: Mapping[str, RowKind], axes: Sequence[str], rows: _Rows) -> None:
+    """Check a batch of a file's rows (``first``: the file row of its first) and add them to
+    ``rows``."""
+    names = _query_names(where, first, table, kinds)
     geocodes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
     if piece is not None:
         off = ~np.char.startswith(geocodes, piece)
         if off.any():
             row = int(np.flatnonzero(off)[0])
-            raise PostprocError(f"{where}, row {row}: geocode {geocodes[row]!r} is not in state "
-                                f"piece {piece}")
+            raise PostprocError(f"{where}, row {first + row}: geocode {geocodes[row]!r} is not "
+                                f"in state piece {piece}")
     lengths = pc.list_value_length(table.column("value")).to_numpy(zero_copy_only=False)
     flat = pc.list_flatten(table.column("value"))
     if flat.null_count:
@@ -176,7 +226,7 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
         bad = ~(np.isfinite(variances) & (variances > 0))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise PostprocError(f"{where}, row {row}: field 'variance' is "
+            raise PostprocError(f"{where}, row {first + row}: field 'variance' is "
                                 f"{float(variances[row])!r}; every measurement needs a "
                                 "positive, finite variance")
     else:
@@ -190,8 +240,8 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
             ok = (got == expected) | ((expected == "detailed") & (got == axis))
             if not ok.all():
                 row = int(sel[np.flatnonzero(~ok)[0]])
-                raise PostprocError(f"{where}, row {row}: field {axis!r} of {name!r} is "
-                                    f"{str(got[np.flatnonzero(~ok)[0]])!r}, expected "
+                raise PostprocError(f"{where}, row {first + row}: field {axis!r} of {name!r} "
+                                    f"is {str(got[np.flatnonzero(~ok)[0]])!r}, expected "
                                     f"{expected!r}")
         dims = len(kind.shape)
         ok = shape_lengths[sel] == dims
@@ -200,19 +250,19 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
             ok = np.all(got == np.asarray(kind.shape), axis=1)
         if not ok.all():
             row = int(sel[np.flatnonzero(~ok)[0]])
-            raise PostprocError(f"{where}, row {row}: field 'query_shape' of {name!r} is "
-                                f"{shape_column[row].as_py()}, expected {list(kind.shape)}")
+            raise PostprocError(f"{where}, row {first + row}: field 'query_shape' of {name!r} "
+                                f"is {shape_column[row].as_py()}, expected {list(kind.shape)}")
         wrong = lengths[sel] != kind.size
         if wrong.any():
             row = int(sel[np.flatnonzero(wrong)[0]])
-            raise PostprocError(f"{where}, row {row}: field 'value' of {name!r} has "
+            raise PostprocError(f"{where}, row {first + row}: field 'value' of {name!r} has "
                                 f"{int(lengths[row])} numbers, but its query_shape "
                                 f"{list(kind.shape)} needs {kind.size}")
         if dataset == CONSTRAINT:
             off = signs[sel] != kind.sign
             if off.any():
                 row = int(sel[np.flatnonzero(off)[0]])
-                raise PostprocError(f"{where}, row {row}: field 'sign' of {name!r} is "
+                raise PostprocError(f"{where}, row {first + row}: field 'sign' of {name!r} is "
                                     f"{str(signs[row])!r}, expected {kind.sign!r} (signs are "
                                     "'=', '>=', '<=')")
         values = flat[starts[sel][:, None] + np.arange(kind.size)[None, :]]
@@ -220,8 +270,6 @@ def _read_file(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, 
             values = values.astype(np.int32)
         rows.add(kind.name, geocodes[sel],
                  values, None if variances is None else variances[sel])
-    rows.files += 1
-    rows.bytes += path.stat().st_size
 
 
 def _dataset_files(pdir: Path, geolevel: str, dataset: str, pieces: Sequence[str] | None

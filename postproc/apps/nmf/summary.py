@@ -94,7 +94,7 @@ def inspect_nmf(root: str | Path, *, product: str = "persons",
                     except (pa.ArrowInvalid, OSError, KeyError) as exc:
                         raise PostprocError(f"{_where(f, piece)}: cannot read columns {cols} "
                                             f"({exc})") from None
-                    names = _query_names(f, piece, table, kinds)
+                    names = _query_names(_where(f, piece), 0, table, kinds)
                     codes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
                     seen.setdefault(dataset, set()).update(codes.tolist())
                     for name in np.unique(names):
