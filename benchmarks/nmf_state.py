@@ -7,13 +7,15 @@ Run from the repository root::
     python benchmarks/nmf_state.py [--persons 29000000] [--state 48] [--repeats 3]
         [--workers 2] [--part-blocks 20000] [--workdir /var/tmp/nmf-state]
         [--json benchmarks/nmf/texas.json] [--out benchmarks/nmf/texas.md]
-        [--nmf ROOT] [--method topdown|gls|bluedown] [--keep] [--target-minutes 15]
-        [--target-gib 12]
+        [--nmf ROOT] [--method topdown|gls|bluedown] [--keep] [--one-file]
+        [--target-minutes 15] [--target-gib 12]
 
 ``--nmf ROOT`` runs on a file already written (the nation's: ``postproc synth2020 --persons
 331449281 --nmf ROOT``; ``--persons`` and ``--state`` then only label the report), and
 ``--method gls`` (or ``bluedown``) that method state by state instead of TopDown; ``--keep``
-keeps the runs' directories.
+keeps the runs' directories. ``--one-file`` lays the synthesized file out as the published zip
+does — each partition's part files rewritten as one file, one row group per former part file
+(about 45,000 rows), in ``WORKDIR/nmf-one-file`` — and runs on that.
 
 The file is written once (``postproc synth2020 --persons N --states S --nmf``, seed 2020; kept
 in ``--workdir`` and reused) and its synthesis timed; then ``--repeats`` runs of ``postproc nmf
@@ -68,6 +70,25 @@ def _synthesize(args: argparse.Namespace, nmf: Path) -> dict[str, Any] | None:
             run["tree_peak_rss_bytes"]}
 
 
+def _one_file(nmf: Path, dest: Path) -> Path:
+    """``nmf`` rewritten with one file per partition (module docstring); a part file at a time,
+    so memory stays at one part file's rows."""
+    import pyarrow.parquet as pq
+
+    if (dest / "manifest.json").is_file():
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(nmf, dest, ignore=shutil.ignore_patterns("part-*.parquet"))
+    for folder in sorted({f.parent for f in nmf.rglob("part-*.parquet")}):
+        files = sorted(folder.glob("part-*.parquet"))
+        target = dest / folder.relative_to(nmf) / "part-00000-one-file-c000.snappy.parquet"
+        schema = pq.read_schema(files[0])
+        with pq.ParquetWriter(target, schema, compression="snappy") as writer:
+            for f in files:
+                writer.write_table(pq.read_table(f).cast(schema))
+    return dest
+
+
 def _one_run(args: argparse.Namespace, nmf: Path, k: int) -> dict[str, Any]:
     out = args.workdir / f"run-{args.method}-{k}"
     if out.exists():
@@ -114,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true",
                    help="keep the runs' directories (WORKDIR/run-METHOD-K), e.g. for "
                         "postproc nmf compare ROOT --runs")
+    p.add_argument("--one-file", action="store_true",
+                   help="run on the file laid out one file per partition, as published")
     p.add_argument("--target-minutes", type=float, default=15.0)
     p.add_argument("--target-gib", type=float, default=12.0)
     args = p.parse_args(argv)
@@ -121,13 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     context = context_start()
     nmf = args.nmf if args.nmf is not None else args.workdir / "nmf"
     synthesis = None if args.nmf is not None else _synthesize(args, nmf)
+    if args.one_file:
+        nmf = _one_file(nmf, args.workdir / "nmf-one-file")
     runs = []
     for k in range(args.repeats):
         runs.append(_one_run(args, nmf, k))
         print(f"run {k + 1}/{args.repeats}: {runs[-1]['wall_seconds']:.1f} s, peak "
               f"{fmt_bytes(runs[-1]['tree_peak_rss_bytes'])}", file=sys.stderr)
     result = {"context": context_end(context), "persons": args.persons, "state": args.state,
-              "method": args.method, "nmf": str(nmf),
+              "method": args.method, "nmf": str(nmf), "one_file": args.one_file,
               "part_blocks": args.part_blocks, "workers": args.workers, "synthesis": synthesis,
               "runs": runs, "median_wall_seconds": median(r["wall_seconds"] for r in runs),
               "max_tree_peak_rss_bytes": max(r["tree_peak_rss_bytes"] for r in runs)}
@@ -140,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                             for r in runs] for i, s in enumerate(runs[0]["steps"])]
     units = runs[0]["units"]
     name = {"topdown": "TopDown", "gls": "The GLS", "bluedown": "BlueDown"}[args.method]
-    where = f"--nmf {nmf} " if args.nmf is not None else ""
+    where = (f"--nmf {args.nmf} " if args.nmf is not None else "") + \
+        ("--one-file " if args.one_file else "")
     text = (f"# {name} on a synthetic {args.persons:,}-person NMF, streamed\n\n"
             f"`python benchmarks/nmf_state.py {where}--persons {args.persons} --state "
             f"{args.state} --repeats {args.repeats} --method {args.method}` — "

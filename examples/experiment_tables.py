@@ -2,7 +2,8 @@
 analyses' outputs.
 
 One command regenerates every table of that page (the analyses run one after another into DIR,
-about 10 minutes on 2 cores; an analysis whose ``DIR/NAME/summary.json`` exists is reused)::
+about 10 minutes on 2 cores and an hour more for ``petti_flaxman_full``, Petti & Flaxman at the
+1940 census's size; an analysis whose ``DIR/NAME/summary.json`` exists is reused)::
 
     python examples/experiment_tables.py /tmp/full_runs --run --write docs/experiments.md
 
@@ -12,6 +13,8 @@ the table of that name, and leaves every other line alone; without it the tables
 --out DIR/NAME``); without it the script reads outputs already there::
 
     postproc experiment petti_flaxman --out experiments/petti_flaxman
+    postproc experiment petti_flaxman --persons 132000000 --workers 2 \\
+        --out experiments/petti_flaxman_full
     postproc experiment flaxman2019   --out experiments/flaxman2019
     postproc experiment clark_dajani  --out experiments/clark_dajani
     python examples/experiment_tables.py experiments
@@ -62,7 +65,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def petti_flaxman(directory: Path) -> str:
+def petti_flaxman(directory: Path, tag_prefix: str = "petti_flaxman", states: bool = False
+                  ) -> str:
+    """The Petti & Flaxman tables of one run (``tag_prefix``: the name their comments carry;
+    ``states``: with the table of the state level, which the paper does not report)."""
     metrics = pd.read_csv(directory / "topdown_metrics.csv").set_index(
         ["epsilon", "level", "query"])
     paper = pd.read_csv(directory / "paper_comparison.csv")
@@ -92,7 +98,7 @@ def petti_flaxman(directory: Path) -> str:
                         _fmt(reference(f"{tag}_epl_published", level, e)),
                         _epl(m["epl"], m["epl_ci_low"])]
             rows.append(row)
-        out.append(f"<!-- table: petti_flaxman {tag} -->\n**{title}**\n\n" + _table(
+        out.append(f"<!-- table: {tag_prefix} {tag} -->\n**{title}**\n\n" + _table(
             ["ε", "ED MAE", "paper", "ED EPL (published)", "paper", "ED EPL (improved)",
              "county MAE", "paper", "county EPL (published)", "paper", "county EPL (improved)"],
             rows))
@@ -117,7 +123,7 @@ def petti_flaxman(directory: Path) -> str:
                   "paper's numbers, joint", "error alone", "paper's numbers, error alone"]
         if tag == "sc":
             header.append("paper's Table 1")
-        out.append(f"<!-- table: petti_flaxman srs {level} {tag} -->\n**{title}**\n\n"
+        out.append(f"<!-- table: {tag_prefix} srs {level} {tag} -->\n**{title}**\n\n"
                    + _table(header, rows))
     for level in ("county", "enum_dist"):
         chosen = bias[(bias["level"] == level) & (bias["definition"] == "authors")]
@@ -137,7 +143,7 @@ def petti_flaxman(directory: Path) -> str:
         seeds = max(1, round(counts.sum() / max(1, metrics.loc[(epsilons[0], level, "total"),
                                                                "units"])))
         rows.append(["units"] + [_fmt(counts.get(i, 0) / seeds) for i in indices])
-        out.append(f"<!-- table: petti_flaxman bias {level} -->\n" + _table(
+        out.append(f"<!-- table: {tag_prefix} bias {level} -->\n" + _table(
             ["ε \\ index"] + [str(i) for i in indices], rows))
     zero = bias[(bias["definition"] == "zero_cells") & (bias["homogeneity_index"] == 0)]
     authors = bias[(bias["definition"] == "authors") & (bias["homogeneity_index"] == 0)]
@@ -150,10 +156,27 @@ def petti_flaxman(directory: Path) -> str:
                 row.append(_fmt(float(part["bias"].iloc[0]), 3) if len(part) else "–")
             row.append(_fmt(reference("tc_bias", level, e, 0), 3))
         rows.append(row)
-    out.append("<!-- table: petti_flaxman bias index 0 -->\n" + _table(
+    out.append(f"<!-- table: {tag_prefix} bias index 0 -->\n" + _table(
         ["ε", "county, authors' index 0", "county, zero cells 0", "paper",
          "ED, authors' index 0", "ED, zero cells 0", "paper"], rows))
+    if states:
+        rows = []
+        for e in epsilons:
+            row = [f"{e:g}"]
+            for query in ("total", "va_hisp_race:authors", "va_hisp_race>0"):
+                m = metrics.loc[(e, "state", query)]
+                row += [_fmt(m["mae"]), _fmt(m["epl_published"]), _epl(m["epl"], m["epl_ci_low"])]
+            rows.append(row)
+        out.append(f"<!-- table: {tag_prefix} state -->\n**States (the paper reports none)**\n\n"
+                   + _table(["ε", "TC MAE", "TC EPL (published)", "TC EPL (improved)", "SC MAE",
+                             "SC EPL (published)", "SC EPL (improved)", "SC>0 MAE",
+                             "SC>0 EPL (published)", "SC>0 EPL (improved)"], rows))
     return "\n\n".join(out)
+
+
+def petti_flaxman_full(directory: Path) -> str:
+    """The tables of the run at the 1940 census's size (markers ``petti_flaxman_full …``)."""
+    return petti_flaxman(directory, "petti_flaxman_full", states=True)
 
 
 def flaxman2019(directory: Path) -> str:
@@ -197,8 +220,13 @@ def clark_dajani(directory: Path) -> str:
          "ED SC L1", "L2", "exact L2", "county SC L1", "L2", "exact L2"], rows)
 
 
-ANALYSES = (("petti_flaxman", petti_flaxman), ("flaxman2019", flaxman2019),
-            ("clark_dajani", clark_dajani))
+#: (output folder, table function, analysis, its parameters): ``petti_flaxman_full`` is
+#: ``postproc experiment petti_flaxman --persons 132000000 --workers 2`` (about an hour).
+ANALYSES = (("petti_flaxman", petti_flaxman, "petti_flaxman", {}),
+            ("petti_flaxman_full", petti_flaxman_full, "petti_flaxman",
+             {"persons": 132_000_000, "executor": "process", "workers": 2}),
+            ("flaxman2019", flaxman2019, "flaxman2019", {}),
+            ("clark_dajani", clark_dajani, "clark_dajani", {}))
 MARKER = "<!-- table: "
 
 
@@ -250,12 +278,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     base = Path(args.directory)
     parts = []
-    for name, function in ANALYSES:
+    for name, function, analysis, params in ANALYSES:
         directory = base / name
         if args.run and not (directory / "summary.json").exists():
             from postproc.apps.experiments import run_experiment
 
-            run_experiment(name, directory)
+            run_experiment(analysis, directory, **params)
         if (directory / "summary.json").exists():
             parts.append(function(directory))
         else:
