@@ -32,6 +32,7 @@ from invariants.compile import compile_spec
 from invariants.spec import Spec
 from postproc.errors import PostprocError
 from postproc.methods.topdown import fit as fit_module
+from postproc.methods.topdown import whiten as whiten_module
 from postproc.methods.topdown.fit import Fit
 from postproc.methods.topdown.fit import auxiliaries as _auxiliaries
 from postproc.methods.topdown.fit import group_sums as _group_sums
@@ -487,3 +488,50 @@ def test_a_weight_matrix_that_is_not_positive_definite_is_refused():
     skew[0, 0, 1] += 1.0
     with pytest.raises(PostprocError, match="not symmetric"):
         Fit.build(replace(task, queries=(replace(detailed, weights=skew),)))
+
+
+@pytest.mark.parametrize("block", [4_000_000, 60])
+def test_weight_matrices_whitened_together_as_each_alone(block, monkeypatch):
+    """Queries with a weight matrix per child are whitened all at once when they share the
+    weights and each counts a cell in one answer at most (BlueDown's 63 race queries): the
+    rows and columns are what forming each query's ``L_kᵀ Q`` densely gives — in canonical
+    order, over each child's own cells — and the values bit for bit for the sums (one product
+    each; to 1e-12 for a query that counts a cell twice, which takes the dense path), on random
+    layouts, with the children in blocks; the targets to 1e-12."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(whiten_module, "_WHITEN_BLOCK", block)
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        k, n, m = int(rng.integers(1, 30)), int(rng.integers(2, 200)), int(rng.integers(1, 9))
+        allowed = rng.random((k, n)) < rng.uniform(0.05, 1)
+        var_index = np.full((k, n), -1)
+        var_index[allowed] = np.arange(allowed.sum())
+        lay = SimpleNamespace(allowed=allowed, var_index=var_index)
+        a = rng.standard_normal((k, m, m))
+        shared, other = a @ np.swapaxes(a, 1, 2) + np.eye(m), np.eye(m)[None].repeat(k, 0) * 3
+        queries = []
+        for r in range(int(rng.integers(1, 6))):
+            if r == 0 or rng.random() < 0.7:     # a sum: each cell in one answer at most
+                answer = rng.integers(-1, m, n)
+                cells = np.flatnonzero(answer >= 0)
+                matrix = sp.csr_matrix((rng.choice([1.0, 2.0, -1.0], cells.size),
+                                        (answer[cells], cells)), shape=(m, n))
+            else:
+                matrix = sp.csr_matrix(rng.random((m, n)) * (rng.random((m, n)) < 0.3))
+            queries.append(QueryData(f"q{r}", matrix, rng.standard_normal((k, m)),
+                                     shared if rng.random() < 0.8 else other))
+        got = whiten_module.whitened(queries, lay, 0.5)
+        for q, (rows, cols, data, targets) in zip(queries, got):
+            lt = np.swapaxes(np.linalg.cholesky(q.weights * 0.5), 1, 2)
+            product = lt @ q.matrix.toarray()                   # children × m × cells
+            product *= allowed[:, None, :]
+            child, i, cell = np.nonzero(product)
+            assert np.array_equal(rows, child * m + i)
+            assert np.array_equal(cols, var_index[child, cell])
+            summing = q.matrix.nnz == np.unique(q.matrix.indices).size
+            if summing:
+                assert np.array_equal(data, product[child, i, cell])
+            np.testing.assert_allclose(data, product[child, i, cell], rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(targets, np.einsum("kij,kj->ki", lt, q.values).ravel(),
+                                       rtol=1e-12, atol=1e-15)

@@ -9,7 +9,8 @@ weights of child ``k``'s answers: a diagonal (a weight per answer, the inverse o
 or, for a query whose ``QueryData.weights`` is children × answers × answers, a general positive
 definite matrix (the inverse of a covariance: the next estimator feeds subtree estimates with
 their covariance). A matrix weight is whitened — with ``W_k = L_k L_kᵀ`` its term is
-``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, answers of weight 1 over the rows of ``L_kᵀ Q`` — so every term is
+``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, answers of weight 1 over the rows of ``L_kᵀ Q``
+(:mod:`postproc.methods.topdown.whiten`) — so every term is
 ``w (a·x − y)²`` and the rest of the fit is one path. Non-identity answers get auxiliary
 variables ``z = a·x`` so the objective is diagonal (:func:`auxiliaries` merges what can be
 merged). Rows: ``a·x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C x_k ≤ upper`` per
@@ -31,7 +32,6 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from postproc.errors import PostprocError
 from postproc.infra.solvers import QP
 from postproc.infra.solvers.backends import large_blocks
 from postproc.methods.topdown.rows import (
@@ -44,6 +44,7 @@ from postproc.methods.topdown.rows import (
     stacked,
 )
 from postproc.methods.topdown.task import KeptQuery, NodeTask, QueryData
+from postproc.methods.topdown.whiten import whitened
 
 __all__ = ["Fit", "SUBSTITUTE_ENTRIES", "assemble_fit"]
 
@@ -422,76 +423,20 @@ class Fit:
                 "kept_unholdable": list(self.kept_unholdable)}
 
 
-def _whitened(q: QueryData, lay: Layout, scale: float, factors: dict[int, np.ndarray]
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A query with a weight matrix per child as answers of weight 1: the rows of
-    ``L_kᵀ Q`` over child ``k``'s variables and the targets ``L_kᵀ y_k``, where
-    ``scale·W_k = L_k L_kᵀ``. Returns COO ``(rows, cols, data)`` in canonical CSR order (answer
-    ``k·m + i`` is row ``i`` of child ``k``) and the targets. ``factors`` keeps the factor of
-    each weight array already factored in this fit (queries that share one array — BlueDown's
-    one per race — factor it once)."""
-    k, m = q.values.shape
-    lt = factors.get(id(q.weights))
-    if lt is None:
-        lt = factors[id(q.weights)] = _factor(q, k, m, scale)
-    dense = np.asarray(q.matrix.toarray(), dtype=np.float64)    # m × n
-    values = np.asarray(q.values, dtype=np.float64)
-    counted = dense.any(axis=0)                                 # the cells the query counts
-    rows, cols, data = [], [], []
-    first = 0
-    while first < k:                                            # children in blocks
-        used = np.flatnonzero(counted & lay.allowed[first])
-        step = max(1, _WHITEN_BLOCK // max(1, m * max(used.size, 1)))
-        block = slice(first, min(k, first + step))
-        used = np.flatnonzero(counted & lay.allowed[block].any(axis=0))
-        mixed = lt[block] @ dense[:, used]                      # children × m × used cells
-        mixed *= lay.allowed[block][:, None, used]              # each child's own variables
-        child, r, j = np.nonzero(mixed)                         # child, row, then column
-        rows.append((first + child) * m + r)
-        cols.append(lay.var_index[first + child, used[j]])
-        data.append(mixed[child, r, j])
-        first = block.stop
-    targets = np.einsum("kij,kj->ki", lt, values).ravel()
-    return (np.concatenate(rows), np.concatenate(cols), np.concatenate(data), targets)
-
-
-def _factor(q: QueryData, k: int, m: int, scale: float) -> np.ndarray:
-    """``L_kᵀ`` (children × m × m, upper) with ``scale·W_k = L_k L_kᵀ``, the weights checked."""
-    w = np.asarray(q.weights, dtype=np.float64)
-    if w.shape != (k, m, m):
-        raise PostprocError(
-            f"query {q.name!r}: a weight matrix per child must be children × answers × "
-            f"answers = {(k, m, m)}, not {w.shape}")
-    if np.abs(w - np.swapaxes(w, 1, 2)).max(initial=0.0) > 1e-12 * np.abs(w).max(initial=0.0):
-        raise PostprocError(f"query {q.name!r}: a child's weight matrix is not symmetric")
-    try:
-        chol = np.linalg.cholesky(w * scale)                    # K × m × m, lower
-    except np.linalg.LinAlgError:
-        raise PostprocError(
-            f"query {q.name!r}: a child's weight matrix is not positive definite (the inverse "
-            "of a covariance is; a zero-variance answer belongs in the constraints)") from None
-    return np.swapaxes(chol, 1, 2)
-
-
-#: Entries of the children × answers × cells block :func:`_whitened` forms at once.
-_WHITEN_BLOCK = 4_000_000
-
-
 def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Objective:
     """The objective's terms: identity queries (a weight per answer) straight onto the cells'
     diagonal, every other answer through :func:`auxiliaries`."""
     const = 0.0
-    w_max = max((_largest_weight(q) for q in queries if q.weights.size), default=1.0)
+    distinct = {id(q.weights): q for q in queries if q.weights.size}    # BlueDown's shared
+    w_max = max((_largest_weight(q) for q in distinct.values()), default=1.0)
     scale = 1.0 / w_max if w_max > 0 else 1.0
     x_diag = np.zeros(lay.n_x)
     x_lin = np.zeros(lay.n_x)
     others, w_others, y_others = [], [], []     # the non-identity queries
-    white = []                                  # the queries with a weight matrix per child
-    factors: dict[int, np.ndarray] = {}         # their factors, by weight array
+    white = whitened([q for q in queries if q.weights.ndim == 3], lay, scale)
+    const += sum(float(np.sum(t ** 2)) for *_, t in white)
     for q in queries:
-        if q.weights.ndim == 3:
-            white.append(_whitened(q, lay, scale, factors))
-            const += float(np.sum(white[-1][3] ** 2))
+        if q.weights.ndim == 3:     # whitened above
             continue
         w = q.weights * scale
         y = q.values.astype(np.float64)

@@ -1,0 +1,147 @@
+"""Queries weighted by a matrix per child, as answers of weight 1 (the node fit's
+whitening, :mod:`postproc.methods.topdown.fit`): with ``scale·W_k = L_k L_kᵀ`` a query's term
+``(Q x_k − y_k)ᵀ W_k (Q x_k − y_k)`` is ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, one answer of weight 1 per
+row of ``L_kᵀ Q``. BlueDown feeds every node such queries: a child's subtree estimate with its
+covariance, as 63 race queries sharing one weight array and a race-totals query.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from postproc.errors import PostprocError
+from postproc.methods.topdown.rows import Layout
+from postproc.methods.topdown.task import QueryData
+
+__all__ = ["whitened"]
+
+
+def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
+              ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Queries with a weight matrix per child as answers of weight 1: for each query, the rows
+    of ``L_kᵀ Q`` over child ``k``'s variables and the targets ``L_kᵀ y_k``, where
+    ``scale·W_k = L_k L_kᵀ``. Returns, query by query in the order given, COO
+    ``(rows, cols, data)`` in canonical CSR order (answer ``k·m + i`` is row ``i`` of child
+    ``k``) and the targets.
+
+    Queries that share one weight array (BlueDown's one per race) are factored once and, when
+    each counts a cell in one answer at most (sums over groups of cells, as every PL 94 query
+    is), whitened together (:func:`_whitened_sums`): a node's 63 race queries in a few array
+    operations, not a few per query.
+
+    Examples
+    --------
+    One child, two cells, a query of their total (one answer) weighted 4 — ``L = 2``:
+
+    >>> from types import SimpleNamespace
+    >>> q = QueryData("total", sp.csr_matrix(np.ones((1, 2))), np.array([[3.0]]),
+    ...               np.array([[[4.0]]]))
+    >>> lay = SimpleNamespace(allowed=np.array([[True, True]]), var_index=np.array([[0, 1]]))
+    >>> [a.tolist() for a in whitened([q], lay, scale=1.0)[0]]
+    [[0, 0], [0, 1], [2.0, 2.0], [6.0]]
+    """
+    out: list = [None] * len(qs)
+    shared: dict[int, list[int]] = {}
+    for i, q in enumerate(qs):
+        shared.setdefault(id(q.weights), []).append(i)
+    for members in shared.values():
+        k, m = qs[members[0]].values.shape
+        lt = _factor(qs[members[0]], k, m, scale)
+        mats = [q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
+                for q in (qs[i] for i in members)]
+        for i, mat, coo in zip(members, mats, _whitened_sums(mats, lt, lay)):
+            out[i] = coo if coo is not None else _whitened_dense(mat, lt, lay)
+        # the targets of all at once (per element the same sum as one query's einsum)
+        values = np.stack([np.asarray(qs[i].values, dtype=np.float64) for i in members])
+        targets = np.einsum("kij,rkj->rki", lt, values)
+        for r, i in enumerate(members):
+            out[i] = (*out[i], targets[r].ravel())
+    return out
+
+
+def _whitened_sums(mats: Sequence[sp.csr_matrix], lt: np.ndarray, lay: Layout
+                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+    """:func:`whitened`'s COO triplets of the queries (of one weight array) that count each
+    cell in one answer at most (None for the others): column ``c`` of ``L_kᵀ Q`` is
+    ``v·L_kᵀ[:, j]`` for its one entry ``(j, c, v)``, so only the children's own cells are
+    gathered — never a product over cells no child has — and all the queries at once."""
+    m = mats[0].shape[0]
+    query = np.repeat(np.arange(len(mats)), [mat.nnz for mat in mats])
+    j = np.concatenate([np.repeat(np.arange(m), np.diff(mat.indptr)) for mat in mats])
+    c = np.concatenate([mat.indices for mat in mats])
+    v = np.concatenate([mat.data for mat in mats]).astype(np.float64)
+    order = np.lexsort((c, query))                              # by query, then cell
+    query, j, c, v = query[order], j[order], c[order], v[order]
+    twice = (query[1:] == query[:-1]) & (c[1:] == c[:-1])       # a cell in two answers
+    sums = np.ones(len(mats), dtype=bool)
+    sums[query[1:][twice]] = False
+    if not sums.all():
+        keep = sums[query]
+        query, j, c, v = query[keep], j[keep], c[keep], v[keep]
+    pieces: list[tuple[np.ndarray, ...]] = []
+    step = max(1, _WHITEN_BLOCK // max(1, m * c.size))
+    for first in range(0, lt.shape[0], step):
+        block = slice(first, min(lt.shape[0], first + step))
+        child, t = np.nonzero(lay.allowed[block][:, c])        # by child, then entry
+        mixed = lt[first + child, :, j[t]] * v[t, None]         # pairs × m
+        pair, i = np.nonzero(mixed)
+        order = np.lexsort((pair, i, child[pair], query[t[pair]]))   # query, child, row, cell
+        pair, i = pair[order], i[order]
+        pieces.append((query[t[pair]], (first + child[pair]) * m + i,
+                       lay.var_index[first + child[pair], c[t[pair]]], mixed[pair, i]))
+    q_of, rows, cols, data = (np.concatenate(a) for a in zip(*pieces))
+    if len(pieces) > 1:                                         # blocks of children: by query
+        order = np.argsort(q_of, kind="stable")
+        q_of, rows, cols, data = q_of[order], rows[order], cols[order], data[order]
+    bounds = np.searchsorted(q_of, np.arange(len(mats) + 1))
+    return [(rows[a:b], cols[a:b], data[a:b]) if sums[r] else None
+            for r, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def _whitened_dense(mat: sp.csr_matrix, lt: np.ndarray, lay: Layout
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`whitened` of any query: children in blocks, each block's ``L_kᵀ Q`` formed
+    densely over the cells some child of the block has."""
+    k, m = lt.shape[0], mat.shape[0]
+    dense = np.asarray(mat.toarray(), dtype=np.float64)         # m × n
+    counted = dense.any(axis=0)                                 # the cells the query counts
+    rows, cols, data = [], [], []
+    first = 0
+    while first < k:                                            # children in blocks
+        used = np.flatnonzero(counted & lay.allowed[first])
+        step = max(1, _WHITEN_BLOCK // max(1, m * max(used.size, 1)))
+        block = slice(first, min(k, first + step))
+        used = np.flatnonzero(counted & lay.allowed[block].any(axis=0))
+        mixed = lt[block] @ dense[:, used]                      # children × m × used cells
+        mixed *= lay.allowed[block][:, None, used]              # each child's own variables
+        child, r, j = np.nonzero(mixed)                         # child, row, then column
+        rows.append((first + child) * m + r)
+        cols.append(lay.var_index[first + child, used[j]])
+        data.append(mixed[child, r, j])
+        first = block.stop
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(data)
+
+
+def _factor(q: QueryData, k: int, m: int, scale: float) -> np.ndarray:
+    """``L_kᵀ`` (children × m × m, upper) with ``scale·W_k = L_k L_kᵀ``, the weights checked."""
+    w = np.asarray(q.weights, dtype=np.float64)
+    if w.shape != (k, m, m):
+        raise PostprocError(
+            f"query {q.name!r}: a weight matrix per child must be children × answers × "
+            f"answers = {(k, m, m)}, not {w.shape}")
+    if np.abs(w - np.swapaxes(w, 1, 2)).max(initial=0.0) > 1e-12 * np.abs(w).max(initial=0.0):
+        raise PostprocError(f"query {q.name!r}: a child's weight matrix is not symmetric")
+    try:
+        chol = np.linalg.cholesky(w * scale)                    # K × m × m, lower
+    except np.linalg.LinAlgError:
+        raise PostprocError(
+            f"query {q.name!r}: a child's weight matrix is not positive definite (the inverse "
+            "of a covariance is; a zero-variance answer belongs in the constraints)") from None
+    return np.swapaxes(chol, 1, 2)
+
+
+#: Entries of the children × answers × cells block :func:`whitened` forms at once.
+_WHITEN_BLOCK = 4_000_000
