@@ -165,6 +165,9 @@ def petti_flaxman(directory: Path, tag_prefix: str = "petti_flaxman", states: bo
             row = [f"{e:g}"]
             for query in ("total", "va_hisp_race:authors", "va_hisp_race>0"):
                 m = metrics.loc[(e, "state", query)]
+                if m["mae"] == 0 and not math.isfinite(m["epl_published"]):
+                    row += ["0", "∞ (exact)", "∞ (exact)"]    # held invariant: every error 0
+                    continue
                 row += [_fmt(m["mae"]), _fmt(m["epl_published"]), _epl(m["epl"], m["epl_ci_low"])]
             rows.append(row)
         out.append(f"<!-- table: {tag_prefix} state -->\n**States (the paper reports none)**\n\n"
