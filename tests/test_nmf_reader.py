@@ -169,6 +169,8 @@ def _set(table: pa.Table, column: str, row: int, value) -> pa.Table:
     ("variance", r"row 0: field 'variance' is -1.0"),
     ("sign", r"row 0: field 'sign' of .* is '<', expected"),
     ("axis", r"row 0: field 'cenrace' of .* is 'race', expected"),
+    ("piece", r"row 3: geocode '0990000000000000000000000001' is not in state piece 044"),
+    ("missing", r"State=044\): field 'value' holds missing numbers"),
     ("partition", r"State=44: a state piece is three characters"),
     ("level", r"no Tract.parquet/DPQuery/"),
 ])
@@ -188,6 +190,11 @@ def test_bad_input_names_file_partition_row_and_field(files, tmp_path, fault, ma
         row = table.column("query_name").to_pylist().index("cenrace_dpq")
         _rewrite(block, lambda t: _set(t, "cenrace", row, "race"))
         match = match.replace("row 0", f"row {row}")
+    elif fault == "piece":
+        _rewrite(block, lambda t: _set(t, "geocode", 3, "0990000000000000000000000001"))
+    elif fault == "missing":
+        table = pq.read_table(block)
+        _rewrite(block, lambda t: _set(t, "value", 2, [None] * len(table.column("value")[2])))
     elif fault == "partition":
         d = root / PERSONS / "County.parquet" / "DPQuery"
         (d / "State=044").rename(d / "State=44") if (d / "State=044").exists() else (

@@ -159,7 +159,7 @@ class _Spill:
         chunks: dict[int, dict[str, np.ndarray]] = {}
         for kind in list(rows.geocodes):
             codes, values, var = rows.joined(kind)
-            group = lookup.get_indexer(np.array([c[:width] for c in codes], dtype=object))
+            group = lookup.get_indexer(np.asarray(codes).astype(f"U{width}"))   # prefixes
             if (group < 0).any():
                 first = str(codes[np.flatnonzero(group < 0)[0]])
                 raise PostprocError(f"{_where(path, piece)}: block {first!r} has {kind!r} rows "

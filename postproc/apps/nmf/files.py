@@ -201,24 +201,21 @@ def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, data
     """Check a batch of a file's rows (``first``: the file row of its first) and add them to
     ``rows``."""
     names = _query_names(where, first, table, kinds)
-    geocodes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
     if piece is not None:
-        off = ~np.char.startswith(geocodes, piece)
-        if off.any():
-            row = int(np.flatnonzero(off)[0])
-            raise PostprocError(f"{where}, row {first + row}: geocode {geocodes[row]!r} is not "
-                                f"in state piece {piece}")
+        inside = pc.starts_with(table.column("geocode"), piece)
+        if not pc.all(inside).as_py():
+            row = int(np.flatnonzero(~inside.to_numpy(zero_copy_only=False))[0])
+            raise PostprocError(f"{where}, row {first + row}: geocode "
+                                f"{table.column('geocode')[row].as_py()!r} is not in state piece "
+                                f"{piece}")
+    geocodes = table.column("geocode").to_numpy(zero_copy_only=False).astype(str)
     lengths = pc.list_value_length(table.column("value")).to_numpy(zero_copy_only=False)
-    flat = pc.list_flatten(table.column("value"))
-    if flat.null_count:
+    if pc.list_flatten(table.column("value")).null_count:
         raise PostprocError(f"{where}: field 'value' holds missing numbers")
-    flat = flat.cast(pa.int64()).to_numpy()
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     shape_column = table.column("query_shape")
     shape_lengths = pc.list_value_length(shape_column).to_numpy(zero_copy_only=False)
     shape_flat = pc.list_flatten(shape_column).cast(pa.int64()).to_numpy()
     shape_starts = np.concatenate([[0], np.cumsum(shape_lengths)[:-1]]).astype(np.int64)
-    axis_values = [table.column(a).to_numpy(zero_copy_only=False).astype(str) for a in axes]
     variances = None
     if dataset == DPQUERY:
         variances = table.column("variance").to_numpy(zero_copy_only=False)
@@ -232,17 +229,20 @@ def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, data
     else:
         signs = table.column("sign").to_numpy(zero_copy_only=False).astype(str)
     for name, kind in kinds.items():
-        sel = np.flatnonzero(names == name)
+        mine = names == name
+        sel = np.flatnonzero(mine)
         if not sel.size:
             continue
-        for a, (axis, expected) in enumerate(zip(axes, kind.axes)):
-            got = axis_values[a][sel]
-            ok = (got == expected) | ((expected == "detailed") & (got == axis))
-            if not ok.all():
-                row = int(sel[np.flatnonzero(~ok)[0]])
-                raise PostprocError(f"{where}, row {first + row}: field {axis!r} of {name!r} "
-                                    f"is {str(got[np.flatnonzero(~ok)[0]])!r}, expected "
-                                    f"{expected!r}")
+        mask = pa.array(mine)
+        for axis, expected in zip(axes, kind.axes):
+            got = table.column(axis).filter(mask)
+            ok = pc.equal(got, expected)
+            if expected == "detailed":
+                ok = pc.or_(ok, pc.equal(got, axis))
+            if not pc.all(ok).as_py():
+                bad = int(np.flatnonzero(~ok.to_numpy(zero_copy_only=False))[0])
+                raise PostprocError(f"{where}, row {first + int(sel[bad])}: field {axis!r} of "
+                                    f"{name!r} is {got[bad].as_py()!r}, expected {expected!r}")
         dims = len(kind.shape)
         ok = shape_lengths[sel] == dims
         if ok.all():
@@ -265,11 +265,13 @@ def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, data
                 raise PostprocError(f"{where}, row {first + row}: field 'sign' of {name!r} is "
                                     f"{str(signs[row])!r}, expected {kind.sign!r} (signs are "
                                     "'=', '>=', '<=')")
-        values = flat[starts[sel][:, None] + np.arange(kind.size)[None, :]]
-        if values.size and _INT32.min <= values.min() and values.max() <= _INT32.max:
-            values = values.astype(np.int32)
-        rows.add(kind.name, geocodes[sel],
-                 values, None if variances is None else variances[sel])
+        # the kind's lists, all kind.size long (checked above), gathered by Arrow in row order
+        picked = pc.list_flatten(table.column("value").filter(mask))
+        bounds = pc.min_max(picked)
+        narrow = (_INT32.min <= bounds["min"].as_py() and bounds["max"].as_py() <= _INT32.max)
+        values = picked.cast(pa.int32() if narrow else pa.int64()).to_numpy()
+        rows.add(kind.name, geocodes[sel], values.reshape(sel.size, kind.size),
+                 None if variances is None else variances[sel])
 
 
 def _dataset_files(pdir: Path, geolevel: str, dataset: str, pieces: Sequence[str] | None
