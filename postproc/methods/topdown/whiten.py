@@ -50,11 +50,14 @@ def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
     for members in shared.values():
         k, m = qs[members[0]].values.shape
         lt = _factor(qs[members[0]], k, m, scale)
+        for i in members[1:]:       # the same weights: the same children and answers
+            if qs[i].values.shape != (k, m):
+                _factor(qs[i], *qs[i].values.shape, scale)      # says what does not fit
         mats = [q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
                 for q in (qs[i] for i in members)]
         for i, mat, coo in zip(members, mats, _whitened_sums(mats, lt, lay)):
             out[i] = coo if coo is not None else _whitened_dense(mat, lt, lay)
-        # the targets of all at once (per element the same sum as one query's einsum)
+        # the targets of all at once (the same sum per element as one query's einsum)
         values = np.stack([np.asarray(qs[i].values, dtype=np.float64) for i in members])
         targets = np.einsum("kij,rkj->rki", lt, values)
         for r, i in enumerate(members):
