@@ -251,12 +251,30 @@ def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path)
     assert module.main([str(base), "--write", str(copy)]) == 0
     before, after = page.read_text(encoding="utf-8"), copy.read_text(encoding="utf-8")
     markers = [line for line in before.split("\n") if line.startswith("<!-- table: ")]
-    assert len(markers) == 11 and markers == [line for line in after.split("\n")
+    assert len(markers) == 20 and markers == [line for line in after.split("\n")
                                               if line.startswith("<!-- table: ")]
     # the quick petti_flaxman run has ε = 0.5 and 2 only: the full run's ε = 0.25 rows are gone
     tc = after.split("<!-- table: petti_flaxman tc -->")[1].split("\n\n")[1]
     assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
     assert before != after
+    # no petti_flaxman_full output beside them: the full-size run's 9 tables are left as they were
+    full = [line for line in before.split("\n") if "table: petti_flaxman_full" in line]
+    assert len(full) == 9
+    part = before.split(full[0])[1].split("### ")[0]
+    assert part in after
+    # with one (the quick run standing in for it), they are replaced too, the states' included
+    (base / "petti_flaxman_full").symlink_to(quick_runs["petti_flaxman"][0],
+                                              target_is_directory=True)
+    try:
+        assert module.main([str(base), "--write", str(copy)]) == 0
+    finally:
+        (base / "petti_flaxman_full").unlink()
+    again = copy.read_text(encoding="utf-8")
+    tc = again.split("<!-- table: petti_flaxman_full tc -->")[1].split("\n\n")[1]
+    assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
+    states = again.split("<!-- table: petti_flaxman_full state -->")[1].split("\n\n")[1]
+    assert [row.split(" | ")[:2] for row in states.split("\n")[2:]] == [["| 0.5", "0"],
+                                                                        ["| 2", "0"]]
     assert [line for line in _outside_tables(after) if line.strip()] == [
         line for line in _outside_tables(before) if line.strip()]
     # a table the page has no comment for is refused before anything is written
