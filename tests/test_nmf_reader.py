@@ -171,6 +171,7 @@ def _set(table: pa.Table, column: str, row: int, value) -> pa.Table:
     ("axis", r"row 0: field 'cenrace' of .* is 'race', expected"),
     ("piece", r"row 3: geocode '0990000000000000000000000001' is not in state piece 044"),
     ("missing", r"State=044\): field 'value' holds missing numbers"),
+    ("null axis", r"row 0: field 'cenrace' of .* is None, expected"),
     ("partition", r"State=44: a state piece is three characters"),
     ("level", r"no Tract.parquet/DPQuery/"),
 ])
@@ -192,6 +193,11 @@ def test_bad_input_names_file_partition_row_and_field(files, tmp_path, fault, ma
         match = match.replace("row 0", f"row {row}")
     elif fault == "piece":
         _rewrite(block, lambda t: _set(t, "geocode", 3, "0990000000000000000000000001"))
+    elif fault == "null axis":
+        table = pq.read_table(block)
+        row = table.column("query_name").to_pylist().index("cenrace_dpq")
+        _rewrite(block, lambda t: _set(t, "cenrace", row, None))
+        match = match.replace("row 0", f"row {row}")
     elif fault == "missing":
         table = pq.read_table(block)
         _rewrite(block, lambda t: _set(t, "value", 2, [None] * len(table.column("value")[2])))

@@ -202,7 +202,7 @@ def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, data
     ``rows``."""
     names = _query_names(where, first, table, kinds)
     if piece is not None:
-        inside = pc.starts_with(table.column("geocode"), piece)
+        inside = pc.fill_null(pc.starts_with(table.column("geocode"), piece), False)
         if not pc.all(inside).as_py():
             row = int(np.flatnonzero(~inside.to_numpy(zero_copy_only=False))[0])
             raise PostprocError(f"{where}, row {first + row}: geocode "
@@ -239,6 +239,7 @@ def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, data
             ok = pc.equal(got, expected)
             if expected == "detailed":
                 ok = pc.or_(ok, pc.equal(got, axis))
+            ok = pc.fill_null(ok, False)                        # a missing value is wrong too
             if not pc.all(ok).as_py():
                 bad = int(np.flatnonzero(~ok.to_numpy(zero_copy_only=False))[0])
                 raise PostprocError(f"{where}, row {first + int(sel[bad])}: field {axis!r} of "
