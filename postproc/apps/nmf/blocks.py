@@ -150,6 +150,8 @@ class _Spill:
                 pending, written = _Rows(), written + 1
         if pending.count:
             self._write(pending, index, written, path, piece, dataset)
+        # Arrow's allocator keeps what the parsing freed; the worker goes on to solve parts
+        pa.default_memory_pool().release_unused()
         return index
 
     def _write(self, rows: _Rows, index: int, seq: int, path: Path, piece: str,
