@@ -86,6 +86,11 @@ def block_codes(pdir: Path, pieces: Sequence[str]) -> _Rows:
     return rows
 
 
+def _prefixes(codes: np.ndarray, width: int) -> np.ndarray:
+    """Each geocode's first ``width`` characters (a block's block group), by one cast."""
+    return np.asarray(codes, dtype=str).astype(f"U{width}")
+
+
 def with_blocks(geography: Geography, blocks: _Rows) -> Geography:
     """The geography read down to the block groups with the blocks below them, ordered as
     a read of the whole state orders them (each block group's blocks by geocode); every block
@@ -107,7 +112,7 @@ def with_blocks(geography: Geography, blocks: _Rows) -> Geography:
     groups = np.asarray(geography.geocodes[-1]).astype(str)
     codes = np.unique(np.concatenate(blocks.geocodes.get(_KEY, [np.zeros(0, str)])))
     width = len(groups[0]) if groups.size else 0
-    parent = pd.Index(groups).get_indexer(np.array([c[:width] for c in codes], dtype=object))
+    parent = pd.Index(groups).get_indexer(_prefixes(codes, width))
     if (parent < 0).any():
         raise PostprocError(f"{_BLOCK} {str(codes[np.flatnonzero(parent < 0)[0]])!r} has "
                             "constraint rows but its block group has none")
@@ -161,7 +166,7 @@ class _Spill:
         chunks: dict[int, dict[str, np.ndarray]] = {}
         for kind in list(rows.geocodes):
             codes, values, var = rows.joined(kind)
-            group = lookup.get_indexer(np.asarray(codes).astype(f"U{width}"))   # prefixes
+            group = lookup.get_indexer(_prefixes(codes, width))
             if (group < 0).any():
                 first = str(codes[np.flatnonzero(group < 0)[0]])
                 raise PostprocError(f"{_where(path, piece)}: block {first!r} has {kind!r} rows "

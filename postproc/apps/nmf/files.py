@@ -187,9 +187,8 @@ def _batches(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, Ro
         first = int(starts[group])
         try:
             for batch in handle.iter_batches(BATCH_ROWS, row_groups=[group], columns=need):
-                rows = _Rows()
-                _read_batch(pa.Table.from_batches([batch]), where, piece, first, dataset,
-                            kinds, axes, rows)
+                rows = _read_batch(pa.Table.from_batches([batch]), where, piece, first,
+                                   dataset, kinds, axes)
                 first += batch.num_rows
                 yield rows
         except (pa.ArrowInvalid, OSError) as exc:
@@ -197,9 +196,9 @@ def _batches(path: Path, piece: str | None, dataset: str, kinds: Mapping[str, Ro
 
 
 def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, dataset: str,
-                kinds: Mapping[str, RowKind], axes: Sequence[str], rows: _Rows) -> None:
-    """Check a batch of a file's rows (``first``: the file row of its first) and add them to
-    ``rows``."""
+                kinds: Mapping[str, RowKind], axes: Sequence[str]) -> _Rows:
+    """A batch of a file's rows, checked (``first``: the file row of its first)."""
+    rows = _Rows()
     names = _query_names(where, first, table, kinds)
     if piece is not None:
         inside = pc.fill_null(pc.starts_with(table.column("geocode"), piece), False)
@@ -273,6 +272,7 @@ def _read_batch(table: pa.Table, where: str, piece: str | None, first: int, data
         values = picked.cast(pa.int32() if narrow else pa.int64()).to_numpy()
         rows.add(kind.name, geocodes[sel], values.reshape(sel.size, kind.size),
                  None if variances is None else variances[sel])
+    return rows
 
 
 def _dataset_files(pdir: Path, geolevel: str, dataset: str, pieces: Sequence[str] | None

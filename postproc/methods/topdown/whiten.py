@@ -51,8 +51,7 @@ def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
         k, m = qs[members[0]].values.shape
         lt = _factor(qs[members[0]], k, m, scale)
         for i in members[1:]:       # the same weights: the same children and answers
-            if qs[i].values.shape != (k, m):
-                _factor(qs[i], *qs[i].values.shape, scale)      # says what does not fit
+            _check_shape(qs[i], *qs[i].values.shape)
         mats = [q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
                 for q in (qs[i] for i in members)]
         for i, mat, coo in zip(members, mats, _whitened_sums(mats, lt, lay)):
@@ -130,11 +129,8 @@ def _whitened_dense(mat: sp.csr_matrix, lt: np.ndarray, lay: Layout
 
 def _factor(q: QueryData, k: int, m: int, scale: float) -> np.ndarray:
     """``L_kᵀ`` (children × m × m, upper) with ``scale·W_k = L_k L_kᵀ``, the weights checked."""
+    _check_shape(q, k, m)
     w = np.asarray(q.weights, dtype=np.float64)
-    if w.shape != (k, m, m):
-        raise PostprocError(
-            f"query {q.name!r}: a weight matrix per child must be children × answers × "
-            f"answers = {(k, m, m)}, not {w.shape}")
     if np.abs(w - np.swapaxes(w, 1, 2)).max(initial=0.0) > 1e-12 * np.abs(w).max(initial=0.0):
         raise PostprocError(f"query {q.name!r}: a child's weight matrix is not symmetric")
     try:
@@ -144,6 +140,14 @@ def _factor(q: QueryData, k: int, m: int, scale: float) -> np.ndarray:
             f"query {q.name!r}: a child's weight matrix is not positive definite (the inverse "
             "of a covariance is; a zero-variance answer belongs in the constraints)") from None
     return np.swapaxes(chol, 1, 2)
+
+
+def _check_shape(q: QueryData, k: int, m: int) -> None:
+    """A weight matrix per child of ``q`` for its ``k`` children's ``m`` answers."""
+    if np.shape(q.weights) != (k, m, m):
+        raise PostprocError(
+            f"query {q.name!r}: a weight matrix per child must be children × answers × "
+            f"answers = {(k, m, m)}, not {np.shape(q.weights)}")
 
 
 #: Entries of the children × answers × cells block :func:`whitened` forms at once.
