@@ -75,17 +75,19 @@ def _one_file(nmf: Path, dest: Path) -> Path:
     so memory stays at one part file's rows."""
     import pyarrow.parquet as pq
 
-    if (dest / "manifest.json").is_file():
+    if dest.is_dir():               # complete: it is renamed into place last
         return dest
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(nmf, dest, ignore=shutil.ignore_patterns("part-*.parquet"))
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(nmf, partial, ignore=shutil.ignore_patterns("part-*.parquet"))
     for folder in sorted({f.parent for f in nmf.rglob("part-*.parquet")}):
         files = sorted(folder.glob("part-*.parquet"))
-        target = dest / folder.relative_to(nmf) / "part-00000-one-file-c000.snappy.parquet"
+        target = partial / folder.relative_to(nmf) / "part-00000-one-file-c000.snappy.parquet"
         schema = pq.read_schema(files[0])
         with pq.ParquetWriter(target, schema, compression="snappy") as writer:
             for f in files:
                 writer.write_table(pq.read_table(f).cast(schema))
+    partial.rename(dest)
     return dest
 
 
