@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import weakref
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -439,20 +440,26 @@ def _covariance_task(rng, k, n, constrained):
                     (detailed, total), matrix, lower, upper, np.zeros((k, n), bool), labels)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_a_weight_matrix_per_child_is_the_fit_the_generic_path_finds(seed):
-    """Σ_k (x_k − y_k)ᵀ W_k (x_k − y_k) with a general positive definite W_k: the engine (which
-    whitens W_k = L Lᵀ into answers of weight 1) and one CVXPY problem with the quadratic forms
-    written out agree on the optimum (objective to 1e-6 relative, points to 1e-4)."""
-    rng = np.random.default_rng(seed)
-    task = _covariance_task(rng, int(rng.integers(2, 5)), int(rng.integers(2, 6)),
-                            constrained=seed % 2 == 1)
+def _same_as_generic(task):
+    """The engine's optimum of ``task`` is the generic path's (objective to 1e-6 relative, points
+    to 1e-4), and its integers keep the parent."""
     x_gen, f_gen, _ = fit_node_generic(task)
     result = solve_node(task, keep_continuous=True, failsafe=False)
     f_eng = result.stats["objective"]
     assert abs(f_eng - f_gen) <= 1e-6 * max(1.0, abs(f_gen)), (f_eng, f_gen)
     np.testing.assert_allclose(result.continuous, x_gen, atol=1e-4 * max(1.0, x_gen.max()))
     assert (result.histograms.sum(axis=0) == task.parent_hist).all()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_weight_matrix_per_child_is_the_fit_the_generic_path_finds(seed):
+    """Σ_k (x_k − y_k)ᵀ W_k (x_k − y_k) with a general positive definite W_k: the engine (whose
+    answers are cells here, so W_k goes into P as a block per child) and one CVXPY problem with
+    the quadratic forms written out agree on the optimum."""
+    rng = np.random.default_rng(seed)
+    task = _covariance_task(rng, int(rng.integers(2, 5)), int(rng.integers(2, 6)),
+                            constrained=seed % 2 == 1)
+    _same_as_generic(task)
 
 
 def test_diagonal_weight_matrices_give_the_per_answer_fit(pl94_tasks):
@@ -535,3 +542,75 @@ def test_weight_matrices_whitened_together_as_each_alone(block, monkeypatch):
             np.testing.assert_allclose(data, product[child, i, cell], rtol=1e-12, atol=1e-15)
             np.testing.assert_allclose(targets, np.einsum("kij,kj->ki", lt, q.values).ravel(),
                                        rtol=1e-12, atol=1e-15)
+
+
+def _cellwise_queries(rng, k, n, m, races):
+    """``races`` queries whose answers are cells (each its own ``m`` distinct cells, a
+    coefficient of 1, 2 or −1 each) sharing one positive definite weight matrix per child, as a
+    BlueDown child's race queries do."""
+    a = rng.standard_normal((k, m, m))
+    shared = a @ np.swapaxes(a, 1, 2) + np.eye(m)
+    cells = rng.permutation(n)[:races * m].reshape(races, m)
+    return [QueryData(f"race{r}", sp.csr_matrix((rng.choice([1.0, 2.0, -1.0], m),
+                                                 (np.arange(m), cells[r])), shape=(m, n)),
+                      rng.uniform(-1, 6, (k, m)), shared) for r in range(races)]
+
+
+def test_cellwise_weight_matrices_go_into_p_with_the_objective_whitening_gives():
+    """Queries whose answers are cells (:func:`whiten.one_cell_each`) put their terms straight
+    into ``P`` as dense blocks (:func:`whiten.cell_blocks`): ½ xᵀPx + linearᵀx + const equals
+    Σ_k (Q x_k − y_k)ᵀ scale·W_k (Q x_k − y_k) at random points, on random layouts whose cells
+    that are not variables are 0 (1e-10 relative: a wrong index, sign, coefficient or factor
+    ½ shows far above that); each covered variable's centre is its answer's target."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        k, m, races = int(rng.integers(1, 6)), int(rng.integers(1, 6)), int(rng.integers(1, 4))
+        n = races * m + int(rng.integers(0, 5))
+        allowed = rng.random((k, n)) < rng.uniform(0.2, 1)
+        var_index = np.full((k, n), -1)
+        var_index[allowed] = np.arange(allowed.sum())
+        lay = SimpleNamespace(allowed=allowed, var_index=var_index, n_x=int(allowed.sum()))
+        queries = _cellwise_queries(rng, k, n, m, races)
+        assert all(whiten_module.one_cell_each(q) for q in queries)
+        blocks = whiten_module.cell_blocks(queries, lay, 0.5)
+        P = sp.csr_matrix((blocks.data, (blocks.rows, blocks.cols)), shape=(lay.n_x,) * 2)
+        assert (P != P.T).nnz == 0
+        for _ in range(3):
+            x = rng.uniform(-3, 9, lay.n_x)
+            hist = np.zeros((k, n))
+            hist[allowed] = x
+            direct = sum(float(r @ (0.5 * q.weights[c]) @ r)
+                         for q in queries for c in range(k)
+                         for r in [q.matrix @ hist[c] - q.values[c]])
+            got = 0.5 * x @ (P @ x) + blocks.linear @ x + blocks.const
+            assert abs(got - direct) <= 1e-10 * max(1.0, abs(direct)), (got, direct)
+        q_of = {(int(var_index[c, j])): (q, i, c) for q in queries for c in range(k)
+                for i, j in enumerate(q.matrix.indices) if allowed[c, j]}
+        assert sorted(blocks.covered.tolist()) == sorted(q_of)
+        for v, t in zip(blocks.covered, blocks.target):
+            q, i, c = q_of[int(v)]
+            assert t == q.values[c, i] / q.matrix.data[i]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blocks_in_p_beside_a_whitened_sum_are_the_fit_the_generic_path_finds(seed):
+    """A BlueDown-shaped node — race queries whose answers are cells, sharing one weight matrix
+    per child (blocks in ``P``), and a race-totals query with its own (whitened), cells of the
+    parent that are empty — solved by the engine and by one CVXPY problem with the quadratic
+    forms written out: the same optimum (objective to 1e-6 relative, points to 1e-4)."""
+    rng = np.random.default_rng(100 + seed)
+    k, m, races = int(rng.integers(2, 5)), int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    n = races * m
+    queries = _cellwise_queries(rng, k, n, m, races)
+    cells = np.stack([q.matrix.indices for q in queries])          # races × m
+    total = sp.csr_matrix((np.ones(n), (np.repeat(np.arange(m), races), cells.T.ravel())),
+                          shape=(m, n))
+    a = rng.standard_normal((k, m, m))
+    queries.append(QueryData("total", total, rng.uniform(0, 10, (k, m)),
+                             a @ np.swapaxes(a, 1, 2) + np.eye(m)))
+    assert [whiten_module.one_cell_each(q) for q in queries] == [True] * races + [False]
+    parent = rng.integers(0, 8, n) * (rng.random(n) < 0.8)
+    task = NodeTask("tract", "p", parent, np.array([f"c{i}" for i in range(k)], dtype=object),
+                    tuple(queries), sp.csr_matrix((0, n), dtype=np.int64), np.zeros((k, 0)),
+                    np.zeros((k, 0)), np.zeros((k, n), bool))
+    _same_as_generic(task)

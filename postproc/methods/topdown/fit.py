@@ -8,9 +8,10 @@ hold (:class:`~postproc.methods.topdown.rows.Layout`). The objective is
 weights of child ``k``'s answers: a diagonal (a weight per answer, the inverse of its variance)
 or, for a query whose ``QueryData.weights`` is children × answers × answers, a general positive
 definite matrix (the inverse of a covariance: the next estimator feeds subtree estimates with
-their covariance). A matrix weight is whitened — with ``W_k = L_k L_kᵀ`` its term is
-``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, answers of weight 1 over the rows of ``L_kᵀ Q``
-(:mod:`postproc.methods.topdown.whiten`) — so every term is
+their covariance). A matrix weight on a query whose answers are cells goes straight into ``P``
+as a dense block per child over those cells, centred on the answers' targets; any other is
+whitened — with ``W_k = L_k L_kᵀ`` its term is ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, answers of weight 1
+over the rows of ``L_kᵀ Q`` (:mod:`postproc.methods.topdown.whiten`) — so every other term is
 ``w (a·x − y)²`` and the rest of the fit is one path. Non-identity answers get auxiliary
 variables ``z = a·x`` so the objective is diagonal (:func:`auxiliaries` merges what can be
 merged). Rows: ``a·x − z = 0``, ``Σ_k x_k = x̂_p`` per cell, ``lower ≤ C x_k ≤ upper`` per
@@ -44,7 +45,7 @@ from postproc.methods.topdown.rows import (
     stacked,
 )
 from postproc.methods.topdown.task import KeptQuery, NodeTask, QueryData
-from postproc.methods.topdown.whiten import whitened
+from postproc.methods.topdown.whiten import CellBlocks, cell_blocks, one_cell_each, whitened
 
 __all__ = ["Fit", "SUBSTITUTE_ENTRIES", "assemble_fit"]
 
@@ -228,6 +229,7 @@ class _Objective:
     aux_rows: tuple[np.ndarray, np.ndarray, np.ndarray]
     aux_w: np.ndarray
     aux_wy: np.ndarray
+    blocks: CellBlocks
 
 
 @dataclass(frozen=True, eq=False)
@@ -433,8 +435,12 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
     x_diag = np.zeros(lay.n_x)
     x_lin = np.zeros(lay.n_x)
     others, w_others, y_others = [], [], []     # the non-identity queries
-    white = whitened([q for q in queries if q.weights.ndim == 3], lay, scale)
-    const += sum(float(np.sum(t ** 2)) for *_, t in white)
+    matrix_weighted = [q for q in queries if q.weights.ndim == 3]
+    cellwise = [one_cell_each(q) for q in matrix_weighted]
+    blocks = cell_blocks([q for q, c in zip(matrix_weighted, cellwise) if c], lay, scale)
+    x_lin += blocks.linear
+    white = whitened([q for q, c in zip(matrix_weighted, cellwise) if not c], lay, scale)
+    const += blocks.const + sum(float(np.sum(t ** 2)) for *_, t in white)
     for q in queries:
         if q.weights.ndim == 3:     # whitened above
             continue
@@ -460,7 +466,7 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
         w_all = np.concatenate([w_all] + [np.ones(t.size) for *_, t in white])
         y_all = np.concatenate([y_all] + [t for *_, t in white])
     aux_rows, aux_w, aux_wy = auxiliaries(r, c, v, w_all, y_all, lay.n_x, x_diag, x_lin)
-    return _Objective(const, w_max, scale, x_diag, x_lin, aux_rows, aux_w, aux_wy)
+    return _Objective(const, w_max, scale, x_diag, x_lin, aux_rows, aux_w, aux_wy, blocks)
 
 
 def _largest_weight(q: QueryData) -> float:
@@ -548,9 +554,10 @@ def _centred(cls: type[Fit], task: NodeTask, lay: Layout, objective: _Objective,
     """The QP centred on every variable's unconstrained minimizer and scaled.
 
     Every variable is centred at its own unconstrained minimizer v0 = -q/d (the measured
-    targets), and the shift measured in units of c (the noise s.d. of the most precise
-    measurement): x = v0 + c·δ. The objective becomes ½ δᵀPδ + r' with no linear term, so
-    solvers' relative tolerances apply to the residuals that matter. Expanded as
+    targets; a cell in a block of ``P``, at its answer's target), and the shift measured in
+    units of c (the noise s.d. of the most precise measurement): x = v0 + c·δ. The objective
+    becomes ½ δᵀPδ + r' with no linear term, so solvers' relative tolerances apply to the
+    residuals that matter. Expanded as
     ½xᵀPx + qᵀx + r, a state-level fit (counts ~1e6, residuals ~1e2) loses the optimum to
     cancellation: Clarabel and OSQP stopped 0.65 % above it.
     """
@@ -563,12 +570,20 @@ def _centred(cls: type[Fit], task: NodeTask, lay: Layout, objective: _Objective,
     l_vec, u_vec = rows.bounds()
     A = rows.matrix("csc")
     v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
+    blocks = objective.blocks       # cells in blocks of P: centred on their targets
+    v0[blocks.covered] = blocks.target
     if n_sum:   # a group's sum at the sum of its members' targets (its row's rhs stays 0)
         member = np.flatnonzero(col.var_sum >= 0)
         v0[col.sum0:col.slack0] = np.bincount(col.var_sum[member], weights=v0[member],
                                               minlength=n_sum)
-    const += float(q_vec @ v0 + 0.5 * v0 @ (d * v0))
-    q_vec = q_vec + d * v0          # zero wherever d > 0
+    pr, pc, pv = [np.flatnonzero(d), blocks.rows], [np.flatnonzero(d), blocks.cols], \
+        [d[d != 0], blocks.data]    # P's entries (COO): its diagonal, the cells' blocks
+    pv0 = d * v0
+    if blocks.data.size:
+        pv0 += np.bincount(blocks.rows, weights=blocks.data * v0[blocks.cols], minlength=n_var)
+    const += float(q_vec @ v0 + 0.5 * v0 @ pv0)
+    q_vec = q_vec + pv0             # zero wherever d > 0 (and in the blocks, but for the
+    #                                 residuals of their cells that are not variables)
     sub = col.sub
     if sub.size:
         # a substituted W (a·x − Y)² − W Y² (what W z² − 2WY z was) at x = v0 + c·δ, with
@@ -582,12 +597,14 @@ def _centred(cls: type[Fit], task: NodeTask, lay: Layout, objective: _Objective,
         q_vec += np.bincount(cols[real], weights=((2 * w * res)[:, None] * sub_coef)[real],
                              minlength=n_var)
         const += float(w @ (res * res - y * y))
-        pr, pc = np.repeat(cols, width, axis=1).ravel(), np.tile(cols, width).ravel()
-        pv = (2 * w[:, None, None] * sub_coef[:, :, None] * sub_coef[:, None, :]).ravel()
-        pair = (pr >= 0) & (pc >= 0)
-        nz = np.flatnonzero(d)
-        P = sp.csc_matrix((np.concatenate([d[nz], pv[pair]]),
-                           (np.concatenate([nz, pr[pair]]), np.concatenate([nz, pc[pair]]))),
+        sr, sc = np.repeat(cols, width, axis=1).ravel(), np.tile(cols, width).ravel()
+        sv = (2 * w[:, None, None] * sub_coef[:, :, None] * sub_coef[:, None, :]).ravel()
+        pair = (sr >= 0) & (sc >= 0)
+        pr.append(sr[pair])
+        pc.append(sc[pair])
+        pv.append(sv[pair])
+    if sub.size or blocks.data.size:
+        P = sp.csc_matrix((np.concatenate(pv), (np.concatenate(pr), np.concatenate(pc))),
                           shape=(n_var, n_var))
     else:
         P = diagonal(d)

@@ -1,12 +1,17 @@
-"""Queries weighted by a matrix per child, as answers of weight 1 (the node fit's
-whitening, :mod:`postproc.methods.topdown.fit`): with ``scale·W_k = L_k L_kᵀ`` a query's term
-``(Q x_k − y_k)ᵀ W_k (Q x_k − y_k)`` is ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, one answer of weight 1 per
-row of ``L_kᵀ Q``. BlueDown feeds every node such queries: a child's subtree estimate with its
-covariance, as 63 race queries sharing one weight array and a race-totals query.
+"""Queries weighted by a matrix per child (the node fit's, :mod:`postproc.methods.topdown.fit`).
+
+A query whose every answer is one cell (``Q`` selects cells, a coefficient each) puts its term
+``(Q x_k − y_k)ᵀ W_k (Q x_k − y_k)`` straight into the QP's ``P`` as a dense block over the
+child's cells of that query (:func:`cell_blocks`). Any other query is whitened: with
+``scale·W_k = L_k L_kᵀ`` its term is ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, one answer of weight 1 per
+row of ``L_kᵀ Q`` (:func:`whitened`). BlueDown feeds every node such queries: a child's subtree
+estimate with its covariance, as 63 race queries sharing one weight array (blocks in ``P``) and
+a race-totals query (whitened).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -16,7 +21,7 @@ from postproc.errors import PostprocError
 from postproc.methods.topdown.rows import Layout
 from postproc.methods.topdown.task import QueryData
 
-__all__ = ["whitened"]
+__all__ = ["CellBlocks", "cell_blocks", "one_cell_each", "whitened"]
 
 
 def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
@@ -129,17 +134,24 @@ def _whitened_dense(mat: sp.csr_matrix, lt: np.ndarray, lay: Layout
 
 def _factor(q: QueryData, k: int, m: int, scale: float) -> np.ndarray:
     """``L_kᵀ`` (children × m × m, upper) with ``scale·W_k = L_k L_kᵀ``, the weights checked."""
+    return np.swapaxes(_checked(q, k, m, scale)[1], 1, 2)
+
+
+def _checked(q: QueryData, k: int, m: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """``scale·W_k`` and its Cholesky factor ``L_k`` (lower), once the weights are checked: a
+    symmetric positive definite matrix per child."""
     _check_shape(q, k, m)
     w = np.asarray(q.weights, dtype=np.float64)
     if np.abs(w - np.swapaxes(w, 1, 2)).max(initial=0.0) > 1e-12 * np.abs(w).max(initial=0.0):
         raise PostprocError(f"query {q.name!r}: a child's weight matrix is not symmetric")
+    w = w * scale
     try:
-        chol = np.linalg.cholesky(w * scale)                    # K × m × m, lower
+        chol = np.linalg.cholesky(w)                            # K × m × m, lower
     except np.linalg.LinAlgError:
         raise PostprocError(
             f"query {q.name!r}: a child's weight matrix is not positive definite (the inverse "
             "of a covariance is; a zero-variance answer belongs in the constraints)") from None
-    return np.swapaxes(chol, 1, 2)
+    return w, chol
 
 
 def _check_shape(q: QueryData, k: int, m: int) -> None:
@@ -148,6 +160,122 @@ def _check_shape(q: QueryData, k: int, m: int) -> None:
         raise PostprocError(
             f"query {q.name!r}: a weight matrix per child must be children × answers × "
             f"answers = {(k, m, m)}, not {np.shape(q.weights)}")
+
+
+def one_cell_each(q: QueryData) -> bool:
+    """Whether every answer of ``q`` is one cell (times a nonzero coefficient) and no cell is in
+    two answers: its matrix weights go into ``P`` as blocks (:func:`cell_blocks`).
+
+    Examples
+    --------
+    >>> one_cell_each(QueryData("race", sp.csr_matrix(np.eye(3)[[2, 0]]), np.zeros((1, 2)),
+    ...                         np.eye(2)[None]))
+    True
+    >>> one_cell_each(QueryData("total", sp.csr_matrix(np.ones((1, 2))), np.zeros((1, 1)),
+    ...                         np.eye(1)[None]))
+    False
+    """
+    mat = q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
+    indptr = mat.indptr
+    return bool(indptr[-1] == mat.shape[0] and (indptr[1:] - indptr[:-1] == 1).all()
+                and mat.data.all() and np.bincount(mat.indices).max(initial=0) <= 1)
+
+
+@dataclass(frozen=True, eq=False)
+class CellBlocks:
+    """The terms of queries whose answers are cells (:func:`cell_blocks`): ``P``'s entries on
+    the variables (COO, both triangles), the linear term on every variable, the constant, and
+    the variables the queries cover with their targets (the fit's centre there).
+
+    Examples
+    --------
+    No such query: nothing in ``P``, a zero linear term on the node's 3 variables.
+
+    >>> from types import SimpleNamespace
+    >>> none = cell_blocks([], SimpleNamespace(n_x=3), scale=1.0)
+    >>> none.data.size, none.linear.tolist(), none.const, none.covered.size
+    (0, [0.0, 0.0, 0.0], 0.0, 0)
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+    data: np.ndarray
+    linear: np.ndarray
+    const: float
+    covered: np.ndarray
+    target: np.ndarray
+
+
+def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlocks:
+    """``Σ_k (Q x_k − y_k)ᵀ scale·W_k (Q x_k − y_k)`` of queries whose answers are cells
+    (:func:`one_cell_each`), as ``½ xᵀ P x + linearᵀ x + const``: for each child, a dense
+    block ``2·scale·a_i a_j W_k[i, j]`` over the pairs of its answers' cells that are
+    variables, the linear term ``−2·scale·a_i (W_k y_k)_i`` on them, and ``scale·Σ_k y_kᵀ W_k
+    y_k``. A cell that is not a variable is 0: its answer's residual ``−y_i`` stays in the
+    constant and, through ``W_k``, in the others' linear term — the same objective as
+    whitening gives, with no auxiliary variable or row. Queries sharing a weight array (the
+    63 race queries of a BlueDown child) are done together.
+
+    Examples
+    --------
+    One child, cells 0 and 1 answered by a query with weights ``[[2, 1], [1, 2]]``, cell 1
+    not a variable: ``P = [4]``, the linear term ``−2 (W y)_0``, ``const = yᵀ W y``:
+
+    >>> from types import SimpleNamespace
+    >>> q = QueryData("race", sp.identity(2, format="csr"), np.array([[3.0, 1.0]]),
+    ...               np.array([[[2.0, 1.0], [1.0, 2.0]]]))
+    >>> lay = SimpleNamespace(allowed=np.array([[True, False]]),
+    ...                       var_index=np.array([[0, -1]]), n_x=1)
+    >>> b = cell_blocks([q], lay, scale=1.0)
+    >>> b.rows.tolist(), b.cols.tolist(), b.data.tolist(), b.linear.tolist(), b.const
+    ([0], [0], [4.0], [-14.0], 26.0)
+    >>> b.covered.tolist(), b.target.tolist()
+    ([0], [3.0])
+    """
+    linear = np.zeros(lay.n_x)
+    const = 0.0
+    pieces: list[tuple[np.ndarray, ...]] = []
+    shared: dict[int, list[QueryData]] = {}
+    for q in qs:
+        shared.setdefault(id(q.weights), []).append(q)
+    for members in shared.values():
+        k, m = members[0].values.shape
+        w = _checked(members[0], k, m, scale)[0]
+        for q in members[1:]:
+            _check_shape(q, *q.values.shape)
+        mats = [q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
+                for q in members]
+        cell = np.stack([mat.indices for mat in mats])                  # R × m
+        coef = np.stack([mat.data for mat in mats]).astype(np.float64)  # R × m
+        y = np.stack([np.asarray(q.values, dtype=np.float64) for q in members])   # R × K × m
+        wy = np.matmul(w, y.transpose(1, 2, 0)).transpose(2, 0, 1)     # R × K × m
+        const += float(np.vdot(y, wy))
+        r, child, i = np.nonzero(lay.allowed[:, cell].transpose(1, 0, 2))  # by (r, child), i
+        var = lay.var_index[child, cell[r, i]]
+        linear += np.bincount(var, weights=-2 * coef[r, i] * wy[r, child, i],
+                              minlength=lay.n_x)
+        group = r * k + child
+        size = np.bincount(group, minlength=len(members) * k)[group]  # each one's group size
+        start = np.arange(r.size) - _rank(group)                      # its group's first
+        left = np.repeat(np.arange(r.size), size)
+        right = np.repeat(start, size) + _rank(left)
+        data = 2 * coef[r[left], i[left]] * coef[r[left], i[right]] \
+            * w[child[left], i[left], i[right]]
+        pieces.append((var[left], var[right], data, var, y[r, child, i] / coef[r, i]))
+    if not pieces:
+        empty = np.zeros(0, np.int64)
+        return CellBlocks(empty, empty, np.zeros(0), linear, 0.0, empty, np.zeros(0))
+    rows, cols, data, covered, target = (np.concatenate(a) for a in zip(*pieces))
+    return CellBlocks(rows, cols, data, linear, const, covered, target)
+
+
+def _rank(sorted_keys: np.ndarray) -> np.ndarray:
+    """Each element's position among the equal keys before it (``sorted_keys`` ascending)."""
+    if not sorted_keys.size:
+        return sorted_keys
+    first = np.flatnonzero(np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]]))
+    return np.arange(sorted_keys.size) - np.repeat(first, np.diff(np.append(first,
+                                                                            sorted_keys.size)))
 
 
 #: Entries of the children × answers × cells block :func:`whitened` forms at once.
