@@ -77,6 +77,7 @@ def _osqp(qp: QP) -> Solution:
 #: many variables with at least this many variables per block (``QP.blocks``), or, when the
 #: blocks are not known, this many constraint entries per variable.
 _FAER_MIN_VARIABLES, _FAER_MIN_BLOCK, _FAER_MIN_DENSITY = 10_000, 1_000, 6.1
+_FAER_MIN_P_DENSITY = 6.0      # P's entries per variable: dense blocks in the objective
 
 
 def clarabel_linear_solver(qp: QP) -> str:
@@ -97,7 +98,15 @@ def clarabel_linear_solver(qp: QP) -> str:
     most 606 per tract) and most state → county nodes under 1,000 per county were faster or as
     fast with qdldl (up to 3.6×). So faer at ≥ 10,000 variables and ≥ 1,000 variables per block;
     without ``blocks``, at ≥ 10,000 variables and ≥ 6.1 entries per variable (the rule before
-    the sums); qdldl otherwise.
+    the sums); qdldl otherwise. And faer wherever ``P`` itself has dense blocks: ≥ 10,000
+    variables and ≥ 6 entries of ``P`` per variable. BlueDown's race queries put a dense block
+    per child and race into ``P`` (``postproc.methods.topdown.whiten.cell_blocks``); its
+    nation → states node, 51 children of 419 variables at 1M persons (6.95 entries of ``P``
+    per variable) and of 885 at 10M (14.3), took 2.7 s and 11.1 s with faer against 3.7 s and
+    52.5 s with qdldl, while its county → tract nodes (4.3–4.8 entries of ``P`` per variable,
+    ≤ 288 variables per tract) took 1.1–2.0× longer with faer. TopDown's ``P`` is diagonal
+    but for substituted auxiliaries (at most 4.35 entries per variable on its 1M nodes), so
+    this rule leaves its choices as they were.
 
     Examples
     --------
@@ -115,7 +124,15 @@ def clarabel_linear_solver(qp: QP) -> str:
     ('faer', 'qdldl')
     >>> clarabel_linear_solver(problem(8_000, 7.0))     # small: qdldl
     'qdldl'
+    >>> dense = problem(45_170, 3.3, blocks=51)     # BlueDown's states: blocks of 32 in P
+    >>> clarabel_linear_solver(dense)
+    'qdldl'
+    >>> blocks = sp.block_diag([np.ones((32, 32))] * (45_170 // 32) + [np.eye(45_170 % 32)])
+    >>> clarabel_linear_solver(QP(blocks.tocsc(), dense.q, dense.A, dense.l, dense.u, blocks=51))
+    'faer'
     """
+    if qp.n >= _FAER_MIN_VARIABLES and qp.P.nnz >= _FAER_MIN_P_DENSITY * qp.n:
+        return "faer"
     if qp.blocks:
         return "faer" if large_blocks(qp.n, qp.blocks) else "qdldl"
     if qp.n < _FAER_MIN_VARIABLES:
