@@ -614,3 +614,18 @@ def test_blocks_in_p_beside_a_whitened_sum_are_the_fit_the_generic_path_finds(se
                     tuple(queries), sp.csr_matrix((0, n), dtype=np.int64), np.zeros((k, 0)),
                     np.zeros((k, 0)), np.zeros((k, n), bool))
     _same_as_generic(task)
+
+
+def test_which_queries_go_into_p_is_answered_per_matrix_even_as_matrices_come_and_go():
+    """:func:`whiten.one_cell_each` remembers its answer per matrix (every node of a level shares
+    its queries' matrices): fresh matrices made and dropped one after another — whose ``id``
+    CPython reuses once one is freed — each get their own answer, past the memo's bound."""
+    rng = np.random.default_rng(3)
+    for step in range(5000):
+        cellwise = bool(rng.integers(2))
+        matrix = (sp.csr_matrix(np.eye(4)[rng.permutation(4)[:3]]) if cellwise
+                  else sp.csr_matrix(np.ones((1, 4))))
+        q = QueryData("q", matrix, np.zeros((1, matrix.shape[0])),
+                      np.eye(matrix.shape[0])[None])
+        assert whiten_module.one_cell_each(q) is cellwise, step
+        assert whiten_module.one_cell_each(q) is cellwise, step

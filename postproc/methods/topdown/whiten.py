@@ -175,10 +175,24 @@ def one_cell_each(q: QueryData) -> bool:
     ...                         np.eye(1)[None]))
     False
     """
+    seen = _CELLWISE.get(id(q.matrix))
+    if seen is not None and seen[0] is q.matrix:
+        return seen[1]
     mat = q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
     indptr = mat.indptr
-    return bool(indptr[-1] == mat.shape[0] and (indptr[1:] - indptr[:-1] == 1).all()
-                and mat.data.all() and np.bincount(mat.indices).max(initial=0) <= 1)
+    cellwise = bool(indptr[-1] == mat.shape[0] and (indptr[1:] - indptr[:-1] == 1).all()
+                    and mat.data.all() and np.bincount(mat.indices).max(initial=0) <= 1)
+    if len(_CELLWISE) >= 4096:
+        _CELLWISE.clear()
+    _CELLWISE[id(q.matrix)] = (q.matrix, cellwise)
+    return cellwise
+
+
+#: :func:`one_cell_each`'s answers by matrix: every node of a level shares its queries'
+#: matrices (a BlueDown block node's 64 took 1.4 ms to check, 0.3 s a 300 nodes). The matrix is
+#: held beside its answer, so its ``id`` cannot be another's while it is here; query matrices
+#: are built once and never changed in place.
+_CELLWISE: dict[int, tuple[object, bool]] = {}
 
 
 @dataclass(frozen=True, eq=False)
