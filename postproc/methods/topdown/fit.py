@@ -442,7 +442,7 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
     white = whitened([q for q, c in zip(matrix_weighted, cellwise) if not c], lay, scale)
     const += blocks.const + sum(float(np.sum(t ** 2)) for *_, t in white)
     for q in queries:
-        if q.weights.ndim == 3:     # whitened above
+        if q.weights.ndim == 3:     # in blocks of P or whitened above
             continue
         w = q.weights * scale
         y = q.values.astype(np.float64)

@@ -189,7 +189,7 @@ def one_cell_each(q: QueryData) -> bool:
 
 
 #: :func:`one_cell_each`'s answers by matrix: every node of a level shares its queries'
-#: matrices (a BlueDown block node's 64 took 1.4 ms to check, 0.3 s a 300 nodes). The matrix is
+#: matrices (a BlueDown block node's 64 took 1 ms to check, 0.3 s per 300 nodes). The matrix is
 #: held beside its answer, so its ``id`` cannot be another's while it is here; query matrices
 #: are built once and never changed in place.
 _CELLWISE: dict[int, tuple[object, bool]] = {}
