@@ -79,7 +79,8 @@ class Status(str, Enum):
 class QP:
     """``minimize ½ xᵀPx + qᵀx + r  subject to  l ≤ Ax ≤ u`` (±inf allowed in l, u).
 
-    ``P`` must be symmetric positive semidefinite (our fits have a diagonal P). ``blocks``,
+    ``P`` must be symmetric positive semidefinite (our fits' ``P`` is diagonal but for small
+    dense blocks: substituted auxiliaries, matrix-weighted cells). ``blocks``,
     when known, is the number of blocks of variables that only a few coupling rows join
     (TopDown's node problems: the children); a backend may choose its method by it
     (:func:`~postproc.infra.solvers.backends.clarabel_linear_solver`).
