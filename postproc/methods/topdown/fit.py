@@ -576,8 +576,8 @@ def _centred(cls: type[Fit], task: NodeTask, lay: Layout, objective: _Objective,
         member = np.flatnonzero(col.var_sum >= 0)
         v0[col.sum0:col.slack0] = np.bincount(col.var_sum[member], weights=v0[member],
                                               minlength=n_sum)
-    pr, pc, pv = [np.flatnonzero(d), blocks.rows], [np.flatnonzero(d), blocks.cols], \
-        [d[d != 0], blocks.data]    # P's entries (COO): its diagonal, the cells' blocks
+    nz = np.flatnonzero(d)          # P's entries (COO): its diagonal, the cells' blocks
+    pr, pc, pv = [nz, blocks.rows], [nz, blocks.cols], [d[nz], blocks.data]
     pv0 = d * v0
     if blocks.data.size:
         pv0 += np.bincount(blocks.rows, weights=blocks.data * v0[blocks.cols], minlength=n_var)

@@ -49,16 +49,10 @@ def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
     [[0, 0], [0, 1], [2.0, 2.0], [6.0]]
     """
     out: list = [None] * len(qs)
-    shared: dict[int, list[int]] = {}
-    for i, q in enumerate(qs):
-        shared.setdefault(id(q.weights), []).append(i)
-    for members in shared.values():
+    for members in _sharing(qs):
         k, m = qs[members[0]].values.shape
         lt = _factor(qs[members[0]], k, m, scale)
-        for i in members[1:]:       # the same weights: the same children and answers
-            _check_shape(qs[i], *qs[i].values.shape)
-        mats = [q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
-                for q in (qs[i] for i in members)]
+        mats = [_csr(qs[i].matrix) for i in members]
         for i, mat, coo in zip(members, mats, _whitened_sums(mats, lt, lay)):
             out[i] = coo if coo is not None else _whitened_dense(mat, lt, lay)
         # the targets of all at once (the same sum per element as one query's einsum)
@@ -162,6 +156,24 @@ def _check_shape(q: QueryData, k: int, m: int) -> None:
             f"answers = {(k, m, m)}, not {np.shape(q.weights)}")
 
 
+def _sharing(qs: Sequence[QueryData]) -> list[list[int]]:
+    """The positions of the queries that share one weight array (BlueDown's 63 race queries),
+    group by group in order of first appearance; a group's later members are checked to have
+    the children and answers of its weights (its first is checked where they are factored)."""
+    shared: dict[int, list[int]] = {}
+    for i, q in enumerate(qs):
+        shared.setdefault(id(q.weights), []).append(i)
+    for members in shared.values():
+        for i in members[1:]:       # the same weights: the same children and answers
+            _check_shape(qs[i], *qs[i].values.shape)
+    return list(shared.values())
+
+
+def _csr(matrix) -> sp.csr_matrix:
+    """``matrix`` as CSR, itself when it is one."""
+    return matrix if isinstance(matrix, sp.csr_matrix) else sp.csr_matrix(matrix)
+
+
 def one_cell_each(q: QueryData) -> bool:
     """Whether every answer of ``q`` is one cell (times a nonzero coefficient) and no cell is in
     two answers: its matrix weights go into ``P`` as blocks (:func:`cell_blocks`).
@@ -178,7 +190,7 @@ def one_cell_each(q: QueryData) -> bool:
     seen = _CELLWISE.get(id(q.matrix))
     if seen is not None and seen[0] is q.matrix:
         return seen[1]
-    mat = q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
+    mat = _csr(q.matrix)
     indptr = mat.indptr
     cellwise = bool(indptr[-1] == mat.shape[0] and (indptr[1:] - indptr[:-1] == 1).all()
                     and mat.data.all() and np.bincount(mat.indices).max(initial=0) <= 1)
@@ -249,16 +261,11 @@ def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlock
     linear = np.zeros(lay.n_x)
     const = 0.0
     pieces: list[tuple[np.ndarray, ...]] = []
-    shared: dict[int, list[QueryData]] = {}
-    for q in qs:
-        shared.setdefault(id(q.weights), []).append(q)
-    for members in shared.values():
+    for group in _sharing(qs):
+        members = [qs[i] for i in group]
         k, m = members[0].values.shape
         w = _checked(members[0], k, m, scale)[0]
-        for q in members[1:]:
-            _check_shape(q, *q.values.shape)
-        mats = [q.matrix if isinstance(q.matrix, sp.csr_matrix) else sp.csr_matrix(q.matrix)
-                for q in members]
+        mats = [_csr(q.matrix) for q in members]
         cell = np.stack([mat.indices for mat in mats])                  # R × m
         coef = np.stack([mat.data for mat in mats]).astype(np.float64)  # R × m
         y = np.stack([np.asarray(q.values, dtype=np.float64) for q in members])   # R × K × m
@@ -268,11 +275,12 @@ def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlock
         var = lay.var_index[child, cell[r, i]]
         linear += np.bincount(var, weights=-2 * coef[r, i] * wy[r, child, i],
                               minlength=lay.n_x)
-        group = r * k + child
-        size = np.bincount(group, minlength=len(members) * k)[group]  # each one's group size
-        start = np.arange(r.size) - _rank(group)                      # its group's first
-        left = np.repeat(np.arange(r.size), size)
-        right = np.repeat(start, size) + _rank(left)
+        group = r * k + child                                         # ascending
+        counts = np.bincount(group, minlength=len(members) * k)
+        size, start = counts[group], (np.cumsum(counts) - counts)[group]  # its group's
+        left = np.repeat(np.arange(r.size), size)                     # each with each of its
+        right = np.repeat(start, size) + np.arange(left.size) \
+            - np.repeat(np.cumsum(size) - size, size)                 # group, in order
         data = 2 * coef[r[left], i[left]] * coef[r[left], i[right]] \
             * w[child[left], i[left], i[right]]
         pieces.append((var[left], var[right], data, var, y[r, child, i] / coef[r, i]))
@@ -281,15 +289,6 @@ def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlock
         return CellBlocks(empty, empty, np.zeros(0), linear, 0.0, empty, np.zeros(0))
     rows, cols, data, covered, target = (np.concatenate(a) for a in zip(*pieces))
     return CellBlocks(rows, cols, data, linear, const, covered, target)
-
-
-def _rank(sorted_keys: np.ndarray) -> np.ndarray:
-    """Each element's position among the equal keys before it (``sorted_keys`` ascending)."""
-    if not sorted_keys.size:
-        return sorted_keys
-    first = np.flatnonzero(np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]]))
-    return np.arange(sorted_keys.size) - np.repeat(first, np.diff(np.append(first,
-                                                                            sorted_keys.size)))
 
 
 #: Entries of the children × answers × cells block :func:`whitened` forms at once.
