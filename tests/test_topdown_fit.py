@@ -592,6 +592,117 @@ def test_cellwise_weight_matrices_go_into_p_with_the_objective_whitening_gives()
             assert t == q.values[c, i] / q.matrix.data[i]
 
 
+def _group_task(rng, k, groups, queries):
+    """A node of ``k`` children over cells grouped by ``groups``, some cells of each child not
+    variables (so a child's group may have several variables, one or none), holding
+    ``queries``."""
+    n = groups.size
+    zero = rng.random((k, n)) < rng.uniform(0.0, 0.7)
+    return NodeTask("tract", "p", rng.integers(0, 9, n),
+                    np.array([f"c{i}" for i in range(k)], dtype=object), tuple(queries),
+                    sp.csr_matrix((0, n), dtype=np.int64), np.zeros((k, 0)), np.zeros((k, 0)),
+                    zero, cell_groups=groups)
+
+
+def _group_totals(rng, groups, k, coefficient=1.0):
+    """A query of every group's sum (times ``coefficient``), groups in a random order, with a
+    positive definite weight matrix per child."""
+    order = rng.permutation(int(groups.max()) + 1)
+    m = order.size
+    rows = np.concatenate([np.full(int((groups == g).sum()), i) for i, g in enumerate(order)])
+    cells = np.concatenate([np.flatnonzero(groups == g) for g in order])
+    a = rng.standard_normal((k, m, m))
+    return QueryData("totals", sp.csr_matrix((np.full(cells.size, coefficient), (rows, cells)),
+                                             shape=(m, groups.size)),
+                     rng.uniform(-1, 9, (k, m)), a @ np.swapaxes(a, 1, 2) + np.eye(m))
+
+
+def test_group_sum_weight_matrices_go_into_p_with_the_objective_they_stand_for():
+    """A query whose answers are whole groups (:func:`whiten.whole_groups`) puts its term into
+    ``P`` as blocks over the fit's group sums (a group's own sum variable, its one variable, or
+    nothing): ½ vᵀPv + linearᵀv + const, with each sum at its members' total, equals
+    Σ_k (Q x_k − y_k)ᵀ scale·W_k (Q x_k − y_k) at random points (1e-10 relative), beside race
+    queries on cells sharing another weight array; a sum's centre is its answer's target."""
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        k, groups_n, races = (int(rng.integers(1, 5)), int(rng.integers(1, 5)),
+                              int(rng.integers(1, 4)))
+        groups = np.repeat(np.arange(groups_n), races)
+        totals = _group_totals(rng, groups, k, coefficient=float(rng.choice([1.0, 2.0, -1.0])))
+        raced = _cellwise_queries(rng, k, groups.size, groups_n, races)
+        task = _group_task(rng, k, groups, raced + [totals])
+        lay = Layout.of(task)
+        var_sum, n_sum = _group_sums(task, lay)
+        sums = fit_module._sum_columns(task, lay, var_sum, n_sum)
+        assert whiten_module.whole_groups(totals, groups) is not None
+        assert [whiten_module.in_blocks(q, sums) for q in task.queries] == [True] * (races + 1)
+        blocks = whiten_module.cell_blocks(task.queries, lay, 0.5, sums)
+        n = lay.n_x + n_sum
+        P = sp.csr_matrix((blocks.data, (blocks.rows, blocks.cols)), shape=(n, n))
+        assert (P != P.T).nnz == 0 and blocks.linear.size == n
+        for _ in range(3):
+            x = rng.uniform(-3, 9, lay.n_x)
+            v = np.concatenate([x, np.bincount(var_sum[var_sum >= 0], weights=x[var_sum >= 0],
+                                               minlength=n_sum)])
+            hist = np.zeros((k, groups.size))
+            hist[lay.allowed] = x
+            direct = sum(float(r @ (0.5 * q.weights[c]) @ r)
+                         for q in task.queries for c in range(k)
+                         for r in [q.matrix @ hist[c] - q.values[c]])
+            got = 0.5 * v @ (P @ v) + blocks.linear @ v + blocks.const
+            assert abs(got - direct) <= 1e-10 * max(1.0, abs(direct)), (got, direct)
+        group_of, coef = whiten_module.whole_groups(totals, groups)
+        for c in range(k):
+            for i, g in enumerate(group_of):
+                column = sums.column[c, g]
+                members = lay.var_index[c][(groups == g) & lay.allowed[c]]
+                assert column == (-1 if members.size == 0 else members[0] if members.size == 1
+                                  else lay.n_x + var_sum[members[0]])
+                if members.size > 1:
+                    assert (blocks.covered == column).sum() == 1
+                    at = int(np.flatnonzero(blocks.covered == column)[0])
+                    assert blocks.target[at] == totals.values[c, i] / coef[i]
+
+
+def test_only_queries_of_whole_groups_are_group_sums():
+    """:func:`whiten.whole_groups` refuses an answer missing a cell of its group, mixing two
+    coefficients, reaching into another group, or a group answered twice."""
+    groups = np.array([0, 0, 0, 1, 1, 1])
+
+    def answer(*rows):
+        matrix = sp.csr_matrix(np.array(rows, dtype=float))
+        return whiten_module.whole_groups(QueryData("q", matrix, np.zeros((1, len(rows))),
+                                                    np.eye(len(rows))[None]), groups)
+
+    assert [a.tolist() for a in answer([0, 0, 0, 3, 3, 3], [1, 1, 1, 0, 0, 0])] == \
+        [[1, 0], [3.0, 1.0]]
+    assert answer([1, 1, 0, 0, 0, 0]) is None               # a cell of the group missing
+    assert answer([1, 2, 1, 0, 0, 0]) is None               # two coefficients
+    assert answer([1, 1, 1, 1, 0, 0]) is None               # a cell of another group
+    assert answer([1, 1, 1, 0, 0, 0], [2, 2, 2, 0, 0, 0]) is None     # a group twice
+    assert answer([0, 0, 0, 0, 0, 0]) is None               # an answer of no cell
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blocks_over_cells_and_group_sums_are_the_fit_the_generic_path_finds(seed):
+    """A BlueDown-shaped node whose race totals are the fit's group sums (``cell_groups``
+    given): race queries in blocks over cells, the totals in blocks over the sums — the
+    engine's optimum is one CVXPY problem's with the quadratic forms written out. A query of
+    all cells but one, weighted per answer, is an auxiliary the fit keeps (the sums' columns
+    then move past it)."""
+    rng = np.random.default_rng(300 + seed)
+    k, groups_n, races = int(rng.integers(2, 5)), int(rng.integers(6, 8)), int(rng.integers(2, 4))
+    groups = np.repeat(np.arange(groups_n), races)
+    queries = _cellwise_queries(rng, k, groups.size, groups_n, races)
+    queries.append(_group_totals(rng, groups, k))
+    queries.append(QueryData("all_but_one", sp.csr_matrix(np.r_[0.0, np.ones(groups.size - 1)]),
+                             rng.uniform(0, 40, (k, 1)), rng.uniform(0.5, 2, (k, 1))))
+    task = _group_task(rng, k, groups, queries)
+    task = replace(task, zero=np.zeros_like(task.zero), parent_hist=task.parent_hist + 1)
+    assert Fit.build(task, substitute=fit_module.SUBSTITUTE_ENTRIES).aux > 0
+    _same_as_generic(task)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_blocks_in_p_beside_a_whitened_sum_are_the_fit_the_generic_path_finds(seed):
     """A BlueDown-shaped node — race queries whose answers are cells, sharing one weight matrix

@@ -9,7 +9,8 @@ weights of child ``k``'s answers: a diagonal (a weight per answer, the inverse o
 or, for a query whose ``QueryData.weights`` is children × answers × answers, a general positive
 definite matrix (the inverse of a covariance: the next estimator feeds subtree estimates with
 their covariance). A matrix weight on a query whose answers are cells goes straight into ``P``
-as a dense block per child over those cells, centred on the answers' targets; any other is
+as a dense block per child over those cells, centred on the answers' targets (on a query whose
+answers are whole cell groups, over the child's group sums, below); any other is
 whitened — with ``W_k = L_k L_kᵀ`` its term is ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, answers of weight 1
 over the rows of ``L_kᵀ Q`` (:mod:`postproc.methods.topdown.whiten`) — so every other term is
 ``w (a·x − y)²`` and the rest of the fit is one path. Non-identity answers get auxiliary
@@ -45,7 +46,13 @@ from postproc.methods.topdown.rows import (
     stacked,
 )
 from postproc.methods.topdown.task import KeptQuery, NodeTask, QueryData
-from postproc.methods.topdown.whiten import CellBlocks, cell_blocks, one_cell_each, whitened
+from postproc.methods.topdown.whiten import (
+    CellBlocks,
+    SumColumns,
+    cell_blocks,
+    in_blocks,
+    whitened,
+)
 
 __all__ = ["Fit", "SUBSTITUTE_ENTRIES", "assemble_fit"]
 
@@ -230,6 +237,8 @@ class _Objective:
     aux_w: np.ndarray
     aux_wy: np.ndarray
     blocks: CellBlocks
+    var_sum: np.ndarray
+    n_sum: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -435,11 +444,13 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
     x_diag = np.zeros(lay.n_x)
     x_lin = np.zeros(lay.n_x)
     others, w_others, y_others = [], [], []     # the non-identity queries
+    var_sum, n_sum = group_sums(task, lay)
     matrix_weighted = [q for q in queries if q.weights.ndim == 3]
-    cellwise = [one_cell_each(q) for q in matrix_weighted]
-    blocks = cell_blocks([q for q, c in zip(matrix_weighted, cellwise) if c], lay, scale)
-    x_lin += blocks.linear
-    white = whitened([q for q, c in zip(matrix_weighted, cellwise) if not c], lay, scale)
+    sums = _sum_columns(task, lay, var_sum, n_sum) if matrix_weighted else None
+    blocked = [in_blocks(q, sums) for q in matrix_weighted]
+    blocks = cell_blocks([q for q, b in zip(matrix_weighted, blocked) if b], lay, scale, sums)
+    x_lin += blocks.linear[:lay.n_x]
+    white = whitened([q for q, b in zip(matrix_weighted, blocked) if not b], lay, scale)
     const += blocks.const + sum(float(np.sum(t ** 2)) for *_, t in white)
     for q in queries:
         if q.weights.ndim == 3:     # in blocks of P or whitened above
@@ -466,7 +477,22 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
         w_all = np.concatenate([w_all] + [np.ones(t.size) for *_, t in white])
         y_all = np.concatenate([y_all] + [t for *_, t in white])
     aux_rows, aux_w, aux_wy = auxiliaries(r, c, v, w_all, y_all, lay.n_x, x_diag, x_lin)
-    return _Objective(const, w_max, scale, x_diag, x_lin, aux_rows, aux_w, aux_wy, blocks)
+    return _Objective(const, w_max, scale, x_diag, x_lin, aux_rows, aux_w, aux_wy, blocks,
+                      var_sum, n_sum)
+
+
+def _sum_columns(task: NodeTask, lay: Layout, var_sum: np.ndarray, n_sum: int
+                 ) -> SumColumns | None:
+    """The group sums' columns as :func:`~postproc.methods.topdown.whiten.cell_blocks`
+    reads them (None without :attr:`NodeTask.cell_groups`): a sum's own (from ``n_x``), the
+    one variable of a child's group that has one, −1 for a group with none."""
+    if task.cell_groups is None:
+        return None
+    groups = task.cell_groups
+    column = np.full((task.k, int(groups.max()) + 1), -1, np.int64)
+    own = np.arange(lay.n_x)
+    column[lay.child, groups[lay.cell]] = np.where(var_sum >= 0, lay.n_x + var_sum, own)
+    return SumColumns(groups, column, lay.n_x + n_sum)
 
 
 def _largest_weight(q: QueryData) -> float:
@@ -481,7 +507,7 @@ def _columns(task: NodeTask, lay: Layout, objective: _Objective, slack: float | 
              substitute: int) -> _Columns:
     """Number the QP's columns: decide the group sums, the slacks and which auxiliaries are
     substituted into the objective."""
-    var_sum, n_sum = group_sums(task, lay)
+    var_sum, n_sum = objective.var_sum, objective.n_sum
     n_active = int(np.count_nonzero(lay.active))
     n_slack = 2 * n_active if (slack is not None and task.parent_hist is not None) else 0
     if large_blocks(lay.n_x + objective.aux_w.size + n_sum + n_slack, task.k):
@@ -565,22 +591,24 @@ def _centred(cls: type[Fit], task: NodeTask, lay: Layout, objective: _Objective,
     aux_w, aux_wy = objective.aux_w, objective.aux_wy
     d = np.concatenate([objective.x_diag, 2 * aux_w[kept_aux],
                         np.zeros(n_sum + n_slack)])                         # P's diagonal
+    blocks = objective.blocks       # cells and group sums in blocks of P
     q_vec = np.concatenate([objective.x_lin, -2 * aux_wy[kept_aux], np.zeros(n_sum + n_slack)])
+    q_vec[col.sum0:col.sum0 + blocks.linear.size - lay.n_x] += blocks.linear[lay.n_x:]
     const = objective.const
     l_vec, u_vec = rows.bounds()
     A = rows.matrix("csc")
     v0 = np.divide(-q_vec, d, out=np.zeros_like(q_vec), where=d > 0)
-    blocks = objective.blocks       # cells in blocks of P: centred on their targets
-    v0[blocks.covered] = blocks.target
+    b_rows, b_cols = col.shifted(blocks.rows), col.shifted(blocks.cols)
+    v0[col.shifted(blocks.covered)] = blocks.target     # centred on their targets
     if n_sum:   # a group's sum at the sum of its members' targets (its row's rhs stays 0)
         member = np.flatnonzero(col.var_sum >= 0)
         v0[col.sum0:col.slack0] = np.bincount(col.var_sum[member], weights=v0[member],
                                               minlength=n_sum)
-    nz = np.flatnonzero(d)          # P's entries (COO): its diagonal, the cells' blocks
-    pr, pc, pv = [nz, blocks.rows], [nz, blocks.cols], [d[nz], blocks.data]
+    nz = np.flatnonzero(d)          # P's entries (COO): its diagonal, the blocks
+    pr, pc, pv = [nz, b_rows], [nz, b_cols], [d[nz], blocks.data]
     pv0 = d * v0
     if blocks.data.size:
-        pv0 += np.bincount(blocks.rows, weights=blocks.data * v0[blocks.cols], minlength=n_var)
+        pv0 += np.bincount(b_rows, weights=blocks.data * v0[b_cols], minlength=n_var)
     const += float(q_vec @ v0 + 0.5 * v0 @ pv0)
     q_vec = q_vec + pv0             # zero wherever d > 0 (and in the blocks, but for the
     #                                 residuals of their cells that are not variables)

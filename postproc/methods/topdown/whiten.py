@@ -2,11 +2,13 @@
 
 A query whose every answer is one cell (``Q`` selects cells, a coefficient each) puts its term
 ``(Q x_k − y_k)ᵀ W_k (Q x_k − y_k)`` straight into the QP's ``P`` as a dense block over the
-child's cells of that query (:func:`cell_blocks`). Any other query is whitened: with
-``scale·W_k = L_k L_kᵀ`` its term is ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, one answer of weight 1 per
-row of ``L_kᵀ Q`` (:func:`whitened`). BlueDown feeds every node such queries: a child's subtree
-estimate with its covariance, as 63 race queries sharing one weight array (blocks in ``P``) and
-a race-totals query (whitened).
+child's cells of that query (:func:`cell_blocks`); so does one whose every answer is a whole
+group of the fit's cell groups, as a block over the child's group sums (:func:`whole_groups`).
+Any other query is whitened: with ``scale·W_k = L_k L_kᵀ`` its term is
+``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, one answer of weight 1 per row of ``L_kᵀ Q`` (:func:`whitened`).
+BlueDown feeds every node such queries: a child's subtree estimate with its covariance, as 63
+race queries sharing one weight array (blocks over cells) and a race-totals query (a block over
+the group sums when the fit has them, as TopDown's runs do; whitened otherwise).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from postproc.errors import PostprocError
 from postproc.methods.topdown.rows import Layout
 from postproc.methods.topdown.task import QueryData
 
-__all__ = ["CellBlocks", "cell_blocks", "one_cell_each", "whitened"]
+__all__ = ["CellBlocks", "SumColumns", "cell_blocks", "in_blocks", "one_cell_each", "whitened",
+           "whole_groups"]
 
 
 def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
@@ -207,11 +210,94 @@ def one_cell_each(q: QueryData) -> bool:
 _CELLWISE: dict[int, tuple[object, bool]] = {}
 
 
+def whole_groups(q: QueryData, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Whether every answer of ``q`` counts all the cells of one group (``groups``: each cell's
+    group, the fit's :attr:`~postproc.methods.topdown.task.NodeTask.cell_groups`) with one
+    nonzero coefficient, no group in two answers: then each answer's group and coefficient (its
+    answers are the fit's group sums, and its weights go into ``P`` as blocks over them:
+    :func:`cell_blocks`), else None.
+
+    Examples
+    --------
+    Cells 0–1 and 2–3 are groups; a query of the second group's sum and twice the first's:
+
+    >>> groups = np.array([0, 0, 1, 1])
+    >>> q = QueryData("totals", sp.csr_matrix(np.array([[0, 0, 1, 1], [2, 2, 0, 0]])),
+    ...               np.zeros((1, 2)), np.eye(2)[None])
+    >>> [a.tolist() for a in whole_groups(q, groups)]
+    [[1, 0], [1.0, 2.0]]
+    >>> whole_groups(QueryData("part", sp.csr_matrix(np.array([[1, 0, 1, 1]])),
+    ...                        np.zeros((1, 1)), np.eye(1)[None]), groups) is None
+    True
+    """
+    seen = _GROUPWISE.get(id(q.matrix))
+    if seen is not None and seen[0] is q.matrix and seen[1] is groups:
+        return seen[2]
+    mat = _csr(q.matrix)
+    m, n = mat.shape
+    count = np.diff(mat.indptr)
+    answer = None
+    if m and (count > 0).all() and n == groups.size:
+        first = mat.indptr[:-1]
+        row = np.repeat(np.arange(m), count)
+        group, coef = groups[mat.indices[first]], mat.data[first].astype(np.float64)
+        size = np.bincount(groups)
+        if ((groups[mat.indices] == group[row]).all() and (mat.data == coef[row]).all()
+                and coef.all() and (count == size[group]).all()
+                and np.unique(row * n + mat.indices).size == mat.nnz
+                and np.bincount(group).max() <= 1):
+            answer = (group.astype(np.int64), coef)
+    if len(_GROUPWISE) >= 4096:
+        _GROUPWISE.clear()
+    _GROUPWISE[id(q.matrix)] = (q.matrix, groups, answer)
+    return answer
+
+
+#: :func:`whole_groups`' answers by matrix (and groups), held as :data:`_CELLWISE`'s are.
+_GROUPWISE: dict[int, tuple[object, object, tuple[np.ndarray, np.ndarray] | None]] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class SumColumns:
+    """The fit's group sums as :func:`cell_blocks` reads them: each cell's group (``groups``)
+    and, for each child and group, the column that holds the group's sum (``column``, children
+    × groups): the sum's own variable (numbered from ``n_x``), the one variable of a group that
+    has one, or −1 (no variable: the sum is 0); ``n`` columns in all, variables then sums.
+
+    Examples
+    --------
+    >>> sums = SumColumns(np.array([0, 0, 1]), np.array([[3, 2]]), 4)
+    >>> sums.column[0].tolist()       # group 0's sum is column 3, group 1 is variable 2
+    [3, 2]
+    """
+
+    groups: np.ndarray
+    column: np.ndarray
+    n: int
+
+
+def in_blocks(q: QueryData, sums: SumColumns | None) -> bool:
+    """Whether :func:`cell_blocks` takes ``q``: a weight matrix per child on answers that are
+    cells (:func:`one_cell_each`) or, given the fit's ``sums``, group sums
+    (:func:`whole_groups`).
+
+    Examples
+    --------
+    >>> q = QueryData("total", sp.csr_matrix(np.ones((1, 2))), np.zeros((1, 1)),
+    ...               np.eye(1)[None])
+    >>> in_blocks(q, None), in_blocks(q, SumColumns(np.array([0, 0]), np.array([[2]]), 3))
+    (False, True)
+    """
+    return q.weights.ndim == 3 and (one_cell_each(q) or (
+        sums is not None and whole_groups(q, sums.groups) is not None))
+
+
 @dataclass(frozen=True, eq=False)
 class CellBlocks:
-    """The terms of queries whose answers are cells (:func:`cell_blocks`): ``P``'s entries on
-    the variables (COO, both triangles), the linear term on every variable, the constant, and
-    the variables the queries cover with their targets (the fit's centre there).
+    """The terms of queries whose answers are cells or group sums (:func:`cell_blocks`):
+    ``P``'s entries (COO, both triangles), the linear term on every column (the variables,
+    then the group sums: numbered from ``n_x``), the constant, and the columns the queries
+    cover with their targets (the fit's centre there).
 
     Examples
     --------
@@ -232,13 +318,15 @@ class CellBlocks:
     target: np.ndarray
 
 
-def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlocks:
+def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float,
+                sums: SumColumns | None = None) -> CellBlocks:
     """``Σ_k (Q x_k − y_k)ᵀ scale·W_k (Q x_k − y_k)`` of queries whose answers are cells
-    (:func:`one_cell_each`), as ``½ xᵀ P x + linearᵀ x + const``: for each child, a dense
-    block ``2·scale·a_i a_j W_k[i, j]`` over the pairs of its answers' cells that are
-    variables, the linear term ``−2·scale·a_i (W_k y_k)_i`` on them, and ``scale·Σ_k y_kᵀ W_k
-    y_k``. A cell that is not a variable is 0: its answer's residual ``−y_i`` stays in the
-    constant and, through ``W_k``, in the others' linear term — the same objective as
+    (:func:`one_cell_each`) or, with ``sums``, the fit's group sums (:func:`whole_groups`), as
+    ``½ vᵀ P v + linearᵀ v + const`` over the variables and the sums (``v``): for each child, a
+    dense block ``2·scale·a_i a_j W_k[i, j]`` over the pairs of its answers whose cell (or
+    group) has a column, the linear term ``−2·scale·a_i (W_k y_k)_i`` on them, and
+    ``scale·Σ_k y_kᵀ W_k y_k``. An answer with no column is 0: its residual ``−y_i`` stays in
+    the constant and, through ``W_k``, in the others' linear term — the same objective as
     whitening gives, with no auxiliary variable or row. Queries sharing a weight array (the
     63 race queries of a BlueDown child) are done together.
 
@@ -258,23 +346,26 @@ def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlock
     >>> b.covered.tolist(), b.target.tolist()
     ([0], [3.0])
     """
-    linear = np.zeros(lay.n_x)
+    n_cols = lay.n_x if sums is None else sums.n
+    linear = np.zeros(n_cols)
     const = 0.0
+    table = None                    # each child's column of each cell, then of each group
     pieces: list[tuple[np.ndarray, ...]] = []
     for group in _sharing(qs):
         members = [qs[i] for i in group]
         k, m = members[0].values.shape
         w = _checked(members[0], k, m, scale)[0]
-        mats = [_csr(q.matrix) for q in members]
-        cell = np.stack([mat.indices for mat in mats])                  # R × m
-        coef = np.stack([mat.data for mat in mats]).astype(np.float64)  # R × m
+        cell, coef = _answers(members, sums)                            # R × m each
+        if table is None:
+            table = lay.var_index if sums is None else np.hstack([lay.var_index, sums.column])
         y = np.stack([np.asarray(q.values, dtype=np.float64) for q in members])   # R × K × m
         wy = np.matmul(w, y.transpose(1, 2, 0)).transpose(2, 0, 1)     # R × K × m
         const += float(np.vdot(y, wy))
-        r, child, i = np.nonzero(lay.allowed[:, cell].transpose(1, 0, 2))  # by (r, child), i
-        var = lay.var_index[child, cell[r, i]]
+        var_of = table[:, cell].transpose(1, 0, 2)                      # R × K × m
+        r, child, i = np.nonzero(var_of >= 0)                           # by (r, child), i
+        var = var_of[r, child, i]
         linear += np.bincount(var, weights=-2 * coef[r, i] * wy[r, child, i],
-                              minlength=lay.n_x)
+                              minlength=n_cols)
         group = r * k + child                                         # ascending
         counts = np.bincount(group, minlength=len(members) * k)
         size, start = counts[group], (np.cumsum(counts) - counts)[group]  # its group's
@@ -289,6 +380,23 @@ def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float) -> CellBlock
         return CellBlocks(empty, empty, np.zeros(0), linear, 0.0, empty, np.zeros(0))
     rows, cols, data, covered, target = (np.concatenate(a) for a in zip(*pieces))
     return CellBlocks(rows, cols, data, linear, const, covered, target)
+
+
+def _answers(members: Sequence[QueryData], sums: SumColumns | None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Each answer's column of :func:`cell_blocks`' table (its cell, or the number of cells
+    plus its group) and coefficient, query by query (members × answers)."""
+    cells, coefs = [], []
+    for q in members:
+        mat = _csr(q.matrix)
+        if one_cell_each(q):
+            cells.append(mat.indices)
+            coefs.append(mat.data)
+        else:
+            group, coef = whole_groups(q, sums.groups)
+            cells.append(mat.shape[1] + group)
+            coefs.append(coef)
+    return np.stack(cells).astype(np.int64), np.stack(coefs).astype(np.float64)
 
 
 #: Entries of the children × answers × cells block :func:`whitened` forms at once.
