@@ -488,7 +488,7 @@ def _sum_columns(task: NodeTask, lay: Layout, var_sum: np.ndarray, n_sum: int
     one variable of a child's group that has one, −1 for a group with none."""
     if task.cell_groups is None:
         return None
-    groups = task.cell_groups
+    groups = np.asarray(task.cell_groups, dtype=np.int64)
     column = np.full((task.k, int(groups.max()) + 1), -1, np.int64)
     own = np.arange(lay.n_x)
     column[lay.child, groups[lay.cell]] = np.where(var_sum >= 0, lay.n_x + var_sum, own)
