@@ -683,6 +683,26 @@ def test_only_queries_of_whole_groups_are_group_sums():
     assert answer([0, 0, 0, 0, 0, 0]) is None               # an answer of no cell
 
 
+def test_group_sums_are_whitened_where_the_cells_blocks_make_the_node_a_dense_one():
+    """Where the cells' blocks alone make the node one Clarabel factors with faer (≥ 10,000
+    variables, ≥ 6 entries of ``P`` per variable: BlueDown's nation → states node), the race
+    totals are whitened (auxiliaries, or rows substituted back), as they were measured faster
+    there; a smaller node of the same shape puts them into ``P`` over its sums (none of
+    either)."""
+    rng = np.random.default_rng(21)
+    groups_n, races = 16, 32
+    groups = np.repeat(np.arange(groups_n), races)
+    for k, dense in ((20, True), (4, False)):
+        queries = _cellwise_queries(rng, k, groups.size, groups_n, races)
+        queries.append(_group_totals(rng, groups, k))
+        task = _group_task(rng, k, groups, queries)
+        task = replace(task, zero=np.zeros((k, groups.size), bool),
+                       parent_hist=task.parent_hist + 1)
+        fit = Fit.build(task, substitute=fit_module.SUBSTITUTE_ENTRIES)
+        assert (fit.variables >= 10_000) is dense
+        assert (fit.aux + fit.substituted > 0) is dense, (k, fit.aux, fit.substituted)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_blocks_over_cells_and_group_sums_are_the_fit_the_generic_path_finds(seed):
     """A BlueDown-shaped node whose race totals are the fit's group sums (``cell_groups``

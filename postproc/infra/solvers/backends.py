@@ -47,7 +47,7 @@ from postproc.errors import PostprocError
 from postproc.infra.solvers.base import LP, QP, Solution, SolverError, Status
 
 __all__ = ["QP_BACKENDS", "DEFAULT_QP_CHAIN", "solve_qp", "solve_lp", "available_qp_backends",
-           "check_chain", "clarabel_linear_solver", "large_blocks"]
+           "check_chain", "clarabel_linear_solver", "dense_objective", "large_blocks"]
 
 
 def _osqp(qp: QP) -> Solution:
@@ -131,13 +131,28 @@ def clarabel_linear_solver(qp: QP) -> str:
     >>> clarabel_linear_solver(QP(blocks.tocsc(), dense.q, dense.A, dense.l, dense.u, blocks=51))
     'faer'
     """
-    if qp.n >= _FAER_MIN_VARIABLES and qp.P.nnz >= _FAER_MIN_P_DENSITY * qp.n:
+    if dense_objective(qp.n, qp.P.nnz):
         return "faer"
     if qp.blocks:
         return "faer" if large_blocks(qp.n, qp.blocks) else "qdldl"
     if qp.n < _FAER_MIN_VARIABLES:
         return "qdldl"
     return "faer" if qp.A.nnz >= _FAER_MIN_DENSITY * qp.n else "qdldl"
+
+
+def dense_objective(n: int, p_entries: int) -> bool:
+    """Whether a problem of ``n`` variables whose ``P`` has ``p_entries`` entries (both
+    triangles) is one Clarabel factors with faer for ``P``'s dense blocks
+    (:func:`clarabel_linear_solver`): at least 10,000 variables and 6 entries per variable.
+
+    Examples
+    --------
+    >>> dense_objective(45_170, 646_523), dense_objective(45_170, 150_000)
+    (True, False)
+    >>> dense_objective(900, 9_000)         # small
+    False
+    """
+    return n >= _FAER_MIN_VARIABLES and p_entries >= _FAER_MIN_P_DENSITY * n
 
 
 def large_blocks(n: int, blocks: int) -> bool:

@@ -317,6 +317,24 @@ class CellBlocks:
     covered: np.ndarray
     target: np.ndarray
 
+    def plus(self, other: "CellBlocks") -> "CellBlocks":
+        """Both queries' terms (the linear terms summed over the longer's columns).
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> a = cell_blocks([], SimpleNamespace(n_x=2), scale=1.0)
+        >>> a.plus(cell_blocks([], SimpleNamespace(n_x=3), scale=1.0)).linear.tolist()
+        [0.0, 0.0, 0.0]
+        """
+        linear = np.zeros(max(self.linear.size, other.linear.size))
+        linear[:self.linear.size] += self.linear
+        linear[:other.linear.size] += other.linear
+        return CellBlocks(*(np.concatenate([getattr(self, f), getattr(other, f)])
+                            for f in ("rows", "cols", "data")), linear,
+                          self.const + other.const, np.concatenate([self.covered, other.covered]),
+                          np.concatenate([self.target, other.target]))
+
 
 def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float,
                 sums: SumColumns | None = None) -> CellBlocks:
