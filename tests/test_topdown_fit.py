@@ -573,6 +573,7 @@ def test_cellwise_weight_matrices_go_into_p_with_the_objective_whitening_gives()
         queries = _cellwise_queries(rng, k, n, m, races)
         assert all(whiten_module.one_cell_each(q) for q in queries)
         blocks = whiten_module.cell_blocks(queries, lay, 0.5)
+        assert whiten_module.block_entries(queries, lay) == blocks.data.size
         P = sp.csr_matrix((blocks.data, (blocks.rows, blocks.cols)), shape=(lay.n_x,) * 2)
         assert (P != P.T).nnz == 0
         for _ in range(3):
@@ -681,6 +682,12 @@ def test_only_queries_of_whole_groups_are_group_sums():
     assert answer([1, 1, 1, 1, 0, 0]) is None               # a cell of another group
     assert answer([1, 1, 1, 0, 0, 0], [2, 2, 2, 0, 0, 0]) is None     # a group twice
     assert answer([0, 0, 0, 0, 0, 0]) is None               # an answer of no cell
+    # one matrix asked about under other groups, then under an equal copy of the first's
+    q = QueryData("q", sp.csr_matrix(np.array([[1.0, 1.0, 1.0, 0, 0, 0]])), np.zeros((1, 1)),
+                  np.eye(1)[None])
+    assert whiten_module.whole_groups(q, groups) is not None
+    assert whiten_module.whole_groups(q, np.array([0, 0, 1, 1, 1, 1])) is None
+    assert whiten_module.whole_groups(q, groups.copy())[0].tolist() == [0]
 
 
 def test_group_sums_are_whitened_where_the_cells_blocks_make_the_node_a_dense_one():
@@ -701,6 +708,27 @@ def test_group_sums_are_whitened_where_the_cells_blocks_make_the_node_a_dense_on
         fit = Fit.build(task, substitute=fit_module.SUBSTITUTE_ENTRIES)
         assert (fit.variables >= 10_000) is dense
         assert (fit.aux + fit.substituted > 0) is dense, (k, fit.aux, fit.substituted)
+
+
+def test_a_large_node_whose_cells_blocks_are_sparse_keeps_the_sums_blocks(monkeypatch):
+    """A node of ≥ 10,000 variables whose race blocks are small (2 × 2, three entries of ``P``
+    per variable) is not a dense one: its totals go into ``P`` over the sums (no auxiliary),
+    the same QP as where the density is not asked (the path of smaller nodes, forced here)."""
+    rng = np.random.default_rng(22)
+    groups_n, races, k = 2, 256, 20
+    groups = np.repeat(np.arange(groups_n), races)
+    queries = _cellwise_queries(rng, k, groups.size, groups_n, races)
+    queries.append(_group_totals(rng, groups, k))
+    task = _group_task(rng, k, groups, queries)
+    task = replace(task, zero=np.zeros((k, groups.size), bool), parent_hist=task.parent_hist + 1)
+    joined = Fit.build(task, substitute=fit_module.SUBSTITUTE_ENTRIES)
+    assert joined.variables >= 10_000 and joined.aux + joined.substituted == 0
+    monkeypatch.setattr(fit_module, "dense_objective", lambda n, entries: False)
+    at_once = Fit.build(task, substitute=fit_module.SUBSTITUTE_ENTRIES)
+    assert abs(joined.qp.P - at_once.qp.P).max() <= 1e-12 * abs(at_once.qp.P).max()
+    np.testing.assert_allclose(joined.qp.q, at_once.qp.q, rtol=1e-12, atol=1e-12)
+    assert joined.qp.r == pytest.approx(at_once.qp.r, rel=1e-12)
+    np.testing.assert_array_equal(joined.centre, at_once.centre)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -49,6 +49,7 @@ from postproc.methods.topdown.task import KeptQuery, NodeTask, QueryData
 from postproc.methods.topdown.whiten import (
     CellBlocks,
     SumColumns,
+    block_entries,
     cell_blocks,
     in_blocks,
     whitened,
@@ -449,17 +450,19 @@ def _objective(task: NodeTask, lay: Layout, queries: Sequence[QueryData]) -> _Ob
     sums = _sum_columns(task, lay, var_sum, n_sum) if matrix_weighted else None
     kind = [2 if in_blocks(q, None) else 1 if in_blocks(q, sums) else 0
             for q in matrix_weighted]           # over cells, over group sums, whitened
-    blocks = cell_blocks([q for q, b in zip(matrix_weighted, kind) if b == 2], lay, scale, sums)
-    if 1 in kind and dense_objective(lay.n_x, blocks.data.size + lay.n_x):
-        # a node Clarabel factors with faer for the cells' blocks: there the sums' blocks
-        # were slower than whitened rows (the 10M nation → states node: 13.0–13.2 s against
+
+    def of_kind(*kinds: int) -> list[QueryData]:
+        return [q for q, b in zip(matrix_weighted, kind) if b in kinds]
+
+    if (1 in kind and dense_objective(lay.n_x, lay.n_x ** 2)    # large enough to be dense
+            and dense_objective(lay.n_x, block_entries(of_kind(2), lay) + lay.n_x)):
+        # a node Clarabel factors with faer for the cells' blocks: the sums' blocks were slower
+        # there than whitened rows (the 10M nation → states node: 13.0–13.2 s against
         # 9.4–10.7, 32 iterations either way)
         kind = [0 if b == 1 else b for b in kind]
-    elif 1 in kind:
-        blocks = blocks.plus(cell_blocks([q for q, b in zip(matrix_weighted, kind) if b == 1],
-                                         lay, scale, sums))
+    blocks = cell_blocks(of_kind(1, 2), lay, scale, sums)
     x_lin += blocks.linear[:lay.n_x]
-    white = whitened([q for q, b in zip(matrix_weighted, kind) if not b], lay, scale)
+    white = whitened(of_kind(0), lay, scale)
     const += blocks.const + sum(float(np.sum(t ** 2)) for *_, t in white)
     for q in queries:
         if q.weights.ndim == 3:     # in blocks of P or whitened above

@@ -23,8 +23,8 @@ from postproc.errors import PostprocError
 from postproc.methods.topdown.rows import Layout
 from postproc.methods.topdown.task import QueryData
 
-__all__ = ["CellBlocks", "SumColumns", "cell_blocks", "in_blocks", "one_cell_each", "whitened",
-           "whole_groups"]
+__all__ = ["CellBlocks", "SumColumns", "block_entries", "cell_blocks", "in_blocks", "one_cell_each",
+           "whitened", "whole_groups"]
 
 
 def whitened(qs: Sequence[QueryData], lay: Layout, scale: float
@@ -231,7 +231,8 @@ def whole_groups(q: QueryData, groups: np.ndarray) -> tuple[np.ndarray, np.ndarr
     True
     """
     seen = _GROUPWISE.get(id(q.matrix))
-    if seen is not None and seen[0] is q.matrix and seen[1] is groups:
+    if seen is not None and seen[0] is q.matrix and (
+            seen[1] is groups or np.array_equal(seen[1], groups)):  # the tasks' own copies
         return seen[2]
     mat = _csr(q.matrix)
     m, n = mat.shape
@@ -317,23 +318,19 @@ class CellBlocks:
     covered: np.ndarray
     target: np.ndarray
 
-    def plus(self, other: "CellBlocks") -> "CellBlocks":
-        """Both queries' terms (the linear terms summed over the longer's columns).
 
-        Examples
-        --------
-        >>> from types import SimpleNamespace
-        >>> a = cell_blocks([], SimpleNamespace(n_x=2), scale=1.0)
-        >>> a.plus(cell_blocks([], SimpleNamespace(n_x=3), scale=1.0)).linear.tolist()
-        [0.0, 0.0, 0.0]
-        """
-        linear = np.zeros(max(self.linear.size, other.linear.size))
-        linear[:self.linear.size] += self.linear
-        linear[:other.linear.size] += other.linear
-        return CellBlocks(*(np.concatenate([getattr(self, f), getattr(other, f)])
-                            for f in ("rows", "cols", "data")), linear,
-                          self.const + other.const, np.concatenate([self.covered, other.covered]),
-                          np.concatenate([self.target, other.target]))
+def block_entries(qs: Sequence[QueryData], lay: Layout) -> int:
+    """How many entries of ``P`` :func:`cell_blocks` gives queries whose answers are cells
+    (:func:`one_cell_each`): a block per query and child over its answers that are variables.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> q = QueryData("race", sp.identity(3, format="csr"), np.zeros((2, 3)), np.eye(3)[None])
+    >>> block_entries([q], SimpleNamespace(allowed=np.array([[1, 1, 0], [1, 1, 1]], bool)))
+    13
+    """
+    return sum(int((lay.allowed[:, _csr(q.matrix).indices].sum(axis=1) ** 2).sum()) for q in qs)
 
 
 def cell_blocks(qs: Sequence[QueryData], lay: Layout, scale: float,
