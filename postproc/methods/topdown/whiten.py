@@ -8,7 +8,8 @@ Any other query is whitened: with ``scale·W_k = L_k L_kᵀ`` its term is
 ``‖L_kᵀ Q x_k − L_kᵀ y_k‖²``, one answer of weight 1 per row of ``L_kᵀ Q`` (:func:`whitened`).
 BlueDown feeds every node such queries: a child's subtree estimate with its covariance, as 63
 race queries sharing one weight array (blocks over cells) and a race-totals query (a block over
-the group sums when the fit has them, as TopDown's runs do; whitened otherwise).
+the group sums when the fit has them, as TopDown's runs do; whitened otherwise, and on a node the
+race blocks alone make one Clarabel factors with faer: :func:`block_entries`).
 """
 
 from __future__ import annotations
