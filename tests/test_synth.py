@@ -9,6 +9,7 @@ observed over other seeds (given in the comments; every check on the 2M-person d
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -17,9 +18,11 @@ import pytest
 
 from hierarchy.errors import HierarchyError
 from hierarchy.synth import (
+    COMPOSITIONS,
     MAX_PERSONS,
     STATE_FIPS,
     STATE_POPULATION_1940,
+    Composition,
     Synthetic1940,
     apportion_states,
     synthesize_1940,
@@ -392,10 +395,10 @@ def test_failed_write_leaves_previous_files_and_no_temporaries(tmp_path, monkeyp
     before = (tmp_path / "persons.parquet").read_bytes()
     real = synth._generate_state
 
-    def failing(state_index, persons, seed):
+    def failing(state_index, persons, seed, composition):
         if state_index == 10:
             raise OSError("disk full (simulated)")
-        return real(state_index, persons, seed)
+        return real(state_index, persons, seed, composition)
 
     monkeypatch.setattr(synth, "_generate_state", failing)
     with pytest.raises(HierarchyError, match="disk full"):
@@ -475,3 +478,82 @@ def test_sizes_at_20m_persons():
     assert abs(county_size.mean() - 42_601) <= 0.05 * 42_601
     homogeneity = (ed_cells(big.persons) == 0).sum(axis=1)
     assert len(set(homogeneity.tolist())) >= 22
+
+
+# ---------------------------------------------------------------------------------------------
+# composition (how mixed counties are)
+# ---------------------------------------------------------------------------------------------
+def county_populated_cells(table: pa.Table) -> np.ndarray:
+    """Populated votingage x hispanic x cenrace cells (of 24) of every county."""
+    county, dictionary = codes(table, "county")
+    cell = ints(table, "votingage") * 12 + ints(table, "hispanic") * 6 + ints(table, "cenrace")
+    counts = np.bincount(county * 24 + cell, minlength=dictionary.size * 24).reshape(-1, 24)
+    return (counts > 0).sum(axis=1)
+
+
+def test_counties_1940_composition_mixes_counties_less_and_keeps_everything_else(data):
+    """The named composition changes only the mixes: the same persons in the same EDs, counties,
+    group quarters and households (their ages too, where the group is unchanged), and fewer
+    populated cells per county — at 20M persons 8.36 against 10.78; the real 1940 counties'
+    8.37 (the paper's counts, docs/experiments.md)."""
+    mixed = synthesize_1940(N, seed=SEED, composition="counties_1940")
+    for name in ("state", "county", "enum_dist", "hhgq"):
+        assert mixed.persons.column(name).equals(data.persons.column(name)), name
+    assert mixed.units.equals(data.units)
+    default, matched = county_populated_cells(data.persons), county_populated_cells(mixed.persons)
+    # 2M persons (60 counties), 5 seeds: default 12.1-13.1 a county, counties_1940 10.6-11.3,
+    # lower by 1.5-1.9 in every seed, and no county gained a populated cell (a smaller spread
+    # part could raise a group's share in an ED, so a few may)
+    assert default.mean() - matched.mean() > 1.0
+    assert (matched <= default).mean() >= 0.95
+    group = ints(mixed.persons, "hispanic") * 6 + ints(mixed.persons, "cenrace")
+    assert (group != ints(data.persons, "hispanic") * 6 + ints(data.persons, "cenrace")).any()
+
+
+def test_default_composition_is_the_synthesizers_own():
+    assert Composition.named("default") == Composition() == COMPOSITIONS["default"]
+    assert synthesize_1940(SMALL, seed=3, composition=Composition()).persons.equals(
+        synthesize_1940(SMALL, seed=3).persons)
+    assert not synthesize_1940(SMALL, seed=3, composition=Composition(county_concentration=5.0)
+                               ).persons.column("cenrace").equals(
+        synthesize_1940(SMALL, seed=3).persons.column("cenrace"))
+
+
+def test_written_files_name_a_composition_other_than_the_default(tmp_path):
+    def made(directory):
+        meta = pq.read_schema(directory / "persons.parquet").metadata[b"dapp"]
+        return json.loads(meta)
+
+    write_synthetic_1940(tmp_path / "a", 10_000, seed=1)
+    write_synthetic_1940(tmp_path / "b", 10_000, seed=1, composition="counties_1940")
+    write_synthetic_1940(tmp_path / "c", 10_000, seed=1,
+                         composition=Composition(cosmopolitan_share=0.01))
+    assert "composition" not in made(tmp_path / "a")
+    assert made(tmp_path / "b")["composition"] == "counties_1940"
+    assert made(tmp_path / "c")["composition"]["cosmopolitan_share"] == 0.01
+    assert pq.read_table(tmp_path / "b" / "persons.parquet").column("enum_dist").cast(
+        pa.string()).equals(pq.read_table(tmp_path / "a" / "persons.parquet").column(
+            "enum_dist").cast(pa.string()))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"county_concentration": 0.0}, "county_concentration must be > 0"),
+    ({"cosmopolitan_share": 1.5}, r"cosmopolitan_share must be in \[0, 1\]"),
+    ({"cosmopolitan_share": float("nan")}, "cosmopolitan_share must be a finite number"),
+    ({"cosmopolitan_blend": (0.0, 0.1)}, "cosmopolitan_blend must be"),
+    ({"cosmopolitan_blend": (0.1,)}, "cosmopolitan_blend must be"),
+    ({"cosmopolitan_blend": "wide"}, "cosmopolitan_blend must be"),
+    ({"cosmopolitan_flatten": -1.0}, "cosmopolitan_flatten must be >= 0"),
+    ({"cosmopolitan_share": True}, "cosmopolitan_share must be a finite number"),
+])
+def test_bad_composition(kwargs, message):
+    with pytest.raises(HierarchyError, match=message):
+        Composition(**kwargs)
+
+
+def test_unknown_composition_name_is_refused_before_any_work(tmp_path):
+    with pytest.raises(HierarchyError, match="unknown composition 'urban'"):
+        synthesize_1940(SMALL, seed=1, composition="urban")
+    with pytest.raises(HierarchyError, match="unknown composition 'urban'"):
+        write_synthetic_1940(tmp_path / "x", SMALL, seed=1, composition="urban")
+    assert not (tmp_path / "x").exists()

@@ -34,10 +34,12 @@ from hierarchy.synth.census1940 import (
     synthesize_1940,
     write_synthetic_1940,
 )
+from hierarchy.synth.census1940_mixes import COMPOSITIONS, Composition
 from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
 __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FIPS",
-           "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS", "MADE_BY"]
+           "STATE_POPULATION_1940", "MIN_PERSONS", "MAX_PERSONS", "MADE_BY", "Composition",
+           "COMPOSITIONS"]
 
 # The other public names of the former module hierarchy.synth, still importable from here.
 from hierarchy.synth.census1940 import HOUSEHOLD_MIXING as HOUSEHOLD_MIXING

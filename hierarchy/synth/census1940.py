@@ -23,6 +23,9 @@ The model, per state (populations and mixes in :mod:`hierarchy.synth.census1940_
    so that state and county mixes hold at every scale. A few EDs in large counties are
    "cosmopolitan" (part of their mix spread over all 12 groups), which makes the zero-cell count
    of the 24 va_hisp_race cells (the text's homogeneity index, docs/metrics.md) span 0-23.
+   How mixed counties come out is a :class:`~hierarchy.synth.census1940_mixes.Composition`
+   (``composition=``; ``"counties_1940"`` gives the real 1940 counties' number of populated
+   cells).
 4. **Group quarters** — facilities of types 2, 3, 4, 6, 7 in a minority of EDs (log-normal sizes;
    never more persons than the ED has, so a military-base ED can be all group quarters).
 5. **Households** — the rest of each ED is cut into households of 1940-like sizes (mean ≈ 3.8).
@@ -44,6 +47,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -58,7 +62,7 @@ import pyarrow.parquet as pq
 from hierarchy.errors import HierarchyError
 from hierarchy.io.replace import check_parquet_replaceable
 from hierarchy.synth import census1940_tables as tables
-from hierarchy.synth.census1940_mixes import _draw_groups, _ed_mixes
+from hierarchy.synth.census1940_mixes import Composition, _draw_groups, _ed_mixes
 from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
 __all__ = ["Synthetic1940", "synthesize_1940", "write_synthetic_1940", "STATE_FIPS",
@@ -159,7 +163,8 @@ class _StateBlock:
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
-def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
+def synthesize_1940(persons: int, *, seed: int,
+                    composition: str | Composition = "default") -> Synthetic1940:
     """Generate synthetic 1940-style persons and housing units in memory.
 
     Parameters
@@ -170,6 +175,10 @@ def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
         smaller total means fewer units.
     seed : int
         Non-negative seed. The same seed gives byte-identical tables.
+    composition : str or Composition, default "default"
+        How mixed counties and EDs are (:class:`~hierarchy.synth.census1940_mixes.Composition`,
+        or a name of :data:`~hierarchy.synth.census1940_mixes.COMPOSITIONS`). It changes the
+        mixes only: sizes, geography and the random streams' use are the same.
 
     Returns
     -------
@@ -180,7 +189,7 @@ def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
     Raises
     ------
     HierarchyError
-        If ``persons`` or ``seed`` is not an integer in range.
+        If ``persons`` or ``seed`` is not an integer in range, or ``composition`` is unknown.
 
     Examples
     --------
@@ -198,8 +207,15 @@ def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
     Traceback (most recent call last):
     ...
     hierarchy.errors.HierarchyError: persons must be at least 49 (one per state and DC), got 10
+
+    The same persons, places and households in less mixed counties:
+
+    >>> mixed = synthesize_1940(20_000, seed=3, composition="counties_1940")
+    >>> mixed.persons["enum_dist"].equals(data.persons["enum_dist"])
+    True
     """
     persons, seed = _check_arguments(persons, seed)
+    composition = Composition.named(composition)
     state_persons = apportion_states(persons)
     columns = {name: np.empty(persons, dtype=np.int8) for name in PERSON_COLUMNS[3:]}
     geo_index = {name: np.empty(persons, dtype=np.int32) for name in PERSON_COLUMNS[:3]}
@@ -208,7 +224,7 @@ def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
     ed_codes: list[np.ndarray] = []
     start = n_counties = n_eds = 0
     for s, size in enumerate(state_persons):
-        block = _generate_state(s, int(size), seed)
+        block = _generate_state(s, int(size), seed, composition)
         stop = start + block.persons
         person_ed = block.person_ed
         geo_index["state"][start:stop] = s
@@ -235,7 +251,8 @@ def synthesize_1940(persons: int, *, seed: int) -> Synthetic1940:
 
 
 def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
-                         progress: bool = False, overwrite: bool = True) -> dict[str, Any]:
+                         progress: bool = False, overwrite: bool = True,
+                         composition: str | Composition = "default") -> dict[str, Any]:
     """Generate synthetic 1940-style microdata and write it as Parquet, one state at a time.
 
     Writes ``out_dir/persons.parquet`` and ``out_dir/units.parquet`` with one row group per state
@@ -245,7 +262,8 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     :func:`synthesize_1940` with the same arguments.
 
     Each file carries the toolkit's JSON metadata under the parquet key ``b"dapp"``
-    (:data:`MADE_BY` and the arguments). An existing ``persons.parquet`` or ``units.parquet``
+    (:data:`MADE_BY` and the arguments; the composition when it is not the default). An
+    existing ``persons.parquet`` or ``units.parquet``
     is replaced only if it carries that metadata (the toolkit wrote it) and ``overwrite`` is
     true; a file the toolkit did not write is never replaced. Both are checked before anything
     is generated.
@@ -263,6 +281,8 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     overwrite : bool, default True
         Replace data files in ``out_dir`` that the toolkit wrote; ``False`` refuses them too
         (``postproc synth1940`` passes ``False`` unless given ``--overwrite``).
+    composition : str or Composition, default "default"
+        How mixed counties are (see :func:`synthesize_1940`).
 
     Returns
     -------
@@ -291,6 +311,7 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
     True
     """
     persons, seed = _check_arguments(persons, seed)
+    composition = Composition.named(composition)
     if not isinstance(out_dir, (str, os.PathLike)):
         raise HierarchyError(f"out_dir must be a directory path (str or path-like), got "
                              f"{type(out_dir).__name__}")
@@ -304,8 +325,10 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
         check_parquet_replaceable(path, overwrite=overwrite)
     started = time.perf_counter()
     temp = {k: out / f".{p.name}.{os.getpid()}.tmp" for k, p in final.items()}
+    mixes = {} if composition == Composition() else {
+        "composition": composition.name() or dataclasses.asdict(composition)}
     schemas = {k: schema.with_metadata({b"dapp": json.dumps(
-        {"made_by": MADE_BY, "table": k, "persons": persons, "seed": seed}).encode()})
+        {"made_by": MADE_BY, "table": k, "persons": persons, "seed": seed, **mixes}).encode()})
         for k, schema in (("persons", PERSONS_SCHEMA), ("units", UNITS_SCHEMA))}
     counts = dict(persons=0, households=0, gq_facilities=0, states=0, counties=0, enum_dists=0)
     bar = None
@@ -316,7 +339,7 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
         with pq.ParquetWriter(temp["persons"], schemas["persons"]) as person_writer, \
                 pq.ParquetWriter(temp["units"], schemas["units"]) as unit_writer:
             for s, size in enumerate(apportion_states(persons)):
-                block = _generate_state(s, int(size), seed)
+                block = _generate_state(s, int(size), seed, composition)
                 person_table, unit_table = _state_tables(block)
                 person_writer.write_table(person_table, row_group_size=person_table.num_rows)
                 unit_writer.write_table(unit_table, row_group_size=max(1, unit_table.num_rows))
@@ -382,7 +405,8 @@ def apportion_states(persons: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # one state
 # ---------------------------------------------------------------------------------------------
-def _generate_state(state_index: int, persons: int, seed: int) -> _StateBlock:
+def _generate_state(state_index: int, persons: int, seed: int,
+                    composition: Composition = Composition()) -> _StateBlock:
     """All of one state's data from its own random stream (independent of the other states)."""
     rng_geo, rng_mix, rng_gq, rng_hh, rng_person = _state_streams(state_index, seed)
     fips = STATE_FIPS[state_index]
@@ -402,7 +426,7 @@ def _generate_state(state_index: int, persons: int, seed: int) -> _StateBlock:
                               np.strings.zfill((ed_rank + 1).astype(str), 4))
 
     # 3. composition: county mix around the state's, ED mix around the county's
-    ed_mix = _ed_mixes(state_index, ed_persons, ed_county, rng_mix)
+    ed_mix = _ed_mixes(state_index, ed_persons, ed_county, rng_mix, composition)
     cut_points = (np.arange(n_eds)[:, None] + np.cumsum(ed_mix, axis=1)[:, :-1]).ravel()
 
     # 4. group quarters

@@ -6,15 +6,20 @@ mix ~ Dirichlet(:data:`COUNTY_CONCENTRATION` × state mix); ED mix ~ Dirichlet(a
 with a log-uniform concentration ``a`` on :data:`ED_CONCENTRATION`; both raked (:func:`_rake`,
 which the 2020 generator uses too) so that state and county mixes hold at every scale; and a few
 "cosmopolitan" EDs in large counties. The states' mixes come from
-:mod:`hierarchy.synth.census1940_tables`.
+:mod:`hierarchy.synth.census1940_tables`. :class:`Composition` holds the knobs of how mixed
+counties come out (:data:`COMPOSITIONS` names two settings).
 """
 
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from hierarchy.errors import HierarchyError
 from hierarchy.synth import census1940_tables as tables
 from hierarchy.synth.census1940_tables import STATE_FIPS, STATE_POPULATION_1940
 
@@ -28,10 +33,108 @@ COSMOPOLITAN_FLATTEN = 0.3          # the diverse part is the national mix ** th
 COSMOPOLITAN_CONCENTRATION = 50.0   # Dirichlet concentration of the diverse part
 
 
-def _diverse_mix() -> np.ndarray:
-    """The national mix flattened (``share ** COSMOPOLITAN_FLATTEN``, renormalised): what the
-    diverse part of a cosmopolitan ED looks like."""
-    return np.array(_diverse_mix_cached(COSMOPOLITAN_FLATTEN))
+@dataclass(frozen=True)
+class Composition:
+    """How mixed the synthetic counties and EDs are: the knobs of :func:`_ed_mixes`.
+
+    Parameters
+    ----------
+    county_concentration : float
+        Dirichlet concentration of a county's mix around its state's (smaller: counties more
+        unlike their state).
+    cosmopolitan_share : float
+        Chance that an ED in a county of 42,601 persons (the 1940 mean) is cosmopolitan; it
+        grows as the square root of the county's size, at most 5 %.
+    cosmopolitan_blend : (float, float)
+        Log-uniform range of the share of a cosmopolitan ED's mix spread over all 12 groups.
+    cosmopolitan_flatten : float
+        That spread part is the national mix to this power, renormalised (0: even over the
+        groups; 1: the national mix, so the rare groups stay rare).
+
+    The defaults are the synthesizer's since it was written. Raising any cosmopolitan knob
+    puts persons of more groups into more counties: more of a county's 24 votingage × hispanic
+    × race cells hold someone, most of them a few persons (``docs/experiments.md``, "What makes
+    the county totals' error": TopDown's county totals are less accurate on such counties).
+
+    Examples
+    --------
+    >>> COMPOSITIONS["counties_1940"].cosmopolitan_blend
+    (0.001, 0.1)
+    >>> Composition.named("default") == Composition()
+    True
+    >>> Composition(cosmopolitan_blend=(0.5, 0.1))
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: cosmopolitan_blend must be (low, high) with 0 < low <= high \
+<= 1, got (0.5, 0.1)
+    >>> Composition.named("urban")
+    Traceback (most recent call last):
+    ...
+    hierarchy.errors.HierarchyError: unknown composition 'urban': use one of default, \
+counties_1940 or a Composition
+    """
+
+    county_concentration: float = COUNTY_CONCENTRATION
+    cosmopolitan_share: float = COSMOPOLITAN_SHARE
+    cosmopolitan_blend: tuple[float, float] = COSMOPOLITAN_BLEND
+    cosmopolitan_flatten: float = COSMOPOLITAN_FLATTEN
+
+    def __post_init__(self):
+        def number(name: str, value: Any) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                    or not math.isfinite(value):
+                raise HierarchyError(f"{name} must be a finite number, got {value!r}")
+            return float(value)
+
+        if number("county_concentration", self.county_concentration) <= 0:
+            raise HierarchyError(f"county_concentration must be > 0, got "
+                                 f"{self.county_concentration}")
+        if not 0 <= number("cosmopolitan_share", self.cosmopolitan_share) <= 1:
+            raise HierarchyError(f"cosmopolitan_share must be in [0, 1], got "
+                                 f"{self.cosmopolitan_share}")
+        if number("cosmopolitan_flatten", self.cosmopolitan_flatten) < 0:
+            raise HierarchyError(f"cosmopolitan_flatten must be >= 0, got "
+                                 f"{self.cosmopolitan_flatten}")
+        blend = tuple(self.cosmopolitan_blend) if isinstance(
+            self.cosmopolitan_blend, (tuple, list)) else ()
+        if len(blend) != 2 or not 0 < number("cosmopolitan_blend", blend[0]) <= \
+                number("cosmopolitan_blend", blend[1]) <= 1:
+            raise HierarchyError(f"cosmopolitan_blend must be (low, high) with 0 < low <= high "
+                                 f"<= 1, got {self.cosmopolitan_blend!r}")
+        object.__setattr__(self, "cosmopolitan_blend", (float(blend[0]), float(blend[1])))
+
+    @classmethod
+    def named(cls, composition: "str | Composition") -> "Composition":
+        """A :class:`Composition` as given, or the one :data:`COMPOSITIONS` names."""
+        if isinstance(composition, Composition):
+            return composition
+        if composition not in COMPOSITIONS:
+            raise HierarchyError(f"unknown composition {composition!r}: use one of "
+                                 f"{', '.join(COMPOSITIONS)} or a Composition")
+        return COMPOSITIONS[composition]
+
+    def name(self) -> str | None:
+        """The name :data:`COMPOSITIONS` gives this composition, if any.
+
+        >>> Composition(cosmopolitan_blend=(0.001, 0.1)).name(), Composition(0.5).name()
+        ('counties_1940', None)
+        """
+        return next((k for k, v in COMPOSITIONS.items() if v == self), None)
+
+
+#: Named compositions. ``default``: the synthesizer's own (about 10.8 of a county's 24
+#: votingage × hispanic × race cells hold someone at 20M persons). ``counties_1940``: the
+#: cosmopolitan EDs' spread part at most a tenth of their mix (log-uniform from 0.001), which
+#: gives 8.36 — the real 1940 counties' 8.37, from Petti & Flaxman's published counts
+#: (``docs/experiments.md``, "What makes the county totals' error").
+COMPOSITIONS = {"default": Composition(),
+                "counties_1940": Composition(cosmopolitan_blend=(0.001, 0.1))}
+
+
+def _diverse_mix(flatten: float = COSMOPOLITAN_FLATTEN) -> np.ndarray:
+    """The national mix flattened (``share ** flatten``, renormalised): what the diverse part
+    of a cosmopolitan ED looks like."""
+    return np.array(_diverse_mix_cached(float(flatten)))
 
 
 @functools.cache
@@ -53,15 +156,16 @@ def _state_mix(state_index: int) -> np.ndarray:
 
 
 def _ed_mixes(state_index: int, ed_persons: np.ndarray, ed_county: np.ndarray,
-              rng: np.random.Generator) -> np.ndarray:
-    """The group mix (rows sum to 1) of every ED.
+              rng: np.random.Generator, composition: Composition = COMPOSITIONS["default"]
+              ) -> np.ndarray:
+    """The group mix (rows sum to 1) of every ED; ``composition``'s knobs below.
 
-    County mix ~ Dirichlet(``COUNTY_CONCENTRATION`` × state mix); ED mix ~ Dirichlet(a × county
+    County mix ~ Dirichlet(``county_concentration`` × state mix); ED mix ~ Dirichlet(a × county
     mix) with ``a`` log-uniform on ``ED_CONCENTRATION``, from near single-group (small ``a``) to
     the county's mix (large ``a``). Both are raked (:func:`_rake`) so that the realised state and
     county mixes match their targets at every scale. Finally a few EDs, more likely in large
     (urban) counties, are made "cosmopolitan": a share ``λ`` (log-uniform on
-    ``COSMOPOLITAN_BLEND``) of their mix is spread about evenly over all 12 groups. This puts
+    ``cosmopolitan_blend``) of their mix is spread about evenly over all 12 groups. This puts
     Hispanic persons of every race, and every race of both ages, in some EDs, so the homogeneity
     index (docs/metrics.md) spans 0-23; it adds a few hundredths of a percent of the population
     to each small group (Chinese 0.06 % → about 0.08 % nationally).
@@ -70,16 +174,18 @@ def _ed_mixes(state_index: int, ed_persons: np.ndarray, ed_county: np.ndarray,
     county_start = np.flatnonzero(np.diff(ed_county, prepend=-1))
     county_persons = np.add.reduceat(ed_persons, county_start).astype(np.float64)
     state_mix = _state_mix(state_index)
-    county_mix = _dirichlet(COUNTY_CONCENTRATION * state_mix, county_persons.size, rng)
+    c = composition
+    county_mix = _dirichlet(c.county_concentration * state_mix, county_persons.size, rng)
     county_mix = _rake(county_mix, county_persons, np.array([0]), state_mix[None, :])
     relative_size = (county_persons / 42_601.0)[ed_county]
-    chance = np.minimum(COSMOPOLITAN_SHARE * np.sqrt(relative_size), 0.05)
+    chance = np.minimum(c.cosmopolitan_share * np.sqrt(relative_size), 0.05)
     cosmopolitan = rng.random(n_eds) < chance
-    blend = np.where(cosmopolitan, np.exp(rng.uniform(*np.log(COSMOPOLITAN_BLEND), n_eds)), 0.0)
+    blend = np.where(cosmopolitan, np.exp(rng.uniform(*np.log(c.cosmopolitan_blend), n_eds)), 0.0)
     concentration = np.exp(rng.uniform(*np.log(ED_CONCENTRATION), n_eds))
     ed_mix = _dirichlet(concentration[:, None] * county_mix[ed_county], n_eds, rng)
     ed_mix = _rake(ed_mix, ed_persons.astype(np.float64), county_start, county_mix)
-    diverse = _dirichlet(COSMOPOLITAN_CONCENTRATION * _diverse_mix(), n_eds, rng)
+    diverse = _dirichlet(COSMOPOLITAN_CONCENTRATION * _diverse_mix(c.cosmopolitan_flatten),
+                         n_eds, rng)
     return (1 - blend)[:, None] * ed_mix + blend[:, None] * diverse
 
 
