@@ -241,9 +241,27 @@ def test_synth1940_writes_persons_and_units(tmp_path, capsys):
     assert pq.read_table(again / "units.parquet").equals(units)
 
 
+def test_synth1940_composition(tmp_path, capsys):
+    """``--composition`` reaches the files: the named composition in their metadata, the same
+    persons' places as the default's, other groups."""
+    import json
+
+    for name in ("default", "counties_1940"):
+        assert main(["synth1940", "--persons", "20000", "--seed", "9", "--composition", name,
+                     "--out", str(tmp_path / name), "--no-progress"]) == 0
+    default, mixed = (pq.read_table(tmp_path / n / "persons.parquet")
+                      for n in ("default", "counties_1940"))
+    made = json.loads(mixed.schema.metadata[b"dapp"])
+    assert made["composition"] == "counties_1940"
+    assert "composition" not in json.loads(default.schema.metadata[b"dapp"])
+    assert mixed.column("hhgq").equals(default.column("hhgq"))
+
+
 @pytest.mark.parametrize("args,message", [
     (["--persons", "10", "--seed", "1"], "persons must be at least 49"),
     (["--persons", "100", "--seed", "-1"], "seed must be a non-negative integer"),
+    (["--persons", "100", "--seed", "1", "--composition", "urban"],
+     "unknown composition 'urban': use one of default, counties_1940"),
 ])
 def test_synth1940_bad_arguments_exit_1(tmp_path, capsys, args, message):
     assert main(["synth1940", *args, "--out", str(tmp_path / "x"), "--no-progress"]) == 1

@@ -326,3 +326,32 @@ def test_unknown_experiment_or_parameter(tmp_path):
     assert describe("flaxman2019").startswith("Flaxman (2019)")
     with pytest.raises(PostprocError, match="holds no summary.json"):
         write_report(tmp_path)
+
+
+def test_petti_flaxman_composition_shapes_the_synthetic_counties_only(tmp_path, capsys):
+    """``composition`` (``--composition``) reaches the synthesizer: the same persons per ED,
+    county and state, fewer populated votingage × hispanic × race cells per county
+    (``docs/experiments.md``, "What makes the county totals' error"); bad uses are refused
+    before anything runs."""
+    from hierarchy.queries import e2e_workload
+    from hierarchy.schema import E2E_1940
+    from postproc.apps.experiments import petti_flaxman
+    from postproc.apps.experiments._common import synthetic_truth
+
+    default = synthetic_truth(petti_flaxman.QUICK)
+    matched = synthetic_truth({**petti_flaxman.QUICK, "composition": "counties_1940"})
+    cells = e2e_workload(E2E_1940)["va_hisp_race"]
+    for li in range(default.geography.depth):
+        assert np.array_equal(default.counts[li].sum(axis=1), matched.counts[li].sum(axis=1))
+    populated = [(cells.answer(t.counts[2]) > 0).sum(axis=1) for t in (default, matched)]
+    assert populated[1].mean() < populated[0].mean() - 0.5
+    for argv, message in [
+            (["petti_flaxman", "--composition", "urban"],
+             "--composition must be one of default, counties_1940, not 'urban'"),
+            (["clark_dajani", "--composition", "counties_1940"],
+             "--composition applies to petti_flaxman only, not clark_dajani"),
+            (["petti_flaxman", "--composition", "counties_1940", "--data", str(tmp_path)],
+             "--composition shapes the synthetic data; with --data the files are the data")]:
+        assert main(["experiment", *argv, "--quick", "--out", str(tmp_path / "bad")]) == 1
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -20,6 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replace DIR/persons.parquet and DIR/units.parquet if an earlier "
                         "synth1940 wrote them (files the toolkit did not write are never "
                         "replaced)")
+    p.add_argument("--composition", default="default", metavar="NAME",
+                   help="how mixed counties are: default, or counties_1940 (as many populated "
+                        "votingage x hispanic x race cells per county as the real 1940 "
+                        "counties; docs/data.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -28,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from hierarchy.synth import write_synthetic_1940
 
     summary = write_synthetic_1940(args.out, args.persons, seed=args.seed,
-                                   progress=not args.no_progress, overwrite=args.overwrite)
+                                   progress=not args.no_progress, overwrite=args.overwrite,
+                                   composition=args.composition)
     print(f"{wrote_e2e(summary)} ({summary['seconds']:.1f} s, "
           f"{summary['persons_per_second'] / 1e6:.1f}M persons/s)")
     return 0

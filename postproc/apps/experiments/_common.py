@@ -25,7 +25,8 @@ E2E_LEVELS = ["nation", "state", "county", "enum_dist"]
 
 def synthetic_truth(params: dict[str, Any]):
     """The exact E2E hierarchy (with units) of ``synthesize_1940(params["persons"],
-    seed=params["data_seed"])``; the microdata are dropped once tabulated.
+    seed=params["data_seed"], composition=params["composition"])`` (the composition optional,
+    default ``"default"``); the microdata are dropped once tabulated.
 
     ``params["states"]`` (optional; ``None`` keeps all 49) keeps only that many states: those with
     the most counties (ties: more persons). The synthesizer keeps 1940 county sizes, so a small
@@ -37,7 +38,8 @@ def synthetic_truth(params: dict[str, Any]):
     from hierarchy.synth import synthesize_1940
     from hierarchy.tabulation import tabulate
 
-    data = synthesize_1940(int(params["persons"]), seed=int(params["data_seed"]))
+    data = synthesize_1940(int(params["persons"]), seed=int(params["data_seed"]),
+                           composition=params.get("composition") or "default")
     persons, units = data.persons, data.units
     keep = params.get("states")
     if keep is not None:

@@ -102,13 +102,13 @@ FULL = {"persons": 20_000_000, "data_seed": 1940, "states": None, "seeds": [1, 2
         "epsilons": [0.25, 0.5, 0.75, 1.0, 2.0, 4.0, 6.0, 8.0], "show_epsilon": 1.0,
         "srs_fractions": [round(0.05 * k, 2) for k in range(1, 20)], "n_boot": 100,
         "compare_epsilon": 1.0, "homogeneity": "authors", "executor": "serial",
-        "workers": None, "data": None}
+        "workers": None, "data": None, "composition": "default"}
 #: Three county-rich states of a 3-million-person nation: 3 states, 13 counties (3–6 per
 #: state), 313 EDs (3–52 per county), 303,561 persons.
 QUICK = {"persons": 3_000_000, "data_seed": 1940, "states": 3, "seeds": [1, 2],
          "epsilons": [0.5, 2.0], "show_epsilon": 2.0, "srs_fractions": [0.1, 0.5, 0.9],
          "n_boot": 20, "compare_epsilon": 2.0, "homogeneity": "authors", "executor": "serial",
-         "workers": None, "data": None}
+         "workers": None, "data": None, "composition": "default"}
 
 
 def _selected(answers: np.ndarray, exact: np.ndarray, query: str) -> np.ndarray | None:
