@@ -128,3 +128,46 @@ def test_the_published_estimator_overestimates_their_check_about_twice():
     table = check.gdpc_check((0.1,), replicates=5, n_boot=0).iloc[0]
     assert table["true_loss"] == pytest.approx(-np.log(0.95))
     assert table["published_mean"] > 1.5 * table["true_loss"]
+
+
+def test_transcribed_error_spread_and_counts_are_the_result_files():
+    """RMSE and 95th percentiles beside the MAE (the same file, results_dp_error.json), and the
+    counts' summary (results_dp_counts.json): spot values, and the populated cells per county the
+    composition comparison uses."""
+    assert (paper.TC_RMSE["county"][1.0], paper.TC_P95["county"][1.0]) == (41, 81)
+    assert (paper.TC_RMSE["enum_dist"][0.25], paper.TC_P95["enum_dist"][8.0]) == (93, 7)
+    for table in (paper.TC_RMSE, paper.TC_P95):
+        for level, values in table.items():
+            assert tuple(values) == paper.EPSILONS
+            # the spread is above the median absolute error at every ε, and falls with ε
+            assert all(values[e] > paper.TC_MAE[level][e] for e in paper.EPSILONS)
+            assert list(values.values()) == sorted(values.values(), reverse=True)
+    assert paper.COUNTS["county"]["tc"]["median"] == 18679
+    assert paper.populated_cells("county") == pytest.approx(8.372, abs=1e-3)
+    assert "results_dp_counts.json" in paper.SOURCES["counts"]
+
+
+def test_composition_sweep_sets_county_errors_beside_populated_cells(tmp_path):
+    """examples/petti_flaxman_composition.py on the quick variant's three states (one seed,
+    ε = 1): a row per composition with its populated cells and its errors beside the paper's;
+    the counties_1940 composition has fewer populated cells per county than the default; the
+    figure is written."""
+    sweep = load_example("petti_flaxman_composition")
+    from hierarchy.synth import COMPOSITIONS
+
+    table = sweep.sweep(dict(COMPOSITIONS), persons=3_000_000, states=3, seeds=[1],
+                        full_grid=(1.0,), workers=1, log=lambda m: None)
+    assert list(table.composition) == ["default", "counties_1940"]
+    assert set(table.epsilon) == {1.0}
+    by = table.set_index("composition")
+    assert by.loc["counties_1940", "county_populated_cells"] < \
+        by.loc["default", "county_populated_cells"]
+    for level in ("county", "enum_dist"):
+        assert (table[f"{level}_mae_paper"] == paper.TC_MAE[level][1.0]).all()
+        assert (table[f"{level}_p95_paper"] == paper.TC_P95[level][1.0]).all()
+        assert (table[f"{level}_mae"] > 0).all()
+        assert (table[f"{level}_p95"] >= table[f"{level}_mae"]).all()
+        # P(|e| >= median) >= 1/2, so E e^2 >= median^2 / 2
+        assert (table[f"{level}_rmse"] >= table[f"{level}_mae"] / np.sqrt(2)).all()
+    sweep.figure(table, tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -46,8 +46,9 @@ available.
 
 from __future__ import annotations
 
-__all__ = ["PAPER", "SOURCES", "EPSILONS", "TC_MAE", "SC_MAE", "TC_EPL", "SC_EPL", "BIAS",
-           "SRS_FRACTIONS", "SRS_MAE", "SRS_EPL", "TABLE_1"]
+__all__ = ["PAPER", "SOURCES", "EPSILONS", "TC_MAE", "TC_RMSE", "TC_P95", "SC_MAE", "TC_EPL",
+           "SC_EPL", "BIAS", "COUNTS", "populated_cells", "SRS_FRACTIONS", "SRS_MAE", "SRS_EPL",
+           "TABLE_1"]
 
 #: The version of the paper the numbers are those of.
 PAPER = ("Petti & Flaxman, Differential privacy in the 2020 US census: what will it do? "
@@ -65,6 +66,8 @@ SOURCES = {
             f"the 2020-02-13 re-run, 005_fig3.ipynb @ 424dc20bcc)",
     "srs": f"{_REPO} results_sd_error.json @ 08792d2abe (MAE; rewritten unchanged in 2020) and "
            f"results_sd_epl.json @ abdc48b875 (EPL, 2020-03-19 re-run, the published paper's)",
+    "counts": f"{_REPO} results_dp_counts.json @ 424dc20bcc (the exact 1940 counts' summary, "
+              f"the Extended Data's count columns; 006_sub_table1.ipynb)",
     "table_1": f"{_REPO} plugged_text.md @ abdc48b875 (the resubmitted text's Table 1; Figure "
                f"2's caption and discussion.md state ε = 1, 2 and 6 for county SC)",
 }
@@ -80,6 +83,34 @@ def _by_epsilon(values):
 #: Median absolute error of total counts (TC), persons, by level and ε.
 TC_MAE = {"county": _by_epsilon([81, 45, 31, 24, 13, 7, 5, 4]),
           "enum_dist": _by_epsilon([56, 29, 20, 15, 8, 4, 3, 2])}
+#: Root mean square error of TC, persons (the same file as :data:`TC_MAE`).
+TC_RMSE = {"county": _by_epsilon([140, 77, 53, 41, 22, 12, 8, 6]),
+           "enum_dist": _by_epsilon([93, 49, 34, 26, 13, 7, 5, 4])}
+#: 95th percentile of the absolute TC error, persons (the same file).
+TC_P95 = {"county": _by_epsilon([277, 149, 103, 81, 43, 22, 16, 12]),
+          "enum_dist": _by_epsilon([190, 100, 68, 52, 27, 14, 10, 7])}
+#: The real 1940 counts behind their errors: per level, the units' total persons (``tc``) and
+#: the populated votingage × hispanic × race cells' persons (``sc``; their tallies list only
+#: cells that hold someone): median, 95th percentile and mean.
+COUNTS = {"county": {"tc": {"median": 18679, "p95": 122710, "mean": 42601.3},
+                     "sc": {"median": 47, "p95": 17480, "mean": 5088.4}},
+          "enum_dist": {"tc": {"median": 865, "p95": 2342, "mean": 981.8},
+                        "sc": {"median": 88, "p95": 967, "mean": 245.6}},
+          "state": {"tc": {"median": 1903133, "p95": 7419040, "mean": 2596171.9},
+                    "sc": {"median": 229, "p95": 714208, "mean": 131093.8}}}
+
+
+def populated_cells(level: str) -> float:
+    """Populated votingage × hispanic × race cells per unit of the real 1940 ``level``: its mean
+    persons over the mean persons of a populated cell (every person is in a populated cell).
+
+    >>> round(populated_cells("county"), 2), round(populated_cells("enum_dist"), 2)
+    (8.37, 4.0)
+    """
+    counts = COUNTS[level]
+    return counts["tc"]["mean"] / counts["sc"]["mean"]
+
+
 #: Median absolute error of stratified counts (SC, va_hisp_race over populated cells).
 SC_MAE = {"state": _by_epsilon([18, 13, 9, 7, 4, 2, 1, 1]),
           "county": _by_epsilon([16, 11, 8, 6, 4, 2, 1, 1]),
