@@ -15,6 +15,8 @@ the table of that name, and leaves every other line alone; without it the tables
     postproc experiment petti_flaxman --out experiments/petti_flaxman
     postproc experiment petti_flaxman --persons 132000000 --workers 2 \\
         --out experiments/petti_flaxman_full
+    postproc experiment petti_flaxman --persons 132000000 --workers 2 \\
+        --composition counties_1940 --out experiments/petti_flaxman_counties_1940
     postproc experiment flaxman2019   --out experiments/flaxman2019
     postproc experiment clark_dajani  --out experiments/clark_dajani
     python examples/experiment_tables.py experiments
@@ -182,6 +184,21 @@ def petti_flaxman_full(directory: Path) -> str:
     return petti_flaxman(directory, "petti_flaxman_full", states=True)
 
 
+#: The tables of the full-size run on the ``counties_1940`` composition that
+#: ``docs/experiments.md`` shows ("What makes the county totals' error").
+COUNTIES_1940_TABLES = ("tc", "bias county", "bias index 0")
+
+
+def petti_flaxman_counties_1940(directory: Path) -> str:
+    """The same study at the 1940 census's size on the ``counties_1940`` composition: its TC and
+    county bias tables (markers ``petti_flaxman_counties_1940 …``)."""
+    prefix = "petti_flaxman_counties_1940"
+    blocks = (MARKER + chunk for chunk in petti_flaxman(directory, prefix).split(MARKER)[1:])
+    return "\n\n".join(block.strip() for block in blocks
+                        if block[len(MARKER) + len(prefix) + 1:].split(" -->")[0]
+                        in COUNTIES_1940_TABLES)
+
+
 def flaxman2019(directory: Path) -> str:
     leaf = pd.read_csv(directory / "leaf_epl.csv")
     rows = [[f"{r.epsilon:g}", _fmt(r.gdpc), _fmt(r.adpc), _fmt(r.rdpc), _fmt(r.hay)]
@@ -224,10 +241,14 @@ def clark_dajani(directory: Path) -> str:
 
 
 #: (output folder, table function, analysis, its parameters): ``petti_flaxman_full`` is
-#: ``postproc experiment petti_flaxman --persons 132000000 --workers 2`` (about an hour).
+#: ``postproc experiment petti_flaxman --persons 132000000 --workers 2`` (about an hour), and
+#: ``petti_flaxman_counties_1940`` the same with ``--composition counties_1940``.
 ANALYSES = (("petti_flaxman", petti_flaxman, "petti_flaxman", {}),
             ("petti_flaxman_full", petti_flaxman_full, "petti_flaxman",
              {"persons": 132_000_000, "executor": "process", "workers": 2}),
+            ("petti_flaxman_counties_1940", petti_flaxman_counties_1940, "petti_flaxman",
+             {"persons": 132_000_000, "executor": "process", "workers": 2,
+              "composition": "counties_1940"}),
             ("flaxman2019", flaxman2019, "flaxman2019", {}),
             ("clark_dajani", clark_dajani, "clark_dajani", {}))
 MARKER = "<!-- table: "

@@ -251,7 +251,7 @@ def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path)
     assert module.main([str(base), "--write", str(copy)]) == 0
     before, after = page.read_text(encoding="utf-8"), copy.read_text(encoding="utf-8")
     markers = [line for line in before.split("\n") if line.startswith("<!-- table: ")]
-    assert len(markers) == 20 and markers == [line for line in after.split("\n")
+    assert len(markers) == 23 and markers == [line for line in after.split("\n")
                                               if line.startswith("<!-- table: ")]
     # the quick petti_flaxman run has ε = 0.5 and 2 only: the full run's ε = 0.25 rows are gone
     tc = after.split("<!-- table: petti_flaxman tc -->")[1].split("\n\n")[1]
@@ -275,6 +275,17 @@ def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path)
     states = again.split("<!-- table: petti_flaxman_full state -->")[1].split("\n\n")[1]
     assert [row.split(" | ")[:2] for row in states.split("\n")[2:]] == [["| 0.5", "0"],
                                                                         ["| 2", "0"]]
+    # the full-size run on the counties_1940 composition: its TC and county bias tables only
+    assert not any("petti_flaxman_counties_1940 srs" in line for line in markers)
+    (base / "petti_flaxman_counties_1940").symlink_to(quick_runs["petti_flaxman"][0],
+                                                       target_is_directory=True)
+    try:
+        assert module.main([str(base), "--write", str(copy)]) == 0
+    finally:
+        (base / "petti_flaxman_counties_1940").unlink()
+    again = copy.read_text(encoding="utf-8")
+    tc = again.split("<!-- table: petti_flaxman_counties_1940 tc -->")[1].split("\n\n")[1]
+    assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
     assert [line for line in _outside_tables(after) if line.strip()] == [
         line for line in _outside_tables(before) if line.strip()]
     # a table the page has no comment for is refused before anything is written
