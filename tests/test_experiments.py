@@ -358,7 +358,8 @@ def test_petti_flaxman_composition_shapes_the_synthetic_counties_only(tmp_path, 
     assert populated[1].mean() < populated[0].mean() - 0.5
     for argv, message in [
             (["petti_flaxman", "--composition", "urban"],
-             "--composition must be one of default, counties_1940, not 'urban'"),
+             "--composition must be one of default, counties_1940, counties_eds_1940, not "
+             "'urban'"),
             (["clark_dajani", "--composition", "counties_1940"],
              "--composition applies to petti_flaxman only, not clark_dajani"),
             (["petti_flaxman", "--composition", "counties_1940", "--data", str(tmp_path)],

@@ -157,7 +157,7 @@ def test_composition_sweep_sets_county_errors_beside_populated_cells(tmp_path):
 
     table = sweep.sweep(dict(COMPOSITIONS), persons=3_000_000, states=3, seeds=[1],
                         full_grid=(1.0,), workers=1, log=lambda m: None)
-    assert list(table.composition) == ["default", "counties_1940"]
+    assert list(table.composition) == list(COMPOSITIONS)
     assert set(table.epsilon) == {1.0}
     by = table.set_index("composition")
     assert by.loc["counties_1940", "county_populated_cells"] < \

@@ -510,6 +510,26 @@ def test_counties_1940_composition_mixes_counties_less_and_keeps_everything_else
     assert (group != ints(data.persons, "hispanic") * 6 + ints(data.persons, "cenrace")).any()
 
 
+def test_lodgers_mix_eds_within_their_county(data):
+    """``lodgers`` redraws household members other than the head from their county's mix: the
+    group-quarters residents keep their groups, few persons change (at most about the share
+    asked), EDs gain populated cells and counties hardly any."""
+    base = synthesize_1940(N, seed=SEED, composition="counties_1940")
+    lodged = synthesize_1940(N, seed=SEED, composition="counties_eds_1940")
+    assert lodged.persons.column("enum_dist").equals(base.persons.column("enum_dist"))
+    group = [ints(t.persons, "hispanic") * 6 + ints(t.persons, "cenrace") for t in (base, lodged)]
+    changed = group[0] != group[1]
+    in_gq = ints(base.persons, "hhgq") != 0
+    assert not changed[in_gq].any()
+    assert 0 < changed.mean() < COMPOSITIONS["counties_eds_1940"].lodgers
+    eds = [(ed_cells(t.persons) > 0).sum(axis=1).mean() for t in (base, lodged)]
+    counties = [county_populated_cells(t.persons).mean() for t in (base, lodged)]
+    # 2M persons, 3 seeds: 1.0 % of persons change; EDs gain 0.58-0.64 populated cells,
+    # counties 0.12-0.28
+    assert eds[1] - eds[0] > 0.4
+    assert counties[1] - counties[0] < 0.4
+
+
 def test_default_composition_is_the_synthesizers_own():
     assert Composition.named("default") == Composition() == COMPOSITIONS["default"]
     assert synthesize_1940(SMALL, seed=3, composition=Composition()).persons.equals(
@@ -545,6 +565,7 @@ def test_written_files_name_a_composition_other_than_the_default(tmp_path):
     ({"cosmopolitan_blend": "wide"}, "cosmopolitan_blend must be"),
     ({"cosmopolitan_flatten": -1.0}, "cosmopolitan_flatten must be >= 0"),
     ({"cosmopolitan_share": True}, "cosmopolitan_share must be a finite number"),
+    ({"lodgers": -0.1}, r"lodgers must be in \[0, 1\]"),
 ])
 def test_bad_composition(kwargs, message):
     with pytest.raises(HierarchyError, match=message):

@@ -462,6 +462,15 @@ def _generate_state(state_index: int, persons: int, seed: int,
     group = unit_group[unit_of]
     fresh_index = np.flatnonzero(fresh)
     group[fresh_index] = _draw_groups(unit_ed[unit_of[fresh_index]], cut_points, rng_person)
+    if composition.lodgers > 0:     # drawn only then: the default's rows stay as they were
+        lodger = np.flatnonzero(in_household & (position > 0)
+                                & (rng_person.random(persons) < composition.lodgers))
+        county_mix = (np.add.reduceat(ed_mix * ed_persons[:, None], county_start)
+                      / np.add.reduceat(ed_persons, county_start)[:, None])
+        county_cuts = (np.arange(n_counties)[:, None]
+                       + np.cumsum(county_mix, axis=1)[:, :-1]).ravel()
+        group[lodger] = _draw_groups(ed_county[unit_ed[unit_of[lodger]]], county_cuts,
+                                     rng_person)
     hispanic, cenrace = np.divmod(group, 6)
     return _StateBlock(state_index, county_codes, ed_codes, ed_county.astype(np.int32), ed_persons,
                        unit_ed, unit_hhgq, unit_persons, person_hhgq, votingage,

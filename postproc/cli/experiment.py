@@ -13,7 +13,7 @@ page of them. ``--quick`` runs a small variant (used by the tests) in under half
 ``--data DIR`` (``petti_flaxman`` only) runs the study on the E2E files in ``DIR`` (an IPUMS USA
 1940 extract through ``postproc ipums1940``) instead of synthetic data.
 ``--composition NAME`` (``petti_flaxman`` only) sets how mixed the synthetic counties are
-(:data:`hierarchy.synth.COMPOSITIONS`: ``default``, ``counties_1940``).
+(:data:`hierarchy.synth.COMPOSITIONS`: ``default``, ``counties_1940``, ``counties_eds_1940``).
 Experiments run in simulation mode: seeded, reproducible, never a release.
 """
 
@@ -88,9 +88,10 @@ def register(subparsers: Any) -> None:
                         "DIR (postproc ipums1940 writes them from an IPUMS USA 1940 extract) "
                         "instead of synthetic data; the E2E spec without its structural zeros")
     p.add_argument("--composition", metavar="NAME",
-                   help="petti_flaxman only: how mixed the synthetic counties are: default, or "
+                   help="petti_flaxman only: how mixed the synthetic counties are: default; "
                         "counties_1940 (as many populated votingage x hispanic x race cells per "
-                        "county as the real 1940 counties, 8.4 of 24; docs/experiments.md)")
+                        "county as the real 1940 counties, 8.4 of 24); counties_eds_1940 (those "
+                        "counties, and EDs with the real EDs' small cells; docs/experiments.md)")
     p.set_defaults(func=run)
 
 

@@ -21,9 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "synth1940 wrote them (files the toolkit did not write are never "
                         "replaced)")
     p.add_argument("--composition", default="default", metavar="NAME",
-                   help="how mixed counties are: default, or counties_1940 (as many populated "
+                   help="how mixed counties are: default; counties_1940 (as many populated "
                         "votingage x hispanic x race cells per county as the real 1940 "
-                        "counties; docs/data.md)")
+                        "counties); counties_eds_1940 (those counties, and EDs with the real "
+                        "EDs' small cells; docs/data.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
