@@ -25,7 +25,8 @@ The model, per state (populations and mixes in :mod:`hierarchy.synth.census1940_
    of the 24 va_hisp_race cells (the text's homogeneity index, docs/metrics.md) span 0-23.
    How mixed counties come out is a :class:`~hierarchy.synth.census1940_mixes.Composition`
    (``composition=``; ``"counties_1940"`` gives the real 1940 counties' number of populated
-   cells).
+   cells, ``"counties_eds_1940"`` also the real EDs' small cells, through lodgers: household
+   members other than the head drawn from their county's mix).
 4. **Group quarters** — facilities of types 2, 3, 4, 6, 7 in a minority of EDs (log-normal sizes;
    never more persons than the ED has, so a military-base ED can be all group quarters).
 5. **Households** — the rest of each ED is cut into households of 1940-like sizes (mean ≈ 3.8).
@@ -178,7 +179,7 @@ def synthesize_1940(persons: int, *, seed: int,
     composition : str or Composition, default "default"
         How mixed counties and EDs are (:class:`~hierarchy.synth.census1940_mixes.Composition`,
         or a name of :data:`~hierarchy.synth.census1940_mixes.COMPOSITIONS`). It changes the
-        mixes only: sizes, geography and the random streams' use are the same.
+        persons' groups only: sizes, geography, households and ages are the same.
 
     Returns
     -------
@@ -263,10 +264,9 @@ def write_synthetic_1940(out_dir: str | os.PathLike, persons: int, *, seed: int,
 
     Each file carries the toolkit's JSON metadata under the parquet key ``b"dapp"``
     (:data:`MADE_BY` and the arguments; the composition when it is not the default). An
-    existing ``persons.parquet`` or ``units.parquet``
-    is replaced only if it carries that metadata (the toolkit wrote it) and ``overwrite`` is
-    true; a file the toolkit did not write is never replaced. Both are checked before anything
-    is generated.
+    existing ``persons.parquet`` or ``units.parquet`` is replaced only if it carries that
+    metadata (the toolkit wrote it) and ``overwrite`` is true; a file the toolkit did not write
+    is never replaced. Both are checked before anything is generated.
 
     Parameters
     ----------

@@ -7,7 +7,7 @@ with a log-uniform concentration ``a`` on :data:`ED_CONCENTRATION`; both raked (
 which the 2020 generator uses too) so that state and county mixes hold at every scale; and a few
 "cosmopolitan" EDs in large counties. The states' mixes come from
 :mod:`hierarchy.synth.census1940_tables`. :class:`Composition` holds the knobs of how mixed
-counties come out (:data:`COMPOSITIONS` names two settings).
+counties and EDs come out (:data:`COMPOSITIONS` names three settings).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ COSMOPOLITAN_CONCENTRATION = 50.0   # Dirichlet concentration of the diverse par
 
 @dataclass(frozen=True)
 class Composition:
-    """How mixed the synthetic counties and EDs are: the knobs of :func:`_ed_mixes`.
+    """How mixed the synthetic counties and EDs are: the knobs of :func:`_ed_mixes` and
+    ``lodgers``, which the persons' step reads.
 
     Parameters
     ----------
