@@ -33,15 +33,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hierarchy import Budget, measure
 from hierarchy.queries import e2e_workload
-from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from hierarchy.synth import COMPOSITIONS, Composition
 from invariants.spec import Spec
 from postproc.apps.experiments import _papers as paper
 from postproc.apps.experiments._common import synthetic_truth
-from postproc.apps.experiments.petti_flaxman import FULL, LEVELS
+from postproc.apps.experiments.petti_flaxman import FULL, LEVELS, measure_topdown
 
 #: Compositions beside the named ones, each a knob of :class:`Composition` turned one way:
 #: fewer or more cosmopolitan EDs, a smaller spread part, a flatter or more national one,
@@ -74,20 +72,16 @@ def composition_stats(truth, workload) -> dict[str, float]:
     return stats
 
 
-def total_errors(truth, workload, epsilon: float, seeds, executor) -> dict[str, np.ndarray]:
+def total_errors(truth, epsilon: float, seeds, executor) -> dict[str, np.ndarray]:
     """TopDown's errors of the compared levels' totals at ``epsilon``, pooled over ``seeds``
-    (each seed's measurement from the stream :mod:`postproc.apps.experiments.petti_flaxman`
-    uses for that ε and seed)."""
-    from postproc.methods.topdown import topdown
-
+    (each seed's run :func:`~postproc.apps.experiments.petti_flaxman.measure_topdown` on the
+    stream the study uses for that ε and seed)."""
     spec = Spec.e2e(LEVELS)
     stream = FULL["epsilons"].index(epsilon) if epsilon in FULL["epsilons"] else 99
     errors: dict[str, list[np.ndarray]] = {level: [] for level in COMPARED}
     for seed in seeds:
-        noisy = measure(truth, workload, Budget.e2e(epsilon, LEVELS), "geometric",
-                        rng=Randomness.simulation(int(seed)).child(stream),
-                        publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]}, spec=spec)
-        result = topdown(noisy, spec, executor=executor)
+        _, result = measure_topdown(truth, epsilon, seed, stream=stream, spec=spec,
+                                    executor=executor)
         for level in COMPARED:
             li = LEVELS.index(level)
             exact = np.asarray(truth.counts[li].sum(axis=1)).ravel()
@@ -114,7 +108,7 @@ def sweep(compositions: dict[str, Composition], *, persons: int, seeds, grid=(1.
             stats = composition_stats(truth, workload)
             epsilons = full_grid if composition.name() else grid
             for epsilon in epsilons:
-                errors = total_errors(truth, workload, float(epsilon), seeds, executor)
+                errors = total_errors(truth, float(epsilon), seeds, executor)
                 row = {"composition": name, "epsilon": float(epsilon), **stats}
                 for level, e in errors.items():
                     a = np.abs(e)

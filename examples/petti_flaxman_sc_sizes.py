@@ -25,14 +25,12 @@ import sys
 import numpy as np
 import pandas as pd
 
-from hierarchy import Budget, measure
 from hierarchy.queries import e2e_workload
-from hierarchy.randomness import Randomness
 from hierarchy.schema import E2E_1940
 from invariants.spec import Spec
 from postproc.apps.experiments import _papers as paper
 from postproc.apps.experiments._common import synthetic_truth
-from postproc.apps.experiments.petti_flaxman import FULL, LEVELS
+from postproc.apps.experiments.petti_flaxman import FULL, LEVELS, measure_topdown
 from postproc.evaluation.epl import published_epl
 
 #: The levels compared (the paper's SC EPL at counties and EDs).
@@ -45,18 +43,13 @@ TARGET = (0.5, 0.45, 0.05)
 def sc_errors(truth, epsilon: float, seeds) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per compared level, the pooled SC errors over ``seeds`` and the cells' exact counts (the
     cells with a person in the exact or the TopDown data: the paper's selection)."""
-    from postproc.methods.topdown import topdown
-
-    workload, spec = e2e_workload(E2E_1940), Spec.e2e(LEVELS)
-    cells = workload["va_hisp_race"]
+    spec = Spec.e2e(LEVELS)
+    cells = e2e_workload(E2E_1940)["va_hisp_race"]
     exact = {lv: np.asarray(cells.answer(truth.counts[LEVELS.index(lv)])) for lv in COMPARED}
     pooled: dict[str, list] = {lv: [[], []] for lv in COMPARED}
     stream = FULL["epsilons"].index(epsilon)
     for seed in seeds:
-        noisy = measure(truth, workload, Budget.e2e(epsilon, LEVELS), "geometric",
-                        rng=Randomness.simulation(int(seed)).child(stream),
-                        publish={"tot": LEVELS[:2], "gqhh": LEVELS[-1:]}, spec=spec)
-        histograms = topdown(noisy, spec).histograms
+        histograms = measure_topdown(truth, epsilon, seed, stream=stream, spec=spec)[1].histograms
         for lv in COMPARED:
             dp = np.asarray(cells.answer(histograms[LEVELS.index(lv)]))
             chosen = (exact[lv] > 0) | (dp > 0)

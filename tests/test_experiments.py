@@ -238,6 +238,23 @@ def _outside_tables(text):
     return kept
 
 
+def _written_with(module, base, name, run, page):
+    """``experiment_tables.py base --write page`` with ``run`` standing in as ``base/name``;
+    the page's text after."""
+    (base / name).symlink_to(run, target_is_directory=True)
+    try:
+        assert module.main([str(base), "--write", str(page)]) == 0
+    finally:
+        (base / name).unlink()
+    return page.read_text(encoding="utf-8")
+
+
+def _first_cells(text, table, cells=1):
+    """The first ``cells`` cells of every data row of the table marked ``table`` in ``text``."""
+    rows = text.split(f"<!-- table: {table} -->")[1].split("\n\n")[1].split("\n")[2:]
+    return [row.split(" | ")[:cells] for row in rows]
+
+
 def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path):
     """``experiment_tables.py DIR --write FILE`` replaces every marked table of a copy of
     docs/experiments.md with the quick runs' tables and leaves every other line alone."""
@@ -263,29 +280,15 @@ def test_docs_tables_are_rewritten_in_place_by_one_command(quick_runs, tmp_path)
     part = before.split(full[0])[1].split("### ")[0]
     assert part in after
     # with one (the quick run standing in for it), they are replaced too, the states' included
-    (base / "petti_flaxman_full").symlink_to(quick_runs["petti_flaxman"][0],
-                                              target_is_directory=True)
-    try:
-        assert module.main([str(base), "--write", str(copy)]) == 0
-    finally:
-        (base / "petti_flaxman_full").unlink()
-    again = copy.read_text(encoding="utf-8")
-    tc = again.split("<!-- table: petti_flaxman_full tc -->")[1].split("\n\n")[1]
-    assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
-    states = again.split("<!-- table: petti_flaxman_full state -->")[1].split("\n\n")[1]
-    assert [row.split(" | ")[:2] for row in states.split("\n")[2:]] == [["| 0.5", "0"],
-                                                                        ["| 2", "0"]]
+    again = _written_with(module, base, "petti_flaxman_full", quick_runs["petti_flaxman"][0],
+                          copy)
+    assert _first_cells(again, "petti_flaxman_full tc") == [["| 0.5"], ["| 2"]]
+    assert _first_cells(again, "petti_flaxman_full state", 2) == [["| 0.5", "0"], ["| 2", "0"]]
     # the full-size run on the counties_1940 composition: its TC and county bias tables only
     assert not any("petti_flaxman_counties_1940 srs" in line for line in markers)
-    (base / "petti_flaxman_counties_1940").symlink_to(quick_runs["petti_flaxman"][0],
-                                                       target_is_directory=True)
-    try:
-        assert module.main([str(base), "--write", str(copy)]) == 0
-    finally:
-        (base / "petti_flaxman_counties_1940").unlink()
-    again = copy.read_text(encoding="utf-8")
-    tc = again.split("<!-- table: petti_flaxman_counties_1940 tc -->")[1].split("\n\n")[1]
-    assert [row.split(" | ")[0] for row in tc.split("\n")[2:]] == ["| 0.5", "| 2"]
+    again = _written_with(module, base, "petti_flaxman_counties_1940",
+                          quick_runs["petti_flaxman"][0], copy)
+    assert _first_cells(again, "petti_flaxman_counties_1940 tc") == [["| 0.5"], ["| 2"]]
     assert [line for line in _outside_tables(after) if line.strip()] == [
         line for line in _outside_tables(before) if line.strip()]
     # a table the page has no comment for is refused before anything is written

@@ -95,6 +95,9 @@ QUERIES = {"total": "TC (total)", "va_hisp_race": "SC (va_hisp_race, all cells)"
 #: The error measure each query is compared on (SC's median |error| over all cells is 0 or 1).
 MEASURE = {"total": "mae", "va_hisp_race": "mean_abs", "va_hisp_race>0": "mean_abs",
            "va_hisp_race:authors": "mae"}
+#: The statistics the study publishes as invariants: the nation's and the states' totals, the
+#: EDs' units by type.
+PUBLISH = {"tot": tuple(LEVELS[:2]), "gqhh": tuple(LEVELS[-1:])}
 #: Levels whose bias by homogeneity index is tabulated.
 BIAS_LEVELS = ("county", "enum_dist")
 
@@ -256,7 +259,7 @@ def _setting(params: dict[str, Any]) -> _Setting:
                "va_hisp_race:authors": workload["va_hisp_race"]}
     exact = {(lv, q): query.answer(truth.counts[li]) for li, lv in enumerate(LEVELS)
              for q, query in queries.items()}
-    return _Setting(truth, workload, spec, {"tot": LEVELS[:2], "gqhh": LEVELS[-1:]},
+    return _Setting(truth, workload, spec, PUBLISH,
                     {lv: truth.geography.n_units(lv) for lv in LEVELS}, queries, exact)
 
 
@@ -299,7 +302,6 @@ def _run_topdown(out: Output, setting: _Setting, params: dict[str, Any]) -> _Top
     """Measure and run TopDown at every ε and seed (ε's k-th stream of each seed), keeping the
     errors of every level and query compared."""
     from postproc.infra.executors import get_executor
-    from postproc.methods.topdown import topdown
 
     truth, spec = setting.truth, setting.spec
     runs = _TopDownRuns({}, {}, {}, [], None)
@@ -307,10 +309,8 @@ def _run_topdown(out: Output, setting: _Setting, params: dict[str, Any]) -> _Top
     with get_executor(params["executor"], workers=params["workers"]) as executor:
         for ei, epsilon in enumerate(params["epsilons"]):
             for seed in params["seeds"]:
-                rnd = Randomness.simulation(int(seed)).child(ei)
-                noisy = measure(truth, setting.workload, Budget.e2e(epsilon, LEVELS),
-                                "geometric", rng=rnd, publish=setting.publish, spec=spec)
-                result = topdown(noisy, spec, executor=executor)
+                noisy, result = measure_topdown(truth, epsilon, seed, stream=ei, spec=spec,
+                                                executor=executor)
                 runs.seconds.append(result.provenance["timings"]["total"])
                 _keep_errors(runs, setting, float(epsilon), result.histograms)
                 if float(epsilon) == float(params["compare_epsilon"]) and compared is None:
@@ -318,6 +318,31 @@ def _run_topdown(out: Output, setting: _Setting, params: dict[str, Any]) -> _Top
             out.log(f"  ε = {epsilon:g}: TopDown × {len(params['seeds'])} "
                     f"({np.mean(runs.seconds[-len(params['seeds']):]):.1f} s each)")
     return replace(runs, compared=compared)
+
+
+def measure_topdown(truth: Hierarchy, epsilon: float, seed: int, *, stream: int, spec: Spec,
+                    executor: Any = "serial") -> tuple[Any, Any]:
+    """One of the study's runs: ``truth`` measured with the E2E workload, budget split and
+    geometric noise at ``epsilon``, publishing :data:`PUBLISH`, on the stream
+    ``Randomness.simulation(seed).child(stream)`` (the study uses ε's position in its grid), then
+    TopDown under ``spec``. Returns the measurements and TopDown's result.
+
+    Examples
+    --------
+    >>> from postproc.apps.experiments._common import synthetic_truth
+    >>> truth = synthetic_truth({**QUICK, "persons": 300_000, "states": 2})
+    >>> noisy, result = measure_topdown(truth, 1.0, 1, stream=3, spec=Spec.e2e(LEVELS))
+    >>> [h.shape[0] for h in result.histograms] == [truth.geography.n_units(lv) for lv in LEVELS]
+    True
+    >>> bool((result.histograms[1].sum(axis=1) == truth.counts[1].sum(axis=1)).all())  # invariant
+    True
+    """
+    from postproc.methods.topdown import topdown
+
+    noisy = measure(truth, e2e_workload(E2E_1940), Budget.e2e(epsilon, LEVELS), "geometric",
+                    rng=Randomness.simulation(int(seed)).child(stream), publish=PUBLISH,
+                    spec=spec)
+    return noisy, topdown(noisy, spec, executor=executor)
 
 
 def _keep_errors(runs: _TopDownRuns, setting: _Setting, epsilon: float,
