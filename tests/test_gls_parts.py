@@ -180,3 +180,34 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
                                    atol=1e-9, err_msg=q.name)
         assert (got[1:] == 0).all()
     assert (variances[-1][0][0].max() > 0.1) == any(first)    # the first block's cells vary
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_bottom_weights_taken_by_group_are_the_measurements_weights(constant):
+    """UnitWeights (the bottom level's weights without the units × answers array) gives the
+    same numbers as Measurement.weights on any rows and answers, and the same answer to the
+    symmetry check as the whole array — with one variance for the level and with a variance
+    per answer, drawn answers symmetric over the last attribute or not."""
+    from hierarchy.noisy import Measurement
+    from postproc.methods.gls.parts import UnitWeights, _take
+    from postproc.methods.gls.symmetry import _equal_along_last
+
+    rng = np.random.default_rng(7)
+    units, groups, size = 9, 4, 3
+    values = rng.integers(0, 5, (units, groups * size))
+    variances = 2.5 if constant else np.repeat(rng.uniform(1, 3, (units, groups)), size, axis=1)
+    symmetric = np.repeat(rng.random((units, groups)) < 0.7, size, axis=1)
+    lopsided = symmetric.copy()
+    lopsided[4, 1] = not lopsided[4, 1]
+    for drawn in (None, symmetric, lopsided):
+        m = Measurement("q", values * (1 if drawn is None else drawn), variances, drawn=drawn)
+        lazy = UnitWeights(m)
+        rows, answers = np.array([0, 4, 8]), np.array([1, 2, 3, 10])
+        taken = _take(lazy, values.shape, rows, answers)
+        assert taken.tobytes() == np.asarray(m.weights)[np.ix_(rows, answers)].tobytes()
+        assert taken.tobytes() == _take(m.weights, values.shape, rows, answers).tobytes()
+        dense = _equal_along_last(m.weights, values.shape, groups, size)
+        assert _equal_along_last(lazy, values.shape, groups, size) == dense
+        assert dense == (drawn is not lopsided)
+    per_race = Measurement("q", values, np.tile(np.arange(1.0, size + 1), groups)[None, :])
+    assert not UnitWeights(per_race).equal_along_last(groups, size)

@@ -192,7 +192,10 @@ def part_upward(noisy: NoisyHierarchy, compiled: Mapping[str, LevelConstraints],
     """
     geo = noisy.geography
     levels = list(levels)
-    terms = [level_terms(noisy, level) for level in levels]
+    terms = [level_terms(noisy, level) for level in levels[:-1]]
+    terms.append([(noisy.workload[name].matrix, noisy.get(levels[-1], name).values,
+                   UnitWeights(noisy.get(levels[-1], name)))
+                  for name in noisy.queries(levels[-1])])
     equalities = [equalities_of(compiled[level]) for level in levels]
     symmetry, _ = find_symmetry(noisy.schema.shape, terms, equalities, noisy.schema.names)
     bottom_parent = np.asarray(geo.parents[geo.level_index(levels[-1])])
@@ -255,8 +258,7 @@ def _bottom_groups(terms: Sequence[Any], eq: Equalities, units: int, symmetry: S
             answers = np.flatnonzero(qc.getnnz(axis=1))
             if answers.size:
                 restricted.append((qc[answers], np.asarray(values)[np.ix_(rows, answers)],
-                                   np.broadcast_to(weights, np.shape(values))[
-                                       np.ix_(rows, answers)]))
+                                   _take(weights, np.shape(values), rows, answers)))
         sub_eq = Equalities(eq.matrix[:, cells], eq.values[rows], None)
         sub_symmetry = None if symmetry is None else Symmetry(coordinates.size, size)
         sub = split_problems([restricted], [sub_eq], [np.full(rows.size, -1)],
@@ -271,6 +273,63 @@ def _bottom_groups(terms: Sequence[Any], eq: Equalities, units: int, symmetry: S
              for fit, (ops, _) in zip(fits, distinct)]))
         means.append([fit.subtree[0] for fit in fits])
     return groups, means
+
+
+class UnitWeights:
+    """A bottom level's measurement's weights as :func:`_bottom_groups` and
+    :func:`~postproc.methods.gls.symmetry.find_symmetry` read them, without the units × answers
+    array ``Measurement.weights`` is when some answers were not drawn (a 2020 block level: 2,016
+    answers of ``detailed`` per block, 320 MB for a part of 20,000 blocks): a group's rows and
+    answers at a time, and whether the weights are equal along the last attribute.
+
+    Examples
+    --------
+    >>> from hierarchy.noisy import Measurement
+    >>> m = Measurement("q", np.array([[3, 0], [5, 2]]), 4.0,
+    ...                 drawn=np.array([[True, False], [True, True]]))
+    >>> w = UnitWeights(m)
+    >>> w.take(np.array([1]), np.array([0, 1])).tolist(), m.weights[1:].tolist()
+    ([[0.25, 0.25]], [[0.25, 0.25]])
+    >>> w.equal_along_last(1, 2), UnitWeights(Measurement("q", np.ones((2, 2)), 4.0)
+    ...                                      ).equal_along_last(1, 2)
+    (False, True)
+    """
+
+    __slots__ = ("measurement",)
+
+    def __init__(self, measurement: Any):
+        self.measurement = measurement
+
+    def take(self, rows: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """``weights[rows][:, answers]``, computed for those entries only (the same numbers:
+        ``1 / variance``, 0 where the answer was not drawn)."""
+        m = self.measurement
+        where = np.ix_(rows, answers)
+        w = 1.0 / m.variances[where]
+        return w if m.drawn is None else np.where(m.drawn[where], w, 0.0)
+
+    def equal_along_last(self, groups: int, size: int) -> bool:
+        """Whether every unit's weights of answers ``(g, r)`` (``groups × size`` answers, the
+        last attribute's value ``r`` last) are equal over ``r``: with one variance for the
+        whole level, whether the answers drawn are; otherwise checked on the whole array."""
+        m = self.measurement
+        v = m.variances
+        if v.size and v.strides == (0,) * v.ndim:
+            if m.drawn is None:
+                return True
+            d = m.drawn.reshape(m.drawn.shape[0], groups, size)
+            return bool(np.all(d == d[:, :, :1]))
+        w = np.broadcast_to(m.weights, np.shape(m.values)).reshape(-1, groups, size)
+        return bool(np.all(w == w[:, :, :1]))
+
+
+def _take(weights: Any, shape: tuple[int, ...], rows: np.ndarray, answers: np.ndarray
+          ) -> np.ndarray:
+    """``weights[rows][:, answers]`` of an array (broadcast to the values' ``shape``) or of a
+    :class:`UnitWeights`."""
+    if isinstance(weights, UnitWeights):
+        return weights.take(rows, answers)
+    return np.broadcast_to(weights, shape)[np.ix_(rows, answers)]
 
 
 def _below(groups: Sequence[BottomGroup], means: Sequence[Any], p: int, parent: np.ndarray,

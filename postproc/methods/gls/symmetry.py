@@ -123,6 +123,17 @@ def _kind(q: Any, groups: int, size: int) -> tuple[str | None, np.ndarray | None
     return None, None
 
 
+def _equal_along_last(weights: Any, shape: tuple[int, ...], groups: int, size: int) -> bool:
+    """Whether a sliced query's weights (an array broadcast to the values' ``shape``, or an
+    object that answers ``equal_along_last``, :class:`~postproc.methods.gls.parts.UnitWeights`)
+    are equal over the last attribute for every unit and answer group."""
+    check = getattr(weights, "equal_along_last", None)
+    if callable(check):
+        return bool(check(groups, size))
+    w = np.broadcast_to(weights, shape).reshape(shape[0], groups, size)
+    return bool(np.all(w == w[:, :, :1]))
+
+
 def find_symmetry(shape: Sequence[int], terms: Sequence[Sequence[Term]],
                   equalities: Sequence[Equalities | None], names: Sequence[str] = ()
                   ) -> tuple[Symmetry | None, str]:
@@ -170,9 +181,7 @@ def find_symmetry(shape: Sequence[int], terms: Sequence[Sequence[Term]],
                 return None, (f"query {i + 1} of level {li} neither keeps every {what} apart nor "
                               f"sums them")
             if kind == "sliced":
-                w = np.broadcast_to(weights, np.shape(values)).reshape(
-                    np.shape(values)[0], qa.shape[0], size)
-                if not np.all(w == w[:, :, :1]):
+                if not _equal_along_last(weights, np.shape(values), qa.shape[0], size):
                     return None, (f"query {i + 1} of level {li}: the variances of its answers "
                                   f"differ between values of {what}")
     for li, eq in enumerate(equalities):
