@@ -303,10 +303,16 @@ class UnitWeights:
     def take(self, rows: np.ndarray, answers: np.ndarray) -> np.ndarray:
         """``weights[rows][:, answers]``, computed for those entries only (the same numbers:
         ``1 / variance``, 0 where the answer was not drawn)."""
-        m = self.measurement
-        where = np.ix_(rows, answers)
-        w = 1.0 / m.variances[where]
-        return w if m.drawn is None else np.where(m.drawn[where], w, 0.0)
+        m, v = self.measurement, self.measurement.variances
+        if v.size and v.strides == (0,) * v.ndim:      # one variance: no gather of it
+            w: Any = 1.0 / v.flat[0]
+            if m.drawn is None:
+                return np.full((rows.size, answers.size), w)
+        else:
+            w = 1.0 / v[rows][:, answers]
+        if m.drawn is None:
+            return w
+        return np.where(m.drawn[rows][:, answers], w, 0.0)
 
     def equal_along_last(self, groups: int, size: int) -> bool:
         """Whether every unit's weights of answers ``(g, r)`` (``groups × size`` answers, the
