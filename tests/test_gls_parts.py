@@ -182,12 +182,12 @@ def test_a_part_whose_blocks_are_all_empty_equals_the_whole(first, succinct):
     assert (variances[-1][0][0].max() > 0.1) == any(first)    # the first block's cells vary
 
 
-@pytest.mark.parametrize("constant", [True, False])
-def test_bottom_weights_taken_by_group_are_the_measurements_weights(constant):
+@pytest.mark.parametrize("variance", ["level", "unit", "answer"])
+def test_bottom_weights_taken_by_group_are_the_measurements_weights(variance):
     """UnitWeights (the bottom level's weights without the units × answers array) gives the
     same numbers as Measurement.weights on any rows and answers, and the same answer to the
-    symmetry check as the whole array — with one variance for the level and with a variance
-    per answer, drawn answers symmetric over the last attribute or not."""
+    symmetry check as the whole array — with one variance for the level, one per unit (an
+    NMF's rows) and one per answer, drawn answers symmetric over the last attribute or not."""
     from hierarchy.noisy import Measurement
     from postproc.methods.gls.parts import UnitWeights, _take
     from postproc.methods.gls.symmetry import _equal_along_last
@@ -195,7 +195,8 @@ def test_bottom_weights_taken_by_group_are_the_measurements_weights(constant):
     rng = np.random.default_rng(7)
     units, groups, size = 9, 4, 3
     values = rng.integers(0, 5, (units, groups * size))
-    variances = 2.5 if constant else np.repeat(rng.uniform(1, 3, (units, groups)), size, axis=1)
+    variances = {"level": 2.5, "unit": rng.uniform(1, 3, (units, 1)),
+                 "answer": np.repeat(rng.uniform(1, 3, (units, groups)), size, axis=1)}[variance]
     symmetric = np.repeat(rng.random((units, groups)) < 0.7, size, axis=1)
     lopsided = symmetric.copy()
     lopsided[4, 1] = not lopsided[4, 1]

@@ -308,8 +308,10 @@ class UnitWeights:
             w: Any = 1.0 / v.flat[0]
             if m.drawn is None:
                 return np.full((rows.size, answers.size), w)
+        elif v.ndim == 2 and v.strides[1] == 0:        # a variance per unit (an NMF's rows)
+            w = np.repeat(1.0 / v[rows, :1], answers.size, axis=1)
         else:
-            w = 1.0 / v[rows][:, answers]
+            w = 1.0 / v[np.ix_(rows, answers)]
         if m.drawn is None:
             return w
         return np.where(m.drawn[rows][:, answers], w, 0.0)
