@@ -319,10 +319,11 @@ class UnitWeights:
     def equal_along_last(self, groups: int, size: int) -> bool:
         """Whether every unit's weights of answers ``(g, r)`` (``groups × size`` answers, the
         last attribute's value ``r`` last) are equal over ``r``: with one variance for the
-        whole level, whether the answers drawn are; otherwise checked on the whole array."""
+        whole level or one per unit, whether the answers drawn are (a weight is ``1 / variance
+        > 0`` where drawn, 0 elsewhere); otherwise checked on the whole array."""
         m = self.measurement
         v = m.variances
-        if v.size and v.strides == (0,) * v.ndim:
+        if v.size and v.ndim == 2 and v.strides[1] == 0:
             if m.drawn is None:
                 return True
             d = m.drawn.reshape(m.drawn.shape[0], groups, size)
