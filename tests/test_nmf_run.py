@@ -5,6 +5,7 @@ directory."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -400,10 +401,18 @@ def test_one_file_of_many_row_groups_a_partition_reads_as_many_files(nmf, tmp_pa
             assert np.array_equal(m.variances, b.measurements[level][name].variances)
     from postproc.apps.nmf.stream import run_nmf_streamed
 
+    lines: list[str] = []
     runs = [run_nmf_streamed(root, tmp_path / name, state_totals=totals, part_blocks=60,
-                             log=lambda line: None)
+                             log=lines.append)
             for root, name in ((nmf / "nmf", "many"), (merged, "one"))]
     x, y = Result.read(runs[0]), Result.read(runs[1])
+    # the block pass's line: its tasks' own seconds, which run within its wall time on the
+    # pool's workers (every CPU: run_nmf_streamed's default)
+    spilled = [re.search(r"\(([0-9.]+) s of work on the workers\) in ([0-9.]+) s$", line)
+               for line in lines if "read and split" in line]
+    assert spilled and all(m is not None for m in spilled)
+    for m in spilled:
+        assert 0 < float(m[1]) <= float(m[2]) * (os.cpu_count() or 1) + 0.1
     assert all(np.array_equal(u, v) for u, v in zip(x.histograms, y.histograms))
     table = pq.read_table(block_file)
     row = table.num_rows - 5                       # in the file's last row group

@@ -136,15 +136,17 @@ SPILL_ROWS = 1 << 18
 @dataclass(frozen=True)
 class _Spill:
     """Check a run of one block file's rows (as the reader does) and write each part's to its
-    own ``.npz`` (picklable: an executor maps it over :func:`_spill_items`). ``stops``: each
-    part's end in the block groups ``groups`` (in the geography's order)."""
+    own ``.npz`` (picklable: an executor maps it over :func:`_spill_items`); returns the task's
+    seconds. ``stops``: each part's end in the block groups ``groups`` (in the geography's
+    order)."""
 
     spill: Path
     groups: np.ndarray
     stops: np.ndarray
     product: str = "persons"
 
-    def __call__(self, item: tuple[int, str, str, Path, tuple[int, ...]]) -> int:
+    def __call__(self, item: tuple[int, str, str, Path, tuple[int, ...]]) -> float:
+        t0 = time.perf_counter()
         index, dataset, piece, path, row_groups = item
         kinds = {k.query_name: k for k in row_kinds(self.product, _BLOCK, dataset)}
         pending, written = _Rows(), 0
@@ -157,7 +159,7 @@ class _Spill:
             self._write(pending, index, written, path, piece, dataset)
         # Arrow's allocator keeps what the parsing freed; the worker goes on to solve parts
         pa.default_memory_pool().release_unused()
-        return index
+        return time.perf_counter() - t0
 
     def _write(self, rows: _Rows, index: int, seq: int, path: Path, piece: str,
                dataset: str) -> None:
@@ -220,14 +222,16 @@ def _spill_items(files: Sequence[tuple[str, str, Path]], rows: int | None = None
 
 
 def _spill_blocks(pdir: Path, pieces: Sequence[str], spill: Path, groups: np.ndarray,
-                 stops: np.ndarray, executor: Any, product: str = "persons") -> tuple[int, int]:
+                 stops: np.ndarray, executor: Any, product: str = "persons"
+                 ) -> tuple[int, int, float]:
     """Every block file of ``pieces`` (constraints and measurements) checked and its rows
     written part by part under ``spill`` (module docstring), the files' row groups shared
-    among the executor's workers; returns the files and bytes read."""
+    among the executor's workers; returns the files and bytes read and the seconds the tasks
+    took (summed over the workers: their own work, not the wait for a worker)."""
     files = [(dataset, piece, f) for dataset in (CONSTRAINT, DPQUERY)
              for piece, f in _dataset_files(pdir, _BLOCK, dataset, pieces)]
-    list(executor.map(_Spill(spill, groups, stops, product), _spill_items(files)))
-    return len(files), sum(f.stat().st_size for _, _, f in files)
+    seconds = sum(executor.map(_Spill(spill, groups, stops, product), _spill_items(files)))
+    return len(files), sum(f.stat().st_size for _, _, f in files), seconds
 
 
 def _part_blocks(value: Any) -> int:

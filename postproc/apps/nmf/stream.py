@@ -236,12 +236,14 @@ class _State(_StateFiles):
         cuts = plan_parts(geo, split, self.part_blocks)
         spill = self.parts / f"spill-{fips}"
         shutil.rmtree(spill, ignore_errors=True)     # an interrupted run's, cut otherwise
-        files, nbytes = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
-                                     np.array([stop for _, stop in cuts]), ex)
+        files, nbytes, work = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
+                                           np.array([stop for _, stop in cuts]), ex)
         record["files"] += files
         record["bytes"] += nbytes
+        # the wall time counts the wait behind the other state's parts; the work says the cost
         log(f"state {fips}: {files:,} block files ({nbytes / 2**30:.2f} GiB) read and split "
-            f"into {len(cuts):,} part{'s' * (len(cuts) > 1)} in {time.perf_counter() - t1:.1f} s")
+            f"into {len(cuts):,} part{'s' * (len(cuts) > 1)} ({work:.1f} s of work on the "
+            f"workers) in {time.perf_counter() - t1:.1f} s")
         task = _SolveBlocks(spill, below.at_levels([LEVELS[-1]]).replace(
             executor="serial", workers=None), upper.provenance, self.meta)
         items = [(k, part_geography(geo, split, a, b), solved.histograms[split][a:b],

@@ -367,8 +367,8 @@ class _StateRun(_StateFiles):
         cuts = plan_parts(geo, split, self.part_blocks)
         spill = self.parts / f"spill-{fips}"
         shutil.rmtree(spill, ignore_errors=True)
-        files, nbytes = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
-                                      np.array([stop for _, stop in cuts]), ex)
+        files, nbytes, _ = _spill_blocks(pdir, own, spill, np.asarray(geo.geocodes[split]),
+                                         np.array([stop for _, stop in cuts]), ex)
         files += tree.provenance["files"]
         nbytes += tree.provenance["bytes"]
         log(f"state {fips}: read, {files:,} files; its blocks in {len(cuts):,} "
