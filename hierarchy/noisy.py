@@ -156,6 +156,30 @@ class Measurement:
             w = 1.0 / v
         return w if self.drawn is None else np.where(self.drawn[units], w, 0.0)
 
+    def weights_at(self, rows: np.ndarray, answers: np.ndarray) -> np.ndarray:
+        """``weights[rows][:, answers]``, computed for those entries only: a level's one
+        variance or a unit's (a row of a Noisy Measurement File) is not gathered over the
+        answers (the GLS's bottom groups read a block level's weights so, a group at a time).
+
+        >>> m = Measurement("q", np.array([[3, 0, 1], [5, 2, 4]]), np.array([[2.0], [4.0]]),
+        ...                 drawn=np.array([[True, False, True], [True, True, True]]))
+        >>> rows, answers = np.array([1, 0]), np.array([1, 2])
+        >>> m.weights_at(rows, answers).tolist() == m.weights[rows][:, answers].tolist()
+        True
+        """
+        v = self.variances
+        if v.size and v.strides == (0,) * v.ndim:      # one variance: no gather of it
+            w: Any = 1.0 / v.flat[0]
+            if self.drawn is None:
+                return np.full((rows.size, answers.size), w)
+        elif v.strides[1] == 0:                        # one variance per unit
+            w = np.repeat(1.0 / v[rows, :1], answers.size, axis=1)
+        else:
+            w = 1.0 / v[np.ix_(rows, answers)]
+        if self.drawn is None:
+            return w
+        return np.where(self.drawn[rows][:, answers], w, 0.0)
+
     @property
     def n_drawn(self) -> int:
         """Answers drawn (all of them unless ``drawn`` says otherwise)."""

@@ -301,20 +301,9 @@ class UnitWeights:
         self.measurement = measurement
 
     def take(self, rows: np.ndarray, answers: np.ndarray) -> np.ndarray:
-        """``weights[rows][:, answers]``, computed for those entries only (the same numbers:
-        ``1 / variance``, 0 where the answer was not drawn)."""
-        m, v = self.measurement, self.measurement.variances
-        if v.size and v.strides == (0,) * v.ndim:      # one variance: no gather of it
-            w: Any = 1.0 / v.flat[0]
-            if m.drawn is None:
-                return np.full((rows.size, answers.size), w)
-        elif v.ndim == 2 and v.strides[1] == 0:        # a variance per unit (an NMF's rows)
-            w = np.repeat(1.0 / v[rows, :1], answers.size, axis=1)
-        else:
-            w = 1.0 / v[np.ix_(rows, answers)]
-        if m.drawn is None:
-            return w
-        return np.where(m.drawn[rows][:, answers], w, 0.0)
+        """``weights[rows][:, answers]``, computed for those entries only
+        (``Measurement.weights_at``)."""
+        return self.measurement.weights_at(rows, answers)
 
     def equal_along_last(self, groups: int, size: int) -> bool:
         """Whether every unit's weights of answers ``(g, r)`` (``groups × size`` answers, the
